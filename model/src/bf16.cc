@@ -1,0 +1,25 @@
+#include "tpu/bf16.h"
+
+#include <cmath>
+
+namespace tpu {
+
+bf16_t f32_to_bf16(float f) {
+  const uint32_t u = f32_bits(f);
+  if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu) != 0) return kBf16CanonNan;
+  // Round to nearest even on the 16 dropped bits. A carry out of the mantissa bumps the
+  // exponent, which is exactly right, and turns the largest finite values into Inf on overflow.
+  const uint32_t lsb = (u >> 16) & 1u;
+  const uint32_t rounded = u + 0x7FFFu + lsb;
+  return static_cast<bf16_t>(rounded >> 16);
+}
+
+float canonicalize(float f) { return std::isnan(f) ? f32_from_bits(kF32CanonNan) : f; }
+
+float mac(bf16_t a, bf16_t w, float acc) {
+  // The bf16 x bf16 product is exact in f32 range-wise but not always in f32 precision when it
+  // underflows; fmaf sees the exact product, so this is the single-rounding definition.
+  return canonicalize(std::fmaf(bf16_to_f32(a), bf16_to_f32(w), acc));
+}
+
+}  // namespace tpu

@@ -1,0 +1,199 @@
+#include "tpu/vector.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace tpu {
+
+namespace {
+
+const float kNegZero = f32_from_bits(0x80000000u);
+const float kNegInf = f32_from_bits(0xFF800000u);
+
+bool is_power_of_two_lanes(std::size_t n) { return n >= 2 && (n & (n - 1)) == 0; }
+
+// The identity of a reduction: op(acc, identity) == acc bit for bit.
+float reduction_identity(VpuOp op) { return op == VpuOp::kRedMax ? kNegInf : kNegZero; }
+
+float reduction_step(VpuOp op, float acc, float x) {
+  return op == VpuOp::kRedMax ? f32_maximum(acc, x) : f32_add(x, acc);
+}
+
+// The fixed cross-lane tree: level k+1 value i = op(level k value 2i, level k value 2i+1).
+float reduce_tree(VpuOp op, std::vector<float> level) {
+  while (level.size() > 1) {
+    std::vector<float> next(level.size() / 2);
+    for (std::size_t i = 0; i < next.size(); ++i) {
+      next[i] = op == VpuOp::kRedMax ? f32_maximum(level[2 * i], level[2 * i + 1])
+                                     : f32_add(level[2 * i], level[2 * i + 1]);
+    }
+    level = std::move(next);
+  }
+  return level[0];
+}
+
+float widen(uint32_t bits, bool is_bf16) {
+  return is_bf16 ? bf16_to_f32(static_cast<bf16_t>(bits & 0xFFFFu)) : f32_from_bits(bits);
+}
+
+}  // namespace
+
+const char* vpu_op_name(VpuOp op) {
+  switch (op) {
+    case VpuOp::kAdd: return "add";
+    case VpuOp::kSub: return "sub";
+    case VpuOp::kMul: return "mul";
+    case VpuOp::kFma: return "fma";
+    case VpuOp::kMax: return "max";
+    case VpuOp::kMin: return "min";
+    case VpuOp::kRelu: return "relu";
+    case VpuOp::kCvtF32Bf16: return "cvt_f32_bf16";
+    case VpuOp::kCvtBf16F32: return "cvt_bf16_f32";
+    case VpuOp::kRedSum: return "red_sum";
+    case VpuOp::kRedMax: return "red_max";
+  }
+  return "unknown";
+}
+
+bool vpu_op_is_reduction(VpuOp op) { return op == VpuOp::kRedSum || op == VpuOp::kRedMax; }
+
+float f32_add(float x, float y) { return canonicalize(x + y); }
+float f32_sub(float x, float y) { return canonicalize(x - y); }
+float f32_mul(float x, float y) { return canonicalize(x * y); }
+float f32_fma(float x, float y, float z) { return canonicalize(std::fmaf(x, y, z)); }
+
+float f32_maximum(float x, float y) {
+  if (std::isnan(x) || std::isnan(y)) return f32_from_bits(kF32CanonNan);
+  if (x == 0.0f && y == 0.0f) return std::signbit(x) ? y : x;  // -0 < +0
+  return x < y ? y : x;
+}
+
+float f32_minimum(float x, float y) {
+  if (std::isnan(x) || std::isnan(y)) return f32_from_bits(kF32CanonNan);
+  if (x == 0.0f && y == 0.0f) return std::signbit(x) ? x : y;  // -0 < +0
+  return y < x ? y : x;
+}
+
+float f32_relu(float x) { return f32_maximum(x, 0.0f); }
+
+uint32_t vpu_lane(VpuOp op, uint32_t x, uint32_t y, uint32_t z, uint8_t src_bf16,
+                  bool dst_bf16) {
+  const float xf = widen(x, (src_bf16 & kVpuSrcBf16X) != 0 || op == VpuOp::kCvtBf16F32);
+  const float yf = widen(y, (src_bf16 & kVpuSrcBf16Y) != 0);
+  const float zf = widen(z, (src_bf16 & kVpuSrcBf16Z) != 0);
+  float r = 0.0f;
+  switch (op) {
+    case VpuOp::kAdd: r = f32_add(xf, yf); break;
+    case VpuOp::kSub: r = f32_sub(xf, yf); break;
+    case VpuOp::kMul: r = f32_mul(xf, yf); break;
+    case VpuOp::kFma: r = f32_fma(xf, yf, zf); break;
+    case VpuOp::kMax: r = f32_maximum(xf, yf); break;
+    case VpuOp::kMin: r = f32_minimum(xf, yf); break;
+    case VpuOp::kRelu: r = f32_relu(xf); break;
+    case VpuOp::kCvtF32Bf16:
+    case VpuOp::kCvtBf16F32: r = canonicalize(xf); break;
+    case VpuOp::kRedSum:
+    case VpuOp::kRedMax:
+      throw std::invalid_argument("vpu_lane: reductions are not elementwise");
+  }
+  if (dst_bf16 || op == VpuOp::kCvtF32Bf16) return f32_to_bf16(r);
+  return f32_bits(r);
+}
+
+std::vector<float> vector_elementwise(VpuOp op, const std::vector<float>& x,
+                                      const std::vector<float>& y, const std::vector<float>& z) {
+  const bool reads_y = op == VpuOp::kAdd || op == VpuOp::kSub || op == VpuOp::kMul ||
+                       op == VpuOp::kFma || op == VpuOp::kMax || op == VpuOp::kMin;
+  const bool reads_z = op == VpuOp::kFma;
+  if (static_cast<unsigned>(op) > static_cast<unsigned>(VpuOp::kRelu)) {
+    throw std::invalid_argument(std::string("vector_elementwise: not an f32 elementwise op: ") +
+                                vpu_op_name(op));
+  }
+  if ((reads_y && y.size() != x.size()) || (reads_z && z.size() != x.size())) {
+    throw std::invalid_argument("vector_elementwise: operand lengths differ");
+  }
+  std::vector<float> r(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const uint32_t yb = reads_y ? f32_bits(y[i]) : 0u;
+    const uint32_t zb = reads_z ? f32_bits(z[i]) : 0u;
+    r[i] = f32_from_bits(vpu_lane(op, f32_bits(x[i]), yb, zb));
+  }
+  return r;
+}
+
+std::vector<bf16_t> vector_to_bf16(const std::vector<float>& x) {
+  std::vector<bf16_t> r(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) r[i] = f32_to_bf16(x[i]);
+  return r;
+}
+
+std::vector<float> vector_from_bf16(const std::vector<bf16_t>& x) {
+  std::vector<float> r(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) r[i] = canonicalize(bf16_to_f32(x[i]));
+  return r;
+}
+
+float vector_reduce(VpuOp op, const std::vector<float>& v, std::size_t lanes) {
+  if (!vpu_op_is_reduction(op)) throw std::invalid_argument("vector_reduce: not a reduction");
+  if (!is_power_of_two_lanes(lanes)) {
+    throw std::invalid_argument("vector_reduce: lanes must be a power of two, at least 2");
+  }
+  std::vector<float> acc(lanes, reduction_identity(op));
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    acc[i % lanes] = reduction_step(op, acc[i % lanes], v[i]);
+  }
+  return reduce_tree(op, std::move(acc));
+}
+
+VpuModel::VpuModel(std::size_t lanes) : lanes_(lanes), acc_(lanes, 0.0f) {
+  if (!is_power_of_two_lanes(lanes)) {
+    throw std::invalid_argument("VpuModel: lanes must be a power of two, at least 2");
+  }
+}
+
+std::optional<VpuResult> VpuModel::step(const VpuBeat& b) {
+  const auto operand_ok = [&](const std::vector<uint32_t>& v) {
+    return v.empty() || v.size() == lanes_;
+  };
+  if (b.x.size() != lanes_ || !operand_ok(b.y) || !operand_ok(b.z) ||
+      !(b.mask.empty() || b.mask.size() == lanes_) ||
+      static_cast<unsigned>(b.op) >= kVpuNumOps) {
+    throw std::invalid_argument("VpuModel::step: malformed beat");
+  }
+  const auto lane_of = [](const std::vector<uint32_t>& v, std::size_t l) {
+    return v.empty() ? 0u : v[l];
+  };
+
+  if (!vpu_op_is_reduction(b.op)) {
+    VpuResult r;
+    r.data.resize(lanes_);
+    for (std::size_t l = 0; l < lanes_; ++l) {
+      r.data[l] = vpu_lane(b.op, b.x[l], lane_of(b.y, l), lane_of(b.z, l), b.src_bf16,
+                           b.dst_bf16);
+    }
+    return r;
+  }
+
+  if (b.first ? red_active_ : (!red_active_ || b.op != red_op_)) {
+    throw std::invalid_argument("VpuModel::step: reduction beat outside its group");
+  }
+  const float id = reduction_identity(b.op);
+  for (std::size_t l = 0; l < lanes_; ++l) {
+    const bool on = b.mask.empty() || b.mask[l];
+    const float x = on ? widen(b.x[l], (b.src_bf16 & kVpuSrcBf16X) != 0) : id;
+    acc_[l] = reduction_step(b.op, b.first ? id : acc_[l], x);
+  }
+  red_active_ = !b.last;
+  red_op_ = b.op;
+  if (!b.last) return std::nullopt;
+
+  const float root = reduce_tree(b.op, acc_);
+  VpuResult r;
+  r.scalar = true;
+  r.data.assign(lanes_, 0u);
+  r.data[0] = b.dst_bf16 ? f32_to_bf16(root) : f32_bits(canonicalize(root));
+  return r;
+}
+
+}  // namespace tpu

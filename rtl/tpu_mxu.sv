@@ -1,0 +1,266 @@
+// tpu_mxu: Rows x Cols weight-stationary systolic array, bf16 x bf16 -> f32.
+//
+// Dataflow. PE(i, j) holds W[k0 + i][n0 + j] of the current weight tile. One activation beat is a
+// row of A (Rows bf16 values, one per k) plus, per column, the f32 value the column starts from:
+// +0.0, or acc_data_i[j] when a_acc_i is set (the running sum of the previous K tile, so a K-tiled
+// product keeps the sequential order of docs/numerics.md). Row i is skewed by i cycles and the
+// start value of column j by j cycles; the partial sum of column j walks down through k = 0..Rows-1
+// (acc = fma(a_k, w_k, acc) in each PE), and the outputs are deskewed so that a whole result row
+// leaves together.
+//
+// Weights are double-buffered. The weight port writes one row of the shadow bank per beat, rows
+// 0..Rows-1 in order; after the last row the bank is ready and the next weight tile goes to the
+// other bank. Each activation carries its bank select along the row, so the switch to a new tile
+// ripples through the array with the skew and back-to-back tiles run with no bubble. a_last_i
+// marks a tile's last activation row and releases its bank; the bank is rewritten row by row only
+// once the last beat that reads it has passed that row (counted in enabled cycles).
+//
+// Handshakes: valid/ready on all three streams. The whole array advances with one enable,
+// en = !o_valid_o || o_ready_i, so back-pressure on the output stalls every stage in place.
+// Latency: Rows + Cols cycles from an accepted activation beat to its result. Throughput: one
+// beat (Rows x Cols MACs) per cycle. Loading a weight tile takes Rows beats.
+module tpu_mxu #(
+  parameter int unsigned Rows = 8,
+  parameter int unsigned Cols = 8
+) (
+  input  logic           clk_i,
+  input  logic           rst_ni,
+  // weight tile rows into the shadow bank
+  input  logic           w_valid_i,
+  output logic           w_ready_o,
+  input  tpu_pkg::bf16_t w_data_i   [Cols],
+  // activation rows
+  input  logic           a_valid_i,
+  output logic           a_ready_o,
+  input  tpu_pkg::bf16_t a_data_i   [Rows],
+  input  tpu_pkg::f32_t  acc_data_i [Cols],
+  input  logic           a_acc_i,    // columns start from acc_data_i (else from +0.0)
+  input  logic           a_last_i,   // last row of the current weight tile
+  // result rows
+  output logic           o_valid_o,
+  input  logic           o_ready_i,
+  output tpu_pkg::f32_t  o_data_o   [Cols],
+  output logic           o_last_o,   // result of a beat that had a_last_i set
+  // status
+  output logic           idle_o      // no beat in flight and no bank loaded
+);
+
+  localparam int unsigned Latency  = Rows + Cols;
+  localparam int unsigned RowW     = tpu_pkg::idx_width(Rows);
+  localparam int unsigned DrainMax = Rows + Cols;
+  localparam int unsigned DrainW   = tpu_pkg::idx_width(DrainMax + 1);
+
+  typedef struct packed {
+    logic           sel;
+    tpu_pkg::bf16_t a;
+  } act_t;
+
+  typedef struct packed {
+    logic valid;
+    logic last;
+  } tag_t;
+
+  // ---------------------------------------------------------------------------------------------
+  // Bank control
+  // ---------------------------------------------------------------------------------------------
+  logic              en;
+  logic              a_fire, w_fire;
+  logic [1:0]        full_d, full_q;          // bank holds a complete, unreleased weight tile
+  logic              rd_bank_d, rd_bank_q;    // bank the next activation beat multiplies with
+  logic              wr_bank_d, wr_bank_q;    // bank the weight port fills
+  logic [RowW-1:0]   wr_row_d, wr_row_q;      // next row of wr_bank to write
+  logic [DrainW-1:0] drain_d [2];             // enabled cycles since the bank's last beat
+  logic [DrainW-1:0] drain_q [2];
+  logic              row_free;
+  logic [DrainW-1:0] drain_wr;
+
+  assign en        = !o_valid_o || o_ready_i;
+  assign a_ready_o = en && full_q[rd_bank_q];
+  assign a_fire    = a_valid_i && a_ready_o;
+  // Row r of a released bank is free once its last beat has left PE(r, Cols-1).
+  assign drain_wr  = drain_q[wr_bank_q];
+  assign row_free  = 32'(drain_wr) >= 32'(wr_row_q) + Cols;
+  assign w_ready_o = !full_q[wr_bank_q] && row_free;
+  assign w_fire    = w_valid_i && w_ready_o;
+
+  always_comb begin
+    full_d    = full_q;
+    rd_bank_d = rd_bank_q;
+    wr_bank_d = wr_bank_q;
+    wr_row_d  = wr_row_q;
+    for (int unsigned b = 0; b < 2; b++) begin
+      drain_d[b] = drain_q[b];
+      if (en && 32'(drain_q[b]) < DrainMax) drain_d[b] = drain_q[b] + 1'b1;
+    end
+    if (w_fire) begin
+      if (32'(wr_row_q) == Rows - 1) begin
+        full_d[wr_bank_q] = 1'b1;
+        wr_bank_d         = !wr_bank_q;
+        wr_row_d          = '0;
+      end else begin
+        wr_row_d = wr_row_q + 1'b1;
+      end
+    end
+    if (a_fire && a_last_i) begin
+      full_d[rd_bank_q]  = 1'b0;
+      drain_d[rd_bank_q] = '0;
+      rd_bank_d          = !rd_bank_q;
+    end
+  end
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      full_q     <= '0;
+      rd_bank_q  <= 1'b0;
+      wr_bank_q  <= 1'b0;
+      wr_row_q   <= '0;
+      drain_q[0] <= DrainW'(DrainMax);
+      drain_q[1] <= DrainW'(DrainMax);
+    end else begin
+      full_q     <= full_d;
+      rd_bank_q  <= rd_bank_d;
+      wr_bank_q  <= wr_bank_d;
+      wr_row_q   <= wr_row_d;
+      drain_q[0] <= drain_d[0];
+      drain_q[1] <= drain_d[1];
+    end
+  end
+
+  // ---------------------------------------------------------------------------------------------
+  // Input skew, the PE grid, output deskew
+  // ---------------------------------------------------------------------------------------------
+  act_t          act_h  [Rows][Cols+1];  // activation entering PE(i, j) from the left
+  tpu_pkg::f32_t psum_v [Rows+1][Cols];  // partial sum entering PE(i, j) from above
+
+  for (genvar i = 0; i < Rows; i++) begin : gen_row_skew
+    act_t act_in;
+    assign act_in.sel = rd_bank_q;
+    assign act_in.a   = a_fire ? a_data_i[i] : '0;
+
+    tpu_shift #(
+      .data_t(act_t),
+      .Depth (i + 1)
+    ) i_skew (
+      .clk_i (clk_i),
+      .rst_ni(rst_ni),
+      .en_i  (en),
+      .d_i   (act_in),
+      .q_o   (act_h[i][0])
+    );
+  end
+
+  for (genvar j = 0; j < Cols; j++) begin : gen_col_skew
+    tpu_pkg::f32_t top_in;
+    assign top_in = (a_fire && a_acc_i) ? acc_data_i[j] : '0;
+
+    tpu_shift #(
+      .data_t(tpu_pkg::f32_t),
+      .Depth (j + 1)
+    ) i_skew (
+      .clk_i (clk_i),
+      .rst_ni(rst_ni),
+      .en_i  (en),
+      .d_i   (top_in),
+      .q_o   (psum_v[0][j])
+    );
+  end
+
+  for (genvar i = 0; i < Rows; i++) begin : gen_pe_row
+    logic row_we;
+    assign row_we = w_fire && (32'(wr_row_q) == i);
+
+    for (genvar j = 0; j < Cols; j++) begin : gen_pe_col
+      tpu_pe i_pe (
+        .clk_i   (clk_i),
+        .rst_ni  (rst_ni),
+        .en_i    (en),
+        .w_we_i  (row_we),
+        .w_bank_i(wr_bank_q),
+        .w_data_i(w_data_i[j]),
+        .a_i     (act_h[i][j].a),
+        .sel_i   (act_h[i][j].sel),
+        .a_o     (act_h[i][j+1].a),
+        .sel_o   (act_h[i][j+1].sel),
+        .psum_i  (psum_v[i][j]),
+        .psum_o  (psum_v[i+1][j])
+      );
+    end
+  end
+
+  for (genvar j = 0; j < Cols; j++) begin : gen_col_deskew
+    tpu_shift #(
+      .data_t(tpu_pkg::f32_t),
+      .Depth (Cols - 1 - j)
+    ) i_deskew (
+      .clk_i (clk_i),
+      .rst_ni(rst_ni),
+      .en_i  (en),
+      .d_i   (psum_v[Rows][j]),
+      .q_o   (o_data_o[j])
+    );
+  end
+
+  tag_t tag_in, tag_out;
+  assign tag_in = '{valid: a_fire, last: a_fire && a_last_i};
+
+  tpu_shift #(
+    .data_t(tag_t),
+    .Depth (Latency)
+  ) i_tag_line (
+    .clk_i (clk_i),
+    .rst_ni(rst_ni),
+    .en_i  (en),
+    .d_i   (tag_in),
+    .q_o   (tag_out)
+  );
+
+  assign o_valid_o = tag_out.valid;
+  assign o_last_o  = tag_out.last;
+
+  // Idle: nothing loaded, nothing streaming. (A beat in flight implies its bank was full when it
+  // entered; once released, the drain counters tell when the beat has left the array.)
+  assign idle_o = (full_q == 2'b00) && (32'(drain_q[0]) >= DrainMax) && (32'(drain_q[1]) >= DrainMax)
+                  && !o_valid_o;
+
+  // ---------------------------------------------------------------------------------------------
+  // Assertions
+  // ---------------------------------------------------------------------------------------------
+  logic [16*Rows-1:0] a_flat;
+  logic [32*Cols-1:0] acc_flat, o_flat;
+  logic [16*Cols-1:0] w_flat;
+  for (genvar i = 0; i < Rows; i++) begin : gen_flat_a
+    assign a_flat[16*i +: 16] = a_data_i[i];
+  end
+  for (genvar j = 0; j < Cols; j++) begin : gen_flat_c
+    assign acc_flat[32*j +: 32] = acc_data_i[j];
+    assign o_flat[32*j +: 32]   = o_data_o[j];
+    assign w_flat[16*j +: 16]   = w_data_i[j];
+  end
+
+  a_valid_held: assert property (@(posedge clk_i) disable iff (!rst_ni)
+    a_valid_i && !a_ready_o |=> a_valid_i)
+    else $error("tpu_mxu: activation valid dropped before ready");
+  a_payload_stable: assert property (@(posedge clk_i) disable iff (!rst_ni)
+    a_valid_i && !a_ready_o |=> $stable(a_flat) && $stable(acc_flat) && $stable(a_acc_i)
+                                && $stable(a_last_i))
+    else $error("tpu_mxu: activation payload changed while waiting for ready");
+  w_valid_held: assert property (@(posedge clk_i) disable iff (!rst_ni)
+    w_valid_i && !w_ready_o |=> w_valid_i)
+    else $error("tpu_mxu: weight valid dropped before ready");
+  w_payload_stable: assert property (@(posedge clk_i) disable iff (!rst_ni)
+    w_valid_i && !w_ready_o |=> $stable(w_flat))
+    else $error("tpu_mxu: weight payload changed while waiting for ready");
+  o_payload_stable: assert property (@(posedge clk_i) disable iff (!rst_ni)
+    o_valid_o && !o_ready_i |=> o_valid_o && $stable(o_flat) && $stable(o_last_o))
+    else $error("tpu_mxu: result payload changed while waiting for ready");
+  a_bank_loaded: assert property (@(posedge clk_i) disable iff (!rst_ni)
+    a_fire |-> full_q[rd_bank_q])
+    else $error("tpu_mxu: activation accepted into a bank with no weight tile");
+  w_bank_free: assert property (@(posedge clk_i) disable iff (!rst_ni)
+    w_fire |-> !full_q[wr_bank_q] && 32'(drain_wr) >= 32'(wr_row_q) + Cols)
+    else $error("tpu_mxu: weight row written while a beat may still read it");
+  wr_row_in_range: assert property (@(posedge clk_i) disable iff (!rst_ni)
+    32'(wr_row_q) < Rows)
+    else $error("tpu_mxu: weight row pointer out of range");
+
+endmodule

@@ -1,0 +1,26 @@
+// ChipConfig: the run-time description of one chip, read from a YAML file (configs/*.yaml).
+// One typed struct with defaults and one-line descriptions, filled and validated in one place.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace tpu {
+
+// A configuration file that cannot be read or breaks a rule. The message names the file, the key
+// and the rule.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ChipConfig {
+  std::string source = "<defaults>";  // file the values came from
+  std::string variant = "16x16";      // chip.variant: compile-time RTL variant (MXU rows x cols)
+};
+
+// Reads `path`. Unknown keys, wrong types, impossible values and variants that were not built
+// are ConfigErrors.
+ChipConfig load_chip_config(const std::string& path);
+
+}  // namespace tpu

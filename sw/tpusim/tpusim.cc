@@ -1,0 +1,260 @@
+// tpusim: the command-line front door of the simulator.
+//
+//   tpusim matmul [--config FILE] [--variant RxC] [--m M --k K --n N --seed S | --a A.npy --w W.npy]
+//                 [--dist narrow|wide] [--out C.npy] [--json REPORT.json] [--waves FILE.fst]
+//
+// Runs C = A x W on the MXU of the configured chip variant, checks every output bit for bit
+// against the golden model, and reports cycles, ideal cycles, utilization and mismatches.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "chip_config.h"
+#include "json.h"
+#include "mxu_dut.h"
+#include "mxu_runner.h"
+#include "npy.h"
+#include "tpu/matmul.h"
+
+namespace {
+
+using namespace tpu;
+
+constexpr int kExitOk = 0;
+constexpr int kExitMismatch = 1;  // the run finished but the golden check failed
+constexpr int kExitUsage = 2;     // bad command line, file or configuration
+constexpr int kExitSim = 3;       // the RTL reported an error or hung
+
+const char* kUsage =
+    "usage: tpusim matmul [options]\n"
+    "  --config FILE       chip configuration (default: configs/default.yaml)\n"
+    "  --variant RxC       override chip.variant (e.g. 8x8)\n"
+    "  --m M --k K --n N   shape of a random problem (default 64 64 64)\n"
+    "  --seed S            seed of the random inputs (default 1)\n"
+    "  --dist narrow|wide  value distribution of random inputs (default narrow)\n"
+    "  --a A.npy --w W.npy inputs from files: uint16 (bf16 bits) or float32 (rounded to bf16)\n"
+    "  --out C.npy         write the result as float32\n"
+    "  --json FILE         write the JSON report\n"
+    "  --waves FILE.fst    dump every signal of the MXU to an FST file\n"
+    "  --quiet             no progress line\n";
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::size_t parse_size(const std::string& flag, const std::string& v, std::size_t lo,
+                       std::size_t hi) {
+  std::size_t pos = 0;
+  unsigned long long x = 0;
+  try {
+    x = std::stoull(v, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  if (pos != v.size() || v.empty() || v[0] == '-' || x < lo || x > hi)
+    throw UsageError(flag + " " + v + ": must be an integer from " + std::to_string(lo) + " to " +
+                     std::to_string(hi));
+  return static_cast<std::size_t>(x);
+}
+
+std::string default_config() {
+  const std::string local = "configs/default.yaml";
+  if (FILE* f = std::fopen(local.c_str(), "r")) {
+    std::fclose(f);
+    return local;
+  }
+  return std::string(TPU_SOURCE_DIR) + "/" + local;
+}
+
+int cmd_matmul(const std::vector<std::string>& args) {
+  std::map<std::string, std::string> opt;
+  bool quiet = false;
+  const std::vector<std::string> valued = {"--config", "--variant", "--m",   "--k",
+                                           "--n",      "--seed",    "--dist", "--a",
+                                           "--w",      "--out",     "--json", "--waves"};
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--quiet") {
+      quiet = true;
+      continue;
+    }
+    if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      std::exit(kExitOk);
+    }
+    bool known = false;
+    for (const auto& v : valued) known = known || v == a;
+    if (!known) throw UsageError("unknown option '" + a + "'");
+    if (i + 1 >= args.size()) throw UsageError(a + " needs a value");
+    opt[a] = args[++i];
+  }
+  auto has = [&](const char* k) { return opt.count(k) > 0; };
+
+  const std::string config_path = has("--config") ? opt["--config"] : default_config();
+  ChipConfig cfg = load_chip_config(config_path);
+  if (has("--variant")) cfg.variant = opt["--variant"];
+
+  MatmulShape sh{64, 64, 64};
+  std::vector<bf16_t> a, w;
+  std::string inputs;
+  const bool from_files = has("--a") || has("--w");
+  if (from_files) {
+    if (!has("--a") || !has("--w")) throw UsageError("--a and --w must be given together");
+    for (const char* k : {"--m", "--k", "--n", "--seed", "--dist"})
+      if (has(k)) throw UsageError(std::string(k) + " cannot be combined with --a/--w");
+    std::size_t ar = 0, ac = 0, wr = 0, wc = 0;
+    a = load_bf16_matrix(opt["--a"], &ar, &ac);
+    w = load_bf16_matrix(opt["--w"], &wr, &wc);
+    if (ar == 0 || ac == 0) throw UsageError(opt["--a"] + ": A must have at least one row and column");
+    if (wc == 0) throw UsageError(opt["--w"] + ": W must have at least one column");
+    if (wr != ac)
+      throw UsageError(opt["--w"] + ": W has " + std::to_string(wr) + " rows but " + opt["--a"] +
+                       " has K = " + std::to_string(ac) +
+                       " columns (rule: A is M x K and W is K x N)");
+    sh = {ar, ac, wc};
+    inputs = "files: A=" + opt["--a"] + " W=" + opt["--w"];
+  } else {
+    const std::size_t kMax = 1u << 16;
+    if (has("--m")) sh.m = parse_size("--m", opt["--m"], 1, kMax);
+    if (has("--k")) sh.k = parse_size("--k", opt["--k"], 1, kMax);
+    if (has("--n")) sh.n = parse_size("--n", opt["--n"], 1, kMax);
+    const uint64_t seed = has("--seed") ? parse_size("--seed", opt["--seed"], 0, ~0ull >> 1) : 1;
+    const std::string dist = has("--dist") ? opt["--dist"] : "narrow";
+    if (dist != "narrow" && dist != "wide")
+      throw UsageError("--dist " + dist + ": must be 'narrow' or 'wide'");
+    std::mt19937_64 rng(seed);
+    auto draw = [&]() -> bf16_t {
+      const auto sign = static_cast<uint16_t>((rng() & 1u) << 15);
+      const auto mant = static_cast<uint16_t>(rng() & 0x7Fu);
+      const auto e = static_cast<uint16_t>(dist == "narrow" ? 127 - 4 + rng() % 9 : rng() % 255);
+      return static_cast<bf16_t>(sign | (e << 7) | mant);
+    };
+    a.resize(sh.m * sh.k);
+    w.resize(sh.k * sh.n);
+    for (auto& x : a) x = draw();
+    for (auto& x : w) x = draw();
+    inputs = "random: seed=" + std::to_string(seed) + " dist=" + dist;
+  }
+
+  std::unique_ptr<MxuDut> dut;
+  try {
+    dut = make_mxu(cfg.variant);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string(has("--variant") ? "--variant: " : config_path + ": chip.variant: ") +
+                     e.what());
+  }
+  if (has("--waves")) dut->open_waves(opt["--waves"]);
+
+  MxuRunOptions ro;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto last = t0;
+  bool printed = false;
+  if (!quiet) {
+    ro.progress_every = 4096;
+    ro.progress = [&](uint64_t done, uint64_t total) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last < std::chrono::seconds(2)) return;
+      last = now;
+      printed = true;
+      const double s = std::chrono::duration<double>(now - t0).count();
+      std::fprintf(stderr, "\r[tpusim] matmul %zux%zux%zu on %s: %llu/%llu result rows (%.0f%%), "
+                   "%.1f s",
+                   sh.m, sh.k, sh.n, cfg.variant.c_str(), static_cast<unsigned long long>(done),
+                   static_cast<unsigned long long>(total), 100.0 * static_cast<double>(done) /
+                   static_cast<double>(total), s);
+      std::fflush(stderr);
+    };
+  }
+  const MxuRunResult res = run_matmul(*dut, sh, a, w, nullptr, ro);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (printed) std::fprintf(stderr, "\n");
+
+  const auto want = golden_matmul(a, w, sh.m, sh.k, sh.n);
+  std::size_t mismatches = 0;
+  long first_bad = -1;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (f32_bits(res.c[i]) != f32_bits(want[i])) {
+      if (first_bad < 0) first_bad = static_cast<long>(i);
+      ++mismatches;
+    }
+  }
+  const bool pass = mismatches == 0;
+
+  if (has("--out")) write_npy_f32(opt["--out"], res.c, {sh.m, sh.n});
+
+  const MxuRunStats& st = res.stats;
+  Json rep = Json::object();
+  rep.set("tool", "tpusim").set("command", "matmul").set("config", cfg.source);
+  rep.set("variant", cfg.variant).set("array_rows", dut->rows()).set("array_cols", dut->cols());
+  rep["shape"] = Json::object().set("m", sh.m).set("k", sh.k).set("n", sh.n);
+  rep.set("inputs", inputs).set("tiles", st.tiles).set("cycles", st.cycles);
+  rep.set("ideal_cycles", st.ideal_cycles).set("utilization", st.utilization).set("mfu", st.mfu);
+  rep.set("useful_macs", st.macs_useful).set("activation_beats", st.a_beats);
+  rep.set("weight_beats", st.w_beats);
+  rep["golden"] = Json::object()
+                      .set("verdict", pass ? "pass" : "fail")
+                      .set("outputs", want.size())
+                      .set("mismatches", mismatches);
+  rep.set("wall_seconds", wall)
+      .set("sim_cycles_per_second", wall > 0 ? static_cast<double>(st.cycles) / wall : 0.0);
+  if (has("--out")) rep.set("out", opt["--out"]);
+  if (has("--waves")) rep.set("waves", opt["--waves"]);
+  if (has("--json")) {
+    FILE* f = std::fopen(opt["--json"].c_str(), "w");
+    if (!f) throw UsageError(opt["--json"] + ": cannot open the report for writing");
+    const std::string text = rep.dump(2) + "\n";
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  }
+
+  std::printf("matmul %zux%zux%zu (M x K x N) on MXU %s: %llu tiles\n", sh.m, sh.k, sh.n,
+              cfg.variant.c_str(), static_cast<unsigned long long>(st.tiles));
+  std::printf("  cycles %llu, ideal %llu, utilization %.4f, MFU %.4f\n",
+              static_cast<unsigned long long>(st.cycles),
+              static_cast<unsigned long long>(st.ideal_cycles), st.utilization, st.mfu);
+  std::printf("  golden check: %s (%zu of %zu outputs differ)\n", pass ? "PASS" : "FAIL",
+              mismatches, want.size());
+  if (!pass) {
+    const auto i = static_cast<std::size_t>(first_bad);
+    std::printf("  first mismatch at [%zu,%zu]: got %08x, golden %08x\n", i / sh.n, i % sh.n,
+                f32_bits(res.c[i]), f32_bits(want[i]));
+  }
+  return pass ? kExitOk : kExitMismatch;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::cout << kUsage;
+    return args.empty() ? kExitUsage : kExitOk;
+  }
+  const std::string cmd = args[0];
+  args.erase(args.begin());
+  try {
+    if (cmd == "matmul") return cmd_matmul(args);
+    std::cerr << "tpusim: unknown command '" << cmd << "' (commands: matmul)\n" << kUsage;
+    return kExitUsage;
+  } catch (const UsageError& e) {
+    std::cerr << "tpusim: error: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const ConfigError& e) {
+    std::cerr << "tpusim: error: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const NpyError& e) {
+    std::cerr << "tpusim: error: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const RtlError& e) {
+    std::cerr << "tpusim: simulation error: " << e.what() << "\n";
+    return kExitSim;
+  } catch (const std::exception& e) {
+    std::cerr << "tpusim: error: " << e.what() << "\n";
+    return kExitUsage;
+  }
+}
