@@ -17,8 +17,8 @@ bf16_t f32_to_bf16(float f) {
 float canonicalize(float f) { return std::isnan(f) ? f32_from_bits(kF32CanonNan) : f; }
 
 float mac(bf16_t a, bf16_t w, float acc) {
-  // The bf16 x bf16 product is exact in f32 range-wise but not always in f32 precision when it
-  // underflows; fmaf sees the exact product, so this is the single-rounding definition.
+  // fmaf rounds a * w + acc once, with the exact product (a bf16 x bf16 product needs 16
+  // significand bits), which is the MAC's definition; only NaN needs canonicalising.
   return canonicalize(std::fmaf(bf16_to_f32(a), bf16_to_f32(w), acc));
 }
 
