@@ -41,17 +41,28 @@ float widen(uint32_t bits, bool is_bf16) {
 
 const char* vpu_op_name(VpuOp op) {
   switch (op) {
-    case VpuOp::kAdd: return "add";
-    case VpuOp::kSub: return "sub";
-    case VpuOp::kMul: return "mul";
-    case VpuOp::kFma: return "fma";
-    case VpuOp::kMax: return "max";
-    case VpuOp::kMin: return "min";
-    case VpuOp::kRelu: return "relu";
-    case VpuOp::kCvtF32Bf16: return "cvt_f32_bf16";
-    case VpuOp::kCvtBf16F32: return "cvt_bf16_f32";
-    case VpuOp::kRedSum: return "red_sum";
-    case VpuOp::kRedMax: return "red_max";
+    case VpuOp::kAdd:
+      return "add";
+    case VpuOp::kSub:
+      return "sub";
+    case VpuOp::kMul:
+      return "mul";
+    case VpuOp::kFma:
+      return "fma";
+    case VpuOp::kMax:
+      return "max";
+    case VpuOp::kMin:
+      return "min";
+    case VpuOp::kRelu:
+      return "relu";
+    case VpuOp::kCvtF32Bf16:
+      return "cvt_f32_bf16";
+    case VpuOp::kCvtBf16F32:
+      return "cvt_bf16_f32";
+    case VpuOp::kRedSum:
+      return "red_sum";
+    case VpuOp::kRedMax:
+      return "red_max";
   }
   return "unknown";
 }
@@ -77,22 +88,37 @@ float f32_minimum(float x, float y) {
 
 float f32_relu(float x) { return f32_maximum(x, 0.0f); }
 
-uint32_t vpu_lane(VpuOp op, uint32_t x, uint32_t y, uint32_t z, uint8_t src_bf16,
-                  bool dst_bf16) {
+uint32_t vpu_lane(VpuOp op, uint32_t x, uint32_t y, uint32_t z, uint8_t src_bf16, bool dst_bf16) {
   const float xf = widen(x, (src_bf16 & kVpuSrcBf16X) != 0 || op == VpuOp::kCvtBf16F32);
   const float yf = widen(y, (src_bf16 & kVpuSrcBf16Y) != 0);
   const float zf = widen(z, (src_bf16 & kVpuSrcBf16Z) != 0);
   float r = 0.0f;
   switch (op) {
-    case VpuOp::kAdd: r = f32_add(xf, yf); break;
-    case VpuOp::kSub: r = f32_sub(xf, yf); break;
-    case VpuOp::kMul: r = f32_mul(xf, yf); break;
-    case VpuOp::kFma: r = f32_fma(xf, yf, zf); break;
-    case VpuOp::kMax: r = f32_maximum(xf, yf); break;
-    case VpuOp::kMin: r = f32_minimum(xf, yf); break;
-    case VpuOp::kRelu: r = f32_relu(xf); break;
+    case VpuOp::kAdd:
+      r = f32_add(xf, yf);
+      break;
+    case VpuOp::kSub:
+      r = f32_sub(xf, yf);
+      break;
+    case VpuOp::kMul:
+      r = f32_mul(xf, yf);
+      break;
+    case VpuOp::kFma:
+      r = f32_fma(xf, yf, zf);
+      break;
+    case VpuOp::kMax:
+      r = f32_maximum(xf, yf);
+      break;
+    case VpuOp::kMin:
+      r = f32_minimum(xf, yf);
+      break;
+    case VpuOp::kRelu:
+      r = f32_relu(xf);
+      break;
     case VpuOp::kCvtF32Bf16:
-    case VpuOp::kCvtBf16F32: r = canonicalize(xf); break;
+    case VpuOp::kCvtBf16F32:
+      r = canonicalize(xf);
+      break;
     case VpuOp::kRedSum:
     case VpuOp::kRedMax:
       throw std::invalid_argument("vpu_lane: reductions are not elementwise");
@@ -157,8 +183,7 @@ std::optional<VpuResult> VpuModel::step(const VpuBeat& b) {
     return v.empty() || v.size() == lanes_;
   };
   if (b.x.size() != lanes_ || !operand_ok(b.y) || !operand_ok(b.z) ||
-      !(b.mask.empty() || b.mask.size() == lanes_) ||
-      static_cast<unsigned>(b.op) >= kVpuNumOps) {
+      !(b.mask.empty() || b.mask.size() == lanes_) || static_cast<unsigned>(b.op) >= kVpuNumOps) {
     throw std::invalid_argument("VpuModel::step: malformed beat");
   }
   const auto lane_of = [](const std::vector<uint32_t>& v, std::size_t l) {
@@ -169,8 +194,7 @@ std::optional<VpuResult> VpuModel::step(const VpuBeat& b) {
     VpuResult r;
     r.data.resize(lanes_);
     for (std::size_t l = 0; l < lanes_; ++l) {
-      r.data[l] = vpu_lane(b.op, b.x[l], lane_of(b.y, l), lane_of(b.z, l), b.src_bf16,
-                           b.dst_bf16);
+      r.data[l] = vpu_lane(b.op, b.x[l], lane_of(b.y, l), lane_of(b.z, l), b.src_bf16, b.dst_bf16);
     }
     return r;
   }

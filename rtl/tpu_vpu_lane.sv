@@ -1,0 +1,93 @@
+// tpu_vpu_lane: one lane of the vector unit: operand widening, the lane's FMA and comparator,
+// the reduction step, and the result format.
+//
+// Combinational (0 cycles); tpu_vpu registers its outputs. Every arithmetic op goes through the
+// one tpu_fma32: add = x * 1 + y, sub = x * 1 + (-y), mul = x * y + (-0), fma = x * y + z, and the
+// reduction step acc + x = x * 1 + acc. -0 is the exact additive identity and -Inf the identity
+// of maximum, which is what masked-off lanes and the first beat of a group feed in.
+module tpu_vpu_lane
+  import tpu_pkg::*;
+  import tpu_vpu_pkg::*;
+(
+  input  vpu_op_e    op_i,
+  input  logic [2:0] src_bf16_i,  // {z, y, x}: the operand holds bf16 in bits [15:0]
+  input  logic       dst_bf16_i,  // round the result to bf16, in bits [15:0]
+  input  logic       first_i,     // reductions: the group starts, ignore acc_i
+  input  logic       mask_i,      // reductions: this lane's x takes part
+  input  f32_t       x_i,
+  input  f32_t       y_i,
+  input  f32_t       z_i,
+  input  f32_t       acc_i,       // reductions: this lane's running value
+  output f32_t       res_o,       // elementwise result, formatted (f32 or bf16 in [15:0])
+  output f32_t       acc_o        // reductions: this lane's next running value (f32)
+);
+
+  logic x_bf16, out_bf16;
+  assign x_bf16   = src_bf16_i[0] | (op_i == VpuCvtBf16F32);
+  assign out_bf16 = dst_bf16_i | (op_i == VpuCvtF32Bf16);
+
+  f32_t x_w, y_w, z_w;  // operands widened to f32
+  assign x_w = x_bf16 ? bf16_to_f32(x_i[15:0]) : x_i;
+  assign y_w = src_bf16_i[1] ? bf16_to_f32(y_i[15:0]) : y_i;
+  assign z_w = src_bf16_i[2] ? bf16_to_f32(z_i[15:0]) : z_i;
+
+  // Reduction operands: identity where masked off, and in place of acc_i on the first beat.
+  f32_t red_id, red_x, red_acc;
+  assign red_id  = (op_i == VpuRedMax) ? F32_NEG_INF : F32_NEG_ZERO;
+  assign red_x   = mask_i ? x_w : red_id;
+  assign red_acc = first_i ? red_id : acc_i;
+
+  f32_t fma_a, fma_b, fma_c, fma_r;
+  always_comb begin
+    fma_a = x_w;
+    fma_b = F32_ONE;
+    fma_c = F32_NEG_ZERO;
+    unique case (op_i)
+      VpuAdd: fma_c = y_w;
+      VpuSub: fma_c = {~y_w[31], y_w[30:0]};
+      VpuMul: fma_b = y_w;
+      VpuFma: begin
+        fma_b = y_w;
+        fma_c = z_w;
+      end
+      VpuRedSum: begin
+        fma_a = red_x;
+        fma_c = red_acc;
+      end
+      default: ;
+    endcase
+  end
+
+  tpu_fma32 i_fma (
+    .a_i(fma_a),
+    .b_i(fma_b),
+    .c_i(fma_c),
+    .r_o(fma_r)
+  );
+
+  f32_t val;  // the op's f32 result
+  always_comb begin
+    unique case (op_i)
+      VpuAdd, VpuSub, VpuMul, VpuFma, VpuRedSum: val = fma_r;
+      VpuMax:                                    val = f32_maximum(x_w, y_w);
+      VpuMin:                                    val = f32_minimum(x_w, y_w);
+      VpuRelu:                                   val = f32_maximum(x_w, F32_POS_ZERO);
+      VpuRedMax:                                 val = f32_maximum(red_acc, red_x);
+      VpuCvtF32Bf16, VpuCvtBf16F32:              val = x_w;
+      default:                                   val = F32_POS_ZERO;
+    endcase
+  end
+
+  assign res_o = out_bf16 ? {16'h0000, f32_to_bf16(val)} : f32_canon(val);
+  assign acc_o = val;
+
+  // -----------------------------------------------------------------------------------------------
+  // Assertions
+  // -----------------------------------------------------------------------------------------------
+  always_comb begin
+    // f32 results: any NaN is the canonical one. bf16 results: the upper half is zero.
+    ResNanCanonical: assert (out_bf16 || !f32_is_nan(res_o) || (res_o == F32_CANON_NAN));
+    ResBf16UpperZero: assert (!out_bf16 || (res_o[31:16] == 16'h0000));
+  end
+
+endmodule
