@@ -1,0 +1,76 @@
+// tpu_hbm_cqueue: an age-ordered ("collapsing") queue of `entry_t` for a scheduler.
+//
+// Entry 0 is the oldest; a push appends behind the youngest; any entry may be removed (`pop_i`
+// with `pop_idx_i`) and the younger ones move down one place in the same cycle, so "oldest ready
+// first" is a priority encoder over the indices. Pushes and removals take effect the next cycle;
+// both may happen in the same cycle. Never push when full, never remove an invalid entry
+// (asserted).
+module tpu_hbm_cqueue #(
+  parameter type entry_t = logic,
+  parameter int unsigned Depth = 8,
+  localparam int unsigned IdxW = (Depth > 1) ? $clog2(Depth) : 1,
+  localparam int unsigned CntW = $clog2(Depth + 1)
+) (
+  input  logic                   clk_i,
+  input  logic                   rst_ni,
+  input  logic                   push_i,
+  input  entry_t                 push_entry_i,
+  input  logic                   pop_i,
+  input  logic   [IdxW-1:0]      pop_idx_i,
+  output entry_t [Depth-1:0]     entries_o,
+  output logic   [Depth-1:0]     valid_o,
+  output logic   [CntW-1:0]      count_o,
+  output logic                   full_o,
+  output logic                   empty_o
+);
+
+  entry_t [Depth-1:0] ent_q, ent_d;
+  logic [CntW-1:0] count_q, count_d;
+
+  always_comb begin
+    ent_d = ent_q;
+    count_d = count_q;
+    if (pop_i) begin
+      for (int unsigned i = 0; i + 1 < Depth; i++) begin
+        if (i >= 32'(pop_idx_i)) ent_d[i] = ent_q[i+1];
+      end
+      count_d = count_d - 1'b1;
+    end
+    if (push_i) begin
+      ent_d[count_d[IdxW-1:0]] = push_entry_i;
+      count_d = count_d + 1'b1;
+    end
+  end
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      count_q <= '0;
+    end else begin
+      count_q <= count_d;
+    end
+  end
+
+  // Entries need no reset: only the first count_q are ever looked at.
+  always_ff @(posedge clk_i) begin
+    ent_q <= ent_d;
+  end
+
+  always_comb begin
+    for (int unsigned i = 0; i < Depth; i++) valid_o[i] = (i < 32'(count_q));
+  end
+
+  assign entries_o = ent_q;
+  assign count_o = count_q;
+  assign full_o = (32'(count_q) == Depth);
+  assign empty_o = (count_q == '0);
+
+  // ---- Assertions ----
+  a_no_push_full: assert property (@(posedge clk_i) disable iff (!rst_ni) push_i |-> !full_o)
+  else $error("tpu_hbm_cqueue: push while full");
+  a_no_pop_empty: assert property (@(posedge clk_i) disable iff (!rst_ni) pop_i |-> !empty_o)
+  else $error("tpu_hbm_cqueue: pop while empty");
+  a_pop_valid: assert property (@(posedge clk_i) disable iff (!rst_ni)
+                                pop_i |-> 32'(pop_idx_i) < 32'(count_q))
+  else $error("tpu_hbm_cqueue: removal of an invalid entry %0d", pop_idx_i);
+
+endmodule

@@ -1,0 +1,73 @@
+// tpu_hbm_fifo: a synchronous FIFO of `data_t` (after common_cells' cc_fifo), Depth entries.
+//
+// `data_o` shows the head while `empty_o` is low; a push is visible at the head the cycle after.
+// Push and pop may happen in the same cycle. The user must never push when full or pop when
+// empty (asserted). Fall-through is not provided: zero-latency paths use the head directly.
+module tpu_hbm_fifo #(
+  parameter type data_t = logic,
+  parameter int unsigned Depth = 4,
+  localparam int unsigned PtrW = (Depth > 1) ? $clog2(Depth) : 1,
+  localparam int unsigned CntW = $clog2(Depth + 1)
+) (
+  input  logic            clk_i,
+  input  logic            rst_ni,
+  input  logic            push_i,
+  input  data_t           data_i,
+  input  logic            pop_i,
+  output data_t           data_o,
+  output logic            empty_o,
+  output logic            full_o,
+  output logic [CntW-1:0] count_o
+);
+
+  data_t mem_q[Depth];
+  logic [PtrW-1:0] rd_ptr_q, rd_ptr_d, wr_ptr_q, wr_ptr_d;
+  logic [CntW-1:0] count_q, count_d;
+
+  function automatic logic [PtrW-1:0] ptr_inc(logic [PtrW-1:0] p);
+    return (32'(p) == Depth - 1) ? '0 : p + 1'b1;
+  endfunction
+
+  always_comb begin
+    rd_ptr_d = rd_ptr_q;
+    wr_ptr_d = wr_ptr_q;
+    count_d = count_q;
+    if (push_i) begin
+      wr_ptr_d = ptr_inc(wr_ptr_q);
+      count_d = count_d + 1'b1;
+    end
+    if (pop_i) begin
+      rd_ptr_d = ptr_inc(rd_ptr_q);
+      count_d = count_d - 1'b1;
+    end
+  end
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      rd_ptr_q <= '0;
+      wr_ptr_q <= '0;
+      count_q <= '0;
+    end else begin
+      rd_ptr_q <= rd_ptr_d;
+      wr_ptr_q <= wr_ptr_d;
+      count_q <= count_d;
+    end
+  end
+
+  // Storage needs no reset: an entry is only read after it was written.
+  always_ff @(posedge clk_i) begin
+    if (push_i) mem_q[wr_ptr_q] <= data_i;
+  end
+
+  assign data_o = mem_q[rd_ptr_q];
+  assign empty_o = (count_q == '0);
+  assign full_o = (32'(count_q) == Depth);
+  assign count_o = count_q;
+
+  // ---- Assertions ----
+  a_no_push_full: assert property (@(posedge clk_i) disable iff (!rst_ni) push_i |-> !full_o)
+  else $error("tpu_hbm_fifo: push while full");
+  a_no_pop_empty: assert property (@(posedge clk_i) disable iff (!rst_ni) pop_i |-> !empty_o)
+  else $error("tpu_hbm_fifo: pop while empty");
+
+endmodule

@@ -1,0 +1,323 @@
+#include "hbm_harness.h"
+
+#include <verilated.h>
+#include <verilated_fst_c.h>
+
+#include <stdexcept>
+
+#include "Vhbm_subsys_tb_top.h"
+
+namespace tpu {
+
+namespace {
+
+const char* const kStatNames[kHbmNumStats] = {
+    "rd_reqs",       "wr_reqs",    "rd_bytes",   "wr_bytes",   "row_hits",        "row_misses",
+    "row_conflicts", "acts",       "pres",       "refreshes",  "bus_busy_cycles", "rd_forwarded",
+    "wr_merged",     "lat_sum",    "lat_count",  "lat_hist_0", "lat_hist_1",      "lat_hist_2",
+    "lat_hist_3",    "lat_hist_4", "lat_hist_5", "lat_hist_6", "lat_hist_7",      "wr_drains",
+};
+
+const char* const kRuleNames[] = {
+    "none",
+    "tRCD",
+    "tRP",
+    "tRAS",
+    "tRC",
+    "tCCD_S",
+    "tCCD_L",
+    "tRRD_S",
+    "tRRD_L",
+    "tFAW",
+    "tWR",
+    "tWTR_S",
+    "tWTR_L",
+    "tRTP",
+    "tRFC",
+    "tREFI",
+    "CL",
+    "CWL",
+    "BL",
+    "tRTW",
+    "RD-to-closed-bank",
+    "WR-to-closed-bank",
+    "ACT-to-open-bank",
+    "REF-with-open-bank",
+    "row-range",
+};
+
+unsigned log2u(unsigned v) {
+  unsigned w = 0;
+  while ((1u << w) < v) ++w;
+  return w;
+}
+
+// Bit positions of the fields of a map (tpu_hbm_pkg::hbm_decode), counted from bit 6.
+struct MapLayout {
+  unsigned ch, bg, ba, col, row;
+};
+
+MapLayout layout(HbmAddrMap map) {
+  const unsigned chw = log2u(kHbmChannels), roww = log2u(kHbmRowsPerBank);
+  switch (map) {
+    case HbmAddrMap::kChBgBaCo:
+      return {0, chw, chw + 2, chw + 4, chw + 9};
+    case HbmAddrMap::kChCoBgBa:
+      return {0, chw + 5, chw + 7, chw, chw + 9};
+    case HbmAddrMap::kCoBgBaRoCh:
+      return {9 + roww, 5, 7, 0, 9};
+    case HbmAddrMap::kChBgCoBa:
+    default:
+      return {0, chw, chw + 7, chw + 2, chw + 9};
+  }
+}
+
+uint32_t field(uint32_t a, unsigned lsb, unsigned w) { return (a >> lsb) & ((1u << w) - 1u); }
+
+}  // namespace
+
+const std::array<uint32_t, kHbmLatBuckets> kHbmLatBucketLo = {0, 32, 48, 64, 96, 128, 256, 512};
+
+const char* hbm_stat_name(HbmStat s) {
+  const auto i = static_cast<unsigned>(s);
+  return i < kHbmNumStats ? kStatNames[i] : "?";
+}
+
+const char* hbm_rule_name(HbmRule r) {
+  const auto i = static_cast<unsigned>(r);
+  return i < sizeof(kRuleNames) / sizeof(kRuleNames[0]) ? kRuleNames[i] : "?";
+}
+
+HbmLoc hbm_decode(uint32_t addr, HbmAddrMap map) {
+  const MapLayout l = layout(map);
+  const uint32_t a = addr >> 6;
+  HbmLoc loc;
+  loc.ch = field(a, l.ch, log2u(kHbmChannels));
+  loc.bg = field(a, l.bg, 2);
+  loc.ba = field(a, l.ba, 2);
+  loc.col = field(a, l.col, 5);
+  loc.row = field(a, l.row, log2u(kHbmRowsPerBank));
+  return loc;
+}
+
+uint32_t hbm_encode(const HbmLoc& loc, HbmAddrMap map) {
+  const MapLayout l = layout(map);
+  const uint32_t a = (loc.ch << l.ch) | (loc.bg << l.bg) | (loc.ba << l.ba) | (loc.col << l.col) |
+                     (loc.row << l.row);
+  return a << 6;
+}
+
+struct HbmHarness::Impl {
+  std::unique_ptr<VerilatedContext> ctx;
+  std::unique_ptr<Vhbm_subsys_tb_top> top;
+  std::unique_ptr<VerilatedFstC> fst;
+};
+
+HbmHarness::HbmHarness(const HbmConfig& cfg, const std::string& waves_path)
+    : cfg_(cfg), impl_(new Impl) {
+  validate_hbm_config(cfg_);
+  impl_->ctx.reset(new VerilatedContext);
+  // A failed assertion reports and counts (check_errors) instead of aborting the process.
+  impl_->ctx->fatalOnError(false);
+  if (!waves_path.empty()) impl_->ctx->traceEverOn(true);
+  impl_->top.reset(new Vhbm_subsys_tb_top(impl_->ctx.get(), "TOP"));
+  if (!waves_path.empty()) {
+    impl_->fst.reset(new VerilatedFstC);
+    impl_->top->trace(impl_->fst.get(), 99);
+    impl_->fst->open(waves_path.c_str());
+    if (!impl_->fst->isOpen()) throw std::runtime_error(waves_path + ": cannot open for writing");
+  }
+  auto& t = *impl_->top;
+  const HbmTiming& tm = cfg_.timing;
+  t.t_cl_i = static_cast<uint16_t>(tm.cl);
+  t.t_cwl_i = static_cast<uint16_t>(tm.cwl);
+  t.t_rcd_i = static_cast<uint16_t>(tm.rcd);
+  t.t_rp_i = static_cast<uint16_t>(tm.rp);
+  t.t_ras_i = static_cast<uint16_t>(tm.ras);
+  t.t_rc_i = static_cast<uint16_t>(tm.rc);
+  t.t_ccd_s_i = static_cast<uint16_t>(tm.ccd_s);
+  t.t_ccd_l_i = static_cast<uint16_t>(tm.ccd_l);
+  t.t_rrd_s_i = static_cast<uint16_t>(tm.rrd_s);
+  t.t_rrd_l_i = static_cast<uint16_t>(tm.rrd_l);
+  t.t_faw_i = static_cast<uint16_t>(tm.faw);
+  t.t_wr_i = static_cast<uint16_t>(tm.wr);
+  t.t_wtr_s_i = static_cast<uint16_t>(tm.wtr_s);
+  t.t_wtr_l_i = static_cast<uint16_t>(tm.wtr_l);
+  t.t_rtp_i = static_cast<uint16_t>(tm.rtp);
+  t.t_rfc_i = static_cast<uint16_t>(tm.rfc);
+  t.t_refi_i = static_cast<uint16_t>(tm.refi);
+  t.addr_map_i = static_cast<uint8_t>(cfg_.ctrl.addr_map);
+  t.starve_cap_i = static_cast<uint16_t>(cfg_.ctrl.starve_cap);
+  t.wr_hi_i = static_cast<uint8_t>(cfg_.ctrl.wr_hi);
+  t.wr_lo_i = static_cast<uint8_t>(cfg_.ctrl.wr_lo);
+  t.req_valid_i = 0;
+  t.rsp_ready_i = 1;
+  t.dev_direct_i = 0;
+  t.dbg_ch_i = 0;
+  t.dbg_cmd_i = 0;
+  t.dbg_wvalid_i = 0;
+  // Reset: a few cycles with rst_ni low, released while the clock is low.
+  t.clk_i = 0;
+  t.rst_ni = 0;
+  t.eval();
+  for (int i = 0; i < 4; ++i) {
+    t.clk_i = 1;
+    t.eval();
+    t.clk_i = 0;
+    t.eval();
+  }
+  t.rst_ni = 1;
+  t.eval();
+  check_errors();
+}
+
+HbmHarness::~HbmHarness() {
+  if (impl_->fst) impl_->fst->close();
+  impl_->top->final();
+}
+
+void HbmHarness::apply_inputs() {
+  auto& t = *impl_->top;
+  if (!pending_.empty()) {
+    const HbmRequest& r = pending_.front();
+    t.req_valid_i = 1;
+    t.req_write_i = r.write;
+    t.req_addr_i = r.addr;
+    t.req_tag_i = r.tag;
+    for (unsigned w = 0; w < 16; ++w) {
+      uint32_t v = 0;
+      for (unsigned b = 0; b < 4; ++b) v |= uint32_t{r.data[w * 4 + b]} << (8 * b);
+      t.req_data_i[w] = v;
+    }
+  } else {
+    t.req_valid_i = 0;
+  }
+  t.rsp_ready_i = rsp_ready_ ? rsp_ready_(cycle_) : 1;
+}
+
+void HbmHarness::check_errors() {
+  auto& ctx = *impl_->ctx;
+  if (ctx.gotError()) {
+    ++assert_failures_;
+    ctx.gotError(false);
+    ctx.gotFinish(false);
+  }
+}
+
+void HbmHarness::tick(uint64_t n) {
+  auto& t = *impl_->top;
+  for (uint64_t i = 0; i < n; ++i) {
+    apply_inputs();
+    t.clk_i = 0;
+    t.eval();
+    // Handshakes of this cycle, sampled before the rising edge.
+    const bool req_fire = t.req_valid_i && t.req_ready_o;
+    const bool rsp_fire = t.rsp_valid_o && t.rsp_ready_i;
+    HbmResponse rsp;
+    if (rsp_fire) {
+      rsp.write = t.rsp_write_o;
+      rsp.tag = t.rsp_tag_o;
+      rsp.cycle = cycle_;
+      for (unsigned w = 0; w < 16; ++w)
+        for (unsigned b = 0; b < 4; ++b)
+          rsp.data[w * 4 + b] = static_cast<uint8_t>(t.rsp_data_o[w] >> (8 * b));
+    }
+    mon_.cmd = static_cast<HbmCmd>(t.mon_cmd_o);
+    mon_.bg = t.mon_bg_o;
+    mon_.ba = t.mon_ba_o;
+    mon_.row = t.mon_row_o;
+    mon_.col = t.mon_col_o;
+    mon_.rvalid = t.mon_rvalid_o;
+    for (unsigned w = 0; w < 8; ++w)
+      for (unsigned b = 0; b < 4; ++b)
+        mon_.rdata[w * 4 + b] = static_cast<uint8_t>(t.mon_rdata_o[w] >> (8 * b));
+    if (impl_->fst) impl_->fst->dump(2 * cycle_);
+    t.clk_i = 1;
+    t.eval();
+    if (impl_->fst) impl_->fst->dump(2 * cycle_ + 1);
+    check_errors();
+    if (req_fire) {
+      pending_.pop_front();
+      ++accepted_;
+      accept_cycles_.push_back(cycle_);
+    }
+    if (rsp_fire) {
+      ++rsp_count_;
+      if (on_rsp_) on_rsp_(rsp);
+      if (keep_rsps_) rsps_.push_back(rsp);
+    }
+    ++cycle_;
+  }
+}
+
+bool HbmHarness::idle() {
+  auto& t = *impl_->top;
+  t.eval();
+  return pending_.empty() && t.idle_o;
+}
+
+bool HbmHarness::drain(uint64_t max_cycles) {
+  for (uint64_t i = 0; i < max_cycles; ++i) {
+    if (idle()) return true;
+    tick();
+  }
+  return idle();
+}
+
+uint64_t HbmHarness::stat(unsigned ch, HbmStat s) {
+  auto& t = *impl_->top;
+  t.stat_ch_i = static_cast<uint8_t>(ch);
+  t.stat_id_i = static_cast<uint8_t>(s);
+  t.eval();
+  return t.stat_o;
+}
+
+uint64_t HbmHarness::stat_total(HbmStat s) {
+  uint64_t sum = 0;
+  for (unsigned c = 0; c < kHbmChannels; ++c) sum += stat(c, s);
+  return sum;
+}
+
+bool HbmHarness::ref_pending(unsigned ch) {
+  auto& t = *impl_->top;
+  t.eval();
+  return (t.ref_pending_o >> ch) & 1u;
+}
+
+uint32_t HbmHarness::violations() { return impl_->top->viol_count_o; }
+uint32_t HbmHarness::violation_mask() { return impl_->top->viol_mask_o; }
+HbmRule HbmHarness::last_violation() { return static_cast<HbmRule>(impl_->top->viol_last_o); }
+
+void HbmHarness::set_direct(bool on, unsigned ch) {
+  auto& t = *impl_->top;
+  t.dev_direct_i = on;
+  t.dbg_ch_i = static_cast<uint8_t>(ch);
+  mon_ch_ = ch;
+  t.dbg_cmd_i = 0;
+  t.dbg_wvalid_i = 0;
+}
+
+void HbmHarness::direct_cycle(const HbmDirect& d) {
+  auto& t = *impl_->top;
+  t.dbg_cmd_i = static_cast<uint8_t>(d.cmd);
+  t.dbg_bg_i = static_cast<uint8_t>(d.bg);
+  t.dbg_ba_i = static_cast<uint8_t>(d.ba);
+  t.dbg_row_i = static_cast<uint16_t>(d.row);
+  t.dbg_col_i = static_cast<uint8_t>(d.col);
+  t.dbg_wvalid_i = d.wvalid;
+  for (unsigned w = 0; w < 8; ++w) {
+    uint32_t v = 0;
+    for (unsigned b = 0; b < 4; ++b) v |= uint32_t{d.wdata[w * 4 + b]} << (8 * b);
+    t.dbg_wdata_i[w] = v;
+  }
+  tick();
+  t.dbg_cmd_i = 0;
+  t.dbg_wvalid_i = 0;
+}
+
+void HbmHarness::set_monitor_channel(unsigned ch) {
+  mon_ch_ = ch;
+  impl_->top->dbg_ch_i = static_cast<uint8_t>(ch);
+}
+
+}  // namespace tpu
