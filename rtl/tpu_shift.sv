@@ -21,12 +21,22 @@ module tpu_shift #(
   end else begin : gen_regs
     data_t stage_q [Depth];
 
-    always_ff @(posedge clk_i or negedge rst_ni) begin
-      if (!rst_ni) begin
-        for (int unsigned i = 0; i < Depth; i++) stage_q[i] <= '0;
-      end else if (en_i) begin
-        stage_q[0] <= d_i;
-        for (int unsigned i = 1; i < Depth; i++) stage_q[i] <= stage_q[i-1];
+    // One process per stage (not a loop): arrays longer than Verilator's unroll limit stay
+    // supported, as the 128x128 array's skew lines need.
+    for (genvar s = 0; s < Depth; s++) begin : gen_stage
+      data_t stage_d;
+      if (s == 0) begin : gen_first
+        assign stage_d = d_i;
+      end else begin : gen_next
+        assign stage_d = stage_q[s-1];
+      end
+
+      always_ff @(posedge clk_i or negedge rst_ni) begin
+        if (!rst_ni) begin
+          stage_q[s] <= '0;
+        end else if (en_i) begin
+          stage_q[s] <= stage_d;
+        end
       end
     end
 

@@ -37,6 +37,8 @@ tpu_build() {
   local preset=${1:-default}
   local jobs
   jobs=$(nproc 2>/dev/null || echo 2)
+  # Paths relative to the checkout, so a fresh clone elsewhere still hits the ccache.
+  export CCACHE_BASEDIR="$PWD"
   cmake --preset "$preset" >/dev/null
   cmake --build --preset "$preset" -j "$jobs"
 }

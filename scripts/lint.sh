@@ -1,17 +1,33 @@
 #!/usr/bin/env bash
-# verilator --lint-only -Wall over every RTL top, with the project's waivers (rtl/lint.vlt).
+# verilator --lint-only -Wall over every RTL top (each variant / parameter set that is built),
+# with the project's waivers, all in rtl/lint.vlt. The 128x128 MXU (same RTL, larger parameters)
+# takes Verilator minutes to elaborate, so it is linted only with --all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-V="verilator --lint-only -Wall --assert rtl/lint.vlt"
 fail=0
-lint() {  # lint <top> <sources...> [-- -Gparams]
-  local top=$1; shift
-  if $V --top-module "$top" "$@"; then echo "[lint] $top: clean"; else echo "[lint] $top: FAILED"; fail=1; fi
+lint() {  # lint <name> <top> <verilator args and sources...>
+  local name=$1 top=$2; shift 2
+  if verilator --lint-only -Wall --assert rtl/lint.vlt --top-module "$top" "$@"; then
+    echo "[lint] $name: clean"
+  else
+    echo "[lint] $name: FAILED"; fail=1
+  fi
 }
-MXU="rtl/tpu_pkg.sv rtl/tpu_mac.sv rtl/tpu_shift.sv rtl/tpu_pe.sv rtl/tpu_mxu.sv rtl/tpu_mxu_top.sv"
-lint tpu_mac rtl/tpu_pkg.sv rtl/tpu_mac.sv
-for id in 0 1 2 3; do
-  # shellcheck disable=SC2086
-  lint tpu_mxu_top $MXU -GVariantId=$id
-done
+PKG="rtl/tpu_pkg.sv"
+MXU="$PKG rtl/tpu_mac.sv rtl/tpu_shift.sv rtl/tpu_pe.sv rtl/tpu_mxu.sv rtl/tpu_mxu_top.sv"
+VPU="$PKG rtl/tpu_vpu_pkg.sv rtl/tpu_fma32.sv rtl/tpu_vpu_lane.sv rtl/tpu_vpu_tree.sv rtl/tpu_vpu.sv"
+HBM="rtl/tpu_hbm_pkg.sv rtl/tpu_hbm_fifo.sv rtl/tpu_hbm_cqueue.sv rtl/tpu_hbm_pick.sv \
+rtl/tpu_hbm_chan.sv rtl/tpu_hbm_ctrl.sv"
+
+# shellcheck disable=SC2086
+{
+  lint tpu_mac tpu_mac $PKG rtl/tpu_mac.sv
+  ids="0 1 2"; [ "${1:-}" = "--all" ] && ids="0 1 2 3"
+  for id in $ids; do lint "tpu_mxu_top (variant $id)" tpu_mxu_top -GVariantId=$id $MXU; done
+  lint tpu_fma32 tpu_fma32 $PKG rtl/tpu_fma32.sv
+  for lanes in 4 16 128; do lint "tpu_vpu (Lanes=$lanes)" tpu_vpu -GLanes=$lanes $VPU; done
+  lint tpu_hbm_ctrl tpu_hbm_ctrl $HBM
+  lint "hbm_subsys_tb_top (sim)" hbm_subsys_tb_top $HBM rtl/sim/hbm_device.sv \
+    rtl/sim/hbm_subsys_tb_top.sv
+}
 exit $fail

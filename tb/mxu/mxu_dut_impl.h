@@ -1,4 +1,6 @@
-// MxuDutImpl<VTop>: MxuDut over one verilated tpu_mxu_top class (one per variant).
+// MxuDutImpl<VTop, kTraced>: MxuDut over one verilated tpu_mxu_top class (one per variant).
+// kTraced says whether the model was verilated with FST tracing (the 128x128 array is not: its
+// trace code alone would be hundreds of megabytes of C++).
 #pragma once
 
 #include <verilated.h>
@@ -11,13 +13,14 @@
 
 namespace tpu {
 
-template <class VTop>
+template <class VTop, bool kTraced = true>
 class MxuDutImpl final : public MxuDut {
  public:
   MxuDutImpl(std::string variant, unsigned rows, unsigned cols)
       : variant_(std::move(variant)), rows_(rows), cols_(cols), ctx_(new VerilatedContext) {
     ctx_->fatalOnError(false);  // a failed assertion becomes an RtlError, not an abort()
     ctx_->traceEverOn(true);
+    use_context();
     top_.reset(new VTop(ctx_.get(), "TOP"));
     top_->clk_i = 0;
     top_->rst_ni = 1;
@@ -26,8 +29,10 @@ class MxuDutImpl final : public MxuDut {
   }
 
   ~MxuDutImpl() override {
+    use_context();
     if (fst_) fst_->close();
     top_->final();
+    top_.reset();
   }
 
   const std::string& variant() const override { return variant_; }
@@ -53,7 +58,10 @@ class MxuDutImpl final : public MxuDut {
 
   void set_out_ready(bool ready) override { top_->o_ready_i = ready; }
 
-  void eval() override { top_->eval(); }
+  void eval() override {
+    use_context();
+    top_->eval();
+  }
   bool w_ready() const override { return top_->w_ready_o; }
   bool a_ready() const override { return top_->a_ready_o; }
   bool out_valid() const override { return top_->o_valid_o; }
@@ -64,6 +72,7 @@ class MxuDutImpl final : public MxuDut {
   bool idle() const override { return top_->idle_o; }
 
   void tick() override {
+    use_context();
     top_->clk_i = 1;
     top_->eval();
     ctx_->timeInc(1);
@@ -81,6 +90,7 @@ class MxuDutImpl final : public MxuDut {
   }
 
   void reset(unsigned cycles) override {
+    use_context();
     top_->w_valid_i = 0;
     top_->a_valid_i = 0;
     top_->o_ready_i = 1;
@@ -94,6 +104,22 @@ class MxuDutImpl final : public MxuDut {
   uint64_t cycle() const override { return cycle_; }
 
   void open_waves(const std::string& path) override {
+    if constexpr (!kTraced) {
+      throw std::runtime_error(path + ": the " + variant_ +
+                               " MXU is built without wave tracing (too large); use a smaller "
+                               "variant for waves");
+    } else {
+      open_traced(path);
+    }
+  }
+
+ private:
+  // Verilator 5.006 reaches a model's context through a thread-local pointer in places (scope
+  // teardown, $stop counting); with several models in one thread (a test, a pod), point it at
+  // this model's context whenever this model runs, or teardown deadlocks.
+  void use_context() { Verilated::threadContextp(ctx_.get()); }
+
+  void open_traced(const std::string& path) {
     fst_.reset(new VerilatedFstC);
     top_->trace(fst_.get(), 99);
     fst_->open(path.c_str());
@@ -101,7 +127,6 @@ class MxuDutImpl final : public MxuDut {
     fst_->dump(ctx_->time());
   }
 
- private:
   std::string variant_;
   unsigned rows_, cols_;
   std::unique_ptr<VerilatedContext> ctx_;

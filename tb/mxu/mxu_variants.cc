@@ -53,7 +53,7 @@ std::unique_ptr<MxuDut> make_mxu(const std::string& variant) {
 #endif
 #ifdef TPU_HAVE_MXU_128X128
   if (variant == "128x128")
-    return std::make_unique<MxuDutImpl<Vtpu_mxu_128x128>>(variant, 128, 128);
+    return std::make_unique<MxuDutImpl<Vtpu_mxu_128x128, false>>(variant, 128, 128);
 #endif
   std::string built;
   for (const auto& b : built_mxu_variants()) built += (built.empty() ? "" : ", ") + b;

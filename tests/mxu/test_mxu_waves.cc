@@ -38,7 +38,15 @@ TEST_P(MxuWaves, GtkwSignalsArePresentInADump) {
   std::remove(fst.c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, MxuWaves, ::testing::ValuesIn(built_mxu_variants()),
+// Every traced variant (128x128 is built without waves).
+std::vector<std::string> traced_variants() {
+  std::vector<std::string> v;
+  for (const auto& name : built_mxu_variants())
+    if (name != "128x128") v.push_back(name);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, MxuWaves, ::testing::ValuesIn(traced_variants()),
                          [](const auto& p) { return "v" + p.param; });
 
 }  // namespace

@@ -1,0 +1,150 @@
+// The user's first command: `tpusim matmul`, from random inputs and from .npy files, its report,
+// and the errors it gives for inputs that do not fit.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "npy.h"
+#include "tpu/matmul.h"
+
+namespace tpu {
+namespace {
+
+struct CliRun {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+CliRun tpusim(const std::string& args) {
+  const std::string cmd = std::string(TPUSIM) + " " + args + " 2>&1";
+  CliRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string tmp(const std::string& name) { return ::testing::TempDir() + "tpusim_" + name; }
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const std::string kConfig4 = std::string("--config ") + TPU_SOURCE_DIR + "/configs/chip_4x4.yaml";
+
+TEST(Tpusim, RandomMatmulPassesAndReports) {
+  const std::string json = tmp("rand.json");
+  const CliRun r = tpusim("matmul " + kConfig4 + " --m 21 --k 9 --n 6 --seed 3 --quiet --json " + json);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("golden check: PASS (0 of 126 outputs differ)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("21x9x6"), std::string::npos) << r.out;
+  const std::string rep = slurp(json);
+  for (const char* key : {"\"cycles\"", "\"ideal_cycles\": 126", "\"utilization\"", "\"mfu\"",
+                          "\"mismatches\": 0", "\"verdict\": \"pass\"", "\"variant\": \"4x4\""})
+    EXPECT_NE(rep.find(key), std::string::npos) << key << " not in " << rep;
+}
+
+TEST(Tpusim, NpyInputsAndOutputAreBitExact) {
+  const std::size_t M = 5, K = 7, N = 3;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  std::vector<float> a32(M * K);
+  for (auto& x : a32) x = nd(rng);
+  std::vector<uint16_t> w16(K * N);
+  for (auto& x : w16) x = f32_to_bf16(nd(rng));
+  write_npy_f32(tmp("A.npy"), a32, {M, K});  // float32: rounded to bf16 by the tool
+  write_npy_u16(tmp("W.npy"), w16, {K, N});  // uint16: bf16 bits as they are
+  const CliRun r = tpusim("matmul " + kConfig4 + " --quiet --a " + tmp("A.npy") + " --w " +
+                       tmp("W.npy") + " --out " + tmp("C.npy"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::vector<bf16_t> a16(M * K);
+  for (std::size_t i = 0; i < a16.size(); ++i) a16[i] = f32_to_bf16(a32[i]);
+  const auto want = golden_matmul(a16, w16, M, K, N);
+  std::size_t rows = 0, cols = 0;
+  const auto got = load_f32_matrix(tmp("C.npy"), &rows, &cols);
+  ASSERT_EQ(rows, M);
+  ASSERT_EQ(cols, N);
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_EQ(f32_bits(got[i]), f32_bits(want[i]));
+}
+
+TEST(Tpusim, WavesAreWritten) {
+  const std::string fst = tmp("m.fst");
+  std::remove(fst.c_str());
+  const CliRun r = tpusim("matmul " + kConfig4 + " --m 3 --k 4 --n 4 --quiet --waves " + fst);
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream f(fst, std::ios::binary | std::ios::ate);
+  EXPECT_GT(static_cast<long>(f.tellg()), 100L);
+}
+
+// Each bad input is a non-zero exit with a message naming the file (or flag) and the rule.
+struct BadCase {
+  const char* name;
+  std::string args;
+  std::string expect;
+};
+
+TEST(Tpusim, BadInputsAreClearErrors) {
+  std::vector<float> m23(6, 1.0f), m33(9, 1.0f), r3(8, 1.0f);
+  write_npy_f32(tmp("A23.npy"), m23, {2, 3});
+  write_npy_f32(tmp("W33.npy"), m33, {3, 3});
+  write_npy_f32(tmp("W23.npy"), m23, {2, 3});
+  write_npy_f32(tmp("R3.npy"), r3, {2, 2, 2});
+  {
+    std::ofstream f(tmp("F8.npy"), std::ios::binary);
+    const std::string hdr = "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1), }";
+    std::string h = hdr + std::string(128 - 10 - hdr.size() - 1, ' ') + "\n";
+    f << "\x93NUMPY" << '\x01' << '\x00' << static_cast<char>(h.size()) << '\x00' << h
+      << std::string(8, '\0');
+  }
+  {
+    std::ofstream f(tmp("bad.yaml"));
+    f << "chip:\n  variant: 4x4\n  lanes: 3\n";
+  }
+  {
+    std::ofstream f(tmp("big.yaml"));
+    f << "chip:\n  variant: 128x128\n";
+  }
+  const std::vector<BadCase> cases = {
+      {"k mismatch", "--a " + tmp("A23.npy") + " --w " + tmp("W23.npy"),
+       "W23.npy: W has 2 rows but " + tmp("A23.npy") + " has K = 3 columns"},
+      {"dtype", "--a " + tmp("F8.npy") + " --w " + tmp("W33.npy"), "F8.npy"},
+      {"rank", "--a " + tmp("R3.npy") + " --w " + tmp("W33.npy"), "rank 2"},
+      {"missing file", "--a " + tmp("nope.npy") + " --w " + tmp("W33.npy"), "nope.npy"},
+      {"a without w", "--a " + tmp("A23.npy"), "--a and --w must be given together"},
+      {"zero m", "--m 0", "--m 0: must be an integer from 1"},
+      {"not a number", "--k 12x", "--k 12x: must be an integer"},
+      {"unknown option", "--frobnicate 1", "unknown option '--frobnicate'"},
+      {"unknown variant", "--variant 3x3", "unknown chip variant '3x3'"},
+      {"unknown key", "--config " + tmp("bad.yaml"), "bad.yaml: key 'chip.lanes': unknown key"},
+      {"unbuilt variant", "--config " + tmp("big.yaml"), "TPU_BUILD_MXU128=ON"},
+      {"missing config", "--config " + tmp("none.yaml"), "none.yaml: cannot open"},
+  };
+  for (const auto& c : cases) {
+    const std::string args = c.args.find("--config") == 0 ? c.args : kConfig4 + " " + c.args;
+    const CliRun r = tpusim("matmul " + args);
+    EXPECT_EQ(r.code, 2) << c.name << ": " << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos)
+        << c.name << ": expected '" << c.expect << "' in:\n" << r.out;
+  }
+}
+
+TEST(Tpusim, UnknownCommandIsAnError) {
+  const CliRun r = tpusim("frobnicate");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("unknown command 'frobnicate'"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace tpu
