@@ -28,8 +28,12 @@ package tpu_pkg;
 
   // Everything a variant fixes at compile time.
   typedef struct packed {
-    int unsigned mxu_rows;  // MXU rows: the K extent of one weight tile
-    int unsigned mxu_cols;  // MXU columns: the N extent of one weight tile
+    int unsigned mxu_rows;           // MXU rows: the K extent of one weight tile
+    int unsigned mxu_cols;           // MXU columns: the N extent of one weight tile
+    int unsigned vmem_rows;          // vector memory rows (each mxu_cols lanes x 32 bit)
+    int unsigned amem_rows;          // accumulator memory rows (each mxu_cols lanes x f32)
+    int unsigned hbm_channels;       // HBM channels (power of two)
+    int unsigned hbm_rows_per_bank;  // HBM rows per bank (power of two): capacity
   } chip_cfg_t;
 
   function automatic chip_cfg_t variant_cfg(variant_e v);
@@ -38,22 +42,42 @@ package tpu_pkg;
       VariantMxu4: begin
         cfg.mxu_rows = 4;
         cfg.mxu_cols = 4;
+        cfg.vmem_rows = 4096;
+        cfg.amem_rows = 2048;
+        cfg.hbm_channels = 2;
+        cfg.hbm_rows_per_bank = 256;
       end
       VariantMxu8: begin
         cfg.mxu_rows = 8;
         cfg.mxu_cols = 8;
+        cfg.vmem_rows = 2048;
+        cfg.amem_rows = 1024;
+        cfg.hbm_channels = 2;
+        cfg.hbm_rows_per_bank = 256;
       end
       VariantMxu16: begin
         cfg.mxu_rows = 16;
         cfg.mxu_cols = 16;
+        cfg.vmem_rows = 8192;
+        cfg.amem_rows = 4096;
+        cfg.hbm_channels = 2;
+        cfg.hbm_rows_per_bank = 256;
       end
       VariantMxu128: begin
         cfg.mxu_rows = 128;
         cfg.mxu_cols = 128;
+        cfg.vmem_rows = 4096;
+        cfg.amem_rows = 2048;
+        cfg.hbm_channels = 2;
+        cfg.hbm_rows_per_bank = 256;
       end
       default: begin
         cfg.mxu_rows = 8;
         cfg.mxu_cols = 8;
+        cfg.vmem_rows = 2048;
+        cfg.amem_rows = 1024;
+        cfg.hbm_channels = 2;
+        cfg.hbm_rows_per_bank = 256;
       end
     endcase
     return cfg;

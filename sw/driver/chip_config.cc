@@ -45,7 +45,16 @@ ChipConfig load_chip_config(const std::string& path) {
   ChipConfig cfg;
   cfg.source = path;
   if (!root.IsMap()) fail(path, "", "the top level must be a mapping with a 'chip' section");
-  check_keys(root, path, "", {"chip"});
+  check_keys(root, path, "", {"chip", "hbm"});
+  if (root["hbm"]) {
+    try {
+      if (!root["hbm"].IsMap()) fail(path, "hbm", "must be a mapping");
+      cfg.hbm = hbm_config_from_node(root["hbm"], path);
+      validate_hbm_config(cfg.hbm);
+    } catch (const HbmConfigError& e) {
+      throw ConfigError(e.what());
+    }
+  }
   const YAML::Node chip = root["chip"];
   if (!chip) fail(path, "chip", "missing section");
   if (!chip.IsMap()) fail(path, "chip", "must be a mapping");

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "hbm_config.h"
+
 namespace tpu {
 
 // A configuration file that cannot be read or breaks a rule. The message names the file, the key
@@ -17,6 +19,7 @@ class ConfigError : public std::runtime_error {
 struct ChipConfig {
   std::string source = "<defaults>";  // file the values came from
   std::string variant = "16x16";      // chip.variant: compile-time RTL variant (MXU rows x cols)
+  HbmConfig hbm;                      // hbm: HBM timing and controller policy (tb/hbm/hbm_config.h)
 };
 
 // Reads `path`. Unknown keys, wrong types, impossible values and variants that were not built

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "chip_config.h"
+#include "chip_driver.h"
 #include "json.h"
 #include "mxu_dut.h"
 #include "mxu_runner.h"
@@ -40,7 +41,11 @@ const char* kUsage =
     "  --a A.npy --w W.npy inputs from files: uint16 (bf16 bits) or float32 (rounded to bf16)\n"
     "  --out C.npy         write the result as float32\n"
     "  --json FILE         write the JSON report\n"
-    "  --waves FILE.fst    dump every signal of the MXU to an FST file\n"
+    "  --waves FILE.fst    dump every signal of the chip (or the MXU) to an FST file\n"
+    "  --bias B.npy        add a bias row (N float32 values) on the VPU\n"
+    "  --relu              ReLU after the bias (VPU)\n"
+    "  --out-dtype bf16|f32  result type (default f32; bf16 rounds on the VPU)\n"
+    "  --mxu-only          run on the bare MXU array (no HBM, DMA, sequencer, VPU)\n"
     "  --quiet             no progress line\n";
 
 struct UsageError : std::runtime_error {
@@ -71,16 +76,155 @@ std::string default_config() {
   return std::string(TPU_SOURCE_DIR) + "/" + local;
 }
 
+void write_report(const std::string& path, const Json& rep) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) throw UsageError(path + ": cannot open the report for writing");
+  const std::string text = rep.dump(2) + "\n";
+  std::fwrite(text.data(), 1, text.size(), f);
+  std::fclose(f);
+}
+
+// The whole chip: data in HBM, DMA, sequencer, MXU and the VPU epilogue (sw/driver).
+int run_chip(const ChipConfig& cfg, const std::string& config_path, const MatmulShape& sh,
+             const std::vector<bf16_t>& a, const std::vector<bf16_t>& w, const std::string& inputs,
+             std::map<std::string, std::string>& opt) {
+  auto has = [&](const char* k) { return opt.count(k) > 0; };
+  MatmulOptions mo;
+  std::vector<float> bias;
+  if (has("--bias")) {
+    const NpyArray arr = read_npy(opt["--bias"]);  // shape (N,) or (1, N), float32
+    if (arr.dtype != "<f4") throw UsageError(opt["--bias"] + ": the bias must be float32");
+    bias = arr.as_f32();
+    if (bias.size() != sh.n)
+      throw UsageError(opt["--bias"] + ": the bias must hold N = " + std::to_string(sh.n) +
+                       " values (it holds " + std::to_string(bias.size()) + ")");
+    mo.bias = &bias;
+  }
+  mo.relu = has("--relu");
+  const std::string dtype = has("--out-dtype") ? opt["--out-dtype"] : "f32";
+  if (dtype != "f32" && dtype != "bf16")
+    throw UsageError("--out-dtype " + dtype + ": must be 'bf16' or 'f32'");
+  mo.out_bf16 = dtype == "bf16";
+
+  try {
+    chip_shape(cfg.variant);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string(has("--variant") ? "--variant: " : config_path + ": chip.variant: ") +
+                     e.what());
+  }
+  std::unique_ptr<ChipDriver> drv;
+  try {
+    drv = std::make_unique<ChipDriver>(cfg.variant, cfg.hbm);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(config_path + ": chip.variant: " + e.what());
+  }
+  if (has("--waves")) drv->dut().open_waves(opt["--waves"]);
+  const auto t0 = std::chrono::steady_clock::now();
+  const MatmulRun r = drv->matmul(a, w, sh.m, sh.k, sh.n, mo);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto want = golden_chip_matmul(a, w, sh.m, sh.k, sh.n, mo);
+  std::size_t mismatches = 0;
+  long first_bad = -1;
+  for (std::size_t i = 0; i < want.size(); ++i)
+    if (r.c_bits[i] != want[i]) {
+      if (first_bad < 0) first_bad = static_cast<long>(i);
+      ++mismatches;
+    }
+  const bool pass = mismatches == 0;
+  std::vector<float> c(r.c_bits.size());
+  for (std::size_t i = 0; i < c.size(); ++i)
+    c[i] = mo.out_bf16 ? bf16_to_f32(static_cast<bf16_t>(r.c_bits[i])) : f32_from_bits(r.c_bits[i]);
+  if (has("--out")) write_npy_f32(opt["--out"], c, {sh.m, sh.n});
+
+  const ChipShape& s = drv->shape();
+  const ProgramResult& p = r.prog;
+  const uint64_t cycles = p.cycles;
+  const double util = cycles ? static_cast<double>(p.delta[kStatMxuBeats]) / static_cast<double>(cycles) : 0.0;
+  const double mfu = cycles ? static_cast<double>(sh.m * sh.k * sh.n) /
+                                  (static_cast<double>(cycles) * s.rows * s.cols)
+                            : 0.0;
+  const double bw = cycles ? static_cast<double>(r.hbm_bytes) / static_cast<double>(cycles) : 0.0;
+  const double frac = cycles ? static_cast<double>(r.roofline_cycles) / static_cast<double>(cycles) : 0.0;
+  const uint64_t tiles = ((sh.k + s.rows - 1) / s.rows) * ((sh.n + s.cols - 1) / s.cols);
+
+  Json rep = Json::object();
+  rep.set("tool", "tpusim").set("command", "matmul").set("mode", "chip").set("config", cfg.source);
+  rep.set("variant", cfg.variant).set("array_rows", s.rows).set("array_cols", s.cols);
+  rep["shape"] = Json::object().set("m", sh.m).set("k", sh.k).set("n", sh.n);
+  rep["epilogue"] = Json::object()
+                        .set("bias", has("--bias"))
+                        .set("relu", mo.relu)
+                        .set("out_dtype", dtype);
+  rep.set("inputs", inputs).set("tiles", tiles).set("cycles", cycles);
+  rep.set("ideal_cycles", r.compute_cycles).set("utilization", util).set("mfu", mfu);
+  rep.set("useful_macs", static_cast<uint64_t>(sh.m * sh.k * sh.n));
+  rep.set("commands", r.commands).set("m_chunk", r.m_chunk);
+  rep["hbm"] = Json::object()
+                   .set("bytes", r.hbm_bytes)
+                   .set("read_bytes", p.delta[kStatDmaRdBytes])
+                   .set("write_bytes", p.delta[kStatDmaWrBytes])
+                   .set("bytes_per_cycle", bw)
+                   .set("gb_per_s", bw / cfg.hbm.tck_ns)
+                   .set("peak_bytes_per_cycle", r.peak_bytes_per_cycle);
+  rep["busy_cycles"] = Json::object()
+                           .set("dma", p.delta[kStatDmaBusy])
+                           .set("mxu", p.delta[kStatMxuBusy])
+                           .set("vpu", p.delta[kStatVpuBusy])
+                           .set("dma_and_mxu", p.delta[kStatOverlap]);
+  rep["roofline"] = Json::object()
+                        .set("compute_cycles", r.compute_cycles)
+                        .set("memory_cycles", static_cast<uint64_t>(
+                            static_cast<double>(r.hbm_bytes) / r.peak_bytes_per_cycle + 0.5))
+                        .set("bound_cycles", r.roofline_cycles)
+                        .set("achieved_fraction", frac);
+  rep["golden"] = Json::object()
+                      .set("verdict", pass ? "pass" : "fail")
+                      .set("outputs", want.size())
+                      .set("mismatches", mismatches);
+  rep.set("wall_seconds", wall)
+      .set("sim_cycles_per_second", wall > 0 ? static_cast<double>(cycles) / wall : 0.0);
+  if (has("--out")) rep.set("out", opt["--out"]);
+  if (has("--waves")) rep.set("waves", opt["--waves"]);
+  if (has("--json")) write_report(opt["--json"], rep);
+
+  std::printf("matmul %zux%zux%zu (M x K x N) on chip %s: %llu tiles, %zu commands\n", sh.m, sh.k,
+              sh.n, cfg.variant.c_str(), static_cast<unsigned long long>(tiles), r.commands);
+  std::printf("  cycles %llu, ideal %llu, utilization %.4f, MFU %.4f\n",
+              static_cast<unsigned long long>(cycles),
+              static_cast<unsigned long long>(r.compute_cycles), util, mfu);
+  std::printf("  HBM %llu bytes (%.2f B/cycle), roofline %llu cycles, achieved %.4f of it\n",
+              static_cast<unsigned long long>(r.hbm_bytes), bw,
+              static_cast<unsigned long long>(r.roofline_cycles), frac);
+  std::printf("  busy cycles: DMA %llu, MXU %llu, VPU %llu, DMA+MXU %llu\n",
+              static_cast<unsigned long long>(p.delta[kStatDmaBusy]),
+              static_cast<unsigned long long>(p.delta[kStatMxuBusy]),
+              static_cast<unsigned long long>(p.delta[kStatVpuBusy]),
+              static_cast<unsigned long long>(p.delta[kStatOverlap]));
+  std::printf("  golden check: %s (%zu of %zu outputs differ)\n", pass ? "PASS" : "FAIL",
+              mismatches, want.size());
+  if (!pass) {
+    const auto i = static_cast<std::size_t>(first_bad);
+    std::printf("  first mismatch at [%zu,%zu]: got %08x, golden %08x\n", i / sh.n, i % sh.n,
+                r.c_bits[i], want[i]);
+  }
+  return pass ? kExitOk : kExitMismatch;
+}
+
 int cmd_matmul(const std::vector<std::string>& args) {
   std::map<std::string, std::string> opt;
   bool quiet = false;
   const std::vector<std::string> valued = {"--config", "--variant", "--m",   "--k",
                                            "--n",      "--seed",    "--dist", "--a",
-                                           "--w",      "--out",     "--json", "--waves"};
+                                           "--w",      "--out",     "--json", "--waves",
+                                           "--bias",   "--out-dtype"};
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--quiet") {
       quiet = true;
+      continue;
+    }
+    if (a == "--relu" || a == "--mxu-only") {
+      opt[a] = "1";
       continue;
     }
     if (a == "--help" || a == "-h") {
@@ -140,6 +284,10 @@ int cmd_matmul(const std::vector<std::string>& args) {
     for (auto& x : w) x = draw();
     inputs = "random: seed=" + std::to_string(seed) + " dist=" + dist;
   }
+
+  if (!has("--mxu-only")) return run_chip(cfg, config_path, sh, a, w, inputs, opt);
+  for (const char* k : {"--bias", "--relu", "--out-dtype"})
+    if (has(k)) throw UsageError(std::string(k) + " needs the whole chip (drop --mxu-only)");
 
   std::unique_ptr<MxuDut> dut;
   try {
@@ -250,6 +398,12 @@ int main(int argc, char** argv) {
   } catch (const NpyError& e) {
     std::cerr << "tpusim: error: " << e.what() << "\n";
     return kExitUsage;
+  } catch (const ChipRtlError& e) {
+    std::cerr << "tpusim: simulation error: " << e.what() << "\n";
+    return kExitSim;
+  } catch (const ChipError& e) {
+    std::cerr << "tpusim: simulation error: " << e.what() << "\n";
+    return kExitSim;
   } catch (const RtlError& e) {
     std::cerr << "tpusim: simulation error: " << e.what() << "\n";
     return kExitSim;

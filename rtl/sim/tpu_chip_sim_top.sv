@@ -1,0 +1,136 @@
+// tpu_chip_sim_top: SIMULATION-ONLY top for the C++ harness (tb/chip): tpu_chip + hbm_device.
+//
+// Flat ports so that C++ drives them by name: HBM timing and controller configuration (held
+// constant after reset), the chip's host port (commands, HBM access, status) and the device
+// checker's violation count. See tpu_chip for the handshakes and latencies.
+module tpu_chip_sim_top
+  import tpu_hbm_pkg::*;
+  import tpu_chip_pkg::*;
+#(
+  parameter  int unsigned        VariantId = 0,
+  localparam tpu_pkg::chip_cfg_t Cfg       = tpu_pkg::variant_cfg(tpu_pkg::variant_e'(VariantId)),
+  localparam int unsigned        NumCh     = Cfg.hbm_channels
+) (
+  input  logic         clk_i,
+  input  logic         rst_ni,
+  input  logic [15:0]  t_cl_i,
+  input  logic [15:0]  t_cwl_i,
+  input  logic [15:0]  t_rcd_i,
+  input  logic [15:0]  t_rp_i,
+  input  logic [15:0]  t_ras_i,
+  input  logic [15:0]  t_rc_i,
+  input  logic [15:0]  t_ccd_s_i,
+  input  logic [15:0]  t_ccd_l_i,
+  input  logic [15:0]  t_rrd_s_i,
+  input  logic [15:0]  t_rrd_l_i,
+  input  logic [15:0]  t_faw_i,
+  input  logic [15:0]  t_wr_i,
+  input  logic [15:0]  t_wtr_s_i,
+  input  logic [15:0]  t_wtr_l_i,
+  input  logic [15:0]  t_rtp_i,
+  input  logic [15:0]  t_rfc_i,
+  input  logic [15:0]  t_refi_i,
+  input  logic [1:0]   addr_map_i,
+  input  logic [15:0]  starve_cap_i,
+  input  logic [7:0]   wr_hi_i,
+  input  logic [7:0]   wr_lo_i,
+  // commands
+  input  logic         cmd_valid_i,
+  output logic         cmd_ready_o,
+  input  logic [127:0] cmd_i,
+  // HBM access
+  input  logic         hm_req_valid_i,
+  output logic         hm_req_ready_o,
+  input  logic         hm_req_write_i,
+  input  logic [31:0]  hm_req_addr_i,
+  input  logic [6:0]   hm_req_tag_i,
+  input  logic [511:0] hm_req_data_i,
+  output logic         hm_rsp_valid_o,
+  input  logic         hm_rsp_ready_i,
+  output logic         hm_rsp_write_o,
+  output logic [6:0]   hm_rsp_tag_o,
+  output logic [511:0] hm_rsp_data_o,
+  // status
+  input  logic         clear_i,
+  output logic         busy_o,
+  output logic         halted_o,
+  output logic [7:0]   err_o,
+  output logic [31:0]  err_cmd_o,
+  input  logic [3:0]   stat_id_i,
+  output logic [63:0]  stat_o,
+  output logic [31:0]  viol_count_o
+);
+
+  hbm_timing_t timing;
+  hbm_ctrl_cfg_t cfg;
+  hbm_cmd_t [NumCh-1:0] hbm_cmd;
+  logic [NumCh-1:0] wvalid, rvalid;
+  hbm_bus_t [NumCh-1:0] wdata, rdata;
+  chip_err_e err;
+  logic [31:0] viol_mask;
+  hbm_rule_e viol_last;
+
+  assign timing = '{cl: t_cl_i, cwl: t_cwl_i, rcd: t_rcd_i, rp: t_rp_i, ras: t_ras_i,
+                    rc: t_rc_i, ccd_s: t_ccd_s_i, ccd_l: t_ccd_l_i, rrd_s: t_rrd_s_i,
+                    rrd_l: t_rrd_l_i, faw: t_faw_i, wr: t_wr_i, wtr_s: t_wtr_s_i,
+                    wtr_l: t_wtr_l_i, rtp: t_rtp_i, rfc: t_rfc_i, refi: t_refi_i};
+  assign cfg = '{addr_map: hbm_map_e'(addr_map_i), starve_cap: starve_cap_i, wr_hi: wr_hi_i,
+                 wr_lo: wr_lo_i};
+
+  tpu_chip #(
+    .VariantId(VariantId)
+  ) i_chip (
+    .clk_i         (clk_i),
+    .rst_ni        (rst_ni),
+    .hbm_timing_i  (timing),
+    .hbm_cfg_i     (cfg),
+    .cmd_valid_i   (cmd_valid_i),
+    .cmd_ready_o   (cmd_ready_o),
+    .cmd_i         (chip_cmd_t'(cmd_i)),
+    .hm_req_valid_i(hm_req_valid_i),
+    .hm_req_ready_o(hm_req_ready_o),
+    .hm_req_write_i(hm_req_write_i),
+    .hm_req_addr_i (hm_req_addr_i),
+    .hm_req_tag_i  (hm_req_tag_i),
+    .hm_req_data_i (hm_req_data_i),
+    .hm_rsp_valid_o(hm_rsp_valid_o),
+    .hm_rsp_ready_i(hm_rsp_ready_i),
+    .hm_rsp_write_o(hm_rsp_write_o),
+    .hm_rsp_tag_o  (hm_rsp_tag_o),
+    .hm_rsp_data_o (hm_rsp_data_o),
+    .clear_i       (clear_i),
+    .busy_o        (busy_o),
+    .halted_o      (halted_o),
+    .err_o         (err),
+    .err_cmd_o     (err_cmd_o),
+    .stat_id_i     (chip_stat_e'(stat_id_i)),
+    .stat_o        (stat_o),
+    .hbm_cmd_o     (hbm_cmd),
+    .hbm_wvalid_o  (wvalid),
+    .hbm_wdata_o   (wdata),
+    .hbm_rvalid_i  (rvalid),
+    .hbm_rdata_i   (rdata)
+  );
+  assign err_o = err;
+
+  hbm_device #(
+    .NumCh      (NumCh),
+    .RowsPerBank(Cfg.hbm_rows_per_bank)
+  ) i_dev (
+    .clk_i       (clk_i),
+    .rst_ni      (rst_ni),
+    .timing_i    (timing),
+    .cmd_i       (hbm_cmd),
+    .wvalid_i    (wvalid),
+    .wdata_i     (wdata),
+    .rvalid_o    (rvalid),
+    .rdata_o     (rdata),
+    .viol_count_o(viol_count_o),
+    .viol_mask_o (viol_mask),
+    .viol_last_o (viol_last)
+  );
+
+  logic unused_bits;
+  assign unused_bits = ^{viol_mask, viol_last};
+
+endmodule

@@ -1,0 +1,414 @@
+// tpu_chip: one TPU-style chip: sequencer, DMA, MXU, VPU, vector and accumulator memories and
+// the HBM controller (the HBM device sits outside, on the PHY-side ports).
+//
+// Host port:
+//   commands      cmd_valid_i / cmd_ready_o, cmd_i (tpu_chip_pkg::chip_cmd_t, docs/isa.md)
+//   HBM access    hm_req_* (valid/ready; 64-byte bursts, 7-bit tag) and hm_rsp_* (valid/ready,
+//                 out of order, tag returned); shares the controller port with the DMA
+//   status        busy_o, halted_o, err_o (sticky chip_err_e), err_cmd_o, clear_i (clears error
+//                 and halt), stat_id_i -> stat_o (64-bit counters, chip_stat_e)
+// HBM PHY side:   one command bus, write-data and read-data bus per channel (tpu_hbm_ctrl).
+// ICI links:      reserved. One link port per torus direction (+X -X +Y -Y +Z -Z), each a
+//                 valid/ready flit stream in and out, will be added between the HBM ports and
+//                 the status ports; the ISA reserves OpIciSend / OpIciWait for them.
+// Throughput: the MXU takes one activation row per cycle; the DMA moves one memory row per cycle;
+// the VPU one row per cycle; they run concurrently under the sequencer's scoreboard.
+// Handshakes: valid/ready everywhere; a payload is held while valid && !ready.
+module tpu_chip
+  import tpu_hbm_pkg::*;
+  import tpu_chip_pkg::*;
+#(
+  parameter  int unsigned        VariantId = 0,
+  localparam tpu_pkg::chip_cfg_t Cfg       = tpu_pkg::variant_cfg(tpu_pkg::variant_e'(VariantId)),
+  localparam int unsigned        Lanes     = Cfg.mxu_cols,
+  localparam int unsigned        NumCh     = Cfg.hbm_channels,
+  localparam int unsigned        RowW      = Lanes * 32
+) (
+  input  logic                      clk_i,
+  input  logic                      rst_ni,
+  input  hbm_timing_t               hbm_timing_i,
+  input  hbm_ctrl_cfg_t             hbm_cfg_i,
+  // host: commands
+  input  logic                      cmd_valid_i,
+  output logic                      cmd_ready_o,
+  input  chip_cmd_t                 cmd_i,
+  // host: HBM access
+  input  logic                      hm_req_valid_i,
+  output logic                      hm_req_ready_o,
+  input  logic                      hm_req_write_i,
+  input  logic [31:0]               hm_req_addr_i,
+  input  logic [6:0]                hm_req_tag_i,
+  input  hbm_data_t                 hm_req_data_i,
+  output logic                      hm_rsp_valid_o,
+  input  logic                      hm_rsp_ready_i,
+  output logic                      hm_rsp_write_o,
+  output logic [6:0]                hm_rsp_tag_o,
+  output hbm_data_t                 hm_rsp_data_o,
+  // host: status
+  input  logic                      clear_i,
+  output logic                      busy_o,
+  output logic                      halted_o,
+  output chip_err_e                 err_o,
+  output logic [31:0]               err_cmd_o,
+  input  chip_stat_e                stat_id_i,
+  output logic [63:0]               stat_o,
+  // HBM PHY side
+  output hbm_cmd_t      [NumCh-1:0] hbm_cmd_o,
+  output logic          [NumCh-1:0] hbm_wvalid_o,
+  output hbm_bus_t      [NumCh-1:0] hbm_wdata_o,
+  input  logic          [NumCh-1:0] hbm_rvalid_i,
+  input  hbm_bus_t      [NumCh-1:0] hbm_rdata_i
+);
+
+  localparam int unsigned VAddrW = tpu_pkg::idx_width(Cfg.vmem_rows);
+  localparam int unsigned AAddrW = tpu_pkg::idx_width(Cfg.amem_rows);
+  localparam longint unsigned HbmBytes =
+      longint'(NumCh) * HBM_BANKS * Cfg.hbm_rows_per_bank * HBM_ROW_BYTES;
+
+  // ---------------------------------------------------------------------------------------------
+  // Sequencer
+  // ---------------------------------------------------------------------------------------------
+  chip_cmd_t  head;
+  logic       dma_start, dma_ready, dma_done, dma_busy;
+  logic       lw_start, lw_ready, lw_done, mm_start, mm_ready, mm_done, mxu_busy;
+  logic       vpu_start, vpu_ready, vpu_done, vpu_busy;
+  logic [2:0] retired;
+
+  tpu_seq #(
+    .Lanes   (Lanes),
+    .VmemRows(Cfg.vmem_rows),
+    .AmemRows(Cfg.amem_rows),
+    .HbmBytes(HbmBytes)
+  ) i_seq (
+    .clk_i      (clk_i),
+    .rst_ni     (rst_ni),
+    .cmd_valid_i(cmd_valid_i),
+    .cmd_ready_o(cmd_ready_o),
+    .cmd_i      (cmd_i),
+    .clear_i    (clear_i),
+    .head_o     (head),
+    .dma_start_o(dma_start),
+    .dma_ready_i(dma_ready),
+    .dma_done_i (dma_done),
+    .lw_start_o (lw_start),
+    .lw_ready_i (lw_ready),
+    .lw_done_i  (lw_done),
+    .mm_start_o (mm_start),
+    .mm_ready_i (mm_ready),
+    .mm_done_i  (mm_done),
+    .vpu_start_o(vpu_start),
+    .vpu_ready_i(vpu_ready),
+    .vpu_done_i (vpu_done),
+    .busy_o     (busy_o),
+    .halted_o   (halted_o),
+    .err_o      (err_o),
+    .err_cmd_o  (err_cmd_o),
+    .retired_o  (retired)
+  );
+
+  // ---------------------------------------------------------------------------------------------
+  // Memories. VMEM read ports: 0 DMA, 1 LOADW, 2 MATMUL activations, 3 VPU x, 4 VPU y;
+  // write ports: 0 DMA, 1 VPU. AMEM read ports: 0 DMA, 1 MATMUL running sums, 2 VPU x, 3 VPU y;
+  // write ports: 0 MXU results, 1 VPU.
+  // ---------------------------------------------------------------------------------------------
+  logic [4:0][VAddrW-1:0] v_rd_addr;
+  logic [4:0][RowW-1:0]   v_rd_data;
+  logic [1:0]             v_we;
+  logic [1:0][VAddrW-1:0] v_wr_addr;
+  logic [1:0][RowW-1:0]   v_wr_data;
+  logic [3:0][AAddrW-1:0] a_rd_addr;
+  logic [3:0][RowW-1:0]   a_rd_data;
+  logic [1:0]             a_we;
+  logic [1:0][AAddrW-1:0] a_wr_addr;
+  logic [1:0][RowW-1:0]   a_wr_data;
+
+  tpu_mem #(
+    .Rows (Cfg.vmem_rows),
+    .Width(RowW),
+    .NumRd(5),
+    .NumWr(2)
+  ) i_vmem (
+    .clk_i    (clk_i),
+    .rst_ni   (rst_ni),
+    .rd_addr_i(v_rd_addr),
+    .rd_data_o(v_rd_data),
+    .we_i     (v_we),
+    .wr_addr_i(v_wr_addr),
+    .wr_data_i(v_wr_data)
+  );
+
+  tpu_mem #(
+    .Rows (Cfg.amem_rows),
+    .Width(RowW),
+    .NumRd(4),
+    .NumWr(2)
+  ) i_amem (
+    .clk_i    (clk_i),
+    .rst_ni   (rst_ni),
+    .rd_addr_i(a_rd_addr),
+    .rd_data_o(a_rd_data),
+    .we_i     (a_we),
+    .wr_addr_i(a_wr_addr),
+    .wr_data_i(a_wr_data)
+  );
+
+  // ---------------------------------------------------------------------------------------------
+  // DMA
+  // ---------------------------------------------------------------------------------------------
+  logic        dma_req_valid, dma_req_ready, dma_rsp_valid, dma_rsp_ready, dma_we;
+  hbm_req_t    dma_req;
+  logic [15:0] dma_rd_addr, dma_wr_addr;
+  logic [RowW-1:0] dma_wr_data;
+
+  tpu_dma #(
+    .Lanes(Lanes)
+  ) i_dma (
+    .clk_i         (clk_i),
+    .rst_ni        (rst_ni),
+    .start_i       (dma_start),
+    .ready_o       (dma_ready),
+    .dir_i         (dma_dir_e'(head.flags[1:0])),
+    .bf16_i        (head.flags[2]),
+    .mem_row_i     (head.f1),
+    .rows_i        (head.f2),
+    .seg_bytes_i   (head.f3),
+    .hbm_addr_i    (head.w2),
+    .stride_i      (head.w3),
+    .done_o        (dma_done),
+    .busy_o        (dma_busy),
+    .req_valid_o   (dma_req_valid),
+    .req_ready_i   (dma_req_ready),
+    .req_o         (dma_req),
+    .rsp_valid_i   (dma_rsp_valid),
+    .rsp_ready_o   (dma_rsp_ready),
+    .rsp_i         (ctrl_rsp),
+    .rd_addr_o     (dma_rd_addr),
+    .vmem_rd_data_i(v_rd_data[0]),
+    .amem_rd_data_i(a_rd_data[0]),
+    .vmem_we_o     (dma_we),
+    .wr_addr_o     (dma_wr_addr),
+    .wr_data_o     (dma_wr_data)
+  );
+
+  // ---------------------------------------------------------------------------------------------
+  // MXU
+  // ---------------------------------------------------------------------------------------------
+  logic [15:0] mxu_w_addr, mxu_a_addr, mxu_c_addr, mxu_c_wr_addr;
+  logic        mxu_c_we, mxu_a_beat, mxu_w_beat;
+  logic [RowW-1:0] mxu_c_wr_data;
+
+  tpu_mxu_unit #(
+    .Rows(Cfg.mxu_rows),
+    .Cols(Cfg.mxu_cols)
+  ) i_mxu_unit (
+    .clk_i      (clk_i),
+    .rst_ni     (rst_ni),
+    .lw_start_i (lw_start),
+    .lw_ready_o (lw_ready),
+    .lw_row_i   (head.f1),
+    .lw_stride_i(head.w2[15:0]),
+    .lw_done_o  (lw_done),
+    .mm_start_i (mm_start),
+    .mm_ready_o (mm_ready),
+    .mm_a_row_i (head.f1),
+    .mm_a_stride_i(head.w2[15:0]),
+    .mm_rows_i  (head.f2),
+    .mm_c_row_i (head.f3),
+    .mm_acc_i   (head.flags[0]),
+    .mm_done_o  (mm_done),
+    .w_rd_addr_o(mxu_w_addr),
+    .w_rd_data_i(v_rd_data[1]),
+    .a_rd_addr_o(mxu_a_addr),
+    .a_rd_data_i(v_rd_data[2]),
+    .c_rd_addr_o(mxu_c_addr),
+    .c_rd_data_i(a_rd_data[1]),
+    .c_we_o     (mxu_c_we),
+    .c_wr_addr_o(mxu_c_wr_addr),
+    .c_wr_data_o(mxu_c_wr_data),
+    .busy_o     (mxu_busy),
+    .a_beat_o   (mxu_a_beat),
+    .w_beat_o   (mxu_w_beat)
+  );
+
+  // ---------------------------------------------------------------------------------------------
+  // VPU
+  // ---------------------------------------------------------------------------------------------
+  logic        vpu_x_mem, vpu_y_mem, vpu_v_we, vpu_a_we;
+  logic [15:0] vpu_x_addr, vpu_y_addr, vpu_wr_addr;
+  logic [RowW-1:0] vpu_wr_data;
+
+  tpu_vpu_unit #(
+    .Lanes(Lanes)
+  ) i_vpu_unit (
+    .clk_i     (clk_i),
+    .rst_ni    (rst_ni),
+    .start_i   (vpu_start),
+    .ready_o   (vpu_ready),
+    .op_i      (tpu_vpu_pkg::vpu_op_e'(head.flags[3:0])),
+    .src_bf16_i(head.flags[7:5]),
+    .dst_bf16_i(head.flags[4]),
+    .x_mem_i   (head.flags[8]),
+    .x_row_i   (head.f1),
+    .y_mem_i   (head.flags[9]),
+    .y_row_i   (head.f3),
+    .y_bcast_i (head.flags[10]),
+    .dst_mem_i (head.flags[11]),
+    .dst_row_i (head.w2[15:0]),
+    .dst_stride_i(head.w2[31:16]),
+    .rows_i    (head.f2),
+    .done_o    (vpu_done),
+    .busy_o    (vpu_busy),
+    .x_mem_o   (vpu_x_mem),
+    .x_addr_o  (vpu_x_addr),
+    .x_vmem_i  (v_rd_data[3]),
+    .x_amem_i  (a_rd_data[2]),
+    .y_mem_o   (vpu_y_mem),
+    .y_addr_o  (vpu_y_addr),
+    .y_vmem_i  (v_rd_data[4]),
+    .y_amem_i  (a_rd_data[3]),
+    .vmem_we_o (vpu_v_we),
+    .amem_we_o (vpu_a_we),
+    .wr_addr_o (vpu_wr_addr),
+    .wr_data_o (vpu_wr_data)
+  );
+
+  // Memory port wiring
+  assign v_rd_addr[0] = VAddrW'(dma_rd_addr);
+  assign v_rd_addr[1] = VAddrW'(mxu_w_addr);
+  assign v_rd_addr[2] = VAddrW'(mxu_a_addr);
+  assign v_rd_addr[3] = VAddrW'(vpu_x_addr);
+  assign v_rd_addr[4] = VAddrW'(vpu_y_addr);
+  assign v_we[0]      = dma_we;
+  assign v_wr_addr[0] = VAddrW'(dma_wr_addr);
+  assign v_wr_data[0] = dma_wr_data;
+  assign v_we[1]      = vpu_v_we;
+  assign v_wr_addr[1] = VAddrW'(vpu_wr_addr);
+  assign v_wr_data[1] = vpu_wr_data;
+  assign a_rd_addr[0] = AAddrW'(dma_rd_addr);
+  assign a_rd_addr[1] = AAddrW'(mxu_c_addr);
+  assign a_rd_addr[2] = AAddrW'(vpu_x_addr);
+  assign a_rd_addr[3] = AAddrW'(vpu_y_addr);
+  assign a_we[0]      = mxu_c_we;
+  assign a_wr_addr[0] = AAddrW'(mxu_c_wr_addr);
+  assign a_wr_data[0] = mxu_c_wr_data;
+  assign a_we[1]      = vpu_a_we;
+  assign a_wr_addr[1] = AAddrW'(vpu_wr_addr);
+  assign a_wr_data[1] = vpu_wr_data;
+
+  // ---------------------------------------------------------------------------------------------
+  // HBM controller, shared by the DMA and the host port. Requests: the host when it asks, else
+  // the DMA; a choice holds while its request waits (payload stability). Responses go back by
+  // tag bit 7 (1: host).
+  // ---------------------------------------------------------------------------------------------
+  logic     ctrl_req_valid, ctrl_req_ready, ctrl_rsp_valid, ctrl_rsp_ready, ctrl_idle;
+  hbm_req_t ctrl_req, host_req;
+  hbm_rsp_t ctrl_rsp;
+  logic     grant_host, lock_q, lock_d, lock_host_q, lock_host_d;
+  logic [NumCh-1:0] ref_pending;
+
+  assign host_req = '{write: hm_req_write_i, addr: hm_req_addr_i, tag: {1'b1, hm_req_tag_i},
+                      data: hm_req_data_i};
+  assign grant_host     = lock_q ? lock_host_q : hm_req_valid_i;
+  assign ctrl_req_valid = grant_host ? hm_req_valid_i : dma_req_valid;
+  assign ctrl_req       = grant_host ? host_req : dma_req;
+  assign hm_req_ready_o = grant_host && ctrl_req_ready;
+  assign dma_req_ready  = !grant_host && ctrl_req_ready;
+  assign lock_d         = ctrl_req_valid && !ctrl_req_ready;
+  assign lock_host_d    = grant_host;
+
+  assign hm_rsp_valid_o = ctrl_rsp_valid && ctrl_rsp.tag[7];
+  assign dma_rsp_valid  = ctrl_rsp_valid && !ctrl_rsp.tag[7];
+  assign ctrl_rsp_ready = ctrl_rsp.tag[7] ? hm_rsp_ready_i : dma_rsp_ready;
+  assign hm_rsp_write_o = ctrl_rsp.write;
+  assign hm_rsp_tag_o   = ctrl_rsp.tag[6:0];
+  assign hm_rsp_data_o  = ctrl_rsp.data;
+
+  hbm_ctr_t hbm_stat;
+  tpu_hbm_ctrl #(
+    .NumCh      (NumCh),
+    .RowsPerBank(Cfg.hbm_rows_per_bank)
+  ) i_hbm_ctrl (
+    .clk_i        (clk_i),
+    .rst_ni       (rst_ni),
+    .timing_i     (hbm_timing_i),
+    .cfg_i        (hbm_cfg_i),
+    .req_valid_i  (ctrl_req_valid),
+    .req_ready_o  (ctrl_req_ready),
+    .req_i        (ctrl_req),
+    .rsp_valid_o  (ctrl_rsp_valid),
+    .rsp_ready_i  (ctrl_rsp_ready),
+    .rsp_o        (ctrl_rsp),
+    .cmd_o        (hbm_cmd_o),
+    .wvalid_o     (hbm_wvalid_o),
+    .wdata_o      (hbm_wdata_o),
+    .rvalid_i     (hbm_rvalid_i),
+    .rdata_i      (hbm_rdata_i),
+    .stat_ch_i    ('0),
+    .stat_id_i    (StatRdReqs),
+    .stat_o       (hbm_stat),
+    .ref_pending_o(ref_pending),
+    .idle_o       (ctrl_idle)
+  );
+
+  // ---------------------------------------------------------------------------------------------
+  // Statistics
+  // ---------------------------------------------------------------------------------------------
+  logic [63:0] stats_q [CHIP_NUM_STATS];
+  logic [63:0] stats_d [CHIP_NUM_STATS];
+  logic        dma_req_fire, host_req_fire;
+
+  assign dma_req_fire  = dma_req_valid && dma_req_ready;
+  assign host_req_fire = hm_req_valid_i && hm_req_ready_o;
+
+  always_comb begin
+    for (int unsigned s = 0; s < CHIP_NUM_STATS; s++) stats_d[s] = stats_q[s];
+    stats_d[StatCycles] = stats_q[StatCycles] + 64'd1;
+    if (mxu_busy) stats_d[StatMxuBusy] = stats_q[StatMxuBusy] + 64'd1;
+    if (mxu_a_beat) stats_d[StatMxuBeats] = stats_q[StatMxuBeats] + 64'd1;
+    if (vpu_busy) stats_d[StatVpuBusy] = stats_q[StatVpuBusy] + 64'd1;
+    if (dma_busy) stats_d[StatDmaBusy] = stats_q[StatDmaBusy] + 64'd1;
+    if (dma_req_fire && !dma_req.write)
+      stats_d[StatDmaRdBytes] = stats_q[StatDmaRdBytes] + 64'(HBM_BURST_BYTES);
+    if (dma_req_fire && dma_req.write)
+      stats_d[StatDmaWrBytes] = stats_q[StatDmaWrBytes] + 64'(HBM_BURST_BYTES);
+    if (dma_busy && mxu_busy) stats_d[StatOverlap] = stats_q[StatOverlap] + 64'd1;
+    stats_d[StatCmdsDone] = stats_q[StatCmdsDone] + 64'(retired);
+    if (host_req_fire && !hm_req_write_i)
+      stats_d[StatHostRdB] = stats_q[StatHostRdB] + 64'(HBM_BURST_BYTES);
+    if (host_req_fire && hm_req_write_i)
+      stats_d[StatHostWrB] = stats_q[StatHostWrB] + 64'(HBM_BURST_BYTES);
+    if (mxu_w_beat) stats_d[StatWeightBeats] = stats_q[StatWeightBeats] + 64'd1;
+  end
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      lock_q      <= 1'b0;
+      lock_host_q <= 1'b0;
+      for (int unsigned s = 0; s < CHIP_NUM_STATS; s++) stats_q[s] <= '0;
+    end else begin
+      lock_q      <= lock_d;
+      lock_host_q <= lock_host_d;
+      for (int unsigned s = 0; s < CHIP_NUM_STATS; s++) stats_q[s] <= stats_d[s];
+    end
+  end
+
+  assign stat_o = (32'(stat_id_i) < CHIP_NUM_STATS) ? stats_q[stat_id_i] : '0;
+
+  // Unit addresses are 16 bits; the sequencer has checked every range against the memory size,
+  // so the bits above a memory's address width are zero. Opcode bits are the sequencer's.
+  logic unused_bits;
+  assign unused_bits = ^{hbm_stat, ref_pending, ctrl_idle, head.op, dma_rd_addr, dma_wr_addr,
+                         mxu_w_addr, mxu_a_addr, mxu_c_addr, mxu_c_wr_addr, vpu_x_addr,
+                         vpu_y_addr, vpu_wr_addr, vpu_x_mem, vpu_y_mem};
+
+  // Assertions
+  HostReqHeld: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      hm_req_valid_i && !hm_req_ready_o |=> hm_req_valid_i);
+  HostReqStable: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      hm_req_valid_i && !hm_req_ready_o |=> $stable({hm_req_write_i, hm_req_addr_i,
+                                                     hm_req_tag_i, hm_req_data_i}));
+  HostRspHeld: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      hm_rsp_valid_o && !hm_rsp_ready_i |=> hm_rsp_valid_o);
+  SquareArray: assert property (@(posedge clk_i) Cfg.mxu_rows == Cfg.mxu_cols);
+
+endmodule

@@ -1,0 +1,364 @@
+// tpu_seq: the sequencer: command queue, decode and checks, scoreboard, in-order issue.
+//
+// Commands (tpu_chip_pkg::chip_cmd_t, docs/isa.md) are pushed on cmd_valid_i/cmd_ready_o into a
+// QueueDepth FIFO. The head is decoded into the memory row ranges it reads (up to two) and
+// writes (one) and checked (opcode, fields, ranges against the memory sizes and the HBM
+// capacity, alignment, weight-tile balance). A failing command sets the sticky error code and
+// err_cmd_o (its index, counting from 0 after reset or clear); from then on the queue is drained
+// without issuing, so the host never blocks and nothing hangs. clear_i clears error and halt.
+// A legal head issues to its unit when the unit can take it and its ranges do not overlap a
+// range written by an in-flight command, nor write a range an in-flight command reads or writes
+// (RAW, WAR, WAW on VMEM and AMEM). The scoreboard has one entry per unit (DMA, LOADW, VPU) and
+// MmSlots for MATMULs (in flight in the array, completing in order). HBM needs no tracking: the
+// one DMA engine runs its commands one after another, each complete (writes acknowledged)
+// before the next. FENCE waits for an empty scoreboard; HALT too, then raises halted_o and stops
+// issue. Issue rate: at most one command per cycle. Latency: a command at the head with no
+// hazard issues in the cycle it reaches the head.
+module tpu_seq
+  import tpu_chip_pkg::*;
+#(
+  parameter int unsigned Lanes      = 8,
+  parameter int unsigned VmemRows   = 1024,
+  parameter int unsigned AmemRows   = 1024,
+  parameter longint unsigned HbmBytes = 64'd4194304,
+  parameter int unsigned QueueDepth = 16,
+  parameter int unsigned MmSlots    = 4
+) (
+  input  logic       clk_i,
+  input  logic       rst_ni,
+  input  logic       cmd_valid_i,
+  output logic       cmd_ready_o,
+  input  chip_cmd_t  cmd_i,
+  input  logic       clear_i,
+  // the head command, for the units to latch on their start pulse
+  output chip_cmd_t  head_o,
+  output logic       dma_start_o,
+  input  logic       dma_ready_i,
+  input  logic       dma_done_i,
+  output logic       lw_start_o,
+  input  logic       lw_ready_i,
+  input  logic       lw_done_i,
+  output logic       mm_start_o,
+  input  logic       mm_ready_i,
+  input  logic       mm_done_i,
+  output logic       vpu_start_o,
+  input  logic       vpu_ready_i,
+  input  logic       vpu_done_i,
+  // status
+  output logic       busy_o,
+  output logic       halted_o,
+  output chip_err_e  err_o,
+  output logic [31:0] err_cmd_o,
+  output logic [2:0] retired_o
+);
+
+  localparam int unsigned NumSlots = 3 + MmSlots;  // 0 DMA, 1 LOADW, 2 VPU, 3.. MATMUL ring
+  localparam int unsigned MmW      = $clog2(MmSlots);
+  localparam int unsigned SlotW    = $clog2(NumSlots);
+  localparam int unsigned QCntW    = $clog2(QueueDepth + 1);
+
+  // ---- Queue ----
+  logic             q_pop, q_empty, q_full;
+  logic [QCntW-1:0] q_count;
+  chip_cmd_t        head;
+
+  tpu_hbm_fifo #(
+    .data_t(chip_cmd_t),
+    .Depth (QueueDepth)
+  ) i_queue (
+    .clk_i  (clk_i),
+    .rst_ni (rst_ni),
+    .push_i (cmd_valid_i && !q_full),
+    .data_i (cmd_i),
+    .pop_i  (q_pop),
+    .data_o (head),
+    .empty_o(q_empty),
+    .full_o (q_full),
+    .count_o(q_count)
+  );
+  assign cmd_ready_o = !q_full;
+  assign head_o      = head;
+
+  // ---- State ----
+  mem_range_t       sb_rd0_q [NumSlots];
+  mem_range_t       sb_rd1_q [NumSlots];
+  mem_range_t       sb_wr_q  [NumSlots];
+  mem_range_t       sb_rd0_d [NumSlots];
+  mem_range_t       sb_rd1_d [NumSlots];
+  mem_range_t       sb_wr_d  [NumSlots];
+  logic [NumSlots-1:0] sb_valid_q, sb_valid_d;
+  logic [MmW-1:0]   mm_head_q, mm_head_d, mm_tail_q, mm_tail_d;
+  logic [1:0]       wt_pending_q, wt_pending_d;
+  logic             halted_q, halted_d;
+  chip_err_e        err_q, err_d;
+  logic [31:0]      err_cmd_q, err_cmd_d, cmd_idx_q, cmd_idx_d;
+
+  // ---- Decode of the head ----
+  mem_range_t rd0, rd1, wr;
+  chip_err_e  chk;
+
+  function automatic mem_range_t mk_range(logic mem, logic [15:0] row, logic [31:0] n);
+    mem_range_t r;
+    r.valid = 1'b1;
+    r.mem   = mem;
+    r.lo    = {1'b0, row};
+    r.hi    = 17'(32'(row) + n);
+    return r;
+  endfunction
+
+  // Rows base, base + stride, ... (n rows; stride 0 means 1), as the range [base, last + 1).
+  function automatic logic [31:0] span(logic [31:0] n, logic [15:0] stride);
+    logic [31:0] st;
+    st = (stride == '0) ? 32'd1 : 32'(stride);
+    return (n == '0) ? 32'd0 : (n - 32'd1) * st + 32'd1;
+  endfunction
+
+  function automatic logic range_ok(logic [15:0] row, logic [31:0] n, int unsigned rows);
+    return (64'(row) + 64'(n)) <= 64'(rows);
+  endfunction
+
+  always_comb begin
+    logic [1:0]  dir;
+    logic        bf16, wr_hbm, acc, x_mem, y_mem, y_bcast, dst_mem;
+    logic [31:0] piece, count, total, ny;
+    logic [63:0] hbm_end;
+    logic [3:0]  vop;
+    rd0 = '0;
+    rd1 = '0;
+    wr  = '0;
+    chk = ErrNone;
+    dir  = head.flags[1:0];
+    bf16 = head.flags[2];
+    piece = bf16 ? 32'(2 * Lanes) : 32'(4 * Lanes);
+    total = 32'(head.f2) * 32'(head.f3);
+    count = bf16 ? total / (2 * Lanes) : total / (4 * Lanes);
+    hbm_end = 64'(head.w2) + 64'(head.f3) +
+              ((head.f2 == '0) ? 64'd0 : (64'(head.f2) - 64'd1) * 64'(head.w3));
+    wr_hbm = (dir == DmaVmemToHbm) || (dir == DmaAmemToHbm);
+    acc     = head.flags[0];
+    vop     = head.flags[3:0];
+    x_mem   = head.flags[8];
+    y_mem   = head.flags[9];
+    y_bcast = head.flags[10];
+    dst_mem = head.flags[11];
+    ny      = y_bcast ? 32'd1 : 32'(head.f2);
+    unique case (head.op)
+      OpNop, OpFence, OpHalt: ;
+      OpDma: begin
+        if (dir == DmaReserved || head.f2 == '0 || head.f3 == '0) begin
+          chk = ErrBadField;
+        end else if (((head.w2 | head.w3 | 32'(head.f3)) & (piece - 32'd1)) != '0 ||
+                     (wr_hbm && ((head.w2 | head.w3 | 32'(head.f3)) & 32'd63) != '0)) begin
+          chk = ErrAlign;
+        end else if (hbm_end > 64'(HbmBytes)) begin
+          chk = ErrHbmRange;
+        end else if (dir == DmaAmemToHbm) begin
+          if (!range_ok(head.f1, count, AmemRows)) chk = ErrAmemRange;
+          rd0 = mk_range(MEM_AMEM, head.f1, count);
+        end else begin
+          if (!range_ok(head.f1, count, VmemRows)) chk = ErrVmemRange;
+          if (dir == DmaHbmToVmem) wr  = mk_range(MEM_VMEM, head.f1, count);
+          else                     rd0 = mk_range(MEM_VMEM, head.f1, count);
+        end
+      end
+      OpLoadW: begin
+        if (!range_ok(head.f1, span(32'(Lanes), head.w2[15:0]), VmemRows)) chk = ErrVmemRange;
+        else if (wt_pending_q == 2'd2) chk = ErrWeightsFull;
+        rd0 = mk_range(MEM_VMEM, head.f1, span(32'(Lanes), head.w2[15:0]));
+      end
+      OpMatmul: begin
+        if (head.f2 == '0) chk = ErrBadField;
+        else if (!range_ok(head.f1, span(32'(head.f2), head.w2[15:0]), VmemRows))
+          chk = ErrVmemRange;
+        else if (!range_ok(head.f3, 32'(head.f2), AmemRows)) chk = ErrAmemRange;
+        else if (wt_pending_q == 2'd0) chk = ErrNoWeights;
+        rd0 = mk_range(MEM_VMEM, head.f1, span(32'(head.f2), head.w2[15:0]));
+        wr  = mk_range(MEM_AMEM, head.f3, 32'(head.f2));
+        if (acc) rd1 = wr;
+      end
+      OpVpu: begin
+        if (head.f2 == '0 || 32'(vop) > 32'd8) chk = ErrBadField;
+        else if (!range_ok(head.f1, 32'(head.f2), x_mem ? AmemRows : VmemRows))
+          chk = x_mem ? ErrAmemRange : ErrVmemRange;
+        else if (!range_ok(head.f3, ny, y_mem ? AmemRows : VmemRows))
+          chk = y_mem ? ErrAmemRange : ErrVmemRange;
+        else if (!range_ok(head.w2[15:0], span(32'(head.f2), head.w2[31:16]),
+                           dst_mem ? AmemRows : VmemRows))
+          chk = dst_mem ? ErrAmemRange : ErrVmemRange;
+        rd0 = mk_range(x_mem, head.f1, 32'(head.f2));
+        rd1 = mk_range(y_mem, head.f3, ny);
+        wr  = mk_range(dst_mem, head.w2[15:0], span(32'(head.f2), head.w2[31:16]));
+      end
+      OpIciSend, OpIciWait: chk = ErrUnimpl;
+      default: chk = ErrIllegalOp;
+    endcase
+  end
+
+  // ---- Hazards against every in-flight command ----
+  logic hazard, sb_empty;
+  always_comb begin
+    hazard = 1'b0;
+    for (int unsigned s = 0; s < NumSlots; s++) begin
+      if (sb_valid_q[s]) begin
+        hazard |= ranges_overlap(wr, sb_rd0_q[s]) || ranges_overlap(wr, sb_rd1_q[s]) ||
+                  ranges_overlap(wr, sb_wr_q[s]) || ranges_overlap(rd0, sb_wr_q[s]) ||
+                  ranges_overlap(rd1, sb_wr_q[s]);
+      end
+    end
+  end
+  assign sb_empty = (sb_valid_q == '0);
+
+  // ---- Issue ----
+  logic [SlotW-1:0] mm_slot;
+  logic           can_issue;
+  always_comb begin
+    mm_slot = SlotW'(3 + 32'(mm_tail_q));
+    q_pop       = 1'b0;
+    dma_start_o = 1'b0;
+    lw_start_o  = 1'b0;
+    mm_start_o  = 1'b0;
+    vpu_start_o = 1'b0;
+    sb_valid_d  = sb_valid_q;
+    sb_rd0_d    = sb_rd0_q;
+    sb_rd1_d    = sb_rd1_q;
+    sb_wr_d     = sb_wr_q;
+    mm_head_d   = mm_head_q;
+    mm_tail_d   = mm_tail_q;
+    wt_pending_d = wt_pending_q;
+    halted_d    = halted_q;
+    err_d       = err_q;
+    err_cmd_d   = err_cmd_q;
+    cmd_idx_d   = cmd_idx_q;
+    retired_o   = '0;
+    can_issue   = 1'b0;
+
+    // completions
+    if (dma_done_i) sb_valid_d[0] = 1'b0;
+    if (lw_done_i)  sb_valid_d[1] = 1'b0;
+    if (vpu_done_i) sb_valid_d[2] = 1'b0;
+    if (mm_done_i) begin
+      sb_valid_d[3 + 32'(mm_head_q)] = 1'b0;
+      mm_head_d = mm_head_q + 1'b1;
+    end
+    retired_o = 3'(dma_done_i) + 3'(lw_done_i) + 3'(vpu_done_i) + 3'(mm_done_i);
+
+    if (!q_empty && err_q != ErrNone) begin
+      q_pop = 1'b1;  // drain without issuing
+    end else if (!q_empty && !halted_q) begin
+      if (chk != ErrNone) begin
+        err_d     = chk;
+        err_cmd_d = cmd_idx_q;
+        q_pop     = 1'b1;
+      end else begin
+        unique case (head.op)
+          OpDma:    can_issue = dma_ready_i && !sb_valid_q[0] && !hazard;
+          OpLoadW:  can_issue = lw_ready_i && !sb_valid_q[1] && !hazard;
+          OpVpu:    can_issue = vpu_ready_i && !sb_valid_q[2] && !hazard;
+          OpMatmul: can_issue = mm_ready_i && !sb_valid_q[mm_slot] && !hazard;
+          OpFence, OpHalt: can_issue = sb_empty;
+          default:  can_issue = 1'b1;  // NOP
+        endcase
+        if (can_issue) begin
+          q_pop     = 1'b1;
+          cmd_idx_d = cmd_idx_q + 1'b1;
+          unique case (head.op)
+            OpDma: begin
+              dma_start_o = 1'b1;
+              sb_valid_d[0] = 1'b1;
+              {sb_rd0_d[0], sb_rd1_d[0], sb_wr_d[0]} = {rd0, rd1, wr};
+            end
+            OpLoadW: begin
+              lw_start_o = 1'b1;
+              sb_valid_d[1] = 1'b1;
+              {sb_rd0_d[1], sb_rd1_d[1], sb_wr_d[1]} = {rd0, rd1, wr};
+              wt_pending_d = wt_pending_q + 1'b1;
+            end
+            OpVpu: begin
+              vpu_start_o = 1'b1;
+              sb_valid_d[2] = 1'b1;
+              {sb_rd0_d[2], sb_rd1_d[2], sb_wr_d[2]} = {rd0, rd1, wr};
+            end
+            OpMatmul: begin
+              mm_start_o = 1'b1;
+              sb_valid_d[mm_slot] = 1'b1;
+              {sb_rd0_d[mm_slot], sb_rd1_d[mm_slot], sb_wr_d[mm_slot]} = {rd0, rd1, wr};
+              mm_tail_d = mm_tail_q + 1'b1;
+              wt_pending_d = wt_pending_q - 1'b1;
+            end
+            OpHalt: begin
+              halted_d  = 1'b1;
+              retired_o = retired_o + 3'd1;
+            end
+            default: retired_o = retired_o + 3'd1;  // NOP, FENCE
+          endcase
+        end
+      end
+    end
+
+    if (clear_i) begin
+      err_d     = ErrNone;
+      err_cmd_d = '0;
+      halted_d  = 1'b0;
+      cmd_idx_d = '0;
+    end
+  end
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      sb_valid_q   <= '0;
+      mm_head_q    <= '0;
+      mm_tail_q    <= '0;
+      wt_pending_q <= '0;
+      halted_q     <= 1'b0;
+      err_q        <= ErrNone;
+      err_cmd_q    <= '0;
+      cmd_idx_q    <= '0;
+      for (int unsigned s = 0; s < NumSlots; s++) begin
+        sb_rd0_q[s] <= '0;
+        sb_rd1_q[s] <= '0;
+        sb_wr_q[s]  <= '0;
+      end
+    end else begin
+      sb_valid_q   <= sb_valid_d;
+      mm_head_q    <= mm_head_d;
+      mm_tail_q    <= mm_tail_d;
+      wt_pending_q <= wt_pending_d;
+      halted_q     <= halted_d;
+      err_q        <= err_d;
+      err_cmd_q    <= err_cmd_d;
+      cmd_idx_q    <= cmd_idx_d;
+      for (int unsigned s = 0; s < NumSlots; s++) begin
+        sb_rd0_q[s] <= sb_rd0_d[s];
+        sb_rd1_q[s] <= sb_rd1_d[s];
+        sb_wr_q[s]  <= sb_wr_d[s];
+      end
+    end
+  end
+
+  assign busy_o    = !q_empty || !sb_empty;
+  assign halted_o  = halted_q;
+  assign err_o     = err_q;
+  assign err_cmd_o = err_cmd_q;
+
+  logic unused_bits;
+  assign unused_bits = ^q_count;
+
+  // Assertions
+  QueueNoOverflow: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      q_full |-> !(cmd_valid_i && cmd_ready_o));
+  CmdValidHeld: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      cmd_valid_i && !cmd_ready_o |=> cmd_valid_i);
+  CmdPayloadStable: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      cmd_valid_i && !cmd_ready_o |=> $stable(cmd_i));
+  DoneOnlyInFlight: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      (dma_done_i || lw_done_i || vpu_done_i) |->
+      (!dma_done_i || sb_valid_q[0]) && (!lw_done_i || sb_valid_q[1]) &&
+      (!vpu_done_i || sb_valid_q[2]));
+  MatmulDoneInFlight: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      mm_done_i |-> sb_valid_q[3 + 32'(mm_head_q)]);
+  WeightsBalanced: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      wt_pending_q <= 2'd2);
+  IssueOnlyLegal: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      (dma_start_o || lw_start_o || mm_start_o || vpu_start_o) |-> chk == ErrNone && !hazard);
+
+endmodule

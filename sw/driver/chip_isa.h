@@ -1,0 +1,87 @@
+// Encoders for the chip's 128-bit commands (docs/isa.md; mirrors rtl/tpu_chip_pkg.sv).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+namespace tpu {
+
+enum class ChipOp : uint32_t {
+  kNop = 0, kDma = 1, kLoadW = 2, kMatmul = 3, kVpu = 4, kFence = 5, kHalt = 6,
+  kIciSend = 7, kIciWait = 8,  // reserved (ICI, a later step)
+};
+
+enum class DmaDir : uint32_t { kHbmToVmem = 0, kVmemToHbm = 1, kAmemToHbm = 2 };
+enum class Mem : uint32_t { kVmem = 0, kAmem = 1 };
+
+// Sticky error codes (tpu_chip_pkg::chip_err_e).
+enum class ChipErr : uint32_t {
+  kNone = 0, kIllegalOp = 1, kUnimpl = 2, kBadField = 3, kVmemRange = 4, kAmemRange = 5,
+  kHbmRange = 6, kAlign = 7, kNoWeights = 8, kWeightsFull = 9,
+};
+const char* chip_err_name(unsigned code);
+
+// Statistics indices (tpu_chip_pkg::chip_stat_e).
+enum ChipStat : unsigned {
+  kStatCycles = 0, kStatMxuBusy = 1, kStatMxuBeats = 2, kStatVpuBusy = 3, kStatDmaBusy = 4,
+  kStatDmaRdBytes = 5, kStatDmaWrBytes = 6, kStatOverlap = 7, kStatCmdsDone = 8,
+  kStatHostRdBytes = 9, kStatHostWrBytes = 10, kStatWeightBeats = 11, kNumChipStats = 12,
+};
+
+// One command: words[0] = bits [31:0] ... words[3] = bits [127:96].
+struct ChipCmd {
+  std::array<uint32_t, 4> w{};
+  static ChipCmd make(ChipOp op, uint32_t flags, uint32_t f1, uint32_t f2, uint32_t f3,
+                      uint32_t w2, uint32_t w3) {
+    ChipCmd c;
+    c.w[0] = (static_cast<uint32_t>(op) & 0xFu) | ((flags & 0xFFFu) << 4) | ((f1 & 0xFFFFu) << 16);
+    c.w[1] = (f2 & 0xFFFFu) | ((f3 & 0xFFFFu) << 16);
+    c.w[2] = w2;
+    c.w[3] = w3;
+    return c;
+  }
+};
+
+inline ChipCmd cmd_nop() { return ChipCmd::make(ChipOp::kNop, 0, 0, 0, 0, 0, 0); }
+inline ChipCmd cmd_fence() { return ChipCmd::make(ChipOp::kFence, 0, 0, 0, 0, 0, 0); }
+inline ChipCmd cmd_halt() { return ChipCmd::make(ChipOp::kHalt, 0, 0, 0, 0, 0, 0); }
+// rows HBM segments of seg_bytes at hbm_addr + i * stride <-> memory rows from mem_row.
+inline ChipCmd cmd_dma(DmaDir dir, bool bf16, uint32_t mem_row, uint32_t rows, uint32_t seg_bytes,
+                       uint32_t hbm_addr, uint32_t stride) {
+  return ChipCmd::make(ChipOp::kDma, static_cast<uint32_t>(dir) | (bf16 ? 4u : 0u), mem_row, rows,
+                       seg_bytes, hbm_addr, stride);
+}
+// Weight rows from VMEM rows row, row + stride, ... (stride 0 means 1).
+inline ChipCmd cmd_loadw(uint32_t vmem_row, uint32_t stride = 1) {
+  return ChipCmd::make(ChipOp::kLoadW, 0, vmem_row, 0, 0, stride, 0);
+}
+// rows activation rows from VMEM a_row + r * a_stride -> AMEM c_row + r (+= when acc).
+inline ChipCmd cmd_matmul(uint32_t a_row, uint32_t rows, uint32_t c_row, bool acc,
+                          uint32_t a_stride = 1) {
+  return ChipCmd::make(ChipOp::kMatmul, acc ? 1u : 0u, a_row, rows, c_row, a_stride, 0);
+}
+struct VpuCmdArgs {
+  unsigned op = 0;          // tpu::VpuOp code 0..8
+  bool dst_bf16 = false;
+  unsigned src_bf16 = 0;    // {z, y, x}
+  Mem x_mem = Mem::kAmem;
+  uint32_t x_row = 0;
+  Mem y_mem = Mem::kVmem;
+  uint32_t y_row = 0;
+  bool y_bcast = false;
+  Mem dst_mem = Mem::kAmem;
+  uint32_t dst_row = 0;
+  uint32_t dst_stride = 1;
+  uint32_t rows = 1;
+};
+inline ChipCmd cmd_vpu(const VpuCmdArgs& a) {
+  const uint32_t flags = (a.op & 0xFu) | (a.dst_bf16 ? 0x10u : 0u) | ((a.src_bf16 & 7u) << 5) |
+                         (static_cast<uint32_t>(a.x_mem) << 8) |
+                         (static_cast<uint32_t>(a.y_mem) << 9) | (a.y_bcast ? 0x400u : 0u) |
+                         (static_cast<uint32_t>(a.dst_mem) << 11);
+  return ChipCmd::make(ChipOp::kVpu, flags, a.x_row, a.rows, a.y_row,
+                       (a.dst_row & 0xFFFFu) | ((a.dst_stride & 0xFFFFu) << 16), 0);
+}
+
+}  // namespace tpu

@@ -1,0 +1,80 @@
+// ChipDut: one verilated chip (tpu_chip + HBM device model, any built variant) behind a
+// variant-independent, port-level interface. The driver (sw/driver/chip_driver.h) is built on it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "hbm_config.h"
+
+namespace tpu {
+
+// Raised when the chip RTL reports an error (a failed SVA assertion, an HBM checker violation).
+class ChipRtlError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Compile-time shape of a chip variant (rtl/tpu_pkg.sv variant_cfg).
+struct ChipShape {
+  unsigned rows = 0;        // MXU rows (K extent of a weight tile)
+  unsigned cols = 0;        // MXU columns = VPU lanes = lanes of a memory row
+  unsigned vmem_rows = 0;   // vector memory rows
+  unsigned amem_rows = 0;   // accumulator memory rows
+  unsigned hbm_channels = 0;
+  uint64_t hbm_bytes = 0;   // HBM capacity
+};
+
+class ChipDut {
+ public:
+  virtual ~ChipDut() = default;
+  virtual const std::string& variant() const = 0;
+  virtual const ChipShape& shape() const = 0;
+
+  // Run-time HBM timing/policy: applied to the timing inputs, then the chip is reset.
+  virtual void configure(const HbmConfig& hbm) = 0;
+
+  // Host port inputs for this cycle.
+  virtual void set_cmd(bool valid, const uint32_t words[4]) = 0;
+  virtual void set_hm_req(bool valid, bool write, uint32_t addr, unsigned tag,
+                          const uint8_t* data64) = 0;
+  virtual void set_hm_rsp_ready(bool ready) = 0;
+  virtual void set_clear(bool clear) = 0;
+  virtual void set_stat_id(unsigned id) = 0;
+
+  virtual void eval() = 0;  // settle combinational outputs after inputs change
+
+  virtual bool cmd_ready() const = 0;
+  virtual bool hm_req_ready() const = 0;
+  virtual bool hm_rsp_valid() const = 0;
+  virtual bool hm_rsp_write() const = 0;
+  virtual unsigned hm_rsp_tag() const = 0;
+  virtual void hm_rsp_data(uint8_t* data64) const = 0;
+  virtual bool busy() const = 0;
+  virtual bool halted() const = 0;
+  virtual unsigned err() const = 0;
+  virtual uint32_t err_cmd() const = 0;
+  virtual uint64_t stat() const = 0;  // counter selected by set_stat_id (after eval)
+  virtual uint32_t hbm_violations() const = 0;
+
+  // One clock cycle. Throws ChipRtlError if an assertion failed.
+  virtual void tick() = 0;
+  virtual void reset(unsigned cycles = 4) = 0;
+  virtual uint64_t cycle() const = 0;
+
+  // FST dump of every signal from now on; closed when the DUT is destroyed.
+  virtual void open_waves(const std::string& path) = 0;
+};
+
+// Variants compiled into this build, e.g. {"4x4", "16x16"}.
+std::vector<std::string> built_chip_variants();
+// Shape of a variant by name (built or not); throws std::invalid_argument if unknown.
+ChipShape chip_shape(const std::string& variant);
+// Makes a chip of the named variant; std::invalid_argument naming the variant and how to build
+// it when it was not built.
+std::unique_ptr<ChipDut> make_chip(const std::string& variant);
+
+}  // namespace tpu

@@ -1,0 +1,217 @@
+// The whole chip through the driver: HBM integrity over the host port, DMA round trips, matmul
+// end to end (bit-exact against model/), concurrency, dependencies, errors, waves.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "chip_driver.h"
+#include "wave_check.h"
+
+namespace tpu {
+namespace {
+
+std::vector<bf16_t> random_bf16(std::size_t n, std::mt19937_64& rng) {
+  std::vector<bf16_t> v(n);
+  for (auto& x : v) {
+    const auto sign = static_cast<uint16_t>((rng() & 1u) << 15);
+    const auto e = static_cast<uint16_t>(127 - 4 + rng() % 9);
+    x = static_cast<bf16_t>(sign | (e << 7) | (rng() & 0x7Fu));
+  }
+  return v;
+}
+
+TEST(ChipHbm, HostPortDataIntegrity) {
+  ChipDriver drv("4x4");
+  std::mt19937_64 rng(7);
+  std::vector<uint8_t> data(8192 + 37);
+  for (auto& b : data) b = static_cast<uint8_t>(rng());
+  const uint64_t at = drv.alloc(data.size() + 64) + 5;  // unaligned start and end
+  drv.write(at, data.data(), data.size());
+  std::vector<uint8_t> back(data.size());
+  drv.read(at, back.data(), back.size());
+  EXPECT_EQ(data, back);
+}
+
+TEST(ChipDma, RoundTripBf16AndF32) {
+  ChipDriver drv("4x4");
+  std::mt19937_64 rng(3);
+  for (bool bf16 : {true, false}) {
+    drv.free_all();
+    const uint32_t rows = 24, seg = 64, pitch = 192;  // 2D: 24 segments of 64 bytes, stride 192
+    const uint64_t src = drv.alloc(rows * pitch), dst = drv.alloc(rows * seg);
+    std::vector<uint8_t> in(rows * pitch);
+    for (auto& b : in) b = static_cast<uint8_t>(rng());
+    drv.write(src, in.data(), in.size());
+    const uint32_t piece = bf16 ? 8 : 16;
+    const std::vector<ChipCmd> prog = {
+        cmd_dma(DmaDir::kHbmToVmem, bf16, 100, rows, seg, static_cast<uint32_t>(src), pitch),
+        cmd_dma(DmaDir::kVmemToHbm, bf16, 100, 1, rows * seg, static_cast<uint32_t>(dst), 0),
+        cmd_halt()};
+    const ProgramResult r = drv.run(prog);
+    EXPECT_EQ(r.err, 0u);
+    EXPECT_EQ(r.delta[kStatDmaWrBytes], rows * seg);
+    std::vector<uint8_t> out(rows * seg);
+    drv.read(dst, out.data(), out.size());
+    for (uint32_t i = 0; i < rows; ++i)
+      for (uint32_t b = 0; b < seg; ++b)
+        ASSERT_EQ(out[i * seg + b], in[i * pitch + b]) << "bf16=" << bf16 << " row " << i;
+    (void)piece;
+  }
+}
+
+// (variant, M, K, N, bias, relu, bf16 out)
+using MmParam = std::tuple<std::string, int, int, int, bool, bool, bool>;
+class ChipMatmul : public ::testing::TestWithParam<MmParam> {};
+
+TEST_P(ChipMatmul, BitExactThroughHbm) {
+  const auto& [variant, m, k, n, bias, relu, bf16] = GetParam();
+  const auto built = built_chip_variants();
+  if (std::find(built.begin(), built.end(), variant) == built.end())
+    GTEST_SKIP() << "chip variant " << variant << " not built (TPU_CHIP_VARIANTS)";
+  ChipDriver drv(variant);
+  std::mt19937_64 rng(static_cast<uint64_t>(m * 1000003 + k * 1009 + n));
+  const auto a = random_bf16(static_cast<std::size_t>(m * k), rng);
+  const auto w = random_bf16(static_cast<std::size_t>(k * n), rng);
+  std::vector<float> b(static_cast<std::size_t>(n));
+  for (auto& x : b) x = static_cast<float>(static_cast<int>(rng() % 2001) - 1000) / 64.0f;
+  MatmulOptions opt;
+  opt.bias = bias ? &b : nullptr;
+  opt.relu = relu;
+  opt.out_bf16 = bf16;
+  const MatmulRun r = drv.matmul(a, w, static_cast<std::size_t>(m), static_cast<std::size_t>(k),
+                                 static_cast<std::size_t>(n), opt);
+  const auto want = golden_chip_matmul(a, w, static_cast<std::size_t>(m),
+                                       static_cast<std::size_t>(k), static_cast<std::size_t>(n),
+                                       opt);
+  ASSERT_EQ(r.c_bits.size(), want.size());
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) bad += r.c_bits[i] != want[i];
+  EXPECT_EQ(bad, 0u) << "first: got " << std::hex << r.c_bits[0] << " want " << want[0];
+  EXPECT_EQ(r.prog.delta[kStatMxuBeats], r.compute_cycles);
+}
+
+std::string MmName(const ::testing::TestParamInfo<MmParam>& info) {
+  const auto& [v, m, k, n, bias, relu, bf16] = info.param;
+  std::string s = "v" + v + "_m" + std::to_string(m) + "k" + std::to_string(k) + "n" +
+                  std::to_string(n) + (bias ? "_bias" : "") + (relu ? "_relu" : "") +
+                  (bf16 ? "_bf16" : "_f32");
+  for (auto& c : s)
+    if (c == 'x') c = 'X';
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, ChipMatmul,
+    ::testing::Values(MmParam{"4x4", 1, 5, 3, false, false, false},
+                      MmParam{"4x4", 7, 9, 11, true, false, false},
+                      MmParam{"4x4", 16, 16, 16, false, true, false},
+                      MmParam{"4x4", 33, 20, 9, true, true, true},
+                      MmParam{"4x4", 1, 64, 40, false, false, true},
+                      MmParam{"4x4", 130, 12, 8, true, true, false},
+                      MmParam{"16x16", 20, 40, 33, true, true, true},
+                      MmParam{"16x16", 1, 16, 16, false, false, false}),
+    MmName);
+
+TEST(ChipConcurrency, DmaOverlapsMxu) {
+  ChipDriver drv("4x4");
+  std::mt19937_64 rng(11);
+  const std::size_t m = 64, k = 64, n = 64;
+  const auto a = random_bf16(m * k, rng), w = random_bf16(k * n, rng);
+  const MatmulRun r = drv.matmul(a, w, m, k, n);
+  EXPECT_GT(r.prog.delta[kStatOverlap], 0u);
+  EXPECT_GT(r.prog.delta[kStatDmaBusy], 0u);
+  EXPECT_EQ(r.c_bits, golden_chip_matmul(a, w, m, k, n, {}));
+  // Double buffering keeps the array busy: most cycles carry an activation row.
+  EXPECT_GT(static_cast<double>(r.compute_cycles) / static_cast<double>(r.prog.cycles), 0.5);
+}
+
+TEST(ChipSequencer, WarAndRawDependenciesHold) {
+  // DMA X -> VMEM[0..); VPU copies VMEM[0..) -> AMEM; DMA Y -> VMEM[0..) (must wait for the
+  // VPU: WAR); DMA AMEM -> HBM (must wait for the VPU: RAW). Reordering would write Y out.
+  ChipDriver drv("4x4");
+  const uint32_t rows = 64, bytes = rows * 16;
+  std::vector<float> x(rows * 4), y(rows * 4, -1.0f), out(rows * 4);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) + 0.5f;
+  const uint64_t ax = drv.alloc(bytes), ay = drv.alloc(bytes), ao = drv.alloc(bytes);
+  drv.write(ax, x.data(), bytes);
+  drv.write(ay, y.data(), bytes);
+  VpuCmdArgs v;
+  v.op = 4;  // maximum(x, x): a copy
+  v.x_mem = v.y_mem = Mem::kVmem;
+  v.dst_mem = Mem::kAmem;
+  v.dst_row = 10;
+  v.rows = rows;
+  const ProgramResult r = drv.run({cmd_dma(DmaDir::kHbmToVmem, false, 0, 1, bytes,
+                                           static_cast<uint32_t>(ax), 0),
+                                   cmd_vpu(v),
+                                   cmd_dma(DmaDir::kHbmToVmem, false, 0, 1, bytes,
+                                           static_cast<uint32_t>(ay), 0),
+                                   cmd_dma(DmaDir::kAmemToHbm, false, 10, 1, bytes,
+                                           static_cast<uint32_t>(ao), 0),
+                                   cmd_halt()});
+  EXPECT_EQ(r.err, 0u);
+  drv.read(ao, out.data(), bytes);
+  EXPECT_EQ(out, x);
+}
+
+struct BadCase {
+  const char* name;
+  ChipCmd cmd;
+  unsigned err;
+};
+
+TEST(ChipErrors, IllegalCommandsSetTheErrorRegister) {
+  ChipDriver drv("4x4");
+  const uint32_t hbm = static_cast<uint32_t>(drv.shape().hbm_bytes);
+  const std::vector<BadCase> cases = {
+      {"opcode 12", ChipCmd::make(static_cast<ChipOp>(12), 0, 0, 0, 0, 0, 0), 1},
+      {"ici send", ChipCmd::make(ChipOp::kIciSend, 0, 0, 0, 0, 0, 0), 2},
+      {"dma dir 3", ChipCmd::make(ChipOp::kDma, 3, 0, 1, 64, 0, 0), 3},
+      {"vmem range", cmd_dma(DmaDir::kHbmToVmem, false, 4095, 2, 32, 0, 32), 4},
+      {"amem range", cmd_dma(DmaDir::kAmemToHbm, false, 2047, 1, 64, 0, 0), 5},
+      {"hbm range", cmd_dma(DmaDir::kHbmToVmem, false, 0, 1, 64, hbm - 32, 0), 6},
+      {"misaligned write", cmd_dma(DmaDir::kVmemToHbm, false, 0, 1, 16, 16, 0), 7},
+      {"matmul no weights", cmd_matmul(0, 4, 0, false), 8},
+      {"vpu reduction", cmd_vpu(VpuCmdArgs{9}), 3},
+  };
+  for (const auto& c : cases) {
+    const ProgramResult r = drv.run({cmd_nop(), c.cmd, cmd_nop(), cmd_halt()}, false, 10000);
+    EXPECT_EQ(r.err, c.err) << c.name;
+    EXPECT_EQ(r.err_cmd, 1u) << c.name;
+  }
+  // A third LOADW with two tiles waiting would hang: it is an error instead.
+  const ProgramResult r =
+      drv.run({cmd_loadw(0), cmd_loadw(0), cmd_loadw(0), cmd_halt()}, false, 10000);
+  EXPECT_EQ(r.err, 9u);
+  EXPECT_THROW(drv.run({ChipCmd::make(static_cast<ChipOp>(15), 0, 0, 0, 0, 0, 0)}), ChipError);
+}
+
+TEST(ChipWaves, GtkwSignalsAreInTheDump) {
+  if (!have_fst2vcd()) GTEST_SKIP() << "fst2vcd not found";
+  const std::string fst = std::string(TPU_SOURCE_DIR) + "/waves/chip_test.fst";
+  {
+    ChipDriver drv("4x4");
+    drv.dut().open_waves(fst);
+    std::mt19937_64 rng(5);
+    const auto a = random_bf16(8 * 8, rng), w = random_bf16(8 * 8, rng);
+    std::vector<float> b(8, 1.0f);
+    MatmulOptions opt;
+    opt.bias = &b;
+    opt.relu = true;
+    const MatmulRun r = drv.matmul(a, w, 8, 8, 8, opt);
+    EXPECT_EQ(r.c_bits, golden_chip_matmul(a, w, 8, 8, 8, opt));
+  }
+  const auto wanted = gtkw_signals(std::string(TPU_SOURCE_DIR) + "/waves/chip.gtkw");
+  ASSERT_GT(wanted.size(), 20u);
+  const auto missing = missing_signals(wanted, fst_signals(fst));
+  EXPECT_TRUE(missing.empty()) << "first missing: " << (missing.empty() ? "" : missing[0]);
+  std::remove(fst.c_str());
+}
+
+}  // namespace
+}  // namespace tpu
