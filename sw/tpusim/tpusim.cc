@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <random>
@@ -238,6 +239,14 @@ int cmd_matmul(const std::vector<std::string>& args) {
     opt[a] = args[++i];
   }
   auto has = [&](const char* k) { return opt.count(k) > 0; };
+  // Output paths are checked before a long simulation, not after it.
+  for (const char* k : {"--out", "--json", "--waves"}) {
+    if (!has(k)) continue;
+    const std::filesystem::path dir = std::filesystem::path(opt[k]).parent_path();
+    if (!dir.empty() && !std::filesystem::is_directory(dir))
+      throw UsageError(std::string(k) + " " + opt[k] + ": directory '" + dir.string() +
+                       "' does not exist");
+  }
 
   const std::string config_path = has("--config") ? opt["--config"] : default_config();
   ChipConfig cfg = load_chip_config(config_path);

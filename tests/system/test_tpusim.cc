@@ -130,6 +130,7 @@ TEST(Tpusim, BadInputsAreClearErrors) {
       {"unknown key", "--config " + tmp("bad.yaml"), "bad.yaml: key 'chip.lanes': unknown key"},
       {"unbuilt variant", "--config " + tmp("big.yaml"), "TPU_BUILD_MXU128=ON"},
       {"missing config", "--config " + tmp("none.yaml"), "none.yaml: cannot open"},
+      {"no output dir", "--out " + tmp("nodir/C.npy"), "nodir' does not exist"},
   };
   for (const auto& c : cases) {
     const std::string args = c.args.find("--config") == 0 ? c.args : kConfig4 + " " + c.args;
