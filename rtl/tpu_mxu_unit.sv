@@ -4,11 +4,12 @@
 // LOADW (lw_start_i): reads Rows VMEM rows lw_row_i + i * lw_stride_i (lane j bits [15:0] = the
 // bf16 weight of column j) into the array's shadow weight bank, one row per cycle when the array
 // takes it; lw_done_o pulses after the last row. MATMUL (mm_start_i): streams mm_rows_i
-// activation rows from VMEM rows mm_a_row_i + r * mm_a_stride_i (lane i bits [15:0] = a_k for k = i) with the running
-// sums of AMEM rows mm_c_row_i.. when mm_acc_i is set, marks the last row (releasing the weight
-// tile), and writes result row r to AMEM row mm_c_row_i + r. The streamer takes the next
-// MATMUL as soon as the previous one has streamed its rows; up to WbDepth commands may be
-// in flight in the array, their results written in order; mm_done_o pulses as each completes.
+// activation rows from VMEM rows mm_a_row_i + r * mm_a_stride_i (lane i bits [15:0] = a_k for
+// k = i) with the running sums of AMEM rows mm_c_row_i.. when mm_acc_i is set, marks the last row
+// (releasing the weight tile), and writes result row r to AMEM row mm_c_row_i + r. The streamer
+// takes the next MATMUL in the cycle the previous one streams its last row, so back-to-back
+// MATMULs leave no bubble between their rows (docs/mxu.md); up to WbDepth commands may be in
+// flight in the array, their results written in order; mm_done_o pulses as each completes.
 // Latency: Rows + Cols cycles from a row's activation beat to its AMEM write. Throughput: one
 // activation row and one weight row per cycle (tpu_mxu). Handshakes: *_start_i taken only when
 // the matching *_ready_o is high.
@@ -118,7 +119,8 @@ module tpu_mxu_unit #(
   for (genvar j = 0; j < Cols; j++) begin : gen_acc_data
     assign acc_data[j] = c_rd_data_i[32*j +: 32];
   end
-  assign mm_ready_o = !mm_active_q && !wb_full;
+  // Ready while idle, or in the cycle the last row enters the array (no bubble between commands).
+  assign mm_ready_o = (!mm_active_q || (a_fire && a_last)) && !wb_full;
   assign wb_push    = mm_start_i && mm_ready_o;
 
   always_comb begin
@@ -129,7 +131,12 @@ module tpu_mxu_unit #(
     mm_i_d      = mm_i_q;
     mm_acc_d    = mm_acc_q;
     mm_a_stride_d = mm_a_stride_q;
-    if (wb_push) begin
+    if (a_fire) begin
+      mm_i_d     = mm_i_q + 1'b1;
+      mm_a_row_d = mm_a_row_q + mm_a_stride_q;
+      if (a_last) mm_active_d = 1'b0;
+    end
+    if (wb_push) begin  // after the last row's update: a new command takes over in the same cycle
       mm_a_stride_d = (mm_a_stride_i == '0) ? 16'd1 : mm_a_stride_i;
       mm_active_d = 1'b1;
       mm_a_row_d  = mm_a_row_i;
@@ -137,11 +144,6 @@ module tpu_mxu_unit #(
       mm_rows_d   = mm_rows_i;
       mm_i_d      = '0;
       mm_acc_d    = mm_acc_i;
-    end
-    if (a_fire) begin
-      mm_i_d     = mm_i_q + 1'b1;
-      mm_a_row_d = mm_a_row_q + mm_a_stride_q;
-      if (a_last) mm_active_d = 1'b0;
     end
   end
 

@@ -18,6 +18,10 @@ MXU="$PKG rtl/tpu_mac.sv rtl/tpu_shift.sv rtl/tpu_pe.sv rtl/tpu_mxu.sv rtl/tpu_m
 VPU="$PKG rtl/tpu_vpu_pkg.sv rtl/tpu_fma32.sv rtl/tpu_vpu_lane.sv rtl/tpu_vpu_tree.sv rtl/tpu_vpu.sv"
 HBM="rtl/tpu_hbm_pkg.sv rtl/tpu_hbm_fifo.sv rtl/tpu_hbm_cqueue.sv rtl/tpu_hbm_pick.sv \
 rtl/tpu_hbm_chan.sv rtl/tpu_hbm_ctrl.sv"
+CHIP="rtl/tpu_vpu_pkg.sv rtl/tpu_chip_pkg.sv $HBM \
+rtl/tpu_mac.sv rtl/tpu_shift.sv rtl/tpu_pe.sv rtl/tpu_mxu.sv rtl/tpu_fma32.sv rtl/tpu_vpu_lane.sv \
+rtl/tpu_vpu_tree.sv rtl/tpu_vpu.sv rtl/tpu_mem.sv rtl/tpu_dma.sv rtl/tpu_mxu_unit.sv \
+rtl/tpu_vpu_unit.sv rtl/tpu_seq.sv rtl/tpu_chip.sv"
 
 # shellcheck disable=SC2086
 {
@@ -29,5 +33,10 @@ rtl/tpu_hbm_chan.sv rtl/tpu_hbm_ctrl.sv"
   lint tpu_hbm_ctrl tpu_hbm_ctrl $HBM
   lint "hbm_subsys_tb_top (sim)" hbm_subsys_tb_top $HBM rtl/sim/hbm_device.sv \
     rtl/sim/hbm_subsys_tb_top.sv
+  for id in 0 2; do
+    lint "tpu_chip (variant $id)" tpu_chip -GVariantId=$id $PKG $CHIP
+    lint "tpu_chip_sim_top (sim, variant $id)" tpu_chip_sim_top -GVariantId=$id $PKG $CHIP \
+      rtl/sim/hbm_device.sv rtl/sim/tpu_chip_sim_top.sv
+  done
 }
 exit $fail

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 
 #include "tpu/matmul.h"
 #include "tpu/vector.h"
@@ -185,16 +186,23 @@ MatmulRun ChipDriver::matmul(const std::vector<bf16_t>& a, const std::vector<bf1
   const uint64_t esz = opt.out_bf16 ? 2 : 4;
   const uint64_t No = round_up(Nw, kBurst / esz), NTo = No / L;
 
-  // Rows of A per chunk: everything double-buffered must fit the memories.
-  uint64_t mt = std::min<uint64_t>(M, 65535);
-  auto fits = [&](uint64_t r) {
-    return 2 * r * NT <= s.amem_rows &&
-           2 * r * KT + 2 * L * NT + 2 * r * NTo + NT <= s.vmem_rows;
+  // Rows of A per chunk: everything double-buffered must fit the memories. W is either
+  // streamed (two panels of R rows of W, reloaded for every chunk) or, when the whole of it
+  // fits beside chunks of a useful size, resident (loaded once).
+  auto max_rows = [&](uint64_t w_rows) {
+    uint64_t r = std::min<uint64_t>(M, 65535);
+    while (r > 0 && !(2 * r * NT <= s.amem_rows &&
+                      2 * r * KT + w_rows + 2 * r * NTo + NT <= s.vmem_rows))
+      --r;
+    return r;
   };
-  while (mt > 0 && !fits(mt)) --mt;
+  const uint64_t mt_stream = max_rows(2 * L * NT), mt_res = max_rows(KT * L * NT);
+  const bool w_resident = mt_res > 0 && mt_res >= std::min<uint64_t>(mt_stream, 4 * L);
+  const uint64_t mt = w_resident ? mt_res : mt_stream;
   if (mt == 0)
     throw std::invalid_argument("matmul: K = " + std::to_string(K) + ", N = " + std::to_string(N) +
                                 " do not fit the on-chip memories of " + dut_->variant());
+  const uint64_t w_bufs = w_resident ? KT : 2;
 
   // HBM layout (row-major, padded): A M x Kp, W Kp x Nw (pad: K rows -0, N columns +0),
   // bias Nw f32, C M x No.
@@ -217,123 +225,267 @@ MatmulRun ChipDriver::matmul(const std::vector<bf16_t>& a, const std::vector<bf1
     }
   }
 
-  // VMEM: A[2] (mt x KT rows, row m*KT + kt), W[2] (L x NT, row r*NT + nt), out[2]
-  // (mt x NTo, row m*NTo + nt), bias (NT). AMEM: C[2] (NT x mt, row nt*mt + m).
+  // VMEM: A[2] (mt x KT rows, row m*KT + kt), W[w_bufs] (L x NT, row r*NT + nt), out[2] (mt x NTo,
+  // group-major: see below), bias (NT). AMEM: C[2] (NT x mt, row nt*rows + m).
   const uint32_t vA[2] = {0, static_cast<uint32_t>(mt * KT)};
   const uint32_t vW0 = static_cast<uint32_t>(2 * mt * KT);
-  const uint32_t vW[2] = {vW0, static_cast<uint32_t>(vW0 + L * NT)};
-  const uint32_t vO0 = static_cast<uint32_t>(vW0 + 2 * L * NT);
+  // W panel p (of the sequence over chunks) sits in buffer p % w_bufs.
+  auto vW = [&](uint64_t p) { return static_cast<uint32_t>(vW0 + (p % w_bufs) * L * NT); };
+  const uint32_t vO0 = static_cast<uint32_t>(vW0 + w_bufs * L * NT);
   const uint32_t vO[2] = {vO0, static_cast<uint32_t>(vO0 + mt * NTo)};
   const uint32_t vB = static_cast<uint32_t>(vO0 + 2 * mt * NTo);
   const uint32_t aC[2] = {0, static_cast<uint32_t>(mt * NT)};
+  // Output groups of GG N tiles: at least 256 bytes of a C row (whole 64-byte bursts; the HBM
+  // takes strided writes of shorter segments at a third of the rate). The out buffer holds group
+  // g (tiles g0 = g*GG .. g0+gs-1) of a chunk of `rows` rows at g0*rows + m*gs + (nt - g0), so
+  // each group leaves in its own DMA (rows segments of gs*L elements) once its epilogue is done.
+  const uint64_t GG = std::min<uint64_t>(NTo, std::max<uint64_t>(1, 256 / (L * esz)));
+  auto group_size = [&](uint64_t g) { return std::min<uint64_t>(GG, NTo - g * GG); };
 
+  // Chunks: a short first one (2L rows, when chunks are larger) so the MXU starts after a small
+  // A DMA, then balanced ones (no short last chunk: a MATMUL of fewer than R + C rows cannot
+  // hide the next weight load): as few as fit when W is streamed (it is reloaded per chunk),
+  // else of about 2L rows, so the last chunk's epilogue and DMA out are short.
+  const uint64_t first = (mt >= 3 * L && M >= 4 * L) ? 2 * L : 0;
+  const uint64_t rest_chunks =
+      ceil_div(M - first, w_resident ? std::min<uint64_t>(mt, 2 * L) : mt);
+  std::vector<uint64_t> c_rows;
+  if (first > 0) c_rows.push_back(first);
+  for (uint64_t c = 0; c < rest_chunks; ++c)
+    c_rows.push_back((M - first) / rest_chunks + (c < (M - first) % rest_chunks ? 1 : 0));
+  const uint64_t nchunks = c_rows.size();
+  std::vector<uint64_t> c_m0(nchunks, 0);
+  for (uint64_t c = 1; c < nchunks; ++c) c_m0[c] = c_m0[c - 1] + c_rows[c - 1];
+
+  // ---- The schedule ----
+  // Issue is in order and a command that cannot issue holds every command behind it, so the
+  // order decides the overlap. A cost model (a MATMUL streams a row per cycle, at least R + C
+  // cycles per tile; a DMA or VPU op moves a memory row per cycle, plus a latency) places each
+  // command where its unit is free and its inputs are done, so the MXU never waits behind it:
+  // * W panels (one sequence over the chunks; resident W: only the first chunk's): the next
+  //   panel's DMA goes first, into the first gap where the engine is free; it is due when the
+  //   panel's first LOADW issues, a whole panel of MATMULs later.
+  // * The other work, in pieces (the next chunk's A; per N tile the epilogue's VPU ops, as soon
+  //   as the tile's last MATMUL is done; per output group its DMA out), goes into the gaps
+  //   between MATMULs where the model finds its unit idle and its inputs done; a DMA only if the
+  //   next W panel still fits after it before it is due.
+  // * Program order carries every dependency (the scoreboard enforces them; the model only
+  //   avoids waiting): A(c+1) after chunk c-1's MATMULs; a tile's epilogue after its MATMULs, a
+  //   group's DMA out after its epilogue; before chunk c's MATMULs (same C, out and A buffers)
+  //   chunk c-2's epilogue and DMA out and all of A(c).
+  struct Item {
+    ChipCmd cmd;
+    uint64_t cost;   // cycles its unit is busy (before the latency)
+    uint64_t chunk;  // chunk it belongs to
+    uint64_t ready;  // model time its inputs are done
+    int64_t group;   // a VPU op that completes an output group: the group, else -1
+    enum Kind { kOther, kA, kW } kind = kOther;  // A(chunk); W panel (chunk = the panel)
+  };
+  constexpr uint64_t kDmaLat = 32, kVpuLat = 16, kNever = ~uint64_t{0} / 2;
+  const uint64_t kPipe = 2 * L + 8;
+  std::deque<Item> vpu_q, a_q, out_q;
   std::vector<ChipCmd> prog;
-  if (opt.bias)
-    prog.push_back(cmd_dma(DmaDir::kHbmToVmem, false, vB, 1, static_cast<uint32_t>(Nw * 4),
-                           static_cast<uint32_t>(b_addr), 0));
-
-  // The epilogue of one chunk, one list of commands per N tile.
-  auto epilogue = [&](uint64_t m0, uint64_t rows, int b) {
-    (void)m0;
-    std::vector<ChipCmd> e;
-    for (uint64_t nt = 0; nt < NT; ++nt) {
-      const uint32_t c0 = static_cast<uint32_t>(aC[b] + nt * rows);
-      std::vector<VpuCmdArgs> st;
-      if (opt.bias) {
-        VpuCmdArgs v;
-        v.op = static_cast<unsigned>(VpuOp::kAdd);
-        v.x_mem = Mem::kAmem;
-        v.x_row = c0;
-        v.y_mem = Mem::kVmem;
-        v.y_row = static_cast<uint32_t>(vB + nt);
-        v.y_bcast = true;
-        st.push_back(v);
+  uint64_t t = 0, mxu_free = 0, dma_free = 0, vpu_free = 0;
+  std::vector<uint64_t> a_done(c_rows.size(), 0), w_done;  // model times A(c), panel p land
+  auto emit = [&](const Item& it, uint64_t* unit_free, uint64_t lat) {
+    t = std::max({t, *unit_free, it.ready});
+    *unit_free = t + it.cost + lat;
+    prog.push_back(it.cmd);
+    if (it.kind == Item::kW) {
+      if (w_done.size() <= it.chunk) w_done.resize(it.chunk + 1, 0);
+      w_done[it.chunk] = *unit_free;
+    }
+    if (it.kind == Item::kA) a_done[it.chunk] = std::max(a_done[it.chunk], *unit_free);
+    return *unit_free;
+  };
+  auto out_pieces = [&](uint64_t c, uint64_t g, uint64_t ready, uint64_t target) {
+    const uint64_t rows = c_rows[c], b = c % 2, g0 = g * GG, gs = group_size(g);
+    const uint64_t seg = std::max<uint64_t>(1, target / gs);
+    for (uint64_t r0 = 0; r0 < rows; r0 += seg) {
+      const uint64_t n = std::min(seg, rows - r0);
+      out_q.push_back({cmd_dma(DmaDir::kVmemToHbm, opt.out_bf16,
+                               static_cast<uint32_t>(vO[b] + g0 * rows + r0 * gs),
+                               static_cast<uint32_t>(n), static_cast<uint32_t>(gs * L * esz),
+                               static_cast<uint32_t>(c_addr + (c_m0[c] + r0) * No * esz +
+                                                     g0 * L * esz),
+                               static_cast<uint32_t>(No * esz)),
+                       n * gs, c, ready, -1});
+    }
+  };
+  // Piece size: half the room a panel of MATMULs leaves beside its W panel DMA.
+  auto piece_target = [&](uint64_t rows) {
+    const uint64_t step = NT * std::max<uint64_t>(rows, 2 * L), wcost = L * NT + kDmaLat;
+    return std::max<uint64_t>(4 * L, step > wcost + 2 * kDmaLat ? (step - wcost) / 2 - kDmaLat
+                                                                : 4 * L);
+  };
+  auto emit_vpu = [&](const Item& it) {
+    const uint64_t done = emit(it, &vpu_free, kVpuLat);
+    if (it.group >= 0)
+      out_pieces(it.chunk, static_cast<uint64_t>(it.group), done, piece_target(c_rows[it.chunk]));
+  };
+  // Emits every queued epilogue and DMA-out item of a chunk <= last_epi and every A item of a
+  // chunk <= last_a (-1: none), earliest issue first.
+  auto drain = [&](int64_t last_epi, int64_t last_a) {
+    while (true) {
+      struct Cand { std::deque<Item>* q; uint64_t* unit; };
+      Cand best{nullptr, nullptr};
+      uint64_t best_t = kNever;
+      for (Cand c : {Cand{&vpu_q, &vpu_free}, Cand{&a_q, &dma_free}, Cand{&out_q, &dma_free}}) {
+        const int64_t last = c.q == &a_q ? last_a : last_epi;
+        if (c.q->empty() || static_cast<int64_t>(c.q->front().chunk) > last) continue;
+        const uint64_t at = std::max({t, *c.unit, c.q->front().ready});
+        if (at < best_t) best_t = at, best = c;
       }
-      if (opt.relu) {
-        VpuCmdArgs v;
-        v.op = static_cast<unsigned>(VpuOp::kRelu);
-        v.x_mem = v.y_mem = Mem::kAmem;
-        v.x_row = v.y_row = c0;
-        st.push_back(v);
-      }
-      if (st.empty()) {
-        // maximum(x, x) == x for every canonical value: a copy (with the layout change below).
-        VpuCmdArgs v;
-        v.op = static_cast<unsigned>(VpuOp::kMax);
-        v.x_mem = v.y_mem = Mem::kAmem;
-        v.x_row = v.y_row = c0;
-        st.push_back(v);
-      }
-      for (std::size_t i = 0; i < st.size(); ++i) {
-        VpuCmdArgs v = st[i];
-        v.rows = static_cast<uint32_t>(rows);
-        const bool last = i + 1 == st.size();
-        if (last) {  // into the out buffer, row-major: row m*NTo + nt
-          v.dst_mem = Mem::kVmem;
-          v.dst_row = static_cast<uint32_t>(vO[b] + nt);
-          v.dst_stride = static_cast<uint32_t>(NTo);
-          v.dst_bf16 = opt.out_bf16;
-        } else {
-          v.dst_mem = Mem::kAmem;
-          v.dst_row = c0;
-        }
-        e.push_back(cmd_vpu(v));
+      if (best.q == nullptr) break;
+      const Item it = best.q->front();
+      best.q->pop_front();
+      if (best.q == &vpu_q) emit_vpu(it);
+      else emit(it, &dma_free, kDmaLat);
+    }
+  };
+  // The W panel DMA waiting for the engine (due before the next panel's first LOADW).
+  bool w_pend = false;
+  Item w_item{};
+  auto w_try = [&](bool force) {
+    if (w_pend && (force || dma_free <= t)) {
+      emit(w_item, &dma_free, kDmaLat);
+      w_pend = false;
+    }
+  };
+  // One gap between MATMULs: at most one VPU op and one DMA, each only if it issues at once. A
+  // pending W panel goes first; another DMA only if the next W panel (due at w2_due) still
+  // fits after it.
+  auto fill = [&](uint64_t w2_due) {
+    if (!vpu_q.empty() && vpu_q.front().ready <= t && vpu_free <= t) {
+      const Item it = vpu_q.front();
+      vpu_q.pop_front();
+      emit_vpu(it);
+    }
+    if (w_pend) return w_try(false);
+    for (std::deque<Item>* q : {&a_q, &out_q}) {
+      if (q->empty()) continue;
+      const Item& it = q->front();
+      const uint64_t end = t + it.cost + kDmaLat;
+      if (it.ready <= t && dma_free <= t &&
+          (w2_due == kNever || end + L * NT + kDmaLat <= w2_due)) {
+        emit(it, &dma_free, kDmaLat);
+        q->pop_front();
+        break;
       }
     }
-    return e;
   };
-  auto out_dma = [&](uint64_t m0, uint64_t rows, int b) {
-    return cmd_dma(DmaDir::kVmemToHbm, opt.out_bf16, vO[b], static_cast<uint32_t>(rows),
-                   static_cast<uint32_t>(No * esz), static_cast<uint32_t>(c_addr + m0 * No * esz),
-                   static_cast<uint32_t>(No * esz));
+  // The epilogue of N tile nt of chunk c: VPU ops from C into the out buffer.
+  auto epilogue = [&](uint64_t c, uint64_t nt, uint64_t ready) {
+    const uint64_t rows = c_rows[c], b = c % 2;
+    const uint32_t c0 = static_cast<uint32_t>(aC[b] + nt * rows);
+    std::vector<VpuCmdArgs> st;
+    if (opt.bias) {
+      VpuCmdArgs v;
+      v.op = static_cast<unsigned>(VpuOp::kAdd);
+      v.x_mem = Mem::kAmem;
+      v.x_row = c0;
+      v.y_mem = Mem::kVmem;
+      v.y_row = static_cast<uint32_t>(vB + nt);
+      v.y_bcast = true;
+      st.push_back(v);
+    }
+    if (opt.relu) {
+      VpuCmdArgs v;
+      v.op = static_cast<unsigned>(VpuOp::kRelu);
+      v.x_mem = v.y_mem = Mem::kAmem;
+      v.x_row = v.y_row = c0;
+      st.push_back(v);
+    }
+    if (st.empty()) {
+      // maximum(x, x) == x for every canonical value: a copy (with the layout change below).
+      VpuCmdArgs v;
+      v.op = static_cast<unsigned>(VpuOp::kMax);
+      v.x_mem = v.y_mem = Mem::kAmem;
+      v.x_row = v.y_row = c0;
+      st.push_back(v);
+    }
+    const uint64_t g = nt / GG, g0 = g * GG, gs = group_size(g);
+    const bool closes = nt + 1 == NT || (nt + 1) % GG == 0;
+    for (std::size_t i = 0; i < st.size(); ++i) {
+      VpuCmdArgs v = st[i];
+      v.rows = static_cast<uint32_t>(rows);
+      const bool last = i + 1 == st.size();
+      if (last) {  // into the out buffer, group-major
+        v.dst_mem = Mem::kVmem;
+        v.dst_row = static_cast<uint32_t>(vO[b] + g0 * rows + nt - g0);
+        v.dst_stride = static_cast<uint32_t>(gs);
+        v.dst_bf16 = opt.out_bf16;
+      } else {
+        v.dst_mem = Mem::kAmem;
+        v.dst_row = c0;
+      }
+      vpu_q.push_back({cmd_vpu(v), rows, c, ready,
+                       last && closes ? static_cast<int64_t>(g) : int64_t{-1}});
+    }
+  };
+  auto a_pieces = [&](uint64_t c, uint64_t ready, bool whole) {
+    const uint64_t rows = c_rows[c], b = c % 2;
+    const uint64_t seg = whole ? rows : std::max<uint64_t>(1, piece_target(rows) / KT);
+    for (uint64_t r0 = 0; r0 < rows; r0 += seg) {
+      const uint64_t n = std::min(seg, rows - r0);
+      a_q.push_back({cmd_dma(DmaDir::kHbmToVmem, true, static_cast<uint32_t>(vA[b] + r0 * KT),
+                             static_cast<uint32_t>(n), static_cast<uint32_t>(Kp * 2),
+                             static_cast<uint32_t>(a_addr + (c_m0[c] + r0) * Kp * 2),
+                             static_cast<uint32_t>(Kp * 2)),
+                     n * KT, c, ready, -1, Item::kA});
+    }
+  };
+  auto w_dma = [&](uint64_t p) {  // panel p of the global sequence: K tile p % KT
+    const uint64_t kt = p % KT;
+    return Item{cmd_dma(DmaDir::kHbmToVmem, true, vW(p), static_cast<uint32_t>(L),
+                        static_cast<uint32_t>(Nw * 2),
+                        static_cast<uint32_t>(w_addr + kt * L * Nw * 2),
+                        static_cast<uint32_t>(Nw * 2)),
+                L * NT, p, 0, -1, Item::kW};
   };
 
-  std::vector<ChipCmd> pending_epi;
-  bool have_prev = false;
-  ChipCmd prev_out{};
-  uint64_t wpanel = 0;
-  int chunk = 0;
-  for (uint64_t m0 = 0; m0 < M; m0 += mt, ++chunk) {
-    const uint64_t rows = std::min<uint64_t>(mt, M - m0);
-    const int b = chunk % 2;
-    prog.push_back(cmd_dma(DmaDir::kHbmToVmem, true, vA[b], static_cast<uint32_t>(rows),
-                           static_cast<uint32_t>(Kp * 2),
-                           static_cast<uint32_t>(a_addr + m0 * Kp * 2),
-                           static_cast<uint32_t>(Kp * 2)));
-    auto w_dma = [&](uint64_t kt, uint64_t p) {
-      return cmd_dma(DmaDir::kHbmToVmem, true, vW[p % 2], static_cast<uint32_t>(L),
-                     static_cast<uint32_t>(Nw * 2),
-                     static_cast<uint32_t>(w_addr + kt * L * Nw * 2),
-                     static_cast<uint32_t>(Nw * 2));
-    };
-    prog.push_back(w_dma(0, wpanel));
-    const uint64_t total_mm = KT * NT;
-    uint64_t mm_i = 0;
-    std::size_t epi_i = 0;
+  if (opt.bias)
+    emit({cmd_dma(DmaDir::kHbmToVmem, false, vB, 1, static_cast<uint32_t>(Nw * 4),
+                  static_cast<uint32_t>(b_addr), 0),
+          NT, 0, 0, -1},
+         &dma_free, kDmaLat);
+  emit(w_dma(0), &dma_free, kDmaLat);
+  a_pieces(0, 0, true);
+  const uint64_t panels = w_resident ? KT : nchunks * KT;  // W panel DMAs
+  uint64_t prev_done = 0;  // model time chunk c-1's MATMULs are done
+  for (uint64_t c = 0; c < nchunks; ++c) {
+    const uint64_t rows = c_rows[c], b = c % 2, rows_eff = std::max<uint64_t>(rows, 2 * L);
+    drain(static_cast<int64_t>(c) - 2, static_cast<int64_t>(c));
+    if (c + 1 < nchunks) a_pieces(c + 1, prev_done, false);
+    uint64_t done = 0;
     for (uint64_t kt = 0; kt < KT; ++kt) {
-      const uint64_t p = wpanel + kt;
-      if (kt + 1 < KT) prog.push_back(w_dma(kt + 1, p + 1));
-      for (uint64_t nt = 0; nt < NT; ++nt, ++mm_i) {
-        prog.push_back(cmd_loadw(static_cast<uint32_t>(vW[p % 2] + nt),
+      const uint64_t p = c * KT + kt;
+      w_try(true);  // panel p, if still pending: its LOADWs come next
+      if (p + 1 < panels) {
+        w_item = w_dma(p + 1);
+        w_pend = true;
+        w_try(false);
+      }
+      for (uint64_t nt = 0; nt < NT; ++nt) {
+        prog.push_back(cmd_loadw(static_cast<uint32_t>(vW(p) + nt),
                                  static_cast<uint32_t>(NT)));
+        const uint64_t wp = w_resident ? kt : p;
+        t = std::max({t, mxu_free, a_done[c], (wp < w_done.size() ? w_done[wp] : 0) + L + 2});
+        mxu_free = t + rows_eff;
+        done = t + rows + kPipe;
         prog.push_back(cmd_matmul(static_cast<uint32_t>(vA[b] + kt),
                                   static_cast<uint32_t>(rows),
                                   static_cast<uint32_t>(aC[b] + nt * rows), kt > 0,
                                   static_cast<uint32_t>(KT)));
-        // Spread the previous chunk's epilogue over this chunk's matmuls (in-order issue).
-        const std::size_t due = pending_epi.size() * (mm_i + 1) / total_mm;
-        while (epi_i < due) prog.push_back(pending_epi[epi_i++]);
+        if (kt + 1 == KT) epilogue(c, nt, done);
+        // Panel p + 2's DMA is due when its first LOADW issues, with the last MATMUL of step
+        // p + 1.
+        fill(p + 2 < panels ? t + (NT - 1 - nt) * rows_eff + NT * rows_eff : kNever);
       }
     }
-    while (epi_i < pending_epi.size()) prog.push_back(pending_epi[epi_i++]);
-    if (have_prev) prog.push_back(prev_out);
-    wpanel += KT;
-    pending_epi = epilogue(m0, rows, b);
-    prev_out = out_dma(m0, rows, b);
-    have_prev = true;
+    prev_done = done;
   }
-  for (const auto& c : pending_epi) prog.push_back(c);
-  prog.push_back(prev_out);
+  drain(static_cast<int64_t>(nchunks), static_cast<int64_t>(nchunks));
   prog.push_back(cmd_halt());
 
   MatmulRun res;

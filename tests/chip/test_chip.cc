@@ -113,6 +113,11 @@ INSTANTIATE_TEST_SUITE_P(
                       MmParam{"4x4", 33, 20, 9, true, true, true},
                       MmParam{"4x4", 1, 64, 40, false, false, true},
                       MmParam{"4x4", 130, 12, 8, true, true, false},
+                      // several chunks (a short first one), pieces of A and of the output
+                      // groups (G = 4 N tiles per burst, the last group padded), W panels
+                      // streamed across chunk boundaries
+                      MmParam{"4x4", 100, 24, 72, false, false, false},
+                      MmParam{"4x4", 90, 64, 256, true, true, true},
                       MmParam{"16x16", 20, 40, 33, true, true, true},
                       MmParam{"16x16", 1, 16, 16, false, false, false}),
     MmName);
