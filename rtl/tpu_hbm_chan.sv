@@ -185,7 +185,7 @@ module tpu_hbm_chan
   hbm_map_e addr_map_unused;  // the address map is applied by tpu_hbm_ctrl
   assign addr_map_unused = cfg_i.addr_map;
 
-  tpu_hbm_fifo #(
+  tpu_fifo #(
     .data_t(hbm_rsp_t),
     .Depth (RspDepth)
   ) i_rspq (
@@ -200,7 +200,7 @@ module tpu_hbm_chan
     .count_o(rspq_count)
   );
 
-  tpu_hbm_fifo #(
+  tpu_fifo #(
     .data_t(rd_flight_t),
     .Depth (RspDepth)
   ) i_flight (
@@ -215,7 +215,7 @@ module tpu_hbm_chan
     .count_o(fl_count)
   );
 
-  tpu_hbm_fifo #(
+  tpu_fifo #(
     .data_t(hbm_rsp_t),
     .Depth (AckDepth)
   ) i_ackq (
@@ -230,7 +230,7 @@ module tpu_hbm_chan
     .count_o(ackq_count_unused)
   );
 
-  tpu_hbm_fifo #(
+  tpu_fifo #(
     .data_t(wr_flight_t),
     .Depth (WpipeDepth)
   ) i_wpipe (

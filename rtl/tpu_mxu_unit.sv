@@ -147,7 +147,7 @@ module tpu_mxu_unit #(
     end
   end
 
-  tpu_hbm_fifo #(
+  tpu_fifo #(
     .data_t(wb_t),
     .Depth (WbDepth)
   ) i_wb_fifo (

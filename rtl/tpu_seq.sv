@@ -62,7 +62,7 @@ module tpu_seq
   logic [QCntW-1:0] q_count;
   chip_cmd_t        head;
 
-  tpu_hbm_fifo #(
+  tpu_fifo #(
     .data_t(chip_cmd_t),
     .Depth (QueueDepth)
   ) i_queue (

@@ -143,6 +143,7 @@ ProgramResult ChipDriver::run(const std::vector<ChipCmd>& prog, bool throw_on_er
     if (!valid && !d.busy()) break;
     d.tick();
     if (fire) ++i;
+    if (progress && (d.cycle() - start) % progress_every == 0) progress(i, prog.size());
     if (d.cycle() - start > max_cycles)
       throw ChipError("chip " + d.variant() + ": program of " + std::to_string(prog.size()) +
                           " commands did not finish in " + std::to_string(max_cycles) +

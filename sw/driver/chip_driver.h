@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -83,6 +84,11 @@ class ChipDriver {
                     uint64_t max_cycles = 50'000'000);
   ChipCounters counters();
   void tick_idle(uint64_t cycles);
+
+  // Called by run() about every `progress_every` cycles with (commands issued, commands in the
+  // program): long runs tell what they are doing.
+  std::function<void(uint64_t, uint64_t)> progress;
+  uint64_t progress_every = 4096;
 
   // C = epilogue(A x W): A M x K bf16, W K x N bf16, row-major on the host. Copies A, W (and
   // the bias) into HBM, runs one program, copies C back.

@@ -18,6 +18,7 @@
 #include "chip_config.h"
 #include "chip_driver.h"
 #include "json.h"
+#include "traffic.h"
 #include "mxu_dut.h"
 #include "mxu_runner.h"
 #include "npy.h"
@@ -77,6 +78,33 @@ std::string default_config() {
   return std::string(TPU_SOURCE_DIR) + "/" + local;
 }
 
+// A progress line on stderr, at most every two seconds, for runs long enough to need one.
+class ProgressLine {
+ public:
+  ProgressLine(std::string label, bool quiet) : label_(std::move(label)), quiet_(quiet) {}
+  ~ProgressLine() {
+    if (printed_) std::fprintf(stderr, "\n");
+  }
+  void operator()(uint64_t done, uint64_t total, const char* what) {
+    const auto now = std::chrono::steady_clock::now();
+    if (quiet_ || now - last_ < std::chrono::seconds(2)) return;
+    last_ = now;
+    printed_ = true;
+    std::fprintf(stderr, "\r[tpusim] %s: %llu/%llu %s (%.0f%%), %.1f s", label_.c_str(),
+                 static_cast<unsigned long long>(done), static_cast<unsigned long long>(total),
+                 what, total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 0.0,
+                 std::chrono::duration<double>(now - t0_).count());
+    std::fflush(stderr);
+  }
+
+ private:
+  std::string label_;
+  bool quiet_;
+  bool printed_ = false;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_ = t0_;
+};
+
 void write_report(const std::string& path, const Json& rep) {
   FILE* f = std::fopen(path.c_str(), "w");
   if (!f) throw UsageError(path + ": cannot open the report for writing");
@@ -121,7 +149,15 @@ int run_chip(const ChipConfig& cfg, const std::string& config_path, const Matmul
   }
   if (has("--waves")) drv->dut().open_waves(opt["--waves"]);
   const auto t0 = std::chrono::steady_clock::now();
-  const MatmulRun r = drv->matmul(a, w, sh.m, sh.k, sh.n, mo);
+  MatmulRun r;
+  {
+    ProgressLine line("matmul " + std::to_string(sh.m) + "x" + std::to_string(sh.k) + "x" +
+                          std::to_string(sh.n) + " on chip " + cfg.variant,
+                      has("--quiet"));
+    drv->progress = [&](uint64_t done, uint64_t total) { line(done, total, "commands issued"); };
+    r = drv->matmul(a, w, sh.m, sh.k, sh.n, mo);
+    drv->progress = nullptr;  // `line` ends here
+  }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto want = golden_chip_matmul(a, w, sh.m, sh.k, sh.n, mo);
   std::size_t mismatches = 0;
@@ -222,6 +258,7 @@ int cmd_matmul(const std::vector<std::string>& args) {
     const std::string& a = args[i];
     if (a == "--quiet") {
       quiet = true;
+      opt[a] = "1";
       continue;
     }
     if (a == "--relu" || a == "--mxu-only") {
@@ -309,27 +346,16 @@ int cmd_matmul(const std::vector<std::string>& args) {
 
   MxuRunOptions ro;
   const auto t0 = std::chrono::steady_clock::now();
-  auto last = t0;
-  bool printed = false;
-  if (!quiet) {
+  MxuRunResult res;
+  {
+    ProgressLine line("matmul " + std::to_string(sh.m) + "x" + std::to_string(sh.k) + "x" +
+                          std::to_string(sh.n) + " on MXU " + cfg.variant,
+                      quiet);
     ro.progress_every = 4096;
-    ro.progress = [&](uint64_t done, uint64_t total) {
-      const auto now = std::chrono::steady_clock::now();
-      if (now - last < std::chrono::seconds(2)) return;
-      last = now;
-      printed = true;
-      const double s = std::chrono::duration<double>(now - t0).count();
-      std::fprintf(stderr, "\r[tpusim] matmul %zux%zux%zu on %s: %llu/%llu result rows (%.0f%%), "
-                   "%.1f s",
-                   sh.m, sh.k, sh.n, cfg.variant.c_str(), static_cast<unsigned long long>(done),
-                   static_cast<unsigned long long>(total), 100.0 * static_cast<double>(done) /
-                   static_cast<double>(total), s);
-      std::fflush(stderr);
-    };
+    ro.progress = [&](uint64_t done, uint64_t total) { line(done, total, "result rows"); };
+    res = run_matmul(*dut, sh, a, w, nullptr, ro);
   }
-  const MxuRunResult res = run_matmul(*dut, sh, a, w, nullptr, ro);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (printed) std::fprintf(stderr, "\n");
 
   const auto want = golden_matmul(a, w, sh.m, sh.k, sh.n);
   std::size_t mismatches = 0;
@@ -389,14 +415,22 @@ int cmd_matmul(const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::cout << kUsage;
+    std::cout << kUsage << kTrafficUsage;
     return args.empty() ? kExitUsage : kExitOk;
   }
   const std::string cmd = args[0];
   args.erase(args.begin());
   try {
     if (cmd == "matmul") return cmd_matmul(args);
-    std::cerr << "tpusim: unknown command '" << cmd << "' (commands: matmul)\n" << kUsage;
+    if (cmd == "traffic") {
+      try {
+        return cmd_traffic(args);
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+      }
+    }
+    std::cerr << "tpusim: unknown command '" << cmd << "' (commands: matmul, traffic)\n"
+              << kUsage << kTrafficUsage;
     return kExitUsage;
   } catch (const UsageError& e) {
     std::cerr << "tpusim: error: " << e.what() << "\n";

@@ -141,6 +141,34 @@ TEST(Tpusim, BadInputsAreClearErrors) {
   }
 }
 
+TEST(Tpusim, TrafficDeliversEveryPacketAndReports) {
+  const std::string json = tmp("traffic.json");
+  const CliRun r = tpusim("traffic --topology 4 --pattern tornado --rate 0.2 --length 4 "
+                          "--cycles 500 --json " + json);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("delivery check: PASS"), std::string::npos) << r.out;
+  const std::string rep = slurp(json);
+  for (const char* key : {"\"accepted\"", "\"avg_latency\"", "\"verdict\": \"pass\"",
+                          "\"topology\": \"4 ring\""})
+    EXPECT_NE(rep.find(key), std::string::npos) << key << " not in " << rep;
+}
+
+TEST(Tpusim, TrafficBadOptionsAreClearErrors) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--topology 4x4x4x2", "at most 3 dimensions"},
+      {"--topology 9x9", "--topology 9"},
+      {"--topology 4x4x4", "rebuild with -DTPU_ICI_NODES=64"},
+      {"--rate 1.5", "--rate 1.5: must be a number in (0, 1]"},
+      {"--pattern zigzag", "--pattern zigzag: must be"},
+      {"--length 3", "--length 3: must be 1, 4 or mixed"},
+  };
+  for (const auto& [args, expect] : cases) {
+    const CliRun r = tpusim("traffic " + args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.out;
+    EXPECT_NE(r.out.find(expect), std::string::npos) << args << ": " << r.out;
+  }
+}
+
 TEST(Tpusim, UnknownCommandIsAnError) {
   const CliRun r = tpusim("frobnicate");
   EXPECT_EQ(r.code, 2);

@@ -1,9 +1,10 @@
-// tpu_hbm_fifo: a synchronous FIFO of `data_t` (after common_cells' cc_fifo), Depth entries.
+// tpu_fifo: a synchronous FIFO of `data_t` (after common_cells' cc_fifo), Depth entries.
+// Shared by every block (HBM queues, router buffers, sequencer, MXU unit).
 //
 // `data_o` shows the head while `empty_o` is low; a push is visible at the head the cycle after.
 // Push and pop may happen in the same cycle. The user must never push when full or pop when
 // empty (asserted). Fall-through is not provided: zero-latency paths use the head directly.
-module tpu_hbm_fifo #(
+module tpu_fifo #(
   parameter type data_t = logic,
   parameter int unsigned Depth = 4,
   localparam int unsigned PtrW = (Depth > 1) ? $clog2(Depth) : 1,
@@ -66,8 +67,8 @@ module tpu_hbm_fifo #(
 
   // ---- Assertions ----
   a_no_push_full: assert property (@(posedge clk_i) disable iff (!rst_ni) push_i |-> !full_o)
-  else $error("tpu_hbm_fifo: push while full");
+  else $error("tpu_fifo: push while full");
   a_no_pop_empty: assert property (@(posedge clk_i) disable iff (!rst_ni) pop_i |-> !empty_o)
-  else $error("tpu_hbm_fifo: pop while empty");
+  else $error("tpu_fifo: pop while empty");
 
 endmodule

@@ -1,0 +1,202 @@
+// tpu_ici_input: input unit of one router port: NumVc virtual-channel buffers of Depth flits,
+// route computation and the input stage of the combined VC + switch allocator.
+//
+// Handshake: credit-based. An upstream sender only sends a flit on VC v when it holds a credit
+// for v, so a buffer is never pushed full (asserted); every flit that leaves a buffer returns
+// one credit on `cr_valid_o`/`cr_vc_o` in the cycle it leaves. (On the local port the router
+// uses `full_o` as back-pressure instead.)
+// Latency: a flit written in cycle t is at its buffer's head in t+1, where it can win the
+// switch in the same cycle (route computation, VC selection and switch request are one
+// combinational step on registered state). Throughput: one flit in and one flit out per cycle.
+// Allocation: each VC whose head can move (a body flit: its packet's output VC has a credit; a
+// head flit: its route's output VC is free and has a credit) requests; a round-robin arbiter
+// picks one VC per port (`req_*_o`), and the router's output arbiters decide (`gnt_i`). The
+// arbiter rotates every cycle it presents a request, won or lost, so a VC whose output is
+// contended does not keep the port's other VCs waiting behind it.
+module tpu_ici_input
+  import tpu_ici_pkg::*;
+#(
+  parameter type flit_t = ici_flit_t,
+  parameter int unsigned NumVc = 2,
+  parameter int unsigned Depth = 8,
+  localparam int unsigned VcW = vc_width(NumVc)
+) (
+  input  logic                               clk_i,
+  input  logic                               rst_ni,
+  // this router's place in the topology (constant after reset)
+  input  ici_coord_t                         me_i,
+  input  ici_topo_t                          topo_i,
+  // incoming flits (a link, or the router's local-port adapter)
+  input  logic                               in_valid_i,
+  input  logic [VcW-1:0]                     in_vc_i,
+  input  flit_t                              in_flit_i,
+  output logic [NumVc-1:0]                   full_o,
+  // credits back to the sender
+  output logic                               cr_valid_o,
+  output logic [VcW-1:0]                     cr_vc_o,
+  // state of every output VC of the router (registered there)
+  input  logic [NumPorts-1:0][NumVc-1:0]     ovc_free_i,
+  input  logic [NumPorts-1:0][NumVc-1:0]     ovc_credit_i,
+  // switch request and grant
+  output logic                               req_o,
+  output ici_port_e                          req_port_o,
+  output logic [VcW-1:0]                     req_vc_o,
+  output flit_t                              req_flit_o,
+  input  logic                               gnt_i,
+  // statistics and status
+  output logic [NumVc-1:0][StatW-1:0]        st_in_o,
+  output logic [NumVc-1:0][StatW-1:0]        st_stall_o,
+  output logic                               empty_o
+);
+
+  localparam int unsigned Half = (NumVc > 1) ? NumVc / 2 : 1;
+  localparam int unsigned CntW = $clog2(Depth + 1);
+
+  // The VC of the next hop for a route: the class picks the half, the destination hash the VC
+  // inside it. The local output (ejection) has one VC.
+  function automatic logic [VcW-1:0] vc_of(ici_route_t r, ici_coord_t dst);
+    if (r.port == PORT_LOCAL) return '0;
+    return VcW'(32'(r.cls) * Half + dst_hash(dst) % Half);
+  endfunction
+
+  flit_t                 head_flit[NumVc];
+  logic  [NumVc-1:0]     vc_empty, vc_full, vc_push, vc_pop, front_head;
+  logic  [NumVc-1:0]     active_q, active_d;          // a packet holds an output VC
+  ici_port_e [NumVc-1:0] oport_q, oport_d;
+  logic  [NumVc-1:0][VcW-1:0] ovc_q, ovc_d;
+  logic  [NumVc-1:0]     in_open_q, in_open_d;         // arrival side: packet begun, tail to come
+  ici_port_e             tgt_port[NumVc];
+  logic  [VcW-1:0]       tgt_vc[NumVc];
+  logic  [NumVc-1:0]     cand, sel_gnt;
+  logic  [VcW-1:0]       sel;
+  logic                  sel_valid;
+  logic  [NumVc-1:0][StatW-1:0] st_in_q, st_in_d, st_stall_q, st_stall_d;
+
+  for (genvar v = 0; v < NumVc; v++) begin : gen_vc
+    logic [CntW-1:0] unused_count;
+    assign vc_push[v] = in_valid_i && (in_vc_i == VcW'(v));
+    assign vc_pop[v] = gnt_i && sel_gnt[v];
+    assign front_head[v] = head_flit[v].head;
+    tpu_fifo #(
+      .data_t(flit_t),
+      .Depth (Depth)
+    ) i_buf (
+      .clk_i  (clk_i),
+      .rst_ni (rst_ni),
+      .push_i (vc_push[v]),
+      .data_i (in_flit_i),
+      .pop_i  (vc_pop[v]),
+      .data_o (head_flit[v]),
+      .empty_o(vc_empty[v]),
+      .full_o (vc_full[v]),
+      .count_o(unused_count)
+    );
+  end
+
+  // Route computation and the per-VC request (the allocator's input stage).
+  always_comb begin
+    for (int unsigned v = 0; v < NumVc; v++) begin
+      ici_coord_t dst;
+      ici_route_t rt;
+      dst = hdr_dst(head_flit[v].data[DstW-1:0]);
+      rt = ici_route(me_i, dst, topo_i);
+      tgt_port[v] = active_q[v] ? oport_q[v] : rt.port;
+      tgt_vc[v] = active_q[v] ? ovc_q[v] : vc_of(rt, dst);
+      cand[v] = !vc_empty[v] && ovc_credit_i[tgt_port[v]][tgt_vc[v]] &&
+                (active_q[v] || ovc_free_i[tgt_port[v]][tgt_vc[v]]);
+    end
+  end
+
+  tpu_ici_rr_arb #(
+    .N(NumVc)
+  ) i_vc_arb (
+    .clk_i  (clk_i),
+    .rst_ni (rst_ni),
+    .req_i  (cand),
+    .upd_i  (req_o),  // rotate every cycle: a VC that lost the switch does not block the others
+    .gnt_o  (sel_gnt),
+    .idx_o  (sel),
+    .valid_o(sel_valid)
+  );
+
+  assign req_o = sel_valid;
+  assign req_port_o = tgt_port[sel];
+  assign req_vc_o = tgt_vc[sel];
+  assign req_flit_o = head_flit[sel];
+  assign cr_valid_o = gnt_i;
+  assign cr_vc_o = sel;
+  assign full_o = vc_full;
+  assign empty_o = &vc_empty;
+
+  // Packet state: a head that leaves without its tail binds the VC to (port, VC) until the tail.
+  always_comb begin
+    active_d = active_q;
+    oport_d = oport_q;
+    ovc_d = ovc_q;
+    in_open_d = in_open_q;
+    st_in_d = st_in_q;
+    st_stall_d = st_stall_q;
+    for (int unsigned v = 0; v < NumVc; v++) begin
+      if (vc_pop[v]) begin
+        if (head_flit[v].head) begin
+          active_d[v] = 1'b1;
+          oport_d[v] = tgt_port[v];
+          ovc_d[v] = tgt_vc[v];
+        end
+        if (head_flit[v].tail) active_d[v] = 1'b0;
+      end
+      if (vc_push[v]) begin
+        in_open_d[v] = !in_flit_i.tail;
+        st_in_d[v] = st_in_q[v] + 1'b1;
+      end
+      if (!vc_empty[v] && !vc_pop[v]) st_stall_d[v] = st_stall_q[v] + 1'b1;
+    end
+  end
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      active_q <= '0;
+      oport_q <= {NumVc{PORT_LOCAL}};
+      ovc_q <= '0;
+      in_open_q <= '0;
+      st_in_q <= '0;
+      st_stall_q <= '0;
+    end else begin
+      active_q <= active_d;
+      oport_q <= oport_d;
+      ovc_q <= ovc_d;
+      in_open_q <= in_open_d;
+      st_in_q <= st_in_d;
+      st_stall_q <= st_stall_d;
+    end
+  end
+
+  assign st_in_o = st_in_q;
+  assign st_stall_o = st_stall_q;
+
+  // ---- Assertions ----
+  // Credits upstream: never a flit into a full VC buffer (also in each tpu_fifo).
+  a_no_push_full: assert property (@(posedge clk_i) disable iff (!rst_ni)
+                                   in_valid_i |-> !vc_full[in_vc_i])
+  else $error("tpu_ici_input: flit into full VC %0d (sender ignored credits)", in_vc_i);
+  a_vc_range: assert property (@(posedge clk_i) disable iff (!rst_ni)
+                               in_valid_i |-> 32'(in_vc_i) < NumVc)
+  else $error("tpu_ici_input: VC %0d out of range", in_vc_i);
+  // A packet stays on one VC and is not interleaved with another packet's flits on that VC:
+  // on each VC, a head only after a tail, a body or tail flit only inside an open packet.
+  a_arrive_head_when_closed: assert property (@(posedge clk_i) disable iff (!rst_ni)
+                                              in_valid_i && in_flit_i.head |-> !in_open_q[in_vc_i])
+  else $error("tpu_ici_input: head on VC %0d inside another packet", in_vc_i);
+  a_arrive_body_when_open: assert property (@(posedge clk_i) disable iff (!rst_ni)
+                                            in_valid_i && !in_flit_i.head |-> in_open_q[in_vc_i])
+  else $error("tpu_ici_input: body flit on VC %0d outside a packet", in_vc_i);
+  // Buffer heads: a VC without an output holds a head at its front, one with an output a body.
+  for (genvar v = 0; v < NumVc; v++) begin : gen_sva
+    a_head_at_front: assert property (@(posedge clk_i) disable iff (!rst_ni)
+                                      !vc_empty[v] |-> (front_head[v] == !active_q[v]))
+    else $error("tpu_ici_input: VC %0d front flit does not match its packet state", v);
+  end
+  a_gnt_has_req: assert property (@(posedge clk_i) disable iff (!rst_ni) gnt_i |-> req_o)
+  else $error("tpu_ici_input: grant without request");
+
+endmodule

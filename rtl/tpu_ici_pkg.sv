@@ -1,0 +1,139 @@
+// tpu_ici_pkg: types and helpers of the inter-chip interconnect (ICI): the flit, the packet header,
+// the packet types, the port numbering, the run-time topology and the dimension-order route.
+//
+// Compile-time shape: CoordW bits per coordinate (rings of up to MaxK = 8 nodes per dimension),
+// IciDataW bits of flit payload. The header of a packet lives in the low bits of its head flit.
+// The router modules take `parameter type flit_t = ici_flit_t`: any packed struct with fields
+// `head`, `tail` and `data` (data at least $bits(ici_hdr_t) wide) works, so the flit width is a
+// parameter of the router; the defaults below are what the C++ harness (tb/ici) drives.
+package tpu_ici_pkg;
+
+  // ---- Compile-time shape ----
+  localparam int unsigned CoordW = 3;              // bits per coordinate
+  localparam int unsigned MaxK = 1 << CoordW;      // largest ring per dimension (8)
+  localparam int unsigned NumDims = 3;             // X, Y, Z
+  localparam int unsigned NumDirs = 2 * NumDims;   // +X -X +Y -Y +Z -Z
+  localparam int unsigned NumPorts = NumDirs + 1;  // local + one per direction
+  localparam int unsigned PortW = 3;
+  localparam int unsigned IciDataW = 64;           // flit payload bits
+  localparam int unsigned StatW = 32;              // statistics counters (wrap around)
+
+  // Router ports. Port PORT_XP connects to the neighbour at x+1 (flits leave on it going +X and
+  // arrive on it from that neighbour, travelling -X); direction d (0..5) is port d + 1.
+  typedef enum logic [PortW-1:0] {
+    PORT_LOCAL = 3'd0,
+    PORT_XP    = 3'd1,
+    PORT_XM    = 3'd2,
+    PORT_YP    = 3'd3,
+    PORT_YM    = 3'd4,
+    PORT_ZP    = 3'd5,
+    PORT_ZM    = 3'd6
+  } ici_port_e;
+
+  // A coordinate: [0] = x, [1] = y, [2] = z.
+  typedef logic [NumDims-1:0][CoordW-1:0] ici_coord_t;
+
+  // Packet types (4 bits: values 5..15 are free for later protocols).
+  typedef enum logic [3:0] {
+    ICI_WRITE    = 4'd0,  // remote write: addr = destination byte address, payload = data
+    ICI_CNT_INC  = 4'd1,  // counter increment: addr = counter id, payload (optional) = amount
+    ICI_READ_REQ = 4'd2,  // reserved: remote read request
+    ICI_READ_RSP = 4'd3,  // reserved: remote read response
+    ICI_BARRIER  = 4'd4   // reserved: barrier token
+  } ici_type_e;
+
+  // The header, carried in data[63:0] of a head flit. `len` counts the payload flits that follow
+  // the head (0 = a single-flit packet whose head is also its tail).
+  typedef struct packed {
+    logic [31:0] addr;
+    logic [7:0]  len;
+    ici_type_e   ptype;
+    logic [1:0]  rsvd;   // zero; room for a priority / traffic class
+    ici_coord_t  src;
+    ici_coord_t  dst;
+  } ici_hdr_t;
+
+  // One flit on a link or the local port. The VC travels beside it (link sideband), not in it.
+  // Link-layer room: a CRC over {head, tail, data} and a sequence number for go-back-N
+  // retransmission will be a link wrapper around this struct (docs/ici.md), not router state.
+  typedef struct packed {
+    logic                head;  // first flit of a packet: data holds an ici_hdr_t
+    logic                tail;  // last flit of a packet (head and tail: a one-flit packet)
+    logic [IciDataW-1:0] data;
+  } ici_flit_t;
+
+  // Run-time topology: the same build serves any pod shape up to MaxK per dimension.
+  typedef struct packed {
+    logic                          no_dateline;  // debug: every hop in class 0 (can deadlock)
+    logic [NumDims-1:0]            wrap;         // per dimension: 1 = ring (torus), 0 = line (mesh)
+    logic [NumDims-1:0][CoordW:0]  k;            // nodes per dimension, 1..MaxK
+  } ici_topo_t;
+
+  // The output port and the VC class of the next hop.
+  typedef struct packed {
+    ici_port_e port;
+    logic      cls;
+  } ici_route_t;
+
+  // Statistics of one (port, VC) of a router.
+  typedef enum logic [1:0] {
+    ICI_ST_FLITS_IN  = 2'd0,  // flits written into this input VC
+    ICI_ST_FLITS_OUT = 2'd1,  // flits sent on this output VC (local port: ejected flits, VC 0)
+    ICI_ST_STALL     = 2'd2   // cycles this input VC held a flit that did not move
+  } ici_stat_e;
+
+  // The destination of a header from the low bits of a head flit's data: `dst` is the least
+  // significant field of ici_hdr_t, and the routers read nothing else of the header.
+  localparam int unsigned DstW = $bits(ici_coord_t);
+  function automatic ici_coord_t hdr_dst(logic [DstW-1:0] low_bits);
+    return ici_coord_t'(low_bits);
+  endfunction
+
+  function automatic int unsigned vc_width(int unsigned num_vc);
+    return (num_vc > 1) ? $clog2(num_vc) : 1;
+  endfunction
+
+  // Dimension-order route (X, then Y, then Z), the shorter way round each ring (a tie, possible
+  // on even rings, goes +). VC class on a ring (dateline at the wrap link, k-1 -> 0 going + and
+  // 0 -> k-1 going -): a packet that still has to cross the wrap link of this dimension travels
+  // in class 0, up to and including the wrap link; every other hop of the dimension is class 1
+  // (the hops after the crossing and the whole way of a packet that never crosses). Both classes
+  // only ever step towards the dateline-free end of the ring, so neither has a cyclic channel
+  // dependency; the class is a function of (here, destination), so no per-packet state is needed.
+  // On a line (mesh) there is no cycle at all: the class is a parity of the destination, which
+  // spreads packets over both classes and keeps a source/destination pair on one VC sequence.
+  function automatic ici_route_t ici_route(ici_coord_t me, ici_coord_t dst, ici_topo_t topo);
+    ici_route_t r;
+    logic [CoordW:0] c, t, k, delta;
+    logic plus, found;
+    r.port = PORT_LOCAL;
+    r.cls = 1'b0;
+    found = 1'b0;
+    for (int unsigned d = 0; d < NumDims; d++) begin
+      c = {1'b0, me[d]};
+      t = {1'b0, dst[d]};
+      k = topo.k[d];
+      if (!found && c != t) begin
+        found = 1'b1;
+        if (topo.wrap[d]) begin
+          delta = (t >= c) ? t - c : t + k - c;
+          plus = ({delta, 1'b0} <= {1'b0, k});
+          r.cls = plus ? (c < t) : (c > t);
+        end else begin
+          plus = (t > c);
+          r.cls = dst[0][0] ^ dst[1][0] ^ dst[2][0];
+        end
+        if (topo.no_dateline) r.cls = 1'b0;
+        r.port = ici_port_e'(PortW'(1 + 2 * d + (plus ? 0 : 1)));
+      end
+    end
+    return r;
+  endfunction
+
+  // A small hash of a destination, used to pick a VC within a class (and the local input VC):
+  // deterministic, so one source/destination pair always uses the same VCs (in-order delivery).
+  function automatic int unsigned dst_hash(ici_coord_t dst);
+    return int'(dst[0]) + int'(dst[1]) + int'(dst[2]);
+  endfunction
+
+endpackage

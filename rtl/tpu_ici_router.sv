@@ -1,0 +1,279 @@
+// tpu_ici_router: one ICI router: six torus links (+X -X +Y -Y +Z -Z) and a local port, input
+// buffered, NumVc virtual channels of Depth flits per link input, credit-based, wormhole,
+// dimension-order routing with dateline VC classes (tpu_ici_pkg::ici_route).
+//
+// Link interface, per direction d (PORT_XP + d): outgoing `tx_valid_o/tx_vc_o/tx_flit_o` and the
+// credits coming back for them `tx_cr_valid_i/tx_cr_vc_i`; incoming `rx_valid_i/rx_vc_i/rx_flit_i`
+// and the credits sent back for them `rx_cr_valid_o/rx_cr_vc_o`. No ready crosses a link, so a
+// link can be any pure delay line of >= 1 cycle (tpu_ici_delay). Every link output is a function
+// of registered state only (no combinational path from any input to any link output), so chips
+// couple only through their links. The receiver of a link must have Depth slots per VC.
+// Directions a topology does not use are tied off (valid 0) by the instantiating top.
+// Local port: `inj_*` valid/ready (a packet's flits in order, valid and flit held until ready;
+// ready may depend on the head flit's destination, which picks the local input VC), `ej_*`
+// valid/ready out of an EjectDepth-flit FIFO (whole packets, never interleaved).
+// Pipeline and zero-load latency: a flit arriving in cycle t is written into its VC buffer at
+// the end of t; in t+1 route computation, VC selection and the switch/VC allocation happen in
+// one step and the flit crosses the crossbar onto the outgoing link. Per hop: 1 router cycle +
+// the link latency. Injection to ejection of a head over H hops with link latency L:
+// H * (1 + L) + 2 cycles (1 to leave the local input buffer, 1 through the ejection FIFO).
+// Throughput: one flit per port per cycle; a VC streams at full rate when Depth >= 2L + 2 (the
+// credit round trip).
+// Statistics: per (port, VC) flits in, flits out and stall cycles (ici_stat_e), read through
+// `stat_*_i` -> `stat_o` (combinational).
+module tpu_ici_router
+  import tpu_ici_pkg::*;
+#(
+  parameter type flit_t = ici_flit_t,
+  parameter int unsigned NumVc = 2,
+  parameter int unsigned Depth = 8,
+  parameter int unsigned EjectDepth = 2,
+  localparam int unsigned VcW = vc_width(NumVc)
+) (
+  input  logic                          clk_i,
+  input  logic                          rst_ni,
+  input  ici_coord_t                    me_i,
+  input  ici_topo_t                     topo_i,
+  // links
+  output logic  [NumDirs-1:0]           tx_valid_o,
+  output logic  [NumDirs-1:0][VcW-1:0]  tx_vc_o,
+  output flit_t [NumDirs-1:0]           tx_flit_o,
+  input  logic  [NumDirs-1:0]           tx_cr_valid_i,
+  input  logic  [NumDirs-1:0][VcW-1:0]  tx_cr_vc_i,
+  input  logic  [NumDirs-1:0]           rx_valid_i,
+  input  logic  [NumDirs-1:0][VcW-1:0]  rx_vc_i,
+  input  flit_t [NumDirs-1:0]           rx_flit_i,
+  output logic  [NumDirs-1:0]           rx_cr_valid_o,
+  output logic  [NumDirs-1:0][VcW-1:0]  rx_cr_vc_o,
+  // local port
+  input  logic                          inj_valid_i,
+  output logic                          inj_ready_o,
+  input  flit_t                         inj_flit_i,
+  output logic                          ej_valid_o,
+  input  logic                          ej_ready_i,
+  output flit_t                         ej_flit_o,
+  // statistics
+  input  ici_port_e                     stat_port_i,
+  input  logic  [VcW-1:0]               stat_vc_i,
+  input  ici_stat_e                     stat_sel_i,
+  output logic  [StatW-1:0]             stat_o,
+  output logic                          idle_o,          // no flit buffered here
+  output logic                          credits_full_o   // every output VC holds all credits
+);
+
+  // Configuration registers: the coordinate and topology are sampled every cycle (they are held
+  // constant after reset); only registered copies feed the route logic.
+  ici_coord_t me_q;
+  ici_topo_t  topo_q;
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      me_q <= '0;
+      topo_q <= '0;
+    end else begin
+      me_q <= me_i;
+      topo_q <= topo_i;
+    end
+  end
+
+  // ---- Input side ----
+  logic      [NumPorts-1:0]            in_valid;
+  logic      [NumPorts-1:0][VcW-1:0]   in_vc;
+  flit_t     [NumPorts-1:0]            in_flit;
+  logic      [NumPorts-1:0][NumVc-1:0] in_full;
+  logic      [NumPorts-1:0]            cr_valid;
+  logic      [NumPorts-1:0][VcW-1:0]   cr_vc;
+  logic      [NumPorts-1:0]            req, gnt, in_empty;
+  ici_port_e [NumPorts-1:0]            req_port;
+  logic      [VcW-1:0]                 req_vc[NumPorts];
+  flit_t                               req_flit[NumPorts];
+  logic      [NumVc-1:0][StatW-1:0]    st_in[NumPorts], st_stall[NumPorts], st_out[NumPorts];
+  logic      [NumPorts-1:0][NumVc-1:0] ovc_free, ovc_credit;
+  logic      [NumPorts-1:0]            all_credits;
+
+  // Local input: a packet goes to the VC its destination hashes to (deterministic, so a
+  // source/destination pair stays in order), chosen at the head and kept to the tail.
+  logic [VcW-1:0] inj_vc, inj_vc_q, inj_vc_d;
+  logic           inj_mid_q, inj_mid_d;  // between an accepted head and its tail
+  always_comb begin : p_inj_vc
+    inj_vc = inj_mid_q ? inj_vc_q :
+             VcW'(dst_hash(hdr_dst(inj_flit_i.data[DstW-1:0])) % NumVc);
+  end
+  assign inj_ready_o = !in_full[0][inj_vc];
+  always_comb begin
+    inj_vc_d = inj_vc_q;
+    inj_mid_d = inj_mid_q;
+    if (inj_valid_i && inj_ready_o) begin
+      inj_vc_d = inj_vc;
+      inj_mid_d = !inj_flit_i.tail;
+    end
+  end
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      inj_vc_q <= '0;
+      inj_mid_q <= 1'b0;
+    end else begin
+      inj_vc_q <= inj_vc_d;
+      inj_mid_q <= inj_mid_d;
+    end
+  end
+
+  assign in_valid[0] = inj_valid_i && inj_ready_o;
+  assign in_vc[0] = inj_vc;
+  assign in_flit[0] = inj_flit_i;
+  for (genvar d = 0; d < NumDirs; d++) begin : gen_rx
+    assign in_valid[d+1] = rx_valid_i[d];
+    assign in_vc[d+1] = rx_vc_i[d];
+    assign in_flit[d+1] = rx_flit_i[d];
+    assign rx_cr_valid_o[d] = cr_valid[d+1];
+    assign rx_cr_vc_o[d] = cr_vc[d+1];
+  end
+
+  for (genvar p = 0; p < NumPorts; p++) begin : gen_in
+    tpu_ici_input #(
+      .flit_t(flit_t),
+      .NumVc (NumVc),
+      .Depth (Depth)
+    ) i_input (
+      .clk_i       (clk_i),
+      .rst_ni      (rst_ni),
+      .me_i        (me_q),
+      .topo_i      (topo_q),
+      .in_valid_i  (in_valid[p]),
+      .in_vc_i     (in_vc[p]),
+      .in_flit_i   (in_flit[p]),
+      .full_o      (in_full[p]),
+      .cr_valid_o  (cr_valid[p]),
+      .cr_vc_o     (cr_vc[p]),
+      .ovc_free_i  (ovc_free),
+      .ovc_credit_i(ovc_credit),
+      .req_o       (req[p]),
+      .req_port_o  (req_port[p]),
+      .req_vc_o    (req_vc[p]),
+      .req_flit_o  (req_flit[p]),
+      .gnt_i       (gnt[p]),
+      .st_in_o     (st_in[p]),
+      .st_stall_o  (st_stall[p]),
+      .empty_o     (in_empty[p])
+    );
+  end
+
+  // ---- Allocation and crossbar ----
+  logic  [NumPorts-1:0]            out_valid;
+  logic  [NumPorts-1:0][PortW-1:0] out_sel;
+  flit_t                           out_flit[NumPorts];
+  logic  [VcW-1:0]                 out_vc[NumPorts];
+
+  tpu_ici_swalloc i_swalloc (
+    .clk_i      (clk_i),
+    .rst_ni     (rst_ni),
+    .req_i      (req),
+    .req_port_i (req_port),
+    .gnt_o      (gnt),
+    .out_valid_o(out_valid),
+    .out_sel_o  (out_sel)
+  );
+
+  tpu_ici_xbar #(
+    .flit_t(flit_t),
+    .VcW   (VcW)
+  ) i_xbar (
+    .in_flit_i (req_flit),
+    .in_vc_i   (req_vc),
+    .sel_i     (out_sel),
+    .out_flit_o(out_flit),
+    .out_vc_o  (out_vc)
+  );
+
+  // ---- Output side ----
+  logic [NumPorts-1:0]          ocr_valid;
+  logic [NumPorts-1:0][VcW-1:0] ocr_vc;
+  logic                         ej_empty, ej_pop;
+
+  for (genvar o = 0; o < NumPorts; o++) begin : gen_out
+    tpu_ici_output #(
+      .NumVc  (NumVc),
+      .Credits((o == 0) ? EjectDepth : Depth)
+    ) i_output (
+      .clk_i        (clk_i),
+      .rst_ni       (rst_ni),
+      .send_i       (out_valid[o]),
+      .send_vc_i    (out_vc[o]),
+      .send_head_i  (out_flit[o].head),
+      .send_tail_i  (out_flit[o].tail),
+      .cr_valid_i   (ocr_valid[o]),
+      .cr_vc_i      (ocr_vc[o]),
+      .free_o       (ovc_free[o]),
+      .credit_o     (ovc_credit[o]),
+      .st_out_o     (st_out[o]),
+      .all_credits_o(all_credits[o])
+    );
+  end
+
+  for (genvar d = 0; d < NumDirs; d++) begin : gen_tx
+    assign tx_valid_o[d] = out_valid[d+1];
+    assign tx_vc_o[d] = out_vc[d+1];
+    assign tx_flit_o[d] = out_flit[d+1];
+    assign ocr_valid[d+1] = tx_cr_valid_i[d];
+    assign ocr_vc[d+1] = tx_cr_vc_i[d];
+  end
+
+  // Ejection: the local output's "downstream buffer" is this FIFO; a pop returns its credit.
+  logic ej_full;
+  logic [$clog2(EjectDepth+1)-1:0] unused_ej_count;
+  tpu_fifo #(
+    .data_t(flit_t),
+    .Depth (EjectDepth)
+  ) i_eject (
+    .clk_i  (clk_i),
+    .rst_ni (rst_ni),
+    .push_i (out_valid[0]),
+    .data_i (out_flit[0]),
+    .pop_i  (ej_pop),
+    .data_o (ej_flit_o),
+    .empty_o(ej_empty),
+    .full_o (ej_full),
+    .count_o(unused_ej_count)
+  );
+  assign ej_valid_o = !ej_empty;
+  assign ej_pop = ej_valid_o && ej_ready_i;
+  assign ocr_valid[0] = ej_pop;
+  assign ocr_vc[0] = '0;
+
+  // ---- Statistics and status ----
+  always_comb begin
+    stat_o = '0;
+    if (32'(stat_port_i) < NumPorts && 32'(stat_vc_i) < NumVc) begin
+      unique case (stat_sel_i)
+        ICI_ST_FLITS_IN:  stat_o = st_in[stat_port_i][stat_vc_i];
+        ICI_ST_FLITS_OUT: stat_o = st_out[stat_port_i][stat_vc_i];
+        ICI_ST_STALL:     stat_o = st_stall[stat_port_i][stat_vc_i];
+        default:          stat_o = '0;
+      endcase
+    end
+  end
+  assign idle_o = (&in_empty) && ej_empty && inj_mid_q == 1'b0;
+
+  assign credits_full_o = &all_credits;
+
+  logic unused_ok;
+  assign unused_ok = ^{cr_valid[0], cr_vc[0], in_full[NumPorts-1:1],
+                       ej_full, unused_ej_count};
+
+  // ---- Assertions ----
+  // Local port: valid held and payload stable until the handshake, on both sides.
+  a_inj_stable: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      inj_valid_i && !inj_ready_o |=> inj_valid_i && $stable(inj_flit_i))
+  else $error("tpu_ici_router: injected flit dropped or changed while not ready");
+  a_ej_stable: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      ej_valid_o && !ej_ready_i |=> ej_valid_o && $stable(ej_flit_o))
+  else $error("tpu_ici_router: ejected flit dropped or changed while not ready");
+  // Injection framing: a head only between packets, a body flit only inside one.
+  a_inj_framing: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      inj_valid_i |-> (inj_flit_i.head == !inj_mid_q))
+  else $error("tpu_ici_router: injected packet framing broken (head/tail)");
+  // Ejection never overflows: the local output spends a credit per flit into the FIFO.
+  a_eject_no_overflow: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      out_valid[0] |-> !ej_full || ej_pop)
+  else $error("tpu_ici_router: ejection FIFO overflow");
+
+endmodule

@@ -1,0 +1,155 @@
+#include "traffic.h"
+
+#include <cstdio>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include "ici_net.h"
+#include "ici_traffic.h"
+#include "json.h"
+
+namespace tpu {
+
+const char* kTrafficUsage =
+    "usage: tpusim traffic [options]\n"
+    "  --topology X[xY[xZ]]  nodes per dimension (default 4x4)\n"
+    "  --mesh                no wrap-around links (default: torus)\n"
+    "  --pattern P           uniform|transpose|neighbor|tornado (default uniform)\n"
+    "  --rate R              offered flits/node/cycle, 0 < R <= 1 (default 0.3)\n"
+    "  --length L            packet flits: 1|4|mixed (default 1)\n"
+    "  --cycles N            measured cycles after 1000 warm-up cycles (default 4000)\n"
+    "  --link-latency C      cycles per link (default 1)\n"
+    "  --seed S              traffic seed (default 1)\n"
+    "  --json FILE           write the JSON report\n";
+
+namespace {
+
+unsigned to_uint(const std::string& flag, const std::string& v, unsigned lo, unsigned hi) {
+  std::size_t pos = 0;
+  unsigned long x = 0;
+  try {
+    x = std::stoul(v, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  if (pos != v.size() || v.empty() || v[0] == '-' || x < lo || x > hi)
+    throw std::invalid_argument(flag + " " + v + ": must be an integer from " +
+                                std::to_string(lo) + " to " + std::to_string(hi));
+  return static_cast<unsigned>(x);
+}
+
+}  // namespace
+
+int cmd_traffic(const std::vector<std::string>& args) {
+  std::map<std::string, std::string> opt;
+  const std::vector<std::string> valued = {"--topology", "--pattern",      "--rate", "--length",
+                                           "--cycles",   "--link-latency", "--seed", "--json"};
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--mesh") {
+      opt[a] = "1";
+      continue;
+    }
+    bool known = false;
+    for (const auto& v : valued) known = known || v == a;
+    if (!known) throw std::invalid_argument("unknown option '" + a + "'\n" + kTrafficUsage);
+    if (i + 1 >= args.size()) throw std::invalid_argument(a + " needs a value");
+    opt[a] = args[++i];
+  }
+  auto get = [&](const char* k, const char* d) { return opt.count(k) ? opt[k] : std::string(d); };
+
+  IciTopology topo;
+  {
+    const std::string t = get("--topology", "4x4");
+    std::array<unsigned, 3> k{1, 1, 1};
+    std::size_t start = 0, dim = 0;
+    while (true) {
+      const std::size_t x = t.find('x', start);
+      if (dim == 3) throw std::invalid_argument("--topology " + t + ": at most 3 dimensions");
+      k[dim++] = to_uint("--topology", t.substr(start, x - start), 1, 8);
+      if (x == std::string::npos) break;
+      start = x + 1;
+    }
+    topo.k = k;
+    const bool wrap = !opt.count("--mesh");
+    topo.wrap = {wrap, wrap, wrap};
+  }
+  topo.link_latency = to_uint("--link-latency", get("--link-latency", "1"), 1, 1000);
+  topo.validate();  // names the rule: more nodes than the model was built with, latency, ...
+
+  IciTrafficConfig cfg;
+  const std::string pattern = get("--pattern", "uniform");
+  if (pattern == "uniform") cfg.pattern = IciPattern::kUniform;
+  else if (pattern == "transpose") cfg.pattern = IciPattern::kTranspose;
+  else if (pattern == "neighbor") cfg.pattern = IciPattern::kNeighbor;
+  else if (pattern == "tornado") cfg.pattern = IciPattern::kTornado;
+  else throw std::invalid_argument("--pattern " + pattern +
+                                   ": must be uniform, transpose, neighbor or tornado");
+  const std::string len = get("--length", "1");
+  if (len == "1") cfg.length = IciLength::kOne;
+  else if (len == "4") cfg.length = IciLength::kFour;
+  else if (len == "mixed") cfg.length = IciLength::kMixed;
+  else throw std::invalid_argument("--length " + len + ": must be 1, 4 or mixed");
+  {
+    const std::string r = get("--rate", "0.3");
+    std::size_t pos = 0;
+    double x = -1;
+    try {
+      x = std::stod(r, &pos);
+    } catch (const std::exception&) {
+      pos = 0;
+    }
+    if (pos != r.size() || !(x > 0.0 && x <= 1.0))
+      throw std::invalid_argument("--rate " + r + ": must be a number in (0, 1]");
+    cfg.rate = x;
+  }
+  cfg.seed = to_uint("--seed", get("--seed", "1"), 0, 0x7fffffff);
+  const uint64_t cycles = to_uint("--cycles", get("--cycles", "4000"), 1, 100000000);
+
+  std::fprintf(stderr, "[tpusim] traffic: %s, %s, %s flits, offered %.3f, %llu cycles\n",
+               topo.name().c_str(), pattern.c_str(), len.c_str(), cfg.rate,
+               static_cast<unsigned long long>(cycles));
+  IciNet net(topo);
+  IciScoreboard sb(net);
+  const IciRunStats st = ici_run(net, sb, cfg, 1000, cycles, 100000 + 10 * cycles);
+  const bool ok = st.completed && sb.errors().empty();
+
+  Json rep = Json::object();
+  rep.set("tool", "tpusim").set("command", "traffic").set("topology", topo.name());
+  rep.set("pattern", pattern).set("length", len).set("link_latency", topo.link_latency);
+  rep.set("offered_rate", cfg.rate).set("measured_cycles", st.cycles);
+  rep.set("offered", st.offered).set("accepted", st.accepted);
+  rep.set("avg_latency", st.avg_latency).set("avg_net_latency", st.avg_net_latency);
+  rep.set("max_latency", st.max_latency).set("packets", st.packets);
+  rep.set("delivered_checked", sb.checked()).set("sent", sb.sent());
+  rep.set("verdict", ok ? "pass" : "fail");
+  Json errs = Json::array();
+  if (!st.error.empty()) errs.push_back(st.error);
+  for (const auto& e : sb.errors()) errs.push_back(e);
+  rep["errors"] = std::move(errs);
+  if (opt.count("--json")) {
+    FILE* f = std::fopen(opt["--json"].c_str(), "w");
+    if (!f) throw std::invalid_argument(opt["--json"] + ": cannot open the report for writing");
+    const std::string text = rep.dump(2) + "\n";
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  }
+  std::printf("traffic on %s: %s, %s-flit packets, offered %.3f flits/node/cycle\n",
+              topo.name().c_str(), pattern.c_str(), len.c_str(), st.offered);
+  std::printf("  accepted %.3f flits/node/cycle, latency mean %.2f (network %.2f), max %llu "
+              "cycles, %llu packets\n",
+              st.accepted, st.avg_latency, st.avg_net_latency,
+              static_cast<unsigned long long>(st.max_latency),
+              static_cast<unsigned long long>(st.packets));
+  std::printf("  delivery check: %s (%llu of %llu packets delivered once, in order, intact)\n",
+              ok ? "PASS" : "FAIL", static_cast<unsigned long long>(sb.checked()),
+              static_cast<unsigned long long>(sb.sent()));
+  if (!ok) {
+    if (!st.error.empty()) std::printf("  %s\n", st.error.c_str());
+    for (const auto& e : sb.errors()) std::printf("  %s\n", e.c_str());
+  }
+  return ok ? 0 : 1;
+}
+
+}  // namespace tpu
