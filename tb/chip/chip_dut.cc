@@ -1,7 +1,6 @@
 #include "chip_dut.h"
 
-#include <verilated.h>
-#include <verilated_fst_c.h>
+#include "verilated_model.h"
 
 #include <cstring>
 
@@ -23,21 +22,9 @@ template <class VTop>
 class ChipDutImpl final : public ChipDut {
  public:
   ChipDutImpl(std::string variant, ChipShape shape)
-      : variant_(std::move(variant)), shape_(shape), ctx_(new VerilatedContext) {
-    ctx_->fatalOnError(false);  // a failed assertion becomes a ChipRtlError
-    ctx_->traceEverOn(true);
-    use_context();
-    top_.reset(new VTop(ctx_.get(), "TOP"));
-    top_->clk_i = 0;
-    top_->rst_ni = 1;
+      : variant_(std::move(variant)), shape_(shape) {
+    m_->rst_ni = 1;
     configure(HbmConfig{});
-  }
-
-  ~ChipDutImpl() override {
-    use_context();
-    if (fst_) fst_->close();
-    top_->final();
-    top_.reset();
   }
 
   const std::string& variant() const override { return variant_; }
@@ -45,120 +32,90 @@ class ChipDutImpl final : public ChipDut {
 
   void configure(const HbmConfig& h) override {
     const HbmTiming& t = h.timing;
-    top_->t_cl_i = static_cast<uint16_t>(t.cl);
-    top_->t_cwl_i = static_cast<uint16_t>(t.cwl);
-    top_->t_rcd_i = static_cast<uint16_t>(t.rcd);
-    top_->t_rp_i = static_cast<uint16_t>(t.rp);
-    top_->t_ras_i = static_cast<uint16_t>(t.ras);
-    top_->t_rc_i = static_cast<uint16_t>(t.rc);
-    top_->t_ccd_s_i = static_cast<uint16_t>(t.ccd_s);
-    top_->t_ccd_l_i = static_cast<uint16_t>(t.ccd_l);
-    top_->t_rrd_s_i = static_cast<uint16_t>(t.rrd_s);
-    top_->t_rrd_l_i = static_cast<uint16_t>(t.rrd_l);
-    top_->t_faw_i = static_cast<uint16_t>(t.faw);
-    top_->t_wr_i = static_cast<uint16_t>(t.wr);
-    top_->t_wtr_s_i = static_cast<uint16_t>(t.wtr_s);
-    top_->t_wtr_l_i = static_cast<uint16_t>(t.wtr_l);
-    top_->t_rtp_i = static_cast<uint16_t>(t.rtp);
-    top_->t_rfc_i = static_cast<uint16_t>(t.rfc);
-    top_->t_refi_i = static_cast<uint16_t>(t.refi);
-    top_->addr_map_i = static_cast<uint8_t>(h.ctrl.addr_map);
-    top_->starve_cap_i = static_cast<uint16_t>(h.ctrl.starve_cap);
-    top_->wr_hi_i = static_cast<uint8_t>(h.ctrl.wr_hi);
-    top_->wr_lo_i = static_cast<uint8_t>(h.ctrl.wr_lo);
+    m_->t_cl_i = static_cast<uint16_t>(t.cl);
+    m_->t_cwl_i = static_cast<uint16_t>(t.cwl);
+    m_->t_rcd_i = static_cast<uint16_t>(t.rcd);
+    m_->t_rp_i = static_cast<uint16_t>(t.rp);
+    m_->t_ras_i = static_cast<uint16_t>(t.ras);
+    m_->t_rc_i = static_cast<uint16_t>(t.rc);
+    m_->t_ccd_s_i = static_cast<uint16_t>(t.ccd_s);
+    m_->t_ccd_l_i = static_cast<uint16_t>(t.ccd_l);
+    m_->t_rrd_s_i = static_cast<uint16_t>(t.rrd_s);
+    m_->t_rrd_l_i = static_cast<uint16_t>(t.rrd_l);
+    m_->t_faw_i = static_cast<uint16_t>(t.faw);
+    m_->t_wr_i = static_cast<uint16_t>(t.wr);
+    m_->t_wtr_s_i = static_cast<uint16_t>(t.wtr_s);
+    m_->t_wtr_l_i = static_cast<uint16_t>(t.wtr_l);
+    m_->t_rtp_i = static_cast<uint16_t>(t.rtp);
+    m_->t_rfc_i = static_cast<uint16_t>(t.rfc);
+    m_->t_refi_i = static_cast<uint16_t>(t.refi);
+    m_->addr_map_i = static_cast<uint8_t>(h.ctrl.addr_map);
+    m_->starve_cap_i = static_cast<uint16_t>(h.ctrl.starve_cap);
+    m_->wr_hi_i = static_cast<uint8_t>(h.ctrl.wr_hi);
+    m_->wr_lo_i = static_cast<uint8_t>(h.ctrl.wr_lo);
     reset(4);
   }
 
   void set_cmd(bool valid, const uint32_t words[4]) override {
-    top_->cmd_valid_i = valid;
+    m_->cmd_valid_i = valid;
     if (words)
-      for (int i = 0; i < 4; ++i) top_->cmd_i[i] = words[i];
+      for (int i = 0; i < 4; ++i) m_->cmd_i[i] = words[i];
   }
   void set_hm_req(bool valid, bool write, uint32_t addr, unsigned tag,
                   const uint8_t* data64) override {
-    top_->hm_req_valid_i = valid;
-    top_->hm_req_write_i = write;
-    top_->hm_req_addr_i = addr;
-    top_->hm_req_tag_i = static_cast<uint8_t>(tag & 0x7Fu);
-    if (data64) std::memcpy(top_->hm_req_data_i.data(), data64, 64);
+    m_->hm_req_valid_i = valid;
+    m_->hm_req_write_i = write;
+    m_->hm_req_addr_i = addr;
+    m_->hm_req_tag_i = static_cast<uint8_t>(tag & 0x7Fu);
+    if (data64) std::memcpy(m_->hm_req_data_i.data(), data64, 64);
   }
-  void set_hm_rsp_ready(bool ready) override { top_->hm_rsp_ready_i = ready; }
-  void set_clear(bool clear) override { top_->clear_i = clear; }
-  void set_stat_id(unsigned id) override { top_->stat_id_i = static_cast<uint8_t>(id); }
+  void set_hm_rsp_ready(bool ready) override { m_->hm_rsp_ready_i = ready; }
+  void set_clear(bool clear) override { m_->clear_i = clear; }
+  void set_stat_id(unsigned id) override { m_->stat_id_i = static_cast<uint8_t>(id); }
 
-  void eval() override {
-    use_context();
-    top_->eval();
-  }
+  void eval() override { m_.eval(); }
 
-  bool cmd_ready() const override { return top_->cmd_ready_o; }
-  bool hm_req_ready() const override { return top_->hm_req_ready_o; }
-  bool hm_rsp_valid() const override { return top_->hm_rsp_valid_o; }
-  bool hm_rsp_write() const override { return top_->hm_rsp_write_o; }
-  unsigned hm_rsp_tag() const override { return top_->hm_rsp_tag_o; }
+  bool cmd_ready() const override { return m_->cmd_ready_o; }
+  bool hm_req_ready() const override { return m_->hm_req_ready_o; }
+  bool hm_rsp_valid() const override { return m_->hm_rsp_valid_o; }
+  bool hm_rsp_write() const override { return m_->hm_rsp_write_o; }
+  unsigned hm_rsp_tag() const override { return m_->hm_rsp_tag_o; }
   void hm_rsp_data(uint8_t* data64) const override {
-    std::memcpy(data64, top_->hm_rsp_data_o.data(), 64);
+    std::memcpy(data64, m_->hm_rsp_data_o.data(), 64);
   }
-  bool busy() const override { return top_->busy_o; }
-  bool halted() const override { return top_->halted_o; }
-  unsigned err() const override { return top_->err_o; }
-  uint32_t err_cmd() const override { return top_->err_cmd_o; }
-  uint64_t stat() const override { return top_->stat_o; }
-  uint32_t hbm_violations() const override { return top_->viol_count_o; }
+  bool busy() const override { return m_->busy_o; }
+  bool halted() const override { return m_->halted_o; }
+  unsigned err() const override { return m_->err_o; }
+  uint32_t err_cmd() const override { return m_->err_cmd_o; }
+  uint64_t stat() const override { return m_->stat_o; }
+  uint32_t hbm_violations() const override { return m_->viol_count_o; }
 
   void tick() override {
-    use_context();
-    top_->clk_i = 1;
-    top_->eval();
-    ctx_->timeInc(1);
-    if (fst_) fst_->dump(ctx_->time());
-    top_->clk_i = 0;
-    top_->eval();
-    ctx_->timeInc(1);
-    if (fst_) fst_->dump(ctx_->time());
-    ++cycle_;
-    if (ctx_->gotError()) {
-      if (fst_) fst_->flush();
+    if (!m_.tick())
       throw ChipRtlError("chip " + variant_ + ": RTL assertion failed at cycle " +
-                         std::to_string(cycle_) + " (see the message above)");
-    }
+                         std::to_string(m_.cycle()) + " (see the message above)");
   }
 
   void reset(unsigned cycles) override {
-    use_context();
-    top_->cmd_valid_i = 0;
-    top_->hm_req_valid_i = 0;
-    top_->hm_rsp_ready_i = 1;
-    top_->clear_i = 0;
-    top_->rst_ni = 0;
-    top_->eval();
+    m_->cmd_valid_i = 0;
+    m_->hm_req_valid_i = 0;
+    m_->hm_rsp_ready_i = 1;
+    m_->clear_i = 0;
+    m_->rst_ni = 0;
+    m_.eval();
     for (unsigned c = 0; c < cycles; ++c) tick();
-    top_->rst_ni = 1;
-    top_->eval();
+    m_->rst_ni = 1;
+    m_.eval();
   }
 
-  uint64_t cycle() const override { return cycle_; }
+  uint64_t cycle() const override { return m_.cycle(); }
 
-  void open_waves(const std::string& path) override {
-    use_context();
-    fst_.reset(new VerilatedFstC);
-    top_->trace(fst_.get(), 99);
-    fst_->open(path.c_str());
-    if (!fst_->isOpen()) throw std::runtime_error(path + ": cannot open the wave file for writing");
-    fst_->dump(ctx_->time());
-  }
+  void open_waves(const std::string& path) override { m_.open_waves(path, "chip " + variant_); }
 
  private:
-  // Verilator 5.006: point the thread's context at this model before it runs or is destroyed,
-  // or teardown deadlocks with several models in one thread (see tb/mxu/mxu_dut_impl.h).
-  void use_context() { Verilated::threadContextp(ctx_.get()); }
-
   std::string variant_;
   ChipShape shape_;
-  std::unique_ptr<VerilatedContext> ctx_;
-  std::unique_ptr<VTop> top_;
-  std::unique_ptr<VerilatedFstC> fst_;
-  uint64_t cycle_ = 0;
+  VerilatedModel<VTop> m_;
 };
 
 }  // namespace

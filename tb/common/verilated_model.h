@@ -1,0 +1,96 @@
+// VerilatedModel<VTop>: one verilated model with a context of its own, clocked one cycle at a
+// time (rising, then falling edge), with an optional FST dump of every signal, and Verilator's
+// assertion failures reported to the caller instead of aborting. The block harnesses build on it.
+#pragma once
+
+#include <verilated.h>
+#include <verilated_fst_c.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace tpu {
+
+// kTraced: whether VTop was verilated with FST tracing (TRACE_FST).
+template <class VTop, bool kTraced = true>
+class VerilatedModel {
+ public:
+  VerilatedModel() : ctx_(new VerilatedContext) {
+    ctx_->fatalOnError(false);  // a failed assertion sets gotError(); tick() reports it
+    ctx_->traceEverOn(kTraced);
+    use_context();
+    top_.reset(new VTop(ctx_.get(), "TOP"));
+    top_->clk_i = 0;
+  }
+
+  ~VerilatedModel() {
+    use_context();
+    if (fst_) fst_->close();
+    top_->final();
+    top_.reset();
+  }
+
+  VerilatedModel(const VerilatedModel&) = delete;
+  VerilatedModel& operator=(const VerilatedModel&) = delete;
+
+  VTop* operator->() { return top_.get(); }
+  const VTop* operator->() const { return top_.get(); }
+
+  // Settles combinational logic after inputs change.
+  void eval() {
+    use_context();
+    top_->eval();
+  }
+
+  // One clock cycle. Returns false when an RTL assertion failed during it (the dump is
+  // flushed first, so the failure is in the waves).
+  bool tick() {
+    use_context();
+    top_->clk_i = 1;
+    top_->eval();
+    ctx_->timeInc(1);
+    if (fst_) fst_->dump(ctx_->time());
+    top_->clk_i = 0;
+    top_->eval();
+    ctx_->timeInc(1);
+    if (fst_) fst_->dump(ctx_->time());
+    ++cycle_;
+    if (ctx_->gotError()) {
+      if (fst_) fst_->flush();
+      return false;
+    }
+    return true;
+  }
+
+  uint64_t cycle() const { return cycle_; }
+
+  // Starts an FST dump of every signal; closed when the model is destroyed.
+  void open_waves(const std::string& path, const std::string& what) {
+    if constexpr (!kTraced) {
+      throw std::runtime_error(path + ": " + what +
+                               " is built without wave tracing; use a smaller variant for waves");
+    } else {
+      use_context();
+      fst_.reset(new VerilatedFstC);
+      top_->trace(fst_.get(), 99);
+      fst_->open(path.c_str());
+      if (!fst_->isOpen())
+        throw std::runtime_error(path + ": cannot open the wave file for writing");
+      fst_->dump(ctx_->time());
+    }
+  }
+
+ private:
+  // Verilator 5.006 reaches a model's context through a thread-local pointer in places (scope
+  // teardown, $stop counting); with several models in one thread (a test, a pod), point it at
+  // this model's context whenever this model runs, or teardown deadlocks.
+  void use_context() { Verilated::threadContextp(ctx_.get()); }
+
+  std::unique_ptr<VerilatedContext> ctx_;
+  std::unique_ptr<VTop> top_;
+  std::unique_ptr<VerilatedFstC> fst_;
+  uint64_t cycle_ = 0;
+};
+
+}  // namespace tpu
