@@ -1,5 +1,6 @@
 #include "chip_dut.h"
 
+#include "hbm_ports.h"
 #include "verilated_model.h"
 
 #include <cstring>
@@ -31,28 +32,7 @@ class ChipDutImpl final : public ChipDut {
   const ChipShape& shape() const override { return shape_; }
 
   void configure(const HbmConfig& h) override {
-    const HbmTiming& t = h.timing;
-    m_->t_cl_i = static_cast<uint16_t>(t.cl);
-    m_->t_cwl_i = static_cast<uint16_t>(t.cwl);
-    m_->t_rcd_i = static_cast<uint16_t>(t.rcd);
-    m_->t_rp_i = static_cast<uint16_t>(t.rp);
-    m_->t_ras_i = static_cast<uint16_t>(t.ras);
-    m_->t_rc_i = static_cast<uint16_t>(t.rc);
-    m_->t_ccd_s_i = static_cast<uint16_t>(t.ccd_s);
-    m_->t_ccd_l_i = static_cast<uint16_t>(t.ccd_l);
-    m_->t_rrd_s_i = static_cast<uint16_t>(t.rrd_s);
-    m_->t_rrd_l_i = static_cast<uint16_t>(t.rrd_l);
-    m_->t_faw_i = static_cast<uint16_t>(t.faw);
-    m_->t_wr_i = static_cast<uint16_t>(t.wr);
-    m_->t_wtr_s_i = static_cast<uint16_t>(t.wtr_s);
-    m_->t_wtr_l_i = static_cast<uint16_t>(t.wtr_l);
-    m_->t_rtp_i = static_cast<uint16_t>(t.rtp);
-    m_->t_rfc_i = static_cast<uint16_t>(t.rfc);
-    m_->t_refi_i = static_cast<uint16_t>(t.refi);
-    m_->addr_map_i = static_cast<uint8_t>(h.ctrl.addr_map);
-    m_->starve_cap_i = static_cast<uint16_t>(h.ctrl.starve_cap);
-    m_->wr_hi_i = static_cast<uint8_t>(h.ctrl.wr_hi);
-    m_->wr_lo_i = static_cast<uint8_t>(h.ctrl.wr_lo);
+    drive_hbm_config_ports(m_.top(), h);
     reset(4);
   }
 

@@ -34,6 +34,7 @@ class VerilatedModel {
   VerilatedModel(const VerilatedModel&) = delete;
   VerilatedModel& operator=(const VerilatedModel&) = delete;
 
+  VTop& top() { return *top_; }
   VTop* operator->() { return top_.get(); }
   const VTop* operator->() const { return top_.get(); }
 

@@ -1,4 +1,5 @@
 #include "hbm_harness.h"
+#include "hbm_ports.h"
 
 #include <verilated.h>
 #include <verilated_fst_c.h>
@@ -128,28 +129,7 @@ HbmHarness::HbmHarness(const HbmConfig& cfg, const std::string& waves_path)
     if (!impl_->fst->isOpen()) throw std::runtime_error(waves_path + ": cannot open for writing");
   }
   auto& t = *impl_->top;
-  const HbmTiming& tm = cfg_.timing;
-  t.t_cl_i = static_cast<uint16_t>(tm.cl);
-  t.t_cwl_i = static_cast<uint16_t>(tm.cwl);
-  t.t_rcd_i = static_cast<uint16_t>(tm.rcd);
-  t.t_rp_i = static_cast<uint16_t>(tm.rp);
-  t.t_ras_i = static_cast<uint16_t>(tm.ras);
-  t.t_rc_i = static_cast<uint16_t>(tm.rc);
-  t.t_ccd_s_i = static_cast<uint16_t>(tm.ccd_s);
-  t.t_ccd_l_i = static_cast<uint16_t>(tm.ccd_l);
-  t.t_rrd_s_i = static_cast<uint16_t>(tm.rrd_s);
-  t.t_rrd_l_i = static_cast<uint16_t>(tm.rrd_l);
-  t.t_faw_i = static_cast<uint16_t>(tm.faw);
-  t.t_wr_i = static_cast<uint16_t>(tm.wr);
-  t.t_wtr_s_i = static_cast<uint16_t>(tm.wtr_s);
-  t.t_wtr_l_i = static_cast<uint16_t>(tm.wtr_l);
-  t.t_rtp_i = static_cast<uint16_t>(tm.rtp);
-  t.t_rfc_i = static_cast<uint16_t>(tm.rfc);
-  t.t_refi_i = static_cast<uint16_t>(tm.refi);
-  t.addr_map_i = static_cast<uint8_t>(cfg_.ctrl.addr_map);
-  t.starve_cap_i = static_cast<uint16_t>(cfg_.ctrl.starve_cap);
-  t.wr_hi_i = static_cast<uint8_t>(cfg_.ctrl.wr_hi);
-  t.wr_lo_i = static_cast<uint8_t>(cfg_.ctrl.wr_lo);
+  drive_hbm_config_ports(t, cfg_);
   t.req_valid_i = 0;
   t.rsp_ready_i = 1;
   t.dev_direct_i = 0;
