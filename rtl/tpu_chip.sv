@@ -169,6 +169,7 @@ module tpu_chip
     .ready_o       (dma_ready),
     .dir_i         (dma_dir_e'(head.flags[1:0])),
     .bf16_i        (head.flags[2]),
+    .tail_i        (head.flags[11:4]),
     .mem_row_i     (head.f1),
     .rows_i        (head.f2),
     .seg_bytes_i   (head.f3),

@@ -8,7 +8,10 @@
 // seg_bytes a multiple of the piece, and for writes to HBM whole 64-byte bursts.
 //   HBM -> VMEM: pieces that are contiguous within one 64-byte burst share one read request.
 //     Responses come back out of order; a tag table maps each to its rows. A response's first
-//     piece is written in the cycle it is taken, further pieces one per cycle.
+//     piece is written in the cycle it is taken, further pieces one per cycle. With tail_i != 0,
+//     the last piece of every segment keeps only its first tail_i lanes: the others are written
+//     as -0 (bf16 0x8000, f32 0x80000000), the neutral padding of a K tile (docs/isa.md), so an
+//     edge tile is padded on chip whatever the bytes beyond the matrix's columns hold.
 //   VMEM/AMEM -> HBM: one row read per cycle is packed into a burst buffer; a full burst is
 //     sent as a write request; the command completes when every write is acknowledged.
 // Throughput: one on-chip row per cycle (Lanes * 2 or Lanes * 4 bytes), NumTags requests in
@@ -32,6 +35,7 @@ module tpu_dma
   output logic                ready_o,
   input  dma_dir_e            dir_i,
   input  logic                bf16_i,
+  input  logic [7:0]          tail_i,
   input  logic [15:0]         mem_row_i,
   input  logic [15:0]         rows_i,
   input  logic [15:0]         seg_bytes_i,
@@ -56,28 +60,34 @@ module tpu_dma
 );
 
   localparam int unsigned BurstW = HBM_BURST_BYTES * 8;
+  // Most pieces one burst can hold (bf16 pieces of 2 * Lanes bytes).
+  localparam int unsigned MaxPieces = (HBM_BURST_BYTES / (2 * Lanes) > 0) ?
+                                      HBM_BURST_BYTES / (2 * Lanes) : 1;
 
   typedef struct packed {
     logic [15:0] row0;  // first on-chip row of the response
     logic [5:0]  off0;  // byte offset of its piece in the burst
     logic [6:0]  cnt;   // pieces in the burst
+    logic [MaxPieces-1:0] last;  // piece i is the last of its segment (tail fill applies)
   } tag_ent_t;
 
   // ---- Command registers and the walker over the HBM region ----
   logic        active_q, active_d;
   dma_dir_e    dir_q, dir_d;
   logic        bf16_q, bf16_d;
+  logic [7:0]  tail_q, tail_d;
   logic [15:0] seg_left_q, seg_left_d, off_q, off_d, seg_bytes_q, seg_bytes_d;
   logic [15:0] mrow_q, mrow_d;
   logic [31:0] seg_addr_q, seg_addr_d, stride_q, stride_d;
 
   logic [31:0] pbytes, pa;
-  logic        walker_has, is_read, absorb, done;
+  logic        walker_has, is_read, absorb, done, seg_end;
 
   assign pbytes     = bf16_q ? 32'(2 * Lanes) : 32'(4 * Lanes);
   assign pa         = seg_addr_q + 32'(off_q);
   assign walker_has = active_q && (seg_left_q != '0);
   assign is_read    = (dir_q == DmaHbmToVmem);
+  assign seg_end    = 32'(off_q) + pbytes >= 32'(seg_bytes_q);
 
   // ---- Tags ----
   logic [NumTags-1:0] tag_busy_q, tag_busy_d;
@@ -94,6 +104,7 @@ module tpu_dma
   logic [15:0] pend_row0_q, pend_row0_d;
   logic [5:0]  pend_off0_q, pend_off0_d;
   logic [6:0]  pend_cnt_q, pend_cnt_d;
+  logic [MaxPieces-1:0] pend_last_q, pend_last_d;
   logic        can_merge;
 
   assign can_merge = pend_valid_q && walker_has && (pa == pend_next_q) &&
@@ -135,11 +146,13 @@ module tpu_dma
   logic [15:0]       unp_row_q, unp_row_d;
   logic [5:0]        unp_off_q, unp_off_d;
   logic [BurstW-1:0] unp_data_q, unp_data_d;
+  logic [MaxPieces-1:0] unp_last_q, unp_last_d;
   logic              rsp_fire;
   tag_ent_t          rsp_ent;
   logic [TagW-1:0]   rsp_tag;
   logic [BurstW-1:0] wr_src;
   logic [5:0]        wr_off;
+  logic              wr_last;
 
   assign unp_busy    = unp_cnt_q != '0;
   assign rsp_ready_o = !unp_busy;
@@ -154,19 +167,23 @@ module tpu_dma
     wr_addr_o = MemAddrW'(unp_row_q);
     wr_src    = unp_data_q;
     wr_off    = unp_off_q;
+    wr_last   = unp_last_q[0];
     if (rsp_fire && !rsp_i.write) begin
       vmem_we_o = 1'b1;
       wr_addr_o = MemAddrW'(rsp_ent.row0);
       wr_src    = rsp_i.data;
       wr_off    = rsp_ent.off0;
+      wr_last   = rsp_ent.last[0];
     end else if (unp_busy) begin
       vmem_we_o = 1'b1;
     end
     sh = wr_src >> (32'(wr_off) * 8);
     wr_data_o = '0;
     for (int unsigned l = 0; l < Lanes; l++) begin
-      if (bf16_q) wr_data_o[32*l +: 32] = {16'h0000, sh[16*l +: 16]};
-      else        wr_data_o[32*l +: 32] = sh[32*l +: 32];
+      if (wr_last && tail_q != '0 && l >= 32'(tail_q))
+        wr_data_o[32*l +: 32] = bf16_q ? 32'h0000_8000 : 32'h8000_0000;
+      else if (bf16_q) wr_data_o[32*l +: 32] = {16'h0000, sh[16*l +: 16]};
+      else             wr_data_o[32*l +: 32] = sh[32*l +: 32];
     end
   end
 
@@ -203,6 +220,7 @@ module tpu_dma
     active_d     = active_q;
     dir_d        = dir_q;
     bf16_d       = bf16_q;
+    tail_d       = tail_q;
     seg_left_d   = seg_left_q;
     off_d        = off_q;
     seg_bytes_d  = seg_bytes_q;
@@ -218,6 +236,7 @@ module tpu_dma
     pend_row0_d  = pend_row0_q;
     pend_off0_d  = pend_off0_q;
     pend_cnt_d   = pend_cnt_q;
+    pend_last_d  = pend_last_q;
     sreq_valid_d = sreq_valid_q;
     sreq_addr_d  = sreq_addr_q;
     sreq_data_d  = sreq_data_q;
@@ -226,11 +245,13 @@ module tpu_dma
     unp_row_d    = unp_row_q;
     unp_off_d    = unp_off_q;
     unp_data_d   = unp_data_q;
+    unp_last_d   = unp_last_q;
 
     if (start_i && !active_q) begin
       active_d    = 1'b1;
       dir_d       = dir_i;
       bf16_d      = bf16_i;
+      tail_d      = tail_i;
       seg_left_d  = rows_i;
       off_d       = '0;
       seg_bytes_d = seg_bytes_i;
@@ -243,7 +264,8 @@ module tpu_dma
     // request sent
     if (send) begin
       tag_busy_d[next_tag_q] = 1'b1;
-      tag_tab_d[next_tag_q]  = '{row0: pend_row0_q, off0: pend_off0_q, cnt: pend_cnt_q};
+      tag_tab_d[next_tag_q]  = '{row0: pend_row0_q, off0: pend_off0_q, cnt: pend_cnt_q,
+                                 last: pend_last_q};
       next_tag_d             = (32'(next_tag_q) == NumTags - 1) ? '0 : next_tag_q + 1'b1;
       if (is_read) pend_valid_d = 1'b0;
       else         sreq_valid_d = 1'b0;
@@ -254,12 +276,14 @@ module tpu_dma
       if (is_read) begin
         if (can_merge) begin
           pend_cnt_d = pend_cnt_q + 1'b1;
+          pend_last_d = pend_last_q | (MaxPieces'(seg_end) << pend_cnt_q);
         end else begin
           pend_valid_d = 1'b1;
           pend_addr_d  = {pa[31:6], 6'b0};
           pend_row0_d  = mrow_q;
           pend_off0_d  = pa[5:0];
           pend_cnt_d   = 7'd1;
+          pend_last_d  = MaxPieces'(seg_end);
         end
         pend_next_d = pa + pbytes;
       end else begin
@@ -271,7 +295,7 @@ module tpu_dma
         end
       end
       mrow_d = mrow_q + 1'b1;
-      if (32'(off_q) + pbytes >= 32'(seg_bytes_q)) begin
+      if (seg_end) begin
         off_d      = '0;
         seg_addr_d = seg_addr_q + stride_q;
         seg_left_d = seg_left_q - 1'b1;
@@ -288,9 +312,11 @@ module tpu_dma
         unp_row_d  = rsp_ent.row0 + 1'b1;
         unp_off_d  = rsp_ent.off0 + 6'(pbytes);
         unp_data_d = rsp_i.data;
+        unp_last_d = rsp_ent.last >> 1;
       end
     end else if (unp_busy) begin
-      unp_cnt_d = unp_cnt_q - 1'b1;
+      unp_cnt_d  = unp_cnt_q - 1'b1;
+      unp_last_d = unp_last_q >> 1;
       unp_row_d = unp_row_q + 1'b1;
       unp_off_d = unp_off_q + 6'(pbytes);
     end
@@ -301,6 +327,7 @@ module tpu_dma
       active_q     <= 1'b0;
       dir_q        <= DmaHbmToVmem;
       bf16_q       <= 1'b0;
+      tail_q       <= '0;
       seg_left_q   <= '0;
       off_q        <= '0;
       seg_bytes_q  <= '0;
@@ -315,6 +342,7 @@ module tpu_dma
       pend_row0_q  <= '0;
       pend_off0_q  <= '0;
       pend_cnt_q   <= '0;
+      pend_last_q  <= '0;
       sreq_valid_q <= 1'b0;
       sreq_addr_q  <= '0;
       sreq_data_q  <= '0;
@@ -323,11 +351,13 @@ module tpu_dma
       unp_row_q    <= '0;
       unp_off_q    <= '0;
       unp_data_q   <= '0;
+      unp_last_q   <= '0;
       for (int unsigned t = 0; t < NumTags; t++) tag_tab_q[t] <= '0;
     end else begin
       active_q     <= active_d;
       dir_q        <= dir_d;
       bf16_q       <= bf16_d;
+      tail_q       <= tail_d;
       seg_left_q   <= seg_left_d;
       off_q        <= off_d;
       seg_bytes_q  <= seg_bytes_d;
@@ -342,6 +372,7 @@ module tpu_dma
       pend_row0_q  <= pend_row0_d;
       pend_off0_q  <= pend_off0_d;
       pend_cnt_q   <= pend_cnt_d;
+      pend_last_q  <= pend_last_d;
       sreq_valid_q <= sreq_valid_d;
       sreq_addr_q  <= sreq_addr_d;
       sreq_data_q  <= sreq_data_d;
@@ -350,6 +381,7 @@ module tpu_dma
       unp_row_q    <= unp_row_d;
       unp_off_q    <= unp_off_d;
       unp_data_q   <= unp_data_d;
+      unp_last_q   <= unp_last_d;
       for (int unsigned t = 0; t < NumTags; t++) tag_tab_q[t] <= tag_tab_d[t];
     end
   end

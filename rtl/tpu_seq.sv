@@ -145,7 +145,8 @@ module tpu_seq
     unique case (head.op)
       OpNop, OpFence, OpHalt: ;
       OpDma: begin
-        if (dir == DmaReserved || head.f2 == '0 || head.f3 == '0) begin
+        if (dir == DmaReserved || head.f2 == '0 || head.f3 == '0 ||
+            32'(head.flags[11:4]) >= Lanes || (head.flags[11:4] != '0 && dir != DmaHbmToVmem)) begin
           chk = ErrBadField;
         end else if (((head.w2 | head.w3 | 32'(head.f3)) & (piece - 32'd1)) != '0 ||
                      (wr_hbm && ((head.w2 | head.w3 | 32'(head.f3)) & 32'd63) != '0)) begin

@@ -47,6 +47,60 @@ uint64_t ChipDriver::alloc(uint64_t bytes) {
   return at;
 }
 
+void ChipDriver::release(uint64_t mark) {
+  if (mark > next_free_) throw std::invalid_argument("release: mark beyond the allocated HBM");
+  next_free_ = mark;
+  if (zeros_.addr >= mark) zeros_ = HbmMatrix{};
+}
+
+HbmMatrix ChipDriver::alloc_matrix(std::size_t rows, std::size_t cols, Dtype dtype) {
+  if (rows == 0 || cols == 0) throw std::invalid_argument("alloc_matrix: rows and cols must be >= 1");
+  HbmMatrix m;
+  m.rows = rows;
+  m.cols = cols;
+  m.dtype = dtype;
+  m.pitch = round_up(cols, std::max<uint64_t>(shape().cols, kBurst / dtype_bytes(dtype)));
+  m.addr = alloc(m.bytes());
+  return m;
+}
+
+namespace {
+void write_padded(ChipDriver& d, const HbmMatrix& m, const void* data, std::size_t n,
+                  std::size_t esize, const char* type) {
+  if (m.esize() != esize)
+    throw std::invalid_argument(std::string("write_matrix: the matrix is not ") + type);
+  if (n != m.rows * m.cols)
+    throw std::invalid_argument("write_matrix: " + std::to_string(n) + " values for a " +
+                                std::to_string(m.rows) + " x " + std::to_string(m.cols) + " matrix");
+  std::vector<uint8_t> buf(m.bytes(), 0);
+  for (std::size_t i = 0; i < m.rows; ++i)
+    std::memcpy(buf.data() + i * m.pitch * esize,
+                static_cast<const uint8_t*>(data) + i * m.cols * esize, m.cols * esize);
+  d.write(m.addr, buf.data(), buf.size());
+}
+}  // namespace
+
+void ChipDriver::write_matrix(const HbmMatrix& m, const std::vector<bf16_t>& data) {
+  write_padded(*this, m, data.data(), data.size(), 2, "bf16");
+}
+
+void ChipDriver::write_matrix(const HbmMatrix& m, const std::vector<float>& data) {
+  write_padded(*this, m, data.data(), data.size(), 4, "f32");
+}
+
+std::vector<uint32_t> ChipDriver::read_matrix(const HbmMatrix& m) {
+  std::vector<uint8_t> buf(m.bytes());
+  read(m.addr, buf.data(), buf.size());
+  std::vector<uint32_t> out(m.rows * m.cols);
+  for (std::size_t i = 0; i < m.rows; ++i)
+    for (std::size_t j = 0; j < m.cols; ++j) {
+      uint32_t v = 0;
+      std::memcpy(&v, buf.data() + (i * m.pitch + j) * m.esize(), m.esize());
+      out[i * m.cols + j] = v;
+    }
+  return out;
+}
+
 void ChipDriver::host_bursts(const std::vector<uint64_t>& addrs, std::vector<uint8_t>* data,
                              bool write) {
   ChipDut& d = *dut_;
@@ -172,6 +226,29 @@ ProgramResult ChipDriver::run(const std::vector<ChipCmd>& prog, bool throw_on_er
   return r;
 }
 
+namespace {
+void check_matrix(const HbmMatrix& m, const char* name, Dtype want, const ChipShape& s) {
+  const std::string n = std::string("matmul: ") + name;
+  if (m.dtype != want)
+    throw std::invalid_argument(n + " must be " + (want == Dtype::kBf16 ? "bf16" : "f32"));
+  if (m.rows == 0 || m.cols == 0) throw std::invalid_argument(n + " is empty");
+  const uint64_t unit = std::max<uint64_t>(s.cols, kBurst / m.esize());
+  if (m.pitch < m.cols || m.pitch % unit != 0)
+    throw std::invalid_argument(n + ": pitch " + std::to_string(m.pitch) + " must be >= cols (" +
+                                std::to_string(m.cols) + ") and a multiple of " +
+                                std::to_string(unit) + " elements (lanes and 64-byte bursts)");
+  if (m.addr % kBurst != 0)
+    throw std::invalid_argument(n + ": address " + std::to_string(m.addr) +
+                                " is not 64-byte aligned");
+  if (m.addr + m.bytes() > s.hbm_bytes)
+    throw std::invalid_argument(n + " ends beyond the HBM capacity (" +
+                                std::to_string(s.hbm_bytes) + " bytes)");
+}
+bool overlap(const HbmMatrix& x, const HbmMatrix& y) {
+  return x.addr < y.addr + y.bytes() && y.addr < x.addr + x.bytes();
+}
+}  // namespace
+
 MatmulRun ChipDriver::matmul(const std::vector<bf16_t>& a, const std::vector<bf16_t>& w,
                              std::size_t M, std::size_t K, std::size_t N,
                              const MatmulOptions& opt) {
@@ -180,12 +257,64 @@ MatmulRun ChipDriver::matmul(const std::vector<bf16_t>& a, const std::vector<bf1
   if (w.size() != K * N) throw std::invalid_argument("matmul: W must hold K x N values");
   if (opt.bias && opt.bias->size() != N)
     throw std::invalid_argument("matmul: the bias must hold N values");
+  const uint64_t mark = allocated();
+  try {
+    const HbmMatrix am = alloc_matrix(M, K, Dtype::kBf16), wm = alloc_matrix(K, N, Dtype::kBf16);
+    const HbmMatrix cm = alloc_matrix(M, N, opt.out_bf16 ? Dtype::kBf16 : Dtype::kF32);
+    HbmMatrix bm;
+    write_matrix(am, a);
+    write_matrix(wm, w);
+    MatmulEpilogue ep;
+    ep.relu = opt.relu;
+    if (opt.bias) {
+      bm = alloc_matrix(1, N, Dtype::kF32);
+      write_matrix(bm, *opt.bias);
+      ep.bias = &bm;
+    }
+    MatmulRun res = matmul(cm, am, wm, ep);
+    res.c_bits = read_matrix(cm);
+    release(mark);
+    return res;
+  } catch (...) {
+    release(mark);
+    throw;
+  }
+}
+
+MatmulRun ChipDriver::matmul(const HbmMatrix& cm, const HbmMatrix& am, const HbmMatrix& wm,
+                             const MatmulEpilogue& ep) {
   const ChipShape& s = shape();
+  check_matrix(am, "A", Dtype::kBf16, s);
+  check_matrix(wm, "W", Dtype::kBf16, s);
+  check_matrix(cm, "C", cm.dtype, s);
+  if (am.cols != wm.rows)
+    throw std::invalid_argument("matmul: A is " + std::to_string(am.rows) + " x " +
+                                std::to_string(am.cols) + " but W has " + std::to_string(wm.rows) +
+                                " rows (K must agree)");
+  if (cm.rows != am.rows || cm.cols != wm.cols)
+    throw std::invalid_argument("matmul: C must be " + std::to_string(am.rows) + " x " +
+                                std::to_string(wm.cols) + " (M x N), not " +
+                                std::to_string(cm.rows) + " x " + std::to_string(cm.cols));
+  if (ep.bias) {
+    check_matrix(*ep.bias, "the bias", Dtype::kF32, s);
+    if (ep.bias->rows != 1 || ep.bias->cols != wm.cols)
+      throw std::invalid_argument("matmul: the bias must be 1 x " + std::to_string(wm.cols));
+  }
+  if (overlap(cm, am) || overlap(cm, wm) || (ep.bias && overlap(cm, *ep.bias)))
+    throw std::invalid_argument("matmul: C overlaps an input in HBM");
+  const std::size_t M = am.rows, K = am.cols, N = wm.cols;
+  const bool out_bf16 = cm.dtype == Dtype::kBf16;
   const uint64_t L = s.cols;  // square array: rows == cols == lanes
   const uint64_t KT = ceil_div(K, L), NT = ceil_div(N, L);
   const uint64_t Kp = KT * L, Nw = NT * L;
-  const uint64_t esz = opt.out_bf16 ? 2 : 4;
+  const uint64_t esz = out_bf16 ? 2 : 4;
   const uint64_t No = round_up(Nw, kBurst / esz), NTo = No / L;
+  const uint32_t k_tail = static_cast<uint32_t>(K % L), n_tail = static_cast<uint32_t>(N % L);
+  if (Nw * 4 > 0xFFFF || Kp * 2 > 0xFFFF || M > 0xFFFF)
+    throw std::invalid_argument("matmul: M = " + std::to_string(M) + ", K = " + std::to_string(K) +
+                                ", N = " + std::to_string(N) +
+                                " exceed a DMA command's fields (M <= 65535, K <= 32767 rounded "
+                                "up to the lanes, N <= 16383 rounded up to the lanes)");
 
   // Rows of A per chunk: everything double-buffered must fit the memories. W is either
   // streamed (two panels of R rows of W, reloaded for every chunk) or, when the whole of it
@@ -205,26 +334,21 @@ MatmulRun ChipDriver::matmul(const std::vector<bf16_t>& a, const std::vector<bf1
                                 " do not fit the on-chip memories of " + dut_->variant());
   const uint64_t w_bufs = w_resident ? KT : 2;
 
-  // HBM layout (row-major, padded): A M x Kp, W Kp x Nw (pad: K rows -0, N columns +0),
-  // bias Nw f32, C M x No.
-  free_all();
-  const uint64_t a_addr = alloc(M * Kp * 2), w_addr = alloc(Kp * Nw * 2);
-  const uint64_t b_addr = alloc(Nw * 4), c_addr = alloc(M * No * esz);
-  {
-    std::vector<bf16_t> ap(M * Kp, 0x0000), wp(Kp * Nw, 0x0000);
-    for (std::size_t i = 0; i < M; ++i)
-      for (std::size_t k = 0; k < K; ++k) ap[i * Kp + k] = a[i * K + k];
-    for (std::size_t k = 0; k < Kp; ++k)
-      for (std::size_t j = 0; j < Nw; ++j)
-        wp[k * Nw + j] = k < K ? (j < N ? w[k * N + j] : bf16_t{0}) : bf16_t{0x8000};
-    write(a_addr, ap.data(), ap.size() * 2);
-    write(w_addr, wp.data(), wp.size() * 2);
-    if (opt.bias) {
-      std::vector<float> bp(Nw, 0.0f);
-      for (std::size_t j = 0; j < N; ++j) bp[j] = (*opt.bias)[j];
-      write(b_addr, bp.data(), bp.size() * 4);
-    }
+  // HBM: A, W, C and the bias where the caller put them. The DMA reads A rows as KT whole
+  // pieces (the pitch covers them) with the K edge lanes filled with -0, and W rows as NT pieces
+  // with the N edge lanes filled; a K edge tile's missing W rows come from a row of +0
+  // (zeros_, read with stride 0), so every padded product is (-0) x (+0) = -0 and leaves the
+  // running sum unchanged, whatever the padding in HBM holds.
+  if (K % L != 0 && zeros_.bytes() < Nw * 2) {
+    zeros_ = alloc_matrix(1, Nw, Dtype::kBf16);
+    write_matrix(zeros_, std::vector<bf16_t>(Nw, 0x0000));
   }
+  const uint64_t a_addr = am.addr, w_addr = wm.addr, c_addr = cm.addr;
+  const uint64_t a_pitch = am.pitch * 2, w_pitch = wm.pitch * 2, c_pitch = cm.pitch * esz;
+  MatmulOptions opt;
+  opt.relu = ep.relu;
+  opt.out_bf16 = out_bf16;
+  const bool has_bias = ep.bias != nullptr;
 
   // VMEM: A[2] (mt x KT rows, row m*KT + kt), W[w_bufs] (L x NT, row r*NT + nt), out[2] (mt x NTo,
   // group-major: see below), bias (NT). AMEM: C[2] (NT x mt, row nt*rows + m).
@@ -307,9 +431,9 @@ MatmulRun ChipDriver::matmul(const std::vector<bf16_t>& a, const std::vector<bf1
       out_q.push_back({cmd_dma(DmaDir::kVmemToHbm, opt.out_bf16,
                                static_cast<uint32_t>(vO[b] + g0 * rows + r0 * gs),
                                static_cast<uint32_t>(n), static_cast<uint32_t>(gs * L * esz),
-                               static_cast<uint32_t>(c_addr + (c_m0[c] + r0) * No * esz +
+                               static_cast<uint32_t>(c_addr + (c_m0[c] + r0) * c_pitch +
                                                      g0 * L * esz),
-                               static_cast<uint32_t>(No * esz)),
+                               static_cast<uint32_t>(c_pitch)),
                        n * gs, c, ready, -1});
     }
   };
@@ -346,10 +470,10 @@ MatmulRun ChipDriver::matmul(const std::vector<bf16_t>& a, const std::vector<bf1
   };
   // The W panel DMA waiting for the engine (due before the next panel's first LOADW).
   bool w_pend = false;
-  Item w_item{};
+  std::vector<Item> w_items;
   auto w_try = [&](bool force) {
     if (w_pend && (force || dma_free <= t)) {
-      emit(w_item, &dma_free, kDmaLat);
+      for (const Item& it : w_items) emit(it, &dma_free, kDmaLat);
       w_pend = false;
     }
   };
@@ -380,7 +504,7 @@ MatmulRun ChipDriver::matmul(const std::vector<bf16_t>& a, const std::vector<bf1
     const uint64_t rows = c_rows[c], b = c % 2;
     const uint32_t c0 = static_cast<uint32_t>(aC[b] + nt * rows);
     std::vector<VpuCmdArgs> st;
-    if (opt.bias) {
+    if (has_bias) {
       VpuCmdArgs v;
       v.op = static_cast<unsigned>(VpuOp::kAdd);
       v.x_mem = Mem::kAmem;
@@ -431,26 +555,34 @@ MatmulRun ChipDriver::matmul(const std::vector<bf16_t>& a, const std::vector<bf1
       const uint64_t n = std::min(seg, rows - r0);
       a_q.push_back({cmd_dma(DmaDir::kHbmToVmem, true, static_cast<uint32_t>(vA[b] + r0 * KT),
                              static_cast<uint32_t>(n), static_cast<uint32_t>(Kp * 2),
-                             static_cast<uint32_t>(a_addr + (c_m0[c] + r0) * Kp * 2),
-                             static_cast<uint32_t>(Kp * 2)),
+                             static_cast<uint32_t>(a_addr + (c_m0[c] + r0) * a_pitch),
+                             static_cast<uint32_t>(a_pitch), k_tail),
                      n * KT, c, ready, -1, Item::kA});
     }
   };
-  auto w_dma = [&](uint64_t p) {  // panel p of the global sequence: K tile p % KT
-    const uint64_t kt = p % KT;
-    return Item{cmd_dma(DmaDir::kHbmToVmem, true, vW(p), static_cast<uint32_t>(L),
-                        static_cast<uint32_t>(Nw * 2),
-                        static_cast<uint32_t>(w_addr + kt * L * Nw * 2),
-                        static_cast<uint32_t>(Nw * 2)),
-                L * NT, p, 0, -1, Item::kW};
+  // Panel p of the global sequence (K tile p % KT): its rows of W, and for a K edge tile the
+  // missing rows as +0 from zeros_ (stride 0).
+  auto w_dma = [&](uint64_t p) {
+    const uint64_t kt = p % KT, real = std::min<uint64_t>(L, K - kt * L);
+    std::vector<Item> v{Item{cmd_dma(DmaDir::kHbmToVmem, true, vW(p), static_cast<uint32_t>(real),
+                                     static_cast<uint32_t>(Nw * 2),
+                                     static_cast<uint32_t>(w_addr + kt * L * w_pitch),
+                                     static_cast<uint32_t>(w_pitch), n_tail),
+                             real * NT, p, 0, -1, Item::kW}};
+    if (real < L)
+      v.push_back(Item{cmd_dma(DmaDir::kHbmToVmem, true, static_cast<uint32_t>(vW(p) + real * NT),
+                               static_cast<uint32_t>(L - real), static_cast<uint32_t>(Nw * 2),
+                               static_cast<uint32_t>(zeros_.addr), 0),
+                       (L - real) * NT, p, 0, -1, Item::kW});
+    return v;
   };
 
-  if (opt.bias)
+  if (has_bias)
     emit({cmd_dma(DmaDir::kHbmToVmem, false, vB, 1, static_cast<uint32_t>(Nw * 4),
-                  static_cast<uint32_t>(b_addr), 0),
+                  static_cast<uint32_t>(ep.bias->addr), 0, n_tail),
           NT, 0, 0, -1},
          &dma_free, kDmaLat);
-  emit(w_dma(0), &dma_free, kDmaLat);
+  for (const Item& it : w_dma(0)) emit(it, &dma_free, kDmaLat);
   a_pieces(0, 0, true);
   const uint64_t panels = w_resident ? KT : nchunks * KT;  // W panel DMAs
   uint64_t prev_done = 0;  // model time chunk c-1's MATMULs are done
@@ -463,7 +595,7 @@ MatmulRun ChipDriver::matmul(const std::vector<bf16_t>& a, const std::vector<bf1
       const uint64_t p = c * KT + kt;
       w_try(true);  // panel p, if still pending: its LOADWs come next
       if (p + 1 < panels) {
-        w_item = w_dma(p + 1);
+        w_items = w_dma(p + 1);
         w_pend = true;
         w_try(false);
       }
@@ -499,17 +631,6 @@ MatmulRun ChipDriver::matmul(const std::vector<bf16_t>& a, const std::vector<bf1
   res.roofline_cycles = std::max<uint64_t>(
       res.compute_cycles,
       static_cast<uint64_t>(static_cast<double>(res.hbm_bytes) / res.peak_bytes_per_cycle + 0.5));
-
-  std::vector<uint8_t> cbuf(M * No * esz);
-  read(c_addr, cbuf.data(), cbuf.size());
-  res.c_bits.resize(M * N);
-  for (std::size_t i = 0; i < M; ++i)
-    for (std::size_t j = 0; j < N; ++j) {
-      const uint8_t* p = cbuf.data() + (i * No + j) * esz;
-      uint32_t v = 0;
-      std::memcpy(&v, p, esz);
-      res.c_bits[i * N + j] = v;
-    }
   return res;
 }
 

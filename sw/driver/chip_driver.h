@@ -45,6 +45,29 @@ struct ProgramResult {
   uint32_t err_cmd = 0;  // index of the failing command
 };
 
+// Element type of an HBM matrix.
+enum class Dtype { kBf16, kF32 };
+inline std::size_t dtype_bytes(Dtype d) { return d == Dtype::kBf16 ? 2 : 4; }
+
+// A row-major matrix in the chip's HBM: element (i, j) at addr + (i * pitch + j) * element
+// bytes. The DMA moves rows of L elements (L = lanes) and writes HBM in whole 64-byte bursts, so
+// addr is 64-byte aligned and pitch (elements) is a multiple of L and of 64 bytes; the pitch -
+// cols elements at the end of each row are padding, whose contents no operation depends on (a
+// matmul pads edge tiles on chip and may overwrite its output's padding).
+struct HbmMatrix {
+  uint64_t addr = 0;
+  std::size_t rows = 0, cols = 0, pitch = 0;
+  Dtype dtype = Dtype::kBf16;
+  std::size_t esize() const { return dtype_bytes(dtype); }
+  uint64_t bytes() const { return static_cast<uint64_t>(rows) * pitch * esize(); }
+};
+
+// Epilogue of the HBM-resident matmul; the output type is the type of C.
+struct MatmulEpilogue {
+  const HbmMatrix* bias = nullptr;  // 1 x N f32, added to every row (VPU), or none
+  bool relu = false;                // ReLU after the bias (VPU)
+};
+
 struct MatmulOptions {
   const std::vector<float>* bias = nullptr;  // N values added to every row (VPU), or none
   bool relu = false;                         // ReLU after the bias (VPU)
@@ -52,7 +75,7 @@ struct MatmulOptions {
 };
 
 struct MatmulRun {
-  std::vector<uint32_t> c_bits;  // M x N: f32 bits, or bf16 bits (low 16) when out_bf16
+  std::vector<uint32_t> c_bits;  // host-vector matmul only: M x N f32 bits, or bf16 bits (low 16)
   ProgramResult prog;            // the on-chip program (copies in/out not included)
   std::size_t commands = 0;      // commands in the program
   std::size_t m_chunk = 0;       // rows of A per on-chip chunk
@@ -70,9 +93,21 @@ class ChipDriver {
   const ChipShape& shape() const { return dut_->shape(); }
   const HbmConfig& hbm() const { return hbm_; }
 
-  // HBM buffers: a bump allocator of 64-byte aligned regions.
+  // HBM buffers: a bump allocator of 64-byte aligned regions. release(mark) frees everything
+  // allocated since mark = allocated() (a stack), free_all() everything.
   uint64_t alloc(uint64_t bytes);
-  void free_all() { next_free_ = 0; }
+  uint64_t allocated() const { return next_free_; }
+  void release(uint64_t mark);
+  void free_all() { release(0); }
+
+  // A rows x cols matrix with the smallest legal pitch (see HbmMatrix).
+  HbmMatrix alloc_matrix(std::size_t rows, std::size_t cols, Dtype dtype);
+  // Whole-matrix copies from / to row-major host data of rows x cols elements (bf16 bits or
+  // f32); the padding is written as zeros. read_matrix returns f32 bits, or bf16 bits in the
+  // low 16. A host vector of the wrong size or type is std::invalid_argument.
+  void write_matrix(const HbmMatrix& m, const std::vector<bf16_t>& data);
+  void write_matrix(const HbmMatrix& m, const std::vector<float>& data);
+  std::vector<uint32_t> read_matrix(const HbmMatrix& m);
 
   // Copies through the host port (any byte range; partial bursts are read, merged, written).
   void write(uint64_t addr, const void* data, std::size_t n);
@@ -90,8 +125,17 @@ class ChipDriver {
   std::function<void(uint64_t, uint64_t)> progress;
   uint64_t progress_every = 4096;
 
-  // C = epilogue(A x W): A M x K bf16, W K x N bf16, row-major on the host. Copies A, W (and
-  // the bias) into HBM, runs one program, copies C back.
+  // C = epilogue(A x W) on matrices in HBM: A M x K bf16, W K x N bf16, C M x N (bf16: rounded
+  // on the VPU, or f32), any M, K, N that the on-chip memories can tile. One program: tiled for
+  // the array, edge tiles padded on chip, K tiles accumulated in order, DMA double-buffered
+  // behind the MXU. Shapes, types, alignment and overlaps are checked first
+  // (std::invalid_argument naming the operand and the rule). When K is not a multiple of the
+  // lanes, the first such matmul allocates one row of zeros (the driver's; see release()).
+  MatmulRun matmul(const HbmMatrix& c, const HbmMatrix& a, const HbmMatrix& w,
+                   const MatmulEpilogue& ep = {});
+
+  // The same from host vectors: A M x K, W K x N row-major; copies them (and the bias) into
+  // temporary HBM matrices, runs the matmul above, copies C back into c_bits and frees them.
   MatmulRun matmul(const std::vector<bf16_t>& a, const std::vector<bf16_t>& w, std::size_t m,
                    std::size_t k, std::size_t n, const MatmulOptions& opt = {});
 
@@ -101,6 +145,7 @@ class ChipDriver {
   HbmConfig hbm_;
   std::unique_ptr<ChipDut> dut_;
   uint64_t next_free_ = 0;
+  HbmMatrix zeros_;  // +0 rows for the pad rows of a K edge tile of W (grown on demand)
 };
 
 // Bit-exact golden of ChipDriver::matmul (model/: golden_matmul + the VPU golden).

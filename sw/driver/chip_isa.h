@@ -46,11 +46,14 @@ struct ChipCmd {
 inline ChipCmd cmd_nop() { return ChipCmd::make(ChipOp::kNop, 0, 0, 0, 0, 0, 0); }
 inline ChipCmd cmd_fence() { return ChipCmd::make(ChipOp::kFence, 0, 0, 0, 0, 0, 0); }
 inline ChipCmd cmd_halt() { return ChipCmd::make(ChipOp::kHalt, 0, 0, 0, 0, 0, 0); }
-// rows HBM segments of seg_bytes at hbm_addr + i * stride <-> memory rows from mem_row.
+// rows HBM segments of seg_bytes at hbm_addr + i * stride <-> memory rows from mem_row. tail
+// (HBM -> VMEM only): when not 0, the last memory row of each segment keeps its first tail
+// lanes and the others are written as -0.
 inline ChipCmd cmd_dma(DmaDir dir, bool bf16, uint32_t mem_row, uint32_t rows, uint32_t seg_bytes,
-                       uint32_t hbm_addr, uint32_t stride) {
-  return ChipCmd::make(ChipOp::kDma, static_cast<uint32_t>(dir) | (bf16 ? 4u : 0u), mem_row, rows,
-                       seg_bytes, hbm_addr, stride);
+                       uint32_t hbm_addr, uint32_t stride, uint32_t tail = 0) {
+  return ChipCmd::make(ChipOp::kDma,
+                       static_cast<uint32_t>(dir) | (bf16 ? 4u : 0u) | ((tail & 0xFFu) << 4),
+                       mem_row, rows, seg_bytes, hbm_addr, stride);
 }
 // Weight rows from VMEM rows row, row + stride, ... (stride 0 means 1).
 inline ChipCmd cmd_loadw(uint32_t vmem_row, uint32_t stride = 1) {

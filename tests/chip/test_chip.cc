@@ -64,6 +64,145 @@ TEST(ChipDma, RoundTripBf16AndF32) {
   }
 }
 
+// tail != 0: the last piece of every segment keeps its first `tail` lanes, the others become -0;
+// dense segments (pieces of two segments merged into one burst) and strided ones.
+TEST(ChipDma, TailFillsEdgeLanesWithNegativeZero) {
+  ChipDriver drv("4x4");
+  std::mt19937_64 rng(5);
+  for (bool bf16 : {true, false}) {
+    for (uint32_t stride_pieces : {3u, 8u}) {
+      drv.free_all();
+      const uint32_t esz = bf16 ? 2 : 4, piece = 4 * esz, segs = 10, per = 3, tail = bf16 ? 1 : 3;
+      const uint32_t seg = per * piece, stride = stride_pieces * piece, rows = segs * per;
+      const uint64_t src = drv.alloc(segs * stride), dst = drv.alloc(32 * piece);
+      std::vector<uint8_t> in(segs * stride);
+      for (auto& b : in) b = static_cast<uint8_t>(rng());
+      drv.write(src, in.data(), in.size());
+      const ProgramResult r = drv.run(
+          {cmd_dma(DmaDir::kHbmToVmem, bf16, 200, segs, seg, static_cast<uint32_t>(src), stride,
+                   tail),
+           cmd_dma(DmaDir::kVmemToHbm, bf16, 200, 1, 32 * piece, static_cast<uint32_t>(dst), 0),
+           cmd_halt()});
+      ASSERT_EQ(r.err, 0u);
+      std::vector<uint8_t> out(rows * piece);
+      drv.read(dst, out.data(), out.size());
+      for (uint32_t row = 0; row < rows; ++row)
+        for (uint32_t lane = 0; lane < 4; ++lane) {
+          const bool fill = row % per == per - 1 && lane >= tail;
+          for (uint32_t b = 0; b < esz; ++b) {
+            const uint8_t want = fill ? (b + 1 == esz ? 0x80 : 0x00)
+                                      : in[(row / per) * stride + (row % per) * piece +
+                                           lane * esz + b];
+            ASSERT_EQ(out[row * piece + lane * esz + b], want)
+                << "bf16=" << bf16 << " stride " << stride << " row " << row << " lane " << lane;
+          }
+        }
+    }
+  }
+}
+
+// The HBM-resident API: whatever the padding of A and W holds (here Inf and NaN), the result is
+// exact; a bf16 C feeds the next matmul as its A (its padding is whatever the first wrote).
+TEST(ChipMatmulHbm, PaddingContentsDoNotMatterAndOutputsChain) {
+  for (const std::string variant : {"4x4", "16x16"}) {
+    const auto built = built_chip_variants();
+    if (std::find(built.begin(), built.end(), variant) == built.end()) continue;
+    ChipDriver drv(variant);
+    std::mt19937_64 rng(21);
+    const std::size_t m = 37, k = 13, n = 10, n2 = 7;
+    const auto a = random_bf16(m * k, rng), w = random_bf16(k * n, rng);
+    const auto w2 = random_bf16(n * n2, rng);
+    std::vector<float> bias(n);
+    for (auto& x : bias) x = static_cast<float>(static_cast<int>(rng() % 201) - 100) / 8.0f;
+    const uint64_t keep = drv.alloc(64);
+    const std::vector<uint8_t> keep_bytes(64, 0x5A);
+    drv.write(keep, keep_bytes.data(), keep_bytes.size());
+    const HbmMatrix am = drv.alloc_matrix(m, k, Dtype::kBf16);
+    const HbmMatrix wm = drv.alloc_matrix(k, n, Dtype::kBf16);
+    const HbmMatrix w2m = drv.alloc_matrix(n, n2, Dtype::kBf16);
+    const HbmMatrix cm = drv.alloc_matrix(m, n, Dtype::kBf16);
+    const HbmMatrix dm = drv.alloc_matrix(m, n2, Dtype::kF32);
+    const HbmMatrix bm = drv.alloc_matrix(1, n, Dtype::kF32);
+    auto write_with_junk = [&](const HbmMatrix& x, const std::vector<bf16_t>& v) {
+      std::vector<bf16_t> buf(x.rows * x.pitch);
+      for (std::size_t i = 0; i < x.rows; ++i)
+        for (std::size_t j = 0; j < x.pitch; ++j)
+          buf[i * x.pitch + j] = j < x.cols ? v[i * x.cols + j] : ((i + j) % 2 ? 0x7F80 : 0xFFC1);
+      drv.write(x.addr, buf.data(), buf.size() * 2);
+    };
+    write_with_junk(am, a);
+    write_with_junk(wm, w);
+    write_with_junk(w2m, w2);
+    write_with_junk(cm, std::vector<bf16_t>(m * n, 0x7F80));
+    drv.write_matrix(bm, bias);
+
+    MatmulEpilogue ep;
+    ep.bias = &bm;
+    ep.relu = true;
+    const MatmulRun r1 = drv.matmul(cm, am, wm, ep);
+    MatmulOptions opt;
+    opt.bias = &bias;
+    opt.relu = true;
+    opt.out_bf16 = true;
+    const auto c_want = golden_chip_matmul(a, w, m, k, n, opt);
+    EXPECT_EQ(drv.read_matrix(cm), c_want) << variant;
+    EXPECT_EQ(r1.prog.delta[kStatMxuBeats], r1.compute_cycles);
+
+    drv.matmul(dm, cm, w2m);
+    std::vector<bf16_t> c16(c_want.begin(), c_want.end());
+    EXPECT_EQ(drv.read_matrix(dm), golden_chip_matmul(c16, w2, m, n, n2, {})) << variant;
+
+    // The host-vector form frees only its own temporaries.
+    const uint64_t mark = drv.allocated();
+    EXPECT_EQ(drv.matmul(a, w, m, k, n, opt).c_bits, c_want);
+    EXPECT_EQ(drv.allocated(), mark);
+    std::vector<uint8_t> back(64);
+    drv.read(keep, back.data(), back.size());
+    EXPECT_EQ(back, keep_bytes);
+  }
+}
+
+TEST(ChipMatmulHbm, BadOperandsAreClearErrors) {
+  ChipDriver drv("4x4");
+  const HbmMatrix a = drv.alloc_matrix(8, 12, Dtype::kBf16);
+  const HbmMatrix w = drv.alloc_matrix(12, 5, Dtype::kBf16);
+  const HbmMatrix c = drv.alloc_matrix(8, 5, Dtype::kF32);
+  const HbmMatrix b = drv.alloc_matrix(1, 5, Dtype::kF32);
+  const HbmMatrix a_f32 = drv.alloc_matrix(8, 12, Dtype::kF32);
+  const HbmMatrix w_k = drv.alloc_matrix(11, 5, Dtype::kBf16);
+  HbmMatrix c_bad_pitch = c;
+  c_bad_pitch.pitch = 6;
+  HbmMatrix a_misaligned = a;
+  a_misaligned.addr += 32;
+  HbmMatrix c_over_a = c;
+  c_over_a.addr = a.addr;
+  HbmMatrix c_beyond = c;
+  c_beyond.addr = drv.shape().hbm_bytes - 64;
+  const HbmMatrix b_wrong = drv.alloc_matrix(1, 4, Dtype::kF32);
+  auto msg = [&](const HbmMatrix& cc, const HbmMatrix& aa, const HbmMatrix& ww,
+                 const HbmMatrix* bias) -> std::string {
+    MatmulEpilogue ep;
+    ep.bias = bias;
+    try {
+      drv.matmul(cc, aa, ww, ep);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_NE(msg(c, a, w_k, nullptr).find("K must agree"), std::string::npos);
+  EXPECT_NE(msg(c, a_f32, w, nullptr).find("A must be bf16"), std::string::npos);
+  EXPECT_NE(msg(c_bad_pitch, a, w, nullptr).find("C: pitch 6"), std::string::npos);
+  EXPECT_NE(msg(c, a_misaligned, w, nullptr).find("not 64-byte aligned"), std::string::npos);
+  EXPECT_NE(msg(c_over_a, a, w, nullptr).find("overlaps"), std::string::npos);
+  EXPECT_NE(msg(c_beyond, a, w, nullptr).find("beyond the HBM"), std::string::npos);
+  EXPECT_NE(msg(c, a, w, &b_wrong).find("bias must be 1 x 5"), std::string::npos);
+  EXPECT_NE(msg(c, a, w, &a).find("bias must be f32"), std::string::npos);
+  EXPECT_EQ(msg(c, a, w, &b), "no error");
+  EXPECT_THROW(drv.write_matrix(a, std::vector<float>(96)), std::invalid_argument);
+  EXPECT_THROW(drv.write_matrix(a, std::vector<bf16_t>(95)), std::invalid_argument);
+}
+
 // (variant, M, K, N, bias, relu, bf16 out)
 using MmParam = std::tuple<std::string, int, int, int, bool, bool, bool>;
 class ChipMatmul : public ::testing::TestWithParam<MmParam> {};
@@ -183,6 +322,8 @@ TEST(ChipErrors, IllegalCommandsSetTheErrorRegister) {
       {"misaligned write", cmd_dma(DmaDir::kVmemToHbm, false, 0, 1, 16, 16, 0), 7},
       {"matmul no weights", cmd_matmul(0, 4, 0, false), 8},
       {"vpu reduction", cmd_vpu(VpuCmdArgs{9}), 3},
+      {"dma tail on a write", cmd_dma(DmaDir::kVmemToHbm, false, 0, 1, 64, 0, 0, 1), 3},
+      {"dma tail = lanes", cmd_dma(DmaDir::kHbmToVmem, false, 0, 1, 64, 0, 0, 4), 3},
   };
   for (const auto& c : cases) {
     const ProgramResult r = drv.run({cmd_nop(), c.cmd, cmd_nop(), cmd_halt()}, false, 10000);
