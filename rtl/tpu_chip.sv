@@ -107,17 +107,18 @@ module tpu_chip
   );
 
   // ---------------------------------------------------------------------------------------------
-  // Memories. VMEM read ports: 0 DMA, 1 LOADW, 2 MATMUL activations, 3 VPU x, 4 VPU y;
-  // write ports: 0 DMA, 1 VPU. AMEM read ports: 0 DMA, 1 MATMUL running sums, 2 VPU x, 3 VPU y;
-  // write ports: 0 MXU results, 1 VPU.
+  // Memories. VMEM read ports: 0 DMA, 1 LOADW, 2 MATMUL activations, 3 VPU x, 4 VPU y, 5 DMA
+  // (second row); write ports: 0 DMA, 1 VPU, 2 DMA (second row). AMEM read ports: 0 DMA,
+  // 1 MATMUL running sums, 2 VPU x, 3 VPU y, 4 DMA (second row); write ports: 0 MXU results,
+  // 1 VPU.
   // ---------------------------------------------------------------------------------------------
-  logic [4:0][VAddrW-1:0] v_rd_addr;
-  logic [4:0][RowW-1:0]   v_rd_data;
-  logic [1:0]             v_we;
-  logic [1:0][VAddrW-1:0] v_wr_addr;
-  logic [1:0][RowW-1:0]   v_wr_data;
-  logic [3:0][AAddrW-1:0] a_rd_addr;
-  logic [3:0][RowW-1:0]   a_rd_data;
+  logic [5:0][VAddrW-1:0] v_rd_addr;
+  logic [5:0][RowW-1:0]   v_rd_data;
+  logic [2:0]             v_we;
+  logic [2:0][VAddrW-1:0] v_wr_addr;
+  logic [2:0][RowW-1:0]   v_wr_data;
+  logic [4:0][AAddrW-1:0] a_rd_addr;
+  logic [4:0][RowW-1:0]   a_rd_data;
   logic [1:0]             a_we;
   logic [1:0][AAddrW-1:0] a_wr_addr;
   logic [1:0][RowW-1:0]   a_wr_data;
@@ -125,8 +126,8 @@ module tpu_chip
   tpu_mem #(
     .Rows (Cfg.vmem_rows),
     .Width(RowW),
-    .NumRd(5),
-    .NumWr(2)
+    .NumRd(6),
+    .NumWr(3)
   ) i_vmem (
     .clk_i    (clk_i),
     .rst_ni   (rst_ni),
@@ -140,7 +141,7 @@ module tpu_chip
   tpu_mem #(
     .Rows (Cfg.amem_rows),
     .Width(RowW),
-    .NumRd(4),
+    .NumRd(5),
     .NumWr(2)
   ) i_amem (
     .clk_i    (clk_i),
@@ -155,13 +156,15 @@ module tpu_chip
   // ---------------------------------------------------------------------------------------------
   // DMA
   // ---------------------------------------------------------------------------------------------
-  logic        dma_req_valid, dma_req_ready, dma_rsp_valid, dma_rsp_ready, dma_we;
+  logic        dma_req_valid, dma_req_ready, dma_rsp_valid, dma_rsp_ready;
   hbm_req_t    dma_req;
-  logic [15:0] dma_rd_addr, dma_wr_addr;
-  logic [RowW-1:0] dma_wr_data;
+  logic [1:0]  dma_we;
+  logic [1:0][15:0] dma_rd_addr, dma_wr_addr;
+  logic [1:0][RowW-1:0] dma_wr_data;
 
   tpu_dma #(
-    .Lanes(Lanes)
+    .Lanes  (Lanes),
+    .NumTags(64)
   ) i_dma (
     .clk_i         (clk_i),
     .rst_ni        (rst_ni),
@@ -184,8 +187,8 @@ module tpu_chip
     .rsp_ready_o   (dma_rsp_ready),
     .rsp_i         (ctrl_rsp),
     .rd_addr_o     (dma_rd_addr),
-    .vmem_rd_data_i(v_rd_data[0]),
-    .amem_rd_data_i(a_rd_data[0]),
+    .vmem_rd_data_i({v_rd_data[5], v_rd_data[0]}),
+    .amem_rd_data_i({a_rd_data[4], a_rd_data[0]}),
     .vmem_we_o     (dma_we),
     .wr_addr_o     (dma_wr_addr),
     .wr_data_o     (dma_wr_data)
@@ -274,18 +277,23 @@ module tpu_chip
   );
 
   // Memory port wiring
-  assign v_rd_addr[0] = VAddrW'(dma_rd_addr);
+  assign v_rd_addr[0] = VAddrW'(dma_rd_addr[0]);
+  assign v_rd_addr[5] = VAddrW'(dma_rd_addr[1]);
   assign v_rd_addr[1] = VAddrW'(mxu_w_addr);
   assign v_rd_addr[2] = VAddrW'(mxu_a_addr);
   assign v_rd_addr[3] = VAddrW'(vpu_x_addr);
   assign v_rd_addr[4] = VAddrW'(vpu_y_addr);
-  assign v_we[0]      = dma_we;
-  assign v_wr_addr[0] = VAddrW'(dma_wr_addr);
-  assign v_wr_data[0] = dma_wr_data;
+  assign v_we[0]      = dma_we[0];
+  assign v_wr_addr[0] = VAddrW'(dma_wr_addr[0]);
+  assign v_wr_data[0] = dma_wr_data[0];
+  assign v_we[2]      = dma_we[1];
+  assign v_wr_addr[2] = VAddrW'(dma_wr_addr[1]);
+  assign v_wr_data[2] = dma_wr_data[1];
   assign v_we[1]      = vpu_v_we;
   assign v_wr_addr[1] = VAddrW'(vpu_wr_addr);
   assign v_wr_data[1] = vpu_wr_data;
-  assign a_rd_addr[0] = AAddrW'(dma_rd_addr);
+  assign a_rd_addr[0] = AAddrW'(dma_rd_addr[0]);
+  assign a_rd_addr[4] = AAddrW'(dma_rd_addr[1]);
   assign a_rd_addr[1] = AAddrW'(mxu_c_addr);
   assign a_rd_addr[2] = AAddrW'(vpu_x_addr);
   assign a_rd_addr[3] = AAddrW'(vpu_y_addr);

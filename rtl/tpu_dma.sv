@@ -8,15 +8,19 @@
 // seg_bytes a multiple of the piece, and for writes to HBM whole 64-byte bursts.
 //   HBM -> VMEM: pieces that are contiguous within one 64-byte burst share one read request.
 //     Responses come back out of order; a tag table maps each to its rows. A response's first
-//     piece is written in the cycle it is taken, further pieces one per cycle. With tail_i != 0,
+//     two pieces are written in the cycle it is taken (two write ports), further pieces two per
+//     cycle. With tail_i != 0,
 //     the last piece of every segment keeps only its first tail_i lanes: the others are written
 //     as -0 (bf16 0x8000, f32 0x80000000), the neutral padding of a K tile (docs/isa.md), so an
 //     edge tile is padded on chip whatever the bytes beyond the matrix's columns hold.
-//   VMEM/AMEM -> HBM: one row read per cycle is packed into a burst buffer; a full burst is
-//     sent as a write request; the command completes when every write is acknowledged.
-// Throughput: one on-chip row per cycle (Lanes * 2 or Lanes * 4 bytes), NumTags requests in
-// flight. Handshakes: valid/ready to the HBM controller (payload held while waiting); start_i is
-// taken when ready_o is high; done_o pulses for one cycle when the command has completed (all
+//   VMEM/AMEM -> HBM: up to two rows read per cycle (two read ports) are packed into a burst
+//     buffer; a full burst is sent as a write request; the command completes when every write is
+//     acknowledged.
+// Throughput: two on-chip rows per cycle when they lie in one segment and one 64-byte burst
+// (bf16 rows of <= 16 lanes, f32 rows of <= 8), else one: up to 64 B/cycle, one burst per cycle,
+// the rate of the HBM controller's port. NumTags requests in flight (the chip uses 64: at one
+// burst per cycle, 32 did not cover a row miss plus queueing). Handshakes: valid/ready to the
+// HBM controller (payload held while waiting); start_i is taken when ready_o is high; done_o pulses for one cycle when the command has completed (all
 // data in memory, or all writes acknowledged and so visible in HBM).
 module tpu_dma
   import tpu_hbm_pkg::*;
@@ -51,12 +55,13 @@ module tpu_dma
   output logic                rsp_ready_o,
   input  hbm_rsp_t            rsp_i,
   // on-chip memories
-  output logic [MemAddrW-1:0] rd_addr_o,
-  input  logic [RowW-1:0]     vmem_rd_data_i,
-  input  logic [RowW-1:0]     amem_rd_data_i,
-  output logic                vmem_we_o,
-  output logic [MemAddrW-1:0] wr_addr_o,
-  output logic [RowW-1:0]     wr_data_o
+  // on-chip memories: two read ports (rows mrow, mrow + 1) and two VMEM write ports
+  output logic [1:0][MemAddrW-1:0] rd_addr_o,
+  input  logic [1:0][RowW-1:0]     vmem_rd_data_i,
+  input  logic [1:0][RowW-1:0]     amem_rd_data_i,
+  output logic [1:0]               vmem_we_o,
+  output logic [1:0][MemAddrW-1:0] wr_addr_o,
+  output logic [1:0][RowW-1:0]     wr_data_o
 );
 
   localparam int unsigned BurstW = HBM_BURST_BYTES * 8;
@@ -81,13 +86,19 @@ module tpu_dma
   logic [31:0] seg_addr_q, seg_addr_d, stride_q, stride_d;
 
   logic [31:0] pbytes, pa;
-  logic        walker_has, is_read, absorb, done, seg_end;
+  logic        walker_has, is_read, absorb, done, seg_end, seg_end1, two;
+  logic [31:0] nbytes;
 
   assign pbytes     = bf16_q ? 32'(2 * Lanes) : 32'(4 * Lanes);
   assign pa         = seg_addr_q + 32'(off_q);
   assign walker_has = active_q && (seg_left_q != '0);
   assign is_read    = (dir_q == DmaHbmToVmem);
   assign seg_end    = 32'(off_q) + pbytes >= 32'(seg_bytes_q);
+  assign seg_end1   = 32'(off_q) + 2 * pbytes >= 32'(seg_bytes_q);
+  // A second piece this cycle: the next one of the same segment, in the same burst.
+  assign two        = walker_has && !seg_end &&
+                      32'(pa[5:0]) + 2 * pbytes <= 32'(HBM_BURST_BYTES);
+  assign nbytes     = two ? 2 * pbytes : pbytes;
 
   // ---- Tags ----
   logic [NumTags-1:0] tag_busy_q, tag_busy_d;
@@ -115,29 +126,36 @@ module tpu_dma
   logic [31:0]       sreq_addr_q, sreq_addr_d;
   logic [BurstW-1:0] sreq_data_q, sreq_data_d, wbuf_q, wbuf_d;
   logic [BurstW-1:0] piece_out, piece_mask, wbuf_new;
-  logic [RowW-1:0]   src_row;
+  logic [1:0][RowW-1:0] src_row;
   logic              completes;
 
-  assign completes = (32'(pa[5:0]) + pbytes) == 32'(HBM_BURST_BYTES);
-  assign rd_addr_o = MemAddrW'(mrow_q);
-  assign src_row   = (dir_q == DmaAmemToHbm) ? amem_rd_data_i : vmem_rd_data_i;
+  assign completes    = (32'(pa[5:0]) + nbytes) == 32'(HBM_BURST_BYTES);
+  assign rd_addr_o[0] = MemAddrW'(mrow_q);
+  assign rd_addr_o[1] = MemAddrW'(mrow_q + 16'd1);
+  assign src_row      = (dir_q == DmaAmemToHbm) ? amem_rd_data_i : vmem_rd_data_i;
 
   always_comb begin
     logic [BurstW-1:0] packed_row, lane_mask;
-    packed_row = '0;
-    lane_mask  = '0;
-    for (int unsigned l = 0; l < Lanes; l++) begin
-      if (bf16_q) begin
-        packed_row[16*l +: 16] = src_row[32*l +: 16];
-        lane_mask[16*l +: 16]  = '1;
-      end else begin
-        packed_row[32*l +: 32] = src_row[32*l +: 32];
-        lane_mask[32*l +: 32]  = '1;
+    piece_out  = '0;
+    piece_mask = '0;
+    for (int unsigned i = 0; i < 2; i++) begin
+      packed_row = '0;
+      lane_mask  = '0;
+      for (int unsigned l = 0; l < Lanes; l++) begin
+        if (bf16_q) begin
+          packed_row[16*l +: 16] = src_row[i][32*l +: 16];
+          lane_mask[16*l +: 16]  = '1;
+        end else begin
+          packed_row[32*l +: 32] = src_row[i][32*l +: 32];
+          lane_mask[32*l +: 32]  = '1;
+        end
+      end
+      if (i == 0 || two) begin
+        piece_out  |= packed_row << ((32'(pa[5:0]) + i * pbytes) * 8);
+        piece_mask |= lane_mask << ((32'(pa[5:0]) + i * pbytes) * 8);
       end
     end
-    piece_out  = packed_row << (32'(pa[5:0]) * 8);
-    piece_mask = lane_mask << (32'(pa[5:0]) * 8);
-    wbuf_new   = (wbuf_q & ~piece_mask) | (piece_out & piece_mask);
+    wbuf_new = (wbuf_q & ~piece_mask) | (piece_out & piece_mask);
   end
 
   // ---- Responses and the unpack stage ----
@@ -152,7 +170,9 @@ module tpu_dma
   logic [TagW-1:0]   rsp_tag;
   logic [BurstW-1:0] wr_src;
   logic [5:0]        wr_off;
-  logic              wr_last;
+  logic [1:0]        wr_last;
+  logic [15:0]       wr_row;
+  logic [6:0]        wr_left;  // pieces left in the burst being written, this one included
 
   assign unp_busy    = unp_cnt_q != '0;
   assign rsp_ready_o = !unp_busy;
@@ -160,30 +180,35 @@ module tpu_dma
   assign rsp_tag     = rsp_i.tag[TagW-1:0];
   assign rsp_ent     = tag_tab_q[rsp_tag];
 
-  // The row written this cycle: a fresh read response's first piece, or the next latched piece.
+  // The rows written this cycle: up to two pieces of a fresh read response, or of the latched one.
   always_comb begin
     logic [BurstW-1:0] sh;
-    vmem_we_o = 1'b0;
-    wr_addr_o = MemAddrW'(unp_row_q);
+    vmem_we_o = '0;
+    wr_row    = unp_row_q;
     wr_src    = unp_data_q;
     wr_off    = unp_off_q;
-    wr_last   = unp_last_q[0];
+    wr_last   = 2'(unp_last_q);
+    wr_left   = unp_cnt_q;
     if (rsp_fire && !rsp_i.write) begin
-      vmem_we_o = 1'b1;
-      wr_addr_o = MemAddrW'(rsp_ent.row0);
-      wr_src    = rsp_i.data;
-      wr_off    = rsp_ent.off0;
-      wr_last   = rsp_ent.last[0];
-    end else if (unp_busy) begin
-      vmem_we_o = 1'b1;
+      wr_row  = rsp_ent.row0;
+      wr_src  = rsp_i.data;
+      wr_off  = rsp_ent.off0;
+      wr_last = 2'(rsp_ent.last);
+      wr_left = rsp_ent.cnt;
+    end else if (!unp_busy) begin
+      wr_left = '0;
     end
-    sh = wr_src >> (32'(wr_off) * 8);
     wr_data_o = '0;
-    for (int unsigned l = 0; l < Lanes; l++) begin
-      if (wr_last && tail_q != '0 && l >= 32'(tail_q))
-        wr_data_o[32*l +: 32] = bf16_q ? 32'h0000_8000 : 32'h8000_0000;
-      else if (bf16_q) wr_data_o[32*l +: 32] = {16'h0000, sh[16*l +: 16]};
-      else             wr_data_o[32*l +: 32] = sh[32*l +: 32];
+    for (int unsigned i = 0; i < 2; i++) begin
+      vmem_we_o[i] = 32'(wr_left) > i;
+      wr_addr_o[i] = MemAddrW'(wr_row + 16'(i));
+      sh = wr_src >> ((32'(wr_off) + i * pbytes) * 8);
+      for (int unsigned l = 0; l < Lanes; l++) begin
+        if (wr_last[i] && tail_q != '0 && l >= 32'(tail_q))
+          wr_data_o[i][32*l +: 32] = bf16_q ? 32'h0000_8000 : 32'h8000_0000;
+        else if (bf16_q) wr_data_o[i][32*l +: 32] = {16'h0000, sh[16*l +: 16]};
+        else             wr_data_o[i][32*l +: 32] = sh[32*l +: 32];
+      end
     end
   end
 
@@ -271,21 +296,22 @@ module tpu_dma
       else         sreq_valid_d = 1'b0;
     end
 
-    // walker absorbs one piece
+    // walker absorbs one piece, or two (`two`: the second is the last of the segment or not)
     if (absorb) begin
       if (is_read) begin
         if (can_merge) begin
-          pend_cnt_d = pend_cnt_q + 1'b1;
-          pend_last_d = pend_last_q | (MaxPieces'(seg_end) << pend_cnt_q);
+          pend_cnt_d  = pend_cnt_q + (two ? 7'd2 : 7'd1);
+          pend_last_d = pend_last_q |
+                        (MaxPieces'({two && seg_end1, seg_end}) << pend_cnt_q);
         end else begin
           pend_valid_d = 1'b1;
           pend_addr_d  = {pa[31:6], 6'b0};
           pend_row0_d  = mrow_q;
           pend_off0_d  = pa[5:0];
-          pend_cnt_d   = 7'd1;
-          pend_last_d  = MaxPieces'(seg_end);
+          pend_cnt_d   = two ? 7'd2 : 7'd1;
+          pend_last_d  = MaxPieces'({two && seg_end1, seg_end});
         end
-        pend_next_d = pa + pbytes;
+        pend_next_d = pa + nbytes;
       end else begin
         wbuf_d = wbuf_new;
         if (completes) begin
@@ -294,31 +320,31 @@ module tpu_dma
           sreq_data_d  = wbuf_new;
         end
       end
-      mrow_d = mrow_q + 1'b1;
-      if (seg_end) begin
+      mrow_d = mrow_q + (two ? 16'd2 : 16'd1);
+      if (two ? seg_end1 : seg_end) begin
         off_d      = '0;
         seg_addr_d = seg_addr_q + stride_q;
         seg_left_d = seg_left_q - 1'b1;
       end else begin
-        off_d = off_q + 16'(pbytes);
+        off_d = off_q + 16'(nbytes);
       end
     end
 
     // responses
     if (rsp_fire) begin
       tag_busy_d[rsp_tag] = 1'b0;
-      if (!rsp_i.write && rsp_ent.cnt > 7'd1) begin
-        unp_cnt_d  = rsp_ent.cnt - 1'b1;
-        unp_row_d  = rsp_ent.row0 + 1'b1;
-        unp_off_d  = rsp_ent.off0 + 6'(pbytes);
+      if (!rsp_i.write && rsp_ent.cnt > 7'd2) begin
+        unp_cnt_d  = rsp_ent.cnt - 7'd2;
+        unp_row_d  = rsp_ent.row0 + 16'd2;
+        unp_off_d  = rsp_ent.off0 + 6'(2 * pbytes);
         unp_data_d = rsp_i.data;
-        unp_last_d = rsp_ent.last >> 1;
+        unp_last_d = rsp_ent.last >> 2;
       end
     end else if (unp_busy) begin
-      unp_cnt_d  = unp_cnt_q - 1'b1;
-      unp_last_d = unp_last_q >> 1;
-      unp_row_d = unp_row_q + 1'b1;
-      unp_off_d = unp_off_q + 6'(pbytes);
+      unp_cnt_d  = (unp_cnt_q > 7'd2) ? unp_cnt_q - 7'd2 : '0;
+      unp_last_d = unp_last_q >> 2;
+      unp_row_d  = unp_row_q + 16'd2;
+      unp_off_d  = unp_off_q + 6'(2 * pbytes);
     end
   end
 
