@@ -1,0 +1,176 @@
+// Golden collectives for a pod of chips on a ring / 2D / 3D torus or mesh (docs/collectives.md):
+// the plan that says what moves where and in which order, and a host executor that runs a plan
+// bit-exactly with the VPU's golden ops. The pod driver issues the same plan on the chips.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tpu/bf16.h"
+
+namespace tpu {
+
+constexpr int kPodMaxDims = 3;      // x, y, z
+constexpr int kPodMaxPerDim = 8;    // chips per dimension (3-bit coordinates in the ICI header)
+
+using PodCoord = std::array<int, kPodMaxDims>;  // {x, y, z}; unused dimensions are 0
+
+// The shape of a pod: 1 to 3 dimensions of 1..8 chips; per dimension a ring (wrap-around link,
+// torus) or a line (no wrap link, mesh). Chips are numbered x fastest.
+struct Topology {
+  std::vector<int> size;   // chips per dimension, x first
+  std::vector<bool> wrap;  // per dimension: true = ring (torus), false = line (mesh)
+
+  static Topology torus(std::vector<int> size);  // every dimension wraps
+  static Topology mesh(std::vector<int> size);   // no dimension wraps
+
+  // Throws std::invalid_argument naming the field and the rule.
+  void validate() const;
+  int rank() const { return static_cast<int>(size.size()); }
+  int extent(int dim) const { return dim < rank() ? size[dim] : 1; }  // 1 past the rank
+  bool wraps(int dim) const { return dim < rank() && wrap[dim]; }
+  int num_chips() const;
+  std::vector<int> active_dims() const;  // the dimensions with more than one chip
+  PodCoord coord(int id) const;
+  int id(const PodCoord& c) const;
+  std::string name() const;  // "ring8", "torus4x4", "mesh3x3", "mixed4x1x2:ring,ring,line"
+};
+
+// How a transfer travels: `hops` physical links in dimension `dim` (0 = x), all in direction
+// `dir` (+1 / -1). hops is 1, or 2 for the folded ring of a line dimension (docs).
+struct Route {
+  int dim = 0;
+  int dir = +1;
+  int hops = 1;
+};
+
+// The chip a route from `src` reaches, or -1 when it leaves a line dimension.
+int route_dst(const Topology& topo, int src, const Route& r);
+
+enum class Collective : uint8_t { kAllReduce, kReduceScatter, kAllGather, kAllToAll, kBroadcast };
+enum class ReduceOp : uint8_t { kSum, kMax };
+enum class DType : uint8_t { kF32, kBf16 };  // bf16: reductions accumulate in f32 (docs)
+enum class TransferKind : uint8_t {
+  kReduce,  // dst[i] = op(incoming, dst's own value), incoming first
+  kCopy,    // dst[i] = incoming
+};
+
+const char* collective_name(Collective c);  // "all_reduce", ...
+const char* reduce_op_name(ReduceOp op);     // "sum", "max"
+const char* dtype_name(DType t);             // "f32", "bf16"
+bool collective_reduces(Collective c);       // all-reduce and reduce-scatter
+
+// One remote write: `count` elements from src's working buffer at src_offset into dst's at
+// dst_offset (the offsets differ only in all-to-all), combined as `kind` says, over `route`.
+struct Transfer {
+  int src = 0;
+  int dst = 0;
+  std::size_t src_offset = 0;
+  std::size_t dst_offset = 0;
+  std::size_t count = 0;
+  TransferKind kind = TransferKind::kCopy;
+  Route route;
+};
+
+// Transfers that run concurrently: each reads the values as they were at the start of the step.
+struct Step {
+  std::string phase;  // "reduce_scatter", "all_gather", "all_to_all", "broadcast"
+  std::vector<Transfer> transfers;
+};
+
+struct Segment {
+  std::size_t offset = 0;
+  std::size_t count = 0;
+};
+
+// Where a chip's input lands in its working buffer (its input is cut into these segments in
+// order) and where its output is read from (the output is these segments concatenated).
+struct ChipLayout {
+  std::vector<Segment> input;
+  std::vector<Segment> output;
+};
+
+// What to run. n: all_reduce, reduce_scatter, broadcast: the elements of each chip's input;
+// all_gather: the elements of the gathered output; all_to_all: each chip's buffer (a multiple of
+// the chip count). algorithm: "ring", "biring" or "torus" (all_reduce only). root: broadcast only.
+struct CollectiveSpec {
+  Collective collective = Collective::kAllReduce;
+  ReduceOp op = ReduceOp::kSum;
+  DType dtype = DType::kF32;
+  std::size_t n = 0;
+  std::string algorithm = "ring";
+  int root = 0;
+};
+
+// The single source of truth for what moves where and in which order.
+struct CollectivePlan {
+  Topology topo;
+  CollectiveSpec spec;
+  std::size_t buffer_len = 0;     // elements of each chip's working buffer
+  std::size_t element_bytes = 0;  // bytes per element on the wire (4: f32, f32 partials; 2: bf16)
+  std::vector<ChipLayout> chips;  // indexed by chip id
+  std::vector<Step> steps;
+
+  std::size_t input_len(int chip) const;
+  std::size_t output_len(int chip) const;
+};
+
+// Builds the plan; throws std::invalid_argument naming the parameter and the rule.
+CollectivePlan make_plan(const Topology& topo, const CollectiveSpec& spec);
+
+// The order of chips around the ring used by `ring` and `biring` (a Hamiltonian cycle; each hop
+// is one link, or up to 2 on a line dimension), starting at chip 0.
+std::vector<int> ring_order(const Topology& topo);
+
+// The chunking rule: n elements in `parts` chunks, the first n % parts one element longer.
+std::size_t chunk_len(std::size_t n, std::size_t parts, std::size_t i);
+std::size_t chunk_offset(std::size_t n, std::size_t parts, std::size_t i);
+
+// Runs a plan on the host, bit-exactly (reductions with f32_add / f32_maximum in the plan's
+// order). inputs[chip] has plan.input_len(chip) elements; returns each chip's output.
+// Throws std::invalid_argument on a dtype mismatch, wrong buffer sizes or a malformed plan.
+std::vector<std::vector<uint32_t>> execute_plan_f32(
+    const CollectivePlan& plan, const std::vector<std::vector<uint32_t>>& inputs);
+std::vector<std::vector<bf16_t>> execute_plan_bf16(const CollectivePlan& plan,
+                                                   const std::vector<std::vector<bf16_t>>& inputs);
+
+// One direction of one physical link: leaving `chip` in dimension `dim`, direction `dir`.
+struct DirectedLink {
+  int chip = 0;
+  int dim = 0;
+  int dir = +1;
+  bool operator<(const DirectedLink& o) const {
+    return std::array<int, 3>{chip, dim, dir} < std::array<int, 3>{o.chip, o.dim, o.dir};
+  }
+  bool operator==(const DirectedLink& o) const {
+    return chip == o.chip && dim == o.dim && dir == o.dir;
+  }
+};
+
+// Every directed link of the topology (both directions of every ring and line link).
+std::vector<DirectedLink> topology_links(const Topology& topo);
+
+// What a plan costs on the links, for benchmarks.
+struct PlanCost {
+  std::size_t steps = 0;
+  std::map<DirectedLink, uint64_t> link_bytes;  // over the whole plan, links that carry data
+  std::vector<std::map<DirectedLink, uint64_t>> step_link_bytes;  // per step
+  std::vector<uint64_t> step_max_link_bytes;                      // per step, the busiest link
+  uint64_t max_link_bytes = 0;
+  // Lower estimate of the plan's time on links of `link_bytes_per_s` each: the steps run one
+  // after the other, each as long as its busiest link (latency and the VPU ignored).
+  double time_s(double link_bytes_per_s) const;
+};
+PlanCost plan_cost(const CollectivePlan& plan);
+
+// Bandwidth lower bound of an all-reduce of `bytes` per chip over `chips` chips that each
+// send on `links_per_chip` links of `link_bytes_per_s`: 2 (p - 1) / p * bytes / (links * bw).
+double allreduce_bound_s(int chips, int links_per_chip, double bytes, double link_bytes_per_s);
+// The links per chip an algorithm can keep busy: ring 1, biring 2, torus 2 * active dims.
+int allreduce_links_per_chip(const Topology& topo, const std::string& algorithm);
+
+}  // namespace tpu

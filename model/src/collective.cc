@@ -1,0 +1,760 @@
+#include "tpu/collective.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+#include "tpu/vector.h"
+
+namespace tpu {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& msg) { throw std::invalid_argument(msg); }
+
+// A cycle through chips: chips[i] -> chips[i + 1] (and the last back to the first) over fwd[i].
+struct Ring {
+  std::vector<int> chips;
+  std::vector<Route> fwd;
+};
+
+Route reversed(Route r) {
+  r.dir = -r.dir;
+  return r;
+}
+
+Ring reverse_ring(const Ring& r) {
+  const std::size_t len = r.chips.size();
+  Ring out;
+  out.chips.assign(r.chips.rbegin(), r.chips.rend());
+  out.fwd.resize(len);
+  for (std::size_t i = 0; i < len; ++i) out.fwd[i] = reversed(r.fwd[(2 * len - 2 - i) % len]);
+  return out;
+}
+
+// The order in which a dimension's ring visits its coordinates: 0, 1, .., k-1 on a ring; on a
+// line the folded order 0, 2, 4, .., then the odd ones downwards (.., 5, 3, 1), so that every
+// logical hop is at most 2 links and each direction of every link is used once per round.
+std::vector<int> dim_order(int k, bool wrap) {
+  std::vector<int> order;
+  if (wrap) {
+    for (int i = 0; i < k; ++i) order.push_back(i);
+  } else {
+    for (int i = 0; i < k; i += 2) order.push_back(i);
+    for (int i = (k % 2 == 0) ? k - 1 : k - 2; i >= 1; i -= 2) order.push_back(i);
+  }
+  return order;
+}
+
+// Hops along a dimension's ring: fwd[i] goes from order[i] to order[i + 1 mod k].
+std::vector<Route> dim_routes(int dim, int k, bool wrap) {
+  const std::vector<int> order = dim_order(k, wrap);
+  std::vector<Route> fwd(static_cast<std::size_t>(k));
+  for (int i = 0; i < k; ++i) {
+    const int from = order[static_cast<std::size_t>(i)];
+    const int to = order[static_cast<std::size_t>((i + 1) % k)];
+    if (wrap) {
+      fwd[static_cast<std::size_t>(i)] = Route{dim, +1, 1};
+    } else {
+      fwd[static_cast<std::size_t>(i)] = Route{dim, to > from ? +1 : -1, std::abs(to - from)};
+    }
+  }
+  return fwd;
+}
+
+// The ring through the chips of one line along `dim` (the chips that share `base` elsewhere).
+Ring dim_ring(const Topology& t, int dim, PodCoord base) {
+  const int k = t.extent(dim);
+  Ring r;
+  for (int c : dim_order(k, t.wraps(dim))) {
+    base[static_cast<std::size_t>(dim)] = c;
+    r.chips.push_back(t.id(base));
+  }
+  r.fwd = dim_routes(dim, k, t.wraps(dim));
+  return r;
+}
+
+// A cycle through all chips: the rings of the active dimensions combined one by one with a comb
+// (docs/collectives.md). Product of a cycle A (length na >= 2) and a dimension ring B (kb >= 2),
+// as (a, b) positions: row b = 0 goes a = 0 .. na-1; rows b = 1 .. kb-1 snake over a = na-1 .. 1;
+// then a = 0 back down from row kb-1 to row 1 and closes at (0, 0).
+struct CoordCycle {
+  std::vector<PodCoord> nodes;
+  std::vector<Route> fwd;
+};
+
+CoordCycle comb(const CoordCycle& a, int bdim, const std::vector<int>& border,
+                const std::vector<Route>& bfwd) {
+  const int na = static_cast<int>(a.nodes.size());
+  const int kb = static_cast<int>(border.size());
+  const auto afwd = [&](int i) { return a.fwd[static_cast<std::size_t>(i)]; };
+  const auto bf = [&](int r) { return bfwd[static_cast<std::size_t>(r)]; };
+  CoordCycle out;
+  // Each node with the route to the next one.
+  const auto add = [&](int ia, int ib, Route to_next) {
+    PodCoord c = a.nodes[static_cast<std::size_t>(ia)];
+    c[static_cast<std::size_t>(bdim)] = border[static_cast<std::size_t>(ib)];
+    out.nodes.push_back(c);
+    out.fwd.push_back(to_next);
+  };
+  for (int i = 0; i < na; ++i) add(i, 0, i + 1 < na ? afwd(i) : bf(0));
+  for (int r = 1; r < kb; ++r) {
+    const bool last = r == kb - 1;
+    if (r % 2 == 1) {  // a = na-1 down to 1; then up a row, or over to column 0 (a: 1 -> 0)
+      for (int i = na - 1; i >= 1; --i) {
+        add(i, r, i > 1 ? reversed(afwd(i - 1)) : last ? reversed(afwd(0)) : bf(r));
+      }
+    } else {  // a = 1 up to na-1; then up a row, or over to column 0 (A's closing hop na-1 -> 0)
+      for (int i = 1; i <= na - 1; ++i) {
+        add(i, r, i < na - 1 ? afwd(i) : last ? afwd(na - 1) : bf(r));
+      }
+    }
+  }
+  for (int r = kb - 1; r >= 1; --r) add(0, r, reversed(bf(r - 1)));
+  return out;
+}
+
+Ring hamiltonian_ring(const Topology& t) {
+  const std::vector<int> dims = t.active_dims();
+  Ring ring;
+  if (dims.empty()) {
+    ring.chips = {0};
+    ring.fwd = {Route{}};  // never used: a single chip sends nothing
+    return ring;
+  }
+  CoordCycle cyc;
+  const int d0 = dims[0];
+  for (int c : dim_order(t.extent(d0), t.wraps(d0))) {
+    PodCoord p{0, 0, 0};
+    p[static_cast<std::size_t>(d0)] = c;
+    cyc.nodes.push_back(p);
+  }
+  cyc.fwd = dim_routes(d0, t.extent(d0), t.wraps(d0));
+  for (std::size_t i = 1; i < dims.size(); ++i) {
+    const int d = dims[i];
+    cyc = comb(cyc, d, dim_order(t.extent(d), t.wraps(d)),
+               dim_routes(d, t.extent(d), t.wraps(d)));
+  }
+  for (const auto& c : cyc.nodes) ring.chips.push_back(t.id(c));
+  ring.fwd = cyc.fwd;
+  return ring;
+}
+
+Segment chunk_of(const Segment& seg, std::size_t parts, std::size_t i) {
+  return Segment{seg.offset + chunk_offset(seg.count, parts, i), chunk_len(seg.count, parts, i)};
+}
+
+std::vector<Step>& grow(std::vector<Step>& steps, std::size_t len, const char* phase) {
+  while (steps.size() < len) steps.push_back(Step{phase, {}});
+  return steps;
+}
+
+// Ring reduce-scatter of the chunks over the ring, from step step0 for p - 1 steps. chunk[i] is
+// the chunk that ring position i owns at the end. At step s position i sends chunk[i - s - 1]
+// to position i + 1, which reduces it into its own, so chunk[q] is reduced in the order
+// x[q+1], x[q+2], .., x[q-1], x[q] (positions modulo p), each step op(incoming, own).
+void ring_reduce_scatter(std::vector<Step>& steps, std::size_t step0, const Ring& ring,
+                         const std::vector<Segment>& chunk) {
+  const std::size_t p = ring.chips.size();
+  if (p < 2) return;
+  grow(steps, step0 + p - 1, "reduce_scatter");
+  for (std::size_t s = 0; s + 1 < p; ++s) {
+    for (std::size_t i = 0; i < p; ++i) {
+      const Segment& c = chunk[(i + 2 * p - s - 1) % p];
+      if (c.count == 0) continue;
+      steps[step0 + s].transfers.push_back(Transfer{ring.chips[i], ring.chips[(i + 1) % p],
+                                                    c.offset, c.offset, c.count,
+                                                    TransferKind::kReduce, ring.fwd[i]});
+    }
+  }
+}
+
+// Ring all-gather: position i starts with chunk[i]; at step s it passes chunk[i - s] on.
+void ring_all_gather(std::vector<Step>& steps, std::size_t step0, const Ring& ring,
+                     const std::vector<Segment>& chunk) {
+  const std::size_t p = ring.chips.size();
+  if (p < 2) return;
+  grow(steps, step0 + p - 1, "all_gather");
+  for (std::size_t s = 0; s + 1 < p; ++s) {
+    for (std::size_t i = 0; i < p; ++i) {
+      const Segment& c = chunk[(i + p - s) % p];
+      if (c.count == 0) continue;
+      steps[step0 + s].transfers.push_back(Transfer{ring.chips[i], ring.chips[(i + 1) % p],
+                                                    c.offset, c.offset, c.count,
+                                                    TransferKind::kCopy, ring.fwd[i]});
+    }
+  }
+}
+
+// The chunk each ring position owns when chunks are assigned by chip id: position i owns
+// by_chip[chips[i]].
+std::vector<Segment> chunks_by_chip(const Ring& ring, const std::vector<Segment>& by_chip) {
+  std::vector<Segment> out;
+  for (int c : ring.chips) out.push_back(by_chip[static_cast<std::size_t>(c)]);
+  return out;
+}
+
+std::vector<Segment> even_chunks(const Segment& seg, std::size_t p) {
+  std::vector<Segment> out;
+  for (std::size_t i = 0; i < p; ++i) out.push_back(chunk_of(seg, p, i));
+  return out;
+}
+
+// Shard halves for biring reduce-scatter / all-gather: each chip's shard, first half (the larger)
+// clockwise, second half counter-clockwise.
+void shard_halves(std::size_t n, std::size_t p, std::vector<Segment>* cw,
+                  std::vector<Segment>* ccw) {
+  for (std::size_t j = 0; j < p; ++j) {
+    const Segment s{chunk_offset(n, p, j), chunk_len(n, p, j)};
+    cw->push_back(chunk_of(s, 2, 0));
+    ccw->push_back(chunk_of(s, 2, 1));
+  }
+}
+
+void plan_torus_allreduce(const Topology& t, std::size_t n, std::vector<Step>& steps) {
+  const std::vector<int> dims = t.active_dims();
+  const std::size_t d = dims.size();
+  const int p = t.num_chips();
+  for (std::size_t k = 0; k < d; ++k) {
+    const Segment part = chunk_of(Segment{0, n}, d, k);
+    for (std::size_t half = 0; half < 2; ++half) {
+      std::vector<Segment> owned(static_cast<std::size_t>(p), chunk_of(part, 2, half));
+      struct Done {
+        Ring ring;
+        std::vector<Segment> chunks;
+      };
+      std::vector<std::vector<Done>> phases;
+      std::size_t step = 0;
+      for (std::size_t ph = 0; ph < d; ++ph) {
+        const int dim = dims[(k + ph) % d];
+        const int kd = t.extent(dim);
+        phases.emplace_back();
+        std::vector<Segment> next = owned;
+        for (int id = 0; id < p; ++id) {
+          const PodCoord base = t.coord(id);
+          if (base[static_cast<std::size_t>(dim)] != 0) continue;  // one ring per line
+          Ring ring = dim_ring(t, dim, base);
+          if (half == 1) ring = reverse_ring(ring);
+          const Segment seg = owned[static_cast<std::size_t>(id)];
+          std::vector<Segment> chunks;
+          for (int c : ring.chips) {
+            const int pos = t.coord(c)[static_cast<std::size_t>(dim)];
+            chunks.push_back(chunk_of(seg, static_cast<std::size_t>(kd),
+                                      static_cast<std::size_t>(pos)));
+            next[static_cast<std::size_t>(c)] = chunks.back();
+          }
+          ring_reduce_scatter(steps, step, ring, chunks);
+          phases.back().push_back(Done{ring, chunks});
+        }
+        owned = next;
+        step += static_cast<std::size_t>(kd - 1);
+      }
+      for (std::size_t ph = d; ph-- > 0;) {
+        for (const Done& done : phases[ph]) ring_all_gather(steps, step, done.ring, done.chunks);
+        step += static_cast<std::size_t>(t.extent(dims[(k + ph) % d]) - 1);
+      }
+    }
+  }
+}
+
+// Pipelined broadcast down a chain: chain[0] is the root; chunk c leaves the root at step c and
+// moves one chain position per step.
+void chain_broadcast(std::vector<Step>& steps, const std::vector<int>& chain,
+                     const std::vector<Route>& routes, const std::vector<Segment>& chunks) {
+  if (chain.size() < 2) return;
+  const std::size_t hops = chain.size() - 1;
+  grow(steps, hops + chunks.size() - 1, "broadcast");
+  for (std::size_t j = 0; j < hops; ++j) {
+    for (std::size_t c = 0; c < chunks.size(); ++c) {
+      if (chunks[c].count == 0) continue;
+      steps[j + c].transfers.push_back(Transfer{chain[j], chain[j + 1], chunks[c].offset,
+                                                chunks[c].offset, chunks[c].count,
+                                                TransferKind::kCopy, routes[j]});
+    }
+  }
+}
+
+bool known_algorithm(const std::string& a) {
+  return a == "ring" || a == "biring" || a == "torus";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Topology
+
+Topology Topology::torus(std::vector<int> s) {
+  Topology t;
+  t.wrap.assign(s.size(), true);
+  t.size = std::move(s);
+  return t;
+}
+
+Topology Topology::mesh(std::vector<int> s) {
+  Topology t;
+  t.wrap.assign(s.size(), false);
+  t.size = std::move(s);
+  return t;
+}
+
+void Topology::validate() const {
+  if (size.empty()) bad("topology.size: empty; a pod has 1 to 3 dimensions");
+  if (size.size() > static_cast<std::size_t>(kPodMaxDims)) {
+    bad("topology.size: " + std::to_string(size.size()) +
+        " dimensions; a pod has 1 to 3 dimensions");
+  }
+  if (wrap.size() != size.size()) {
+    bad("topology.wrap: " + std::to_string(wrap.size()) + " entries for " +
+        std::to_string(size.size()) + " dimensions; one per dimension");
+  }
+  for (std::size_t d = 0; d < size.size(); ++d) {
+    if (size[d] < 1 || size[d] > kPodMaxPerDim) {
+      bad("topology.size[" + std::to_string(d) + "]: " + std::to_string(size[d]) +
+          " chips; each dimension has 1 to 8 chips");
+    }
+  }
+}
+
+int Topology::num_chips() const {
+  int p = 1;
+  for (int s : size) p *= s;
+  return p;
+}
+
+std::vector<int> Topology::active_dims() const {
+  std::vector<int> d;
+  for (int i = 0; i < rank(); ++i) {
+    if (size[static_cast<std::size_t>(i)] > 1) d.push_back(i);
+  }
+  return d;
+}
+
+PodCoord Topology::coord(int id) const {
+  PodCoord c{0, 0, 0};
+  for (int d = 0; d < rank(); ++d) {
+    c[static_cast<std::size_t>(d)] = id % extent(d);
+    id /= extent(d);
+  }
+  return c;
+}
+
+int Topology::id(const PodCoord& c) const {
+  int id = 0;
+  for (int d = rank() - 1; d >= 0; --d) id = id * extent(d) + c[static_cast<std::size_t>(d)];
+  return id;
+}
+
+std::string Topology::name() const {
+  bool all_wrap = true, no_wrap = true;
+  for (bool w : wrap) {
+    all_wrap = all_wrap && w;
+    no_wrap = no_wrap && !w;
+  }
+  std::string s, kinds;
+  for (std::size_t d = 0; d < size.size(); ++d) {
+    if (d > 0) s += "x";
+    s += std::to_string(size[d]);
+    kinds += (d > 0 ? "," : "") + std::string(wrap[d] ? "ring" : "line");
+  }
+  if (all_wrap) return (size.size() == 1 ? "ring" : "torus") + s;
+  if (no_wrap) return (size.size() == 1 ? "line" : "mesh") + s;
+  return "mixed" + s + ":" + kinds;
+}
+
+int route_dst(const Topology& t, int src, const Route& r) {
+  if (r.dim < 0 || r.dim >= t.rank() || (r.dir != 1 && r.dir != -1) || r.hops < 1) return -1;
+  PodCoord c = t.coord(src);
+  const int k = t.extent(r.dim);
+  int& x = c[static_cast<std::size_t>(r.dim)];
+  for (int h = 0; h < r.hops; ++h) {
+    x += r.dir;
+    if (t.wraps(r.dim)) {
+      x = (x + k) % k;
+    } else if (x < 0 || x >= k) {
+      return -1;
+    }
+  }
+  return t.id(c);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Names and the chunking rule
+
+const char* collective_name(Collective c) {
+  switch (c) {
+    case Collective::kAllReduce:
+      return "all_reduce";
+    case Collective::kReduceScatter:
+      return "reduce_scatter";
+    case Collective::kAllGather:
+      return "all_gather";
+    case Collective::kAllToAll:
+      return "all_to_all";
+    case Collective::kBroadcast:
+      return "broadcast";
+  }
+  return "unknown";
+}
+
+const char* reduce_op_name(ReduceOp op) { return op == ReduceOp::kMax ? "max" : "sum"; }
+const char* dtype_name(DType t) { return t == DType::kBf16 ? "bf16" : "f32"; }
+
+bool collective_reduces(Collective c) {
+  return c == Collective::kAllReduce || c == Collective::kReduceScatter;
+}
+
+std::size_t chunk_len(std::size_t n, std::size_t parts, std::size_t i) {
+  return n / parts + (i < n % parts ? 1 : 0);
+}
+
+std::size_t chunk_offset(std::size_t n, std::size_t parts, std::size_t i) {
+  return i * (n / parts) + std::min(i, n % parts);
+}
+
+std::vector<int> ring_order(const Topology& topo) {
+  topo.validate();
+  return hamiltonian_ring(topo).chips;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plans
+
+std::size_t CollectivePlan::input_len(int chip) const {
+  std::size_t len = 0;
+  for (const Segment& s : chips.at(static_cast<std::size_t>(chip)).input) len += s.count;
+  return len;
+}
+
+std::size_t CollectivePlan::output_len(int chip) const {
+  std::size_t len = 0;
+  for (const Segment& s : chips.at(static_cast<std::size_t>(chip)).output) len += s.count;
+  return len;
+}
+
+CollectivePlan make_plan(const Topology& topo, const CollectiveSpec& spec) {
+  topo.validate();
+  const std::string& algo = spec.algorithm;
+  const char* coll = collective_name(spec.collective);
+  if (!known_algorithm(algo)) {
+    bad("algorithm: unknown '" + algo + "'; expected 'ring', 'biring' or 'torus'");
+  }
+  const bool reduces = collective_reduces(spec.collective);
+  if (algo == "torus" && spec.collective != Collective::kAllReduce) {
+    bad(std::string("algorithm: 'torus' is defined for all_reduce only, not ") + coll);
+  }
+  if (algo == "biring" && spec.collective == Collective::kAllToAll) {
+    bad("algorithm: all_to_all supports 'ring' only");
+  }
+  if (algo == "torus" && topo.active_dims().size() < 2) {
+    bad("algorithm: 'torus' needs at least 2 dimensions with more than one chip; topology " +
+        topo.name() + " has " + std::to_string(topo.active_dims().size()));
+  }
+  const int pi = topo.num_chips();
+  const std::size_t p = static_cast<std::size_t>(pi);
+  if (spec.collective == Collective::kBroadcast && (spec.root < 0 || spec.root >= pi)) {
+    bad("root: " + std::to_string(spec.root) + " is not a chip; 0 <= root < " +
+        std::to_string(pi));
+  }
+  if (spec.collective == Collective::kAllToAll && spec.n % p != 0) {
+    bad("n: " + std::to_string(spec.n) + " elements for all_to_all; must be a multiple of the " +
+        std::to_string(pi) + " chips");
+  }
+
+  CollectivePlan plan;
+  plan.topo = topo;
+  plan.spec = spec;
+  plan.element_bytes = (spec.dtype == DType::kF32 || reduces) ? 4 : 2;
+  plan.chips.resize(p);
+  const std::size_t n = spec.n;
+  const Segment whole{0, n};
+  const Ring ring = hamiltonian_ring(topo);
+  std::vector<Segment> shards;  // shard j of the buffer belongs to chip j
+  for (std::size_t j = 0; j < p; ++j) shards.push_back(Segment{chunk_offset(n, p, j),
+                                                               chunk_len(n, p, j)});
+  plan.buffer_len = n;
+
+  switch (spec.collective) {
+    case Collective::kAllReduce: {
+      for (auto& c : plan.chips) c.input = c.output = {whole};
+      if (algo == "ring") {
+        const auto ch = chunks_by_chip(ring, even_chunks(whole, p));
+        ring_reduce_scatter(plan.steps, 0, ring, ch);
+        ring_all_gather(plan.steps, p - 1, ring, ch);
+      } else if (algo == "biring") {
+        const Ring rev = reverse_ring(ring);
+        const auto cw = chunks_by_chip(ring, even_chunks(chunk_of(whole, 2, 0), p));
+        const auto ccw = chunks_by_chip(rev, even_chunks(chunk_of(whole, 2, 1), p));
+        ring_reduce_scatter(plan.steps, 0, ring, cw);
+        ring_reduce_scatter(plan.steps, 0, rev, ccw);
+        ring_all_gather(plan.steps, p - 1, ring, cw);
+        ring_all_gather(plan.steps, p - 1, rev, ccw);
+      } else {
+        plan_torus_allreduce(topo, n, plan.steps);
+        std::size_t rs_steps = 0;
+        for (int d : topo.active_dims()) rs_steps += static_cast<std::size_t>(topo.extent(d) - 1);
+        for (std::size_t s = 0; s < plan.steps.size(); ++s) {
+          plan.steps[s].phase = s < rs_steps ? "reduce_scatter" : "all_gather";
+        }
+      }
+      break;
+    }
+    case Collective::kReduceScatter:
+    case Collective::kAllGather: {
+      const bool rs = spec.collective == Collective::kReduceScatter;
+      for (std::size_t j = 0; j < p; ++j) {
+        plan.chips[j].input = {rs ? whole : shards[j]};
+        plan.chips[j].output = {rs ? shards[j] : whole};
+      }
+      const auto run = rs ? ring_reduce_scatter : ring_all_gather;
+      if (algo == "ring") {
+        run(plan.steps, 0, ring, chunks_by_chip(ring, shards));
+      } else {
+        std::vector<Segment> cw, ccw;
+        shard_halves(n, p, &cw, &ccw);
+        const Ring rev = reverse_ring(ring);
+        run(plan.steps, 0, ring, chunks_by_chip(ring, cw));
+        run(plan.steps, 0, rev, chunks_by_chip(rev, ccw));
+      }
+      break;
+    }
+    case Collective::kAllToAll: {
+      // Working buffer: [0, n) output, [n, 2n) input, then two staging banks of p - 2 blocks.
+      const std::size_t b = n / p;
+      const std::size_t bank = (p >= 2 ? p - 2 : 0) * b;
+      plan.buffer_len = 2 * n + 2 * bank;
+      std::vector<std::size_t> pos(p);
+      for (std::size_t i = 0; i < p; ++i) pos[static_cast<std::size_t>(ring.chips[i])] = i;
+      for (std::size_t c = 0; c < p; ++c) {
+        plan.chips[c].input = {Segment{n, n}};
+        for (std::size_t i = 0; i < p; ++i) {
+          plan.chips[c].output.push_back(i == c ? Segment{n + c * b, b} : Segment{i * b, b});
+        }
+      }
+      const auto bank_slot = [&](std::size_t step, std::size_t slot) {
+        return 2 * n + (step % 2) * bank + slot * b;
+      };
+      // Step t (1-based): position q passes on the blocks that started at position q - t + 1,
+      // those still k = 1 .. p - t positions away; the receiver keeps k = 1, stores the rest in
+      // bank t % 2, slot k - 2, to pass on at step t + 1 (they sit in bank (t - 1) % 2 then).
+      for (std::size_t t = 1; t < p; ++t) {
+        Step step{"all_to_all", {}};
+        for (std::size_t q = 0; q < p; ++q) {
+          const int src = ring.chips[q];
+          const int dst = ring.chips[(q + 1) % p];
+          const int origin = ring.chips[(q + p - (t - 1)) % p];
+          for (std::size_t k = 1; k + t <= p; ++k) {
+            if (b == 0) continue;
+            const int target = ring.chips[(q + k) % p];
+            const std::size_t from = t == 1 ? n + static_cast<std::size_t>(target) * b
+                                            : bank_slot(t - 1, k - 1);
+            const std::size_t to = k == 1 ? static_cast<std::size_t>(origin) * b
+                                          : bank_slot(t, k - 2);
+            step.transfers.push_back(
+                Transfer{src, dst, from, to, b, TransferKind::kCopy, ring.fwd[q]});
+          }
+        }
+        plan.steps.push_back(std::move(step));
+      }
+      break;
+    }
+    case Collective::kBroadcast: {
+      for (std::size_t c = 0; c < p; ++c) {
+        plan.chips[c].input = static_cast<int>(c) == spec.root ? std::vector<Segment>{whole}
+                                                               : std::vector<Segment>{};
+        plan.chips[c].output = {whole};
+      }
+      std::size_t rpos = 0;
+      while (ring.chips[rpos] != spec.root) ++rpos;
+      const auto chunks = even_chunks(whole, p);
+      const std::size_t cw_len = algo == "ring" ? p - 1 : p / 2;  // positions reached clockwise
+      std::vector<int> chain;
+      std::vector<Route> routes;
+      for (std::size_t j = 0; j <= cw_len; ++j) {
+        chain.push_back(ring.chips[(rpos + j) % p]);
+        routes.push_back(ring.fwd[(rpos + j) % p]);
+      }
+      chain_broadcast(plan.steps, chain, routes, chunks);
+      chain.clear();
+      routes.clear();
+      for (std::size_t j = 0; j < p - cw_len; ++j) {  // counter-clockwise: the rest
+        chain.push_back(ring.chips[(rpos + p - j) % p]);
+        routes.push_back(reversed(ring.fwd[(rpos + 2 * p - j - 1) % p]));
+      }
+      chain_broadcast(plan.steps, chain, routes, chunks);
+      break;
+    }
+  }
+  return plan;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Executor
+
+namespace {
+
+// Runs the plan on 32-bit lanes. reduce_bf16: the inputs are bf16 bits, widened on load, and the
+// outputs are rounded to bf16 once at the end; otherwise the lanes move untouched.
+std::vector<std::vector<uint32_t>> execute_lanes(const CollectivePlan& plan,
+                                                 const std::vector<std::vector<uint32_t>>& in,
+                                                 bool widen_bf16) {
+  const int pi = plan.topo.num_chips();
+  const std::size_t p = static_cast<std::size_t>(pi);
+  if (plan.chips.size() != p) bad("plan.chips: one layout per chip");
+  if (in.size() != p) {
+    bad("inputs: " + std::to_string(in.size()) + " buffers; one per chip (" + std::to_string(p) +
+        ")");
+  }
+  const bool reduces = collective_reduces(plan.spec.collective);
+  const std::size_t len = plan.buffer_len;
+  std::vector<std::vector<uint32_t>> buf(p, std::vector<uint32_t>(len, 0u));
+  for (std::size_t c = 0; c < p; ++c) {
+    const std::size_t want = plan.input_len(static_cast<int>(c));
+    if (in[c].size() != want) {
+      bad("inputs[" + std::to_string(c) + "]: " + std::to_string(in[c].size()) +
+          " elements; this plan needs " + std::to_string(want));
+    }
+    std::size_t k = 0;
+    for (const Segment& s : plan.chips[c].input) {
+      if (s.offset + s.count > len) bad("plan: input segment outside the working buffer");
+      for (std::size_t i = 0; i < s.count; ++i, ++k) {
+        buf[c][s.offset + i] = widen_bf16 ? in[c][k] << 16 : in[c][k];
+      }
+    }
+  }
+
+  std::vector<std::size_t> stamp(p * len, 0);  // step + 1 that last received into an element
+  for (std::size_t si = 0; si < plan.steps.size(); ++si) {
+    const Step& step = plan.steps[si];
+    std::vector<std::vector<uint32_t>> incoming;
+    incoming.reserve(step.transfers.size());
+    for (const Transfer& t : step.transfers) {  // every read sees the start of the step
+      if (t.src < 0 || t.src >= pi || t.dst < 0 || t.dst >= pi ||
+          t.src_offset + t.count > len || t.dst_offset + t.count > len) {
+        bad("plan: step " + std::to_string(si) + " has a transfer outside the pod or buffer");
+      }
+      const auto& s = buf[static_cast<std::size_t>(t.src)];
+      incoming.emplace_back(s.begin() + static_cast<std::ptrdiff_t>(t.src_offset),
+                            s.begin() + static_cast<std::ptrdiff_t>(t.src_offset + t.count));
+    }
+    for (std::size_t ti = 0; ti < step.transfers.size(); ++ti) {
+      const Transfer& t = step.transfers[ti];
+      auto& d = buf[static_cast<std::size_t>(t.dst)];
+      for (std::size_t i = 0; i < t.count; ++i) {
+        std::size_t& st = stamp[static_cast<std::size_t>(t.dst) * len + t.dst_offset + i];
+        if (st == si + 1) {
+          bad("plan: step " + std::to_string(si) + " writes chip " + std::to_string(t.dst) +
+              " element " + std::to_string(t.dst_offset + i) + " twice");
+        }
+        st = si + 1;
+        const uint32_t x = incoming[ti][i];
+        uint32_t& own = d[t.dst_offset + i];
+        if (t.kind == TransferKind::kCopy) {
+          own = x;
+        } else {
+          if (!reduces) bad("plan: a reduce transfer in a collective that does not reduce");
+          const float a = f32_from_bits(x), b = f32_from_bits(own);
+          own = f32_bits(plan.spec.op == ReduceOp::kMax ? f32_maximum(a, b) : f32_add(a, b));
+        }
+      }
+    }
+  }
+
+  std::vector<std::vector<uint32_t>> out(p);
+  for (std::size_t c = 0; c < p; ++c) {
+    for (const Segment& s : plan.chips[c].output) {
+      if (s.offset + s.count > len) bad("plan: output segment outside the working buffer");
+      for (std::size_t i = 0; i < s.count; ++i) {
+        const uint32_t x = buf[c][s.offset + i];
+        out[c].push_back(widen_bf16 ? f32_to_bf16(f32_from_bits(x)) : x);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<uint32_t>> execute_plan_f32(
+    const CollectivePlan& plan, const std::vector<std::vector<uint32_t>>& inputs) {
+  if (plan.spec.dtype != DType::kF32) bad("plan.spec.dtype: bf16 plan run with f32 buffers");
+  return execute_lanes(plan, inputs, false);
+}
+
+std::vector<std::vector<bf16_t>> execute_plan_bf16(const CollectivePlan& plan,
+                                                   const std::vector<std::vector<bf16_t>>& inputs) {
+  if (plan.spec.dtype != DType::kBf16) bad("plan.spec.dtype: f32 plan run with bf16 buffers");
+  std::vector<std::vector<uint32_t>> wide(inputs.size());
+  for (std::size_t c = 0; c < inputs.size(); ++c) wide[c].assign(inputs[c].begin(), inputs[c].end());
+  const auto lanes = execute_lanes(plan, wide, collective_reduces(plan.spec.collective));
+  std::vector<std::vector<bf16_t>> out(lanes.size());
+  for (std::size_t c = 0; c < lanes.size(); ++c) {
+    for (uint32_t x : lanes[c]) out[c].push_back(static_cast<bf16_t>(x & 0xFFFFu));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cost
+
+std::vector<DirectedLink> topology_links(const Topology& topo) {
+  std::vector<DirectedLink> links;
+  for (int c = 0; c < topo.num_chips(); ++c) {
+    for (int d : topo.active_dims()) {
+      for (int dir : {+1, -1}) {
+        if (route_dst(topo, c, Route{d, dir, 1}) >= 0) links.push_back(DirectedLink{c, d, dir});
+      }
+    }
+  }
+  return links;
+}
+
+PlanCost plan_cost(const CollectivePlan& plan) {
+  PlanCost cost;
+  cost.steps = plan.steps.size();
+  for (const Step& step : plan.steps) {
+    std::map<DirectedLink, uint64_t> here;
+    for (const Transfer& t : step.transfers) {
+      int at = t.src;
+      for (int h = 0; h < t.route.hops; ++h) {
+        here[DirectedLink{at, t.route.dim, t.route.dir}] += t.count * plan.element_bytes;
+        at = route_dst(plan.topo, at, Route{t.route.dim, t.route.dir, 1});
+        if (at < 0) bad("plan: a route leaves the topology");
+      }
+    }
+    uint64_t mx = 0;
+    for (const auto& [link, bytes] : here) {
+      cost.link_bytes[link] += bytes;
+      mx = std::max(mx, bytes);
+    }
+    cost.step_max_link_bytes.push_back(mx);
+    cost.step_link_bytes.push_back(std::move(here));
+  }
+  for (const auto& [link, bytes] : cost.link_bytes) {
+    cost.max_link_bytes = std::max(cost.max_link_bytes, bytes);
+  }
+  return cost;
+}
+
+double PlanCost::time_s(double link_bytes_per_s) const {
+  double t = 0;
+  for (uint64_t b : step_max_link_bytes) t += static_cast<double>(b) / link_bytes_per_s;
+  return t;
+}
+
+double allreduce_bound_s(int chips, int links_per_chip, double bytes, double link_bytes_per_s) {
+  if (chips < 1 || links_per_chip < 1 || link_bytes_per_s <= 0) {
+    bad("allreduce_bound_s: chips >= 1, links_per_chip >= 1 and link_bytes_per_s > 0");
+  }
+  const double p = chips;
+  return 2.0 * (p - 1.0) / p * bytes / (links_per_chip * link_bytes_per_s);
+}
+
+int allreduce_links_per_chip(const Topology& topo, const std::string& algorithm) {
+  if (algorithm == "ring") return 1;
+  if (algorithm == "biring") return 2;
+  if (algorithm == "torus") return 2 * static_cast<int>(topo.active_dims().size());
+  bad("algorithm: unknown '" + algorithm + "'; expected 'ring', 'biring' or 'torus'");
+}
+
+}  // namespace tpu

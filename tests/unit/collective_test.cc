@@ -1,0 +1,705 @@
+// tpu collectives (model/include/tpu/collective.h, docs/collectives.md): plan invariants (links,
+// disjoint receives, step counts, busy torus links), the golden executor against expected values
+// written here from the algorithms' definitions, error bounds against an exact sum, link costs
+// against the bandwidth bound, and the errors on invalid input.
+#include "tpu/collective.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <ostream>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tpu/bf16.h"
+#include "tpu/vector.h"
+
+namespace tpu {
+namespace {
+
+using Buffers = std::vector<std::vector<uint32_t>>;  // per chip; bf16 bits sit in [15:0]
+
+struct TopoCase {
+  std::string name;
+  Topology topo;
+};
+
+Topology mixed_4x1x2() {  // x a ring of 4, y a single chip, z a line of 2
+  Topology t;
+  t.size = {4, 1, 2};
+  t.wrap = {true, true, false};
+  return t;
+}
+
+std::vector<TopoCase> topologies() {
+  return {{"ring4", Topology::torus({4})},         {"ring8", Topology::torus({8})},
+          {"line5", Topology::mesh({5})},          {"torus2x2", Topology::torus({2, 2})},
+          {"torus4x4", Topology::torus({4, 4})},   {"torus2x2x2", Topology::torus({2, 2, 2})},
+          {"torus3x3", Topology::torus({3, 3})},   {"mesh3x3", Topology::mesh({3, 3})},
+          {"mixed4x1x2", mixed_4x1x2()},           {"single1", Topology::torus({1})}};
+}
+
+// Test names from the cases' own names.
+struct ByName {
+  template <class P>
+  std::string operator()(const ::testing::TestParamInfo<P>& i) const {
+    return i.param.name;
+  }
+};
+
+// ------------------------------------------------------------------------------------------
+// Independent helpers: the chunking rule and the ring's reduction order, from their definitions.
+
+// n elements in p chunks, the first n % p one element longer: [start, start + len) of chunk j.
+size_t rule_start(size_t n, size_t p, size_t j) {
+  size_t s = 0;
+  for (size_t i = 0; i < j; ++i) s += n / p + (i < n % p ? 1 : 0);
+  return s;
+}
+size_t rule_len(size_t n, size_t p, size_t j) { return n / p + (j < n % p ? 1 : 0); }
+size_t rule_chunk_of(size_t n, size_t p, size_t e) {
+  size_t j = 0;
+  while (e >= rule_start(n, p, j) + rule_len(n, p, j)) ++j;
+  return j;
+}
+
+float op_apply(ReduceOp op, float incoming, float own) {
+  return op == ReduceOp::kMax ? f32_maximum(incoming, own) : f32_add(incoming, own);
+}
+
+// A ring reduce-scatter delivers the chunk that chip `owner` keeps after it has travelled once
+// round the ring `order`: it starts as the value of the chip after the owner, and each chip on
+// the way (the owner last) combines op(incoming partial, own value).
+float ring_fold(const std::vector<int>& order, int owner, ReduceOp op,
+                const std::function<float(int)>& x) {
+  const size_t p = order.size();
+  const size_t q = static_cast<size_t>(std::find(order.begin(), order.end(), owner) -
+                                       order.begin());
+  float acc = x(order[(q + 1) % p]);
+  for (size_t k = 2; k <= p; ++k) acc = op_apply(op, acc, x(order[(q + k) % p]));
+  return acc;
+}
+
+float widen(uint32_t bits, DType t) {
+  return t == DType::kBf16 ? bf16_to_f32(static_cast<bf16_t>(bits)) : f32_from_bits(bits);
+}
+uint32_t narrow(float f, DType t) { return t == DType::kBf16 ? f32_to_bf16(f) : f32_bits(f); }
+
+Buffers run(const CollectivePlan& plan, const Buffers& in) {
+  if (plan.spec.dtype == DType::kF32) return execute_plan_f32(plan, in);
+  std::vector<std::vector<bf16_t>> b(in.size());
+  for (size_t c = 0; c < in.size(); ++c) {
+    for (uint32_t x : in[c]) b[c].push_back(static_cast<bf16_t>(x));
+  }
+  Buffers out;
+  for (const auto& v : execute_plan_bf16(plan, b)) out.emplace_back(v.begin(), v.end());
+  return out;
+}
+
+// Random finite values with exponents in [-10, 10] (24-bit significands, so the f64 sum of up
+// to 64 of them is exact), rounded to bf16 for bf16 buffers. With `special`, some elements get
+// -0 on every chip, and NaN (non-canonical), +Inf or -Inf on some chips.
+Buffers random_values(size_t chips, size_t n, DType t, bool special, std::mt19937& rng) {
+  Buffers v(chips, std::vector<uint32_t>(n));
+  std::uniform_real_distribution<float> mant(1.0f, 2.0f);
+  std::uniform_int_distribution<int> ex(-10, 10);
+  for (auto& chip : v) {
+    for (auto& x : chip) {
+      float f = std::ldexp(mant(rng), ex(rng)) * ((rng() & 1) ? -1.0f : 1.0f);
+      x = narrow(f, t);
+    }
+  }
+  if (!special) return v;
+  const uint32_t nan = t == DType::kBf16 ? 0x7F81u : 0xFF812345u;
+  const uint32_t pinf = t == DType::kBf16 ? 0x7F80u : 0x7F800000u;
+  const uint32_t ninf = t == DType::kBf16 ? 0xFF80u : 0xFF800000u;
+  const uint32_t nzero = t == DType::kBf16 ? 0x8000u : 0x80000000u;
+  for (size_t e = 0; e < n; ++e) {
+    const size_t c = rng() % chips;
+    switch (rng() % 8) {
+      case 0:
+        for (auto& chip : v) chip[e] = nzero;
+        break;
+      case 1:
+        v[c][e] = nan;
+        break;
+      case 2:
+        v[c][e] = pinf;
+        break;
+      case 3:
+        v[c][e] = ninf;
+        break;
+      case 4:
+        v[c][e] = nzero;
+        break;
+      default:
+        break;
+    }
+  }
+  return v;
+}
+
+Buffers random_bits(size_t chips, const std::function<size_t(size_t)>& len, DType t,
+                    std::mt19937& rng) {
+  Buffers v(chips);
+  for (size_t c = 0; c < chips; ++c) {
+    v[c].resize(len(c));
+    for (auto& x : v[c]) x = t == DType::kBf16 ? (rng() & 0xFFFFu) : static_cast<uint32_t>(rng());
+  }
+  return v;
+}
+
+std::vector<size_t> sizes_for(size_t p, std::mt19937& rng) {
+  std::set<size_t> s = {1, 2, p, p + 1, 2 * p + 3, 7 * p - 1, 97};
+  if (p > 1) s.insert(p - 1);
+  for (int i = 0; i < 3; ++i) s.insert(1 + rng() % 300);
+  return {s.begin(), s.end()};
+}
+
+// ------------------------------------------------------------------------------------------
+// Plan invariants that hold for every plan.
+
+void check_plan(const CollectivePlan& plan) {
+  const Topology& t = plan.topo;
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    std::set<std::pair<int, size_t>> written, read;
+    for (const Transfer& x : plan.steps[s].transfers) {
+      SCOPED_TRACE("step " + std::to_string(s) + " " + std::to_string(x.src) + "->" +
+                   std::to_string(x.dst));
+      // Between neighbours: one link, or two along a line dimension (the folded ring).
+      EXPECT_NE(x.src, x.dst);
+      EXPECT_EQ(route_dst(t, x.src, x.route), x.dst);
+      EXPECT_TRUE(x.route.hops == 1 || (x.route.hops == 2 && !t.wraps(x.route.dim)));
+      EXPECT_GT(x.count, 0u);
+      EXPECT_LE(x.src_offset + x.count, plan.buffer_len);
+      EXPECT_LE(x.dst_offset + x.count, plan.buffer_len);
+      EXPECT_EQ(x.kind == TransferKind::kReduce, collective_reduces(plan.spec.collective) &&
+                                                     plan.steps[s].phase == "reduce_scatter");
+      for (size_t i = 0; i < x.count; ++i) {
+        EXPECT_TRUE(written.insert({x.dst, x.dst_offset + i}).second)
+            << "element " << x.dst_offset + i << " received twice";
+        read.insert({x.src, x.src_offset + i});
+      }
+    }
+    // A chip never sends from elements it receives into in the same step (no double buffering).
+    for (const auto& w : written) EXPECT_EQ(read.count(w), 0u) << "step " << s;
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// The ring order.
+
+void PrintTo(const TopoCase& c, std::ostream* os) { *os << c.name; }
+
+class CollectiveTopology : public ::testing::TestWithParam<TopoCase> {};
+
+TEST_P(CollectiveTopology, RingOrderVisitsEveryChipOverNeighbourLinks) {
+  const Topology& t = GetParam().topo;
+  const std::vector<int> order = ring_order(t);
+  const int p = t.num_chips();
+  ASSERT_EQ(order.size(), static_cast<size_t>(p));
+  EXPECT_EQ(order[0], 0);
+  std::vector<int> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  for (int i = 0; i < p; ++i) EXPECT_EQ(sorted[static_cast<size_t>(i)], i);
+  for (int i = 0; p > 1 && i < p; ++i) {
+    const PodCoord a = t.coord(order[static_cast<size_t>(i)]);
+    const PodCoord b = t.coord(order[static_cast<size_t>((i + 1) % p)]);
+    int dims_changed = 0;
+    for (int d = 0; d < t.rank(); ++d) {
+      const int delta = b[static_cast<size_t>(d)] - a[static_cast<size_t>(d)];
+      if (delta == 0) continue;
+      ++dims_changed;
+      const int k = t.extent(d);
+      if (t.wraps(d)) {
+        EXPECT_TRUE((delta + k) % k == 1 || (delta + k) % k == k - 1) << "hop " << i;
+      } else {
+        EXPECT_LE(std::abs(delta), 2) << "hop " << i;
+      }
+    }
+    EXPECT_EQ(dims_changed, 1) << "hop " << i;
+  }
+  for (int c = 0; c < p; ++c) EXPECT_EQ(t.id(t.coord(c)), c);
+}
+
+TEST(CollectiveTopologyNames, NameTheShape) {
+  EXPECT_EQ(Topology::torus({8}).name(), "ring8");
+  EXPECT_EQ(Topology::torus({4, 4}).name(), "torus4x4");
+  EXPECT_EQ(Topology::mesh({3, 3}).name(), "mesh3x3");
+  EXPECT_EQ(mixed_4x1x2().name(), "mixed4x1x2:ring,ring,line");
+  // Linear ids run x fastest.
+  EXPECT_EQ(mixed_4x1x2().id({3, 0, 1}), 7);
+  EXPECT_EQ(Topology::torus({4, 4}).coord(6), (PodCoord{2, 1, 0}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Pods, CollectiveTopology, ::testing::ValuesIn(topologies()),
+                         ByName());
+
+// ------------------------------------------------------------------------------------------
+// All-reduce and reduce-scatter.
+
+struct ReduceCase {
+  std::string name;
+  TopoCase topo;
+  Collective coll;
+  std::string algo;
+  ReduceOp op;
+  DType dtype;
+  bool special;
+};
+
+std::vector<ReduceCase> reduce_cases(Collective coll) {
+  std::vector<ReduceCase> cases;
+  for (const TopoCase& tc : topologies()) {
+    std::vector<std::string> algos = {"ring", "biring"};
+    if (coll == Collective::kAllReduce && tc.topo.active_dims().size() >= 2) {
+      algos.push_back("torus");
+    }
+    for (const std::string& a : algos) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+        for (DType dt : {DType::kF32, DType::kBf16}) {
+          for (bool special : {false, true}) {
+            cases.push_back({tc.name + "_" + a + "_" + reduce_op_name(op) + "_" + dtype_name(dt) +
+                                 (special ? "_special" : ""),
+                             tc, coll, a, op, dt, special});
+          }
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+// The expected value of element e from the algorithm's definition (ring and biring), or NaN
+// bits 0 when the test has no closed form (torus: bounded instead).
+bool expected_by_order(const ReduceCase& rc, const std::vector<int>& order, size_t n, size_t e,
+                       const std::function<float(int)>& x, float* out) {
+  const size_t p = order.size();
+  std::vector<int> rev(order.rbegin(), order.rend());
+  if (rc.algo == "ring") {
+    *out = ring_fold(order, static_cast<int>(rule_chunk_of(n, p, e)), rc.op, x);
+    return true;
+  }
+  if (rc.algo != "biring") return false;
+  if (rc.coll == Collective::kAllReduce) {  // first half (the larger) clockwise, rest counter-
+    const size_t h = (n + 1) / 2;
+    *out = e < h ? ring_fold(order, static_cast<int>(rule_chunk_of(h, p, e)), rc.op, x)
+                 : ring_fold(rev, static_cast<int>(rule_chunk_of(n - h, p, e - h)), rc.op, x);
+    return true;
+  }
+  // Reduce-scatter: each shard's first half (the larger) clockwise, its second counter-.
+  const size_t j = rule_chunk_of(n, p, e);
+  const size_t local = e - rule_start(n, p, j);
+  const size_t h = (rule_len(n, p, j) + 1) / 2;
+  *out = ring_fold(local < h ? order : rev, static_cast<int>(j), rc.op, x);
+  return true;
+}
+
+void PrintTo(const ReduceCase& c, std::ostream* os) { *os << c.name; }
+
+class CollectiveReduce : public ::testing::TestWithParam<ReduceCase> {};
+
+TEST_P(CollectiveReduce, MatchesTheAlgorithmAndTheExactValue) {
+  const ReduceCase& rc = GetParam();
+  const Topology& t = rc.topo.topo;
+  const size_t p = static_cast<size_t>(t.num_chips());
+  const std::vector<int> order = ring_order(t);
+  std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>{}(rc.name)));
+  for (size_t n : sizes_for(p, rng)) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    CollectiveSpec spec;
+    spec.collective = rc.coll;
+    spec.op = rc.op;
+    spec.dtype = rc.dtype;
+    spec.n = n;
+    spec.algorithm = rc.algo;
+    const CollectivePlan plan = make_plan(t, spec);
+    check_plan(plan);
+    size_t want_steps = 2 * (p - 1);
+    if (rc.algo == "torus") {
+      want_steps = 0;
+      for (int d : t.active_dims()) want_steps += 2 * static_cast<size_t>(t.extent(d) - 1);
+    }
+    if (rc.coll == Collective::kReduceScatter) want_steps = p - 1;
+    EXPECT_EQ(plan.steps.size(), want_steps);
+    EXPECT_EQ(plan.element_bytes, 4u);  // f32, and bf16 partials travel as f32
+
+    const Buffers in = random_values(p, n, rc.dtype, rc.special, rng);
+    const Buffers out = run(plan, in);
+    ASSERT_EQ(out.size(), p);
+
+    for (size_t c = 0; c < p; ++c) {
+      const bool all = rc.coll == Collective::kAllReduce;
+      const size_t first = all ? 0 : rule_start(n, p, c);
+      const size_t len = all ? n : rule_len(n, p, c);
+      ASSERT_EQ(out[c].size(), len) << "chip " << c;
+      if (all && c > 0) {
+        EXPECT_EQ(out[c], out[0]) << "chip " << c << " differs from chip 0";
+        continue;
+      }
+      for (size_t i = 0; i < len; ++i) {
+        const size_t e = first + i;
+        const auto x = [&](int chip) { return widen(in[static_cast<size_t>(chip)][e], rc.dtype); };
+        const uint32_t got = out[c][i];
+        float exp_order = 0;
+        if (expected_by_order(rc, order, n, e, x, &exp_order)) {
+          EXPECT_EQ(got, narrow(exp_order, rc.dtype)) << "element " << e;
+        }
+        if (rc.op == ReduceOp::kMax) {  // order-free: exact
+          float m = x(0);
+          for (size_t k = 1; k < p; ++k) m = f32_maximum(m, x(static_cast<int>(k)));
+          EXPECT_EQ(got, narrow(m, rc.dtype)) << "element " << e;
+          continue;
+        }
+        bool nan = false, pinf = false, ninf = false, all_nzero = true;
+        double exact = 0, abs_sum = 0;
+        for (size_t k = 0; k < p; ++k) {
+          const float v = x(static_cast<int>(k));
+          nan |= std::isnan(v);
+          pinf |= v == INFINITY;
+          ninf |= v == -INFINITY;
+          all_nzero &= v == 0 && std::signbit(v);
+          if (std::isfinite(v)) {
+            exact += v;  // exact: see random_values
+            abs_sum += std::fabs(v);
+          }
+        }
+        const float r = widen(got, rc.dtype);
+        if (nan || (pinf && ninf)) {  // canonical, unless a lone chip did no arithmetic at all
+          const float want = p > 1 ? f32_from_bits(kF32CanonNan) : x(0);
+          EXPECT_EQ(got, narrow(want, rc.dtype)) << "element " << e;
+        } else if (pinf || ninf) {
+          EXPECT_EQ(r, pinf ? INFINITY : -INFINITY) << "element " << e;
+        } else if (all_nzero) {
+          EXPECT_EQ(got, narrow(-0.0f, rc.dtype)) << "element " << e;
+        } else {
+          // Any summation tree of p terms rounds each term at most p - 1 times, so
+          // |sum - exact| <= gamma(p-1) * sum|x|, gamma(k) = k u / (1 - k u), u = 2^-24; a bf16
+          // result adds one rounding to bf16, at most 2^-8 of its magnitude.
+          const double u = std::ldexp(1.0, -24);
+          const double k = static_cast<double>(p - 1);
+          const double gamma = k * u / (1 - k * u);
+          double bound = gamma * abs_sum;
+          if (rc.dtype == DType::kBf16) bound += std::ldexp(1.0, -8) * (std::fabs(exact) + bound);
+          EXPECT_LE(std::fabs(static_cast<double>(r) - exact), bound) << "element " << e;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllReduce, CollectiveReduce,
+                         ::testing::ValuesIn(reduce_cases(Collective::kAllReduce)),
+                         ByName());
+INSTANTIATE_TEST_SUITE_P(ReduceScatter, CollectiveReduce,
+                         ::testing::ValuesIn(reduce_cases(Collective::kReduceScatter)),
+                         ByName());
+
+// The ring's order shows in the bits: on a 4-ring (order 0 1 2 3) with chips holding 2^24, 1, 1,
+// -2^24 in every element, chunk q (one element each) is summed starting after its owner:
+//   q=0: ((1 + 1) - 2^24) + 2^24 = 2      q=1: ((1 - 2^24) + 2^24) + 1 = 2
+//   q=2: ((-2^24 + 2^24) + 1) + 1 = 2     q=3: ((2^24 + 1) + 1) - 2^24 = 0 (each +1 ties to even)
+TEST(CollectiveGolden, RingSumOrderByHand) {
+  const float big = 16777216.0f;
+  const Buffers in = {std::vector<uint32_t>(4, f32_bits(big)), std::vector<uint32_t>(4, f32_bits(1)),
+                      std::vector<uint32_t>(4, f32_bits(1)), std::vector<uint32_t>(4, f32_bits(-big))};
+  CollectiveSpec spec;
+  spec.n = 4;
+  const Buffers out = execute_plan_f32(make_plan(Topology::torus({4}), spec), in);
+  const std::vector<uint32_t> want = {f32_bits(2), f32_bits(2), f32_bits(2), f32_bits(0)};
+  for (const auto& chip : out) EXPECT_EQ(chip, want);
+}
+
+// bf16 inputs accumulate in f32 and round once: 1 + 2^-8 + 2^-8 = 1 + 2^-7 (a bf16 value);
+// rounding each partial to bf16 would give 1 (1 + 2^-8 is a tie that rounds to even, 1).
+TEST(CollectiveGolden, Bf16AccumulatesInF32AndRoundsOnce) {
+  for (const char* algo : {"ring", "biring", "torus"}) {
+    const Topology t = Topology::torus({2, 2});
+    const std::vector<std::vector<bf16_t>> in = {
+        {0x3F80, 0x3F80, 0x3F80}, {0x3B80, 0x3B80, 0x3B80}, {0x3B80, 0x3B80, 0x3B80}, {0, 0, 0}};
+    CollectiveSpec spec;
+    spec.dtype = DType::kBf16;
+    spec.n = 3;
+    spec.algorithm = algo;
+    for (const auto& chip : execute_plan_bf16(make_plan(t, spec), in)) {
+      EXPECT_EQ(chip, (std::vector<bf16_t>{0x3F81, 0x3F81, 0x3F81})) << algo;
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// All-gather, all-to-all, broadcast: exact data movement (any bits, NaN payloads included).
+
+struct MoveCase {
+  std::string name;
+  TopoCase topo;
+  Collective coll;
+  std::string algo;
+  DType dtype;
+};
+
+std::vector<MoveCase> move_cases() {
+  std::vector<MoveCase> cases;
+  for (const TopoCase& tc : topologies()) {
+    for (Collective c : {Collective::kAllGather, Collective::kAllToAll, Collective::kBroadcast}) {
+      for (std::string a : {"ring", "biring"}) {
+        if (c == Collective::kAllToAll && a == "biring") continue;
+        for (DType dt : {DType::kF32, DType::kBf16}) {
+          cases.push_back({tc.name + "_" + collective_name(c) + "_" + a + "_" + dtype_name(dt),
+                           tc, c, a, dt});
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+void PrintTo(const MoveCase& c, std::ostream* os) { *os << c.name; }
+
+class CollectiveMove : public ::testing::TestWithParam<MoveCase> {};
+
+TEST_P(CollectiveMove, DeliversExactly) {
+  const MoveCase& mc = GetParam();
+  const Topology& t = mc.topo.topo;
+  const size_t p = static_cast<size_t>(t.num_chips());
+  std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>{}(mc.name)));
+  std::vector<size_t> sizes = sizes_for(p, rng);
+  if (mc.coll == Collective::kAllToAll) {  // n = p * block
+    sizes = {p, 2 * p, 5 * p, p * (1 + rng() % 20)};
+  }
+  for (size_t n : sizes) {
+    const std::vector<int> roots = {0, static_cast<int>(p) - 1, static_cast<int>(rng() % p)};
+    for (int root : roots) {
+      if (mc.coll != Collective::kBroadcast && root != 0) continue;
+      SCOPED_TRACE("n = " + std::to_string(n) + " root = " + std::to_string(root));
+      CollectiveSpec spec;
+      spec.collective = mc.coll;
+      spec.dtype = mc.dtype;
+      spec.n = n;
+      spec.algorithm = mc.algo;
+      spec.root = root;
+      const CollectivePlan plan = make_plan(t, spec);
+      check_plan(plan);
+      EXPECT_EQ(plan.element_bytes, mc.dtype == DType::kBf16 ? 2u : 4u);
+      Buffers in, want(p);
+      if (mc.coll == Collective::kAllGather) {
+        in = random_bits(p, [&](size_t c) { return rule_len(n, p, c); }, mc.dtype, rng);
+        for (size_t c = 0; c < p; ++c) {
+          for (const auto& shard : in) want[c].insert(want[c].end(), shard.begin(), shard.end());
+        }
+        EXPECT_EQ(plan.steps.size(), p - 1);
+      } else if (mc.coll == Collective::kAllToAll) {
+        const size_t b = n / p;  // chip c's block j goes to chip j, where it is block c
+        in = random_bits(p, [&](size_t) { return n; }, mc.dtype, rng);
+        for (size_t c = 0; c < p; ++c) {
+          for (size_t j = 0; j < p; ++j) {
+            want[c].insert(want[c].end(), in[j].begin() + static_cast<std::ptrdiff_t>(c * b),
+                           in[j].begin() + static_cast<std::ptrdiff_t>((c + 1) * b));
+          }
+        }
+        EXPECT_EQ(plan.steps.size(), p - 1);
+      } else {
+        const size_t r = static_cast<size_t>(root);
+        in = random_bits(p, [&](size_t c) { return c == r ? n : 0; }, mc.dtype, rng);
+        for (size_t c = 0; c < p; ++c) want[c] = in[r];
+        const size_t steps = p < 2 ? 0 : mc.algo == "ring" ? 2 * p - 2 : p / 2 + p - 1;
+        EXPECT_EQ(plan.steps.size(), steps);
+      }
+      const Buffers out = run(plan, in);
+      for (size_t c = 0; c < p; ++c) EXPECT_EQ(out[c], want[c]) << "chip " << c;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Pods, CollectiveMove, ::testing::ValuesIn(move_cases()),
+                         ByName());
+
+// ------------------------------------------------------------------------------------------
+// The torus algorithm keeps every link busy; costs against the bandwidth bound.
+
+class CollectiveTorusLinks : public ::testing::TestWithParam<TopoCase> {};
+
+TEST_P(CollectiveTorusLinks, EveryDirectedLinkCarriesDataInTheReduceScatterSteps) {
+  const Topology& t = GetParam().topo;
+  CollectiveSpec spec;
+  spec.n = 4000;
+  spec.algorithm = "torus";
+  const CollectivePlan plan = make_plan(t, spec);
+  const PlanCost cost = plan_cost(plan);
+  const std::vector<int> dims = t.active_dims();
+  bool equal = true;
+  for (int d : dims) equal = equal && t.extent(d) == t.extent(dims[0]);
+  std::vector<size_t> rs;
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    if (plan.steps[s].phase == "reduce_scatter") rs.push_back(s);
+  }
+  ASSERT_FALSE(rs.empty());
+  for (size_t s : rs) {  // each step moves data in every dimension (when dimensions are equal)
+    std::set<int> used;
+    for (const Transfer& x : plan.steps[s].transfers) used.insert(x.route.dim);
+    if (equal) {
+      EXPECT_EQ(used.size(), dims.size()) << "step " << s;
+    }
+  }
+  for (const DirectedLink& l : topology_links(t)) {
+    size_t busy = 0;
+    for (size_t s : rs) busy += cost.step_link_bytes[s].count(l);
+    SCOPED_TRACE("link chip " + std::to_string(l.chip) + " dim " + std::to_string(l.dim) +
+                 " dir " + std::to_string(l.dir));
+    if (equal) {
+      EXPECT_EQ(busy, rs.size());
+    } else {  // a short dimension idles while the long one finishes: still at least half
+      EXPECT_GE(2 * busy, rs.size());
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Pods, CollectiveTorusLinks,
+                         ::testing::Values(TopoCase{"torus2x2", Topology::torus({2, 2})},
+                                           TopoCase{"torus4x4", Topology::torus({4, 4})},
+                                           TopoCase{"torus2x2x2", Topology::torus({2, 2, 2})},
+                                           TopoCase{"torus3x3", Topology::torus({3, 3})},
+                                           TopoCase{"mesh3x3", Topology::mesh({3, 3})},
+                                           TopoCase{"mixed4x1x2", mixed_4x1x2()},
+                                           TopoCase{"torus4x2", Topology::torus({4, 2})}),
+                         ByName());
+
+double plan_time(const Topology& t, const std::string& algo, size_t n) {
+  CollectiveSpec spec;
+  spec.n = n;
+  spec.algorithm = algo;
+  return plan_cost(make_plan(t, spec)).time_s(1.0);
+}
+
+TEST(CollectiveCost, RingBiringAndTorusMeetTheBandwidthBound) {
+  // n divisible by every chunking, so each plan's busiest links carry exactly the bound.
+  struct Case {
+    Topology topo;
+    std::string algo;
+    size_t n;
+  };
+  for (const Case& c : {Case{Topology::torus({8}), "ring", 800},
+                        Case{Topology::torus({8}), "biring", 800},
+                        Case{Topology::torus({4, 4}), "ring", 640},
+                        Case{Topology::torus({4, 4}), "biring", 640},
+                        Case{Topology::torus({4, 4}), "torus", 640},
+                        Case{Topology::torus({2, 2, 2}), "torus", 480},
+                        Case{Topology::torus({4, 4, 4}), "torus", 3 * 2 * 64 * 5}}) {
+    SCOPED_TRACE(c.topo.name() + " " + c.algo);
+    const int p = c.topo.num_chips();
+    const double bytes = 4.0 * static_cast<double>(c.n);
+    const double bound = allreduce_bound_s(p, allreduce_links_per_chip(c.topo, c.algo), bytes, 1);
+    EXPECT_DOUBLE_EQ(plan_time(c.topo, c.algo, c.n), bound);
+  }
+  // Ring: every link carries 2 (p - 1) / p * N bytes, in 2 (p - 1) steps.
+  CollectiveSpec spec;
+  spec.n = 800;
+  const PlanCost ring = plan_cost(make_plan(Topology::torus({8}), spec));
+  EXPECT_EQ(ring.steps, 14u);
+  EXPECT_EQ(ring.max_link_bytes, 2u * 7u * 800u * 4u / 8u);
+  EXPECT_EQ(ring.link_bytes.size(), 8u);  // the + direction of the 8 links
+  // On a 4x4 torus the torus algorithm beats biring, which beats ring, by the link count.
+  const Topology t44 = Topology::torus({4, 4});
+  EXPECT_DOUBLE_EQ(plan_time(t44, "ring", 640), 2 * plan_time(t44, "biring", 640));
+  EXPECT_DOUBLE_EQ(plan_time(t44, "biring", 640), 2 * plan_time(t44, "torus", 640));
+  // A folded line uses each direction of each link twice per step of a bidirectional ring.
+  spec.algorithm = "biring";
+  spec.n = 60;
+  const PlanCost line = plan_cost(make_plan(Topology::mesh({6}), spec));
+  EXPECT_EQ(line.link_bytes.size(), 10u);
+  EXPECT_EQ(line.max_link_bytes, 2 * (2u * 5u * 30u * 4u / 6u));
+}
+
+TEST(CollectiveCost, AllToAllAndLinkList) {
+  CollectiveSpec spec;
+  spec.collective = Collective::kAllToAll;
+  spec.n = 8 * 3;
+  const PlanCost c = plan_cost(make_plan(Topology::torus({8}), spec));
+  EXPECT_EQ(c.steps, 7u);
+  EXPECT_EQ(c.max_link_bytes, 8u * 7u / 2u * 3u * 4u);  // p (p - 1) / 2 blocks per link
+  EXPECT_EQ(topology_links(Topology::torus({4, 4})).size(), 64u);
+  EXPECT_EQ(topology_links(Topology::mesh({3, 3})).size(), 24u);
+  EXPECT_EQ(topology_links(Topology::torus({2})).size(), 4u);  // two links each way
+  EXPECT_DOUBLE_EQ(allreduce_bound_s(4, 1, 400, 2), 2.0 * 3 / 4 * 400 / 2);
+}
+
+// ------------------------------------------------------------------------------------------
+// Invalid input.
+
+void expect_invalid(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no exception; expected one naming " << parts[0];
+  } catch (const std::invalid_argument& e) {
+    for (const auto& s : parts) EXPECT_NE(std::string(e.what()).find(s), std::string::npos) << e.what();
+  }
+}
+
+TEST(CollectiveErrors, InvalidInputNamesTheParameterAndTheRule) {
+  CollectiveSpec spec;
+  spec.n = 8;
+  const auto plan_on = [&](Topology t) { return [t, &spec] { make_plan(t, spec); }; };
+  expect_invalid(plan_on(Topology::torus({})), {"topology.size", "1 to 3 dimensions"});
+  expect_invalid(plan_on(Topology::torus({2, 2, 2, 2})), {"topology.size", "1 to 3"});
+  expect_invalid(plan_on(Topology::torus({4, 9})), {"topology.size[1]", "1 to 8 chips"});
+  expect_invalid(plan_on(Topology::mesh({0})), {"topology.size[0]", "1 to 8 chips"});
+  Topology bad_wrap = Topology::torus({4, 4});
+  bad_wrap.wrap.pop_back();
+  expect_invalid(plan_on(bad_wrap), {"topology.wrap", "one per dimension"});
+  expect_invalid([] { ring_order(Topology::torus({})); }, {"topology.size"});
+
+  spec.algorithm = "tree";
+  expect_invalid(plan_on(Topology::torus({4})), {"algorithm", "'tree'", "'ring'"});
+  spec.algorithm = "torus";
+  expect_invalid(plan_on(Topology::torus({8})), {"algorithm", "torus", "at least 2 dimensions"});
+  expect_invalid(plan_on(Topology::torus({8, 1, 1})), {"algorithm", "at least 2 dimensions"});
+  spec.collective = Collective::kReduceScatter;
+  expect_invalid(plan_on(Topology::torus({4, 4})), {"algorithm", "all_reduce only"});
+  spec.collective = Collective::kAllToAll;
+  spec.algorithm = "biring";
+  expect_invalid(plan_on(Topology::torus({4})), {"algorithm", "'ring' only"});
+  spec.algorithm = "ring";
+  spec.n = 6;
+  expect_invalid(plan_on(Topology::torus({4})), {"n:", "multiple of the 4 chips"});
+
+  spec.collective = Collective::kBroadcast;
+  spec.root = 4;
+  expect_invalid(plan_on(Topology::torus({4})), {"root", "0 <= root < 4"});
+  spec.root = -1;
+  expect_invalid(plan_on(Topology::torus({4})), {"root"});
+  expect_invalid([] { allreduce_links_per_chip(Topology::torus({4}), "star"); }, {"algorithm"});
+
+  // Buffers: count, sizes, dtype.
+  CollectiveSpec ar;
+  ar.n = 5;
+  const CollectivePlan plan = make_plan(Topology::torus({2, 2}), ar);
+  const Buffers ok(4, std::vector<uint32_t>(5));
+  EXPECT_NO_THROW(execute_plan_f32(plan, ok));
+  expect_invalid([&] { execute_plan_f32(plan, Buffers(3, std::vector<uint32_t>(5))); },
+                 {"inputs", "one per chip"});
+  Buffers short_one = ok;
+  short_one[1].pop_back();
+  expect_invalid([&] { execute_plan_f32(plan, short_one); }, {"inputs[1]", "needs 5"});
+  expect_invalid([&] { execute_plan_bf16(plan, std::vector<std::vector<bf16_t>>(4)); },
+                 {"dtype"});
+  CollectiveSpec bc;
+  bc.collective = Collective::kBroadcast;
+  bc.n = 3;
+  bc.root = 2;
+  const CollectivePlan bplan = make_plan(Topology::torus({4}), bc);
+  expect_invalid([&] { execute_plan_f32(bplan, Buffers(4, std::vector<uint32_t>(3))); },
+                 {"inputs[0]", "needs 0"});
+  // A malformed plan (two receives into one element in a step) is refused, not run in some order.
+  CollectivePlan broken = plan;
+  broken.steps[0].transfers.push_back(broken.steps[0].transfers[0]);
+  expect_invalid([&] { execute_plan_f32(broken, ok); }, {"plan", "twice"});
+}
+
+}  // namespace
+}  // namespace tpu
