@@ -129,75 +129,111 @@ module tpu_mxu #(
   // ---------------------------------------------------------------------------------------------
   // Input skew, the PE grid, output deskew
   // ---------------------------------------------------------------------------------------------
-  act_t          act_h  [Rows][Cols+1];  // activation entering PE(i, j) from the left
-  tpu_pkg::f32_t psum_v [Rows+1][Cols];  // partial sum entering PE(i, j) from above
+  // ---------------------------------------------------------------------------------------------
+  // The array. Cell (i, j) - a processing element - holds two weights, wgt_q[bank * Rows + i][j];
+  // each enabled cycle it takes the activation entering from the left (with the bank it
+  // multiplies) and the partial sum entering from above, computes
+  // tpu_mac_pkg::mac(a, w[bank], psum) with one rounding, and registers the activation to the
+  // right (act_q[i][j]) and the new partial sum downward (psum_q[i][j]): one cycle right, one
+  // cycle down. Weight writes go straight into the named bank, independent of `en`; the control
+  // above guarantees that no beat in flight still reads that bank.
+  // The cells are state arrays and one loop over them (not Rows x Cols instances): the same
+  // registers and logic, but Verilator keeps a loop of more than 64 iterations rolled, so the
+  // 128 x 128 array verilates to one copy of the cell's code instead of one per instance.
+  //
+  // Skew and deskew lines (shift registers that advance with `en`): row i's activation enters
+  // the array i + 1 cycles after its beat (askew_q[i][i]), column j's running sum j + 1 cycles
+  // after (tskew_q[j][j]), and column j's result leaves Cols - 1 - j cycles after the bottom
+  // row's (dskew_q[j][Cols - 2 - j]), so a result row leaves together. Stages beyond a line's
+  // depth hold values nothing reads.
+  // ---------------------------------------------------------------------------------------------
+  typedef act_t          [Cols-1:0] act_row_t;
+  typedef tpu_pkg::f32_t [Cols-1:0] f32_row_t;
+  typedef act_t          [Rows-1:0] act_line_t;
 
-  for (genvar i = 0; i < Rows; i++) begin : gen_row_skew
-    act_t act_in;
-    assign act_in.sel = rd_bank_q;
-    assign act_in.a   = a_fire ? a_data_i[i] : '0;
+  logic [Cols-1:0][15:0] wgt_q [2*Rows];
+  act_row_t              act_q   [Rows];
+  act_row_t              act_d   [Rows];
+  f32_row_t              psum_q  [Rows];
+  f32_row_t              psum_d  [Rows];
+  act_line_t             askew_q [Rows];
+  act_line_t             askew_d [Rows];
+  f32_row_t              tskew_q [Cols];
+  f32_row_t              tskew_d [Cols];
+  f32_row_t              dskew_q [Cols];
+  f32_row_t              dskew_d [Cols];
+  logic [Cols-1:0][15:0] w_row;
 
-    tpu_shift #(
-      .data_t(act_t),
-      .Depth (i + 1)
-    ) i_skew (
-      .clk_i (clk_i),
-      .rst_ni(rst_ni),
-      .en_i  (en),
-      .d_i   (act_in),
-      .q_o   (act_h[i][0])
-    );
-  end
-
-  for (genvar j = 0; j < Cols; j++) begin : gen_col_skew
-    tpu_pkg::f32_t top_in;
-    assign top_in = (a_fire && a_acc_i) ? acc_data_i[j] : '0;
-
-    tpu_shift #(
-      .data_t(tpu_pkg::f32_t),
-      .Depth (j + 1)
-    ) i_skew (
-      .clk_i (clk_i),
-      .rst_ni(rst_ni),
-      .en_i  (en),
-      .d_i   (top_in),
-      .q_o   (psum_v[0][j])
-    );
-  end
-
-  for (genvar i = 0; i < Rows; i++) begin : gen_pe_row
-    logic row_we;
-    assign row_we = w_fire && (32'(wr_row_q) == i);
-
-    for (genvar j = 0; j < Cols; j++) begin : gen_pe_col
-      tpu_pe i_pe (
-        .clk_i   (clk_i),
-        .rst_ni  (rst_ni),
-        .en_i    (en),
-        .w_we_i  (row_we),
-        .w_bank_i(wr_bank_q),
-        .w_data_i(w_data_i[j]),
-        .a_i     (act_h[i][j].a),
-        .sel_i   (act_h[i][j].sel),
-        .a_o     (act_h[i][j+1].a),
-        .sel_o   (act_h[i][j+1].sel),
-        .psum_i  (psum_v[i][j]),
-        .psum_o  (psum_v[i+1][j])
-      );
+  always_comb begin
+    act_t          a_in;
+    tpu_pkg::f32_t p_in;
+    for (int unsigned i = 0; i < Rows; i++) begin
+      a_in.sel   = rd_bank_q;
+      a_in.a     = a_fire ? a_data_i[i] : '0;
+      askew_d[i] = {askew_q[i][Rows-2:0], a_in};
+    end
+    for (int unsigned j = 0; j < Cols; j++) begin
+      p_in       = (a_fire && a_acc_i) ? acc_data_i[j] : '0;
+      tskew_d[j] = {tskew_q[j][Cols-2:0], p_in};
+      dskew_d[j] = {dskew_q[j][Cols-2:0], psum_q[Rows-1][j]};
+      w_row[j]   = w_data_i[j];
+    end
+    for (int unsigned i = 0; i < Rows; i++) begin
+      for (int unsigned j = 0; j < Cols; j++) begin
+        if (j == 0) a_in = askew_q[i][i];
+        else        a_in = act_q[i][j-1];
+        if (i == 0) p_in = tskew_q[j][j];
+        else        p_in = psum_q[i-1][j];
+        act_d[i][j]  = a_in;
+        psum_d[i][j] = tpu_mac_pkg::mac(a_in.a, wgt_q[32'(a_in.sel) * Rows + i][j], p_in);
+      end
     end
   end
 
-  for (genvar j = 0; j < Cols; j++) begin : gen_col_deskew
-    tpu_shift #(
-      .data_t(tpu_pkg::f32_t),
-      .Depth (Cols - 1 - j)
-    ) i_deskew (
-      .clk_i (clk_i),
-      .rst_ni(rst_ni),
-      .en_i  (en),
-      .d_i   (psum_v[Rows][j]),
-      .q_o   (o_data_o[j])
-    );
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      wgt_q <= '{default: '0};
+    end else if (w_fire) begin
+      wgt_q[32'(wr_bank_q) * Rows + 32'(wr_row_q)] <= w_row;
+    end
+  end
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      act_q   <= '{default: '0};
+      psum_q  <= '{default: '0};
+      askew_q <= '{default: '0};
+      tskew_q <= '{default: '0};
+      dskew_q <= '{default: '0};
+    end else if (en) begin
+      act_q   <= act_d;
+      psum_q  <= psum_d;
+      askew_q <= askew_d;
+      tskew_q <= tskew_d;
+      dskew_q <= dskew_d;
+    end
+  end
+
+  for (genvar j = 0; j < Cols; j++) begin : gen_out
+    if (j == Cols - 1) begin : gen_last
+      assign o_data_o[j] = psum_q[Rows-1][j];
+    end else begin : gen_deskew
+      assign o_data_o[j] = dskew_q[j][Cols-2-j];
+    end
+  end
+
+  // Column 0, cell by cell, for waves (waves/mxu.gtkw): what enters each row, both weights, the
+  // partial sum entering each cell and the one leaving the bottom.
+  for (genvar i = 0; i < Rows; i++) begin : gen_col0
+    tpu_pkg::bf16_t dbg_a_in, dbg_w_bank0, dbg_w_bank1;
+    logic           dbg_sel_in;
+    tpu_pkg::f32_t  dbg_psum_in, dbg_psum_out;
+    assign dbg_a_in     = askew_q[i][i].a;
+    assign dbg_sel_in   = askew_q[i][i].sel;
+    assign dbg_w_bank0  = wgt_q[i][0];
+    assign dbg_w_bank1  = wgt_q[Rows + i][0];
+    assign dbg_psum_in  = (i == 0) ? tskew_q[0][0] : psum_q[i-1][0];
+    assign dbg_psum_out = psum_q[i][0];
   end
 
   tag_t tag_in, tag_out;

@@ -14,18 +14,18 @@ lint() {  # lint <name> <top> <verilator args and sources...>
   fi
 }
 PKG="rtl/tpu_pkg.sv"
-MXU="$PKG rtl/tpu_mac.sv rtl/tpu_shift.sv rtl/tpu_pe.sv rtl/tpu_mxu.sv rtl/tpu_mxu_top.sv"
+MXU="$PKG rtl/tpu_mac_pkg.sv rtl/tpu_shift.sv rtl/tpu_mxu.sv rtl/tpu_mxu_top.sv"
 VPU="$PKG rtl/tpu_vpu_pkg.sv rtl/tpu_fma32.sv rtl/tpu_vpu_lane.sv rtl/tpu_vpu_tree.sv rtl/tpu_vpu.sv"
 HBM="rtl/tpu_hbm_pkg.sv rtl/tpu_fifo.sv rtl/tpu_hbm_cqueue.sv rtl/tpu_hbm_pick.sv \
 rtl/tpu_hbm_chan.sv rtl/tpu_hbm_ctrl.sv"
 CHIP="rtl/tpu_vpu_pkg.sv rtl/tpu_chip_pkg.sv $HBM \
-rtl/tpu_mac.sv rtl/tpu_shift.sv rtl/tpu_pe.sv rtl/tpu_mxu.sv rtl/tpu_fma32.sv rtl/tpu_vpu_lane.sv \
+rtl/tpu_mac_pkg.sv rtl/tpu_shift.sv rtl/tpu_mxu.sv rtl/tpu_fma32.sv rtl/tpu_vpu_lane.sv \
 rtl/tpu_vpu_tree.sv rtl/tpu_vpu.sv rtl/tpu_mem.sv rtl/tpu_dma.sv rtl/tpu_mxu_unit.sv \
 rtl/tpu_vpu_unit.sv rtl/tpu_seq.sv rtl/tpu_chip.sv"
 
 # shellcheck disable=SC2086
 {
-  lint tpu_mac tpu_mac $PKG rtl/tpu_mac.sv
+  lint tpu_mac tpu_mac $PKG rtl/tpu_mac_pkg.sv rtl/tpu_mac.sv
   ids="0 1 2"; [ "${1:-}" = "--all" ] && ids="0 1 2 3"
   for id in $ids; do lint "tpu_mxu_top (variant $id)" tpu_mxu_top -GVariantId=$id $MXU; done
   lint tpu_fma32 tpu_fma32 $PKG rtl/tpu_fma32.sv
