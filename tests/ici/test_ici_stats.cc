@@ -1,6 +1,7 @@
 // The routers' statistics agree with the traffic: local flits in/out equal the harness's
 // injected/ejected counts, every flit sent on a link is counted in by the neighbour on the same
-// VC, and stall cycles appear under load and not at zero load.
+// VC, and stall cycles appear under load and not at zero load. The links of both directions of
+// a ring carry the same load under uniform traffic (ties at distance k/2 split both ways).
 #include <gtest/gtest.h>
 
 #include "ici_net.h"
@@ -55,6 +56,53 @@ TEST(IciStats, CountersMatchTrafficAndNeighbours) {
     for (unsigned n = 0; n < t.nodes(); ++n) v += net.stat(n, IciPort::kXp, vc, IciStat::kFlitsOut);
     EXPECT_GT(v, 0u) << "VC " << vc << " unused on +X links";
   }
+}
+
+// Uniform traffic on a 4x4 torus: with ties at distance 2 sent by destination parity, each + link
+// and each - link carries 8/15 hop per injected packet; sending every tie + would load the +
+// links three times as much as the - links (12/15 against 4/15).
+TEST(IciStats, BothDirectionsOfARingCarryTheSameLoad) {
+  const IciTopology t = ici_2d(4, 4);
+  IciNet net(t);
+  IciScoreboard sb(net);
+  IciTrafficConfig cfg;
+  cfg.rate = 0.5;
+  const IciRunStats st = ici_run(net, sb, cfg, 0, 4000, 10000);
+  ASSERT_TRUE(st.completed) << st.error;
+  expect_clean(net, sb);
+  for (unsigned dim = 0; dim < 2; ++dim) {
+    uint64_t plus = 0, minus = 0;
+    for (unsigned n = 0; n < t.nodes(); ++n) {
+      plus += sum_stat(net, n, static_cast<IciPort>(1 + 2 * dim), IciStat::kFlitsOut);
+      minus += sum_stat(net, n, static_cast<IciPort>(2 + 2 * dim), IciStat::kFlitsOut);
+    }
+    ASSERT_GT(plus + minus, 0u);
+    const double ratio = double(plus) / double(minus);
+    EXPECT_GT(ratio, 0.9) << "dimension " << dim << ": + " << plus << " - " << minus;
+    EXPECT_LT(ratio, 1.1) << "dimension " << dim << ": + " << plus << " - " << minus;
+  }
+}
+
+// A packet at distance k/2 goes + to an even coordinate and - to an odd one, in every dimension.
+TEST(IciStats, TieGoesByDestinationParity) {
+  const IciTopology t = ici_2d(4, 4);
+  IciNet net(t);
+  IciScoreboard sb(net);
+  struct Case {
+    unsigned src, dst;
+    IciPort first;
+  };
+  // (x, y) = node % 4, node / 4
+  const Case cases[] = {{0, 2, IciPort::kXp}, {1, 3, IciPort::kXm}, {3, 1, IciPort::kXm},
+                        {2, 0, IciPort::kXp}, {0, 8, IciPort::kYp}, {4, 12, IciPort::kYm}};
+  for (const Case& c : cases) {
+    const uint32_t before = sum_stat(net, c.src, c.first, IciStat::kFlitsOut);
+    sb.send(c.src, c.dst, 1);
+    ASSERT_TRUE(net.drain(1000));
+    EXPECT_EQ(sum_stat(net, c.src, c.first, IciStat::kFlitsOut), before + 1)
+        << c.src << "->" << c.dst << " did not leave on " << ici_port_name(c.first);
+  }
+  expect_clean(net, sb);
 }
 
 TEST(IciStats, NoStallsAtZeroLoad) {

@@ -1,7 +1,7 @@
 // Heavy random traffic across the wrap links: no loss, no duplicate, in order per pair, no
 // deadlock (a watchdog stops a run that makes no progress), with and without ejection
-// back-pressure; and the dateline VCs: the half-ring shift on a 4-ring deadlocks when every hop
-// is forced into one VC class, and completes with the datelines.
+// back-pressure; and the dateline VCs: a shift that sends every packet the same way round a ring
+// deadlocks when every hop is forced into one VC class, and completes with the datelines.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -54,23 +54,25 @@ INSTANTIATE_TEST_SUITE_P(
              (std::get<3>(i.param) ? "_backpressure" : "");
     });
 
-// The adversarial pattern for a ring: every node sends half way round; on a 4-ring the tie goes
-// +, so all packets chase each other the same way round and every link is needed by packets
-// that already hold the previous one. With 16-flit packets (longer than a VC buffer) every
-// source kept busy, the ring deadlocks when every hop is forced into VC class 0 (no datelines);
-// with the datelines it must complete. The watchdog turns the deadlock into a clear failure.
+// The adversarial pattern for a ring: on a 5-ring every node sends 2 ahead, so all packets chase
+// each other the same way round and every link is needed by packets that already hold the
+// previous one. (On a 4-ring the half-ring shift no longer does that: ties at distance k/2 split
+// both ways by destination parity.) With 16-flit packets (longer than a VC buffer) every source
+// kept busy, the ring deadlocks when every hop is forced into VC class 0 (no datelines); with the
+// datelines it must complete. The watchdog turns the deadlock into a clear failure.
 class IciDateline : public ::testing::TestWithParam<bool> {};
 
-TEST_P(IciDateline, HalfRingShift) {
+TEST_P(IciDateline, ShiftAllOneWay) {
   const bool dateline = GetParam();
-  IciTopology t = ici_ring(4);
+  constexpr unsigned k = 5;
+  IciTopology t = ici_ring(k);
   t.dateline = dateline;
   IciNet net(t);
   IciScoreboard sb(net);
   std::string error;
   for (uint64_t c = 0; c < 6000 && error.empty(); ++c) {
-    for (unsigned s = 0; s < 4; ++s)
-      if (c < 4000 && net.queued(s) < 2) sb.send(s, (s + 2) % 4, 16);
+    for (unsigned s = 0; s < k; ++s)
+      if (c < 4000 && net.queued(s) < 2) sb.send(s, (s + 2) % k, 16);
     net.tick();
     if (net.in_flight() > 0 && net.cycle() - net.last_progress() > 500)
       error = "deadlock: no flit moved for 500 cycles with " + std::to_string(net.in_flight()) +
@@ -88,7 +90,7 @@ TEST_P(IciDateline, HalfRingShift) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ring4, IciDateline, ::testing::Values(true, false),
+INSTANTIATE_TEST_SUITE_P(Ring5, IciDateline, ::testing::Values(true, false),
                          [](const ::testing::TestParamInfo<bool>& i) {
                            return i.param ? "WithDateline" : "WithoutDatelineDeadlocks";
                          });
