@@ -79,7 +79,9 @@ package tpu_ici_pkg;
   typedef enum logic [1:0] {
     ICI_ST_FLITS_IN  = 2'd0,  // flits written into this input VC
     ICI_ST_FLITS_OUT = 2'd1,  // flits sent on this output VC (local port: ejected flits, VC 0)
-    ICI_ST_STALL     = 2'd2   // cycles this input VC held a flit that did not move
+    ICI_ST_STALL     = 2'd2,  // cycles this input VC held a flit that did not move
+    ICI_ST_LOST      = 2'd3   // of those, cycles it could have moved (credit, free VC) but the
+                              // allocator gave its input or its output to another flit
   } ici_stat_e;
 
   // The destination of a header from the low bits of a head flit's data: `dst` is the least

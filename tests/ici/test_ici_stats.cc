@@ -1,7 +1,8 @@
 // The routers' statistics agree with the traffic: local flits in/out equal the harness's
 // injected/ejected counts, every flit sent on a link is counted in by the neighbour on the same
-// VC, and stall cycles appear under load and not at zero load. The links of both directions of
-// a ring carry the same load under uniform traffic (ties at distance k/2 split both ways).
+// VC, stall cycles appear under load and not at zero load, and the cycles lost to the allocator
+// are a part of the stall cycles. The links of both directions of a ring carry the same load
+// under uniform traffic (ties at distance k/2 split both ways).
 #include <gtest/gtest.h>
 
 #include "ici_net.h"
@@ -27,7 +28,7 @@ TEST(IciStats, CountersMatchTrafficAndNeighbours) {
   const IciRunStats st = ici_run(net, sb, cfg, 0, 2000, 10000);
   ASSERT_TRUE(st.completed) << st.error;
   expect_clean(net, sb);
-  uint64_t in = 0, out = 0, stalls = 0;
+  uint64_t in = 0, out = 0, stalls = 0, lost = 0;
   for (unsigned n = 0; n < t.nodes(); ++n) {
     in += sum_stat(net, n, IciPort::kLocal, IciStat::kFlitsIn);
     out += sum_stat(net, n, IciPort::kLocal, IciStat::kFlitsOut);
@@ -45,11 +46,20 @@ TEST(IciStats, CountersMatchTrafficAndNeighbours) {
       }
       stalls += sum_stat(net, n, p, IciStat::kStall);
     }
+    for (unsigned p = 0; p < kIciPorts; ++p) {
+      for (unsigned vc = 0; vc < kIciNumVc; ++vc) {
+        const uint32_t l = net.stat(n, static_cast<IciPort>(p), vc, IciStat::kLost);
+        EXPECT_LE(l, net.stat(n, static_cast<IciPort>(p), vc, IciStat::kStall))
+            << "node " << n << " port " << p << " vc " << vc;
+        lost += l;
+      }
+    }
   }
   EXPECT_EQ(in, net.flits_injected());
   EXPECT_EQ(out, net.flits_ejected());
   EXPECT_EQ(in, out);
   EXPECT_GT(stalls, 0u) << "no stall at 0.8 flits/node/cycle is implausible";
+  EXPECT_GT(lost, 0u) << "no allocation conflict at 0.8 flits/node/cycle is implausible";
   // Both VC classes carry traffic on a torus (crossing and non-crossing packets).
   for (unsigned vc = 0; vc < kIciNumVc; ++vc) {
     uint64_t v = 0;
