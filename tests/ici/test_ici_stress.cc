@@ -55,25 +55,27 @@ INSTANTIATE_TEST_SUITE_P(
              (std::get<3>(i.param) ? "_backpressure" : "");
     });
 
-// The adversarial pattern for a ring: on a 5-ring every node sends 2 ahead, so all packets chase
-// each other the same way round and every link is needed by packets that already hold the
-// previous one. (On a 4-ring the half-ring shift no longer does that: ties at distance k/2 split
-// both ways by destination parity.) With 16-flit packets (longer than a VC buffer) every source
-// kept busy, the ring deadlocks when every hop is forced into VC class 0 (no datelines); with the
-// datelines it must complete. The watchdog turns the deadlock into a clear failure.
+// The adversarial pattern for a ring: on an 8-ring the even nodes send 3 ahead, so all packets
+// go the same way round (no tie), each needs the link that the packet ahead of it holds, and the
+// chain closes round the ring. The destinations are all odd, so the packets share one VC of class
+// 0 for NumVc = 2 and 4 (the VC inside a class is a hash of the destination). (A half-ring shift
+// on a 4-ring no longer does this: ties at distance k/2 split both ways by destination parity.)
+// With 16-flit packets (longer than a VC buffer) every source kept busy, the ring deadlocks when
+// every hop is forced into VC class 0 (no datelines); with the datelines it must complete. The
+// watchdog turns the deadlock into a clear failure.
 class IciDateline : public ::testing::TestWithParam<bool> {};
 
 TEST_P(IciDateline, ShiftAllOneWay) {
   const bool dateline = GetParam();
-  constexpr unsigned k = 5;
+  constexpr unsigned k = 8;
   IciTopology t = ici_ring(k);
   t.dateline = dateline;
   IciNet net(t);
   IciScoreboard sb(net);
   std::string error;
   for (uint64_t c = 0; c < 6000 && error.empty(); ++c) {
-    for (unsigned s = 0; s < k; ++s)
-      if (c < 4000 && net.queued(s) < 2) sb.send(s, (s + 2) % k, 16);
+    for (unsigned s = 0; s < k; s += 2)
+      if (c < 4000 && net.queued(s) < 2) sb.send(s, (s + 3) % k, 16);
     net.tick();
     if (net.in_flight() > 0 && net.cycle() - net.last_progress() > 500)
       error = "deadlock: no flit moved for 500 cycles with " + std::to_string(net.in_flight()) +
@@ -91,7 +93,7 @@ TEST_P(IciDateline, ShiftAllOneWay) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ring5, IciDateline, ::testing::Values(true, false),
+INSTANTIATE_TEST_SUITE_P(Ring8, IciDateline, ::testing::Values(true, false),
                          [](const ::testing::TestParamInfo<bool>& i) {
                            return i.param ? "WithDateline" : "WithoutDatelineDeadlocks";
                          });
