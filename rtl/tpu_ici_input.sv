@@ -1,5 +1,5 @@
 // tpu_ici_input: input unit of one router port: NumVc virtual-channel buffers of Depth flits,
-// route computation and the input stage of the combined VC + switch allocator.
+// route computation and the per-VC requests to the combined VC + switch allocator.
 //
 // Handshake: credit-based. An upstream sender only sends a flit on VC v when it holds a credit
 // for v, so a buffer is never pushed full (asserted); every flit that leaves a buffer returns
@@ -8,11 +8,12 @@
 // Latency: a flit written in cycle t is at its buffer's head in t+1, where it can win the
 // switch in the same cycle (route computation, VC selection and switch request are one
 // combinational step on registered state). Throughput: one flit in and one flit out per cycle.
-// Allocation: each VC whose head can move (a body flit: its packet's output VC has a credit; a
-// head flit: its route's output VC is free and has a credit) requests; a round-robin arbiter
-// picks one VC per port (`req_*_o`), and the router's output arbiters decide (`gnt_i`). The
-// arbiter rotates every cycle it presents a request, won or lost, so a VC whose output is
-// contended does not keep the port's other VCs waiting behind it.
+// Allocation: every VC whose head can move requests its output port (`req_o[v]`, with
+// `req_body_o[v]` set for a body flit): a body flit when its packet's output VC has a credit, a
+// head flit when its route's output VC is free and has a credit. The router's allocator
+// (tpu_ici_swalloc) grants at most one VC (`gnt_i`, one-hot), whose flit and output VC leave on
+// `out_flit_o`/`out_vc_o`. Every VC of the port is offered, so a VC whose output is taken does
+// not keep the port's other VCs waiting behind it.
 module tpu_ici_input
   import tpu_ici_pkg::*;
 #(
@@ -37,15 +38,17 @@ module tpu_ici_input
   // state of every output VC of the router (registered there)
   input  logic [NumPorts-1:0][NumVc-1:0]     ovc_free_i,
   input  logic [NumPorts-1:0][NumVc-1:0]     ovc_credit_i,
-  // switch request and grant
-  output logic                               req_o,
-  output ici_port_e                          req_port_o,
-  output logic [VcW-1:0]                     req_vc_o,
-  output flit_t                              req_flit_o,
-  input  logic                               gnt_i,
+  // switch requests (one per VC whose head can move) and the grant (at most one VC)
+  output logic      [NumVc-1:0]              req_o,
+  output logic      [NumVc-1:0]              req_body_o,  // the request is a body flit
+  output ici_port_e [NumVc-1:0]              req_port_o,
+  input  logic      [NumVc-1:0]              gnt_i,
+  output logic [VcW-1:0]                     out_vc_o,    // the granted VC's output VC
+  output flit_t                              out_flit_o,  // and its head flit
   // statistics and status
   output logic [NumVc-1:0][StatW-1:0]        st_in_o,
   output logic [NumVc-1:0][StatW-1:0]        st_stall_o,
+  output logic [NumVc-1:0][StatW-1:0]        st_lost_o,   // could move, not granted
   output logic                               empty_o
 );
 
@@ -67,15 +70,14 @@ module tpu_ici_input
   logic  [NumVc-1:0]     in_open_q, in_open_d;         // arrival side: packet begun, tail to come
   ici_port_e             tgt_port[NumVc];
   logic  [VcW-1:0]       tgt_vc[NumVc];
-  logic  [NumVc-1:0]     cand, sel_gnt;
+  logic  [NumVc-1:0]     cand;
   logic  [VcW-1:0]       sel;
-  logic                  sel_valid;
-  logic  [NumVc-1:0][StatW-1:0] st_in_q, st_in_d, st_stall_q, st_stall_d;
+  logic  [NumVc-1:0][StatW-1:0] st_in_q, st_in_d, st_stall_q, st_stall_d, st_lost_q, st_lost_d;
 
   for (genvar v = 0; v < NumVc; v++) begin : gen_vc
     logic [CntW-1:0] unused_count;
     assign vc_push[v] = in_valid_i && (in_vc_i == VcW'(v));
-    assign vc_pop[v] = gnt_i && sel_gnt[v];
+    assign vc_pop[v] = gnt_i[v];
     assign front_head[v] = head_flit[v].head;
     tpu_fifo #(
       .data_t(flit_t),
@@ -107,23 +109,19 @@ module tpu_ici_input
     end
   end
 
-  tpu_ici_rr_arb #(
-    .N(NumVc)
-  ) i_vc_arb (
-    .clk_i  (clk_i),
-    .rst_ni (rst_ni),
-    .req_i  (cand),
-    .upd_i  (req_o),  // rotate every cycle: a VC that lost the switch does not block the others
-    .gnt_o  (sel_gnt),
-    .idx_o  (sel),
-    .valid_o(sel_valid)
-  );
+  always_comb begin
+    sel = '0;
+    for (int unsigned v = 0; v < NumVc; v++) if (gnt_i[v]) sel = VcW'(v);
+  end
 
-  assign req_o = sel_valid;
-  assign req_port_o = tgt_port[sel];
-  assign req_vc_o = tgt_vc[sel];
-  assign req_flit_o = head_flit[sel];
-  assign cr_valid_o = gnt_i;
+  assign req_o = cand;
+  assign req_body_o = active_q;
+  for (genvar v = 0; v < NumVc; v++) begin : gen_req
+    assign req_port_o[v] = tgt_port[v];
+  end
+  assign out_vc_o = tgt_vc[sel];
+  assign out_flit_o = head_flit[sel];
+  assign cr_valid_o = |gnt_i;
   assign cr_vc_o = sel;
   assign full_o = vc_full;
   assign empty_o = &vc_empty;
@@ -136,6 +134,7 @@ module tpu_ici_input
     in_open_d = in_open_q;
     st_in_d = st_in_q;
     st_stall_d = st_stall_q;
+    st_lost_d = st_lost_q;
     for (int unsigned v = 0; v < NumVc; v++) begin
       if (vc_pop[v]) begin
         if (head_flit[v].head) begin
@@ -150,6 +149,7 @@ module tpu_ici_input
         st_in_d[v] = st_in_q[v] + 1'b1;
       end
       if (!vc_empty[v] && !vc_pop[v]) st_stall_d[v] = st_stall_q[v] + 1'b1;
+      if (cand[v] && !vc_pop[v]) st_lost_d[v] = st_lost_q[v] + 1'b1;
     end
   end
 
@@ -161,6 +161,7 @@ module tpu_ici_input
       in_open_q <= '0;
       st_in_q <= '0;
       st_stall_q <= '0;
+      st_lost_q <= '0;
     end else begin
       active_q <= active_d;
       oport_q <= oport_d;
@@ -168,11 +169,13 @@ module tpu_ici_input
       in_open_q <= in_open_d;
       st_in_q <= st_in_d;
       st_stall_q <= st_stall_d;
+      st_lost_q <= st_lost_d;
     end
   end
 
   assign st_in_o = st_in_q;
   assign st_stall_o = st_stall_q;
+  assign st_lost_o = st_lost_q;
 
   // ---- Assertions ----
   // Credits upstream: never a flit into a full VC buffer (also in each tpu_fifo).
@@ -196,7 +199,9 @@ module tpu_ici_input
                                       !vc_empty[v] |-> (front_head[v] == !active_q[v]))
     else $error("tpu_ici_input: VC %0d front flit does not match its packet state", v);
   end
-  a_gnt_has_req: assert property (@(posedge clk_i) disable iff (!rst_ni) gnt_i |-> req_o)
+  a_gnt_has_req: assert property (@(posedge clk_i) disable iff (!rst_ni) (gnt_i & ~req_o) == '0)
   else $error("tpu_ici_input: grant without request");
+  a_gnt_onehot: assert property (@(posedge clk_i) disable iff (!rst_ni) $onehot0(gnt_i))
+  else $error("tpu_ici_input: more than one VC granted");
 
 endmodule

@@ -79,7 +79,9 @@ package tpu_ici_pkg;
   typedef enum logic [1:0] {
     ICI_ST_FLITS_IN  = 2'd0,  // flits written into this input VC
     ICI_ST_FLITS_OUT = 2'd1,  // flits sent on this output VC (local port: ejected flits, VC 0)
-    ICI_ST_STALL     = 2'd2   // cycles this input VC held a flit that did not move
+    ICI_ST_STALL     = 2'd2,  // cycles this input VC held a flit that did not move
+    ICI_ST_LOST      = 2'd3   // of those, cycles it could have moved (credit, free VC) but the
+                              // allocator gave its input or its output to another flit
   } ici_stat_e;
 
   // The destination of a header from the low bits of a head flit's data: `dst` is the least
@@ -93,13 +95,18 @@ package tpu_ici_pkg;
     return (num_vc > 1) ? $clog2(num_vc) : 1;
   endfunction
 
-  // Dimension-order route (X, then Y, then Z), the shorter way round each ring (a tie, possible
-  // on even rings, goes +). VC class on a ring (dateline at the wrap link, k-1 -> 0 going + and
-  // 0 -> k-1 going -): a packet that still has to cross the wrap link of this dimension travels
-  // in class 0, up to and including the wrap link; every other hop of the dimension is class 1
-  // (the hops after the crossing and the whole way of a packet that never crosses). Both classes
-  // only ever step towards the dateline-free end of the ring, so neither has a cyclic channel
-  // dependency; the class is a function of (here, destination), so no per-packet state is needed.
+  // Dimension-order route (X, then Y, then Z), the shorter way round each ring. A tie (possible
+  // on even rings, at distance k/2) goes + when the destination coordinate is even and - when it
+  // is odd: sending every tie + loads the + links of a 4-ring with 3 of every 4 hops under
+  // uniform traffic; the parity rule gives every link of both directions the same load. A tie
+  // only exists at the first hop of a dimension, so the route stays a function of (source,
+  // destination) and a pair stays in order. VC class on a ring (dateline at the wrap link,
+  // k-1 -> 0 going + and 0 -> k-1 going -): a packet that still has to cross the wrap link of
+  // this dimension travels in class 0, up to and including the wrap link; every other hop of the
+  // dimension is class 1 (the hops after the crossing and the whole way of a packet that never
+  // crosses). Both classes only ever step towards the dateline-free end of the ring, so neither
+  // has a cyclic channel dependency; the class is a function of (here, destination), so no
+  // per-packet state is needed.
   // On a line (mesh) there is no cycle at all: the class is a parity of the destination, which
   // spreads packets over both classes and keeps a source/destination pair on one VC sequence.
   function automatic ici_route_t ici_route(ici_coord_t me, ici_coord_t dst, ici_topo_t topo);
@@ -117,7 +124,8 @@ package tpu_ici_pkg;
         found = 1'b1;
         if (topo.wrap[d]) begin
           delta = (t >= c) ? t - c : t + k - c;
-          plus = ({delta, 1'b0} <= {1'b0, k});
+          // a tie (delta = k/2) goes + towards an even coordinate, - towards an odd one
+          plus = ({delta, 1'b0} < {1'b0, k}) || ({delta, 1'b0} == {1'b0, k} && !t[0]);
           r.cls = plus ? (c < t) : (c > t);
         end else begin
           plus = (t > c);

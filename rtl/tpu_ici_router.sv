@@ -82,11 +82,13 @@ module tpu_ici_router
   logic      [NumPorts-1:0][NumVc-1:0] in_full;
   logic      [NumPorts-1:0]            cr_valid;
   logic      [NumPorts-1:0][VcW-1:0]   cr_vc;
-  logic      [NumPorts-1:0]            req, gnt, in_empty;
-  ici_port_e [NumPorts-1:0]            req_port;
+  logic      [NumPorts-1:0][NumVc-1:0] req, gnt, req_body;
+  logic      [NumPorts-1:0]            in_empty;
+  ici_port_e [NumPorts-1:0][NumVc-1:0] req_port;
   logic      [VcW-1:0]                 req_vc[NumPorts];
   flit_t                               req_flit[NumPorts];
-  logic      [NumVc-1:0][StatW-1:0]    st_in[NumPorts], st_stall[NumPorts], st_out[NumPorts];
+  logic      [NumVc-1:0][StatW-1:0]    st_in[NumPorts], st_stall[NumPorts], st_lost[NumPorts];
+  logic      [NumVc-1:0][StatW-1:0]    st_out[NumPorts];
   logic      [NumPorts-1:0][NumVc-1:0] ovc_free, ovc_credit;
   logic      [NumPorts-1:0]            all_credits;
 
@@ -147,12 +149,14 @@ module tpu_ici_router
       .ovc_free_i  (ovc_free),
       .ovc_credit_i(ovc_credit),
       .req_o       (req[p]),
+      .req_body_o  (req_body[p]),
       .req_port_o  (req_port[p]),
-      .req_vc_o    (req_vc[p]),
-      .req_flit_o  (req_flit[p]),
       .gnt_i       (gnt[p]),
+      .out_vc_o    (req_vc[p]),
+      .out_flit_o  (req_flit[p]),
       .st_in_o     (st_in[p]),
       .st_stall_o  (st_stall[p]),
+      .st_lost_o   (st_lost[p]),
       .empty_o     (in_empty[p])
     );
   end
@@ -163,10 +167,13 @@ module tpu_ici_router
   flit_t                           out_flit[NumPorts];
   logic  [VcW-1:0]                 out_vc[NumPorts];
 
-  tpu_ici_swalloc i_swalloc (
+  tpu_ici_swalloc #(
+    .NumVc(NumVc)
+  ) i_swalloc (
     .clk_i      (clk_i),
     .rst_ni     (rst_ni),
     .req_i      (req),
+    .req_body_i (req_body),
     .req_port_i (req_port),
     .gnt_o      (gnt),
     .out_valid_o(out_valid),
@@ -247,6 +254,7 @@ module tpu_ici_router
         ICI_ST_FLITS_IN:  stat_o = st_in[stat_port_i][stat_vc_i];
         ICI_ST_FLITS_OUT: stat_o = st_out[stat_port_i][stat_vc_i];
         ICI_ST_STALL:     stat_o = st_stall[stat_port_i][stat_vc_i];
+        ICI_ST_LOST:      stat_o = st_lost[stat_port_i][stat_vc_i];
         default:          stat_o = '0;
       endcase
     end

@@ -1,62 +1,118 @@
-// tpu_ici_swalloc: output stage of the combined VC + switch allocator: one round-robin arbiter
-// per output port over the input ports that request it.
+// tpu_ici_swalloc: the router's combined VC + switch allocator: a maximal matching of the
+// requesting input VCs to the output ports, at most one VC per input and one input per output.
 //
-// Each input port presents at most one request (already a VC chosen by tpu_ici_input whose
-// output VC is free or owned and has a credit), so a grant here is a complete VC + switch
-// allocation: no separate VC-allocation cycle. Latency 0 (combinational grants); one flit per
-// output and per input per cycle. An arbiter's priority moves only past a used grant.
+// Every input VC whose head can move requests (tpu_ici_input: a body flit has a credit on its
+// packet's output VC; a head flit has a free output VC with a credit), so a grant is a complete
+// VC + switch allocation: no separate VC-allocation cycle. Two passes over the outputs:
+//   1. body flits only (VCs whose packet already holds its output VC), so that a packet that has
+//      begun crosses the router without gaps and frees its output VC (and, at the ejection port,
+//      the single ejection VC) as early as possible;
+//   2. every request left (heads, and bodies whose output or input pass 1 gave to another).
+// In each pass the outputs take turns in a rotating order (the first one moves on every cycle);
+// an output takes the first unmatched input that requests it in round-robin order from its
+// pointer, and that input gives it its first VC (round robin from the input's pointer) that
+// requests this output. The result is maximal: a request is left ungranted only when its input
+// or its output is matched to another (asserted, `a_alloc_maximal`), unlike a single-iteration
+// separable allocator, where a VC that loses its output also idles its input's other VCs.
+// Pointers move past the grants they made, so a request waits a bounded time (packets are at
+// most 256 flits, which bounds how long pass 1 can keep a head waiting).
+// Latency 0 (combinational grants from registered requests). In hardware the passes form a
+// chain like a wavefront allocator's (2 x NumPorts output steps).
 module tpu_ici_swalloc
   import tpu_ici_pkg::*;
-(
+#(
+  parameter int unsigned NumVc = 2,
+  localparam int unsigned VcW = vc_width(NumVc)
+) (
   input  logic                                 clk_i,
   input  logic                                 rst_ni,
-  input  logic      [NumPorts-1:0]             req_i,
-  input  ici_port_e [NumPorts-1:0]             req_port_i,
-  output logic      [NumPorts-1:0]             gnt_o,      // per input
+  input  logic      [NumPorts-1:0][NumVc-1:0]  req_i,       // [input][VC] can move now
+  input  logic      [NumPorts-1:0][NumVc-1:0]  req_body_i,  // ... and is a body flit
+  input  ici_port_e [NumPorts-1:0][NumVc-1:0]  req_port_i,  // its output port
+  output logic      [NumPorts-1:0][NumVc-1:0]  gnt_o,       // per input: the VC that crosses
   output logic      [NumPorts-1:0]             out_valid_o,
-  output logic      [NumPorts-1:0][PortW-1:0]  out_sel_o   // per output: the input it takes
+  output logic      [NumPorts-1:0][PortW-1:0]  out_sel_o    // per output: the input it takes
 );
 
   localparam int unsigned SelW = $clog2(NumPorts);
 
-  logic [NumPorts-1:0][NumPorts-1:0] out_req, out_gnt;  // [output][input]
-
-  for (genvar o = 0; o < NumPorts; o++) begin : gen_out
-    logic [SelW-1:0] idx;
-    for (genvar i = 0; i < NumPorts; i++) begin : gen_in
-      assign out_req[o][i] = req_i[i] && (req_port_i[i] == ici_port_e'(o));
-    end
-    tpu_ici_rr_arb #(
-      .N(NumPorts)
-    ) i_arb (
-      .clk_i  (clk_i),
-      .rst_ni (rst_ni),
-      .req_i  (out_req[o]),
-      .upd_i  (1'b1),
-      .gnt_o  (out_gnt[o]),
-      .idx_o  (idx),
-      .valid_o(out_valid_o[o])
-    );
-    assign out_sel_o[o] = PortW'(idx);
-  end
+  logic [NumPorts-1:0][VcW-1:0]  vc_ptr_q, vc_ptr_d;   // per input: VC with priority
+  logic [NumPorts-1:0][SelW-1:0] out_ptr_q, out_ptr_d;  // per output: input with priority
+  logic [SelW-1:0]               first_q, first_d;      // the output that picks first
+  logic [NumPorts-1:0]           in_matched, out_matched;
 
   always_comb begin
+    int unsigned o, i, v;
     gnt_o = '0;
-    for (int unsigned o = 0; o < NumPorts; o++) gnt_o |= out_gnt[o];
+    out_valid_o = '0;
+    out_sel_o = '0;
+    in_matched = '0;
+    out_matched = '0;
+    vc_ptr_d = vc_ptr_q;
+    out_ptr_d = out_ptr_q;
+    first_d = SelW'((32'(first_q) + 1) % NumPorts);
+    o = 0;
+    i = 0;
+    v = 0;
+    for (int unsigned pass = 0; pass < 2; pass++) begin
+      for (int unsigned k = 0; k < NumPorts; k++) begin
+        o = (32'(first_q) + k) % NumPorts;
+        for (int unsigned ki = 0; ki < NumPorts; ki++) begin
+          i = (32'(out_ptr_q[o]) + ki) % NumPorts;
+          for (int unsigned kv = 0; kv < NumVc; kv++) begin
+            v = (32'(vc_ptr_q[i]) + kv) % NumVc;
+            if (!out_matched[o] && !in_matched[i] && req_i[i][v] &&
+                req_port_i[i][v] == ici_port_e'(o) && (pass == 1 || req_body_i[i][v])) begin
+              out_matched[o] = 1'b1;
+              in_matched[i] = 1'b1;
+              gnt_o[i][v] = 1'b1;
+              out_valid_o[o] = 1'b1;
+              out_sel_o[o] = PortW'(i);
+              out_ptr_d[o] = SelW'((i + 1) % NumPorts);
+              vc_ptr_d[i] = VcW'((v + 1) % NumVc);
+            end
+          end
+        end
+      end
+    end
+  end
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      vc_ptr_q <= '0;
+      out_ptr_q <= '0;
+      first_q <= '0;
+    end else begin
+      vc_ptr_q <= vc_ptr_d;
+      out_ptr_q <= out_ptr_d;
+      first_q <= first_d;
+    end
   end
 
   // ---- Assertions ----
-  logic multi_gnt;
+  // Maximal: no request is left with both its input and its output unmatched.
+  logic left_out;
   always_comb begin
-    logic [NumPorts-1:0] seen;
-    seen = '0;
-    multi_gnt = 1'b0;
-    for (int unsigned o = 0; o < NumPorts; o++) begin
-      if ((seen & out_gnt[o]) != '0) multi_gnt = 1'b1;
-      seen |= out_gnt[o];
+    left_out = 1'b0;
+    for (int unsigned i = 0; i < NumPorts; i++)
+      for (int unsigned v = 0; v < NumVc; v++)
+        if (req_i[i][v] && !in_matched[i] && !out_matched[req_port_i[i][v]]) left_out = 1'b1;
+  end
+  a_alloc_maximal: assert property (@(posedge clk_i) disable iff (!rst_ni) !left_out)
+  else $error("tpu_ici_swalloc: a request left with its input and its output both idle");
+  // A grant goes to a requesting VC, at most one per input, and the output it was granted for
+  // takes that input.
+  logic bad_gnt;
+  always_comb begin
+    bad_gnt = 1'b0;
+    for (int unsigned i = 0; i < NumPorts; i++) begin
+      if (!$onehot0(gnt_o[i]) || (gnt_o[i] & ~req_i[i]) != '0) bad_gnt = 1'b1;
+      for (int unsigned v = 0; v < NumVc; v++)
+        if (gnt_o[i][v] && (!out_valid_o[req_port_i[i][v]] ||
+                            32'(out_sel_o[req_port_i[i][v]]) != i)) bad_gnt = 1'b1;
     end
   end
-  a_one_output_per_input: assert property (@(posedge clk_i) disable iff (!rst_ni) !multi_gnt)
-  else $error("tpu_ici_swalloc: an input granted two outputs");
+  a_gnt_consistent: assert property (@(posedge clk_i) disable iff (!rst_ni) !bad_gnt)
+  else $error("tpu_ici_swalloc: a grant without a request, or not matching its output's choice");
 
 endmodule

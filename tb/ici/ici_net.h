@@ -32,7 +32,7 @@ constexpr unsigned kIciPorts = 7;  // local, +X, -X, +Y, -Y, +Z, -Z
 
 // tpu_ici_pkg::ici_port_e, ici_stat_e and ici_type_e, same values.
 enum class IciPort : uint8_t { kLocal, kXp, kXm, kYp, kYm, kZp, kZm };
-enum class IciStat : uint8_t { kFlitsIn, kFlitsOut, kStall };
+enum class IciStat : uint8_t { kFlitsIn, kFlitsOut, kStall, kLost };  // kLost: part of kStall
 enum class IciType : uint8_t { kWrite = 0, kCntInc = 1, kReadReq = 2, kReadRsp = 3, kBarrier = 4 };
 const char* ici_port_name(IciPort p);  // "local", "+x", ...
 
