@@ -33,7 +33,7 @@ rtl/tpu_vpu_unit.sv rtl/tpu_seq.sv rtl/tpu_chip.sv"
   lint tpu_hbm_ctrl tpu_hbm_ctrl $HBM
   lint "hbm_subsys_tb_top (sim)" hbm_subsys_tb_top $HBM rtl/sim/hbm_device.sv \
     rtl/sim/hbm_subsys_tb_top.sv
-  ICI="rtl/tpu_ici_pkg.sv rtl/tpu_fifo.sv rtl/tpu_ici_rr_arb.sv rtl/tpu_ici_delay.sv \
+  ICI="rtl/tpu_ici_pkg.sv rtl/tpu_fifo.sv rtl/tpu_ici_delay.sv \
 rtl/tpu_ici_input.sv rtl/tpu_ici_output.sv rtl/tpu_ici_swalloc.sv rtl/tpu_ici_xbar.sv \
 rtl/tpu_ici_router.sv"
   lint tpu_ici_router tpu_ici_router $ICI
