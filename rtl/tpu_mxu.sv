@@ -134,7 +134,7 @@ module tpu_mxu #(
   // each enabled cycle it takes the activation entering from the left (with the bank it
   // multiplies) and the partial sum entering from above, computes
   // tpu_mac_pkg::mac(a, w[bank], psum) with one rounding, and registers the activation to the
-  // right (act_q[i][j]) and the new partial sum downward (psum_q[i][j]): one cycle right, one
+  // right (a_q, sel_q [i][j]) and the new partial sum downward (psum_q[i][j]): one cycle right, one
   // cycle down. Weight writes go straight into the named bank, independent of `en`; the control
   // above guarantees that no beat in flight still reads that bank.
   // The cells are state arrays and one loop over them (not Rows x Cols instances): the same
@@ -147,22 +147,22 @@ module tpu_mxu #(
   // row's (dskew_q[j][Cols - 2 - j]), so a result row leaves together. Stages beyond a line's
   // depth hold values nothing reads.
   // ---------------------------------------------------------------------------------------------
-  typedef act_t          [Cols-1:0] act_row_t;
   typedef tpu_pkg::f32_t [Cols-1:0] f32_row_t;
   typedef act_t          [Rows-1:0] act_line_t;
 
-  logic [Cols-1:0][15:0] wgt_q [2*Rows];
-  act_row_t              act_q   [Rows];
-  act_row_t              act_d   [Rows];
-  f32_row_t              psum_q  [Rows];
-  f32_row_t              psum_d  [Rows];
+  tpu_pkg::bf16_t        wgt_q   [2*Rows][Cols];
+  tpu_pkg::bf16_t        a_q     [Rows][Cols];
+  tpu_pkg::bf16_t        a_d     [Rows][Cols];
+  logic                  sel_q   [Rows][Cols];
+  logic                  sel_d   [Rows][Cols];
+  tpu_pkg::f32_t         psum_q  [Rows][Cols];
+  tpu_pkg::f32_t         psum_d  [Rows][Cols];
   act_line_t             askew_q [Rows];
   act_line_t             askew_d [Rows];
   f32_row_t              tskew_q [Cols];
   f32_row_t              tskew_d [Cols];
   f32_row_t              dskew_q [Cols];
   f32_row_t              dskew_d [Cols];
-  logic [Cols-1:0][15:0] w_row;
 
   always_comb begin
     act_t          a_in;
@@ -176,38 +176,43 @@ module tpu_mxu #(
       p_in       = (a_fire && a_acc_i) ? acc_data_i[j] : '0;
       tskew_d[j] = {tskew_q[j][Cols-2:0], p_in};
       dskew_d[j] = {dskew_q[j][Cols-2:0], psum_q[Rows-1][j]};
-      w_row[j]   = w_data_i[j];
     end
     for (int unsigned i = 0; i < Rows; i++) begin
       for (int unsigned j = 0; j < Cols; j++) begin
         if (j == 0) a_in = askew_q[i][i];
-        else        a_in = act_q[i][j-1];
+        else        a_in = '{sel: sel_q[i][j-1], a: a_q[i][j-1]};
         if (i == 0) p_in = tskew_q[j][j];
         else        p_in = psum_q[i-1][j];
-        act_d[i][j]  = a_in;
+        a_d[i][j]    = a_in.a;
+        sel_d[i][j]  = a_in.sel;
         psum_d[i][j] = tpu_mac_pkg::mac(a_in.a, wgt_q[32'(a_in.sel) * Rows + i][j], p_in);
       end
     end
   end
 
-  always_ff @(posedge clk_i or negedge rst_ni) begin
-    if (!rst_ni) begin
-      wgt_q <= '{default: '0};
-    end else if (w_fire) begin
-      wgt_q[32'(wr_bank_q) * Rows + 32'(wr_row_q)] <= w_row;
+  // The cells' registers (weights, activations, partial sums) are not reset: the control (reset)
+  // lets no beat read a bank before a whole tile is written into it, every value a beat meets in
+  // the array was computed from that beat's own inputs, and the tag line (reset) marks which
+  // outputs are results. They are plain unpacked arrays, which Verilator simulates faster than
+  // packed rows (and arrays of that size cannot be reset in one assignment there).
+  always_ff @(posedge clk_i) begin
+    if (w_fire) wgt_q[32'(wr_bank_q) * Rows + 32'(wr_row_q)] <= w_data_i;
+  end
+
+  always_ff @(posedge clk_i) begin
+    if (en) begin
+      a_q    <= a_d;
+      sel_q  <= sel_d;
+      psum_q <= psum_d;
     end
   end
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
-      act_q   <= '{default: '0};
-      psum_q  <= '{default: '0};
       askew_q <= '{default: '0};
       tskew_q <= '{default: '0};
       dskew_q <= '{default: '0};
     end else if (en) begin
-      act_q   <= act_d;
-      psum_q  <= psum_d;
       askew_q <= askew_d;
       tskew_q <= tskew_d;
       dskew_q <= dskew_d;
