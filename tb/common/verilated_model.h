@@ -66,6 +66,15 @@ class VerilatedModel {
 
   uint64_t cycle() const { return cycle_; }
 
+  // For harnesses that count assertion failures and go on: whether one failed since the last
+  // call (the failure state is cleared).
+  bool take_error() {
+    if (!ctx_->gotError()) return false;
+    ctx_->gotError(false);
+    ctx_->gotFinish(false);
+    return true;
+  }
+
   // Starts an FST dump of every signal; closed when the model is destroyed.
   void open_waves(const std::string& path, const std::string& what) {
     if constexpr (!kTraced) {

@@ -1,12 +1,11 @@
 #include "hbm_harness.h"
 #include "hbm_ports.h"
 
-#include <verilated.h>
-#include <verilated_fst_c.h>
 
 #include <stdexcept>
 
 #include "Vhbm_subsys_tb_top.h"
+#include "verilated_model.h"
 
 namespace tpu {
 
@@ -109,26 +108,14 @@ uint32_t hbm_encode(const HbmLoc& loc, HbmAddrMap map) {
 }
 
 struct HbmHarness::Impl {
-  std::unique_ptr<VerilatedContext> ctx;
-  std::unique_ptr<Vhbm_subsys_tb_top> top;
-  std::unique_ptr<VerilatedFstC> fst;
+  VerilatedModel<Vhbm_subsys_tb_top> m;  // its own context; counts failed assertions
 };
 
 HbmHarness::HbmHarness(const HbmConfig& cfg, const std::string& waves_path)
     : cfg_(cfg), impl_(new Impl) {
   validate_hbm_config(cfg_);
-  impl_->ctx.reset(new VerilatedContext);
-  // A failed assertion reports and counts (check_errors) instead of aborting the process.
-  impl_->ctx->fatalOnError(false);
-  if (!waves_path.empty()) impl_->ctx->traceEverOn(true);
-  impl_->top.reset(new Vhbm_subsys_tb_top(impl_->ctx.get(), "TOP"));
-  if (!waves_path.empty()) {
-    impl_->fst.reset(new VerilatedFstC);
-    impl_->top->trace(impl_->fst.get(), 99);
-    impl_->fst->open(waves_path.c_str());
-    if (!impl_->fst->isOpen()) throw std::runtime_error(waves_path + ": cannot open for writing");
-  }
-  auto& t = *impl_->top;
+  if (!waves_path.empty()) impl_->m.open_waves(waves_path, "the HBM subsystem");
+  auto& t = impl_->m.top();
   drive_hbm_config_ports(t, cfg_);
   t.req_valid_i = 0;
   t.rsp_ready_i = 1;
@@ -137,27 +124,18 @@ HbmHarness::HbmHarness(const HbmConfig& cfg, const std::string& waves_path)
   t.dbg_cmd_i = 0;
   t.dbg_wvalid_i = 0;
   // Reset: a few cycles with rst_ni low, released while the clock is low.
-  t.clk_i = 0;
   t.rst_ni = 0;
-  t.eval();
-  for (int i = 0; i < 4; ++i) {
-    t.clk_i = 1;
-    t.eval();
-    t.clk_i = 0;
-    t.eval();
-  }
+  impl_->m.eval();
+  for (int i = 0; i < 4; ++i) impl_->m.tick();
   t.rst_ni = 1;
-  t.eval();
+  impl_->m.eval();
   check_errors();
 }
 
-HbmHarness::~HbmHarness() {
-  if (impl_->fst) impl_->fst->close();
-  impl_->top->final();
-}
+HbmHarness::~HbmHarness() = default;
 
 void HbmHarness::apply_inputs() {
-  auto& t = *impl_->top;
+  auto& t = impl_->m.top();
   if (!pending_.empty()) {
     const HbmRequest& r = pending_.front();
     t.req_valid_i = 1;
@@ -176,20 +154,14 @@ void HbmHarness::apply_inputs() {
 }
 
 void HbmHarness::check_errors() {
-  auto& ctx = *impl_->ctx;
-  if (ctx.gotError()) {
-    ++assert_failures_;
-    ctx.gotError(false);
-    ctx.gotFinish(false);
-  }
+  if (impl_->m.take_error()) ++assert_failures_;
 }
 
 void HbmHarness::tick(uint64_t n) {
-  auto& t = *impl_->top;
+  auto& t = impl_->m.top();
   for (uint64_t i = 0; i < n; ++i) {
     apply_inputs();
-    t.clk_i = 0;
-    t.eval();
+    impl_->m.eval();
     // Handshakes of this cycle, sampled before the rising edge.
     const bool req_fire = t.req_valid_i && t.req_ready_o;
     const bool rsp_fire = t.rsp_valid_o && t.rsp_ready_i;
@@ -211,10 +183,7 @@ void HbmHarness::tick(uint64_t n) {
     for (unsigned w = 0; w < 8; ++w)
       for (unsigned b = 0; b < 4; ++b)
         mon_.rdata[w * 4 + b] = static_cast<uint8_t>(t.mon_rdata_o[w] >> (8 * b));
-    if (impl_->fst) impl_->fst->dump(2 * cycle_);
-    t.clk_i = 1;
-    t.eval();
-    if (impl_->fst) impl_->fst->dump(2 * cycle_ + 1);
+    impl_->m.tick();
     check_errors();
     if (req_fire) {
       pending_.pop_front();
@@ -231,8 +200,8 @@ void HbmHarness::tick(uint64_t n) {
 }
 
 bool HbmHarness::idle() {
-  auto& t = *impl_->top;
-  t.eval();
+  auto& t = impl_->m.top();
+  impl_->m.eval();
   return pending_.empty() && t.idle_o;
 }
 
@@ -245,10 +214,10 @@ bool HbmHarness::drain(uint64_t max_cycles) {
 }
 
 uint64_t HbmHarness::stat(unsigned ch, HbmStat s) {
-  auto& t = *impl_->top;
+  auto& t = impl_->m.top();
   t.stat_ch_i = static_cast<uint8_t>(ch);
   t.stat_id_i = static_cast<uint8_t>(s);
-  t.eval();
+  impl_->m.eval();
   return t.stat_o;
 }
 
@@ -259,17 +228,16 @@ uint64_t HbmHarness::stat_total(HbmStat s) {
 }
 
 bool HbmHarness::ref_pending(unsigned ch) {
-  auto& t = *impl_->top;
-  t.eval();
-  return (t.ref_pending_o >> ch) & 1u;
+  impl_->m.eval();
+  return (impl_->m.top().ref_pending_o >> ch) & 1u;
 }
 
-uint32_t HbmHarness::violations() { return impl_->top->viol_count_o; }
-uint32_t HbmHarness::violation_mask() { return impl_->top->viol_mask_o; }
-HbmRule HbmHarness::last_violation() { return static_cast<HbmRule>(impl_->top->viol_last_o); }
+uint32_t HbmHarness::violations() { return impl_->m.top().viol_count_o; }
+uint32_t HbmHarness::violation_mask() { return impl_->m.top().viol_mask_o; }
+HbmRule HbmHarness::last_violation() { return static_cast<HbmRule>(impl_->m.top().viol_last_o); }
 
 void HbmHarness::set_direct(bool on, unsigned ch) {
-  auto& t = *impl_->top;
+  auto& t = impl_->m.top();
   t.dev_direct_i = on;
   t.dbg_ch_i = static_cast<uint8_t>(ch);
   mon_ch_ = ch;
@@ -278,7 +246,7 @@ void HbmHarness::set_direct(bool on, unsigned ch) {
 }
 
 void HbmHarness::direct_cycle(const HbmDirect& d) {
-  auto& t = *impl_->top;
+  auto& t = impl_->m.top();
   t.dbg_cmd_i = static_cast<uint8_t>(d.cmd);
   t.dbg_bg_i = static_cast<uint8_t>(d.bg);
   t.dbg_ba_i = static_cast<uint8_t>(d.ba);
@@ -297,7 +265,7 @@ void HbmHarness::direct_cycle(const HbmDirect& d) {
 
 void HbmHarness::set_monitor_channel(unsigned ch) {
   mon_ch_ = ch;
-  impl_->top->dbg_ch_i = static_cast<uint8_t>(ch);
+  impl_->m.top().dbg_ch_i = static_cast<uint8_t>(ch);
 }
 
 }  // namespace tpu

@@ -1,12 +1,11 @@
 #include "ici_net.h"
 
-#include <verilated.h>
-#include <verilated_fst_c.h>
 
 #include <sstream>
 #include <stdexcept>
 
 #include "Vici_net_tb_top.h"
+#include "verilated_model.h"
 
 namespace tpu {
 namespace {
@@ -118,9 +117,7 @@ IciTopology ici_3d(unsigned kx, unsigned ky, unsigned kz, bool wrap) {
 }
 
 struct IciNet::Impl {
-  std::unique_ptr<VerilatedContext> ctx;
-  std::unique_ptr<Vici_net_tb_top> top;
-  std::unique_ptr<VerilatedFstC> fst;
+  VerilatedModel<Vici_net_tb_top> m;  // its own context; counts failed assertions
 };
 
 IciNet::IciNet(const IciTopology& topo, const std::string& waves_path)
@@ -128,18 +125,8 @@ IciNet::IciNet(const IciTopology& topo, const std::string& waves_path)
   topo_.validate();
   src_.resize(topo_.nodes());
   sink_.resize(topo_.nodes());
-  impl_->ctx.reset(new VerilatedContext);
-  // A failed assertion reports and counts (check_errors) instead of aborting the process.
-  impl_->ctx->fatalOnError(false);
-  if (!waves_path.empty()) impl_->ctx->traceEverOn(true);
-  impl_->top.reset(new Vici_net_tb_top(impl_->ctx.get(), "TOP"));
-  if (!waves_path.empty()) {
-    impl_->fst.reset(new VerilatedFstC);
-    impl_->top->trace(impl_->fst.get(), 99);
-    impl_->fst->open(waves_path.c_str());
-    if (!impl_->fst->isOpen()) throw std::runtime_error(waves_path + ": cannot open for writing");
-  }
-  auto& t = *impl_->top;
+  if (!waves_path.empty()) impl_->m.open_waves(waves_path, "the ICI network");
+  auto& t = impl_->m.top();
   uint32_t k = 0;
   for (unsigned d = 0; d < 3; ++d) k |= topo_.k[d] << (4 * d);
   t.k_i = static_cast<uint16_t>(k);
@@ -154,31 +141,17 @@ IciNet::IciNet(const IciTopology& topo, const std::string& waves_path)
   t.inj_valid_i = 0;
   t.ej_ready_i = 0;
   t.dbg_cr_valid_i = 0;
-  t.clk_i = 0;
   t.rst_ni = 0;
-  t.eval();
-  for (int i = 0; i < 4; ++i) {
-    t.clk_i = 1;
-    t.eval();
-    t.clk_i = 0;
-    t.eval();
-  }
+  impl_->m.eval();
+  for (int i = 0; i < 4; ++i) impl_->m.tick();
   t.rst_ni = 1;
-  t.eval();
+  impl_->m.eval();
   // Let the configuration registers (top, then routers) take the run-time shape before traffic.
-  for (int i = 0; i < 4; ++i) {
-    t.clk_i = 1;
-    t.eval();
-    t.clk_i = 0;
-    t.eval();
-  }
+  for (int i = 0; i < 4; ++i) impl_->m.tick();
   check_errors();
 }
 
-IciNet::~IciNet() {
-  if (impl_->fst) impl_->fst->close();
-  impl_->top->final();
-}
+IciNet::~IciNet() = default;
 
 size_t IciNet::queued_total() const {
   size_t n = 0;
@@ -210,7 +183,7 @@ std::array<uint64_t, 2> IciNet::flit_words(const IciPacket& p, unsigned i) const
 }
 
 void IciNet::apply_inputs() {
-  auto& t = *impl_->top;
+  auto& t = impl_->m.top();
   for (unsigned n = 0; n < nodes(); ++n) {
     const unsigned ph = phys(n);
     Source& s = src_[n];
@@ -236,12 +209,7 @@ void IciNet::apply_inputs() {
 }
 
 void IciNet::check_errors() {
-  auto& ctx = *impl_->ctx;
-  if (ctx.gotError()) {
-    ++assert_failures_;
-    ctx.gotError(false);
-    ctx.gotFinish(false);
-  }
+  if (impl_->m.take_error()) ++assert_failures_;
 }
 
 void IciNet::spurious_credit(unsigned node, unsigned dir, unsigned vc) {
@@ -251,17 +219,16 @@ void IciNet::spurious_credit(unsigned node, unsigned dir, unsigned vc) {
 }
 
 void IciNet::tick(uint64_t n) {
-  auto& t = *impl_->top;
+  auto& t = impl_->m.top();
   for (uint64_t i = 0; i < n; ++i) {
     apply_inputs();
-    t.clk_i = 0;
-    t.eval();
+    impl_->m.eval();
     // Fault injection: change a stalled inject port's payload (the flit is not consumed).
     if (corrupt_node_ >= 0) {
       const unsigned ph = phys(static_cast<unsigned>(corrupt_node_));
       if (get_bit(t.inj_valid_i, ph) && !get_bit(t.inj_ready_o, ph)) {
         set_u64(t.inj_data_i, ph, get_u64(t.inj_data_i, ph) ^ (uint64_t{1} << 40));
-        t.eval();
+        impl_->m.eval();
         corrupt_node_ = -1;
       }
     }
@@ -279,10 +246,7 @@ void IciNet::tick(uint64_t n) {
           (get_bit(t.ej_head_o, ph) ? 1u : 0u) | (get_bit(t.ej_tail_o, ph) ? 2u : 0u);
       ej_flits.push_back({ht, get_u64(t.ej_data_o, ph)});
     }
-    if (impl_->fst) impl_->fst->dump(2 * cycle_);
-    t.clk_i = 1;
-    t.eval();
-    if (impl_->fst) impl_->fst->dump(2 * cycle_ + 1);
+    impl_->m.tick();
     check_errors();
     for (unsigned nd : inj) {
       Source& s = src_[nd];
@@ -340,13 +304,13 @@ void IciNet::tick(uint64_t n) {
 }
 
 bool IciNet::idle() {
-  impl_->top->eval();
-  return queued_total() == 0 && impl_->top->idle_o;
+  impl_->m.eval();
+  return queued_total() == 0 && impl_->m.top().idle_o;
 }
 
 bool IciNet::credits_home() {
-  impl_->top->eval();
-  return impl_->top->credits_full_o;
+  impl_->m.eval();
+  return impl_->m.top().credits_full_o;
 }
 
 bool IciNet::drain(uint64_t max_cycles, uint64_t watchdog) {
@@ -360,12 +324,12 @@ bool IciNet::drain(uint64_t max_cycles, uint64_t watchdog) {
 }
 
 uint32_t IciNet::stat(unsigned node, IciPort port, unsigned vc, IciStat s) {
-  auto& t = *impl_->top;
+  auto& t = impl_->m.top();
   t.stat_node_i = static_cast<uint8_t>(phys(node));
   t.stat_port_i = static_cast<uint8_t>(port);
   t.stat_vc_i = static_cast<uint8_t>(vc);
   t.stat_sel_i = static_cast<uint8_t>(s);
-  t.eval();
+  impl_->m.eval();
   return t.stat_o;
 }
 
