@@ -177,6 +177,13 @@ module tpu_mxu #(
       tskew_d[j] = {tskew_q[j][Cols-2:0], p_in};
       dskew_d[j] = {dskew_q[j][Cols-2:0], psum_q[Rows-1][j]};
     end
+  end
+
+  // The cells read registers only, so a simulator evaluates them once per clock edge, not again
+  // whenever an input of the array changes (keep input-dependent logic out of this block).
+  always_comb begin
+    act_t          a_in;
+    tpu_pkg::f32_t p_in;
     for (int unsigned i = 0; i < Rows; i++) begin
       for (int unsigned j = 0; j < Cols; j++) begin
         if (j == 0) a_in = askew_q[i][i];
