@@ -81,11 +81,8 @@ class ChipDutImpl final : public ChipDut {
     m_->hm_req_valid_i = 0;
     m_->hm_rsp_ready_i = 1;
     m_->clear_i = 0;
-    m_->rst_ni = 0;
-    m_.eval();
-    for (unsigned c = 0; c < cycles; ++c) tick();
-    m_->rst_ni = 1;
-    m_.eval();
+    if (!m_.reset(cycles))
+      throw ChipRtlError("chip " + variant_ + ": RTL assertion failed during reset");
   }
 
   uint64_t cycle() const override { return m_.cycle(); }

@@ -66,6 +66,18 @@ class VerilatedModel {
 
   uint64_t cycle() const { return cycle_; }
 
+  // Holds rst_ni low for `cycles` clock cycles, then releases it while the clock is low. Returns
+  // false when an RTL assertion failed meanwhile. Drive the other inputs idle first.
+  bool reset(unsigned cycles) {
+    top_->rst_ni = 0;
+    eval();
+    bool ok = true;
+    for (unsigned c = 0; c < cycles; ++c) ok = tick() && ok;
+    top_->rst_ni = 1;
+    eval();
+    return ok;
+  }
+
   // For harnesses that count assertion failures and go on: whether one failed since the last
   // call (the failure state is cleared).
   bool take_error() {

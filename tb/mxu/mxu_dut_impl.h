@@ -63,11 +63,8 @@ class MxuDutImpl final : public MxuDut {
     m_->w_valid_i = 0;
     m_->a_valid_i = 0;
     m_->o_ready_i = 1;
-    m_->rst_ni = 0;
-    m_.eval();
-    for (unsigned c = 0; c < cycles; ++c) tick();
-    m_->rst_ni = 1;
-    m_.eval();
+    if (!m_.reset(cycles))
+      throw RtlError("MXU " + variant_ + ": RTL assertion failed during reset");
   }
 
   uint64_t cycle() const override { return m_.cycle(); }
