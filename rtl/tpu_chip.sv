@@ -8,9 +8,15 @@
 //   status        busy_o, halted_o, err_o (sticky chip_err_e), err_cmd_o, clear_i (clears error
 //                 and halt), stat_id_i -> stat_o (64-bit counters, chip_stat_e)
 // HBM PHY side:   one command bus, write-data and read-data bus per channel (tpu_hbm_ctrl).
-// ICI links:      reserved. One link port per torus direction (+X -X +Y -Y +Z -Z), each a
-//                 valid/ready flit stream in and out, will be added between the HBM ports and
-//                 the status ports; the ISA reserves OpIciSend / OpIciWait for them.
+// ICI:            the chip's router (tpu_ici_router, NumVc 2, IciDepth flits per VC) with one
+//                 link port per torus direction (+X -X +Y -Y +Z -Z, index d = 0..5): flits out
+//                 `ici_tx_*` with their credits back `ici_tx_cr_*`, flits in `ici_rx_*` with
+//                 the credits sent back `ici_rx_cr_*`. A flit is {head, tail, data[RowW-1:0]}:
+//                 one memory row per flit. No ready crosses a link and every link output is a
+//                 register, so chips couple only through >= 1-cycle link channels (docs/ici.md).
+//                 `ici_me_i` / `ici_topo_i` (the chip's coordinate and the pod shape) are held
+//                 constant after reset. Unused directions: tie rx_valid and tx_cr_valid to 0.
+//                 The ICI engine (tpu_ici_eng) runs ICI_SEND and the counters of ICI_WAIT.
 // Throughput: the MXU takes one activation row per cycle; the DMA moves one memory row per cycle;
 // the VPU one row per cycle; they run concurrently under the sequencer's scoreboard.
 // Handshakes: valid/ready everywhere; a payload is held while valid && !ready.
@@ -22,7 +28,9 @@ module tpu_chip
   localparam tpu_pkg::chip_cfg_t Cfg       = tpu_pkg::variant_cfg(tpu_pkg::variant_e'(VariantId)),
   localparam int unsigned        Lanes     = Cfg.mxu_cols,
   localparam int unsigned        NumCh     = Cfg.hbm_channels,
-  localparam int unsigned        RowW      = Lanes * 32
+  localparam int unsigned        RowW      = Lanes * 32,
+  localparam int unsigned        FlitW     = RowW + 2,
+  localparam int unsigned        NumDirs   = tpu_ici_pkg::NumDirs
 ) (
   input  logic                      clk_i,
   input  logic                      rst_ni,
@@ -52,6 +60,20 @@ module tpu_chip
   output logic [31:0]               err_cmd_o,
   input  chip_stat_e                stat_id_i,
   output logic [63:0]               stat_o,
+  // ICI links and configuration
+  input  tpu_ici_pkg::ici_coord_t   ici_me_i,
+  input  tpu_ici_pkg::ici_topo_t    ici_topo_i,
+  output logic [NumDirs-1:0]        ici_tx_valid_o,
+  output logic [NumDirs-1:0]        ici_tx_vc_o,
+  output logic [NumDirs-1:0][FlitW-1:0] ici_tx_flit_o,
+  input  logic [NumDirs-1:0]        ici_tx_cr_valid_i,
+  input  logic [NumDirs-1:0]        ici_tx_cr_vc_i,
+  input  logic [NumDirs-1:0]        ici_rx_valid_i,
+  input  logic [NumDirs-1:0]        ici_rx_vc_i,
+  input  logic [NumDirs-1:0][FlitW-1:0] ici_rx_flit_i,
+  output logic [NumDirs-1:0]        ici_rx_cr_valid_o,
+  output logic [NumDirs-1:0]        ici_rx_cr_vc_o,
+  output logic                      ici_idle_o,   // no flit buffered in the router
   // HBM PHY side
   output hbm_cmd_t      [NumCh-1:0] hbm_cmd_o,
   output logic          [NumCh-1:0] hbm_wvalid_o,
@@ -61,6 +83,10 @@ module tpu_chip
 );
 
   localparam int unsigned VAddrW = tpu_pkg::idx_width(Cfg.vmem_rows);
+  localparam int unsigned IciNumCnt  = 64;  // ICI_WAIT counters
+  localparam int unsigned IciPktRows = 32;  // rows per remote-write packet (+ 1 head flit)
+  localparam int unsigned IciDepth   = 16;  // flits per router VC buffer: full rate up to a
+                                            // 7-cycle link (Depth >= 2L + 2)
   localparam int unsigned AAddrW = tpu_pkg::idx_width(Cfg.amem_rows);
   localparam longint unsigned HbmBytes =
       longint'(NumCh) * HBM_BANKS * Cfg.hbm_rows_per_bank * HBM_ROW_BYTES;
@@ -72,13 +98,15 @@ module tpu_chip
   logic       dma_start, dma_ready, dma_done, dma_busy;
   logic       lw_start, lw_ready, lw_done, mm_start, mm_ready, mm_done, mxu_busy;
   logic       vpu_start, vpu_ready, vpu_done, vpu_busy;
+  logic       ici_start, ici_ready, ici_done, ici_busy, wait_ok, wait_take, wait_block;
   logic [2:0] retired;
 
   tpu_seq #(
     .Lanes   (Lanes),
     .VmemRows(Cfg.vmem_rows),
     .AmemRows(Cfg.amem_rows),
-    .HbmBytes(HbmBytes)
+    .HbmBytes(HbmBytes),
+    .NumCnt  (IciNumCnt)
   ) i_seq (
     .clk_i      (clk_i),
     .rst_ni     (rst_ni),
@@ -99,35 +127,42 @@ module tpu_chip
     .vpu_start_o(vpu_start),
     .vpu_ready_i(vpu_ready),
     .vpu_done_i (vpu_done),
+    .ici_start_o(ici_start),
+    .ici_ready_i(ici_ready),
+    .ici_done_i (ici_done),
+    .wait_ok_i  (wait_ok),
+    .wait_take_o(wait_take),
+    .topo_i     (ici_topo_i),
     .busy_o     (busy_o),
     .halted_o   (halted_o),
     .err_o      (err_o),
     .err_cmd_o  (err_cmd_o),
-    .retired_o  (retired)
+    .retired_o  (retired),
+    .wait_block_o(wait_block)
   );
 
   // ---------------------------------------------------------------------------------------------
   // Memories. VMEM read ports: 0 DMA, 1 LOADW, 2 MATMUL activations, 3 VPU x, 4 VPU y, 5 DMA
-  // (second row); write ports: 0 DMA, 1 VPU, 2 DMA (second row). AMEM read ports: 0 DMA,
-  // 1 MATMUL running sums, 2 VPU x, 3 VPU y, 4 DMA (second row); write ports: 0 MXU results,
-  // 1 VPU.
+  // (second row), 6 ICI send; write ports: 0 DMA, 1 VPU, 2 DMA (second row), 3 ICI receive.
+  // AMEM read ports: 0 DMA, 1 MATMUL running sums, 2 VPU x, 3 VPU y, 4 DMA (second row), 5 ICI
+  // send; write ports: 0 MXU results, 1 VPU, 2 ICI receive.
   // ---------------------------------------------------------------------------------------------
-  logic [5:0][VAddrW-1:0] v_rd_addr;
-  logic [5:0][RowW-1:0]   v_rd_data;
-  logic [2:0]             v_we;
-  logic [2:0][VAddrW-1:0] v_wr_addr;
-  logic [2:0][RowW-1:0]   v_wr_data;
-  logic [4:0][AAddrW-1:0] a_rd_addr;
-  logic [4:0][RowW-1:0]   a_rd_data;
-  logic [1:0]             a_we;
-  logic [1:0][AAddrW-1:0] a_wr_addr;
-  logic [1:0][RowW-1:0]   a_wr_data;
+  logic [6:0][VAddrW-1:0] v_rd_addr;
+  logic [6:0][RowW-1:0]   v_rd_data;
+  logic [3:0]             v_we;
+  logic [3:0][VAddrW-1:0] v_wr_addr;
+  logic [3:0][RowW-1:0]   v_wr_data;
+  logic [5:0][AAddrW-1:0] a_rd_addr;
+  logic [5:0][RowW-1:0]   a_rd_data;
+  logic [2:0]             a_we;
+  logic [2:0][AAddrW-1:0] a_wr_addr;
+  logic [2:0][RowW-1:0]   a_wr_data;
 
   tpu_mem #(
     .Rows (Cfg.vmem_rows),
     .Width(RowW),
-    .NumRd(6),
-    .NumWr(3)
+    .NumRd(7),
+    .NumWr(4)
   ) i_vmem (
     .clk_i    (clk_i),
     .rst_ni   (rst_ni),
@@ -141,8 +176,8 @@ module tpu_chip
   tpu_mem #(
     .Rows (Cfg.amem_rows),
     .Width(RowW),
-    .NumRd(5),
-    .NumWr(2)
+    .NumRd(6),
+    .NumWr(3)
   ) i_amem (
     .clk_i    (clk_i),
     .rst_ni   (rst_ni),
@@ -283,6 +318,14 @@ module tpu_chip
   assign v_rd_addr[2] = VAddrW'(mxu_a_addr);
   assign v_rd_addr[3] = VAddrW'(vpu_x_addr);
   assign v_rd_addr[4] = VAddrW'(vpu_y_addr);
+  assign v_rd_addr[6] = VAddrW'(ici_rd_addr);
+  assign v_we[3]      = ici_v_we;
+  assign v_wr_addr[3] = VAddrW'(ici_wr_addr);
+  assign v_wr_data[3] = ici_wr_data;
+  assign a_rd_addr[5] = AAddrW'(ici_rd_addr);
+  assign a_we[2]      = ici_a_we;
+  assign a_wr_addr[2] = AAddrW'(ici_wr_addr);
+  assign a_wr_data[2] = ici_wr_data;
   assign v_we[0]      = dma_we[0];
   assign v_wr_addr[0] = VAddrW'(dma_wr_addr[0]);
   assign v_wr_data[0] = dma_wr_data[0];
@@ -303,6 +346,104 @@ module tpu_chip
   assign a_we[1]      = vpu_a_we;
   assign a_wr_addr[1] = AAddrW'(vpu_wr_addr);
   assign a_wr_data[1] = vpu_wr_data;
+
+  // ---------------------------------------------------------------------------------------------
+  // ICI: engine and router. One memory row per flit.
+  // ---------------------------------------------------------------------------------------------
+  typedef struct packed {
+    logic            head;
+    logic            tail;
+    logic [RowW-1:0] data;
+  } row_flit_t;
+
+  logic             ici_rd_mem, ici_inj_valid, ici_inj_ready, ici_ej_valid, ici_ej_ready;
+  logic             ici_v_we, ici_a_we, ici_tx_ev, ici_rx_ev, ici_rx_drop, ici_credits_full;
+  logic [15:0]      ici_rd_addr, ici_wr_addr;
+  logic [RowW-1:0]  ici_wr_data;
+  row_flit_t        ici_inj_flit, ici_ej_flit;
+  row_flit_t [NumDirs-1:0] ici_tx_flit, ici_rx_flit;
+  logic [tpu_ici_pkg::StatW-1:0] ici_stat;
+
+  tpu_ici_eng #(
+    .Lanes  (Lanes),
+    .NumCnt (IciNumCnt),
+    .PktRows(IciPktRows)
+  ) i_ici_eng (
+    .clk_i         (clk_i),
+    .rst_ni        (rst_ni),
+    .me_i          (ici_me_i),
+    .start_i       (ici_start),
+    .ready_o       (ici_ready),
+    .src_mem_i     (head.flags[0]),
+    .src_row_i     (head.f1),
+    .rows_i        (head.f2),
+    .dst_mem_i     (head.flags[1]),
+    .dst_row_i     (head.f3),
+    .dst_i         (tpu_ici_pkg::ici_coord_t'(head.w2[8:0])),
+    .cnt_i         (head.w2[23:16]),
+    .done_o        (ici_done),
+    .busy_o        (ici_busy),
+    .rd_mem_o      (ici_rd_mem),
+    .rd_addr_o     (ici_rd_addr),
+    .vmem_rd_data_i(v_rd_data[6]),
+    .amem_rd_data_i(a_rd_data[5]),
+    .wait_cnt_i    (head.f1[$clog2(IciNumCnt)-1:0]),
+    .wait_val_i    (head.w2),
+    .wait_ok_o     (wait_ok),
+    .wait_take_i   (wait_take),
+    .inj_valid_o   (ici_inj_valid),
+    .inj_ready_i   (ici_inj_ready),
+    .inj_flit_o    (ici_inj_flit),
+    .ej_valid_i    (ici_ej_valid),
+    .ej_ready_o    (ici_ej_ready),
+    .ej_flit_i     (ici_ej_flit),
+    .vmem_we_o     (ici_v_we),
+    .amem_we_o     (ici_a_we),
+    .wr_addr_o     (ici_wr_addr),
+    .wr_data_o     (ici_wr_data),
+    .tx_flit_o     (ici_tx_ev),
+    .rx_flit_o     (ici_rx_ev),
+    .rx_drop_o     (ici_rx_drop)
+  );
+
+  for (genvar d = 0; d < NumDirs; d++) begin : gen_link
+    assign ici_tx_flit_o[d] = ici_tx_flit[d];
+    assign ici_rx_flit[d]   = ici_rx_flit_i[d];
+  end
+
+  tpu_ici_router #(
+    .flit_t    (row_flit_t),
+    .NumVc     (2),
+    .Depth     (IciDepth),
+    .EjectDepth(2)
+  ) i_ici_router (
+    .clk_i         (clk_i),
+    .rst_ni        (rst_ni),
+    .me_i          (ici_me_i),
+    .topo_i        (ici_topo_i),
+    .tx_valid_o    (ici_tx_valid_o),
+    .tx_vc_o       (ici_tx_vc_o),
+    .tx_flit_o     (ici_tx_flit),
+    .tx_cr_valid_i (ici_tx_cr_valid_i),
+    .tx_cr_vc_i    (ici_tx_cr_vc_i),
+    .rx_valid_i    (ici_rx_valid_i),
+    .rx_vc_i       (ici_rx_vc_i),
+    .rx_flit_i     (ici_rx_flit),
+    .rx_cr_valid_o (ici_rx_cr_valid_o),
+    .rx_cr_vc_o    (ici_rx_cr_vc_o),
+    .inj_valid_i   (ici_inj_valid),
+    .inj_ready_o   (ici_inj_ready),
+    .inj_flit_i    (ici_inj_flit),
+    .ej_valid_o    (ici_ej_valid),
+    .ej_ready_i    (ici_ej_ready),
+    .ej_flit_o     (ici_ej_flit),
+    .stat_port_i   (tpu_ici_pkg::PORT_LOCAL),
+    .stat_vc_i     (1'b0),
+    .stat_sel_i    (tpu_ici_pkg::ICI_ST_FLITS_IN),
+    .stat_o        (ici_stat),
+    .idle_o        (ici_idle_o),
+    .credits_full_o(ici_credits_full)
+  );
 
   // ---------------------------------------------------------------------------------------------
   // HBM controller, shared by the DMA and the host port. Requests: the host when it asks, else
@@ -387,6 +528,10 @@ module tpu_chip
     if (host_req_fire && hm_req_write_i)
       stats_d[StatHostWrB] = stats_q[StatHostWrB] + 64'(HBM_BURST_BYTES);
     if (mxu_w_beat) stats_d[StatWeightBeats] = stats_q[StatWeightBeats] + 64'd1;
+    if (ici_tx_ev) stats_d[StatIciTxFlits] = stats_q[StatIciTxFlits] + 64'd1;
+    if (ici_rx_ev) stats_d[StatIciRxFlits] = stats_q[StatIciRxFlits] + 64'd1;
+    if (ici_busy) stats_d[StatIciBusy] = stats_q[StatIciBusy] + 64'd1;
+    if (wait_block) stats_d[StatIciWait] = stats_q[StatIciWait] + 64'd1;
   end
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
@@ -408,7 +553,9 @@ module tpu_chip
   logic unused_bits;
   assign unused_bits = ^{hbm_stat, ref_pending, ctrl_idle, head.op, dma_rd_addr, dma_wr_addr,
                          mxu_w_addr, mxu_a_addr, mxu_c_addr, mxu_c_wr_addr, vpu_x_addr,
-                         vpu_y_addr, vpu_wr_addr, vpu_x_mem, vpu_y_mem};
+                         vpu_y_addr, vpu_wr_addr, vpu_x_mem, vpu_y_mem, ici_rd_mem, ici_rd_addr,
+                         ici_wr_addr, ici_rx_drop, ici_stat, ici_credits_full,
+                         head.w2[15:9], head.w2[31:24], head.f1[15:$clog2(IciNumCnt)]};
 
   // Assertions
   HostReqHeld: assert property (@(posedge clk_i) disable iff (!rst_ni)

@@ -12,8 +12,8 @@ package tpu_chip_pkg;
     OpVpu     = 4'd4,   // elementwise VPU op over memory rows
     OpFence   = 4'd5,   // wait until every earlier command has completed
     OpHalt    = 4'd6,   // fence, then stop and raise `halted`
-    OpIciSend = 4'd7,   // reserved: remote write over ICI (a later step)
-    OpIciWait = 4'd8    // reserved: wait until an ICI counter reaches a value (a later step)
+    OpIciSend = 4'd7,   // memory rows -> remote write into any chip's memory over ICI
+    OpIciWait = 4'd8    // wait until an ICI counter reaches a value, then take it off
   } chip_op_e;
 
   // DMA directions (flags[1:0] of OpDma).
@@ -28,7 +28,7 @@ package tpu_chip_pkg;
   typedef enum logic [7:0] {
     ErrNone       = 8'd0,
     ErrIllegalOp  = 8'd1,  // opcode 9..15
-    ErrUnimpl     = 8'd2,  // reserved opcode (ICI send / wait) not implemented in this chip
+    ErrUnimpl     = 8'd2,  // reserved opcode not implemented in this chip (none today)
     ErrBadField   = 8'd3,  // a field value is not allowed (DMA dir 3, zero rows, VPU op)
     ErrVmemRange  = 8'd4,  // a VMEM row range ends beyond vmem_rows
     ErrAmemRange  = 8'd5,  // an AMEM row range ends beyond amem_rows
@@ -51,9 +51,13 @@ package tpu_chip_pkg;
     StatCmdsDone   = 4'd8,   // commands retired
     StatHostRdB    = 4'd9,   // bytes the host port read from HBM
     StatHostWrB    = 4'd10,  // bytes the host port wrote to HBM
-    StatWeightBeats = 4'd11  // weight rows written into the array
+    StatWeightBeats = 4'd11, // weight rows written into the array
+    StatIciTxFlits = 4'd12,  // flits the ICI engine injected into the router (heads included)
+    StatIciRxFlits = 4'd13,  // flits the router ejected to the ICI engine
+    StatIciBusy    = 4'd14,  // cycles an ICI_SEND was in flight
+    StatIciWait    = 4'd15   // cycles the queue head was an ICI_WAIT whose counter was short
   } chip_stat_e;
-  localparam int unsigned CHIP_NUM_STATS = 12;
+  localparam int unsigned CHIP_NUM_STATS = 16;
 
   // One command word. The generic fields are named by position; docs/isa.md gives each opcode's
   // use of them.

@@ -22,7 +22,8 @@ module tpu_seq
   parameter int unsigned AmemRows   = 1024,
   parameter longint unsigned HbmBytes = 64'd4194304,
   parameter int unsigned QueueDepth = 16,
-  parameter int unsigned MmSlots    = 4
+  parameter int unsigned MmSlots    = 4,
+  parameter int unsigned NumCnt     = 64
 ) (
   input  logic       clk_i,
   input  logic       rst_ni,
@@ -44,15 +45,24 @@ module tpu_seq
   output logic       vpu_start_o,
   input  logic       vpu_ready_i,
   input  logic       vpu_done_i,
+  output logic       ici_start_o,
+  input  logic       ici_ready_i,
+  input  logic       ici_done_i,
+  input  logic       wait_ok_i,    // the ICI counter named by the head's ICI_WAIT is >= its value
+  output logic       wait_take_o,  // the ICI_WAIT issues: take its value off the counter
+  input  tpu_ici_pkg::ici_topo_t topo_i,  // pod shape, for ICI_SEND's destination check
   // status
   output logic       busy_o,
   output logic       halted_o,
   output chip_err_e  err_o,
   output logic [31:0] err_cmd_o,
-  output logic [2:0] retired_o
+  output logic [2:0] retired_o,
+  output logic       wait_block_o  // the head is an ICI_WAIT whose counter is not there yet
 );
 
-  localparam int unsigned NumSlots = 3 + MmSlots;  // 0 DMA, 1 LOADW, 2 VPU, 3.. MATMUL ring
+  localparam int unsigned MmBase   = 4;
+  localparam int unsigned NumSlots = MmBase + MmSlots;  // 0 DMA, 1 LOADW, 2 VPU, 3 ICI send,
+                                                        // 4.. MATMUL ring
   localparam int unsigned MmW      = $clog2(MmSlots);
   localparam int unsigned SlotW    = $clog2(NumSlots);
   localparam int unsigned QCntW    = $clog2(QueueDepth + 1);
@@ -93,6 +103,13 @@ module tpu_seq
   chip_err_e        err_q, err_d;
   logic [31:0]      err_cmd_q, err_cmd_d, cmd_idx_q, cmd_idx_d;
 
+  // The pod shape, registered (held constant after reset).
+  logic [2:0][3:0] pod_k_q;  // chips per dimension
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) pod_k_q <= '0;
+    else         pod_k_q <= topo_i.k;
+  end
+
   // ---- Decode of the head ----
   mem_range_t rd0, rd1, wr;
   chip_err_e  chk;
@@ -115,6 +132,16 @@ module tpu_seq
 
   function automatic logic range_ok(logic [15:0] row, logic [31:0] n, int unsigned rows);
     return (64'(row) + 64'(n)) <= 64'(rows);
+  endfunction
+
+  // A destination coordinate inside the pod's shape.
+  function automatic logic dst_in_pod(logic [8:0] dst);
+    logic ok;
+    ok = 1'b1;
+    for (int unsigned d = 0; d < 3; d++) begin
+      if ({1'b0, dst[3*d +: 3]} >= pod_k_q[d]) ok = 1'b0;
+    end
+    return ok;
   endfunction
 
   always_comb begin
@@ -190,7 +217,22 @@ module tpu_seq
         rd1 = mk_range(y_mem, head.f3, ny);
         wr  = mk_range(dst_mem, head.w2[15:0], span(32'(head.f2), head.w2[31:16]));
       end
-      OpIciSend, OpIciWait: chk = ErrUnimpl;
+      OpIciSend: begin
+        // flags[0] source AMEM, flags[1] destination AMEM; f1 source row, f2 rows, f3
+        // destination row (checked against this chip's memory: every chip of a pod is the same
+        // variant); w2[8:0] destination {z, y, x}, w2[23:16] counter at the destination.
+        if (head.f2 == '0 || 32'(head.w2[23:16]) >= NumCnt || !dst_in_pod(head.w2[8:0]))
+          chk = ErrBadField;
+        else if (!range_ok(head.f1, 32'(head.f2), head.flags[0] ? AmemRows : VmemRows))
+          chk = head.flags[0] ? ErrAmemRange : ErrVmemRange;
+        else if (!range_ok(head.f3, 32'(head.f2), head.flags[1] ? AmemRows : VmemRows))
+          chk = head.flags[1] ? ErrAmemRange : ErrVmemRange;
+        rd0 = mk_range(head.flags[0], head.f1, 32'(head.f2));
+      end
+      OpIciWait: begin
+        // f1 counter, w2 value
+        if (32'(head.f1) >= NumCnt) chk = ErrBadField;
+      end
       default: chk = ErrIllegalOp;
     endcase
   end
@@ -213,12 +255,14 @@ module tpu_seq
   logic [SlotW-1:0] mm_slot;
   logic           can_issue;
   always_comb begin
-    mm_slot = SlotW'(3 + 32'(mm_tail_q));
+    mm_slot = SlotW'(MmBase + 32'(mm_tail_q));
     q_pop       = 1'b0;
     dma_start_o = 1'b0;
     lw_start_o  = 1'b0;
     mm_start_o  = 1'b0;
     vpu_start_o = 1'b0;
+    ici_start_o = 1'b0;
+    wait_take_o = 1'b0;
     sb_valid_d  = sb_valid_q;
     sb_rd0_d    = sb_rd0_q;
     sb_rd1_d    = sb_rd1_q;
@@ -237,11 +281,12 @@ module tpu_seq
     if (dma_done_i) sb_valid_d[0] = 1'b0;
     if (lw_done_i)  sb_valid_d[1] = 1'b0;
     if (vpu_done_i) sb_valid_d[2] = 1'b0;
+    if (ici_done_i) sb_valid_d[3] = 1'b0;
     if (mm_done_i) begin
-      sb_valid_d[3 + 32'(mm_head_q)] = 1'b0;
+      sb_valid_d[MmBase + 32'(mm_head_q)] = 1'b0;
       mm_head_d = mm_head_q + 1'b1;
     end
-    retired_o = 3'(dma_done_i) + 3'(lw_done_i) + 3'(vpu_done_i) + 3'(mm_done_i);
+    retired_o = 3'(dma_done_i) + 3'(lw_done_i) + 3'(vpu_done_i) + 3'(mm_done_i) + 3'(ici_done_i);
 
     if (!q_empty && err_q != ErrNone) begin
       q_pop = 1'b1;  // drain without issuing
@@ -256,6 +301,8 @@ module tpu_seq
           OpLoadW:  can_issue = lw_ready_i && !sb_valid_q[1] && !hazard;
           OpVpu:    can_issue = vpu_ready_i && !sb_valid_q[2] && !hazard;
           OpMatmul: can_issue = mm_ready_i && !sb_valid_q[mm_slot] && !hazard;
+          OpIciSend: can_issue = ici_ready_i && !sb_valid_q[3] && !hazard;
+          OpIciWait: can_issue = wait_ok_i;
           OpFence, OpHalt: can_issue = sb_empty;
           default:  can_issue = 1'b1;  // NOP
         endcase
@@ -285,6 +332,15 @@ module tpu_seq
               {sb_rd0_d[mm_slot], sb_rd1_d[mm_slot], sb_wr_d[mm_slot]} = {rd0, rd1, wr};
               mm_tail_d = mm_tail_q + 1'b1;
               wt_pending_d = wt_pending_q - 1'b1;
+            end
+            OpIciSend: begin
+              ici_start_o = 1'b1;
+              sb_valid_d[3] = 1'b1;
+              {sb_rd0_d[3], sb_rd1_d[3], sb_wr_d[3]} = {rd0, rd1, wr};
+            end
+            OpIciWait: begin
+              wait_take_o = 1'b1;
+              retired_o   = retired_o + 3'd1;
             end
             OpHalt: begin
               halted_d  = 1'b1;
@@ -337,12 +393,14 @@ module tpu_seq
   end
 
   assign busy_o    = !q_empty || !sb_empty;
+  assign wait_block_o = !q_empty && err_q == ErrNone && !halted_q && head.op == OpIciWait &&
+                        chk == ErrNone && !wait_ok_i;
   assign halted_o  = halted_q;
   assign err_o     = err_q;
   assign err_cmd_o = err_cmd_q;
 
   logic unused_bits;
-  assign unused_bits = ^q_count;
+  assign unused_bits = ^{q_count, topo_i.wrap, topo_i.no_dateline};
 
   // Assertions
   QueueNoOverflow: assert property (@(posedge clk_i) disable iff (!rst_ni)
@@ -356,10 +414,13 @@ module tpu_seq
       (!dma_done_i || sb_valid_q[0]) && (!lw_done_i || sb_valid_q[1]) &&
       (!vpu_done_i || sb_valid_q[2]));
   MatmulDoneInFlight: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      mm_done_i |-> sb_valid_q[3 + 32'(mm_head_q)]);
+      mm_done_i |-> sb_valid_q[MmBase + 32'(mm_head_q)]);
   WeightsBalanced: assert property (@(posedge clk_i) disable iff (!rst_ni)
       wt_pending_q <= 2'd2);
   IssueOnlyLegal: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      (dma_start_o || lw_start_o || mm_start_o || vpu_start_o) |-> chk == ErrNone && !hazard);
+      (dma_start_o || lw_start_o || mm_start_o || vpu_start_o || ici_start_o) |->
+      chk == ErrNone && !hazard);
+  IciDoneInFlight: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      ici_done_i |-> sb_valid_q[3]);
 
 endmodule

@@ -18,7 +18,12 @@ MXU="$PKG rtl/tpu_mac_pkg.sv rtl/tpu_shift.sv rtl/tpu_mxu.sv rtl/tpu_mxu_top.sv"
 VPU="$PKG rtl/tpu_vpu_pkg.sv rtl/tpu_fma32.sv rtl/tpu_vpu_lane.sv rtl/tpu_vpu_tree.sv rtl/tpu_vpu.sv"
 HBM="rtl/tpu_hbm_pkg.sv rtl/tpu_fifo.sv rtl/tpu_hbm_cqueue.sv rtl/tpu_hbm_pick.sv \
 rtl/tpu_hbm_chan.sv rtl/tpu_hbm_ctrl.sv"
-CHIP="rtl/tpu_vpu_pkg.sv rtl/tpu_chip_pkg.sv $HBM \
+ICI="rtl/tpu_ici_pkg.sv rtl/tpu_fifo.sv rtl/tpu_ici_delay.sv \
+rtl/tpu_ici_input.sv rtl/tpu_ici_output.sv rtl/tpu_ici_swalloc.sv rtl/tpu_ici_xbar.sv \
+rtl/tpu_ici_router.sv"
+CHIP="rtl/tpu_vpu_pkg.sv rtl/tpu_chip_pkg.sv $HBM rtl/tpu_ici_pkg.sv rtl/tpu_ici_input.sv \
+rtl/tpu_ici_output.sv rtl/tpu_ici_swalloc.sv rtl/tpu_ici_xbar.sv rtl/tpu_ici_router.sv \
+rtl/tpu_ici_eng.sv \
 rtl/tpu_mac_pkg.sv rtl/tpu_shift.sv rtl/tpu_mxu.sv rtl/tpu_fma32.sv rtl/tpu_vpu_lane.sv \
 rtl/tpu_vpu_tree.sv rtl/tpu_vpu.sv rtl/tpu_mem.sv rtl/tpu_dma.sv rtl/tpu_mxu_unit.sv \
 rtl/tpu_vpu_unit.sv rtl/tpu_seq.sv rtl/tpu_chip.sv"
@@ -33,9 +38,6 @@ rtl/tpu_vpu_unit.sv rtl/tpu_seq.sv rtl/tpu_chip.sv"
   lint tpu_hbm_ctrl tpu_hbm_ctrl $HBM
   lint "hbm_subsys_tb_top (sim)" hbm_subsys_tb_top $HBM rtl/sim/hbm_device.sv \
     rtl/sim/hbm_subsys_tb_top.sv
-  ICI="rtl/tpu_ici_pkg.sv rtl/tpu_fifo.sv rtl/tpu_ici_delay.sv \
-rtl/tpu_ici_input.sv rtl/tpu_ici_output.sv rtl/tpu_ici_swalloc.sv rtl/tpu_ici_xbar.sv \
-rtl/tpu_ici_router.sv"
   lint tpu_ici_router tpu_ici_router $ICI
   lint "ici_net_tb_top (sim, 16 routers)" ici_net_tb_top -GN=16 $ICI rtl/sim/ici_net_tb_top.sv
   for id in 0 2; do

@@ -2,14 +2,17 @@
 //
 // Flat ports so that C++ drives them by name: HBM timing and controller configuration (held
 // constant after reset), the chip's host port (commands, HBM access, status) and the device
-// checker's violation count. See tpu_chip for the handshakes and latencies.
+// checker's violation count; the ICI configuration and links, per direction d (+X -X +Y -Y +Z
+// -Z) a flit's row in `*_data[d]` and its {head, tail} bits in `*_ht[d]` (word-aligned for C++).
+// See tpu_chip for the handshakes and latencies.
 module tpu_chip_sim_top
   import tpu_hbm_pkg::*;
   import tpu_chip_pkg::*;
 #(
   parameter  int unsigned        VariantId = 0,
   localparam tpu_pkg::chip_cfg_t Cfg       = tpu_pkg::variant_cfg(tpu_pkg::variant_e'(VariantId)),
-  localparam int unsigned        NumCh     = Cfg.hbm_channels
+  localparam int unsigned        NumCh     = Cfg.hbm_channels,
+  localparam int unsigned        RowW      = Cfg.mxu_cols * 32
 ) (
   input  logic         clk_i,
   input  logic         rst_ni,
@@ -58,8 +61,30 @@ module tpu_chip_sim_top
   output logic [31:0]  err_cmd_o,
   input  logic [3:0]   stat_id_i,
   output logic [63:0]  stat_o,
-  output logic [31:0]  viol_count_o
+  output logic [31:0]  viol_count_o,
+  // ICI
+  input  logic [8:0]       ici_me_i,      // {z, y, x}
+  input  logic [15:0]      ici_topo_i,    // tpu_ici_pkg::ici_topo_t
+  output logic [5:0]       ici_tx_valid_o,
+  output logic [5:0]       ici_tx_vc_o,
+  output logic [5:0][RowW-1:0] ici_tx_data_o,
+  output logic [5:0][1:0]  ici_tx_ht_o,
+  input  logic [5:0]       ici_tx_cr_valid_i,
+  input  logic [5:0]       ici_tx_cr_vc_i,
+  input  logic [5:0]       ici_rx_valid_i,
+  input  logic [5:0]       ici_rx_vc_i,
+  input  logic [5:0][RowW-1:0] ici_rx_data_i,
+  input  logic [5:0][1:0]  ici_rx_ht_i,
+  output logic [5:0]       ici_rx_cr_valid_o,
+  output logic [5:0]       ici_rx_cr_vc_o,
+  output logic             ici_idle_o
 );
+
+  logic [5:0][RowW+1:0] tx_flit, rx_flit;
+  for (genvar d = 0; d < 6; d++) begin : gen_link
+    assign {ici_tx_ht_o[d], ici_tx_data_o[d]} = tx_flit[d];
+    assign rx_flit[d] = {ici_rx_ht_i[d], ici_rx_data_i[d]};
+  end
 
   hbm_timing_t timing;
   hbm_ctrl_cfg_t cfg;
@@ -105,6 +130,19 @@ module tpu_chip_sim_top
     .err_cmd_o     (err_cmd_o),
     .stat_id_i     (chip_stat_e'(stat_id_i)),
     .stat_o        (stat_o),
+    .ici_me_i      (tpu_ici_pkg::ici_coord_t'(ici_me_i)),
+    .ici_topo_i    (tpu_ici_pkg::ici_topo_t'(ici_topo_i)),
+    .ici_tx_valid_o(ici_tx_valid_o),
+    .ici_tx_vc_o   (ici_tx_vc_o),
+    .ici_tx_flit_o (tx_flit),
+    .ici_tx_cr_valid_i(ici_tx_cr_valid_i),
+    .ici_tx_cr_vc_i(ici_tx_cr_vc_i),
+    .ici_rx_valid_i(ici_rx_valid_i),
+    .ici_rx_vc_i   (ici_rx_vc_i),
+    .ici_rx_flit_i (rx_flit),
+    .ici_rx_cr_valid_o(ici_rx_cr_valid_o),
+    .ici_rx_cr_vc_o(ici_rx_cr_vc_o),
+    .ici_idle_o    (ici_idle_o),
     .hbm_cmd_o     (hbm_cmd),
     .hbm_wvalid_o  (wvalid),
     .hbm_wdata_o   (wdata),

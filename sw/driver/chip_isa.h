@@ -9,7 +9,7 @@ namespace tpu {
 
 enum class ChipOp : uint32_t {
   kNop = 0, kDma = 1, kLoadW = 2, kMatmul = 3, kVpu = 4, kFence = 5, kHalt = 6,
-  kIciSend = 7, kIciWait = 8,  // reserved (ICI, a later step)
+  kIciSend = 7, kIciWait = 8,
 };
 
 enum class DmaDir : uint32_t { kHbmToVmem = 0, kVmemToHbm = 1, kAmemToHbm = 2 };
@@ -26,7 +26,8 @@ const char* chip_err_name(unsigned code);
 enum ChipStat : unsigned {
   kStatCycles = 0, kStatMxuBusy = 1, kStatMxuBeats = 2, kStatVpuBusy = 3, kStatDmaBusy = 4,
   kStatDmaRdBytes = 5, kStatDmaWrBytes = 6, kStatOverlap = 7, kStatCmdsDone = 8,
-  kStatHostRdBytes = 9, kStatHostWrBytes = 10, kStatWeightBeats = 11, kNumChipStats = 12,
+  kStatHostRdBytes = 9, kStatHostWrBytes = 10, kStatWeightBeats = 11, kStatIciTxFlits = 12,
+  kStatIciRxFlits = 13, kStatIciBusy = 14, kStatIciWait = 15, kNumChipStats = 16,
 };
 
 // One command: words[0] = bits [31:0] ... words[3] = bits [127:96].
@@ -85,6 +86,27 @@ inline ChipCmd cmd_vpu(const VpuCmdArgs& a) {
                          (static_cast<uint32_t>(a.dst_mem) << 11);
   return ChipCmd::make(ChipOp::kVpu, flags, a.x_row, a.rows, a.y_row,
                        (a.dst_row & 0xFFFFu) | ((a.dst_stride & 0xFFFFu) << 16), 0);
+}
+
+// ICI counters a chip has for ICI_WAIT (tpu_chip: IciNumCnt), rows per remote-write packet.
+constexpr unsigned kIciCounters = 64;
+constexpr unsigned kIciPacketRows = 32;
+
+// ICI_SEND: rows memory rows from src_row of src_mem -> chip dst {x, y, z} at dst_row of dst_mem
+// (remote writes); each packet adds its rows to counter `counter` there.
+inline ChipCmd cmd_ici_send(Mem src_mem, uint32_t src_row, uint32_t rows,
+                            const std::array<int, 3>& dst, Mem dst_mem, uint32_t dst_row,
+                            uint32_t counter) {
+  const uint32_t coord = (static_cast<uint32_t>(dst[0]) & 7u) |
+                         ((static_cast<uint32_t>(dst[1]) & 7u) << 3) |
+                         ((static_cast<uint32_t>(dst[2]) & 7u) << 6);
+  return ChipCmd::make(ChipOp::kIciSend,
+                       static_cast<uint32_t>(src_mem) | (static_cast<uint32_t>(dst_mem) << 1),
+                       src_row, rows, dst_row, coord | ((counter & 0xFFu) << 16), 0);
+}
+// ICI_WAIT: holds issue until counter >= value, then takes value off it.
+inline ChipCmd cmd_ici_wait(uint32_t counter, uint32_t value) {
+  return ChipCmd::make(ChipOp::kIciWait, 0, counter, 0, 0, value, 0);
 }
 
 }  // namespace tpu

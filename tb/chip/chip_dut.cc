@@ -4,6 +4,7 @@
 #include "verilated_model.h"
 
 #include <cstring>
+#include <utility>
 
 #ifdef TPU_HAVE_CHIP_4X4
 #include "Vtpu_chip_4x4.h"
@@ -25,6 +26,7 @@ class ChipDutImpl final : public ChipDut {
   ChipDutImpl(std::string variant, ChipShape shape)
       : variant_(std::move(variant)), shape_(shape) {
     m_->rst_ni = 1;
+    set_ici_config({0, 0, 0}, {1, 1, 1}, {false, false, false});  // a chip alone: a 1x1x1 pod
     configure(HbmConfig{});
   }
 
@@ -81,6 +83,8 @@ class ChipDutImpl final : public ChipDut {
     m_->hm_req_valid_i = 0;
     m_->hm_rsp_ready_i = 1;
     m_->clear_i = 0;
+    m_->ici_rx_valid_i = 0;
+    m_->ici_tx_cr_valid_i = 0;
     if (!m_.reset(cycles))
       throw ChipRtlError("chip " + variant_ + ": RTL assertion failed during reset");
   }
@@ -89,7 +93,50 @@ class ChipDutImpl final : public ChipDut {
 
   void open_waves(const std::string& path) override { m_.open_waves(path, "chip " + variant_); }
 
+  void set_ici_config(const std::array<int, 3>& me, const std::array<int, 3>& k,
+                      const std::array<bool, 3>& wrap) override {
+    uint32_t c = 0, t = 0;
+    for (unsigned d = 0; d < 3; ++d) {
+      c |= (static_cast<uint32_t>(me[d]) & 7u) << (3 * d);
+      t |= (static_cast<uint32_t>(k[d]) & 15u) << (4 * d);
+      t |= (wrap[d] ? 1u : 0u) << (12 + d);
+    }
+    m_->ici_me_i = static_cast<uint16_t>(c);
+    m_->ici_topo_i = static_cast<uint16_t>(t);
+  }
+  unsigned flit_words() const override { return kRowWords + 1; }
+  bool ici_tx_valid(unsigned d) const override { return (m_->ici_tx_valid_o >> d) & 1u; }
+  unsigned ici_tx_vc(unsigned d) const override { return (m_->ici_tx_vc_o >> d) & 1u; }
+  const uint32_t* ici_tx_flit(unsigned d) const override {
+    std::memcpy(tx_buf_[d], m_->ici_tx_data_o.data() + d * kRowWords, kRowWords * 4);
+    tx_buf_[d][kRowWords] = (m_->ici_tx_ht_o >> (2 * d)) & 3u;
+    return tx_buf_[d];
+  }
+  bool ici_rx_cr_valid(unsigned d) const override { return (m_->ici_rx_cr_valid_o >> d) & 1u; }
+  unsigned ici_rx_cr_vc(unsigned d) const override { return (m_->ici_rx_cr_vc_o >> d) & 1u; }
+  void set_ici_rx(unsigned d, bool valid, unsigned vc, const uint32_t* flit) override {
+    set_bit(m_->ici_rx_valid_i, d, valid);
+    set_bit(m_->ici_rx_vc_i, d, vc & 1u);
+    if (flit) {
+      std::memcpy(m_->ici_rx_data_i.data() + d * kRowWords, flit, kRowWords * 4);
+      const uint32_t ht = (flit[kRowWords] & 3u) << (2 * d);
+      m_->ici_rx_ht_i = static_cast<uint16_t>((m_->ici_rx_ht_i & ~(3u << (2 * d))) | ht);
+    }
+  }
+  void set_ici_tx_cr(unsigned d, bool valid, unsigned vc) override {
+    set_bit(m_->ici_tx_cr_valid_i, d, valid);
+    set_bit(m_->ici_tx_cr_vc_i, d, vc & 1u);
+  }
+  bool ici_idle() const override { return m_->ici_idle_o; }
+
  private:
+  static void set_bit(CData& v, unsigned bit, bool on) {
+    v = static_cast<CData>(on ? (v | (1u << bit)) : (v & ~(1u << bit)));
+  }
+  static constexpr unsigned kRowWords =
+      sizeof(std::declval<VTop>().ici_tx_data_o) / sizeof(uint32_t) / 6;
+  mutable uint32_t tx_buf_[6][kRowWords + 1] = {};
+
   std::string variant_;
   ChipShape shape_;
   VerilatedModel<VTop> m_;

@@ -2,6 +2,7 @@
 // variant-independent, port-level interface. The driver (sw/driver/chip_driver.h) is built on it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -67,6 +68,23 @@ class ChipDut {
 
   // FST dump of every signal from now on; closed when the DUT is destroyed.
   virtual void open_waves(const std::string& path) = 0;
+
+  // ICI (docs/pod.md). The chip's coordinate {x, y, z} and the pod shape: chips per dimension
+  // (1..8) and whether each dimension wraps; held from now on (set them before traffic).
+  virtual void set_ici_config(const std::array<int, 3>& me, const std::array<int, 3>& k,
+                              const std::array<bool, 3>& wrap) = 0;
+  // Link ports, direction d = 0..5 (+X -X +Y -Y +Z -Z). A flit is flit_words() 32-bit words:
+  // the memory row (lanes x 32 bits, lane 0 first), then one word with tail (bit 0) and head
+  // (bit 1).
+  virtual unsigned flit_words() const = 0;
+  virtual bool ici_tx_valid(unsigned d) const = 0;
+  virtual unsigned ici_tx_vc(unsigned d) const = 0;
+  virtual const uint32_t* ici_tx_flit(unsigned d) const = 0;  // valid until the next eval/tick
+  virtual bool ici_rx_cr_valid(unsigned d) const = 0;  // a credit for a flit received on d
+  virtual unsigned ici_rx_cr_vc(unsigned d) const = 0;
+  virtual void set_ici_rx(unsigned d, bool valid, unsigned vc, const uint32_t* flit) = 0;
+  virtual void set_ici_tx_cr(unsigned d, bool valid, unsigned vc) = 0;  // credit back for tx d
+  virtual bool ici_idle() const = 0;  // no flit buffered in the router
 };
 
 // Variants compiled into this build, e.g. {"4x4", "16x16"}.

@@ -1,0 +1,240 @@
+// tpu_ici_eng: the chip's ICI engine, between the sequencer, the on-chip memories and the local
+// port of the chip's ICI router (docs/isa.md ICI_SEND / ICI_WAIT, docs/pod.md).
+//
+// Send (ICI_SEND): `rows_i` memory rows from `src_row_i` of VMEM or AMEM go to chip `dst_i` as
+// remote-write packets of up to PktRows rows: a head flit (tpu_ici_pkg::ici_hdr_t in data[63:0],
+// ptype ICI_WRITE, addr = {cnt, 7'b0, dst_mem, dst_row}, len = rows in the packet) and one flit
+// per row (the whole row in data). One row per cycle when the router takes it; done_o pulses in
+// the cycle the last flit is taken (the source rows are read by then; the remote memory is
+// written later, signalled there by the counter).
+// Receive: every packet ejected by the router is taken at once (ej_ready_o is always 1). A
+// WRITE writes its rows into the memory and row its header names, one row per cycle, and adds
+// its row count to counter `addr[31:24]` when its tail flit is written. A CNT_INC adds 1 to
+// counter `addr[31:24]`. Other packet types are dropped (counted in rx_drop_o).
+// Counters: NumCnt x 32 bits, reset to 0. ICI_WAIT asks `wait_ok_o` (counter `wait_cnt_i` >=
+// `wait_val_i`) and, when it issues, pulses `wait_take_i`: the counter drops by `wait_val_i` in
+// the same cycle as any increment (a semaphore). A counter id >= NumCnt in a packet is ignored
+// (the sequencer checks the ids of local commands).
+// Latency: a packet's first row is on the router's inject port the cycle after its head was
+// taken; a received row is in memory the cycle after it leaves the eject FIFO, its counter the
+// same cycle.
+module tpu_ici_eng
+  import tpu_ici_pkg::*;
+#(
+  parameter  int unsigned Lanes   = 8,
+  parameter  int unsigned NumCnt  = 64,
+  parameter  int unsigned PktRows = 32,
+  localparam int unsigned RowW    = Lanes * 32,
+  localparam int unsigned FlitW   = RowW + 2,
+  localparam int unsigned CntW    = $clog2(NumCnt)
+) (
+  input  logic             clk_i,
+  input  logic             rst_ni,
+  input  ici_coord_t       me_i,
+  // ICI_SEND
+  input  logic             start_i,
+  output logic             ready_o,
+  input  logic             src_mem_i,   // 0 VMEM, 1 AMEM
+  input  logic [15:0]      src_row_i,
+  input  logic [15:0]      rows_i,
+  input  logic             dst_mem_i,
+  input  logic [15:0]      dst_row_i,
+  input  ici_coord_t       dst_i,
+  input  logic [7:0]       cnt_i,
+  output logic             done_o,
+  output logic             busy_o,
+  // source rows
+  output logic             rd_mem_o,
+  output logic [15:0]      rd_addr_o,
+  input  logic [RowW-1:0]  vmem_rd_data_i,
+  input  logic [RowW-1:0]  amem_rd_data_i,
+  // ICI_WAIT
+  input  logic [CntW-1:0]  wait_cnt_i,
+  input  logic [31:0]      wait_val_i,
+  output logic             wait_ok_o,
+  input  logic             wait_take_i,
+  // router local port (flit = {head, tail, data[RowW-1:0]})
+  output logic             inj_valid_o,
+  input  logic             inj_ready_i,
+  output logic [FlitW-1:0] inj_flit_o,
+  input  logic             ej_valid_i,
+  output logic             ej_ready_o,
+  input  logic [FlitW-1:0] ej_flit_i,
+  // received rows
+  output logic             vmem_we_o,
+  output logic             amem_we_o,
+  output logic [15:0]      wr_addr_o,
+  output logic [RowW-1:0]  wr_data_o,
+  // events for the statistics
+  output logic             tx_flit_o,
+  output logic             rx_flit_o,
+  output logic             rx_drop_o
+);
+
+  // ---------------------------------------------------------------------------------------------
+  // Send
+  // ---------------------------------------------------------------------------------------------
+  logic        busy_q, need_head_q, src_mem_q, dst_mem_q;
+  logic [15:0] row_q, left_q, dst_row_q, pkt_left_q;
+  ici_coord_t  dst_q;
+  logic [7:0]  cnt_q;
+  logic [15:0] pkt_rows;
+  ici_hdr_t    hdr;
+  logic [RowW-1:0] row_data;
+  logic        fire;
+
+  assign pkt_rows = (left_q > 16'(PktRows)) ? 16'(PktRows) : left_q;
+  assign hdr = '{addr: {cnt_q, 7'b0, dst_mem_q, dst_row_q}, len: pkt_rows[7:0], ptype: ICI_WRITE,
+                 rsvd: 2'b0, src: me_i, dst: dst_q};
+  assign rd_mem_o   = src_mem_q;
+  assign rd_addr_o  = row_q;
+  assign row_data   = src_mem_q ? amem_rd_data_i : vmem_rd_data_i;
+  assign inj_valid_o = busy_q;
+  assign inj_flit_o = need_head_q ? {1'b1, 1'b0, RowW'(hdr)}
+                                  : {1'b0, pkt_left_q == 16'd1, row_data};
+  assign fire       = busy_q && inj_ready_i;
+  assign ready_o    = !busy_q;
+  assign busy_o     = busy_q;
+  assign done_o     = fire && !need_head_q && left_q == 16'd1;
+  assign tx_flit_o  = fire;
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      busy_q      <= 1'b0;
+      need_head_q <= 1'b0;
+      src_mem_q   <= 1'b0;
+      dst_mem_q   <= 1'b0;
+      row_q       <= '0;
+      left_q      <= '0;
+      dst_row_q   <= '0;
+      pkt_left_q  <= '0;
+      dst_q       <= '0;
+      cnt_q       <= '0;
+    end else if (start_i && !busy_q) begin
+      busy_q      <= rows_i != '0;
+      need_head_q <= 1'b1;
+      src_mem_q   <= src_mem_i;
+      dst_mem_q   <= dst_mem_i;
+      row_q       <= src_row_i;
+      left_q      <= rows_i;
+      dst_row_q   <= dst_row_i;
+      dst_q       <= dst_i;
+      cnt_q       <= cnt_i;
+    end else if (fire) begin
+      if (need_head_q) begin
+        need_head_q <= 1'b0;
+        pkt_left_q  <= pkt_rows;
+      end else begin
+        row_q      <= row_q + 16'd1;
+        dst_row_q  <= dst_row_q + 16'd1;
+        left_q     <= left_q - 16'd1;
+        pkt_left_q <= pkt_left_q - 16'd1;
+        if (pkt_left_q == 16'd1) need_head_q <= 1'b1;
+        if (left_q == 16'd1) busy_q <= 1'b0;
+      end
+    end
+  end
+
+  // ---------------------------------------------------------------------------------------------
+  // Receive
+  // ---------------------------------------------------------------------------------------------
+  logic        in_pkt_q, rx_mem_q, rx_write_q;
+  logic [15:0] rx_row_q;
+  logic [7:0]  rx_cnt_q, rx_len_q;
+  logic        ej_head, ej_tail;
+  ici_hdr_t    ej_hdr;
+  logic        inc;
+  logic [7:0]  inc_id;
+  logic [31:0] inc_by;
+
+  assign ej_ready_o = 1'b1;
+  assign ej_head    = ej_flit_i[FlitW-1];
+  assign ej_tail    = ej_flit_i[FlitW-2];
+  assign ej_hdr     = ici_hdr_t'(ej_flit_i[$bits(ici_hdr_t)-1:0]);
+  assign rx_flit_o  = ej_valid_i;
+
+  // A body flit of a WRITE packet writes its row.
+  assign vmem_we_o = ej_valid_i && !ej_head && in_pkt_q && rx_write_q && !rx_mem_q;
+  assign amem_we_o = ej_valid_i && !ej_head && in_pkt_q && rx_write_q && rx_mem_q;
+  assign wr_addr_o = rx_row_q;
+  assign wr_data_o = ej_flit_i[RowW-1:0];
+
+  always_comb begin
+    inc    = 1'b0;
+    inc_id = rx_cnt_q;
+    inc_by = 32'(rx_len_q);
+    rx_drop_o = 1'b0;
+    if (ej_valid_i && ej_head) begin
+      if (ej_hdr.ptype == ICI_CNT_INC) begin
+        inc    = ej_tail;  // a one-flit CNT_INC; a longer one counts at its tail
+        inc_id = ej_hdr.addr[31:24];
+        inc_by = 32'd1;
+      end else if (ej_hdr.ptype != ICI_WRITE) begin
+        rx_drop_o = 1'b1;
+      end
+    end else if (ej_valid_i && ej_tail && in_pkt_q) begin
+      inc    = 1'b1;
+      inc_by = rx_write_q ? 32'(rx_len_q) : 32'd1;
+    end
+  end
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      in_pkt_q   <= 1'b0;
+      rx_mem_q   <= 1'b0;
+      rx_write_q <= 1'b0;
+      rx_row_q   <= '0;
+      rx_cnt_q   <= '0;
+      rx_len_q   <= '0;
+    end else if (ej_valid_i) begin
+      if (ej_head) begin
+        in_pkt_q   <= !ej_tail;
+        rx_mem_q   <= ej_hdr.addr[16];
+        rx_write_q <= ej_hdr.ptype == ICI_WRITE;
+        rx_row_q   <= ej_hdr.addr[15:0];
+        rx_cnt_q   <= ej_hdr.addr[31:24];
+        rx_len_q   <= ej_hdr.len;
+      end else begin
+        rx_row_q <= rx_row_q + 16'd1;
+        if (ej_tail) in_pkt_q <= 1'b0;
+      end
+    end
+  end
+
+  // ---------------------------------------------------------------------------------------------
+  // Counters
+  // ---------------------------------------------------------------------------------------------
+  logic [31:0] cnt_val_q [NumCnt];
+
+  logic [31:0] inc_cur;  // the incremented counter's value, for the overflow assertion
+  assign wait_ok_o = cnt_val_q[wait_cnt_i] >= wait_val_i;
+  assign inc_cur   = cnt_val_q[inc_id[CntW-1:0]];
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      for (int unsigned c = 0; c < NumCnt; c++) cnt_val_q[c] <= '0;
+    end else begin
+      for (int unsigned c = 0; c < NumCnt; c++) begin
+        cnt_val_q[c] <= cnt_val_q[c]
+                        + ((inc && 32'(inc_id) == c) ? inc_by : 32'd0)
+                        - ((wait_take_i && 32'(wait_cnt_i) == c) ? wait_val_i : 32'd0);
+      end
+    end
+  end
+
+  logic unused_bits;
+  assign unused_bits = ^{ej_hdr.rsvd, ej_hdr.src, ej_hdr.dst};
+
+  // Assertions
+  InjHeld: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      inj_valid_o && !inj_ready_i |=> inj_valid_o && $stable(inj_flit_o));
+  StartWhenIdle: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      start_i |-> !busy_q);
+  TakeOnlyWhenOk: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      wait_take_i |-> wait_ok_o);
+  BodyInPacket: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      ej_valid_i && !ej_head |-> in_pkt_q);
+  CounterNoWrap: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      inc && 32'(inc_id) < NumCnt |-> 33'(inc_cur) + 33'(inc_by) < 33'h1_0000_0000);
+
+endmodule
