@@ -2,8 +2,10 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <set>
 
+#include "chip_dut.h"
 #include "mxu_dut.h"
 
 namespace tpu {
@@ -33,19 +35,100 @@ std::string get_string(const YAML::Node& node, const std::string& file, const st
 
 }  // namespace
 
-ChipConfig load_chip_config(const std::string& path) {
-  YAML::Node root;
+namespace {
+YAML::Node load_yaml(const std::string& path) {
   try {
-    root = YAML::LoadFile(path);
+    return YAML::LoadFile(path);
   } catch (const YAML::BadFile&) {
     throw ConfigError(path + ": cannot open the configuration file");
   } catch (const YAML::ParserException& e) {
     throw ConfigError(path + ": not valid YAML: " + e.what());
   }
-  ChipConfig cfg;
-  cfg.source = path;
+}
+
+ChipConfig chip_config_from(const YAML::Node& root, const std::string& path);
+}  // namespace
+
+ChipConfig load_chip_config(const std::string& path) {
+  const YAML::Node root = load_yaml(path);
   if (!root.IsMap()) fail(path, "", "the top level must be a mapping with a 'chip' section");
   check_keys(root, path, "", {"chip", "hbm"});
+  return chip_config_from(root, path);
+}
+
+PodConfig load_pod_config(const std::string& path) {
+  const YAML::Node root = load_yaml(path);
+  if (!root.IsMap())
+    fail(path, "", "the top level must be a mapping with 'pod' and 'chip' sections");
+  check_keys(root, path, "", {"pod", "chip", "hbm"});
+  PodConfig pc;
+  pc.chip = chip_config_from(root, path);
+  pc.source = path;
+  const auto built = built_chip_variants();
+  if (std::find(built.begin(), built.end(), pc.chip.variant) == built.end()) {
+    std::string list;
+    for (const auto& b : built) list += (list.empty() ? "" : ", ") + b;
+    fail(path, "chip.variant",
+         "chip variant '" + pc.chip.variant + "' is not built in this binary (built: " + list +
+             "); build it with -DTPU_CHIP_VARIANTS=\"4x4:0;16x16:2;8x8:1\"");
+  }
+  const YAML::Node pod = root["pod"];
+  if (!pod) fail(path, "pod", "missing section");
+  if (!pod.IsMap()) fail(path, "pod", "must be a mapping");
+  check_keys(pod, path, "pod.", {"shape", "wrap", "link_latency"});
+  PodParams& p = pc.params;
+  p.variant = pc.chip.variant;
+  p.hbm = pc.chip.hbm;
+  const YAML::Node shape = pod["shape"];
+  if (!shape) fail(path, "pod.shape", "missing: chips per dimension, x first, e.g. [4, 4]");
+  if (!shape.IsSequence() || shape.size() < 1 || shape.size() > 3)
+    fail(path, "pod.shape", "must be a list of 1 to 3 sizes, x first, e.g. [4, 4]");
+  p.topo.size.clear();
+  for (const auto& n : shape) {
+    int v = 0;
+    try {
+      v = n.as<int>();
+    } catch (const YAML::Exception&) {
+      fail(path, "pod.shape", "every size must be an integer from 1 to 8");
+    }
+    if (v < 1 || v > 8) fail(path, "pod.shape", "every size must be from 1 to 8 (got " + std::to_string(v) + ")");
+    p.topo.size.push_back(v);
+  }
+  p.topo.wrap.assign(p.topo.size.size(), true);
+  if (const YAML::Node w = pod["wrap"]) {
+    if (!w.IsSequence() || w.size() != shape.size())
+      fail(path, "pod.wrap", "must be a list of " + std::to_string(shape.size()) +
+                                 " booleans (one per dimension of pod.shape)");
+    for (std::size_t d = 0; d < w.size(); ++d) {
+      try {
+        p.topo.wrap[d] = w[d].as<bool>();
+      } catch (const YAML::Exception&) {
+        fail(path, "pod.wrap", "every entry must be true (ring) or false (line)");
+      }
+    }
+  }
+  if (const YAML::Node l = pod["link_latency"]) {
+    int v = 0;
+    try {
+      v = l.as<int>();
+    } catch (const YAML::Exception&) {
+      fail(path, "pod.link_latency", "must be an integer number of cycles");
+    }
+    if (v < 1 || v > 64) fail(path, "pod.link_latency", "must be from 1 to 64 cycles (got " + std::to_string(v) + ")");
+    p.link_latency = static_cast<unsigned>(v);
+  }
+  try {
+    p.topo.validate();
+  } catch (const std::invalid_argument& e) {
+    fail(path, "pod.shape", e.what());
+  }
+  return pc;
+}
+
+namespace {
+ChipConfig chip_config_from(const YAML::Node& root, const std::string& path) {
+  ChipConfig cfg;
+  cfg.source = path;
   if (root["hbm"]) {
     try {
       if (!root["hbm"].IsMap()) fail(path, "hbm", "must be a mapping");
@@ -78,5 +161,6 @@ ChipConfig load_chip_config(const std::string& path) {
   }
   return cfg;
 }
+}  // namespace
 
 }  // namespace tpu

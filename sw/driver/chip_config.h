@@ -6,6 +6,7 @@
 #include <string>
 
 #include "hbm_config.h"
+#include "pod.h"
 
 namespace tpu {
 
@@ -25,5 +26,14 @@ struct ChipConfig {
 // Reads `path`. Unknown keys, wrong types, impossible values and variants that were not built
 // are ConfigErrors.
 ChipConfig load_chip_config(const std::string& path);
+
+// A pod (configs/pod_*.yaml): a `pod` section (shape, wrap, link_latency), and the `chip` and
+// `hbm` sections of a chip configuration, which every chip of the pod shares.
+struct PodConfig {
+  std::string source = "<defaults>";
+  ChipConfig chip;
+  PodParams params;  // topology, link latency, variant and HBM (tb/pod/pod.h)
+};
+PodConfig load_pod_config(const std::string& path);
 
 }  // namespace tpu

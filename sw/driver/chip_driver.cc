@@ -9,22 +9,6 @@
 
 namespace tpu {
 
-const char* chip_err_name(unsigned code) {
-  switch (code) {
-    case 0: return "none";
-    case 1: return "illegal_opcode";
-    case 2: return "unimplemented_opcode";
-    case 3: return "bad_field";
-    case 4: return "vmem_out_of_range";
-    case 5: return "amem_out_of_range";
-    case 6: return "hbm_out_of_range";
-    case 7: return "misaligned";
-    case 8: return "matmul_without_weights";
-    case 9: return "weights_overflow";
-    default: return "unknown";
-  }
-}
-
 namespace {
 constexpr uint64_t kBurst = 64;
 constexpr unsigned kHostTags = 64;

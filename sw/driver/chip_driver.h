@@ -27,17 +27,6 @@ class ChipError : public std::runtime_error {
   unsigned code_;
 };
 
-// Counters of the chip (rtl/tpu_chip_pkg.sv chip_stat_e), one snapshot or a difference.
-struct ChipCounters {
-  uint64_t v[kNumChipStats] = {};
-  uint64_t operator[](unsigned i) const { return v[i]; }
-  ChipCounters operator-(const ChipCounters& o) const {
-    ChipCounters d;
-    for (unsigned i = 0; i < kNumChipStats; ++i) d.v[i] = v[i] - o.v[i];
-    return d;
-  }
-};
-
 struct ProgramResult {
   uint64_t cycles = 0;   // from the first command offered until the chip is idle again
   ChipCounters delta;    // counters over the run

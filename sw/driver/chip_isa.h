@@ -20,7 +20,21 @@ enum class ChipErr : uint32_t {
   kNone = 0, kIllegalOp = 1, kUnimpl = 2, kBadField = 3, kVmemRange = 4, kAmemRange = 5,
   kHbmRange = 6, kAlign = 7, kNoWeights = 8, kWeightsFull = 9,
 };
-const char* chip_err_name(unsigned code);
+inline const char* chip_err_name(unsigned code) {
+  switch (code) {
+    case 0: return "none";
+    case 1: return "illegal_opcode";
+    case 2: return "unimplemented_opcode";
+    case 3: return "bad_field";
+    case 4: return "vmem_out_of_range";
+    case 5: return "amem_out_of_range";
+    case 6: return "hbm_out_of_range";
+    case 7: return "misaligned";
+    case 8: return "matmul_without_weights";
+    case 9: return "weights_overflow";
+    default: return "unknown";
+  }
+}
 
 // Statistics indices (tpu_chip_pkg::chip_stat_e).
 enum ChipStat : unsigned {
@@ -28,6 +42,17 @@ enum ChipStat : unsigned {
   kStatDmaRdBytes = 5, kStatDmaWrBytes = 6, kStatOverlap = 7, kStatCmdsDone = 8,
   kStatHostRdBytes = 9, kStatHostWrBytes = 10, kStatWeightBeats = 11, kStatIciTxFlits = 12,
   kStatIciRxFlits = 13, kStatIciBusy = 14, kStatIciWait = 15, kNumChipStats = 16,
+};
+
+// Counters of the chip (rtl/tpu_chip_pkg.sv chip_stat_e), one snapshot or a difference.
+struct ChipCounters {
+  uint64_t v[kNumChipStats] = {};
+  uint64_t operator[](unsigned i) const { return v[i]; }
+  ChipCounters operator-(const ChipCounters& o) const {
+    ChipCounters d;
+    for (unsigned i = 0; i < kNumChipStats; ++i) d.v[i] = v[i] - o.v[i];
+    return d;
+  }
 };
 
 // One command: words[0] = bits [31:0] ... words[3] = bits [127:96].

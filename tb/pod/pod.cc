@@ -1,0 +1,313 @@
+#include "pod.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+namespace tpu {
+
+std::string chip_name(const Topology& topo, int id) {
+  const PodCoord c = topo.coord(id);
+  return "chip " + std::to_string(id) + " (" + std::to_string(c[0]) + "," + std::to_string(c[1]) +
+         "," + std::to_string(c[2]) + ")";
+}
+
+// ---------------------------------------------------------------------------------------------
+// IciLink
+// ---------------------------------------------------------------------------------------------
+IciLink::IciLink(unsigned latency, unsigned flit_words)
+    : latency_(latency), words_(flit_words), fl_(latency + 1), cr_(latency + 1),
+      data_(static_cast<std::size_t>(latency + 1) * flit_words, 0) {
+  if (latency == 0) throw std::invalid_argument("an ICI link needs a latency of >= 1 cycle");
+}
+
+void IciLink::send_flit(uint64_t t, bool valid, unsigned vc, const uint32_t* flit) {
+  const std::size_t s = (t + latency_) % fl_.size();
+  fl_[s] = {valid, vc};
+  if (valid) {
+    std::memcpy(&data_[s * words_], flit, words_ * sizeof(uint32_t));
+    ++flits_;
+    last_activity_ = t + 1;
+  }
+}
+
+bool IciLink::flit_at(uint64_t t, unsigned* vc, const uint32_t** flit) const {
+  const std::size_t s = t % fl_.size();
+  *vc = fl_[s].vc;
+  *flit = &data_[s * words_];
+  return fl_[s].valid;
+}
+
+void IciLink::send_credit(uint64_t t, bool valid, unsigned vc) {
+  cr_[(t + latency_) % cr_.size()] = {valid, vc};
+  if (valid) last_activity_ = t + 1;
+}
+
+bool IciLink::credit_at(uint64_t t, unsigned* vc) const {
+  const Slot& s = cr_[t % cr_.size()];
+  *vc = s.vc;
+  return s.valid;
+}
+
+// ---------------------------------------------------------------------------------------------
+// HostAgent
+// ---------------------------------------------------------------------------------------------
+std::shared_ptr<HostAgent::MemOp> HostAgent::mem(bool write, uint64_t addr, const void* data,
+                                                 std::size_t n) {
+  if (addr % 64 != 0 || n % 64 != 0)
+    throw std::invalid_argument("host port: address " + std::to_string(addr) + " and length " +
+                                std::to_string(n) + " must be multiples of 64 bytes");
+  auto op = std::make_shared<MemOp>();
+  op->write = write;
+  op->addr = addr;
+  op->data.assign(n, 0);
+  if (write && n) std::memcpy(op->data.data(), data, n);
+  if (n) ops_.push_back(op);
+  return op;
+}
+
+void HostAgent::drive(ChipDut& d) {
+  cmd_valid_ = !cmds_.empty();
+  d.set_cmd(cmd_valid_, cmd_valid_ ? cmds_.front().w.data() : nullptr);
+  req_valid_ = false;
+  MemOp* op = nullptr;
+  for (const auto& o : ops_) {
+    if (o->issued * 64 < o->data.size()) {
+      op = o.get();
+      break;
+    }
+  }
+  if (op) {
+    for (unsigned k = 0; k < tag_op_.size(); ++k) {
+      const unsigned t = (req_tag_ + k) % static_cast<unsigned>(tag_op_.size());
+      if (!tag_op_[t]) {
+        req_tag_ = t;
+        req_valid_ = true;
+        break;
+      }
+    }
+  }
+  if (req_valid_) {
+    d.set_hm_req(true, op->write, static_cast<uint32_t>(op->addr + op->issued * 64), req_tag_,
+                 op->write ? op->data.data() + op->issued * 64 : nullptr);
+  } else {
+    d.set_hm_req(false, false, 0, 0, nullptr);
+  }
+  d.set_hm_rsp_ready(true);
+}
+
+void HostAgent::observe(ChipDut& d) {
+  if (cmd_valid_ && d.cmd_ready()) {
+    cmds_.pop_front();
+    ++pushed_;
+  }
+  if (d.hm_rsp_valid()) {
+    const unsigned t = d.hm_rsp_tag() % static_cast<unsigned>(tag_op_.size());
+    if (!tag_op_[t]) throw PodError("host port: HBM response with an unknown tag");
+    MemOp& op = *tag_op_[t];
+    if (!op.write) d.hm_rsp_data(op.data.data() + tag_burst_[t] * 64);
+    ++op.done;
+    tag_op_[t].reset();
+  }
+  if (req_valid_ && d.hm_req_ready()) {
+    for (const auto& o : ops_) {
+      if (o->issued * 64 < o->data.size()) {
+        tag_op_[req_tag_] = o;
+        tag_burst_[req_tag_] = o->issued++;
+        break;
+      }
+    }
+    req_tag_ = (req_tag_ + 1) % static_cast<unsigned>(tag_op_.size());
+  }
+  ops_.erase(std::remove_if(ops_.begin(), ops_.end(),
+                            [](const std::shared_ptr<MemOp>& o) { return o->finished(); }),
+             ops_.end());
+}
+
+// ---------------------------------------------------------------------------------------------
+// PodCore
+// ---------------------------------------------------------------------------------------------
+PodCore::PodCore(const PodParams& p) : p_(p) {
+  p_.topo.validate();
+  if (p_.link_latency == 0) throw std::invalid_argument("pod: link_latency must be >= 1 cycle");
+  const int n = p_.topo.num_chips();
+  for (int i = 0; i < n; ++i) {
+    chips_.push_back(make_chip(p_.variant));
+    chips_.back()->configure(p_.hbm);
+  }
+  agents_.resize(static_cast<std::size_t>(n));
+  ports_.resize(static_cast<std::size_t>(n));
+  words_ = chips_[0]->flit_words();
+  std::array<int, 3> k{}, me{};
+  std::array<bool, 3> wrap{};
+  for (int d = 0; d < 3; ++d) {
+    k[d] = p_.topo.extent(d);
+    wrap[d] = p_.topo.wraps(d);
+  }
+  for (int i = 0; i < n; ++i) {
+    const PodCoord c = p_.topo.coord(i);
+    for (int d = 0; d < 3; ++d) me[d] = c[d];
+    chips_[i]->set_ici_config(me, k, wrap);
+    for (int d = 0; d < 3; ++d) {
+      if (k[d] < 2) continue;
+      for (int s = 0; s < 2; ++s) {  // s = 0: + neighbour, 1: - neighbour
+        PodCoord nb = c;
+        nb[d] += s == 0 ? 1 : -1;
+        if (nb[d] < 0 || nb[d] >= k[d]) {
+          if (!wrap[d]) continue;
+          nb[d] = (nb[d] + k[d]) % k[d];
+        }
+        const int dir = 2 * d + s;
+        const int j = p_.topo.id(nb);
+        links_.push_back(std::make_unique<IciLink>(p_.link_latency, words_));
+        ports_[i][dir].out = links_.back().get();
+        ports_[j][dir ^ 1].in = links_.back().get();
+        link_ids_.push_back({i, dir, 0});
+      }
+    }
+  }
+  for (int c : p_.wave_chips) {
+    if (c < 0 || c >= n)
+      throw std::invalid_argument("pod: --waves-chips: chip " + std::to_string(c) +
+                                  " is not in the pod (0.." + std::to_string(n - 1) + ")");
+    std::filesystem::create_directories(p_.wave_dir);
+    chips_[c]->open_waves(p_.wave_dir + "/pod_chip" + std::to_string(c) + ".fst");
+  }
+  for (auto& c : chips_) c->reset(4);
+}
+
+void PodCore::step_chip(int i) {
+  ChipDut& d = *chips_[i];
+  const uint64_t t = cycle_;
+  agents_[i].drive(d);
+  for (unsigned dir = 0; dir < 6; ++dir) {
+    const Port& p = ports_[i][dir];
+    unsigned vc = 0;
+    const uint32_t* f = nullptr;
+    const bool fv = p.in && p.in->flit_at(t, &vc, &f);
+    d.set_ici_rx(dir, fv, vc, fv ? f : nullptr);
+    unsigned cvc = 0;
+    const bool cv = p.out && p.out->credit_at(t, &cvc);
+    d.set_ici_tx_cr(dir, cv, cvc);
+  }
+  d.eval();
+  for (unsigned dir = 0; dir < 6; ++dir) {
+    const Port& p = ports_[i][dir];
+    const bool tv = d.ici_tx_valid(dir);
+    if (p.out) {
+      p.out->send_flit(t, tv, d.ici_tx_vc(dir), tv ? d.ici_tx_flit(dir) : nullptr);
+    } else if (tv) {
+      throw PodError(chip_name(p_.topo, i) + ": a flit left on direction " + std::to_string(dir) +
+                     ", which has no link (routing bug)");
+    }
+    if (p.in) p.in->send_credit(t, d.ici_rx_cr_valid(dir), d.ici_rx_cr_vc(dir));
+  }
+  agents_[i].observe(d);
+  try {
+    d.tick();
+  } catch (const ChipRtlError& e) {
+    throw PodError(chip_name(p_.topo, i) + ": " + e.what());
+  }
+}
+
+void PodCore::end_cycle() { ++cycle_; }
+
+void PodCore::step() {
+  for (int i = 0; i < num_chips(); ++i) step_chip(i);
+  end_cycle();
+}
+
+bool PodCore::idle() const {
+  for (std::size_t i = 0; i < chips_.size(); ++i) {
+    if (!agents_[i].idle() || chips_[i]->busy() || !chips_[i]->ici_idle()) return false;
+  }
+  for (const auto& l : links_) {
+    if (!l->quiet_after(cycle_)) return false;
+  }
+  return true;
+}
+
+void PodCore::check_errors() {
+  for (int i = 0; i < num_chips(); ++i) {
+    const unsigned e = chips_[i]->err();
+    if (e != 0)
+      throw PodError(chip_name(p_.topo, i) + ": error register " + std::to_string(e) + " (" +
+                     chip_err_name(e) + ") at command " + std::to_string(chips_[i]->err_cmd()));
+    if (chips_[i]->hbm_violations() != 0)
+      throw PodError(chip_name(p_.topo, i) + ": the HBM device checker saw " +
+                     std::to_string(chips_[i]->hbm_violations()) + " violations");
+  }
+}
+
+std::string PodCore::describe_chip(int i) {
+  const ChipCounters c = counters(i);
+  return chip_name(p_.topo, i) + ": " + (chips_[i]->busy() ? "busy" : "idle") + ", " +
+         std::to_string(agents_[i].commands_pushed()) + " commands taken, " +
+         std::to_string(agents_[i].commands_waiting()) + " waiting on the host, " +
+         std::to_string(c[kStatIciWait]) + " cycles blocked in ICI_WAIT, router " +
+         (chips_[i]->ici_idle() ? "empty" : "holding flits");
+}
+
+ChipCounters PodCore::counters(int i) {
+  ChipCounters c;
+  ChipDut& d = *chips_[i];
+  for (unsigned s = 0; s < kNumChipStats; ++s) {
+    d.set_stat_id(s);
+    d.eval();
+    c.v[s] = d.stat();
+  }
+  return c;
+}
+
+std::vector<LinkStat> PodCore::link_stats() const {
+  std::vector<LinkStat> v = link_ids_;
+  for (std::size_t i = 0; i < v.size(); ++i) v[i].flits = links_[i]->flits();
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CppPodHost
+// ---------------------------------------------------------------------------------------------
+void CppPodHost::wait_op(int chip, const std::shared_ptr<HostAgent::MemOp>& op) {
+  const uint64_t start = core_.cycle();
+  while (!op->finished()) {
+    core_.step();
+    if (core_.cycle() - start > 10'000'000)
+      throw PodError(chip_name(core_.params().topo, chip) + ": host port copy hung");
+  }
+}
+
+void CppPodHost::write(int chip, uint64_t addr, const void* data, std::size_t n) {
+  wait_op(chip, core_.agent(chip).mem(true, addr, data, n));
+}
+
+void CppPodHost::read(int chip, uint64_t addr, void* data, std::size_t n) {
+  const auto op = core_.agent(chip).mem(false, addr, nullptr, n);
+  wait_op(chip, op);
+  if (n) std::memcpy(data, op->data.data(), n);
+}
+
+void CppPodHost::push(int chip, const std::vector<ChipCmd>& cmds) { core_.agent(chip).push(cmds); }
+
+uint64_t CppPodHost::run_until_idle(uint64_t max_cycles) {
+  const uint64_t start = core_.cycle();
+  uint64_t next_progress = start + progress_every;
+  while (!core_.idle()) {
+    core_.step();
+    const uint64_t t = core_.cycle();
+    if ((t & 1023) == 0) core_.check_errors();
+    if (progress && t >= next_progress) {
+      progress(t - start);
+      next_progress += progress_every;
+    }
+    if (t - start > max_cycles) {
+      std::string what = "pod did not become idle in " + std::to_string(max_cycles) + " cycles:";
+      for (int i = 0; i < core_.num_chips(); ++i) what += "\n  " + core_.describe_chip(i);
+      throw PodError(what);
+    }
+  }
+  core_.check_errors();
+  return core_.cycle() - start;
+}
+
+}  // namespace tpu
