@@ -8,14 +8,15 @@
 //   status        busy_o, halted_o, err_o (sticky chip_err_e), err_cmd_o, clear_i (clears error
 //                 and halt), stat_id_i -> stat_o (64-bit counters, chip_stat_e)
 // HBM PHY side:   one command bus, write-data and read-data bus per channel (tpu_hbm_ctrl).
-// ICI:            the chip's router (tpu_ici_router, NumVc 2, IciDepth flits per VC) with one
+// ICI:            the chip's router (tpu_ici_router, NumVc 4, IciDepth flits per VC) with one
 //                 link port per torus direction (+X -X +Y -Y +Z -Z, index d = 0..5): flits out
 //                 `ici_tx_*` with their credits back `ici_tx_cr_*`, flits in `ici_rx_*` with
 //                 the credits sent back `ici_rx_cr_*`. A flit is {head, tail, data[RowW-1:0]}:
 //                 one memory row per flit. No ready crosses a link and every link output is a
 //                 register, so chips couple only through >= 1-cycle link channels (docs/ici.md).
-//                 `ici_me_i` / `ici_topo_i` (the chip's coordinate and the pod shape) are held
-//                 constant after reset. Unused directions: tie rx_valid and tx_cr_valid to 0.
+//                 `ici_me_i` / `ici_topo_i` (the chip's coordinate and the pod shape) and
+//                 `ici_link_gap_i` (cycles a link needs per flit: a link narrower than a row)
+//                 are held constant after reset. Unused directions: tie rx_valid and tx_cr_valid to 0.
 //                 The ICI engine (tpu_ici_eng) runs ICI_SEND and the counters of ICI_WAIT.
 // Throughput: the MXU takes one activation row per cycle; the DMA moves one memory row per cycle;
 // the VPU one row per cycle; they run concurrently under the sequencer's scoreboard.
@@ -30,7 +31,8 @@ module tpu_chip
   localparam int unsigned        NumCh     = Cfg.hbm_channels,
   localparam int unsigned        RowW      = Lanes * 32,
   localparam int unsigned        FlitW     = RowW + 2,
-  localparam int unsigned        NumDirs   = tpu_ici_pkg::NumDirs
+  localparam int unsigned        NumDirs   = tpu_ici_pkg::NumDirs,
+  localparam int unsigned        IciVcW    = 2   // 4 VCs per link (2 dateline classes x 2)
 ) (
   input  logic                      clk_i,
   input  logic                      rst_ni,
@@ -63,16 +65,17 @@ module tpu_chip
   // ICI links and configuration
   input  tpu_ici_pkg::ici_coord_t   ici_me_i,
   input  tpu_ici_pkg::ici_topo_t    ici_topo_i,
+  input  logic [3:0]                ici_link_gap_i,  // cycles per flit on a link (0, 1: every)
   output logic [NumDirs-1:0]        ici_tx_valid_o,
-  output logic [NumDirs-1:0]        ici_tx_vc_o,
+  output logic [NumDirs-1:0][IciVcW-1:0] ici_tx_vc_o,
   output logic [NumDirs-1:0][FlitW-1:0] ici_tx_flit_o,
   input  logic [NumDirs-1:0]        ici_tx_cr_valid_i,
-  input  logic [NumDirs-1:0]        ici_tx_cr_vc_i,
+  input  logic [NumDirs-1:0][IciVcW-1:0] ici_tx_cr_vc_i,
   input  logic [NumDirs-1:0]        ici_rx_valid_i,
-  input  logic [NumDirs-1:0]        ici_rx_vc_i,
+  input  logic [NumDirs-1:0][IciVcW-1:0] ici_rx_vc_i,
   input  logic [NumDirs-1:0][FlitW-1:0] ici_rx_flit_i,
   output logic [NumDirs-1:0]        ici_rx_cr_valid_o,
-  output logic [NumDirs-1:0]        ici_rx_cr_vc_o,
+  output logic [NumDirs-1:0][IciVcW-1:0] ici_rx_cr_vc_o,
   output logic                      ici_idle_o,   // no flit buffered in the router
   // HBM PHY side
   output hbm_cmd_t      [NumCh-1:0] hbm_cmd_o,
@@ -98,15 +101,18 @@ module tpu_chip
   logic       dma_start, dma_ready, dma_done, dma_busy;
   logic       lw_start, lw_ready, lw_done, mm_start, mm_ready, mm_done, mxu_busy;
   logic       vpu_start, vpu_ready, vpu_done, vpu_busy;
-  logic       ici_start, ici_ready, ici_done, ici_busy, wait_ok, wait_take, wait_block;
-  logic [2:0] retired;
+  logic       ici_start, ici_ready, wait_ok, wait_take, wait_block;
+  logic [1:0] ici_eng;
+  logic [3:0] ici_done, ici_busy;
+  logic [3:0] retired;
 
   tpu_seq #(
     .Lanes   (Lanes),
     .VmemRows(Cfg.vmem_rows),
     .AmemRows(Cfg.amem_rows),
     .HbmBytes(HbmBytes),
-    .NumCnt  (IciNumCnt)
+    .NumCnt  (IciNumCnt),
+    .NumEng  (4)
   ) i_seq (
     .clk_i      (clk_i),
     .rst_ni     (rst_ni),
@@ -129,6 +135,7 @@ module tpu_chip
     .vpu_done_i (vpu_done),
     .ici_start_o(ici_start),
     .ici_ready_i(ici_ready),
+    .ici_eng_i  (ici_eng),
     .ici_done_i (ici_done),
     .wait_ok_i  (wait_ok),
     .wait_take_o(wait_take),
@@ -357,6 +364,8 @@ module tpu_chip
   } row_flit_t;
 
   logic             ici_rd_mem, ici_inj_valid, ici_inj_ready, ici_ej_valid, ici_ej_ready;
+  logic [1:0]       ici_inj_vc;
+  logic [3:0]       ici_inj_vc_ready;
   logic             ici_v_we, ici_a_we, ici_tx_ev, ici_rx_ev, ici_rx_drop, ici_credits_full;
   logic [15:0]      ici_rd_addr, ici_wr_addr;
   logic [RowW-1:0]  ici_wr_data;
@@ -367,13 +376,16 @@ module tpu_chip
   tpu_ici_eng #(
     .Lanes  (Lanes),
     .NumCnt (IciNumCnt),
-    .PktRows(IciPktRows)
+    .PktRows(IciPktRows),
+    .NumEng (4)
   ) i_ici_eng (
     .clk_i         (clk_i),
     .rst_ni        (rst_ni),
     .me_i          (ici_me_i),
+    .topo_i        (ici_topo_i),
     .start_i       (ici_start),
     .ready_o       (ici_ready),
+    .eng_o         (ici_eng),
     .src_mem_i     (head.flags[0]),
     .src_row_i     (head.f1),
     .rows_i        (head.f2),
@@ -392,7 +404,8 @@ module tpu_chip
     .wait_ok_o     (wait_ok),
     .wait_take_i   (wait_take),
     .inj_valid_o   (ici_inj_valid),
-    .inj_ready_i   (ici_inj_ready),
+    .inj_vc_o      (ici_inj_vc),
+    .inj_vc_ready_i(ici_inj_vc_ready),
     .inj_flit_o    (ici_inj_flit),
     .ej_valid_i    (ici_ej_valid),
     .ej_ready_o    (ici_ej_ready),
@@ -413,14 +426,16 @@ module tpu_chip
 
   tpu_ici_router #(
     .flit_t    (row_flit_t),
-    .NumVc     (2),
+    .NumVc     (4),
     .Depth     (IciDepth),
-    .EjectDepth(2)
+    .EjectDepth(2),
+    .InjVcSel  (1'b1)
   ) i_ici_router (
     .clk_i         (clk_i),
     .rst_ni        (rst_ni),
     .me_i          (ici_me_i),
     .topo_i        (ici_topo_i),
+    .link_gap_i    (ici_link_gap_i),
     .tx_valid_o    (ici_tx_valid_o),
     .tx_vc_o       (ici_tx_vc_o),
     .tx_flit_o     (ici_tx_flit),
@@ -434,11 +449,13 @@ module tpu_chip
     .inj_valid_i   (ici_inj_valid),
     .inj_ready_o   (ici_inj_ready),
     .inj_flit_i    (ici_inj_flit),
+    .inj_vc_i      (ici_inj_vc),
+    .inj_vc_ready_o(ici_inj_vc_ready),
     .ej_valid_o    (ici_ej_valid),
     .ej_ready_i    (ici_ej_ready),
     .ej_flit_o     (ici_ej_flit),
     .stat_port_i   (tpu_ici_pkg::PORT_LOCAL),
-    .stat_vc_i     (1'b0),
+    .stat_vc_i     (2'd0),
     .stat_sel_i    (tpu_ici_pkg::ICI_ST_FLITS_IN),
     .stat_o        (ici_stat),
     .idle_o        (ici_idle_o),
@@ -530,7 +547,7 @@ module tpu_chip
     if (mxu_w_beat) stats_d[StatWeightBeats] = stats_q[StatWeightBeats] + 64'd1;
     if (ici_tx_ev) stats_d[StatIciTxFlits] = stats_q[StatIciTxFlits] + 64'd1;
     if (ici_rx_ev) stats_d[StatIciRxFlits] = stats_q[StatIciRxFlits] + 64'd1;
-    if (ici_busy) stats_d[StatIciBusy] = stats_q[StatIciBusy] + 64'd1;
+    if (|ici_busy) stats_d[StatIciBusy] = stats_q[StatIciBusy] + 64'd1;
     if (wait_block) stats_d[StatIciWait] = stats_q[StatIciWait] + 64'd1;
   end
 
@@ -554,7 +571,7 @@ module tpu_chip
   assign unused_bits = ^{hbm_stat, ref_pending, ctrl_idle, head.op, dma_rd_addr, dma_wr_addr,
                          mxu_w_addr, mxu_a_addr, mxu_c_addr, mxu_c_wr_addr, vpu_x_addr,
                          vpu_y_addr, vpu_wr_addr, vpu_x_mem, vpu_y_mem, ici_rd_mem, ici_rd_addr,
-                         ici_wr_addr, ici_rx_drop, ici_stat, ici_credits_full,
+                         ici_wr_addr, ici_rx_drop, ici_stat, ici_credits_full, ici_inj_ready,
                          head.w2[15:9], head.w2[31:24], head.f1[15:$clog2(IciNumCnt)]};
 
   // Assertions

@@ -1,12 +1,18 @@
 // tpu_ici_eng: the chip's ICI engine, between the sequencer, the on-chip memories and the local
 // port of the chip's ICI router (docs/isa.md ICI_SEND / ICI_WAIT, docs/pod.md).
 //
-// Send (ICI_SEND): `rows_i` memory rows from `src_row_i` of VMEM or AMEM go to chip `dst_i` as
-// remote-write packets of up to PktRows rows: a head flit (tpu_ici_pkg::ici_hdr_t in data[63:0],
-// ptype ICI_WRITE, addr = {cnt, 7'b0, dst_mem, dst_row}, len = rows in the packet) and one flit
-// per row (the whole row in data). One row per cycle when the router takes it; done_o pulses in
-// the cycle the last flit is taken (the source rows are read by then; the remote memory is
-// written later, signalled there by the counter).
+// Send (ICI_SEND): NumEng send contexts, one per local VC of the router. A send's context is
+// set by the first hop of its route (ici_route: +X -X +Y -Y +Z -Z -> (port - 1) % NumEng, the
+// chip itself -> 0), so sends to one destination always use one context and one local VC and
+// arrive in order, and sends towards different links run side by side. `ready_o` says whether
+// the context of the destination `dst_i` is free, `eng_o` which one it is. A send moves
+// `rows_i` memory rows from `src_row_i` of VMEM or AMEM to chip `dst_i` as remote-write packets
+// of up to PktRows rows: a head flit (tpu_ici_pkg::ici_hdr_t in data[63:0], ptype ICI_WRITE,
+// addr = {cnt, 7'b0, dst_mem, dst_row}, len = rows in the packet) and one flit per row (the whole
+// row in data). Every cycle one context whose local VC has room sends one flit (round robin),
+// reading its row through the one memory read port; done_o[e] pulses in the cycle context e's
+// last flit is taken (the source rows are read by then; the remote memory is written later,
+// signalled there by the counter).
 // Receive: every packet ejected by the router is taken at once (ej_ready_o is always 1). A
 // WRITE writes its rows into the memory and row its header names, one row per cycle, and adds
 // its row count to counter `addr[31:24]` when its tail flit is written. A CNT_INC adds 1 to
@@ -24,16 +30,20 @@ module tpu_ici_eng
   parameter  int unsigned Lanes   = 8,
   parameter  int unsigned NumCnt  = 64,
   parameter  int unsigned PktRows = 32,
+  parameter  int unsigned NumEng  = 4,
   localparam int unsigned RowW    = Lanes * 32,
   localparam int unsigned FlitW   = RowW + 2,
-  localparam int unsigned CntW    = $clog2(NumCnt)
+  localparam int unsigned CntW    = $clog2(NumCnt),
+  localparam int unsigned EngW    = (NumEng > 1) ? $clog2(NumEng) : 1
 ) (
   input  logic             clk_i,
   input  logic             rst_ni,
   input  ici_coord_t       me_i,
+  input  ici_topo_t        topo_i,
   // ICI_SEND
   input  logic             start_i,
-  output logic             ready_o,
+  output logic             ready_o,     // the context of dst_i is free
+  output logic [EngW-1:0]  eng_o,       // the context a send to dst_i uses
   input  logic             src_mem_i,   // 0 VMEM, 1 AMEM
   input  logic [15:0]      src_row_i,
   input  logic [15:0]      rows_i,
@@ -41,8 +51,8 @@ module tpu_ici_eng
   input  logic [15:0]      dst_row_i,
   input  ici_coord_t       dst_i,
   input  logic [7:0]       cnt_i,
-  output logic             done_o,
-  output logic             busy_o,
+  output logic [NumEng-1:0] done_o,
+  output logic [NumEng-1:0] busy_o,
   // source rows
   output logic             rd_mem_o,
   output logic [15:0]      rd_addr_o,
@@ -53,9 +63,10 @@ module tpu_ici_eng
   input  logic [31:0]      wait_val_i,
   output logic             wait_ok_o,
   input  logic             wait_take_i,
-  // router local port (flit = {head, tail, data[RowW-1:0]})
+  // router local port (flit = {head, tail, data[RowW-1:0]}; local VC = context)
   output logic             inj_valid_o,
-  input  logic             inj_ready_i,
+  output logic [EngW-1:0]  inj_vc_o,
+  input  logic [NumEng-1:0] inj_vc_ready_i,
   output logic [FlitW-1:0] inj_flit_o,
   input  logic             ej_valid_i,
   output logic             ej_ready_o,
@@ -72,65 +83,97 @@ module tpu_ici_eng
 );
 
   // ---------------------------------------------------------------------------------------------
-  // Send
+  // Send contexts
   // ---------------------------------------------------------------------------------------------
-  logic        busy_q, need_head_q, src_mem_q, dst_mem_q;
-  logic [15:0] row_q, left_q, dst_row_q, pkt_left_q;
-  ici_coord_t  dst_q;
-  logic [7:0]  cnt_q;
-  logic [15:0] pkt_rows;
-  ici_hdr_t    hdr;
-  logic [RowW-1:0] row_data;
-  logic        fire;
+  logic [NumEng-1:0] busy_q, need_head_q, src_mem_q, dst_mem_q;
+  logic [15:0]       row_q [NumEng];
+  logic [15:0]       left_q [NumEng];
+  logic [15:0]       dst_row_q [NumEng];
+  logic [15:0]       pkt_left_q [NumEng];
+  ici_coord_t        dst_q [NumEng];
+  logic [7:0]        cnt_q [NumEng];
+  logic [EngW-1:0]   rr_q, sel;
+  logic              any;
+  logic [15:0]       pkt_rows;
+  ici_hdr_t          hdr;
+  logic [RowW-1:0]   row_data;
+  ici_route_t        first_hop;
 
-  assign pkt_rows = (left_q > 16'(PktRows)) ? 16'(PktRows) : left_q;
-  assign hdr = '{addr: {cnt_q, 7'b0, dst_mem_q, dst_row_q}, len: pkt_rows[7:0], ptype: ICI_WRITE,
-                 rsvd: 2'b0, src: me_i, dst: dst_q};
-  assign rd_mem_o   = src_mem_q;
-  assign rd_addr_o  = row_q;
-  assign row_data   = src_mem_q ? amem_rd_data_i : vmem_rd_data_i;
-  assign inj_valid_o = busy_q;
-  assign inj_flit_o = need_head_q ? {1'b1, 1'b0, RowW'(hdr)}
-                                  : {1'b0, pkt_left_q == 16'd1, row_data};
-  assign fire       = busy_q && inj_ready_i;
-  assign ready_o    = !busy_q;
-  assign busy_o     = busy_q;
-  assign done_o     = fire && !need_head_q && left_q == 16'd1;
-  assign tx_flit_o  = fire;
+  // The context of a destination: its first hop's link (the chip itself: 0).
+  assign first_hop = ici_route(me_i, dst_i, topo_i);
+  assign eng_o     = (first_hop.port == PORT_LOCAL) ? '0
+                     : EngW'((32'(first_hop.port) - 32'd1) % NumEng);
+  assign ready_o   = !busy_q[eng_o];
+
+  // Round robin over the contexts with a flit and room in their local VC.
+  always_comb begin
+    sel = rr_q;
+    any = 1'b0;
+    for (int unsigned k = 0; k < NumEng; k++) begin
+      if (!any) begin
+        sel = EngW'((32'(rr_q) + k) % NumEng);
+        any = busy_q[sel] && inj_vc_ready_i[sel];
+      end
+    end
+  end
+
+  assign pkt_rows = (left_q[sel] > 16'(PktRows)) ? 16'(PktRows) : left_q[sel];
+  assign hdr = '{addr: {cnt_q[sel], 7'b0, dst_mem_q[sel], dst_row_q[sel]}, len: pkt_rows[7:0],
+                 ptype: ICI_WRITE, rsvd: 2'b0, src: me_i, dst: dst_q[sel]};
+  assign rd_mem_o    = src_mem_q[sel];
+  assign rd_addr_o   = row_q[sel];
+  assign row_data    = src_mem_q[sel] ? amem_rd_data_i : vmem_rd_data_i;
+  assign inj_valid_o = any;
+  assign inj_vc_o    = sel;
+  assign inj_flit_o  = need_head_q[sel] ? {1'b1, 1'b0, RowW'(hdr)}
+                                        : {1'b0, pkt_left_q[sel] == 16'd1, row_data};
+  assign busy_o      = busy_q;
+  assign tx_flit_o   = any;
+  always_comb begin
+    done_o = '0;
+    if (any && !need_head_q[sel] && left_q[sel] == 16'd1) done_o[sel] = 1'b1;
+  end
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
-      busy_q      <= 1'b0;
-      need_head_q <= 1'b0;
-      src_mem_q   <= 1'b0;
-      dst_mem_q   <= 1'b0;
-      row_q       <= '0;
-      left_q      <= '0;
-      dst_row_q   <= '0;
-      pkt_left_q  <= '0;
-      dst_q       <= '0;
-      cnt_q       <= '0;
-    end else if (start_i && !busy_q) begin
-      busy_q      <= rows_i != '0;
-      need_head_q <= 1'b1;
-      src_mem_q   <= src_mem_i;
-      dst_mem_q   <= dst_mem_i;
-      row_q       <= src_row_i;
-      left_q      <= rows_i;
-      dst_row_q   <= dst_row_i;
-      dst_q       <= dst_i;
-      cnt_q       <= cnt_i;
-    end else if (fire) begin
-      if (need_head_q) begin
-        need_head_q <= 1'b0;
-        pkt_left_q  <= pkt_rows;
-      end else begin
-        row_q      <= row_q + 16'd1;
-        dst_row_q  <= dst_row_q + 16'd1;
-        left_q     <= left_q - 16'd1;
-        pkt_left_q <= pkt_left_q - 16'd1;
-        if (pkt_left_q == 16'd1) need_head_q <= 1'b1;
-        if (left_q == 16'd1) busy_q <= 1'b0;
+      busy_q      <= '0;
+      need_head_q <= '0;
+      src_mem_q   <= '0;
+      dst_mem_q   <= '0;
+      rr_q        <= '0;
+      for (int unsigned e = 0; e < NumEng; e++) begin
+        row_q[e]      <= '0;
+        left_q[e]     <= '0;
+        dst_row_q[e]  <= '0;
+        pkt_left_q[e] <= '0;
+        dst_q[e]      <= '0;
+        cnt_q[e]      <= '0;
+      end
+    end else begin
+      if (any) begin
+        rr_q <= EngW'((32'(sel) + 1) % NumEng);
+        if (need_head_q[sel]) begin
+          need_head_q[sel] <= 1'b0;
+          pkt_left_q[sel]  <= pkt_rows;
+        end else begin
+          row_q[sel]      <= row_q[sel] + 16'd1;
+          dst_row_q[sel]  <= dst_row_q[sel] + 16'd1;
+          left_q[sel]     <= left_q[sel] - 16'd1;
+          pkt_left_q[sel] <= pkt_left_q[sel] - 16'd1;
+          if (pkt_left_q[sel] == 16'd1) need_head_q[sel] <= 1'b1;
+          if (left_q[sel] == 16'd1) busy_q[sel] <= 1'b0;
+        end
+      end
+      if (start_i && ready_o) begin  // a free context: not the one sending above
+        busy_q[eng_o]      <= rows_i != '0;
+        need_head_q[eng_o] <= 1'b1;
+        src_mem_q[eng_o]   <= src_mem_i;
+        dst_mem_q[eng_o]   <= dst_mem_i;
+        row_q[eng_o]       <= src_row_i;
+        left_q[eng_o]      <= rows_i;
+        dst_row_q[eng_o]   <= dst_row_i;
+        dst_q[eng_o]       <= dst_i;
+        cnt_q[eng_o]       <= cnt_i;
       end
     end
   end
@@ -223,13 +266,13 @@ module tpu_ici_eng
   end
 
   logic unused_bits;
-  assign unused_bits = ^{ej_hdr.rsvd, ej_hdr.src, ej_hdr.dst};
+  assign unused_bits = ^{ej_hdr.rsvd, ej_hdr.src, ej_hdr.dst, first_hop.cls};
 
   // Assertions
-  InjHeld: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      inj_valid_o && !inj_ready_i |=> inj_valid_o && $stable(inj_flit_o));
-  StartWhenIdle: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      start_i |-> !busy_q);
+  InjOnlyWithRoom: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      inj_valid_o |-> inj_vc_ready_i[inj_vc_o] && busy_q[inj_vc_o]);
+  StartWhenFree: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      start_i |-> ready_o);
   TakeOnlyWhenOk: assert property (@(posedge clk_i) disable iff (!rst_ni)
       wait_take_i |-> wait_ok_o);
   BodyInPacket: assert property (@(posedge clk_i) disable iff (!rst_ni)

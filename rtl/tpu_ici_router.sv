@@ -21,6 +21,11 @@
 // credit round trip).
 // Statistics: per (port, VC) flits in, flits out and stall cycles (ici_stat_e), read through
 // `stat_*_i` -> `stat_o` (combinational).
+// Local VC choice (parameter InjVcSel): 0, the head's destination hash picks the local input VC
+// and the port carries one packet at a time; 1, the injector names the VC of every flit
+// (`inj_vc_i`; a packet keeps its VC) and may interleave the flits of packets on different VCs,
+// like a link: `inj_vc_ready_o[v]` says VC v has room (several senders share the port without
+// one stalled packet blocking the others).
 module tpu_ici_router
   import tpu_ici_pkg::*;
 #(
@@ -28,12 +33,15 @@ module tpu_ici_router
   parameter int unsigned NumVc = 2,
   parameter int unsigned Depth = 8,
   parameter int unsigned EjectDepth = 2,
+  parameter bit InjVcSel = 1'b0,
   localparam int unsigned VcW = vc_width(NumVc)
 ) (
   input  logic                          clk_i,
   input  logic                          rst_ni,
   input  ici_coord_t                    me_i,
   input  ici_topo_t                     topo_i,
+  input  logic  [3:0]                   link_gap_i,  // cycles per flit on a link (0, 1: every
+                                                     // cycle): a link narrower than a flit
   // links
   output logic  [NumDirs-1:0]           tx_valid_o,
   output logic  [NumDirs-1:0][VcW-1:0]  tx_vc_o,
@@ -49,6 +57,8 @@ module tpu_ici_router
   input  logic                          inj_valid_i,
   output logic                          inj_ready_o,
   input  flit_t                         inj_flit_i,
+  input  logic  [VcW-1:0]               inj_vc_i,        // InjVcSel: the flit's local VC
+  output logic  [NumVc-1:0]             inj_vc_ready_o,  // InjVcSel: VC v can take a flit
   output logic                          ej_valid_o,
   input  logic                          ej_ready_i,
   output flit_t                         ej_flit_o,
@@ -65,13 +75,16 @@ module tpu_ici_router
   // constant after reset); only registered copies feed the route logic.
   ici_coord_t me_q;
   ici_topo_t  topo_q;
+  logic [3:0] gap_q;
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       me_q <= '0;
       topo_q <= '0;
+      gap_q <= 4'd1;
     end else begin
       me_q <= me_i;
       topo_q <= topo_i;
+      gap_q <= (link_gap_i == '0) ? 4'd1 : link_gap_i;
     end
   end
 
@@ -89,30 +102,34 @@ module tpu_ici_router
   flit_t                               req_flit[NumPorts];
   logic      [NumVc-1:0][StatW-1:0]    st_in[NumPorts], st_stall[NumPorts], st_lost[NumPorts];
   logic      [NumVc-1:0][StatW-1:0]    st_out[NumPorts];
-  logic      [NumPorts-1:0][NumVc-1:0] ovc_free, ovc_credit;
+  logic      [NumPorts-1:0][NumVc-1:0] ovc_free, ovc_credit, ovc_credit_now;
   logic      [NumPorts-1:0]            all_credits;
 
-  // Local input: a packet goes to the VC its destination hashes to (deterministic, so a
-  // source/destination pair stays in order), chosen at the head and kept to the tail.
-  logic [VcW-1:0] inj_vc, inj_vc_q, inj_vc_d;
-  logic           inj_mid_q, inj_mid_d;  // between an accepted head and its tail
+  // Local input. InjVcSel = 0: a packet goes to the VC its destination hashes to
+  // (deterministic, so a source/destination pair stays in order), chosen at the head and kept
+  // to the tail. InjVcSel = 1: the injector names the VC; framing is tracked per VC.
+  logic [VcW-1:0]   inj_vc, inj_vc_q, inj_vc_d;
+  logic [NumVc-1:0] inj_mid_q, inj_mid_d;  // per VC: between an accepted head and its tail
+  logic             inj_mid_any;
+  assign inj_mid_any = |inj_mid_q;
   always_comb begin : p_inj_vc
-    inj_vc = inj_mid_q ? inj_vc_q :
-             VcW'(dst_hash(hdr_dst(inj_flit_i.data[DstW-1:0])) % NumVc);
+    if (InjVcSel) inj_vc = inj_vc_i;
+    else inj_vc = inj_mid_any ? inj_vc_q : VcW'(dst_hash(hdr_dst(inj_flit_i.data[DstW-1:0])) % NumVc);
   end
   assign inj_ready_o = !in_full[0][inj_vc];
+  assign inj_vc_ready_o = ~in_full[0];
   always_comb begin
     inj_vc_d = inj_vc_q;
     inj_mid_d = inj_mid_q;
     if (inj_valid_i && inj_ready_o) begin
       inj_vc_d = inj_vc;
-      inj_mid_d = !inj_flit_i.tail;
+      inj_mid_d[inj_vc] = !inj_flit_i.tail;
     end
   end
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       inj_vc_q <= '0;
-      inj_mid_q <= 1'b0;
+      inj_mid_q <= '0;
     end else begin
       inj_vc_q <= inj_vc_d;
       inj_mid_q <= inj_mid_d;
@@ -147,7 +164,7 @@ module tpu_ici_router
       .cr_valid_o  (cr_valid[p]),
       .cr_vc_o     (cr_vc[p]),
       .ovc_free_i  (ovc_free),
-      .ovc_credit_i(ovc_credit),
+      .ovc_credit_i(ovc_credit_now),
       .req_o       (req[p]),
       .req_body_o  (req_body[p]),
       .req_port_o  (req_port[p]),
@@ -190,6 +207,28 @@ module tpu_ici_router
     .out_flit_o(out_flit),
     .out_vc_o  (out_vc)
   );
+
+  // ---- Link serialization ----
+  // A link that carries a flit in gap_q cycles (link_gap_i) takes no other flit until the
+  // last one is through: its output shows no credit meanwhile, so nothing requests it.
+  logic [NumPorts-1:0][3:0] busy_q;
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      busy_q <= '0;
+    end else begin
+      for (int unsigned o = 1; o < NumPorts; o++) begin
+        if (out_valid[o]) busy_q[o] <= gap_q - 4'd1;
+        else if (busy_q[o] != '0) busy_q[o] <= busy_q[o] - 4'd1;
+      end
+    end
+  end
+  for (genvar o = 0; o < NumPorts; o++) begin : gen_gate
+    if (o == 0) begin : gen_local
+      assign ovc_credit_now[o] = ovc_credit[o];
+    end else begin : gen_link
+      assign ovc_credit_now[o] = (busy_q[o] != '0) ? '0 : ovc_credit[o];
+    end
+  end
 
   // ---- Output side ----
   logic [NumPorts-1:0]          ocr_valid;
@@ -259,13 +298,13 @@ module tpu_ici_router
       endcase
     end
   end
-  assign idle_o = (&in_empty) && ej_empty && inj_mid_q == 1'b0;
+  assign idle_o = (&in_empty) && ej_empty && !inj_mid_any;
 
   assign credits_full_o = &all_credits;
 
   logic unused_ok;
   assign unused_ok = ^{cr_valid[0], cr_vc[0], in_full[NumPorts-1:1],
-                       ej_full, unused_ej_count};
+                       ej_full, unused_ej_count, busy_q[0], inj_vc_i, inj_vc_q};
 
   // ---- Assertions ----
   // Local port: valid held and payload stable until the handshake, on both sides.
@@ -277,8 +316,15 @@ module tpu_ici_router
   else $error("tpu_ici_router: ejected flit dropped or changed while not ready");
   // Injection framing: a head only between packets, a body flit only inside one.
   a_inj_framing: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      inj_valid_i |-> (inj_flit_i.head == !inj_mid_q))
+      inj_valid_i |-> (inj_flit_i.head == !inj_mid_q[inj_vc]) &&
+                      (InjVcSel || !inj_mid_any || inj_mid_q[inj_vc]))
   else $error("tpu_ici_router: injected packet framing broken (head/tail)");
+  // A serializing link sends nothing.
+  for (genvar o = 1; o < NumPorts; o++) begin : gen_sva_gap
+    a_link_gap: assert property (@(posedge clk_i) disable iff (!rst_ni)
+        out_valid[o] |-> busy_q[o] == '0)
+    else $error("tpu_ici_router: flit sent on a link still serializing the previous one");
+  end
   // Ejection never overflows: the local output spends a credit per flit into the FIFO.
   a_eject_no_overflow: assert property (@(posedge clk_i) disable iff (!rst_ni)
       out_valid[0] |-> !ej_full || ej_pop)

@@ -23,7 +23,9 @@ module tpu_seq
   parameter longint unsigned HbmBytes = 64'd4194304,
   parameter int unsigned QueueDepth = 16,
   parameter int unsigned MmSlots    = 4,
-  parameter int unsigned NumCnt     = 64
+  parameter int unsigned NumCnt     = 64,
+  parameter int unsigned NumEng     = 4,   // ICI send contexts
+  localparam int unsigned EngW      = (NumEng > 1) ? $clog2(NumEng) : 1
 ) (
   input  logic       clk_i,
   input  logic       rst_ni,
@@ -46,8 +48,9 @@ module tpu_seq
   input  logic       vpu_ready_i,
   input  logic       vpu_done_i,
   output logic       ici_start_o,
-  input  logic       ici_ready_i,
-  input  logic       ici_done_i,
+  input  logic       ici_ready_i,   // the send context of the head's destination is free
+  input  logic [EngW-1:0] ici_eng_i,  // which context that is
+  input  logic [NumEng-1:0] ici_done_i,
   input  logic       wait_ok_i,    // the ICI counter named by the head's ICI_WAIT is >= its value
   output logic       wait_take_o,  // the ICI_WAIT issues: take its value off the counter
   input  tpu_ici_pkg::ici_topo_t topo_i,  // pod shape, for ICI_SEND's destination check
@@ -56,13 +59,13 @@ module tpu_seq
   output logic       halted_o,
   output chip_err_e  err_o,
   output logic [31:0] err_cmd_o,
-  output logic [2:0] retired_o,
+  output logic [3:0] retired_o,
   output logic       wait_block_o  // the head is an ICI_WAIT whose counter is not there yet
 );
 
-  localparam int unsigned MmBase   = 4;
-  localparam int unsigned NumSlots = MmBase + MmSlots;  // 0 DMA, 1 LOADW, 2 VPU, 3 ICI send,
-                                                        // 4.. MATMUL ring
+  localparam int unsigned MmBase   = 3 + NumEng;
+  localparam int unsigned NumSlots = MmBase + MmSlots;  // 0 DMA, 1 LOADW, 2 VPU, 3.. ICI send
+                                                        // contexts, MmBase.. MATMUL ring
   localparam int unsigned MmW      = $clog2(MmSlots);
   localparam int unsigned SlotW    = $clog2(NumSlots);
   localparam int unsigned QCntW    = $clog2(QueueDepth + 1);
@@ -252,10 +255,11 @@ module tpu_seq
   assign sb_empty = (sb_valid_q == '0);
 
   // ---- Issue ----
-  logic [SlotW-1:0] mm_slot;
+  logic [SlotW-1:0] mm_slot, ici_slot;
   logic           can_issue;
   always_comb begin
     mm_slot = SlotW'(MmBase + 32'(mm_tail_q));
+    ici_slot = SlotW'(3 + 32'(ici_eng_i));
     q_pop       = 1'b0;
     dma_start_o = 1'b0;
     lw_start_o  = 1'b0;
@@ -281,12 +285,14 @@ module tpu_seq
     if (dma_done_i) sb_valid_d[0] = 1'b0;
     if (lw_done_i)  sb_valid_d[1] = 1'b0;
     if (vpu_done_i) sb_valid_d[2] = 1'b0;
-    if (ici_done_i) sb_valid_d[3] = 1'b0;
+    for (int unsigned e = 0; e < NumEng; e++)
+      if (ici_done_i[e]) sb_valid_d[3 + e] = 1'b0;
     if (mm_done_i) begin
       sb_valid_d[MmBase + 32'(mm_head_q)] = 1'b0;
       mm_head_d = mm_head_q + 1'b1;
     end
-    retired_o = 3'(dma_done_i) + 3'(lw_done_i) + 3'(vpu_done_i) + 3'(mm_done_i) + 3'(ici_done_i);
+    retired_o = 4'(dma_done_i) + 4'(lw_done_i) + 4'(vpu_done_i) + 4'(mm_done_i) +
+                4'($countones(ici_done_i));
 
     if (!q_empty && err_q != ErrNone) begin
       q_pop = 1'b1;  // drain without issuing
@@ -301,7 +307,7 @@ module tpu_seq
           OpLoadW:  can_issue = lw_ready_i && !sb_valid_q[1] && !hazard;
           OpVpu:    can_issue = vpu_ready_i && !sb_valid_q[2] && !hazard;
           OpMatmul: can_issue = mm_ready_i && !sb_valid_q[mm_slot] && !hazard;
-          OpIciSend: can_issue = ici_ready_i && !sb_valid_q[3] && !hazard;
+          OpIciSend: can_issue = ici_ready_i && !sb_valid_q[ici_slot] && !hazard;
           OpIciWait: can_issue = wait_ok_i;
           OpFence, OpHalt: can_issue = sb_empty;
           default:  can_issue = 1'b1;  // NOP
@@ -335,18 +341,18 @@ module tpu_seq
             end
             OpIciSend: begin
               ici_start_o = 1'b1;
-              sb_valid_d[3] = 1'b1;
-              {sb_rd0_d[3], sb_rd1_d[3], sb_wr_d[3]} = {rd0, rd1, wr};
+              sb_valid_d[ici_slot] = 1'b1;
+              {sb_rd0_d[ici_slot], sb_rd1_d[ici_slot], sb_wr_d[ici_slot]} = {rd0, rd1, wr};
             end
             OpIciWait: begin
               wait_take_o = 1'b1;
-              retired_o   = retired_o + 3'd1;
+              retired_o   = retired_o + 4'd1;
             end
             OpHalt: begin
               halted_d  = 1'b1;
-              retired_o = retired_o + 3'd1;
+              retired_o = retired_o + 4'd1;
             end
-            default: retired_o = retired_o + 3'd1;  // NOP, FENCE
+            default: retired_o = retired_o + 4'd1;  // NOP, FENCE
           endcase
         end
       end
@@ -420,7 +426,9 @@ module tpu_seq
   IssueOnlyLegal: assert property (@(posedge clk_i) disable iff (!rst_ni)
       (dma_start_o || lw_start_o || mm_start_o || vpu_start_o || ici_start_o) |->
       chk == ErrNone && !hazard);
-  IciDoneInFlight: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      ici_done_i |-> sb_valid_q[3]);
+  for (genvar e = 0; e < NumEng; e++) begin : gen_sva_ici
+    IciDoneInFlight: assert property (@(posedge clk_i) disable iff (!rst_ni)
+        ici_done_i[e] |-> sb_valid_q[3 + e]);
+  end
 
 endmodule

@@ -110,6 +110,7 @@ module ici_net_tb_top
     ici_flit_t [NumDirs-1:0]      tx_flit, rx_flit;
     logic  [NumDirs-1:0]          fl_busy, cr_busy;
     ici_flit_t inj_flit, ej_flit;
+    logic [NumVc-1:0] unused_inj_vc_ready;  // the local VC comes from the destination hash
 
     assign me = coord_q[Id];
     assign active = 32'(Id) < num_nodes;
@@ -170,6 +171,7 @@ module ici_net_tb_top
       .rst_ni        (rst_ni),
       .me_i          (me),
       .topo_i        (topo),
+      .link_gap_i    (4'd1),
       .tx_valid_o    (tx_valid),
       .tx_vc_o       (tx_vc),
       .tx_flit_o     (tx_flit),
@@ -183,6 +185,8 @@ module ici_net_tb_top
       .inj_valid_i   (inj_valid_i[Id] && active),
       .inj_ready_o   (inj_ready_o[Id]),
       .inj_flit_i    (inj_flit),
+      .inj_vc_i      ('0),
+      .inj_vc_ready_o(unused_inj_vc_ready),
       .ej_valid_o    (ej_valid_o[Id]),
       .ej_ready_i    (ej_ready_i[Id]),
       .ej_flit_o     (ej_flit),

@@ -65,18 +65,19 @@ module tpu_chip_sim_top
   // ICI
   input  logic [8:0]       ici_me_i,      // {z, y, x}
   input  logic [15:0]      ici_topo_i,    // tpu_ici_pkg::ici_topo_t
+  input  logic [3:0]       ici_link_gap_i,
   output logic [5:0]       ici_tx_valid_o,
-  output logic [5:0]       ici_tx_vc_o,
+  output logic [11:0]      ici_tx_vc_o,     // 2 bits per direction
   output logic [5:0][RowW-1:0] ici_tx_data_o,
   output logic [5:0][1:0]  ici_tx_ht_o,
   input  logic [5:0]       ici_tx_cr_valid_i,
-  input  logic [5:0]       ici_tx_cr_vc_i,
+  input  logic [11:0]      ici_tx_cr_vc_i,
   input  logic [5:0]       ici_rx_valid_i,
-  input  logic [5:0]       ici_rx_vc_i,
+  input  logic [11:0]      ici_rx_vc_i,
   input  logic [5:0][RowW-1:0] ici_rx_data_i,
   input  logic [5:0][1:0]  ici_rx_ht_i,
   output logic [5:0]       ici_rx_cr_valid_o,
-  output logic [5:0]       ici_rx_cr_vc_o,
+  output logic [11:0]      ici_rx_cr_vc_o,
   output logic             ici_idle_o
 );
 
@@ -132,6 +133,7 @@ module tpu_chip_sim_top
     .stat_o        (stat_o),
     .ici_me_i      (tpu_ici_pkg::ici_coord_t'(ici_me_i)),
     .ici_topo_i    (tpu_ici_pkg::ici_topo_t'(ici_topo_i)),
+    .ici_link_gap_i(ici_link_gap_i),
     .ici_tx_valid_o(ici_tx_valid_o),
     .ici_tx_vc_o   (ici_tx_vc_o),
     .ici_tx_flit_o (tx_flit),

@@ -26,7 +26,7 @@ class ChipDutImpl final : public ChipDut {
   ChipDutImpl(std::string variant, ChipShape shape)
       : variant_(std::move(variant)), shape_(shape) {
     m_->rst_ni = 1;
-    set_ici_config({0, 0, 0}, {1, 1, 1}, {false, false, false});  // a chip alone: a 1x1x1 pod
+    set_ici_config({0, 0, 0}, {1, 1, 1}, {false, false, false}, 1);  // alone: a 1x1x1 pod
     configure(HbmConfig{});
   }
 
@@ -94,7 +94,8 @@ class ChipDutImpl final : public ChipDut {
   void open_waves(const std::string& path) override { m_.open_waves(path, "chip " + variant_); }
 
   void set_ici_config(const std::array<int, 3>& me, const std::array<int, 3>& k,
-                      const std::array<bool, 3>& wrap) override {
+                      const std::array<bool, 3>& wrap, unsigned link_gap) override {
+    m_->ici_link_gap_i = static_cast<uint8_t>(link_gap & 15u);
     uint32_t c = 0, t = 0;
     for (unsigned d = 0; d < 3; ++d) {
       c |= (static_cast<uint32_t>(me[d]) & 7u) << (3 * d);
@@ -106,17 +107,19 @@ class ChipDutImpl final : public ChipDut {
   }
   unsigned flit_words() const override { return kRowWords + 1; }
   bool ici_tx_valid(unsigned d) const override { return (m_->ici_tx_valid_o >> d) & 1u; }
-  unsigned ici_tx_vc(unsigned d) const override { return (m_->ici_tx_vc_o >> d) & 1u; }
+  unsigned ici_tx_vc(unsigned d) const override { return (m_->ici_tx_vc_o >> (2 * d)) & 3u; }
   const uint32_t* ici_tx_flit(unsigned d) const override {
     std::memcpy(tx_buf_[d], m_->ici_tx_data_o.data() + d * kRowWords, kRowWords * 4);
     tx_buf_[d][kRowWords] = (m_->ici_tx_ht_o >> (2 * d)) & 3u;
     return tx_buf_[d];
   }
   bool ici_rx_cr_valid(unsigned d) const override { return (m_->ici_rx_cr_valid_o >> d) & 1u; }
-  unsigned ici_rx_cr_vc(unsigned d) const override { return (m_->ici_rx_cr_vc_o >> d) & 1u; }
+  unsigned ici_rx_cr_vc(unsigned d) const override {
+    return (m_->ici_rx_cr_vc_o >> (2 * d)) & 3u;
+  }
   void set_ici_rx(unsigned d, bool valid, unsigned vc, const uint32_t* flit) override {
     set_bit(m_->ici_rx_valid_i, d, valid);
-    set_bit(m_->ici_rx_vc_i, d, vc & 1u);
+    set_vc(m_->ici_rx_vc_i, d, vc);
     if (flit) {
       std::memcpy(m_->ici_rx_data_i.data() + d * kRowWords, flit, kRowWords * 4);
       const uint32_t ht = (flit[kRowWords] & 3u) << (2 * d);
@@ -125,13 +128,16 @@ class ChipDutImpl final : public ChipDut {
   }
   void set_ici_tx_cr(unsigned d, bool valid, unsigned vc) override {
     set_bit(m_->ici_tx_cr_valid_i, d, valid);
-    set_bit(m_->ici_tx_cr_vc_i, d, vc & 1u);
+    set_vc(m_->ici_tx_cr_vc_i, d, vc);
   }
   bool ici_idle() const override { return m_->ici_idle_o; }
 
  private:
   static void set_bit(CData& v, unsigned bit, bool on) {
     v = static_cast<CData>(on ? (v | (1u << bit)) : (v & ~(1u << bit)));
+  }
+  static void set_vc(SData& v, unsigned d, unsigned vc) {  // 2 bits per direction
+    v = static_cast<SData>((v & ~(3u << (2 * d))) | ((vc & 3u) << (2 * d)));
   }
   static constexpr unsigned kRowWords =
       sizeof(std::declval<VTop>().ici_tx_data_o) / sizeof(uint32_t) / 6;

@@ -70,9 +70,10 @@ class ChipDut {
   virtual void open_waves(const std::string& path) = 0;
 
   // ICI (docs/pod.md). The chip's coordinate {x, y, z} and the pod shape: chips per dimension
-  // (1..8) and whether each dimension wraps; held from now on (set them before traffic).
+  // (1..8) and whether each dimension wraps; link_gap: cycles a link needs per flit (1..15: a
+  // link 1/link_gap as wide as a row). Held from now on (set them before traffic).
   virtual void set_ici_config(const std::array<int, 3>& me, const std::array<int, 3>& k,
-                              const std::array<bool, 3>& wrap) = 0;
+                              const std::array<bool, 3>& wrap, unsigned link_gap = 1) = 0;
   // Link ports, direction d = 0..5 (+X -X +Y -Y +Z -Z). A flit is flit_words() 32-bit words:
   // the memory row (lanes x 32 bits, lane 0 first), then one word with tail (bit 0) and head
   // (bit 1).
