@@ -75,7 +75,7 @@ PodConfig load_pod_config(const std::string& path) {
   const YAML::Node pod = root["pod"];
   if (!pod) fail(path, "pod", "missing section");
   if (!pod.IsMap()) fail(path, "pod", "must be a mapping");
-  check_keys(pod, path, "pod.", {"shape", "wrap", "link_latency"});
+  check_keys(pod, path, "pod.", {"shape", "wrap", "link_latency", "link_width_bytes"});
   PodParams& p = pc.params;
   p.variant = pc.chip.variant;
   p.hbm = pc.chip.hbm;
@@ -116,6 +116,20 @@ PodConfig load_pod_config(const std::string& path) {
     }
     if (v < 1 || v > 64) fail(path, "pod.link_latency", "must be from 1 to 64 cycles (got " + std::to_string(v) + ")");
     p.link_latency = static_cast<unsigned>(v);
+  }
+  if (const YAML::Node w = pod["link_width_bytes"]) {
+    int v = 0;
+    try {
+      v = w.as<int>();
+    } catch (const YAML::Exception&) {
+      fail(path, "pod.link_width_bytes", "must be an integer number of bytes");
+    }
+    const int row = static_cast<int>(chip_shape(pc.chip.variant).cols) * 4;
+    if (v < 1 || row % v != 0 || row / v > 15)
+      fail(path, "pod.link_width_bytes",
+           "must divide the " + std::to_string(row) + "-byte memory row of chip " +
+               pc.chip.variant + " into 1 to 15 beats (got " + std::to_string(v) + ")");
+    p.link_width = static_cast<unsigned>(v);
   }
   try {
     p.topo.validate();

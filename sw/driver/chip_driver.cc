@@ -17,9 +17,12 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 ChipDriver::ChipDriver(const std::string& variant, const HbmConfig& hbm)
-    : hbm_(hbm), dut_(make_chip(variant)) {
+    : hbm_(hbm), dut_(make_chip(variant)), d_(dut_.get()) {
   dut_->configure(hbm_);
 }
+
+ChipDriver::ChipDriver(PodHost& pod, int chip)
+    : hbm_(pod.core().params().hbm), d_(&pod.core().chip(chip)), pod_(&pod), pod_chip_(chip) {}
 
 uint64_t ChipDriver::alloc(uint64_t bytes) {
   const uint64_t at = next_free_;
@@ -87,6 +90,12 @@ std::vector<uint32_t> ChipDriver::read_matrix(const HbmMatrix& m) {
 
 void ChipDriver::host_bursts(const std::vector<uint64_t>& addrs, std::vector<uint8_t>* data,
                              bool write) {
+  if (pod_) {  // addrs are consecutive bursts (write() and read() make them so)
+    if (addrs.empty()) return;
+    if (write) pod_->write(pod_chip_, addrs[0], data->data(), addrs.size() * kBurst);
+    else pod_->read(pod_chip_, addrs[0], data->data(), addrs.size() * kBurst);
+    return;
+  }
   ChipDut& d = *dut_;
   std::vector<long> tag_of(kHostTags, -1);
   std::size_t next = 0, done = 0;
@@ -147,6 +156,7 @@ void ChipDriver::read(uint64_t addr, void* data, std::size_t n) {
 }
 
 ChipCounters ChipDriver::counters() {
+  if (pod_) return pod_->core().counters(pod_chip_);
   ChipCounters c;
   for (unsigned i = 0; i < kNumChipStats; ++i) {
     dut_->set_stat_id(i);
@@ -157,6 +167,7 @@ ChipCounters ChipDriver::counters() {
 }
 
 void ChipDriver::tick_idle(uint64_t cycles) {
+  if (pod_) throw std::logic_error("ChipDriver::tick_idle: the chip is in a pod (the pod steps it)");
   dut_->set_cmd(false, nullptr);
   dut_->set_hm_req(false, false, 0, 0, nullptr);
   for (uint64_t i = 0; i < cycles; ++i) {
@@ -167,6 +178,19 @@ void ChipDriver::tick_idle(uint64_t cycles) {
 
 ProgramResult ChipDriver::run(const std::vector<ChipCmd>& prog, bool throw_on_error,
                               uint64_t max_cycles) {
+  if (pod_) {
+    const ChipCounters before = counters();
+    ProgramResult r;
+    // A final HALT would stop the chip for the pod's later programs; running until the pod is
+    // idle already waits for every command.
+    std::vector<ChipCmd> p = prog;
+    if (!p.empty() && (p.back().w[0] & 0xFu) == static_cast<uint32_t>(ChipOp::kHalt)) p.pop_back();
+    pod_->push(pod_chip_, p);
+    r.cycles = pod_->run_until_idle(max_cycles);
+    r.delta = counters() - before;
+    (void)throw_on_error;  // a chip error is a PodError from run_until_idle
+    return r;
+  }
   ChipDut& d = *dut_;
   const ChipCounters before = counters();
   ProgramResult r;
@@ -315,7 +339,7 @@ MatmulRun ChipDriver::matmul(const HbmMatrix& cm, const HbmMatrix& am, const Hbm
   const uint64_t mt = w_resident ? mt_res : mt_stream;
   if (mt == 0)
     throw std::invalid_argument("matmul: K = " + std::to_string(K) + ", N = " + std::to_string(N) +
-                                " do not fit the on-chip memories of " + dut_->variant());
+                                " do not fit the on-chip memories of " + d_->variant());
   const uint64_t w_bufs = w_resident ? KT : 2;
 
   // HBM: A, W, C and the bias where the caller put them. The DMA reads A rows as KT whole

@@ -12,6 +12,7 @@
 #include "chip_dut.h"
 #include "chip_isa.h"
 #include "hbm_config.h"
+#include "pod.h"
 #include "tpu/bf16.h"
 
 namespace tpu {
@@ -77,9 +78,13 @@ struct MatmulRun {
 class ChipDriver {
  public:
   explicit ChipDriver(const std::string& variant, const HbmConfig& hbm = HbmConfig{});
+  // Chip `chip` of a pod: copies go through the pod host's port (64-byte bursts), programs are
+  // pushed and run until the whole pod is idle (a chip error is a PodError); tick_idle is not
+  // available. The HBM allocator starts at 0 on that chip.
+  ChipDriver(PodHost& pod, int chip);
 
-  ChipDut& dut() { return *dut_; }
-  const ChipShape& shape() const { return dut_->shape(); }
+  ChipDut& dut() { return *d_; }
+  const ChipShape& shape() const { return d_->shape(); }
   const HbmConfig& hbm() const { return hbm_; }
 
   // HBM buffers: a bump allocator of 64-byte aligned regions. release(mark) frees everything
@@ -132,7 +137,10 @@ class ChipDriver {
   void host_bursts(const std::vector<uint64_t>& addrs, std::vector<uint8_t>* data, bool write);
 
   HbmConfig hbm_;
-  std::unique_ptr<ChipDut> dut_;
+  std::unique_ptr<ChipDut> dut_;  // the chip when it stands alone
+  ChipDut* d_ = nullptr;          // the chip driven (dut_, or a pod's)
+  PodHost* pod_ = nullptr;
+  int pod_chip_ = 0;
   uint64_t next_free_ = 0;
   HbmMatrix zeros_;  // +0 rows for the pad rows of a K edge tile of W (grown on demand)
 };

@@ -133,6 +133,7 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec,
   res.plan = make_plan(topo, spec);
   const CollectivePlan& plan = res.plan;
   res.row_bytes = uint64_t{L} * 4;
+  res.link_bytes_per_cycle = core.link_bytes_per_cycle();
   if (inputs.size() != static_cast<std::size_t>(P))
     bad("inputs: " + std::to_string(inputs.size()) + " chips' inputs for a pod of " +
         std::to_string(P) + " chips");
@@ -216,13 +217,19 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec,
       p.stage = alloc(t.dst, p.src.rows);
       pend.push_back(std::move(p));
     }
-    // Sends (they read the values as they were at the start of the step).
-    for (const Pending& p : pend) {
-      const Transfer& t = *p.t;
-      const int cnt = counter_of(t.dst, t.src);
-      std::size_t blk = 0;
-      for (uint32_t o = 0; o < p.src.rows; o += opt.block_rows, ++blk) {
+    // Sends (they read the values as they were at the start of the step), block-major: block k
+    // of every transfer before block k + 1 of any, so sends towards different links alternate
+    // and run side by side on the ICI engine's contexts.
+    std::size_t max_blocks = 0;
+    for (const Pending& p : pend)
+      max_blocks = std::max<std::size_t>(max_blocks, (p.src.rows + opt.block_rows - 1) / opt.block_rows);
+    for (std::size_t blk = 0; blk < max_blocks; ++blk) {
+      for (const Pending& p : pend) {
+        const Transfer& t = *p.t;
+        const uint32_t o = static_cast<uint32_t>(blk) * opt.block_rows;
+        if (o >= p.src.rows) continue;
         const uint32_t n = std::min(opt.block_rows, p.src.rows - o);
+        const int cnt = counter_of(t.dst, t.src);
         for (const Run& r : runs(p.src, loc[t.src], o, n)) {
           Op op;
           op.kind = Op::kSend;
@@ -236,13 +243,14 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec,
         }
       }
     }
-    // Arrivals: wait for each block, then reduce it into the own value.
-    for (const Pending& p : pend) {
-      const Transfer& t = *p.t;
-      const int cnt = counter_of(t.dst, t.src);
-      std::size_t blk = 0;
-      for (uint32_t o = 0; o < p.src.rows; o += opt.block_rows, ++blk) {
+    // Arrivals, block-major too: wait for each block, then reduce it into the own value.
+    for (std::size_t blk = 0; blk < max_blocks; ++blk) {
+      for (const Pending& p : pend) {
+        const Transfer& t = *p.t;
+        const uint32_t o = static_cast<uint32_t>(blk) * opt.block_rows;
+        if (o >= p.src.rows) continue;
         const uint32_t n = std::min(opt.block_rows, p.src.rows - o);
+        const int cnt = counter_of(t.dst, t.src);
         Op w;
         w.kind = Op::kWait;
         w.step = s;
@@ -310,8 +318,10 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec,
 
   // ---- Load: host -> HBM -> VMEM ----
   const uint64_t in_bytes_per_row = uint64_t{L} * (bf16 ? 2 : 4);
-  const uint64_t hbm_in = 0;
-  const uint64_t hbm_out = (uint64_t{pc.total_rows} * in_bytes_per_row + kBurst - 1) / kBurst * kBurst;
+  if (opt.hbm_base % kBurst != 0) bad("hbm_base must be 64-byte aligned");
+  const uint64_t hbm_in = opt.hbm_base;
+  const uint64_t hbm_out =
+      hbm_in + (uint64_t{pc.total_rows} * in_bytes_per_row + kBurst - 1) / kBurst * kBurst;
   for (int c = 0; c < P; ++c) {
     if (hbm_out + uint64_t{out_rows[c]} * in_bytes_per_row > shape.hbm_bytes)
       bad("the working buffer does not fit in HBM");

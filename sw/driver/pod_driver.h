@@ -13,7 +13,8 @@
 namespace tpu {
 
 struct PodCollectiveOptions {
-  unsigned block_rows = 64;  // rows per pipelined block of a transfer (a multiple of 1)
+  unsigned block_rows = 64;  // rows per pipelined block of a transfer
+  uint64_t hbm_base = 0;     // HBM bytes from here (64-byte aligned) hold the in/out buffers
 };
 
 struct PodCollectiveRun {
@@ -26,6 +27,7 @@ struct PodCollectiveRun {
   std::size_t vmem_rows_used = 0;  // the most VMEM rows a chip needed
   std::vector<LinkStat> link_flits;  // flits per directed link in the collective phase
   uint64_t row_bytes = 0;          // bytes one flit carries (a memory row: lanes x 4)
+  double link_bytes_per_cycle = 0; // what one link carries (row bytes / cycles per flit)
 };
 
 class PodDriver {

@@ -1,5 +1,7 @@
 // tpusim: the command-line front door of the simulator.
 //
+//   tpusim allreduce | collective | pod [options]   (sw/tpusim/pod_cmd.h)
+//   tpusim traffic [options]                       (sw/tpusim/traffic.h)
 //   tpusim matmul [--config FILE] [--variant RxC] [--m M --k K --n N --seed S | --a A.npy --w W.npy]
 //                 [--dist narrow|wide] [--out C.npy] [--json REPORT.json] [--waves FILE.fst]
 //
@@ -18,6 +20,8 @@
 #include "chip_config.h"
 #include "chip_driver.h"
 #include "json.h"
+#include "pod_cmd.h"
+#include "pod.h"
 #include "traffic.h"
 #include "mxu_dut.h"
 #include "mxu_runner.h"
@@ -412,10 +416,21 @@ int cmd_matmul(const std::vector<std::string>& args) {
 
 }  // namespace
 
+// tpusim links SystemC (the pod): main() starts SystemC, which calls sc_main (a C symbol).
+extern "C" int sc_main(int argc, char** argv);
+namespace sc_core {
+extern "C" int sc_elab_and_sim(int argc, char* argv[]);
+}
+
 int main(int argc, char** argv) {
+  setenv("SC_COPYRIGHT_MESSAGE", "DISABLE", 0);  // no SystemC banner in the tool's output
+  return sc_core::sc_elab_and_sim(argc, argv);
+}
+
+int sc_main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::cout << kUsage << kTrafficUsage;
+    std::cout << kUsage << kTrafficUsage << kPodUsage;
     return args.empty() ? kExitUsage : kExitOk;
   }
   const std::string cmd = args[0];
@@ -429,8 +444,18 @@ int main(int argc, char** argv) {
         throw UsageError(e.what());
       }
     }
-    std::cerr << "tpusim: unknown command '" << cmd << "' (commands: matmul, traffic)\n"
-              << kUsage << kTrafficUsage;
+    if (cmd == "allreduce" || cmd == "collective" || cmd == "pod") {
+      try {
+        if (cmd == "allreduce") return cmd_allreduce(args);
+        if (cmd == "collective") return cmd_collective(args);
+        return cmd_pod(args);
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+      }
+    }
+    std::cerr << "tpusim: unknown command '" << cmd
+              << "' (commands: matmul, traffic, allreduce, collective, pod)\n"
+              << kUsage << kTrafficUsage << kPodUsage;
     return kExitUsage;
   } catch (const UsageError& e) {
     std::cerr << "tpusim: error: " << e.what() << "\n";
@@ -441,6 +466,9 @@ int main(int argc, char** argv) {
   } catch (const NpyError& e) {
     std::cerr << "tpusim: error: " << e.what() << "\n";
     return kExitUsage;
+  } catch (const PodError& e) {
+    std::cerr << "tpusim: simulation error: " << e.what() << "\n";
+    return kExitSim;
   } catch (const ChipRtlError& e) {
     std::cerr << "tpusim: simulation error: " << e.what() << "\n";
     return kExitSim;

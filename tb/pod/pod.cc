@@ -138,6 +138,14 @@ PodCore::PodCore(const PodParams& p) : p_(p) {
   agents_.resize(static_cast<std::size_t>(n));
   ports_.resize(static_cast<std::size_t>(n));
   words_ = chips_[0]->flit_words();
+  const unsigned row = chips_[0]->shape().cols * 4;
+  if (p_.link_width != 0) {
+    if (row % p_.link_width != 0 || row / p_.link_width > 15)
+      throw std::invalid_argument("pod: link width " + std::to_string(p_.link_width) +
+                                  " bytes must divide the " + std::to_string(row) +
+                                  "-byte row of chip " + p_.variant + " into 1 to 15 beats");
+    gap_ = row / p_.link_width;
+  }
   std::array<int, 3> k{}, me{};
   std::array<bool, 3> wrap{};
   for (int d = 0; d < 3; ++d) {
@@ -147,7 +155,7 @@ PodCore::PodCore(const PodParams& p) : p_(p) {
   for (int i = 0; i < n; ++i) {
     const PodCoord c = p_.topo.coord(i);
     for (int d = 0; d < 3; ++d) me[d] = c[d];
-    chips_[i]->set_ici_config(me, k, wrap);
+    chips_[i]->set_ici_config(me, k, wrap, gap_);
     for (int d = 0; d < 3; ++d) {
       if (k[d] < 2) continue;
       for (int s = 0; s < 2; ++s) {  // s = 0: + neighbour, 1: - neighbour
@@ -212,8 +220,12 @@ void PodCore::step_chip(int i) {
 
 void PodCore::end_cycle() { ++cycle_; }
 
-void PodCore::step() {
-  for (int i = 0; i < num_chips(); ++i) step_chip(i);
+void PodCore::step(bool reverse) {
+  if (reverse) {
+    for (int i = num_chips() - 1; i >= 0; --i) step_chip(i);
+  } else {
+    for (int i = 0; i < num_chips(); ++i) step_chip(i);
+  }
   end_cycle();
 }
 
@@ -271,7 +283,7 @@ std::vector<LinkStat> PodCore::link_stats() const {
 void CppPodHost::wait_op(int chip, const std::shared_ptr<HostAgent::MemOp>& op) {
   const uint64_t start = core_.cycle();
   while (!op->finished()) {
-    core_.step();
+    core_.step(reverse_step_order);
     if (core_.cycle() - start > 10'000'000)
       throw PodError(chip_name(core_.params().topo, chip) + ": host port copy hung");
   }
@@ -293,7 +305,7 @@ uint64_t CppPodHost::run_until_idle(uint64_t max_cycles) {
   const uint64_t start = core_.cycle();
   uint64_t next_progress = start + progress_every;
   while (!core_.idle()) {
-    core_.step();
+    core_.step(reverse_step_order);
     const uint64_t t = core_.cycle();
     if ((t & 1023) == 0) core_.check_errors();
     if (progress && t >= next_progress) {

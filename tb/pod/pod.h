@@ -33,6 +33,7 @@ struct PodParams {
   Topology topo = Topology::torus({2, 2});
   std::string variant = "4x4";   // chip variant (every chip the same)
   unsigned link_latency = 1;     // cycles per link, each way (>= 1)
+  unsigned link_width = 0;       // bytes a link carries per cycle; 0: a whole row (lanes x 4)
   HbmConfig hbm;
   std::vector<int> wave_chips;   // chips that dump FST waves
   std::string wave_dir = "waves";
@@ -115,12 +116,14 @@ class PodCore {
   const ChipShape& shape() const { return chips_[0]->shape(); }
   uint64_t cycle() const { return cycle_; }
   unsigned flit_words() const { return words_; }
+  unsigned link_gap() const { return gap_; }          // cycles per flit on a link
+  double link_bytes_per_cycle() const { return double(shape().cols) * 4.0 / gap_; }
 
   // One chip's part of cycle `cycle()`: links and host port in, eval, links out, clock edge.
   // Every chip once per cycle (any order), then end_cycle().
   void step_chip(int i);
   void end_cycle();
-  void step();  // every chip, then end_cycle()
+  void step(bool reverse = false);  // every chip (0 up, or down), then end_cycle()
 
   bool idle() const;  // no host work, no chip busy, no flit in a router or on a link
   // Throws PodError if a chip's error register is set (naming it and the command).
@@ -141,6 +144,7 @@ class PodCore {
   std::vector<std::array<Port, 6>> ports_;
   std::vector<LinkStat> link_ids_;
   unsigned words_ = 0;
+  unsigned gap_ = 1;
   uint64_t cycle_ = 0;
 };
 
@@ -172,6 +176,9 @@ class CppPodHost final : public PodHost {
   void read(int chip, uint64_t addr, void* data, std::size_t n) override;
   void push(int chip, const std::vector<ChipCmd>& cmds) override;
   uint64_t run_until_idle(uint64_t max_cycles) override;
+  // Steps the chips from the last to the first: chips couple only through their links, so the
+  // order within a cycle must not change anything (a test checks it).
+  bool reverse_step_order = false;
 
  private:
   void wait_op(int chip, const std::shared_ptr<HostAgent::MemOp>& op);

@@ -119,7 +119,9 @@ void ScPod::on_negedge() {
 
 void ScPod::host_thread() {
   while (true) {
-    while (!job_) sc_core::wait(clk_.posedge_event());
+    // The host acts only between a cycle's end (after on_negedge) and the next rising edge, so
+    // what it pushes is seen by every chip at the same edge.
+    while (!job_) sc_core::wait(cycle_ev_);
     try {
       job_(*this);
     } catch (...) {
@@ -198,6 +200,7 @@ uint64_t ScPod::run_until_idle(uint64_t max_cycles) {
     const uint64_t wait_cycles = progress ? progress_every : max_cycles + 1;
     sc_core::wait(sc_time(static_cast<double>(wait_cycles), SC_NS), idle_ev_);
     if (err_) std::rethrow_exception(err_);
+    if (!core_.idle()) sc_core::wait(cycle_ev_);  // woken by the time-out: back to a cycle's end
     const uint64_t t = core_.cycle();
     if (progress && t >= next_progress) {
       progress(t - start);

@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <random>
 
 #include "chip_config.h"
+#include "wave_check.h"
 #include "pod_driver.h"
 #include "tpu/bf16.h"
 
@@ -76,6 +79,24 @@ TEST(PodAllReduce, RingOfFourF32SumIsBitExact) {
   EXPECT_GT(flits, 0u);
 }
 
+// Chips couple only through their links (>= 1 cycle) and host ports: stepping them in the
+// opposite order within each cycle changes neither a bit nor a cycle.
+TEST(PodCore, ChipOrderWithinACycleDoesNotMatter) {
+  CollectiveSpec s;
+  s.n = 901;
+  s.algorithm = "torus";
+  std::mt19937_64 rng(3);
+  const CollectivePlan plan = make_plan(Topology::torus({2, 2}), s);
+  const auto in = random_inputs(plan, false, rng);
+  CppPodHost fwd(params(Topology::torus({2, 2}), 3)), rev(params(Topology::torus({2, 2}), 3));
+  rev.reverse_step_order = true;
+  const PodCollectiveRun a = PodDriver(fwd).run(s, in), b = PodDriver(rev).run(s, in);
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_EQ(a.load_cycles, b.load_cycles);
+  EXPECT_EQ(a.collective_cycles, b.collective_cycles);
+  EXPECT_EQ(a.store_cycles, b.store_cycles);
+}
+
 // Sum all-reduce in f32 is also within the f64 bound: |out - sum| <= (p - 1) u sum |x_i|.
 TEST(PodAllReduce, F32SumIsWithinTheF64Bound) {
   CppPodHost host(params(Topology::torus({4, 2})));
@@ -97,6 +118,93 @@ TEST(PodAllReduce, F32SumIsWithinTheF64Bound) {
     for (int c = 0; c < p; ++c)
       ASSERT_LE(std::fabs(f32_from_bits(r.out[c][i]) - sum), (p - 1) * 0x1p-24 * abs) << i;
   }
+}
+
+// --waves-chips: the chosen chips dump FST, and waves/pod_chip.gtkw names only signals they hold.
+TEST(PodWaves, ChosenChipsDumpAndTheGtkwOpens) {
+  if (!have_fst2vcd()) GTEST_SKIP() << "fst2vcd not found";
+  const std::string dir = std::string(TPU_SOURCE_DIR) + "/waves/pod_test";
+  {
+    PodParams p = params(Topology::torus({2, 2}));
+    p.wave_chips = {0, 3};
+    p.wave_dir = dir;
+    CppPodHost host(p);
+    PodDriver drv(host);
+    CollectiveSpec s;
+    s.n = 256;
+    check(drv, s, 4);
+  }
+  const auto wanted = gtkw_signals(std::string(TPU_SOURCE_DIR) + "/waves/pod_chip.gtkw");
+  ASSERT_GT(wanted.size(), 20u);
+  for (int c : {0, 3}) {
+    const std::string fst = dir + "/pod_chip" + std::to_string(c) + ".fst";
+    const auto missing = missing_signals(wanted, fst_signals(fst));
+    EXPECT_TRUE(missing.empty()) << "first missing: " << (missing.empty() ? "" : missing[0]);
+    std::remove(fst.c_str());
+  }
+  std::remove((dir + "/pod_chip1.fst").c_str());  // must not exist: not asked for
+  std::filesystem::remove(dir);
+}
+
+// Bad input is a clear error, not a hang or a crash.
+TEST(PodErrors, ClearMessages) {
+  EXPECT_THROW(CppPodHost(params(Topology::torus({2, 9}))), std::invalid_argument);
+  PodParams p = params(Topology::torus({2}));
+  p.link_width = 3;  // does not divide the 16-byte row of a 4x4 chip
+  EXPECT_THROW(CppPodHost{p}, std::invalid_argument);
+  p.link_width = 0;
+  p.wave_chips = {5};
+  EXPECT_THROW(CppPodHost{p}, std::invalid_argument);
+  CppPodHost host(params(Topology::torus({4})));
+  PodDriver drv(host);
+  CollectiveSpec s;
+  s.n = 1 << 20;  // far beyond a 4x4 chip's 64 KiB of VMEM
+  try {
+    drv.run(s, std::vector<std::vector<uint32_t>>(4, std::vector<uint32_t>(s.n)));
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("VMEM rows"), std::string::npos) << e.what();
+  }
+  s.n = 10;
+  EXPECT_THROW(drv.run(s, {{1, 2}}), std::invalid_argument);  // wrong number of inputs
+  // A chip that never gets its data hangs; the pod says which chip waits on what.
+  host.push(1, {cmd_ici_wait(0, 1)});
+  try {
+    host.run_until_idle(5000);
+    FAIL() << "no error";
+  } catch (const PodError& e) {
+    EXPECT_NE(std::string(e.what()).find("chip 1 (1,0,0): busy"), std::string::npos) << e.what();
+  }
+}
+
+// A pod configuration file: every field read, and errors name the file, key and rule.
+TEST(PodConfig, ReadsTheShippedFilesAndRejectsBadOnes) {
+  const PodConfig c = load_pod_config(std::string(TPU_SOURCE_DIR) + "/configs/pod_4x4.yaml");
+  EXPECT_EQ(c.params.topo.name(), "torus4x4");
+  EXPECT_EQ(c.params.link_latency, 2u);
+  EXPECT_EQ(c.params.link_width, 16u);
+  EXPECT_EQ(c.params.variant, "16x16");
+  const std::string tmp = (std::filesystem::temp_directory_path() / "tpu_pod_cfg_test.yaml").string();
+  auto bad = [&](const std::string& text, const std::string& needle) {
+    FILE* f = std::fopen(tmp.c_str(), "w");
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+    try {
+      load_pod_config(tmp);
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  bad("pod: {shape: [2, 2], wrap: [true]}\nchip: {variant: 4x4}\n", "pod.wrap");
+  bad("pod: {shape: [2, 2, 2, 2]}\nchip: {variant: 4x4}\n", "pod.shape");
+  bad("pod: {shape: [9]}\nchip: {variant: 4x4}\n", "pod.shape");
+  bad("pod: {shape: [2], link_latency: 0}\nchip: {variant: 4x4}\n", "pod.link_latency");
+  bad("pod: {shape: [2], link_width_bytes: 5}\nchip: {variant: 4x4}\n", "pod.link_width_bytes");
+  bad("pod: {shape: [2], speed: 3}\nchip: {variant: 4x4}\n", "pod.speed");
+  bad("pod: {shape: [2]}\nchip: {variant: 8x8}\n", "chip.variant");
+  bad("chip: {variant: 4x4}\n", "pod");
+  std::remove(tmp.c_str());
 }
 
 struct PodCase {

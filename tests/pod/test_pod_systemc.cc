@@ -37,7 +37,15 @@ TEST(PodSystemC, SameBitsAndCyclesAsPlainCpp) {
     const CollectivePlan plan = make_plan(p.topo, s);
     const auto in = inputs(plan, 3);
     PodCollectiveRun sc_run, cpp_run;
-    pod.run([&](PodHost& h) { sc_run = PodDriver(h).run(s, in); });
+    // Start both at the same cycle: between jobs the SystemC clock runs a cycle while the host
+    // thread waits for the next job, and some arbitration depends on the cycle number.
+    uint64_t sc_start_cycle = 0;
+    pod.run([&](PodHost& h) {
+      sc_start_cycle = h.core().cycle();
+      while (cpp.core().cycle() < sc_start_cycle) cpp.core().step();
+      sc_run = PodDriver(h).run(s, in);
+    });
+    ASSERT_EQ(cpp.core().cycle(), sc_start_cycle);
     cpp_run = PodDriver(cpp).run(s, in);
     EXPECT_EQ(sc_run.out, execute_plan_f32(plan, in)) << algo;
     EXPECT_EQ(sc_run.out, cpp_run.out) << algo;
