@@ -40,6 +40,7 @@ rtl/tpu_vpu_unit.sv rtl/tpu_seq.sv rtl/tpu_chip.sv"
     rtl/sim/hbm_subsys_tb_top.sv
   lint tpu_ici_router tpu_ici_router $ICI
   lint "ici_net_tb_top (sim, 16 routers)" ici_net_tb_top -GN=16 $ICI rtl/sim/ici_net_tb_top.sv
+  lint "ici_node_tb_top (sim)" ici_node_tb_top $ICI rtl/sim/ici_node_tb_top.sv
   for id in 0 2; do
     lint "tpu_chip (variant $id)" tpu_chip -GVariantId=$id $PKG $CHIP
     lint "tpu_chip_sim_top (sim, variant $id)" tpu_chip_sim_top -GVariantId=$id $PKG $CHIP \
