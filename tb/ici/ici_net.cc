@@ -1,58 +1,38 @@
 #include "ici_net.h"
 
-
 #include <sstream>
 #include <stdexcept>
 
-#include "Vici_net_tb_top.h"
-#include "verilated_model.h"
+#include "ici_net_model.h"
 
 namespace tpu {
-namespace {
-
-// Bit and word access to Verilator's port types (plain integers up to 64 bits, VlWide above).
-template <typename T>
-void set_bit(T& v, unsigned i, bool b) {
-  const T m = static_cast<T>(T{1} << i);
-  v = b ? static_cast<T>(v | m) : static_cast<T>(v & static_cast<T>(~m));
-}
-template <std::size_t W>
-void set_bit(VlWide<W>& v, unsigned i, bool b) {
-  const uint32_t m = 1u << (i % 32);
-  v[i / 32] = b ? (v[i / 32] | m) : (v[i / 32] & ~m);
-}
-template <typename T>
-bool get_bit(const T& v, unsigned i) {
-  return (v >> i) & 1u;
-}
-template <std::size_t W>
-bool get_bit(const VlWide<W>& v, unsigned i) {
-  return (v[i / 32] >> (i % 32)) & 1u;
-}
-// 64-bit element n of a packed [N][64] vector.
-template <std::size_t W>
-void set_u64(VlWide<W>& v, unsigned n, uint64_t x) {
-  v[2 * n] = static_cast<uint32_t>(x);
-  v[2 * n + 1] = static_cast<uint32_t>(x >> 32);
-}
-inline void set_u64(uint64_t& v, unsigned, uint64_t x) { v = x; }
-template <std::size_t W>
-uint64_t get_u64(const VlWide<W>& v, unsigned n) {
-  return uint64_t{v[2 * n]} | (uint64_t{v[2 * n + 1]} << 32);
-}
-inline uint64_t get_u64(const uint64_t& v, unsigned) { return v; }
 
 constexpr unsigned kCoordW = 3;
 
-uint64_t pack_coord(const std::array<unsigned, 3>& c) {
+uint64_t ici_pack_coord(const std::array<unsigned, 3>& c) {
   return uint64_t{c[0]} | (uint64_t{c[1]} << kCoordW) | (uint64_t{c[2]} << (2 * kCoordW));
 }
+
+namespace {
+
 std::array<unsigned, 3> unpack_coord(uint64_t v) {
   return {static_cast<unsigned>(v & 7), static_cast<unsigned>((v >> 3) & 7),
           static_cast<unsigned>((v >> 6) & 7)};
 }
 
 }  // namespace
+
+const char* ici_model_name(IciModelKind m) {
+  switch (m) {
+    case IciModelKind::kAuto:
+      return "auto";
+    case IciModelKind::kGrid:
+      return "grid";
+    case IciModelKind::kNodes:
+      return "nodes";
+  }
+  return "?";
+}
 
 const char* ici_port_name(IciPort p) {
   static const char* const names[] = {"local", "+x", "-x", "+y", "-y", "+z", "-z"};
@@ -83,12 +63,6 @@ void IciTopology::validate() const {
       throw std::invalid_argument(s.str());
     }
   }
-  if (nodes() > kIciNodes) {
-    std::ostringstream s;
-    s << "ICI topology: " << name() << " has " << nodes() << " nodes; this model was built with "
-      << kIciNodes << " routers (rebuild with -DTPU_ICI_NODES=" << nodes() << ")";
-    throw std::invalid_argument(s.str());
-  }
   if (link_latency < 1 || link_latency > kIciMaxLat) {
     std::ostringstream s;
     s << "ICI topology: link latency " << link_latency << " outside 1.." << kIciMaxLat
@@ -116,35 +90,19 @@ IciTopology ici_3d(unsigned kx, unsigned ky, unsigned kz, bool wrap) {
   return t;
 }
 
-struct IciNet::Impl {
-  VerilatedModel<Vici_net_tb_top> m;  // its own context; counts failed assertions
-};
-
-IciNet::IciNet(const IciTopology& topo, const std::string& waves_path)
-    : topo_(topo), impl_(new Impl) {
+IciNet::IciNet(const IciTopology& topo, const std::string& waves_path, IciModelKind model)
+    : topo_(topo), model_kind_(model) {
   topo_.validate();
+  if (model_kind_ == IciModelKind::kAuto)
+    model_kind_ = topo_.nodes() <= kIciNodes ? IciModelKind::kGrid : IciModelKind::kNodes;
+  model_ =
+      model_kind_ == IciModelKind::kGrid ? make_ici_grid_model(topo_) : make_ici_node_model(topo_);
   src_.resize(topo_.nodes());
   sink_.resize(topo_.nodes());
-  if (!waves_path.empty()) impl_->m.open_waves(waves_path, "the ICI network");
-  auto& t = impl_->m.top();
-  uint32_t k = 0;
-  for (unsigned d = 0; d < 3; ++d) k |= topo_.k[d] << (4 * d);
-  t.k_i = static_cast<uint16_t>(k);
-  t.wrap_i = static_cast<uint8_t>((topo_.wrap[0] ? 1 : 0) | (topo_.wrap[1] ? 2 : 0) |
-                                  (topo_.wrap[2] ? 4 : 0));
-  t.no_dateline_i = topo_.dateline ? 0 : 1;
-  t.link_lat_i = static_cast<uint8_t>(topo_.link_latency);
-  for (unsigned n = 0; n < kIciNodes; ++n) {
-    const uint64_t c = n < nodes() ? pack_coord(topo_.coord(n)) : 0;
-    for (unsigned b = 0; b < 9; ++b) set_bit(t.coord_i, 9 * n + b, (c >> b) & 1);
-  }
-  t.inj_valid_i = 0;
-  t.ej_ready_i = 0;
-  t.dbg_cr_valid_i = 0;
-  impl_->m.reset(4);  // a failed assertion is counted by check_errors() below
+  if (!waves_path.empty()) model_->open_waves(waves_path);
+  assert_failures_ += model_->reset(4);
   // Let the configuration registers (top, then routers) take the run-time shape before traffic.
-  for (int i = 0; i < 4; ++i) impl_->m.tick();
-  check_errors();
+  for (int i = 0; i < 4; ++i) assert_failures_ += model_->tick();
 }
 
 IciNet::~IciNet() = default;
@@ -169,7 +127,7 @@ std::array<uint64_t, 2> IciNet::flit_words(const IciPacket& p, unsigned i) const
   const bool tail = i + 1 == p.flits();
   uint64_t data;
   if (head) {
-    data = pack_coord(topo_.coord(p.dst)) | (pack_coord(topo_.coord(p.src)) << 9) |
+    data = ici_pack_coord(topo_.coord(p.dst)) | (ici_pack_coord(topo_.coord(p.src)) << 9) |
            (uint64_t{static_cast<uint8_t>(p.type)} << 20) | (uint64_t{p.payload.size()} << 24) |
            (uint64_t{p.addr} << 32);
   } else {
@@ -179,71 +137,47 @@ std::array<uint64_t, 2> IciNet::flit_words(const IciPacket& p, unsigned i) const
 }
 
 void IciNet::apply_inputs() {
-  auto& t = impl_->m.top();
   for (unsigned n = 0; n < nodes(); ++n) {
-    const unsigned ph = phys(n);
-    Source& s = src_[n];
+    const Source& s = src_[n];
     const bool v = !s.q.empty();
-    set_bit(t.inj_valid_i, ph, v);
-    if (v) {
-      const auto w = flit_words(s.q.front(), s.flit);
-      set_bit(t.inj_head_i, ph, w[0] & 1);
-      set_bit(t.inj_tail_i, ph, (w[0] >> 1) & 1);
-      set_u64(t.inj_data_i, ph, w[1]);
-    }
-    set_bit(t.ej_ready_i, ph, eject_ready_ ? eject_ready_(n, cycle_) : true);
+    model_->set_inject(phys(n), v, v ? flit_words(s.q.front(), s.flit) : std::array<uint64_t, 2>{});
+    sink_[n].ready = eject_ready_ ? eject_ready_(n, cycle_) : true;
+    model_->set_eject_ready(phys(n), sink_[n].ready);
   }
-  if (dbg_cr_node_ >= 0) {
-    t.dbg_cr_valid_i = 1;
-    t.dbg_cr_node_i = static_cast<uint8_t>(phys(static_cast<unsigned>(dbg_cr_node_)));
-    t.dbg_cr_dir_i = static_cast<uint8_t>(dbg_cr_dir_);
-    t.dbg_cr_vc_i = static_cast<uint8_t>(dbg_cr_vc_);
-    dbg_cr_node_ = -1;
-  } else {
-    t.dbg_cr_valid_i = 0;
-  }
-}
-
-void IciNet::check_errors() {
-  if (impl_->m.take_error()) ++assert_failures_;
 }
 
 void IciNet::spurious_credit(unsigned node, unsigned dir, unsigned vc) {
-  dbg_cr_node_ = static_cast<int>(node);
-  dbg_cr_dir_ = dir;
-  dbg_cr_vc_ = vc;
+  model_->spurious_credit(phys(node), dir, vc);
 }
 
 void IciNet::tick(uint64_t n) {
-  auto& t = impl_->m.top();
   for (uint64_t i = 0; i < n; ++i) {
     apply_inputs();
-    impl_->m.eval();
+    model_->eval();
     // Fault injection: change a stalled inject port's payload (the flit is not consumed).
     if (corrupt_node_ >= 0) {
-      const unsigned ph = phys(static_cast<unsigned>(corrupt_node_));
-      if (get_bit(t.inj_valid_i, ph) && !get_bit(t.inj_ready_o, ph)) {
-        set_u64(t.inj_data_i, ph, get_u64(t.inj_data_i, ph) ^ (uint64_t{1} << 40));
-        impl_->m.eval();
+      const unsigned nd = static_cast<unsigned>(corrupt_node_);
+      const Source& s = src_[nd];
+      if (!s.q.empty() && !model_->inject_ready(phys(nd))) {
+        auto w = flit_words(s.q.front(), s.flit);
+        w[1] ^= uint64_t{1} << 40;
+        model_->set_inject(phys(nd), true, w);
+        model_->eval();
         corrupt_node_ = -1;
       }
     }
     // Handshakes of this cycle, sampled before the rising edge.
     std::vector<unsigned> inj, ej;
+    std::vector<std::array<uint64_t, 2>> ej_flits;
     for (unsigned nd = 0; nd < nodes(); ++nd) {
       const unsigned ph = phys(nd);
-      if (get_bit(t.inj_valid_i, ph) && get_bit(t.inj_ready_o, ph)) inj.push_back(nd);
-      if (get_bit(t.ej_valid_o, ph) && get_bit(t.ej_ready_i, ph)) ej.push_back(nd);
+      if (!src_[nd].q.empty() && model_->inject_ready(ph)) inj.push_back(nd);
+      if (sink_[nd].ready && model_->eject_valid(ph)) {
+        ej.push_back(nd);
+        ej_flits.push_back(model_->eject_flit(ph));
+      }
     }
-    std::vector<std::array<uint64_t, 2>> ej_flits;
-    for (unsigned nd : ej) {
-      const unsigned ph = phys(nd);
-      const unsigned ht =
-          (get_bit(t.ej_head_o, ph) ? 1u : 0u) | (get_bit(t.ej_tail_o, ph) ? 2u : 0u);
-      ej_flits.push_back({ht, get_u64(t.ej_data_o, ph)});
-    }
-    impl_->m.tick();
-    check_errors();
+    assert_failures_ += model_->tick();
     for (unsigned nd : inj) {
       Source& s = src_[nd];
       if (s.flit == 0) {
@@ -299,15 +233,9 @@ void IciNet::tick(uint64_t n) {
   }
 }
 
-bool IciNet::idle() {
-  impl_->m.eval();
-  return queued_total() == 0 && impl_->m.top().idle_o;
-}
+bool IciNet::idle() { return queued_total() == 0 && model_->idle(); }
 
-bool IciNet::credits_home() {
-  impl_->m.eval();
-  return impl_->m.top().credits_full_o;
-}
+bool IciNet::credits_home() { return model_->credits_full(); }
 
 bool IciNet::drain(uint64_t max_cycles, uint64_t watchdog) {
   const uint64_t end = cycle_ + max_cycles;
@@ -320,13 +248,7 @@ bool IciNet::drain(uint64_t max_cycles, uint64_t watchdog) {
 }
 
 uint32_t IciNet::stat(unsigned node, IciPort port, unsigned vc, IciStat s) {
-  auto& t = impl_->m.top();
-  t.stat_node_i = static_cast<uint8_t>(phys(node));
-  t.stat_port_i = static_cast<uint8_t>(port);
-  t.stat_vc_i = static_cast<uint8_t>(vc);
-  t.stat_sel_i = static_cast<uint8_t>(s);
-  impl_->m.eval();
-  return t.stat_o;
+  return model_->stat(phys(node), port, vc, s);
 }
 
 }  // namespace tpu

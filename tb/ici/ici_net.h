@@ -1,7 +1,7 @@
-// IciNet: drives the verilated ICI network (a grid of tpu_ici_router, top
-// rtl/sim/ici_net_tb_top.sv) cycle by cycle: per-node source queues feeding the local inject
-// ports, reassembly of ejected packets, run-time topology and link latency, the routers'
-// statistics, assertion failures, and an optional FST dump.
+// IciNet: drives a verilated ICI network of tpu_ici_router cycle by cycle: per-node source
+// queues feeding the local inject ports, reassembly of ejected packets, run-time topology and
+// link latency, the routers' statistics, assertion failures, and an optional FST dump. The
+// network is one of two models, cycle for cycle the same (IciModelKind).
 #pragma once
 
 #include <array>
@@ -16,6 +16,8 @@
 
 namespace tpu {
 
+class IciNetModel;
+
 // Compile-time shape of the built model (CMake passes the same values to Verilator's -G).
 #ifndef TPU_ICI_NODES
 #define TPU_ICI_NODES 16
@@ -23,7 +25,7 @@ namespace tpu {
 #define TPU_ICI_DEPTH 8
 #define TPU_ICI_MAX_LAT 4
 #endif
-constexpr unsigned kIciNodes = TPU_ICI_NODES;  // routers in the model: the most a topology has
+constexpr unsigned kIciNodes = TPU_ICI_NODES;  // routers in the grid model (IciModelKind)
 constexpr unsigned kIciMaxK = 8;                 // nodes per dimension (tpu_ici_pkg::MaxK)
 constexpr unsigned kIciNumVc = TPU_ICI_VCS;
 constexpr unsigned kIciDepth = TPU_ICI_DEPTH;
@@ -36,9 +38,18 @@ enum class IciStat : uint8_t { kFlitsIn, kFlitsOut, kStall, kLost };  // kLost: 
 enum class IciType : uint8_t { kWrite = 0, kCntInc = 1, kReadReq = 2, kReadRsp = 3, kBarrier = 4 };
 const char* ici_port_name(IciPort p);  // "local", "+x", ...
 
+// Which verilated model carries the network. Both wire routers and links by the same rule and
+// give the same cycles (tests/ici/test_ici_models.cc); they differ in build cost and waves.
+enum class IciModelKind : uint8_t {
+  kAuto,   // the grid when the topology fits in it (kIciNodes), else the node network
+  kGrid,   // rtl/sim/ici_net_tb_top.sv: kIciNodes routers in one model; FST waves
+  kNodes,  // rtl/sim/ici_node_tb_top.sv: one model per router, wired in C++; any size, no waves
+};
+const char* ici_model_name(IciModelKind m);  // "auto", "grid", "nodes"
+
 // A run-time topology: nodes per dimension, ring (torus) or line (mesh) per dimension.
 struct IciTopology {
-  std::array<unsigned, 3> k{4, 1, 1};          // nodes per dimension, 1..8, product <= kIciNodes
+  std::array<unsigned, 3> k{4, 1, 1};          // nodes per dimension, 1..8 (up to 512 nodes)
   std::array<bool, 3> wrap{true, true, true};  // ring per dimension (ignored where k == 1)
   unsigned link_latency = 1;                   // cycles per link and direction, 1..kIciMaxLat
   bool dateline = true;                        // false: every hop in VC class 0 (can deadlock)
@@ -47,7 +58,7 @@ struct IciTopology {
   std::array<unsigned, 3> coord(unsigned node) const;  // logical node -> (x, y, z)
   unsigned node(const std::array<unsigned, 3>& c) const;
   std::string name() const;  // "4x4 torus", "3x3 mesh", "4 ring"
-  // Throws std::invalid_argument naming the rule broken (more nodes than the build has, ...).
+  // Throws std::invalid_argument naming the rule broken (a dimension over 8, the latency ...).
   void validate() const;
 };
 IciTopology ici_ring(unsigned k, bool wrap = true);
@@ -71,13 +82,16 @@ struct IciPacket {
 
 class IciNet {
  public:
-  // Builds the model, applies the topology and resets. `waves_path` non-empty: FST dump there.
-  explicit IciNet(const IciTopology& topo, const std::string& waves_path = "");
+  // Builds the model, applies the topology and resets. `waves_path` non-empty: FST dump there
+  // (grid model only). Throws std::invalid_argument for a topology the model cannot run.
+  explicit IciNet(const IciTopology& topo, const std::string& waves_path = "",
+                  IciModelKind model = IciModelKind::kAuto);
   ~IciNet();
   IciNet(const IciNet&) = delete;
   IciNet& operator=(const IciNet&) = delete;
 
   const IciTopology& topology() const { return topo_; }
+  IciModelKind model() const { return model_kind_; }  // kGrid or kNodes
   unsigned nodes() const { return topo_.nodes(); }
   uint64_t cycle() const { return cycle_; }
 
@@ -110,7 +124,8 @@ class IciNet {
   // A router statistic (tpu_ici_router) of a logical node.
   uint32_t stat(unsigned node, IciPort port, unsigned vc, IciStat s);
 
-  // Failed SVA assertions so far (each failing check counts; the run continues).
+  // Failed SVA assertions so far: one per cycle and verilated model with a failure (the run
+  // continues).
   uint64_t assert_failures() const { return assert_failures_; }
 
   // Fault injection for tests of the assertions: one spurious credit on an output of a node
@@ -128,16 +143,16 @@ class IciNet {
     unsigned flit = 0;  // next flit of q.front()
   };
   struct Sink {
+    bool ready = true;  // the ejection port's ready in this cycle
     bool open = false;
     IciPacket p;
   };
   void apply_inputs();
-  void check_errors();
   std::array<uint64_t, 2> flit_words(const IciPacket& p, unsigned i) const;
 
   IciTopology topo_;
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  IciModelKind model_kind_;
+  std::unique_ptr<IciNetModel> model_;
   std::vector<Source> src_;
   std::vector<Sink> sink_;
   // created / injected cycles of packets in flight, per (src, dst, addr), oldest first.
@@ -152,9 +167,6 @@ class IciNet {
   uint64_t flits_out_ = 0;
   uint64_t last_progress_ = 0;
   uint64_t assert_failures_ = 0;
-  int dbg_cr_node_ = -1;
-  unsigned dbg_cr_dir_ = 0;
-  unsigned dbg_cr_vc_ = 0;
   int corrupt_node_ = -1;
 };
 

@@ -1,0 +1,55 @@
+// IciNetModel: the verilated network under IciNet, seen by logical node (local ports, status,
+// statistics) and clocked one cycle at a time. Private to tb/ici. Two implementations: the grid
+// (ici_net_tb_top, one verilated model of up to kIciNodes routers, ici_net_grid.cc) and the node
+// network (ici_node_tb_top, one verilated model per router wired in C++, ici_net_nodes.cc).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ici_net.h"
+
+namespace tpu {
+
+class IciNetModel {
+ public:
+  virtual ~IciNetModel() = default;
+
+  // Starts an FST dump of every signal (throws where the model cannot).
+  virtual void open_waves(const std::string& path) = 0;
+  // Holds reset for `cycles` cycles with the topology applied and the local ports idle, then
+  // releases it. Returns the number of assertion failures meanwhile.
+  virtual unsigned reset(unsigned cycles) = 0;
+
+  // Inputs for the coming clock edge. A flit is {head | tail << 1, data}.
+  virtual void set_inject(unsigned node, bool valid, const std::array<uint64_t, 2>& flit) = 0;
+  virtual void set_eject_ready(unsigned node, bool ready) = 0;
+  // One spurious credit on output `dir` (0..5 = +X..-Z) of `node`, in the coming edge only.
+  virtual void spurious_credit(unsigned node, unsigned dir, unsigned vc) = 0;
+
+  // Settles the outputs after inputs change.
+  virtual void eval() = 0;
+  virtual bool inject_ready(unsigned node) const = 0;
+  virtual bool eject_valid(unsigned node) const = 0;
+  virtual std::array<uint64_t, 2> eject_flit(unsigned node) const = 0;
+
+  // One clock cycle. Returns the number of assertion failures in it (per verilated model).
+  virtual unsigned tick() = 0;
+
+  virtual bool idle() = 0;          // no flit or credit in any buffer or link
+  virtual bool credits_full() = 0;  // every output VC of every router holds all its credits
+  virtual uint32_t stat(unsigned node, IciPort port, unsigned vc, IciStat s) = 0;
+};
+
+// The whole network as one verilated model; throws std::invalid_argument when the topology has
+// more nodes than it was built with.
+std::unique_ptr<IciNetModel> make_ici_grid_model(const IciTopology& t);
+// One verilated router model per node, wired in C++ like the grid; any validated topology.
+std::unique_ptr<IciNetModel> make_ici_node_model(const IciTopology& t);
+
+// A coordinate packed as tpu_ici_pkg::ici_coord_t ({z, y, x}, 3 bits each).
+uint64_t ici_pack_coord(const std::array<unsigned, 3>& c);
+
+}  // namespace tpu
