@@ -1,10 +1,11 @@
 // bench_ici: latency and throughput of the ICI router network (tb/ici), as JSON on stdout (a
 // short human summary on stderr).
 //
-//   bench_ici [--cycles N] [--waves FILE.fst]
+//   bench_ici [--topology 4x4,4x4x4,8x8] [--model auto|grid|nodes] [--cycles N]
+//             [--waves FILE.fst]
 //
-// For each topology (4x4 torus; 4x4x4 torus and 8x8 torus when the model was built with
-// TPU_ICI_NODES >= 64) and packet length (1 and 4 flits), uniform random traffic:
+// For each topology (default: the 4x4, 4x4x4 and 8x8 tori; any XxYxZ torus of up to 8 per
+// dimension) and packet length (1 and 4 flits), uniform random traffic:
 //   zero_load_latency  mean packet latency (tail ejected - packet created) at 0.02 flits/node/
 //                      cycle, next to the analytic zero-load value: average minimal hops H,
 //                      H * (1 + L) + 2 cycles for the head, + (flits - 1) for the tail
@@ -13,15 +14,22 @@
 //                      n-cube torus with bidirectional links, uniform traffic loads the busiest
 //                      channel with k/8 flits per flit/node/cycle injected (the bisection
 //                      argument, Dally & Towles ch. 3), so channels allow 8/k; injection and
-//                      ejection allow 1 flit/node/cycle; for k = 4 the bound is 1 (ejection)
+//                      ejection allow 1 flit/node/cycle; for k = 4 the bound is 1 (ejection),
+//                      for k = 8 it is 1 as well (channels exactly at 1)
 //   sweep              accepted throughput and latency at offered 0.1 .. 0.9
+//   sim                simulated cycles of all those runs, their wall time, cycles per second
 // Each point: a fresh network, 1000 warm-up cycles, N measured cycles (default 4000), then a
-// drain; runs that do not drain are reported with their error.
+// drain; runs that do not drain are reported with their error. The model (IciModelKind): the
+// grid where the topology fits in it (16 routers by default), else one verilated model per router;
+// both give the same cycles. --waves dumps the first run (grid only).
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -34,7 +42,33 @@ namespace {
 struct Options {
   uint64_t cycles = 4000;
   std::string waves;
+  std::vector<IciTopology> topos;
+  IciModelKind model = IciModelKind::kAuto;
 };
+
+// "4x4,4x4x4,8x8" -> tori; throws std::invalid_argument naming the bad entry.
+std::vector<IciTopology> parse_topologies(const std::string& list) {
+  std::vector<IciTopology> out;
+  std::stringstream ls(list);
+  std::string item;
+  while (std::getline(ls, item, ',')) {
+    std::array<unsigned, 3> k{1, 1, 1};
+    unsigned dims = 0;
+    std::stringstream is(item);
+    std::string num;
+    while (std::getline(is, num, 'x')) {
+      char* end = nullptr;
+      const unsigned long v = std::strtoul(num.c_str(), &end, 10);
+      if (dims == 3 || num.empty() || *end != '\0' || v < 1 || v > kIciMaxK)
+        throw std::invalid_argument("--topology " + item + ": want X[xY[xZ]], each 1.." +
+                                    std::to_string(kIciMaxK) + ", at most 3 dimensions");
+      k[dims++] = static_cast<unsigned>(v);
+    }
+    if (dims == 0) throw std::invalid_argument("--topology: empty entry in " + list);
+    out.push_back(ici_3d(k[0], k[1], k[2]));
+  }
+  return out;
+}
 
 double avg_hops(const IciTopology& t) {
   double sum = 0;
@@ -63,9 +97,18 @@ std::string run_json(const IciRunStats& st) {
   return o.str();
 }
 
+// Simulated cycles and their wall time, over all runs of one topology.
+struct SimSpeed {
+  uint64_t cycles = 0;
+  double seconds = 0;
+};
+
 IciRunStats point(const IciTopology& t, IciLength len, double rate, const Options& opt,
-                  uint64_t* asserts, const std::string& waves = "") {
-  IciNet net(t, waves);
+                  uint64_t* asserts, SimSpeed* speed, IciModelKind* model,
+                  const std::string& waves = "") {
+  const auto t0 = std::chrono::steady_clock::now();
+  IciNet net(t, waves, opt.model);
+  *model = net.model();
   IciScoreboard sb(net);
   IciTrafficConfig cfg;
   cfg.pattern = IciPattern::kUniform;
@@ -75,46 +118,68 @@ IciRunStats point(const IciTopology& t, IciLength len, double rate, const Option
   IciRunStats st = ici_run(net, sb, cfg, 1000, opt.cycles, 50000);
   if (!sb.errors().empty()) st.error = "scoreboard: " + sb.errors().front();
   *asserts += net.assert_failures();
+  speed->cycles += net.cycle();
+  speed->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return st;
 }
 
 int main_impl(int argc, char** argv) {
   Options opt;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--cycles") && i + 1 < argc) {
-      opt.cycles = std::strtoull(argv[++i], nullptr, 10);
-    } else if (!std::strcmp(argv[i], "--waves") && i + 1 < argc) {
-      opt.waves = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: bench_ici [--cycles N] [--waves FILE.fst]\n");
-      return 2;
+  const char* usage =
+      "usage: bench_ici [--topology 4x4,4x4x4,8x8] [--model auto|grid|nodes] [--cycles N] "
+      "[--waves FILE.fst]\n";
+  try {
+    opt.topos = parse_topologies("4x4,4x4x4,8x8");
+    for (int i = 1; i < argc; ++i) {
+      if (!std::strcmp(argv[i], "--cycles") && i + 1 < argc) {
+        opt.cycles = std::strtoull(argv[++i], nullptr, 10);
+      } else if (!std::strcmp(argv[i], "--waves") && i + 1 < argc) {
+        opt.waves = argv[++i];
+      } else if (!std::strcmp(argv[i], "--topology") && i + 1 < argc) {
+        opt.topos = parse_topologies(argv[++i]);
+      } else if (!std::strcmp(argv[i], "--model") && i + 1 < argc) {
+        const std::string m = argv[++i];
+        if (m == "auto")
+          opt.model = IciModelKind::kAuto;
+        else if (m == "grid")
+          opt.model = IciModelKind::kGrid;
+        else if (m == "nodes")
+          opt.model = IciModelKind::kNodes;
+        else
+          throw std::invalid_argument("--model " + m + ": must be auto, grid or nodes");
+      } else {
+        std::fputs(usage, stderr);
+        return 2;
+      }
     }
-  }
-  std::vector<IciTopology> topos = {ici_2d(4, 4)};
-  if (kIciNodes >= 64) {
-    topos.push_back(ici_3d(4, 4, 4));
-    topos.push_back(ici_2d(8, 8));
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "bench_ici: %s\n%s", e.what(), usage);
+    return 2;
   }
   uint64_t asserts = 0;
   std::ostringstream js;
-  js << "{\n  \"bench\": \"ici\",\n  \"model\": {\"routers\": " << kIciNodes
+  js << "{\n  \"bench\": \"ici\",\n  \"model\": {\"grid_routers\": " << kIciNodes
      << ", \"vcs\": " << kIciNumVc << ", \"depth\": " << kIciDepth
      << ", \"link_latency\": 1},\n  \"measure_cycles\": " << opt.cycles << ",\n  \"runs\": [";
   bool first = true;
-  for (const auto& t : topos) {
-    const unsigned k = t.k[0];
+  for (const auto& t : opt.topos) {
+    const unsigned k = std::max({t.k[0], t.k[1], t.k[2]});  // the busiest dimension
     const double bound = std::min(1.0, 8.0 / k);
     const double hops = avg_hops(t);
     for (IciLength len : {IciLength::kOne, IciLength::kFour}) {
       const unsigned flits = len == IciLength::kOne ? 1 : 4;
       const std::string waves = (first && !opt.waves.empty()) ? opt.waves : "";
-      const IciRunStats zl = point(t, len, 0.02, opt, &asserts, waves);
-      const IciRunStats sat = point(t, len, 1.0, opt, &asserts);
+      SimSpeed speed;
+      IciModelKind model = opt.model;
+      const IciRunStats zl = point(t, len, 0.02, opt, &asserts, &speed, &model, waves);
+      const IciRunStats sat = point(t, len, 1.0, opt, &asserts, &speed, &model);
       std::vector<std::pair<double, IciRunStats>> sweep;
       for (double r : {0.1, 0.3, 0.5, 0.7, 0.8, 0.9})
-        sweep.emplace_back(r, point(t, len, r, opt, &asserts));
+        sweep.emplace_back(r, point(t, len, r, opt, &asserts, &speed, &model));
       const double zl_model = hops * 2 + 2 + (flits - 1);
-      js << (first ? "" : ",") << "\n    {\"topology\": \"" << t.name() << "\", \"pattern\": "
+      const double cps = speed.seconds > 0 ? double(speed.cycles) / speed.seconds : 0;
+      js << (first ? "" : ",") << "\n    {\"topology\": \"" << t.name() << "\", \"model\": \""
+         << ici_model_name(model) << "\", \"pattern\": "
          << "\"uniform\", \"packet_flits\": " << flits << ",\n     \"avg_hops\": " << hops
          << ", \"zero_load_latency\": " << zl.avg_latency
          << ", \"zero_load_latency_model\": " << zl_model
@@ -125,12 +190,13 @@ int main_impl(int argc, char** argv) {
          << ",\n     \"sweep\": [";
       for (size_t i = 0; i < sweep.size(); ++i)
         js << (i ? ", " : "") << "\n       " << run_json(sweep[i].second);
-      js << "]}";
+      js << "],\n     \"sim\": {\"cycles\": " << speed.cycles << ", \"seconds\": " << speed.seconds
+         << ", \"cycles_per_s\": " << cps << "}}";
       std::fprintf(stderr,
-                   "%-12s %u-flit: zero-load %.1f cycles (model %.1f), saturation %.3f "
-                   "flits/node/cycle (bound %.2f, %.0f%%)\n",
+                   "%-12s %u-flit: zero-load %.2f cycles (model %.2f), saturation %.3f "
+                   "flits/node/cycle (bound %.2f, %.0f%%); %s model, %.0f cycles/s\n",
                    t.name().c_str(), flits, zl.avg_latency, zl_model, sat.accepted, bound,
-                   100.0 * sat.accepted / bound);
+                   100.0 * sat.accepted / bound, ici_model_name(model), cps);
       first = false;
     }
   }
