@@ -76,7 +76,7 @@ int cmd_traffic(const std::vector<std::string>& args) {
     topo.wrap = {wrap, wrap, wrap};
   }
   topo.link_latency = to_uint("--link-latency", get("--link-latency", "1"), 1, 1000);
-  topo.validate();  // names the rule: more nodes than the model was built with, latency, ...
+  topo.validate();  // names the rule: a dimension over 8, a latency the build cannot delay ...
 
   IciTrafficConfig cfg;
   const std::string pattern = get("--pattern", "uniform");
