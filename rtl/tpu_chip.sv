@@ -364,7 +364,7 @@ module tpu_chip
   } row_flit_t;
 
   logic             ici_rd_mem, ici_inj_valid, ici_inj_ready, ici_ej_valid, ici_ej_ready;
-  logic [1:0]       ici_inj_vc;
+  logic [1:0]       ici_inj_vc, ici_ej_vc;
   logic [3:0]       ici_inj_vc_ready;
   logic             ici_v_we, ici_a_we, ici_tx_ev, ici_rx_ev, ici_rx_drop, ici_credits_full;
   logic [15:0]      ici_rd_addr, ici_wr_addr;
@@ -410,6 +410,7 @@ module tpu_chip
     .ej_valid_i    (ici_ej_valid),
     .ej_ready_o    (ici_ej_ready),
     .ej_flit_i     (ici_ej_flit),
+    .ej_vc_i       (ici_ej_vc),
     .vmem_we_o     (ici_v_we),
     .amem_we_o     (ici_a_we),
     .wr_addr_o     (ici_wr_addr),
@@ -454,6 +455,7 @@ module tpu_chip
     .ej_valid_o    (ici_ej_valid),
     .ej_ready_i    (ici_ej_ready),
     .ej_flit_o     (ici_ej_flit),
+    .ej_vc_o       (ici_ej_vc),
     .stat_port_i   (tpu_ici_pkg::PORT_LOCAL),
     .stat_vc_i     (2'd0),
     .stat_sel_i    (tpu_ici_pkg::ICI_ST_FLITS_IN),

@@ -4,8 +4,10 @@
 // Send (ICI_SEND): NumEng send contexts, one per local VC of the router. A send's context is
 // set by the first hop of its route (ici_route: +X -X +Y -Y +Z -Z -> (port - 1) % NumEng, the
 // chip itself -> 0), so sends to one destination always use one context and one local VC and
-// arrive in order, and sends towards different links run side by side. `ready_o` says whether
-// the context of the destination `dst_i` is free, `eng_o` which one it is. A send moves
+// arrive in order, and sends towards different links run side by side. Each context queues up
+// to SendQ sends behind the one it is sending, so the sequencer hands a send over and goes on
+// (a busy link does not hold the command queue). `ready_o` says whether the context of the
+// destination `dst_i` has room, `eng_o` which one it is. A send moves
 // `rows_i` memory rows from `src_row_i` of VMEM or AMEM to chip `dst_i` as remote-write packets
 // of up to PktRows rows: a head flit (tpu_ici_pkg::ici_hdr_t in data[63:0], ptype ICI_WRITE,
 // addr = {cnt, 7'b0, dst_mem, dst_row}, len = rows in the packet) and one flit per row (the whole
@@ -13,7 +15,8 @@
 // reading its row through the one memory read port; done_o[e] pulses in the cycle context e's
 // last flit is taken (the source rows are read by then; the remote memory is written later,
 // signalled there by the counter).
-// Receive: every packet ejected by the router is taken at once (ej_ready_o is always 1). A
+// Receive: every packet ejected by the router is taken at once (ej_ready_o is always 1), with
+// a packet state per ejection VC (the router interleaves packets of different VCs). A
 // WRITE writes its rows into the memory and row its header names, one row per cycle, and adds
 // its row count to counter `addr[31:24]` when its tail flit is written. A CNT_INC adds 1 to
 // counter `addr[31:24]`. Other packet types are dropped (counted in rx_drop_o).
@@ -31,6 +34,7 @@ module tpu_ici_eng
   parameter  int unsigned NumCnt  = 64,
   parameter  int unsigned PktRows = 32,
   parameter  int unsigned NumEng  = 4,
+  parameter  int unsigned SendQ   = 4,   // sends each context holds waiting behind its active one
   localparam int unsigned RowW    = Lanes * 32,
   localparam int unsigned FlitW   = RowW + 2,
   localparam int unsigned CntW    = $clog2(NumCnt),
@@ -42,7 +46,7 @@ module tpu_ici_eng
   input  ici_topo_t        topo_i,
   // ICI_SEND
   input  logic             start_i,
-  output logic             ready_o,     // the context of dst_i is free
+  output logic             ready_o,     // the context of dst_i can take a send
   output logic [EngW-1:0]  eng_o,       // the context a send to dst_i uses
   input  logic             src_mem_i,   // 0 VMEM, 1 AMEM
   input  logic [15:0]      src_row_i,
@@ -71,6 +75,7 @@ module tpu_ici_eng
   input  logic             ej_valid_i,
   output logic             ej_ready_o,
   input  logic [FlitW-1:0] ej_flit_i,
+  input  logic [EngW-1:0]  ej_vc_i,     // the ejection VC: packets on different VCs interleave
   // received rows
   output logic             vmem_we_o,
   output logic             amem_we_o,
@@ -103,7 +108,42 @@ module tpu_ici_eng
   assign first_hop = ici_route(me_i, dst_i, topo_i);
   assign eng_o     = (first_hop.port == PORT_LOCAL) ? '0
                      : EngW'((32'(first_hop.port) - 32'd1) % NumEng);
-  assign ready_o   = !busy_q[eng_o];
+
+  // Per context, the sends waiting for it.
+  typedef struct packed {
+    logic       src_mem;
+    logic [15:0] src_row;
+    logic [15:0] rows;
+    logic       dst_mem;
+    logic [15:0] dst_row;
+    ici_coord_t dst;
+    logic [7:0] cnt;
+  } send_t;
+  send_t             q_in;
+  send_t             q_out [NumEng];
+  logic [NumEng-1:0] q_empty, q_full, q_push, q_pop;
+  assign q_in = '{src_mem: src_mem_i, src_row: src_row_i, rows: rows_i, dst_mem: dst_mem_i,
+                  dst_row: dst_row_i, dst: dst_i, cnt: cnt_i};
+  for (genvar e = 0; e < NumEng; e++) begin : gen_q
+    logic [$clog2(SendQ+1)-1:0] unused_count;
+    assign q_push[e] = start_i && eng_o == EngW'(e);
+    assign q_pop[e]  = !busy_q[e] && !q_empty[e];  // an idle context takes its next send
+    tpu_fifo #(
+      .data_t(send_t),
+      .Depth (SendQ)
+    ) i_q (
+      .clk_i  (clk_i),
+      .rst_ni (rst_ni),
+      .push_i (q_push[e]),
+      .data_i (q_in),
+      .pop_i  (q_pop[e]),
+      .data_o (q_out[e]),
+      .empty_o(q_empty[e]),
+      .full_o (q_full[e]),
+      .count_o(unused_count)
+    );
+  end
+  assign ready_o = !q_full[eng_o];
 
   // Round robin over the contexts with a flit and room in their local VC.
   always_comb begin
@@ -164,16 +204,18 @@ module tpu_ici_eng
           if (left_q[sel] == 16'd1) busy_q[sel] <= 1'b0;
         end
       end
-      if (start_i && ready_o) begin  // a free context: not the one sending above
-        busy_q[eng_o]      <= rows_i != '0;
-        need_head_q[eng_o] <= 1'b1;
-        src_mem_q[eng_o]   <= src_mem_i;
-        dst_mem_q[eng_o]   <= dst_mem_i;
-        row_q[eng_o]       <= src_row_i;
-        left_q[eng_o]      <= rows_i;
-        dst_row_q[eng_o]   <= dst_row_i;
-        dst_q[eng_o]       <= dst_i;
-        cnt_q[eng_o]       <= cnt_i;
+      for (int unsigned e = 0; e < NumEng; e++) begin
+        if (q_pop[e]) begin  // an idle context: not the one sending above
+          busy_q[e]      <= q_out[e].rows != '0;
+          need_head_q[e] <= 1'b1;
+          src_mem_q[e]   <= q_out[e].src_mem;
+          dst_mem_q[e]   <= q_out[e].dst_mem;
+          row_q[e]       <= q_out[e].src_row;
+          left_q[e]      <= q_out[e].rows;
+          dst_row_q[e]   <= q_out[e].dst_row;
+          dst_q[e]       <= q_out[e].dst;
+          cnt_q[e]       <= q_out[e].cnt;
+        end
       end
     end
   end
@@ -181,9 +223,10 @@ module tpu_ici_eng
   // ---------------------------------------------------------------------------------------------
   // Receive
   // ---------------------------------------------------------------------------------------------
-  logic        in_pkt_q, rx_mem_q, rx_write_q;
-  logic [15:0] rx_row_q;
-  logic [7:0]  rx_cnt_q, rx_len_q;
+  logic [NumEng-1:0] in_pkt_q, rx_mem_q, rx_write_q;
+  logic [15:0]       rx_row_q [NumEng];
+  logic [7:0]        rx_cnt_q [NumEng];
+  logic [7:0]        rx_len_q [NumEng];
   logic        ej_head, ej_tail;
   ici_hdr_t    ej_hdr;
   logic        inc;
@@ -197,15 +240,17 @@ module tpu_ici_eng
   assign rx_flit_o  = ej_valid_i;
 
   // A body flit of a WRITE packet writes its row.
-  assign vmem_we_o = ej_valid_i && !ej_head && in_pkt_q && rx_write_q && !rx_mem_q;
-  assign amem_we_o = ej_valid_i && !ej_head && in_pkt_q && rx_write_q && rx_mem_q;
-  assign wr_addr_o = rx_row_q;
+  assign vmem_we_o = ej_valid_i && !ej_head && in_pkt_q[ej_vc_i] && rx_write_q[ej_vc_i] &&
+                     !rx_mem_q[ej_vc_i];
+  assign amem_we_o = ej_valid_i && !ej_head && in_pkt_q[ej_vc_i] && rx_write_q[ej_vc_i] &&
+                     rx_mem_q[ej_vc_i];
+  assign wr_addr_o = rx_row_q[ej_vc_i];
   assign wr_data_o = ej_flit_i[RowW-1:0];
 
   always_comb begin
     inc    = 1'b0;
-    inc_id = rx_cnt_q;
-    inc_by = 32'(rx_len_q);
+    inc_id = rx_cnt_q[ej_vc_i];
+    inc_by = 32'(rx_len_q[ej_vc_i]);
     rx_drop_o = 1'b0;
     if (ej_valid_i && ej_head) begin
       if (ej_hdr.ptype == ICI_CNT_INC) begin
@@ -215,31 +260,33 @@ module tpu_ici_eng
       end else if (ej_hdr.ptype != ICI_WRITE) begin
         rx_drop_o = 1'b1;
       end
-    end else if (ej_valid_i && ej_tail && in_pkt_q) begin
+    end else if (ej_valid_i && ej_tail && in_pkt_q[ej_vc_i]) begin
       inc    = 1'b1;
-      inc_by = rx_write_q ? 32'(rx_len_q) : 32'd1;
+      inc_by = rx_write_q[ej_vc_i] ? 32'(rx_len_q[ej_vc_i]) : 32'd1;
     end
   end
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
-      in_pkt_q   <= 1'b0;
-      rx_mem_q   <= 1'b0;
-      rx_write_q <= 1'b0;
-      rx_row_q   <= '0;
-      rx_cnt_q   <= '0;
-      rx_len_q   <= '0;
+      in_pkt_q   <= '0;
+      rx_mem_q   <= '0;
+      rx_write_q <= '0;
+      for (int unsigned v = 0; v < NumEng; v++) begin
+        rx_row_q[v] <= '0;
+        rx_cnt_q[v] <= '0;
+        rx_len_q[v] <= '0;
+      end
     end else if (ej_valid_i) begin
       if (ej_head) begin
-        in_pkt_q   <= !ej_tail;
-        rx_mem_q   <= ej_hdr.addr[16];
-        rx_write_q <= ej_hdr.ptype == ICI_WRITE;
-        rx_row_q   <= ej_hdr.addr[15:0];
-        rx_cnt_q   <= ej_hdr.addr[31:24];
-        rx_len_q   <= ej_hdr.len;
+        in_pkt_q[ej_vc_i]   <= !ej_tail;
+        rx_mem_q[ej_vc_i]   <= ej_hdr.addr[16];
+        rx_write_q[ej_vc_i] <= ej_hdr.ptype == ICI_WRITE;
+        rx_row_q[ej_vc_i]   <= ej_hdr.addr[15:0];
+        rx_cnt_q[ej_vc_i]   <= ej_hdr.addr[31:24];
+        rx_len_q[ej_vc_i]   <= ej_hdr.len;
       end else begin
-        rx_row_q <= rx_row_q + 16'd1;
-        if (ej_tail) in_pkt_q <= 1'b0;
+        rx_row_q[ej_vc_i] <= rx_row_q[ej_vc_i] + 16'd1;
+        if (ej_tail) in_pkt_q[ej_vc_i] <= 1'b0;
       end
     end
   end
@@ -271,12 +318,14 @@ module tpu_ici_eng
   // Assertions
   InjOnlyWithRoom: assert property (@(posedge clk_i) disable iff (!rst_ni)
       inj_valid_o |-> inj_vc_ready_i[inj_vc_o] && busy_q[inj_vc_o]);
-  StartWhenFree: assert property (@(posedge clk_i) disable iff (!rst_ni)
+  StartWhenRoom: assert property (@(posedge clk_i) disable iff (!rst_ni)
       start_i |-> ready_o);
   TakeOnlyWhenOk: assert property (@(posedge clk_i) disable iff (!rst_ni)
       wait_take_i |-> wait_ok_o);
   BodyInPacket: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      ej_valid_i && !ej_head |-> in_pkt_q);
+      ej_valid_i && !ej_head |-> in_pkt_q[ej_vc_i]);
+  HeadOutsidePacket: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      ej_valid_i && ej_head |-> !in_pkt_q[ej_vc_i]);
   CounterNoWrap: assert property (@(posedge clk_i) disable iff (!rst_ni)
       inc && 32'(inc_id) < NumCnt |-> 33'(inc_cur) + 33'(inc_by) < 33'h1_0000_0000);
 

@@ -20,6 +20,8 @@ module tpu_ici_input
   parameter type flit_t = ici_flit_t,
   parameter int unsigned NumVc = 2,
   parameter int unsigned Depth = 8,
+  parameter int unsigned PortId = 0,       // this input's port (ici_port_e)
+  parameter bit LocalVcs = 1'b0,           // ejection uses VC PortId % NumVc (else VC 0)
   localparam int unsigned VcW = vc_width(NumVc)
 ) (
   input  logic                               clk_i,
@@ -56,9 +58,11 @@ module tpu_ici_input
   localparam int unsigned CntW = $clog2(Depth + 1);
 
   // The VC of the next hop for a route: the class picks the half, the destination hash the VC
-  // inside it. The local output (ejection) has one VC.
+  // inside it. The local output (ejection) uses VC 0, or with LocalVcs the VC of this input port
+  // (PortId % NumVc): packets arriving on different links eject side by side, and the packets
+  // of one source (one route, so one input port) stay in order.
   function automatic logic [VcW-1:0] vc_of(ici_route_t r, ici_coord_t dst);
-    if (r.port == PORT_LOCAL) return '0;
+    if (r.port == PORT_LOCAL) return LocalVcs ? VcW'(PortId % NumVc) : '0;
     return VcW'(32'(r.cls) * Half + dst_hash(dst) % Half);
   endfunction
 

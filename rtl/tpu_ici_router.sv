@@ -21,11 +21,14 @@
 // credit round trip).
 // Statistics: per (port, VC) flits in, flits out and stall cycles (ici_stat_e), read through
 // `stat_*_i` -> `stat_o` (combinational).
-// Local VC choice (parameter InjVcSel): 0, the head's destination hash picks the local input VC
-// and the port carries one packet at a time; 1, the injector names the VC of every flit
-// (`inj_vc_i`; a packet keeps its VC) and may interleave the flits of packets on different VCs,
-// like a link: `inj_vc_ready_o[v]` says VC v has room (several senders share the port without
-// one stalled packet blocking the others).
+// Local VCs (parameter InjVcSel): 0, the head's destination hash picks the local input VC and
+// the port carries one packet at a time each way; 1, the local port has VCs both ways, like a
+// link. Injection: the injector names the VC of every flit (`inj_vc_i`; a packet keeps its VC)
+// and may interleave the flits of packets on different VCs; `inj_vc_ready_o[v]` says VC v has
+// room (several senders share the port without one stalled packet blocking the others).
+// Ejection: a packet ejects on the VC of the port it arrived on (PortId % NumVc), `ej_vc_o`
+// names each flit's VC, and packets on different VCs interleave flit by flit (packets arriving
+// on different links eject side by side; one source's packets, one route, stay in order).
 module tpu_ici_router
   import tpu_ici_pkg::*;
 #(
@@ -62,6 +65,7 @@ module tpu_ici_router
   output logic                          ej_valid_o,
   input  logic                          ej_ready_i,
   output flit_t                         ej_flit_o,
+  output logic  [VcW-1:0]               ej_vc_o,         // InjVcSel: the flit's ejection VC
   // statistics
   input  ici_port_e                     stat_port_i,
   input  logic  [VcW-1:0]               stat_vc_i,
@@ -151,7 +155,9 @@ module tpu_ici_router
     tpu_ici_input #(
       .flit_t(flit_t),
       .NumVc (NumVc),
-      .Depth (Depth)
+      .Depth (Depth),
+      .PortId(p),
+      .LocalVcs(InjVcSel)
     ) i_input (
       .clk_i       (clk_i),
       .rst_ni      (rst_ni),
@@ -264,26 +270,36 @@ module tpu_ici_router
   end
 
   // Ejection: the local output's "downstream buffer" is this FIFO; a pop returns its credit.
+  // With local VCs it holds EjectDepth flits per VC (each VC's credits), with their VC.
+  localparam int unsigned EjFifo = InjVcSel ? EjectDepth * NumVc : EjectDepth;
+  typedef struct packed {
+    logic [VcW-1:0] vc;
+    flit_t          flit;
+  } ej_entry_t;
+  ej_entry_t ej_in, ej_out;
   logic ej_full;
-  logic [$clog2(EjectDepth+1)-1:0] unused_ej_count;
+  logic [$clog2(EjFifo+1)-1:0] unused_ej_count;
+  assign ej_in = '{vc: out_vc[0], flit: out_flit[0]};
   tpu_fifo #(
-    .data_t(flit_t),
-    .Depth (EjectDepth)
+    .data_t(ej_entry_t),
+    .Depth (EjFifo)
   ) i_eject (
     .clk_i  (clk_i),
     .rst_ni (rst_ni),
     .push_i (out_valid[0]),
-    .data_i (out_flit[0]),
+    .data_i (ej_in),
     .pop_i  (ej_pop),
-    .data_o (ej_flit_o),
+    .data_o (ej_out),
     .empty_o(ej_empty),
     .full_o (ej_full),
     .count_o(unused_ej_count)
   );
+  assign ej_flit_o = ej_out.flit;
+  assign ej_vc_o = ej_out.vc;
   assign ej_valid_o = !ej_empty;
   assign ej_pop = ej_valid_o && ej_ready_i;
   assign ocr_valid[0] = ej_pop;
-  assign ocr_vc[0] = '0;
+  assign ocr_vc[0] = ej_out.vc;
 
   // ---- Statistics and status ----
   always_comb begin

@@ -25,6 +25,7 @@ module tpu_seq
   parameter int unsigned MmSlots    = 4,
   parameter int unsigned NumCnt     = 64,
   parameter int unsigned NumEng     = 4,   // ICI send contexts
+  parameter int unsigned IciQ       = 4,   // ICI sends in flight per context (a power of two)
   localparam int unsigned EngW      = (NumEng > 1) ? $clog2(NumEng) : 1
 ) (
   input  logic       clk_i,
@@ -63,9 +64,12 @@ module tpu_seq
   output logic       wait_block_o  // the head is an ICI_WAIT whose counter is not there yet
 );
 
-  localparam int unsigned MmBase   = 3 + NumEng;
-  localparam int unsigned NumSlots = MmBase + MmSlots;  // 0 DMA, 1 LOADW, 2 VPU, 3.. ICI send
-                                                        // contexts, MmBase.. MATMUL ring
+  localparam int unsigned MmBase   = 3 + NumEng * IciQ;
+  localparam int unsigned NumSlots = MmBase + MmSlots;  // 0 DMA, 1 LOADW, 2 VPU, 3.. a ring of
+                                                        // IciQ ICI sends per send context (they
+                                                        // complete in order per context),
+                                                        // MmBase.. MATMUL ring
+  localparam int unsigned IciQW    = (IciQ > 1) ? $clog2(IciQ) : 1;
   localparam int unsigned MmW      = $clog2(MmSlots);
   localparam int unsigned SlotW    = $clog2(NumSlots);
   localparam int unsigned QCntW    = $clog2(QueueDepth + 1);
@@ -101,6 +105,7 @@ module tpu_seq
   mem_range_t       sb_wr_d  [NumSlots];
   logic [NumSlots-1:0] sb_valid_q, sb_valid_d;
   logic [MmW-1:0]   mm_head_q, mm_head_d, mm_tail_q, mm_tail_d;
+  logic [NumEng-1:0][IciQW-1:0] ici_head_q, ici_head_d, ici_tail_q, ici_tail_d;
   logic [1:0]       wt_pending_q, wt_pending_d;
   logic             halted_q, halted_d;
   chip_err_e        err_q, err_d;
@@ -259,7 +264,7 @@ module tpu_seq
   logic           can_issue;
   always_comb begin
     mm_slot = SlotW'(MmBase + 32'(mm_tail_q));
-    ici_slot = SlotW'(3 + 32'(ici_eng_i));
+    ici_slot = SlotW'(3 + 32'(ici_eng_i) * IciQ + 32'(ici_tail_q[ici_eng_i]));
     q_pop       = 1'b0;
     dma_start_o = 1'b0;
     lw_start_o  = 1'b0;
@@ -285,8 +290,14 @@ module tpu_seq
     if (dma_done_i) sb_valid_d[0] = 1'b0;
     if (lw_done_i)  sb_valid_d[1] = 1'b0;
     if (vpu_done_i) sb_valid_d[2] = 1'b0;
-    for (int unsigned e = 0; e < NumEng; e++)
-      if (ici_done_i[e]) sb_valid_d[3 + e] = 1'b0;
+    ici_head_d = ici_head_q;
+    ici_tail_d = ici_tail_q;
+    for (int unsigned e = 0; e < NumEng; e++) begin
+      if (ici_done_i[e]) begin
+        sb_valid_d[3 + e * IciQ + 32'(ici_head_q[e])] = 1'b0;
+        ici_head_d[e] = ici_head_q[e] + 1'b1;
+      end
+    end
     if (mm_done_i) begin
       sb_valid_d[MmBase + 32'(mm_head_q)] = 1'b0;
       mm_head_d = mm_head_q + 1'b1;
@@ -341,6 +352,7 @@ module tpu_seq
             end
             OpIciSend: begin
               ici_start_o = 1'b1;
+              ici_tail_d[ici_eng_i] = ici_tail_q[ici_eng_i] + 1'b1;
               sb_valid_d[ici_slot] = 1'b1;
               {sb_rd0_d[ici_slot], sb_rd1_d[ici_slot], sb_wr_d[ici_slot]} = {rd0, rd1, wr};
             end
@@ -371,6 +383,8 @@ module tpu_seq
       sb_valid_q   <= '0;
       mm_head_q    <= '0;
       mm_tail_q    <= '0;
+      ici_head_q   <= '0;
+      ici_tail_q   <= '0;
       wt_pending_q <= '0;
       halted_q     <= 1'b0;
       err_q        <= ErrNone;
@@ -385,6 +399,8 @@ module tpu_seq
       sb_valid_q   <= sb_valid_d;
       mm_head_q    <= mm_head_d;
       mm_tail_q    <= mm_tail_d;
+      ici_head_q   <= ici_head_d;
+      ici_tail_q   <= ici_tail_d;
       wt_pending_q <= wt_pending_d;
       halted_q     <= halted_d;
       err_q        <= err_d;
@@ -428,7 +444,7 @@ module tpu_seq
       chk == ErrNone && !hazard);
   for (genvar e = 0; e < NumEng; e++) begin : gen_sva_ici
     IciDoneInFlight: assert property (@(posedge clk_i) disable iff (!rst_ni)
-        ici_done_i[e] |-> sb_valid_q[3 + e]);
+        ici_done_i[e] |-> sb_valid_q[3 + e * IciQ + 32'(ici_head_q[e])]);
   end
 
 endmodule

@@ -111,6 +111,7 @@ module ici_net_tb_top
     logic  [NumDirs-1:0]          fl_busy, cr_busy;
     ici_flit_t inj_flit, ej_flit;
     logic [NumVc-1:0] unused_inj_vc_ready;  // the local VC comes from the destination hash
+    logic [VcW-1:0] unused_ej_vc;           // one packet at a time: ejection on VC 0
 
     assign me = coord_q[Id];
     assign active = 32'(Id) < num_nodes;
@@ -190,6 +191,7 @@ module ici_net_tb_top
       .ej_valid_o    (ej_valid_o[Id]),
       .ej_ready_i    (ej_ready_i[Id]),
       .ej_flit_o     (ej_flit),
+      .ej_vc_o       (unused_ej_vc),
       .stat_port_i   (ici_port_e'(stat_port_i)),
       .stat_vc_i     (stat_vc_i),
       .stat_sel_i    (ici_stat_e'(stat_sel_i)),

@@ -100,6 +100,7 @@ module ici_node_tb_top
   ici_flit_t                        inj_flit, ej_flit;
   logic                             router_idle;
   logic      [NumVc-1:0]            unused_inj_vc_ready;  // the local VC: destination hash
+  logic      [VcW-1:0]              unused_ej_vc;         // one packet at a time: VC 0
 
   for (genvar d = 0; d < NumDirs; d++) begin : gen_rx
     assign rx_flit[d].head = fl_head_i[d];
@@ -140,6 +141,7 @@ module ici_node_tb_top
     .ej_valid_o    (ej_valid_o),
     .ej_ready_i    (ej_ready_i),
     .ej_flit_o     (ej_flit),
+    .ej_vc_o       (unused_ej_vc),
     .stat_port_i   (ici_port_e'(stat_port_i)),
     .stat_vc_i     (stat_vc_i),
     .stat_sel_i    (ici_stat_e'(stat_sel_i)),

@@ -289,15 +289,20 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec,
     }
   }
 
-  // ---- Schedule each chip's ops: each as early as its dependencies allow (a software pipeline
-  // across steps: a block is forwarded as soon as it is reduced) ----
+  // ---- Schedule each chip's ops: waits and reductions in plan order, each send as early as
+  // its dependencies allow (a software pipeline across steps: a block is forwarded as soon as
+  // it is reduced, ahead of the waits for later blocks). Waits are not hoisted: a wait blocks
+  // the in-order queue, so one placed early would hold back sends that could already go. ----
   std::vector<std::vector<ChipCmd>> progs(static_cast<std::size_t>(P));
   for (int c = 0; c < P; ++c) {
     std::vector<const Op*> sched;
     for (const Op& op : ops[c]) {
-      std::size_t pos = 0;
-      for (std::size_t i = 0; i < sched.size(); ++i)
-        if (conflicts(op, *sched[i])) pos = i + 1;
+      std::size_t pos = sched.size();
+      if (op.kind == Op::kSend) {
+        pos = 0;
+        for (std::size_t i = 0; i < sched.size(); ++i)
+          if (conflicts(op, *sched[i])) pos = i + 1;
+      }
       sched.insert(sched.begin() + static_cast<std::ptrdiff_t>(pos), &op);
     }
     for (const Op* op : sched) progs[c].push_back(op->cmd);
@@ -356,8 +361,11 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec,
 
   // ---- The collective ----
   const std::vector<LinkStat> before = core.link_stats();
+  std::vector<ChipCounters> cbefore;
+  for (int c = 0; c < P; ++c) cbefore.push_back(core.counters(c));
   for (int c = 0; c < P; ++c) host_.push(c, progs[c]);
   res.collective_cycles = host_.run_until_idle();
+  for (int c = 0; c < P; ++c) res.chip_delta.push_back(core.counters(c) - cbefore[c]);
   res.link_flits = core.link_stats();
   for (std::size_t i = 0; i < res.link_flits.size(); ++i) res.link_flits[i].flits -= before[i].flits;
 

@@ -26,6 +26,7 @@ struct PodCollectiveRun {
   std::size_t commands = 0;        // commands of the collective phase, all chips
   std::size_t vmem_rows_used = 0;  // the most VMEM rows a chip needed
   std::vector<LinkStat> link_flits;  // flits per directed link in the collective phase
+  std::vector<ChipCounters> chip_delta;  // per chip: its counters over the collective phase
   uint64_t row_bytes = 0;          // bytes one flit carries (a memory row: lanes x 4)
   double link_bytes_per_cycle = 0; // what one link carries (row bytes / cycles per flit)
 };

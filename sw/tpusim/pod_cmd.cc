@@ -295,6 +295,18 @@ int run_collective(const Opts& opt, Collective kind) {
                    .set("total_bytes", total_link)
                    .set("max_link_bytes", max_link)
                    .set("links", links);
+  Json per_chip = Json::array();
+  for (int c = 0; c < P; ++c) {
+    const ChipCounters& d = r.chip_delta[c];
+    per_chip.push_back(Json::object()
+                           .set("chip", c)
+                           .set("vpu_busy_cycles", d[kStatVpuBusy])
+                           .set("ici_send_busy_cycles", d[kStatIciBusy])
+                           .set("ici_wait_cycles", d[kStatIciWait])
+                           .set("flits_sent", d[kStatIciTxFlits])
+                           .set("flits_received", d[kStatIciRxFlits]));
+  }
+  rep.set("chips", per_chip);
   rep["golden"] = Json::object()
                       .set("verdict", pass ? "pass" : "fail")
                       .set("outputs", outputs)
