@@ -127,7 +127,6 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec,
   const unsigned L = shape.cols;
   const int P = topo.num_chips();
   const bool bf16 = spec.dtype == DType::kBf16;
-  if (opt.block_rows == 0) bad("block_rows must be >= 1");
 
   PodCollectiveRun res;
   res.plan = make_plan(topo, spec);
@@ -168,6 +167,20 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec,
   }
   const std::size_t np = pc.start.size();
 
+  // Block size: the smallest transfer of the plan, clamped to 16..64 rows, unless asked.
+  uint32_t block_rows = opt.block_rows;
+  if (block_rows == 0) {
+    uint32_t smallest = 64;
+    for (const Step& st : plan.steps) {
+      for (const Transfer& t : st.transfers) {
+        uint32_t rows = 0;
+        for (std::size_t j : pc.cover(t.src_offset, t.count)) rows += pc.rows[j];
+        smallest = std::min(smallest, rows);
+      }
+    }
+    block_rows = std::clamp<uint32_t>(smallest, 16, 64);
+  }
+
   // ---- Per-chip state: where each piece's current value lives, VMEM in use, counters ----
   std::vector<std::vector<uint32_t>> loc(static_cast<std::size_t>(P), pc.first_row);
   std::vector<uint32_t> next_row(static_cast<std::size_t>(P), pc.total_rows);
@@ -207,6 +220,7 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec,
       const Transfer* t;
       RowList src, dst;
       uint32_t stage;
+      uint32_t bs = 1;  // rows per block: the transfer cut into equal blocks of <= block_rows
     };
     std::vector<Pending> pend;
     for (const Transfer& t : step.transfers) {
@@ -215,6 +229,8 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec,
       if (p.src.pieces.size() != p.dst.pieces.size() || p.src.rows != p.dst.rows)
         bad("plan step " + std::to_string(s) + ": a transfer's source and destination pieces differ");
       p.stage = alloc(t.dst, p.src.rows);
+      const uint32_t nb = std::max<uint32_t>(1, (p.src.rows + block_rows - 1) / block_rows);
+      p.bs = std::max<uint32_t>(1, (p.src.rows + nb - 1) / nb);
       pend.push_back(std::move(p));
     }
     // Sends (they read the values as they were at the start of the step), block-major: block k
@@ -222,13 +238,13 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec,
     // and run side by side on the ICI engine's contexts.
     std::size_t max_blocks = 0;
     for (const Pending& p : pend)
-      max_blocks = std::max<std::size_t>(max_blocks, (p.src.rows + opt.block_rows - 1) / opt.block_rows);
+      max_blocks = std::max<std::size_t>(max_blocks, (p.src.rows + p.bs - 1) / p.bs);
     for (std::size_t blk = 0; blk < max_blocks; ++blk) {
       for (const Pending& p : pend) {
         const Transfer& t = *p.t;
-        const uint32_t o = static_cast<uint32_t>(blk) * opt.block_rows;
+        const uint32_t o = static_cast<uint32_t>(blk) * p.bs;
         if (o >= p.src.rows) continue;
-        const uint32_t n = std::min(opt.block_rows, p.src.rows - o);
+        const uint32_t n = std::min(p.bs, p.src.rows - o);
         const int cnt = counter_of(t.dst, t.src);
         for (const Run& r : runs(p.src, loc[t.src], o, n)) {
           Op op;
@@ -247,9 +263,9 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec,
     for (std::size_t blk = 0; blk < max_blocks; ++blk) {
       for (const Pending& p : pend) {
         const Transfer& t = *p.t;
-        const uint32_t o = static_cast<uint32_t>(blk) * opt.block_rows;
+        const uint32_t o = static_cast<uint32_t>(blk) * p.bs;
         if (o >= p.src.rows) continue;
-        const uint32_t n = std::min(opt.block_rows, p.src.rows - o);
+        const uint32_t n = std::min(p.bs, p.src.rows - o);
         const int cnt = counter_of(t.dst, t.src);
         Op w;
         w.kind = Op::kWait;

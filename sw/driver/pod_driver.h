@@ -13,7 +13,10 @@
 namespace tpu {
 
 struct PodCollectiveOptions {
-  unsigned block_rows = 64;  // rows per pipelined block of a transfer
+  // Rows per pipelined block of a transfer (each transfer is cut into equal blocks of at most
+  // this many rows). 0: automatic, the plan's smallest transfer clamped to 16..64 rows, so
+  // every phase of the plan uses blocks of one size and the pipeline runs across the phases.
+  unsigned block_rows = 0;
   uint64_t hbm_base = 0;     // HBM bytes from here (64-byte aligned) hold the in/out buffers
 };
 

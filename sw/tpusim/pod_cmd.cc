@@ -30,7 +30,7 @@ const char* kPodUsage =
     "  --algo A             ring|biring|torus (default torus; all_reduce only)\n"
     "  --op sum|max         reduction (default sum)\n"
     "  --root R             broadcast root chip (default 0)\n"
-    "  --block-rows B       rows per pipelined block of a transfer (default 64)\n"
+    "  --block-rows B       rows per pipelined block of a transfer (default 0: automatic)\n"
     "  --seed S             seed of the random inputs (default 1)\n"
     "  --engine systemc|cpp SystemC pod with TLM host sockets (default) or plain C++ stepping\n"
     "  --waves-chips LIST   FST waves of these chips, e.g. 0,3 (waves/pod_chipN.fst)\n"
@@ -205,7 +205,7 @@ int run_collective(const Opts& opt, Collective kind) {
                                 std::to_string(P) + " elements (one block per chip)");
   const CollectivePlan plan = make_plan(cfg.params.topo, spec);  // checks algo, root
   PodCollectiveOptions po;
-  po.block_rows = static_cast<unsigned>(to_u64("--block-rows", get("--block-rows", "64"), 1, 4096));
+  po.block_rows = static_cast<unsigned>(to_u64("--block-rows", get("--block-rows", "0"), 0, 4096));
 
   std::mt19937_64 rng(to_u64("--seed", get("--seed", "1"), 0, ~0ull));
   std::normal_distribution<float> nd(0.0f, 4.0f);
