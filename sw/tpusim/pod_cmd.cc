@@ -12,6 +12,7 @@
 
 #include "chip_config.h"
 #include "chip_driver.h"
+#include "cli_util.h"
 #include "json.h"
 #include "pod_driver.h"
 #include "pod_sc.h"
@@ -113,39 +114,6 @@ void with_pod(const Opts& opt, PodParams params, const std::function<void(PodHos
   }
 }
 
-class Progress {
- public:
-  Progress(std::string label, bool quiet) : label_(std::move(label)), quiet_(quiet) {}
-  ~Progress() {
-    if (printed_) std::fprintf(stderr, "\n");
-  }
-  void operator()(uint64_t cycles) {
-    const auto now = std::chrono::steady_clock::now();
-    if (quiet_ || now - last_ < std::chrono::seconds(2)) return;
-    last_ = now;
-    printed_ = true;
-    std::fprintf(stderr, "\r[tpusim] %s: %llu cycles, %.1f s", label_.c_str(),
-                 static_cast<unsigned long long>(cycles),
-                 std::chrono::duration<double>(now - t0_).count());
-    std::fflush(stderr);
-  }
-
- private:
-  std::string label_;
-  bool quiet_;
-  bool printed_ = false;
-  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::time_point last_ = t0_;
-};
-
-void write_json(const std::string& path, const Json& rep) {
-  FILE* f = std::fopen(path.c_str(), "w");
-  if (!f) throw std::invalid_argument(path + ": cannot open the report for writing");
-  const std::string text = rep.dump(2) + "\n";
-  std::fwrite(text.data(), 1, text.size(), f);
-  std::fclose(f);
-}
-
 Collective parse_kind(const std::string& k) {
   for (Collective c : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather,
                        Collective::kAllToAll, Collective::kBroadcast})
@@ -219,10 +187,10 @@ int run_collective(const Opts& opt, Collective kind) {
   PodCollectiveRun r;
   const auto t0 = std::chrono::steady_clock::now();
   {
-    Progress line(std::string(collective_name(kind)) + " on " + cfg.params.topo.name(),
+    ProgressLine line(std::string(collective_name(kind)) + " on " + cfg.params.topo.name(),
                   opt.count("--quiet") > 0);
     with_pod(opt, cfg.params, [&](PodHost& h) {
-      h.progress = [&](uint64_t cyc) { line(cyc); };
+      h.progress = [&](uint64_t cyc) { line.show(std::to_string(cyc) + " cycles"); };
       r = PodDriver(h).run(spec, in, po);
       h.progress = nullptr;
     });
@@ -313,7 +281,7 @@ int run_collective(const Opts& opt, Collective kind) {
                       .set("mismatches", mismatches);
   rep.set("wall_seconds", wall)
       .set("sim_cycles_per_second", wall > 0 ? static_cast<double>(pod_cycles) / wall : 0.0);
-  if (opt.count("--json")) write_json(opt.at("--json"), rep);
+  if (opt.count("--json")) write_json_report(opt.at("--json"), rep);
 
   std::printf("%s (%s) of %llu bytes %s per chip on %s (%d chips %s, link latency %u)\n",
               collective_name(kind), spec.algorithm.c_str(), static_cast<unsigned long long>(bytes),
@@ -373,9 +341,9 @@ int cmd_pod(const std::vector<std::string>& args) {
   std::size_t mm_bad = 0;
   const auto t0 = std::chrono::steady_clock::now();
   {
-    Progress line("pod job on " + cfg.params.topo.name(), opt.count("--quiet") > 0);
+    ProgressLine line("pod job on " + cfg.params.topo.name(), opt.count("--quiet") > 0);
     with_pod(opt, cfg.params, [&](PodHost& h) {
-      h.progress = [&](uint64_t cyc) { line(cyc); };
+      h.progress = [&](uint64_t cyc) { line.show(std::to_string(cyc) + " cycles"); };
       uint64_t top = 0;
       for (int c = 0; c < P; ++c) {
         std::mt19937_64 rng(seed * 1000 + static_cast<uint64_t>(c));
@@ -445,7 +413,7 @@ int cmd_pod(const std::vector<std::string>& args) {
   rep["ici"] = Json::object().set("total_bytes", total_link).set("max_link_bytes", max_link).set("links", links);
   rep["golden"] = Json::object().set("verdict", pass ? "pass" : "fail");
   rep.set("wall_seconds", wall);
-  if (opt.count("--json")) write_json(opt.at("--json"), rep);
+  if (opt.count("--json")) write_json_report(opt.at("--json"), rep);
 
   std::printf("pod job on %s (%d chips %s): matmul %zux%zux%zu on every chip, then all-reduce "
               "(%s) of the %zu results\n",

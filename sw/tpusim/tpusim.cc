@@ -19,6 +19,7 @@
 
 #include "chip_config.h"
 #include "chip_driver.h"
+#include "cli_util.h"
 #include "json.h"
 #include "pod_cmd.h"
 #include "pod.h"
@@ -80,41 +81,6 @@ std::string default_config() {
     return local;
   }
   return std::string(TPU_SOURCE_DIR) + "/" + local;
-}
-
-// A progress line on stderr, at most every two seconds, for runs long enough to need one.
-class ProgressLine {
- public:
-  ProgressLine(std::string label, bool quiet) : label_(std::move(label)), quiet_(quiet) {}
-  ~ProgressLine() {
-    if (printed_) std::fprintf(stderr, "\n");
-  }
-  void operator()(uint64_t done, uint64_t total, const char* what) {
-    const auto now = std::chrono::steady_clock::now();
-    if (quiet_ || now - last_ < std::chrono::seconds(2)) return;
-    last_ = now;
-    printed_ = true;
-    std::fprintf(stderr, "\r[tpusim] %s: %llu/%llu %s (%.0f%%), %.1f s", label_.c_str(),
-                 static_cast<unsigned long long>(done), static_cast<unsigned long long>(total),
-                 what, total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 0.0,
-                 std::chrono::duration<double>(now - t0_).count());
-    std::fflush(stderr);
-  }
-
- private:
-  std::string label_;
-  bool quiet_;
-  bool printed_ = false;
-  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::time_point last_ = t0_;
-};
-
-void write_report(const std::string& path, const Json& rep) {
-  FILE* f = std::fopen(path.c_str(), "w");
-  if (!f) throw UsageError(path + ": cannot open the report for writing");
-  const std::string text = rep.dump(2) + "\n";
-  std::fwrite(text.data(), 1, text.size(), f);
-  std::fclose(f);
 }
 
 // The whole chip: data in HBM, DMA, sequencer, MXU and the VPU epilogue (sw/driver).
@@ -226,7 +192,7 @@ int run_chip(const ChipConfig& cfg, const std::string& config_path, const Matmul
       .set("sim_cycles_per_second", wall > 0 ? static_cast<double>(cycles) / wall : 0.0);
   if (has("--out")) rep.set("out", opt["--out"]);
   if (has("--waves")) rep.set("waves", opt["--waves"]);
-  if (has("--json")) write_report(opt["--json"], rep);
+  if (has("--json")) write_json_report(opt["--json"], rep);
 
   std::printf("matmul %zux%zux%zu (M x K x N) on chip %s: %llu tiles, %zu commands\n", sh.m, sh.k,
               sh.n, cfg.variant.c_str(), static_cast<unsigned long long>(tiles), r.commands);
@@ -391,13 +357,7 @@ int cmd_matmul(const std::vector<std::string>& args) {
       .set("sim_cycles_per_second", wall > 0 ? static_cast<double>(st.cycles) / wall : 0.0);
   if (has("--out")) rep.set("out", opt["--out"]);
   if (has("--waves")) rep.set("waves", opt["--waves"]);
-  if (has("--json")) {
-    FILE* f = std::fopen(opt["--json"].c_str(), "w");
-    if (!f) throw UsageError(opt["--json"] + ": cannot open the report for writing");
-    const std::string text = rep.dump(2) + "\n";
-    std::fwrite(text.data(), 1, text.size(), f);
-    std::fclose(f);
-  }
+  if (has("--json")) write_json_report(opt["--json"], rep);
 
   std::printf("matmul %zux%zux%zu (M x K x N) on MXU %s: %llu tiles\n", sh.m, sh.k, sh.n,
               cfg.variant.c_str(), static_cast<unsigned long long>(st.tiles));

@@ -1,0 +1,59 @@
+// Helpers the tpusim commands share: a progress line for long runs, and writing a JSON report.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+
+#include "json.h"
+
+namespace tpu {
+
+// A progress line on stderr, at most every two seconds, for runs long enough to need one; the
+// line is closed when the object goes.
+class ProgressLine {
+ public:
+  ProgressLine(std::string label, bool quiet) : label_(std::move(label)), quiet_(quiet) {}
+  ~ProgressLine() {
+    if (printed_) std::fprintf(stderr, "\n");
+  }
+  ProgressLine(const ProgressLine&) = delete;
+  ProgressLine& operator=(const ProgressLine&) = delete;
+
+  // "done/total what (P%)".
+  void operator()(uint64_t done, uint64_t total, const char* what) {
+    char text[160];
+    std::snprintf(text, sizeof text, "%llu/%llu %s (%.0f%%)", static_cast<unsigned long long>(done),
+                  static_cast<unsigned long long>(total), what,
+                  total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 0.0);
+    show(text);
+  }
+  void show(const std::string& text) {
+    const auto now = std::chrono::steady_clock::now();
+    if (quiet_ || now - last_ < std::chrono::seconds(2)) return;
+    last_ = now;
+    printed_ = true;
+    std::fprintf(stderr, "\r[tpusim] %s: %s, %.1f s", label_.c_str(), text.c_str(),
+                 std::chrono::duration<double>(now - t0_).count());
+    std::fflush(stderr);
+  }
+
+ private:
+  std::string label_;
+  bool quiet_;
+  bool printed_ = false;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_ = t0_;
+};
+
+// Writes rep (indented) to path; std::invalid_argument if the file cannot be opened.
+inline void write_json_report(const std::string& path, const Json& rep) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) throw std::invalid_argument(path + ": cannot open the report for writing");
+  const std::string text = rep.dump(2) + "\n";
+  std::fwrite(text.data(), 1, text.size(), f);
+  std::fclose(f);
+}
+
+}  // namespace tpu
