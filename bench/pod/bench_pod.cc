@@ -1,5 +1,5 @@
 // bench_pod: collectives on the pod, as JSON on stdout.
-//   bench_pod [--only allreduce|speed] [--small]
+//   bench_pod [--only allreduce|speed|speed4x4x4] [--small]
 // allreduce: all-reduce (sum, f32) on a ring of 4 and of 8 chips (ring algorithm) and on a 4x4
 //   torus (torus algorithm), 16x16 chips, 16-byte links of 2 cycles' latency: cycles against the
 //   bandwidth bound 2 (p - 1) / p N / (links B) with every link the algorithm uses busy, for a
@@ -170,7 +170,7 @@ extern "C" int sc_main(int argc, char** argv) {
     if (a == "--only" && i + 1 < argc) only = argv[++i];
     else if (a == "--small") small = true;
     else {
-      std::fprintf(stderr, "usage: bench_pod [--only allreduce|speed] [--small]\n");
+      std::fprintf(stderr, "usage: bench_pod [--only allreduce|speed|speed4x4x4] [--small]\n");
       return 2;
     }
   }
@@ -184,6 +184,7 @@ extern "C" int sc_main(int argc, char** argv) {
     allreduce_case(&first, {4, 4}, "torus", d);
     if (!small) allreduce_case(&first, {4, 4}, "torus", 8);
   }
+  if (only == "speed4x4x4") speed_case(&first, argv[0], {4, 4, 4}, "4x4");
   if (only.empty() || only == "speed") {
     speed_case(&first, argv[0], {2, 2}, "16x16");
     if (!small) {
