@@ -165,7 +165,6 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec,
     pc.first_row.push_back(pc.total_rows);
     pc.total_rows += pc.rows.back();
   }
-  const std::size_t np = pc.start.size();
 
   // Block size: the smallest transfer of the plan, clamped to 16..64 rows, unless asked.
   uint32_t block_rows = opt.block_rows;
@@ -425,7 +424,6 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec,
       at += pc.rows[j];
     }
   }
-  (void)np;
   return res;
 }
 

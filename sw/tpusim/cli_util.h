@@ -1,7 +1,9 @@
-// Helpers the tpusim commands share: a progress line for long runs, and writing a JSON report.
+// Helpers the tpusim commands share: integer options, the shipped configuration files, a
+// progress line for long runs, and writing a JSON report.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -9,6 +11,32 @@
 #include "json.h"
 
 namespace tpu {
+
+// The value of option `flag`: an integer from lo to hi, else std::invalid_argument naming both.
+inline uint64_t parse_uint(const std::string& flag, const std::string& v, uint64_t lo,
+                           uint64_t hi) {
+  std::size_t pos = 0;
+  unsigned long long x = 0;
+  try {
+    x = std::stoull(v, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  if (pos != v.size() || v.empty() || v[0] == '-' || x < lo || x > hi)
+    throw std::invalid_argument(flag + " " + v + ": must be an integer from " +
+                                std::to_string(lo) + " to " + std::to_string(hi));
+  return x;
+}
+
+// A file of the source tree (e.g. "configs/default.yaml"): relative to the working directory
+// when it is there, else in the tree tpusim was built from.
+inline std::string source_file(const std::string& rel) {
+  if (FILE* f = std::fopen(rel.c_str(), "r")) {
+    std::fclose(f);
+    return rel;
+  }
+  return std::string(TPU_SOURCE_DIR) + "/" + rel;
+}
 
 // A progress line on stderr, at most every two seconds, for runs long enough to need one; the
 // line is closed when the object goes.

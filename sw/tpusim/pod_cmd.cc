@@ -66,35 +66,12 @@ Opts parse(const std::vector<std::string>& args, const std::vector<std::string>&
   return opt;
 }
 
-uint64_t to_u64(const std::string& flag, const std::string& v, uint64_t lo, uint64_t hi) {
-  std::size_t pos = 0;
-  unsigned long long x = 0;
-  try {
-    x = std::stoull(v, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  if (pos != v.size() || v.empty() || v[0] == '-' || x < lo || x > hi)
-    throw std::invalid_argument(flag + " " + v + ": must be an integer from " + std::to_string(lo) +
-                                " to " + std::to_string(hi));
-  return x;
-}
-
-std::string default_pod_config() {
-  const std::string local = "configs/pod_2x2.yaml";
-  if (FILE* f = std::fopen(local.c_str(), "r")) {
-    std::fclose(f);
-    return local;
-  }
-  return std::string(TPU_SOURCE_DIR) + "/" + local;
-}
-
 std::vector<int> parse_chips(const std::string& v) {
   std::vector<int> out;
   std::stringstream ss(v);
   std::string item;
   while (std::getline(ss, item, ','))
-    out.push_back(static_cast<int>(to_u64("--waves-chips", item, 0, 511)));
+    out.push_back(static_cast<int>(parse_uint("--waves-chips", item, 0, 511)));
   return out;
 }
 
@@ -148,7 +125,7 @@ Json ici_json(const PodCollectiveRun& r, const Topology& topo, uint64_t* max_byt
 
 int run_collective(const Opts& opt, Collective kind) {
   auto get = [&](const char* k, const char* d) { return opt.count(k) ? opt.at(k) : std::string(d); };
-  const std::string config = get("--config", default_pod_config().c_str());
+  const std::string config = get("--config", source_file("configs/pod_2x2.yaml").c_str());
   const PodConfig cfg = load_pod_config(config);
   CollectiveSpec spec;
   spec.collective = kind;
@@ -160,22 +137,22 @@ int run_collective(const Opts& opt, Collective kind) {
   if (op != "sum" && op != "max") throw std::invalid_argument("--op " + op + ": must be 'sum' or 'max'");
   spec.op = op == "max" ? ReduceOp::kMax : ReduceOp::kSum;
   const std::size_t esz = spec.dtype == DType::kBf16 ? 2 : 4;
-  const uint64_t bytes = to_u64("--bytes", get("--bytes", "65536"), esz, 1ull << 30);
+  const uint64_t bytes = parse_uint("--bytes", get("--bytes", "65536"), esz, 1ull << 30);
   if (bytes % esz != 0)
     throw std::invalid_argument("--bytes " + std::to_string(bytes) + ": must be a multiple of " +
                                 std::to_string(esz) + " (the " + dtype + " element size)");
   spec.n = bytes / esz;
   spec.algorithm = kind == Collective::kAllReduce ? get("--algo", "torus") : "ring";
-  spec.root = static_cast<int>(to_u64("--root", get("--root", "0"), 0, 511));
+  spec.root = static_cast<int>(parse_uint("--root", get("--root", "0"), 0, 511));
   const int P = cfg.params.topo.num_chips();
   if (kind == Collective::kAllToAll && spec.n % static_cast<std::size_t>(P) != 0)
     throw std::invalid_argument("--bytes: an all_to_all buffer must hold a multiple of " +
                                 std::to_string(P) + " elements (one block per chip)");
   const CollectivePlan plan = make_plan(cfg.params.topo, spec);  // checks algo, root
   PodCollectiveOptions po;
-  po.block_rows = static_cast<unsigned>(to_u64("--block-rows", get("--block-rows", "0"), 0, 4096));
+  po.block_rows = static_cast<unsigned>(parse_uint("--block-rows", get("--block-rows", "0"), 0, 4096));
 
-  std::mt19937_64 rng(to_u64("--seed", get("--seed", "1"), 0, ~0ull));
+  std::mt19937_64 rng(parse_uint("--seed", get("--seed", "1"), 0, ~0ull));
   std::normal_distribution<float> nd(0.0f, 4.0f);
   std::vector<std::vector<uint32_t>> in(static_cast<std::size_t>(P));
   for (int c = 0; c < P; ++c)
@@ -323,12 +300,12 @@ int cmd_pod(const std::vector<std::string>& args) {
                           "--waves-chips", "--json"},
                          {"--quiet"});
   auto get = [&](const char* k, const char* d) { return opt.count(k) ? opt.at(k) : std::string(d); };
-  const std::string config = get("--config", default_pod_config().c_str());
+  const std::string config = get("--config", source_file("configs/pod_2x2.yaml").c_str());
   const PodConfig cfg = load_pod_config(config);
-  const std::size_t M = to_u64("--m", get("--m", "64"), 1, 4096);
-  const std::size_t K = to_u64("--k", get("--k", "64"), 1, 4096);
-  const std::size_t N = to_u64("--n", get("--n", "64"), 1, 4096);
-  const uint64_t seed = to_u64("--seed", get("--seed", "1"), 0, ~0ull);
+  const std::size_t M = parse_uint("--m", get("--m", "64"), 1, 4096);
+  const std::size_t K = parse_uint("--k", get("--k", "64"), 1, 4096);
+  const std::size_t N = parse_uint("--n", get("--n", "64"), 1, 4096);
+  const uint64_t seed = parse_uint("--seed", get("--seed", "1"), 0, ~0ull);
   const int P = cfg.params.topo.num_chips();
   CollectiveSpec spec;
   spec.n = M * N;

@@ -59,30 +59,6 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-std::size_t parse_size(const std::string& flag, const std::string& v, std::size_t lo,
-                       std::size_t hi) {
-  std::size_t pos = 0;
-  unsigned long long x = 0;
-  try {
-    x = std::stoull(v, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  if (pos != v.size() || v.empty() || v[0] == '-' || x < lo || x > hi)
-    throw UsageError(flag + " " + v + ": must be an integer from " + std::to_string(lo) + " to " +
-                     std::to_string(hi));
-  return static_cast<std::size_t>(x);
-}
-
-std::string default_config() {
-  const std::string local = "configs/default.yaml";
-  if (FILE* f = std::fopen(local.c_str(), "r")) {
-    std::fclose(f);
-    return local;
-  }
-  return std::string(TPU_SOURCE_DIR) + "/" + local;
-}
-
 // The whole chip: data in HBM, DMA, sequencer, MXU and the VPU epilogue (sw/driver).
 int run_chip(const ChipConfig& cfg, const std::string& config_path, const MatmulShape& sh,
              const std::vector<bf16_t>& a, const std::vector<bf16_t>& w, const std::string& inputs,
@@ -255,7 +231,7 @@ int cmd_matmul(const std::vector<std::string>& args) {
                        "' does not exist");
   }
 
-  const std::string config_path = has("--config") ? opt["--config"] : default_config();
+  const std::string config_path = has("--config") ? opt["--config"] : source_file("configs/default.yaml");
   ChipConfig cfg = load_chip_config(config_path);
   if (has("--variant")) cfg.variant = opt["--variant"];
 
@@ -280,10 +256,10 @@ int cmd_matmul(const std::vector<std::string>& args) {
     inputs = "files: A=" + opt["--a"] + " W=" + opt["--w"];
   } else {
     const std::size_t kMax = 1u << 16;
-    if (has("--m")) sh.m = parse_size("--m", opt["--m"], 1, kMax);
-    if (has("--k")) sh.k = parse_size("--k", opt["--k"], 1, kMax);
-    if (has("--n")) sh.n = parse_size("--n", opt["--n"], 1, kMax);
-    const uint64_t seed = has("--seed") ? parse_size("--seed", opt["--seed"], 0, ~0ull >> 1) : 1;
+    if (has("--m")) sh.m = parse_uint("--m", opt["--m"], 1, kMax);
+    if (has("--k")) sh.k = parse_uint("--k", opt["--k"], 1, kMax);
+    if (has("--n")) sh.n = parse_uint("--n", opt["--n"], 1, kMax);
+    const uint64_t seed = has("--seed") ? parse_uint("--seed", opt["--seed"], 0, ~0ull >> 1) : 1;
     const std::string dist = has("--dist") ? opt["--dist"] : "narrow";
     if (dist != "narrow" && dist != "wide")
       throw UsageError("--dist " + dist + ": must be 'narrow' or 'wide'");

@@ -7,6 +7,7 @@
 
 #include "ici_net.h"
 #include "ici_traffic.h"
+#include "cli_util.h"
 #include "json.h"
 
 namespace tpu {
@@ -22,24 +23,6 @@ const char* kTrafficUsage =
     "  --link-latency C      cycles per link (default 1)\n"
     "  --seed S              traffic seed (default 1)\n"
     "  --json FILE           write the JSON report\n";
-
-namespace {
-
-unsigned to_uint(const std::string& flag, const std::string& v, unsigned lo, unsigned hi) {
-  std::size_t pos = 0;
-  unsigned long x = 0;
-  try {
-    x = std::stoul(v, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  if (pos != v.size() || v.empty() || v[0] == '-' || x < lo || x > hi)
-    throw std::invalid_argument(flag + " " + v + ": must be an integer from " +
-                                std::to_string(lo) + " to " + std::to_string(hi));
-  return static_cast<unsigned>(x);
-}
-
-}  // namespace
 
 int cmd_traffic(const std::vector<std::string>& args) {
   std::map<std::string, std::string> opt;
@@ -67,7 +50,7 @@ int cmd_traffic(const std::vector<std::string>& args) {
     while (true) {
       const std::size_t x = t.find('x', start);
       if (dim == 3) throw std::invalid_argument("--topology " + t + ": at most 3 dimensions");
-      k[dim++] = to_uint("--topology", t.substr(start, x - start), 1, 8);
+      k[dim++] = static_cast<unsigned>(parse_uint("--topology", t.substr(start, x - start), 1, 8));
       if (x == std::string::npos) break;
       start = x + 1;
     }
@@ -75,7 +58,8 @@ int cmd_traffic(const std::vector<std::string>& args) {
     const bool wrap = !opt.count("--mesh");
     topo.wrap = {wrap, wrap, wrap};
   }
-  topo.link_latency = to_uint("--link-latency", get("--link-latency", "1"), 1, 1000);
+  topo.link_latency =
+      static_cast<unsigned>(parse_uint("--link-latency", get("--link-latency", "1"), 1, 1000));
   topo.validate();  // names the rule: a dimension over 8, a latency the build cannot delay ...
 
   IciTrafficConfig cfg;
@@ -104,8 +88,8 @@ int cmd_traffic(const std::vector<std::string>& args) {
       throw std::invalid_argument("--rate " + r + ": must be a number in (0, 1]");
     cfg.rate = x;
   }
-  cfg.seed = to_uint("--seed", get("--seed", "1"), 0, 0x7fffffff);
-  const uint64_t cycles = to_uint("--cycles", get("--cycles", "4000"), 1, 100000000);
+  cfg.seed = static_cast<unsigned>(parse_uint("--seed", get("--seed", "1"), 0, 0x7fffffff));
+  const uint64_t cycles = parse_uint("--cycles", get("--cycles", "4000"), 1, 100000000);
 
   std::fprintf(stderr, "[tpusim] traffic: %s, %s, %s flits, offered %.3f, %llu cycles\n",
                topo.name().c_str(), pattern.c_str(), len.c_str(), cfg.rate,

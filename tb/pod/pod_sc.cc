@@ -60,7 +60,6 @@ void ScChip::b_transport(tlm::tlm_generic_payload& t, sc_time& delay) {
   } else if (a + n <= core.shape().hbm_bytes && a % 64 == 0 && n % 64 == 0) {
     // A copy through the host port: it takes simulated time, the other chips run meanwhile.
     const auto op = core.agent(id_).mem(t.is_write(), a, p, n);
-    const sc_time start = sc_core::sc_time_stamp();
     while (!op->finished()) {
       sc_core::wait(pod_.cycle_ev_);
       if (pod_.err_) {
@@ -69,7 +68,6 @@ void ScChip::b_transport(tlm::tlm_generic_payload& t, sc_time& delay) {
       }
     }
     if (t.is_read() && n) std::memcpy(p, op->data.data(), n);
-    (void)start;
   } else {
     t.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
   }
