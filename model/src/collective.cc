@@ -1,6 +1,7 @@
 #include "tpu/collective.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -432,8 +433,10 @@ std::size_t CollectivePlan::output_len(int chip) const {
   return len;
 }
 
-CollectivePlan make_plan(const Topology& topo, const CollectiveSpec& spec) {
-  topo.validate();
+namespace {
+
+// The plan of one group that is the whole of `topo` (spec.group_dims is ignored).
+CollectivePlan plan_whole(const Topology& topo, const CollectiveSpec& spec) {
   const std::string& algo = spec.algorithm;
   const char* coll = collective_name(spec.collective);
   if (!known_algorithm(algo)) {
@@ -586,6 +589,259 @@ CollectivePlan make_plan(const Topology& topo, const CollectiveSpec& spec) {
     }
   }
   return plan;
+}
+
+std::string dims_text(const std::vector<int>& dims) {
+  std::string s = "{";
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "}";
+}
+
+bool in_dims(const std::vector<int>& dims, int d) {
+  return std::find(dims.begin(), dims.end(), d) != dims.end();
+}
+
+}  // namespace
+
+CollectivePlan make_plan(const Topology& topo, const CollectiveSpec& spec) {
+  topo.validate();
+  if (spec.group_dims.empty()) return plan_whole(topo, spec);
+  const std::vector<int>& dims = spec.group_dims;
+  validate_group_dims(topo, dims, "group_dims");
+  const Topology sub = group_topology(topo, dims);
+  CollectiveSpec sub_spec = spec;
+  sub_spec.group_dims.clear();
+  CollectivePlan g;
+  try {
+    g = plan_whole(sub, sub_spec);
+  } catch (const std::invalid_argument& e) {
+    bad(std::string(e.what()) + " (per group: group_dims " + dims_text(dims) + " of " +
+        topo.name() + " make groups of " + std::to_string(sub.num_chips()) + " chips, " +
+        sub.name() + ")");
+  }
+  // members[group][rank] = pod chip id.
+  const int pi = topo.num_chips();
+  const std::size_t gs = static_cast<std::size_t>(sub.num_chips());
+  const std::size_t groups = static_cast<std::size_t>(pi) / gs;
+  std::vector<std::vector<int>> members(groups, std::vector<int>(gs, -1));
+  CollectivePlan plan;
+  plan.topo = topo;
+  plan.spec = spec;
+  plan.buffer_len = g.buffer_len;
+  plan.element_bytes = g.element_bytes;
+  plan.chips.resize(static_cast<std::size_t>(pi));
+  for (int c = 0; c < pi; ++c) {
+    const std::size_t rank = static_cast<std::size_t>(group_rank(topo, dims, c));
+    members[static_cast<std::size_t>(group_index(topo, dims, c))][rank] = c;
+    plan.chips[static_cast<std::size_t>(c)] = g.chips[rank];
+  }
+  plan.steps.resize(g.steps.size());
+  for (std::size_t s = 0; s < g.steps.size(); ++s) {
+    plan.steps[s].phase = g.steps[s].phase;
+    plan.steps[s].transfers.reserve(groups * g.steps[s].transfers.size());
+    for (std::size_t gi = 0; gi < groups; ++gi) {
+      for (const Transfer& t : g.steps[s].transfers) {
+        Transfer u = t;
+        u.src = members[gi][static_cast<std::size_t>(t.src)];
+        u.dst = members[gi][static_cast<std::size_t>(t.dst)];
+        u.route.dim = dims[static_cast<std::size_t>(t.route.dim)];
+        plan.steps[s].transfers.push_back(u);
+      }
+    }
+  }
+  return plan;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Groups and mesh axes
+
+void validate_group_dims(const Topology& topo, const std::vector<int>& dims,
+                         const std::string& field) {
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    const std::string at = field + "[" + std::to_string(i) + "]: " + std::to_string(dims[i]);
+    if (dims[i] < 0 || dims[i] >= topo.rank()) {
+      bad(at + " is not a dimension of " + topo.name() + "; each entry is 0 .. " +
+          std::to_string(topo.rank() - 1) + " (0 = x, 1 = y, 2 = z)");
+    }
+    if (i > 0 && dims[i] == dims[i - 1]) {
+      bad(at + " appears twice in " + dims_text(dims) + "; no duplicates");
+    }
+    if (i > 0 && dims[i] < dims[i - 1]) {
+      bad(at + " after " + std::to_string(dims[i - 1]) + " in " + dims_text(dims) +
+          "; the dimensions must be strictly increasing");
+    }
+  }
+}
+
+Topology group_topology(const Topology& topo, const std::vector<int>& dims) {
+  topo.validate();
+  if (dims.empty()) return topo;
+  validate_group_dims(topo, dims);
+  Topology sub;
+  for (int d : dims) {
+    sub.size.push_back(topo.size[static_cast<std::size_t>(d)]);
+    sub.wrap.push_back(topo.wrap[static_cast<std::size_t>(d)]);
+  }
+  return sub;
+}
+
+int group_size(const Topology& topo, const std::vector<int>& dims) {
+  return group_topology(topo, dims).num_chips();
+}
+
+int group_rank(const Topology& topo, const std::vector<int>& dims, int chip) {
+  if (dims.empty()) return chip;
+  const PodCoord c = topo.coord(chip);
+  int rank = 0;
+  for (std::size_t k = dims.size(); k-- > 0;) {
+    const int d = dims[k];
+    rank = rank * topo.extent(d) + c[static_cast<std::size_t>(d)];
+  }
+  return rank;
+}
+
+int group_index(const Topology& topo, const std::vector<int>& dims, int chip) {
+  if (dims.empty()) return 0;
+  const PodCoord c = topo.coord(chip);
+  int index = 0;
+  for (int d = topo.rank() - 1; d >= 0; --d) {
+    if (!in_dims(dims, d)) index = index * topo.extent(d) + c[static_cast<std::size_t>(d)];
+  }
+  return index;
+}
+
+int Mesh::num_chips() const {
+  int p = 1;
+  for (const MeshAxis& a : axes) p *= a.size;
+  return p;
+}
+
+int Mesh::axis_size(const std::string& name) const {
+  for (const MeshAxis& a : axes) {
+    if (a.name == name) return a.size;
+  }
+  bad("mesh axis '" + name + "': not in the mesh '" + text() + "'");
+}
+
+std::string Mesh::text() const {
+  std::string s;
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    s += (i ? "," : "") + axes[i].name + "=" + std::to_string(axes[i].size);
+  }
+  return s;
+}
+
+namespace {
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  const auto e = s.find_last_not_of(" \t");
+  return s.substr(b, e - b + 1);
+}
+
+}  // namespace
+
+Mesh parse_mesh(const std::string& text) {
+  const std::string where = "mesh '" + text + "': ";
+  if (trim(text).empty()) bad(where + "empty; expected name=size,... (e.g. 'data=16,model=4')");
+  Mesh mesh;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', start);
+    const std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::size_t eq = item.find('=');
+    if (eq == std::string::npos) {
+      bad(where + "item '" + trim(item) + "' is not name=size");
+    }
+    MeshAxis axis;
+    axis.name = trim(item.substr(0, eq));
+    const std::string size = trim(item.substr(eq + 1));
+    if (axis.name.empty()) bad(where + "item '" + trim(item) + "' has an empty name");
+    for (char ch : axis.name) {
+      if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_')) {
+        bad(where + "name '" + axis.name + "': only letters, digits and '_'");
+      }
+    }
+    for (const MeshAxis& a : mesh.axes) {
+      if (a.name == axis.name) bad(where + "duplicate name '" + axis.name + "'; names are unique");
+    }
+    const std::size_t digits0 = (!size.empty() && size[0] == '-') ? 1 : 0;
+    bool integer = size.size() > digits0 && size.size() - digits0 <= 9;
+    for (std::size_t i = digits0; integer && i < size.size(); ++i) {
+      integer = std::isdigit(static_cast<unsigned char>(size[i])) != 0;
+    }
+    if (!integer) {
+      bad(where + "size '" + size + "' of '" + axis.name +
+          "' is not an integer (decimal digits, at most 9)");
+    }
+    axis.size = std::stoi(size);
+    if (axis.size < 1) {
+      bad(where + "size " + std::to_string(axis.size) + " of '" + axis.name +
+          "'; each axis has size >= 1");
+    }
+    mesh.axes.push_back(axis);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return mesh;
+}
+
+std::vector<int> mesh_axis_dims(const Topology& topo, const Mesh& mesh, const std::string& axis) {
+  topo.validate();
+  const std::string where = "mesh '" + mesh.text() + "' on " + topo.name() + ": ";
+  std::size_t want = mesh.axes.size();
+  for (std::size_t i = 0; i < mesh.axes.size(); ++i) {
+    if (mesh.axes[i].name == axis) want = i;
+  }
+  if (want == mesh.axes.size()) {
+    std::string names;
+    for (const MeshAxis& a : mesh.axes) names += (names.empty() ? "'" : ", '") + a.name + "'";
+    bad(where + "axis '" + axis + "' is not in the mesh; its axes are " +
+        (names.empty() ? std::string("none") : names));
+  }
+  for (const MeshAxis& a : mesh.axes) {
+    if (a.size < 1) bad(where + "axis '" + a.name + "' has size " + std::to_string(a.size));
+  }
+  if (mesh.num_chips() != topo.num_chips()) {
+    bad(where + "the axes multiply to " + std::to_string(mesh.num_chips()) +
+        " chips; the pod has " + std::to_string(topo.num_chips()));
+  }
+  // Axes take dimensions in order; see the header for where dimensions of one chip go.
+  int cursor = 0;
+  std::vector<int> result;
+  for (std::size_t i = 0; i < mesh.axes.size(); ++i) {
+    const MeshAxis& a = mesh.axes[i];
+    const bool last = i + 1 == mesh.axes.size();
+    std::vector<int> dims;
+    int product = 1;
+    if (a.size == 1) {
+      while (cursor < topo.rank() && topo.extent(cursor) == 1 && (dims.empty() || last)) {
+        dims.push_back(cursor++);
+      }
+      if (dims.empty()) {
+        bad(where + "axis '" + a.name + "' has size 1 and no dimension of one chip at its place " +
+            "(dim " + std::to_string(cursor) + "): a group of one chip, which group_dims cannot " +
+            "express; a collective over it moves nothing");
+      }
+    } else {
+      while (cursor < topo.rank() && product < a.size) {
+        product *= topo.extent(cursor);
+        dims.push_back(cursor++);
+      }
+      if (product != a.size) {
+        bad(where + "axis '" + a.name + "' of size " + std::to_string(a.size) +
+            " does not line up with whole torus dimensions: dims " + dims_text(dims) + " have " +
+            std::to_string(product) + " chips");
+      }
+    }
+    if (last) {
+      while (cursor < topo.rank()) dims.push_back(cursor++);  // only dims of one chip are left
+    }
+    if (i == want) result = dims;
+  }
+  return result;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -755,6 +1011,11 @@ int allreduce_links_per_chip(const Topology& topo, const std::string& algorithm)
   if (algorithm == "biring") return 2;
   if (algorithm == "torus") return 2 * static_cast<int>(topo.active_dims().size());
   bad("algorithm: unknown '" + algorithm + "'; expected 'ring', 'biring' or 'torus'");
+}
+
+int allreduce_links_per_chip(const Topology& topo, const std::vector<int>& group_dims,
+                             const std::string& algorithm) {
+  return allreduce_links_per_chip(group_topology(topo, group_dims), algorithm);
 }
 
 }  // namespace tpu

@@ -1,7 +1,8 @@
 // tpu collectives (model/include/tpu/collective.h, docs/collectives.md): plan invariants (links,
 // disjoint receives, step counts, busy torus links), the golden executor against expected values
 // written here from the algorithms' definitions, error bounds against an exact sum, link costs
-// against the bandwidth bound, and the errors on invalid input.
+// against the bandwidth bound, the errors on invalid input; collectives over groups (mesh axes)
+// against each group's own plan, and collectives in rounds against their splitting rule.
 #include "tpu/collective.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <ostream>
 #include <random>
 #include <set>
@@ -699,6 +701,445 @@ TEST(CollectiveErrors, InvalidInputNamesTheParameterAndTheRule) {
   CollectivePlan broken = plan;
   broken.steps[0].transfers.push_back(broken.steps[0].transfers[0]);
   expect_invalid([&] { execute_plan_f32(broken, ok); }, {"plan", "twice"});
+}
+
+
+// ------------------------------------------------------------------------------------------
+// Groups (mesh axes): a grouped plan is every group's own plan, all at once.
+
+const std::vector<Collective> kAllCollectives = {Collective::kAllReduce,
+                                                 Collective::kReduceScatter,
+                                                 Collective::kAllGather, Collective::kAllToAll,
+                                                 Collective::kBroadcast};
+
+// The groups of `dims`, from the definition: chips that share their coordinates in the other
+// dimensions; a chip's rank is its coordinates in `dims`, the first fastest.
+struct Groups {
+  Topology sub;                          // sizes and wraps of dims, in order
+  std::vector<std::vector<int>> members;  // members[g][rank] = pod chip
+  std::vector<int> group_of, rank_of;     // per pod chip
+};
+
+Groups groups_of(const Topology& t, const std::vector<int>& dims) {
+  Groups g;
+  for (int d : dims) {
+    g.sub.size.push_back(t.size[static_cast<size_t>(d)]);
+    g.sub.wrap.push_back(t.wrap[static_cast<size_t>(d)]);
+  }
+  const size_t gs = static_cast<size_t>(g.sub.num_chips());
+  std::map<std::vector<int>, int> key_group;
+  for (int c = 0; c < t.num_chips(); ++c) {
+    const PodCoord x = t.coord(c);
+    std::vector<int> key;
+    for (int d = 0; d < t.rank(); ++d) {
+      if (std::find(dims.begin(), dims.end(), d) == dims.end()) key.push_back(x[static_cast<size_t>(d)]);
+    }
+    int rank = 0, stride = 1;
+    for (int d : dims) {
+      rank += x[static_cast<size_t>(d)] * stride;
+      stride *= t.extent(d);
+    }
+    auto it = key_group.find(key);
+    if (it == key_group.end()) {
+      it = key_group.emplace(key, static_cast<int>(g.members.size())).first;
+      g.members.emplace_back(gs, -1);
+    }
+    g.members[static_cast<size_t>(it->second)][static_cast<size_t>(rank)] = c;
+    g.group_of.push_back(it->second);
+    g.rank_of.push_back(rank);
+  }
+  return g;
+}
+
+std::vector<int> all_dims(const Topology& t) {
+  std::vector<int> d;
+  for (int i = 0; i < t.rank(); ++i) d.push_back(i);
+  return d;
+}
+
+struct GroupCase {
+  std::string name;
+  Topology topo;
+  std::vector<int> dims;
+  std::string mesh, axis;  // when set: mesh_axis_dims(topo, parse_mesh(mesh), axis) == dims
+};
+
+std::vector<GroupCase> group_cases() {
+  const Topology t444 = Topology::torus({4, 4, 4});
+  return {{"torus4x4_x", Topology::torus({4, 4}), {0}, "x=4,y=4", "x"},
+          {"torus4x4_y", Topology::torus({4, 4}), {1}, "x=4,y=4", "y"},
+          {"torus2x2x2_xy", Topology::torus({2, 2, 2}), {0, 1}, "", ""},
+          {"torus2x2x2_xz", Topology::torus({2, 2, 2}), {0, 2}, "", ""},
+          {"torus4x4x4_data", t444, {0, 1}, "data=16,model=4", "data"},
+          {"torus4x4x4_model", t444, {2}, "data=16,model=4", "model"},
+          {"mesh3x3_x", Topology::mesh({3, 3}), {0}, "x=3,y=3", "x"},
+          {"mixed4x1x2_yz", mixed_4x1x2(), {1, 2}, "a=4,b=2", "b"}};
+}
+
+struct GroupCollCase {
+  std::string name;
+  GroupCase group;
+  Collective coll;
+  std::string algo;
+  ReduceOp op;
+  DType dtype;
+};
+
+// Every collective and algorithm the group's sub-topology allows, sum and max, f32 and bf16.
+template <class Case, class Make>
+std::vector<Case> sweep(const std::string& prefix, const Topology& sub, const Make& make) {
+  std::vector<Case> cases;
+  for (Collective c : kAllCollectives) {
+    std::vector<std::string> algos = {"ring"};
+    if (c != Collective::kAllToAll) algos.push_back("biring");
+    if (c == Collective::kAllReduce && sub.active_dims().size() >= 2) algos.push_back("torus");
+    for (const std::string& a : algos) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+        if (!collective_reduces(c) && op == ReduceOp::kMax) continue;
+        for (DType dt : {DType::kF32, DType::kBf16}) {
+          std::string name = prefix + "_" + collective_name(c) + "_" + a;
+          if (collective_reduces(c)) name += std::string("_") + reduce_op_name(op);
+          cases.push_back(make(name + "_" + dtype_name(dt), c, a, op, dt));
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+std::vector<GroupCollCase> group_coll_cases() {
+  std::vector<GroupCollCase> cases;
+  for (const GroupCase& gc : group_cases()) {
+    const auto more = sweep<GroupCollCase>(
+        gc.name, groups_of(gc.topo, gc.dims).sub,
+        [&](const std::string& n, Collective c, const std::string& a, ReduceOp op, DType dt) {
+          return GroupCollCase{n, gc, c, a, op, dt};
+        });
+    cases.insert(cases.end(), more.begin(), more.end());
+  }
+  return cases;
+}
+
+// The f64 bound of a sum over `p` chips (see MatchesTheAlgorithmAndTheExactValue), for inputs
+// without special values: |r - exact| <= bound.
+void expect_within_sum_bound(const std::vector<float>& x, uint32_t got, DType dt,
+                             const std::string& what) {
+  double exact = 0, abs_sum = 0;
+  for (float v : x) {
+    exact += v;  // exact: random_values keeps it so
+    abs_sum += std::fabs(v);
+  }
+  const double u = std::ldexp(1.0, -24);
+  const double k = static_cast<double>(x.size() - 1);
+  double bound = k * u / (1 - k * u) * abs_sum;
+  if (dt == DType::kBf16) bound += std::ldexp(1.0, -8) * (std::fabs(exact) + bound);
+  EXPECT_LE(std::fabs(static_cast<double>(widen(got, dt)) - exact), bound) << what;
+}
+
+void PrintTo(const GroupCollCase& c, std::ostream* os) { *os << c.name; }
+
+class CollectiveGroups : public ::testing::TestWithParam<GroupCollCase> {};
+
+TEST_P(CollectiveGroups, EachGroupRunsItsOwnPlanOnItsOwnLinks) {
+  const GroupCollCase& gc = GetParam();
+  const Topology& t = gc.group.topo;
+  const std::vector<int>& dims = gc.group.dims;
+  if (!gc.group.mesh.empty()) {
+    EXPECT_EQ(mesh_axis_dims(t, parse_mesh(gc.group.mesh), gc.group.axis), dims);
+  }
+  const Groups g = groups_of(t, dims);
+  const size_t p = static_cast<size_t>(t.num_chips());
+  const size_t gp = static_cast<size_t>(g.sub.num_chips());
+  EXPECT_EQ(group_size(t, dims), static_cast<int>(gp));
+  for (int c = 0; c < t.num_chips(); ++c) {
+    EXPECT_EQ(group_rank(t, dims, c), g.rank_of[static_cast<size_t>(c)]) << "chip " << c;
+  }
+  std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>{}(gc.name)));
+  std::vector<size_t> sizes = {0, 1, gp + 1, 97};
+  if (gc.coll == Collective::kAllToAll) sizes = {0, gp, 3 * gp, 13 * gp};
+  for (size_t n : sizes) {
+    for (int root : {0, static_cast<int>(gp) - 1}) {
+      if (gc.coll != Collective::kBroadcast && root != 0) continue;
+      for (bool special : {false, true}) {
+        if (special && !collective_reduces(gc.coll)) continue;
+        SCOPED_TRACE("n = " + std::to_string(n) + " root = " + std::to_string(root) +
+                     (special ? " special" : ""));
+        CollectiveSpec spec;
+        spec.collective = gc.coll;
+        spec.op = gc.op;
+        spec.dtype = gc.dtype;
+        spec.n = n;
+        spec.algorithm = gc.algo;
+        spec.root = root;
+        spec.group_dims = dims;
+        const CollectivePlan plan = make_plan(t, spec);
+        check_plan(plan);
+        EXPECT_EQ(plan.spec.group_dims, dims);
+        CollectiveSpec sub_spec = spec;
+        sub_spec.group_dims.clear();
+        const CollectivePlan sub = make_plan(g.sub, sub_spec);
+        ASSERT_EQ(plan.steps.size(), sub.steps.size());
+        EXPECT_EQ(plan.buffer_len, sub.buffer_len);
+        EXPECT_EQ(plan.element_bytes, sub.element_bytes);
+        // (c) Every transfer stays in its group and in the group's dimensions.
+        for (size_t s = 0; s < plan.steps.size(); ++s) {
+          EXPECT_EQ(plan.steps[s].phase, sub.steps[s].phase);
+          EXPECT_EQ(plan.steps[s].transfers.size(),
+                    g.members.size() * sub.steps[s].transfers.size());
+          for (const Transfer& x : plan.steps[s].transfers) {
+            EXPECT_EQ(g.group_of[static_cast<size_t>(x.src)], g.group_of[static_cast<size_t>(x.dst)])
+                << "step " << s << " " << x.src << "->" << x.dst << " crosses groups";
+            EXPECT_NE(std::find(dims.begin(), dims.end(), x.route.dim), dims.end())
+                << "step " << s << " route in dim " << x.route.dim;
+          }
+        }
+        for (size_t c = 0; c < p; ++c) {
+          EXPECT_EQ(plan.input_len(static_cast<int>(c)),
+                    sub.input_len(g.rank_of[c]));
+        }
+        // (a) The pod's output is each group's own plan run on the group's inputs.
+        Buffers in;
+        if (collective_reduces(gc.coll)) {
+          in = random_values(p, n, gc.dtype, special, rng);
+        } else {
+          in = random_bits(p, [&](size_t c) { return plan.input_len(static_cast<int>(c)); },
+                           gc.dtype, rng);
+        }
+        const Buffers out = run(plan, in);
+        for (const std::vector<int>& m : g.members) {
+          Buffers sub_in;
+          for (int c : m) sub_in.push_back(in[static_cast<size_t>(c)]);
+          const Buffers sub_out = run(sub, sub_in);
+          for (size_t r = 0; r < gp; ++r) {
+            EXPECT_EQ(out[static_cast<size_t>(m[r])], sub_out[r]) << "chip " << m[r];
+          }
+        }
+        // (b) Reductions: max exact over the group, sum within the f64 bound of the group's sum.
+        if (!collective_reduces(gc.coll) || special) continue;
+        for (size_t c = 0; c < p; ++c) {
+          const std::vector<int>& m = g.members[static_cast<size_t>(g.group_of[c])];
+          const size_t first = gc.coll == Collective::kAllReduce
+                                   ? 0 : rule_start(n, gp, static_cast<size_t>(g.rank_of[c]));
+          for (size_t i = 0; i < out[c].size(); ++i) {
+            std::vector<float> x;
+            for (int k : m) x.push_back(widen(in[static_cast<size_t>(k)][first + i], gc.dtype));
+            const std::string what = "chip " + std::to_string(c) + " element " +
+                                     std::to_string(first + i);
+            if (gc.op == ReduceOp::kMax) {
+              float mx = x[0];
+              for (float v : x) mx = f32_maximum(mx, v);
+              EXPECT_EQ(out[c][i], narrow(mx, gc.dtype)) << what;
+            } else {
+              expect_within_sum_bound(x, out[c][i], gc.dtype, what);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Axes, CollectiveGroups, ::testing::ValuesIn(group_coll_cases()),
+                         ByName());
+
+// (d) Without group_dims every plan is exactly the plan of before groups existed: fingerprints
+// of every collective, algorithm, dtype, a few n and roots per topology, computed with the code
+// of commit 7f589b1 (before group_dims). group_dims naming every dimension gives the same plans.
+uint64_t fnv(uint64_t h, const std::string& s) {
+  for (unsigned char ch : s) {
+    h ^= ch;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::string plan_text(const CollectivePlan& p) {
+  std::string s = p.topo.name() + " " + std::to_string(p.buffer_len) + " " +
+                  std::to_string(p.element_bytes) + "\n";
+  for (const ChipLayout& c : p.chips) {
+    for (const Segment& g : c.input) s += "i" + std::to_string(g.offset) + "+" + std::to_string(g.count);
+    for (const Segment& g : c.output) s += "o" + std::to_string(g.offset) + "+" + std::to_string(g.count);
+    s += "\n";
+  }
+  for (const Step& st : p.steps) {
+    s += st.phase + ":";
+    for (const Transfer& t : st.transfers) {
+      s += " " + std::to_string(t.src) + ">" + std::to_string(t.dst) + "@" +
+           std::to_string(t.src_offset) + "," + std::to_string(t.dst_offset) + "," +
+           std::to_string(t.count) + (t.kind == TransferKind::kReduce ? "r" : "c") +
+           std::to_string(t.route.dim) + (t.route.dir > 0 ? "+" : "-") +
+           std::to_string(t.route.hops);
+    }
+    s += "\n";
+  }
+  return s;
+}
+
+uint64_t topology_fingerprint(const Topology& t, const std::vector<int>& group_dims) {
+  uint64_t h = 1469598103934665603ull;
+  const size_t p = static_cast<size_t>(t.num_chips());
+  for (Collective c : kAllCollectives) {
+    for (std::string a : {"ring", "biring", "torus"}) {
+      if (a == "torus" && (c != Collective::kAllReduce || t.active_dims().size() < 2)) continue;
+      if (a == "biring" && c == Collective::kAllToAll) continue;
+      for (DType dt : {DType::kF32, DType::kBf16}) {
+        for (size_t n : {size_t{0}, size_t{1}, size_t{5}, size_t{97}}) {
+          for (int root : {0, static_cast<int>(p) - 1}) {
+            if (c != Collective::kBroadcast && root != 0) continue;
+            CollectiveSpec s;
+            s.collective = c;
+            s.dtype = dt;
+            s.n = c == Collective::kAllToAll ? n * p : n;
+            s.algorithm = a;
+            s.root = root;
+            s.group_dims = group_dims;
+            h = fnv(h, plan_text(make_plan(t, s)));
+          }
+        }
+      }
+    }
+  }
+  return h;
+}
+
+TEST(CollectiveGroupsWhole, EmptyGroupDimsGivesTheSamePlansAsBefore) {
+  struct Case {
+    Topology topo;
+    uint64_t fingerprint;
+  };
+  for (const Case& c : {Case{Topology::torus({4}), 0xf1d5219db16104ffull},
+                        Case{Topology::torus({8}), 0x43ad30884ea348b3ull},
+                        Case{Topology::mesh({5}), 0x2a7508e337df1797ull},
+                        Case{Topology::torus({2, 2}), 0x0e427b63d971cb3bull},
+                        Case{Topology::torus({4, 4}), 0x83676008e0b20093ull},
+                        Case{Topology::torus({2, 2, 2}), 0x28b5dba6b415e577ull},
+                        Case{Topology::torus({3, 3}), 0xefbbd8022f5ff08full},
+                        Case{Topology::mesh({3, 3}), 0x8a1afdb686ee38ffull},
+                        Case{mixed_4x1x2(), 0x472900a88b315729ull},
+                        Case{Topology::torus({1}), 0x36efd1fc39e9a5bfull},
+                        Case{Topology::torus({4, 2}), 0x85f57d4fa1c2d213ull},
+                        Case{Topology::torus({4, 4, 4}), 0x8e167b40fffb3667ull}}) {
+    SCOPED_TRACE(c.topo.name());
+    EXPECT_EQ(topology_fingerprint(c.topo, {}), c.fingerprint);
+    EXPECT_EQ(topology_fingerprint(c.topo, all_dims(c.topo)), c.fingerprint);
+  }
+}
+
+TEST(CollectiveGroupsWhole, HelpersAndTheBandwidthBoundPerGroup) {
+  const Topology t = Topology::torus({4, 4, 4});
+  EXPECT_EQ(group_size(t, {}), 64);
+  EXPECT_EQ(group_size(t, {0, 1}), 16);
+  EXPECT_EQ(group_size(t, {2}), 4);
+  EXPECT_EQ(group_topology(t, {0, 2}).name(), "torus4x4");
+  EXPECT_EQ(group_topology(mixed_4x1x2(), {1, 2}).name(), "mixed1x2:ring,line");
+  EXPECT_EQ(group_rank(t, {2}, t.id({3, 1, 2})), 2);
+  EXPECT_EQ(group_index(t, {2}, t.id({3, 1, 2})), 3 + 4 * 1);
+  EXPECT_EQ(group_rank(t, {0, 2}, t.id({3, 1, 2})), 3 + 4 * 2);
+  EXPECT_EQ(group_index(t, {0, 2}, t.id({3, 1, 2})), 1);
+  EXPECT_EQ(allreduce_links_per_chip(t, {0, 1}, "torus"), 4);
+  EXPECT_EQ(allreduce_links_per_chip(t, {}, "torus"), 6);
+  EXPECT_EQ(allreduce_links_per_chip(t, {2}, "biring"), 2);
+  // The 4 data groups of a 4x4x4 pod run at once on their own links: the grouped plan takes
+  // the time of one group's plan, which meets the group's bound.
+  CollectiveSpec spec;
+  spec.n = 640;
+  spec.algorithm = "torus";
+  spec.group_dims = {0, 1};
+  const double grouped = plan_cost(make_plan(t, spec)).time_s(1.0);
+  spec.group_dims.clear();
+  EXPECT_DOUBLE_EQ(grouped, plan_cost(make_plan(Topology::torus({4, 4}), spec)).time_s(1.0));
+  EXPECT_DOUBLE_EQ(grouped, allreduce_bound_s(group_size(t, {0, 1}),
+                                              allreduce_links_per_chip(t, {0, 1}, "torus"),
+                                              4.0 * 640, 1.0));
+}
+
+TEST(CollectiveMesh, ParseAndAxisDims) {
+  const Mesh m = parse_mesh("data=16,model=4");
+  ASSERT_EQ(m.axes.size(), 2u);
+  EXPECT_EQ(m.axes[0].name, "data");
+  EXPECT_EQ(m.axes[0].size, 16);
+  EXPECT_EQ(m.axes[1].name, "model");
+  EXPECT_EQ(m.axes[1].size, 4);
+  EXPECT_EQ(m.num_chips(), 64);
+  EXPECT_EQ(m.axis_size("model"), 4);
+  EXPECT_EQ(m.text(), "data=16,model=4");
+  EXPECT_EQ(parse_mesh(" x = 4 , y_2=4 ").text(), "x=4,y_2=4");
+  const Topology t444 = Topology::torus({4, 4, 4});
+  EXPECT_EQ(mesh_axis_dims(t444, m, "data"), (std::vector<int>{0, 1}));
+  EXPECT_EQ(mesh_axis_dims(t444, m, "model"), (std::vector<int>{2}));
+  EXPECT_EQ(mesh_axis_dims(t444, parse_mesh("a=4,b=16"), "b"), (std::vector<int>{1, 2}));
+  EXPECT_EQ(mesh_axis_dims(t444, parse_mesh("all=64"), "all"), (std::vector<int>{0, 1, 2}));
+  const Topology t44 = Topology::torus({4, 4});
+  EXPECT_EQ(mesh_axis_dims(t44, parse_mesh("x=4,y=4"), "x"), (std::vector<int>{0}));
+  EXPECT_EQ(mesh_axis_dims(t44, parse_mesh("x=4,y=4"), "y"), (std::vector<int>{1}));
+  // Dimensions of one chip: leading ones to the first axis, trailing ones to the last, and a
+  // size-1 axis takes the one at its place.
+  const Topology m412 = mixed_4x1x2();
+  EXPECT_EQ(mesh_axis_dims(m412, parse_mesh("a=4,b=2"), "a"), (std::vector<int>{0}));
+  EXPECT_EQ(mesh_axis_dims(m412, parse_mesh("a=4,b=2"), "b"), (std::vector<int>{1, 2}));
+  EXPECT_EQ(mesh_axis_dims(m412, parse_mesh("a=4,b=1,c=2"), "b"), (std::vector<int>{1}));
+  EXPECT_EQ(mesh_axis_dims(m412, parse_mesh("a=4,b=1,c=2"), "c"), (std::vector<int>{2}));
+  EXPECT_EQ(mesh_axis_dims(Topology::torus({1, 4}), parse_mesh("a=4"), "a"),
+            (std::vector<int>{0, 1}));
+  EXPECT_EQ(mesh_axis_dims(Topology::torus({4, 1}), parse_mesh("a=4"), "a"),
+            (std::vector<int>{0, 1}));
+}
+
+TEST(CollectiveGroupsErrors, InvalidGroupsAndMeshesNameTheFieldAndTheRule) {
+  CollectiveSpec spec;
+  spec.n = 8;
+  const Topology t = Topology::torus({4, 4});
+  const auto plan_with = [&](std::vector<int> dims) {
+    return [&t, spec, dims]() mutable {
+      spec.group_dims = dims;
+      make_plan(t, spec);
+    };
+  };
+  expect_invalid(plan_with({2}), {"group_dims[0]", "0 .. 1"});
+  expect_invalid(plan_with({-1}), {"group_dims[0]", "not a dimension"});
+  expect_invalid(plan_with({0, 0}), {"group_dims[1]", "no duplicates"});
+  expect_invalid(plan_with({1, 0}), {"group_dims[1]", "strictly increasing"});
+  expect_invalid([&] { group_size(t, {0, 5}); }, {"group_dims[1]"});
+  // Per-group rules: the root is a rank in the group, all_to_all blocks per group.
+  spec.collective = Collective::kBroadcast;
+  spec.root = 4;
+  expect_invalid(plan_with({0}), {"root", "0 <= root < 4", "per group", "group_dims {0}"});
+  spec.root = 0;
+  spec.collective = Collective::kAllToAll;
+  spec.n = 6;
+  expect_invalid(plan_with({1}), {"n:", "multiple of the 4 chips", "per group"});
+  spec.collective = Collective::kAllReduce;
+  spec.algorithm = "torus";
+  expect_invalid(plan_with({1}), {"algorithm", "at least 2 dimensions", "ring4"});
+
+  expect_invalid([] { parse_mesh(""); }, {"mesh ''", "empty"});
+  expect_invalid([] { parse_mesh("x=4,,y=4"); }, {"mesh 'x=4,,y=4'", "not name=size"});
+  expect_invalid([] { parse_mesh("x4"); }, {"mesh 'x4'", "not name=size"});
+  expect_invalid([] { parse_mesh("=4"); }, {"mesh '=4'", "empty name"});
+  expect_invalid([] { parse_mesh("x=4, =4"); }, {"empty name"});
+  expect_invalid([] { parse_mesh("x y=4"); }, {"'x y'", "letters, digits and '_'"});
+  expect_invalid([] { parse_mesh("x=4,x=4"); }, {"mesh 'x=4,x=4'", "duplicate name 'x'"});
+  expect_invalid([] { parse_mesh("x=0"); }, {"mesh 'x=0'", "size >= 1"});
+  expect_invalid([] { parse_mesh("x=-2"); }, {"size -2", "size >= 1"});
+  expect_invalid([] { parse_mesh("x=a"); }, {"mesh 'x=a'", "'a'", "not an integer"});
+  expect_invalid([] { parse_mesh("x=4.5"); }, {"not an integer"});
+  expect_invalid([] { parse_mesh("x="); }, {"not an integer"});
+  expect_invalid([] { parse_mesh("x=99999999999"); }, {"not an integer"});
+  expect_invalid([] { parse_mesh("x=4").axis_size("y"); }, {"'y'", "not in the mesh"});
+
+  const Mesh m = parse_mesh("data=4,model=4");
+  expect_invalid([&] { mesh_axis_dims(t, m, "expert"); },
+                 {"axis 'expert'", "not in the mesh", "'data', 'model'"});
+  expect_invalid([&] { mesh_axis_dims(Topology::torus({4, 4, 4}), m, "data"); },
+                 {"multiply to 16", "pod has 64"});
+  expect_invalid([&] { mesh_axis_dims(t, parse_mesh("a=2,b=8"), "b"); },
+                 {"axis 'a'", "size 2", "whole torus dimensions", "dims {0}", "4 chips"});
+  expect_invalid([&] { mesh_axis_dims(t, parse_mesh("a=8,b=2"), "a"); },
+                 {"axis 'a'", "dims {0,1}", "16 chips"});
+  expect_invalid([&] { mesh_axis_dims(t, parse_mesh("a=1,b=16"), "b"); },
+                 {"axis 'a'", "size 1", "moves nothing"});
+  expect_invalid([&] { mesh_axis_dims(t, parse_mesh("a=16,b=1"), "a"); },
+                 {"axis 'b'", "size 1"});
 }
 
 }  // namespace

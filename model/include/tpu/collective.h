@@ -97,6 +97,10 @@ struct ChipLayout {
 // What to run. n: all_reduce, reduce_scatter, broadcast: the elements of each chip's input;
 // all_gather: the elements of the gathered output; all_to_all: each chip's buffer (a multiple of
 // the chip count). algorithm: "ring", "biring" or "torus" (all_reduce only). root: broadcast only.
+// group_dims: the torus dimensions (0 = x, 1 = y, 2 = z, strictly increasing) that make up one
+// group (a replica group / mesh axis); the collective runs in every group at once, each over its
+// own links, and "chip count", shards, `root` and the all_to_all blocks are per group (a chip's
+// rank in its group: its coordinates in group_dims, the first fastest). Empty: the whole pod.
 struct CollectiveSpec {
   Collective collective = Collective::kAllReduce;
   ReduceOp op = ReduceOp::kSum;
@@ -104,6 +108,7 @@ struct CollectiveSpec {
   std::size_t n = 0;
   std::string algorithm = "ring";
   int root = 0;
+  std::vector<int> group_dims;
 };
 
 // The single source of truth for what moves where and in which order.
@@ -119,8 +124,55 @@ struct CollectivePlan {
   std::size_t output_len(int chip) const;
 };
 
-// Builds the plan; throws std::invalid_argument naming the parameter and the rule.
+// Builds the plan; throws std::invalid_argument naming the parameter and the rule. With
+// spec.group_dims set: the plan of the group's sub-topology (group_topology), replicated for every
+// group, the groups' steps merged by index; plan.topo is the pod, chips[c] is the layout of c's
+// rank in its group.
 CollectivePlan make_plan(const Topology& topo, const CollectiveSpec& spec);
+
+// ---------------------------------------------------------------------------------------------
+// Groups and mesh axes (docs/collectives.md, "Mesh axes and rounds").
+
+// Throws std::invalid_argument unless every entry is a dimension of `topo` (0 .. rank-1) and the
+// entries are strictly increasing (no duplicates). `field` names the caller's parameter.
+void validate_group_dims(const Topology& topo, const std::vector<int>& dims,
+                         const std::string& field = "group_dims");
+// The topology of one group: the sizes and wrap flags of `dims`, in increasing dim order; empty
+// dims: the pod itself.
+Topology group_topology(const Topology& topo, const std::vector<int>& dims);
+// The chips in one group (the product of the dims' extents; empty dims: the whole pod).
+int group_size(const Topology& topo, const std::vector<int>& dims);
+// Chip `chip`'s rank in its group (its id in group_topology), and which group it is in (the
+// rank of its coordinates in the other dimensions, the first fastest; 0 .. groups-1).
+int group_rank(const Topology& topo, const std::vector<int>& dims, int chip);
+int group_index(const Topology& topo, const std::vector<int>& dims, int chip);
+
+// A logical mesh over the pod: named axes with sizes, in torus-dimension order (x first).
+struct MeshAxis {
+  std::string name;
+  int size = 1;
+};
+struct Mesh {
+  std::vector<MeshAxis> axes;
+  int num_chips() const;                       // the product of the sizes
+  int axis_size(const std::string& name) const;  // throws when the axis is not in the mesh
+  std::string text() const;                    // "data=16,model=4"
+};
+// Parses "x=4,y=4" / "data=16,model=4" (spaces around names and sizes allowed). Throws
+// std::invalid_argument naming the text and the rule: empty text, an item that is not
+// name=size, an empty name, a name not of letters, digits and '_', a duplicate name, a size that
+// is not an integer, a size < 1.
+Mesh parse_mesh(const std::string& text);
+// The torus dimensions an axis spans, strictly increasing, to use as CollectiveSpec::group_dims.
+// Axes take consecutive dimensions in order, each the dims whose extents multiply to its size;
+// a dimension of one chip goes to the axis that takes the dims around it (leading ones to the
+// first axis > 1 after them, trailing ones to the last axis; a size-1 axis takes the size-1
+// dims at its place). Throws std::invalid_argument for: an axis not in the mesh (the message
+// lists the mesh's axes); a mesh whose product is not the pod's chip count; an axis whose size
+// does not line up with whole torus dimensions (names the axis and the dims); an axis of size 1
+// with no size-1 dimension at its place (a group of one chip, which group_dims cannot express:
+// a collective over it moves nothing).
+std::vector<int> mesh_axis_dims(const Topology& topo, const Mesh& mesh, const std::string& axis);
 
 // The order of chips around the ring used by `ring` and `biring` (a Hamiltonian cycle; each hop
 // is one link, or up to 2 on a line dimension), starting at chip 0.
@@ -172,5 +224,9 @@ PlanCost plan_cost(const CollectivePlan& plan);
 double allreduce_bound_s(int chips, int links_per_chip, double bytes, double link_bytes_per_s);
 // The links per chip an algorithm can keep busy: ring 1, biring 2, torus 2 * active dims.
 int allreduce_links_per_chip(const Topology& topo, const std::string& algorithm);
+// The same for an all-reduce within the groups of `group_dims` (its group_topology; a group's
+// chip count for allreduce_bound_s is group_size).
+int allreduce_links_per_chip(const Topology& topo, const std::vector<int>& group_dims,
+                             const std::string& algorithm);
 
 }  // namespace tpu
