@@ -845,6 +845,225 @@ std::vector<int> mesh_axis_dims(const Topology& topo, const Mesh& mesh, const st
 }
 
 // ---------------------------------------------------------------------------------------------
+// Rounds
+
+namespace {
+
+void add_piece(std::vector<RoundPiece>& v, std::size_t offset, std::size_t count) {
+  if (count == 0) return;
+  if (!v.empty() && v.back().offset + v.back().count == offset) {
+    v.back().count += count;  // contiguous with the previous piece: one piece
+  } else {
+    v.push_back(RoundPiece{offset, count});
+  }
+}
+
+std::size_t piece_total(const std::vector<RoundPiece>& v) {
+  std::size_t n = 0;
+  for (const RoundPiece& x : v) n += x.count;
+  return n;
+}
+
+}  // namespace
+
+std::vector<CollectiveRound> make_rounds(const Topology& topo, const CollectiveSpec& spec,
+                                         std::size_t rounds) {
+  if (rounds < 1) bad("rounds: 0; a collective runs in at least 1 round");
+  make_plan(topo, spec);  // every check of the whole collective
+  const int pi = topo.num_chips();
+  const std::size_t P = static_cast<std::size_t>(group_size(topo, spec.group_dims));
+  const std::size_t n = spec.n;
+  const std::size_t R = rounds;
+  std::vector<std::size_t> rank(static_cast<std::size_t>(pi));
+  for (int c = 0; c < pi; ++c) {
+    rank[static_cast<std::size_t>(c)] = static_cast<std::size_t>(group_rank(topo, spec.group_dims, c));
+  }
+  // Rounds from `limit` on are empty (each piece cut in R has fewer than R elements).
+  std::size_t limit = n;
+  if (spec.collective == Collective::kReduceScatter || spec.collective == Collective::kAllGather) {
+    limit = chunk_len(n, P, 0);
+  } else if (spec.collective == Collective::kAllToAll) {
+    limit = n / P;
+  }
+  const std::size_t count = std::max<std::size_t>(1, std::min(R, limit));
+
+  std::vector<CollectiveRound> out;
+  for (std::size_t r = 0; r < count; ++r) {
+    CollectiveRound round;
+    round.in.resize(static_cast<std::size_t>(pi));
+    round.out.resize(static_cast<std::size_t>(pi));
+    std::size_t nr = 0;
+    switch (spec.collective) {
+      case Collective::kAllReduce:
+      case Collective::kBroadcast: {
+        const std::size_t off = chunk_offset(n, R, r);
+        nr = chunk_len(n, R, r);
+        for (std::size_t c = 0; c < static_cast<std::size_t>(pi); ++c) {
+          if (spec.collective == Collective::kAllReduce ||
+              rank[c] == static_cast<std::size_t>(spec.root)) {
+            add_piece(round.in[c], off, nr);
+          }
+          add_piece(round.out[c], off, nr);
+        }
+        break;
+      }
+      case Collective::kReduceScatter:
+      case Collective::kAllGather: {
+        std::vector<std::size_t> shard_off(P), sub_off(P), sub_len(P);
+        for (std::size_t j = 0; j < P; ++j) {
+          const std::size_t len = chunk_len(n, P, j);
+          shard_off[j] = chunk_offset(n, P, j);
+          sub_off[j] = chunk_offset(len, R, r);
+          sub_len[j] = chunk_len(len, R, r);
+          nr += sub_len[j];
+        }
+        // The shards' sub-slices are non-increasing in j and differ by at most one, so the
+        // round plan's chunking of nr gives exactly them.
+        for (std::size_t j = 0; j < P; ++j) {
+          if (chunk_len(nr, P, j) != sub_len[j]) {
+            throw std::logic_error("make_rounds: round " + std::to_string(r) + " shard " +
+                                   std::to_string(j) + " does not chunk as its sub-slice");
+          }
+        }
+        const bool rs = spec.collective == Collective::kReduceScatter;
+        for (std::size_t c = 0; c < static_cast<std::size_t>(pi); ++c) {
+          std::vector<RoundPiece>& all = rs ? round.in[c] : round.out[c];
+          std::vector<RoundPiece>& own = rs ? round.out[c] : round.in[c];
+          for (std::size_t j = 0; j < P; ++j) add_piece(all, shard_off[j] + sub_off[j], sub_len[j]);
+          add_piece(own, sub_off[rank[c]], sub_len[rank[c]]);
+        }
+        break;
+      }
+      case Collective::kAllToAll: {
+        const std::size_t b = n / P;
+        const std::size_t off = chunk_offset(b, R, r), len = chunk_len(b, R, r);
+        nr = P * len;
+        for (std::size_t c = 0; c < static_cast<std::size_t>(pi); ++c) {
+          for (std::size_t j = 0; j < P; ++j) {
+            add_piece(round.in[c], j * b + off, len);
+            add_piece(round.out[c], j * b + off, len);
+          }
+        }
+        break;
+      }
+    }
+    if (nr == 0 && n > 0) continue;  // an empty round (cannot happen below `count`)
+    CollectiveSpec rspec = spec;
+    rspec.n = nr;
+    round.plan = make_plan(topo, rspec);
+    for (int c = 0; c < pi; ++c) {
+      const std::size_t cu = static_cast<std::size_t>(c);
+      if (piece_total(round.in[cu]) != round.plan.input_len(c) ||
+          piece_total(round.out[cu]) != round.plan.output_len(c)) {
+        throw std::logic_error("make_rounds: round " + std::to_string(r) + " chip " +
+                               std::to_string(c) + ": pieces do not match the round's plan");
+      }
+    }
+    out.push_back(std::move(round));
+  }
+  return out;
+}
+
+namespace {
+
+// Checks that the pieces of all rounds cover each chip's whole buffer exactly once; returns the
+// buffers' lengths. `what` is "in" or "out".
+std::vector<std::size_t> covered_lengths(const std::vector<CollectiveRound>& rounds,
+                                         std::size_t p, bool input) {
+  const char* what = input ? "in" : "out";
+  std::vector<std::size_t> len(p, 0);
+  for (const CollectiveRound& rd : rounds) {
+    for (std::size_t c = 0; c < p; ++c) len[c] += piece_total((input ? rd.in : rd.out)[c]);
+  }
+  for (std::size_t c = 0; c < p; ++c) {
+    std::vector<bool> seen(len[c], false);
+    for (std::size_t r = 0; r < rounds.size(); ++r) {
+      for (const RoundPiece& x : (input ? rounds[r].in : rounds[r].out)[c]) {
+        for (std::size_t i = x.offset; i < x.offset + x.count; ++i) {
+          if (i >= len[c] || seen[i]) {
+            bad("rounds[" + std::to_string(r) + "]." + what + "[" + std::to_string(c) +
+                "]: element " + std::to_string(i) + (i >= len[c] ? " past the buffer of " +
+                std::to_string(len[c]) : std::string(" used twice")) +
+                "; the rounds' pieces must cover each buffer exactly once");
+          }
+          seen[i] = true;
+        }
+      }
+    }
+  }
+  return len;
+}
+
+template <class T, class Run>
+std::vector<std::vector<T>> execute_rounds_impl(const std::vector<CollectiveRound>& rounds,
+                                                const std::vector<std::vector<T>>& inputs,
+                                                Run run) {
+  if (rounds.empty()) bad("rounds: empty; make_rounds gives at least one round");
+  const std::size_t p = static_cast<std::size_t>(rounds[0].plan.topo.num_chips());
+  for (std::size_t r = 0; r < rounds.size(); ++r) {
+    const CollectiveRound& rd = rounds[r];
+    if (static_cast<std::size_t>(rd.plan.topo.num_chips()) != p || rd.in.size() != p ||
+        rd.out.size() != p) {
+      bad("rounds[" + std::to_string(r) + "]: a plan and pieces for each of the " +
+          std::to_string(p) + " chips");
+    }
+    for (std::size_t c = 0; c < p; ++c) {
+      if (piece_total(rd.in[c]) != rd.plan.input_len(static_cast<int>(c)) ||
+          piece_total(rd.out[c]) != rd.plan.output_len(static_cast<int>(c))) {
+        bad("rounds[" + std::to_string(r) + "]: chip " + std::to_string(c) +
+            "'s pieces do not match its plan's input and output lengths");
+      }
+    }
+  }
+  if (inputs.size() != p) {
+    bad("inputs: " + std::to_string(inputs.size()) + " buffers; one per chip (" +
+        std::to_string(p) + ")");
+  }
+  const std::vector<std::size_t> in_len = covered_lengths(rounds, p, true);
+  const std::vector<std::size_t> out_len = covered_lengths(rounds, p, false);
+  std::vector<std::vector<T>> out(p);
+  for (std::size_t c = 0; c < p; ++c) {
+    if (inputs[c].size() != in_len[c]) {
+      bad("inputs[" + std::to_string(c) + "]: " + std::to_string(inputs[c].size()) +
+          " elements; these rounds need " + std::to_string(in_len[c]));
+    }
+    out[c].resize(out_len[c]);
+  }
+  for (const CollectiveRound& rd : rounds) {
+    std::vector<std::vector<T>> in(p);
+    for (std::size_t c = 0; c < p; ++c) {
+      for (const RoundPiece& x : rd.in[c]) {
+        in[c].insert(in[c].end(), inputs[c].begin() + static_cast<std::ptrdiff_t>(x.offset),
+                     inputs[c].begin() + static_cast<std::ptrdiff_t>(x.offset + x.count));
+      }
+    }
+    const std::vector<std::vector<T>> res = run(rd.plan, in);
+    for (std::size_t c = 0; c < p; ++c) {
+      std::size_t k = 0;
+      for (const RoundPiece& x : rd.out[c]) {
+        std::copy(res[c].begin() + static_cast<std::ptrdiff_t>(k),
+                  res[c].begin() + static_cast<std::ptrdiff_t>(k + x.count),
+                  out[c].begin() + static_cast<std::ptrdiff_t>(x.offset));
+        k += x.count;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<uint32_t>> execute_rounds_f32(
+    const std::vector<CollectiveRound>& rounds, const std::vector<std::vector<uint32_t>>& inputs) {
+  return execute_rounds_impl(rounds, inputs, execute_plan_f32);
+}
+
+std::vector<std::vector<bf16_t>> execute_rounds_bf16(
+    const std::vector<CollectiveRound>& rounds, const std::vector<std::vector<bf16_t>>& inputs) {
+  return execute_rounds_impl(rounds, inputs, execute_plan_bf16);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Executor
 
 namespace {

@@ -1142,5 +1142,291 @@ TEST(CollectiveGroupsErrors, InvalidGroupsAndMeshesNameTheFieldAndTheRule) {
                  {"axis 'b'", "size 1"});
 }
 
+// ------------------------------------------------------------------------------------------
+// Rounds: a collective streamed through on-chip memory in R rounds.
+
+struct RoundCase {
+  std::string name;
+  Topology topo;
+  std::vector<int> dims;
+  Collective coll;
+  std::string algo;
+  ReduceOp op;
+  DType dtype;
+};
+
+std::vector<RoundCase> round_cases() {
+  struct Pod {
+    std::string name;
+    Topology topo;
+    std::vector<int> dims;
+  };
+  std::vector<RoundCase> cases;
+  for (const Pod& pod : {Pod{"ring5", Topology::torus({5}), {}},
+                         Pod{"mesh3x3", Topology::mesh({3, 3}), {}},
+                         Pod{"torus2x2x2", Topology::torus({2, 2, 2}), {}},
+                         Pod{"mixed4x1x2", mixed_4x1x2(), {}},
+                         Pod{"torus4x4_x", Topology::torus({4, 4}), {0}},
+                         Pod{"torus4x4x4_data", Topology::torus({4, 4, 4}), {0, 1}}}) {
+    const auto more = sweep<RoundCase>(
+        pod.name, groups_of(pod.topo, pod.dims.empty() ? all_dims(pod.topo) : pod.dims).sub,
+        [&](const std::string& n, Collective c, const std::string& a, ReduceOp op, DType dt) {
+          return RoundCase{n, pod.topo, pod.dims, c, a, op, dt};
+        });
+    cases.insert(cases.end(), more.begin(), more.end());
+  }
+  return cases;
+}
+
+Buffers run_rounds(const std::vector<CollectiveRound>& rounds, const Buffers& in, DType dt) {
+  if (dt == DType::kF32) return execute_rounds_f32(rounds, in);
+  std::vector<std::vector<bf16_t>> b(in.size());
+  for (size_t c = 0; c < in.size(); ++c) {
+    for (uint32_t x : in[c]) b[c].push_back(static_cast<bf16_t>(x));
+  }
+  Buffers out;
+  for (const auto& v : execute_rounds_bf16(rounds, b)) out.emplace_back(v.begin(), v.end());
+  return out;
+}
+
+std::vector<size_t> expand(const std::vector<RoundPiece>& pieces) {
+  std::vector<size_t> e;
+  for (const RoundPiece& x : pieces) {
+    EXPECT_GT(x.count, 0u);
+    for (size_t i = 0; i < x.count; ++i) e.push_back(x.offset + i);
+  }
+  return e;
+}
+
+// The splitting rule, from its definition: the elements of chip `rank`'s whole input and output
+// that round r takes, in the order of the round's buffers.
+struct RoundElems {
+  size_t n = 0;  // the round's n
+  std::vector<size_t> in, out;
+};
+
+RoundElems round_elems(Collective coll, size_t n, size_t p, size_t R, size_t r, size_t rank,
+                       size_t root) {
+  RoundElems e;
+  const auto range = [](std::vector<size_t>& v, size_t start, size_t len) {
+    for (size_t i = 0; i < len; ++i) v.push_back(start + i);
+  };
+  switch (coll) {
+    case Collective::kAllReduce:
+    case Collective::kBroadcast:
+      e.n = rule_len(n, R, r);
+      if (coll == Collective::kAllReduce || rank == root) range(e.in, rule_start(n, R, r), e.n);
+      range(e.out, rule_start(n, R, r), e.n);
+      break;
+    case Collective::kReduceScatter:
+    case Collective::kAllGather: {
+      std::vector<size_t> all;
+      for (size_t j = 0; j < p; ++j) {
+        const size_t len = rule_len(n, p, j);
+        range(all, rule_start(n, p, j) + rule_start(len, R, r), rule_len(len, R, r));
+        e.n += rule_len(len, R, r);
+      }
+      std::vector<size_t> own;
+      range(own, rule_start(rule_len(n, p, rank), R, r), rule_len(rule_len(n, p, rank), R, r));
+      e.in = coll == Collective::kReduceScatter ? all : own;
+      e.out = coll == Collective::kReduceScatter ? own : all;
+      break;
+    }
+    case Collective::kAllToAll: {
+      const size_t b = n / p;
+      for (size_t j = 0; j < p; ++j) range(e.in, j * b + rule_start(b, R, r), rule_len(b, R, r));
+      e.out = e.in;
+      e.n = p * rule_len(b, R, r);
+      break;
+    }
+  }
+  return e;
+}
+
+void PrintTo(const RoundCase& c, std::ostream* os) { *os << c.name; }
+
+class CollectiveRounds : public ::testing::TestWithParam<RoundCase> {};
+
+TEST_P(CollectiveRounds, FollowTheSplittingRuleAndMatchTheWholeCollective) {
+  const RoundCase& rc = GetParam();
+  const Topology& t = rc.topo;
+  const size_t p = static_cast<size_t>(t.num_chips());
+  const size_t gp = static_cast<size_t>(group_size(t, rc.dims));
+  const bool reduces = collective_reduces(rc.coll);
+  std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>{}(rc.name)));
+  std::vector<size_t> sizes = {0, 1, 3, 97, 211};
+  if (rc.coll == Collective::kAllToAll) sizes = {0, gp, 3 * gp, 13 * gp};
+  for (size_t n : sizes) {
+    for (size_t R : {size_t{1}, size_t{2}, size_t{3}, size_t{7}}) {
+      for (size_t root : {size_t{0}, gp - 1}) {
+        if (rc.coll != Collective::kBroadcast && root != 0) continue;
+        SCOPED_TRACE("n = " + std::to_string(n) + " R = " + std::to_string(R) + " root = " +
+                     std::to_string(root));
+        CollectiveSpec spec;
+        spec.collective = rc.coll;
+        spec.op = rc.op;
+        spec.dtype = rc.dtype;
+        spec.n = n;
+        spec.algorithm = rc.algo;
+        spec.root = static_cast<int>(root);
+        spec.group_dims = rc.dims;
+        const CollectivePlan whole = make_plan(t, spec);
+        const std::vector<CollectiveRound> rounds = make_rounds(t, spec, R);
+        // Rounds of no elements are dropped; n = 0 keeps one.
+        size_t longest = n;  // the longest piece cut in R
+        if (rc.coll == Collective::kReduceScatter || rc.coll == Collective::kAllGather) {
+          longest = rule_len(n, gp, 0);
+        } else if (rc.coll == Collective::kAllToAll) {
+          longest = n / gp;
+        }
+        ASSERT_EQ(rounds.size(), std::max<size_t>(1, std::min(R, longest)));
+        // (b) The pieces follow the rule, and cover each whole buffer exactly once.
+        std::vector<std::vector<int>> in_used(p), out_used(p);
+        for (size_t r = 0; r < rounds.size(); ++r) {
+          const CollectiveRound& rd = rounds[r];
+          SCOPED_TRACE("round " + std::to_string(r));
+          ASSERT_EQ(rd.in.size(), p);
+          ASSERT_EQ(rd.out.size(), p);
+          CollectiveSpec rs = spec;  // the round's plan is an ordinary plan (checked above)
+          rs.n = round_elems(rc.coll, n, gp, R, r, 0, root).n;
+          EXPECT_EQ(rd.plan.spec.n, rs.n);
+          EXPECT_EQ(plan_text(rd.plan), plan_text(make_plan(t, rs)));
+          for (size_t c = 0; c < p; ++c) {
+            const size_t rank = static_cast<size_t>(group_rank(t, rc.dims, static_cast<int>(c)));
+            const RoundElems want = round_elems(rc.coll, n, gp, R, r, rank, root);
+            const std::vector<size_t> got_in = expand(rd.in[c]), got_out = expand(rd.out[c]);
+            EXPECT_EQ(got_in, want.in) << "chip " << c;
+            EXPECT_EQ(got_out, want.out) << "chip " << c;
+            EXPECT_EQ(got_in.size(), rd.plan.input_len(static_cast<int>(c)));
+            EXPECT_EQ(got_out.size(), rd.plan.output_len(static_cast<int>(c)));
+            for (size_t e : got_in) {
+              if (e >= in_used[c].size()) in_used[c].resize(e + 1, 0);
+              ++in_used[c][e];
+            }
+            for (size_t e : got_out) {
+              if (e >= out_used[c].size()) out_used[c].resize(e + 1, 0);
+              ++out_used[c][e];
+            }
+          }
+        }
+        for (size_t c = 0; c < p; ++c) {
+          const size_t in_len = whole.input_len(static_cast<int>(c));
+          const size_t out_len = whole.output_len(static_cast<int>(c));
+          EXPECT_EQ(in_used[c], std::vector<int>(in_len, 1)) << "chip " << c << " input";
+          EXPECT_EQ(out_used[c], std::vector<int>(out_len, 1)) << "chip " << c << " output";
+        }
+
+        Buffers in;
+        if (reduces) {
+          in = random_values(p, n, rc.dtype, false, rng);
+        } else {
+          in = random_bits(p, [&](size_t c) { return whole.input_len(static_cast<int>(c)); },
+                           rc.dtype, rng);
+        }
+        const Buffers got = run_rounds(rounds, in, rc.dtype);
+        const Buffers want = run(whole, in);
+        ASSERT_EQ(got.size(), p);
+        // (a) One round is the whole plan. (c) Data movement, and max, do not depend on the
+        // order: the same output for any R.
+        if (R == 1) {
+          EXPECT_EQ(plan_text(rounds[0].plan), plan_text(whole));
+        }
+        if (R == 1 || !reduces || rc.op == ReduceOp::kMax) {
+          for (size_t c = 0; c < p; ++c) EXPECT_EQ(got[c], want[c]) << "chip " << c;
+        }
+        if (!reduces || rc.op == ReduceOp::kMax) continue;
+        // (c) Sums: within the f64 bound of the group's exact sum.
+        const Groups g = groups_of(t, rc.dims.empty() ? all_dims(t) : rc.dims);
+        for (size_t c = 0; c < p; ++c) {
+          const std::vector<int>& m = g.members[static_cast<size_t>(g.group_of[c])];
+          const size_t first = rc.coll == Collective::kAllReduce
+                                   ? 0 : rule_start(n, gp, static_cast<size_t>(g.rank_of[c]));
+          ASSERT_EQ(got[c].size(), want[c].size());
+          for (size_t i = 0; i < got[c].size(); ++i) {
+            std::vector<float> x;
+            for (int k : m) x.push_back(widen(in[static_cast<size_t>(k)][first + i], rc.dtype));
+            expect_within_sum_bound(x, got[c][i], rc.dtype,
+                                    "chip " + std::to_string(c) + " element " +
+                                        std::to_string(first + i));
+          }
+        }
+        // The reduction order is the round plan's: a ring all-reduce over the pod sums element
+        // e of round r as the ring reduce-scatter of the round's buffer orders it.
+        if (rc.coll != Collective::kAllReduce || rc.algo != "ring" || !rc.dims.empty()) continue;
+        const std::vector<int> order = ring_order(t);
+        for (size_t r = 0; r < rounds.size(); ++r) {
+          const size_t start = rule_start(n, R, r), nr = rule_len(n, R, r);
+          for (size_t i = 0; i < nr; ++i) {
+            const auto x = [&](int chip) {
+              return widen(in[static_cast<size_t>(chip)][start + i], rc.dtype);
+            };
+            const float f = ring_fold(order, static_cast<int>(rule_chunk_of(nr, p, i)), rc.op, x);
+            EXPECT_EQ(got[0][start + i], narrow(f, rc.dtype)) << "element " << start + i;
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Pods, CollectiveRounds, ::testing::ValuesIn(round_cases()), ByName());
+
+TEST(CollectiveRoundsEdges, MoreRoundsThanElementsActAsFewerRounds) {
+  CollectiveSpec spec;
+  spec.n = 3;
+  const Topology t = Topology::torus({4});
+  const auto rounds = make_rounds(t, spec, 7);
+  ASSERT_EQ(rounds.size(), 3u);
+  for (size_t r = 0; r < 3; ++r) {
+    EXPECT_EQ(rounds[r].plan.spec.n, 1u);
+    EXPECT_EQ(expand(rounds[r].out[2]), (std::vector<size_t>{r}));
+  }
+  // A huge R costs nothing: the rounds are those of R = n.
+  EXPECT_EQ(make_rounds(t, spec, size_t{1} << 40).size(), 3u);
+  spec.n = 0;
+  const auto none = make_rounds(t, spec, 5);
+  ASSERT_EQ(none.size(), 1u);
+  EXPECT_EQ(none[0].plan.spec.n, 0u);
+  EXPECT_EQ(execute_rounds_f32(none, Buffers(4)), Buffers(4));
+  // Contiguous sub-slices of neighbouring shards are one piece: reduce_scatter in one round
+  // reads the whole input at once.
+  spec.collective = Collective::kReduceScatter;
+  spec.n = 10;
+  const auto one = make_rounds(t, spec, 1);
+  ASSERT_EQ(one[0].in[1].size(), 1u);
+  EXPECT_EQ(one[0].in[1][0].count, 10u);
+}
+
+TEST(CollectiveRoundsErrors, InvalidRoundsAreRefused) {
+  CollectiveSpec spec;
+  spec.n = 4;
+  const Topology t = Topology::torus({4});
+  expect_invalid([&] { make_rounds(t, spec, 0); }, {"rounds: 0", "at least 1"});
+  CollectiveSpec a2a = spec;
+  a2a.collective = Collective::kAllToAll;
+  a2a.n = 6;
+  expect_invalid([&] { make_rounds(t, a2a, 2); }, {"n:", "multiple of the 4 chips"});
+  CollectiveSpec grouped = spec;
+  grouped.group_dims = {1};
+  expect_invalid([&] { make_rounds(t, grouped, 2); }, {"group_dims[0]"});
+
+  const auto rounds = make_rounds(t, spec, 2);
+  const Buffers ok(4, std::vector<uint32_t>(4));
+  EXPECT_NO_THROW(execute_rounds_f32(rounds, ok));
+  expect_invalid([&] { execute_rounds_f32({}, ok); }, {"rounds: empty"});
+  expect_invalid([&] { execute_rounds_f32(rounds, Buffers(3, std::vector<uint32_t>(4))); },
+                 {"inputs", "one per chip"});
+  Buffers short_one = ok;
+  short_one[2].pop_back();
+  expect_invalid([&] { execute_rounds_f32(rounds, short_one); }, {"inputs[2]", "need 4"});
+  expect_invalid([&] { execute_rounds_bf16(rounds, std::vector<std::vector<bf16_t>>(4, std::vector<bf16_t>(4))); },
+                 {"dtype"});
+  auto twice = rounds;  // round 1 reads chip 0's first half again
+  twice[1].in[0] = twice[0].in[0];
+  expect_invalid([&] { execute_rounds_f32(twice, ok); }, {"rounds[", "in[0]", "exactly once"});
+  auto wrong = rounds;  // a piece that does not fit the round's plan
+  wrong[1].out[3][0].count = 1;
+  expect_invalid([&] { execute_rounds_f32(wrong, ok); }, {"rounds[1]", "chip 3"});
+}
 }  // namespace
 }  // namespace tpu

@@ -154,9 +154,9 @@ struct MeshAxis {
 };
 struct Mesh {
   std::vector<MeshAxis> axes;
-  int num_chips() const;                       // the product of the sizes
+  int num_chips() const;                         // the product of the sizes
   int axis_size(const std::string& name) const;  // throws when the axis is not in the mesh
-  std::string text() const;                    // "data=16,model=4"
+  std::string text() const;                      // "data=16,model=4"
 };
 // Parses "x=4,y=4" / "data=16,model=4" (spaces around names and sizes allowed). Throws
 // std::invalid_argument naming the text and the rule: empty text, an item that is not
@@ -164,10 +164,10 @@ struct Mesh {
 // is not an integer, a size < 1.
 Mesh parse_mesh(const std::string& text);
 // The torus dimensions an axis spans, strictly increasing, to use as CollectiveSpec::group_dims.
-// Axes take consecutive dimensions in order, each the dims whose extents multiply to its size;
-// a dimension of one chip goes to the axis that takes the dims around it (leading ones to the
-// first axis > 1 after them, trailing ones to the last axis; a size-1 axis takes the size-1
-// dims at its place). Throws std::invalid_argument for: an axis not in the mesh (the message
+// Axes take consecutive dimensions in order, each the dims whose extents multiply to its size.
+// Dimensions of one chip: an axis of size > 1 takes those before and between its dims, a size-1
+// axis takes the ones at its place (at most one, unless it is the last axis), and the last axis
+// takes all that are left. Throws std::invalid_argument for: an axis not in the mesh (the message
 // lists the mesh's axes); a mesh whose product is not the pod's chip count; an axis whose size
 // does not line up with whole torus dimensions (names the axis and the dims); an axis of size 1
 // with no size-1 dimension at its place (a group of one chip, which group_dims cannot express:
@@ -189,6 +189,43 @@ std::vector<std::vector<uint32_t>> execute_plan_f32(
     const CollectivePlan& plan, const std::vector<std::vector<uint32_t>>& inputs);
 std::vector<std::vector<bf16_t>> execute_plan_bf16(const CollectivePlan& plan,
                                                    const std::vector<std::vector<bf16_t>>& inputs);
+
+// ---------------------------------------------------------------------------------------------
+// Rounds: a collective over a buffer larger than on-chip memory, streamed in rounds.
+
+// `count` elements at `offset` of a chip's whole (un-rounded) input or output buffer.
+struct RoundPiece {
+  std::size_t offset = 0, count = 0;
+};
+// One round: plan = make_plan(topo, spec with n = this round's n). in[chip]: where the round
+// plan's input for chip (its plan.chips[chip].input segments concatenated) comes from in the
+// chip's whole input, piece after piece; out[chip]: where the round's output goes in the chip's
+// whole output. Pieces of zero elements are left out; pieces that follow on in the whole buffer
+// are merged into one.
+struct CollectiveRound {
+  CollectivePlan plan;
+  std::vector<std::vector<RoundPiece>> in, out;
+};
+// Splits `spec` into `rounds` rounds (P = the group size):
+//   all_reduce, broadcast: round r is the slice chunk_offset(n, R, r) / chunk_len(n, R, r).
+//   reduce_scatter, all_gather: each shard j (chunk_len(n, P, j) elements) is cut into R
+//     sub-slices (chunk_len(shard, R, r)); round r has the r-th sub-slice of every shard.
+//   all_to_all: round r has the sub-slice chunk_offset(b, R, r) / chunk_len(b, R, r) of every
+//     block of b = n / P elements.
+// Rounds of no elements are dropped, so rounds > n acts as fewer rounds (never an error); n = 0
+// gives one round of n = 0. Throws std::invalid_argument for rounds < 1 and for whatever
+// make_plan(topo, spec) refuses.
+std::vector<CollectiveRound> make_rounds(const Topology& topo, const CollectiveSpec& spec,
+                                         std::size_t rounds);
+// The golden of a rounded collective: runs every round's plan with execute_plan_* and scatters
+// its output by the pieces. inputs[chip] is the chip's whole input; returns the whole outputs.
+// Per element the reduction order is that of its round's plan. Throws std::invalid_argument
+// for empty or inconsistent rounds (pieces that do not cover the buffers exactly once) and
+// wrong input sizes.
+std::vector<std::vector<uint32_t>> execute_rounds_f32(
+    const std::vector<CollectiveRound>& rounds, const std::vector<std::vector<uint32_t>>& inputs);
+std::vector<std::vector<bf16_t>> execute_rounds_bf16(
+    const std::vector<CollectiveRound>& rounds, const std::vector<std::vector<bf16_t>>& inputs);
 
 // One direction of one physical link: leaving `chip` in dimension `dim`, direction `dir`.
 struct DirectedLink {
