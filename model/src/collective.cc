@@ -603,8 +603,71 @@ bool in_dims(const std::vector<int>& dims, int d) {
 
 }  // namespace
 
+namespace {
+
+CollectivePlan plan_grouped(const Topology& topo, const CollectiveSpec& spec);
+
+// The plan in granules (spec.granule > 1): the plan of ceil(n / g) elements, every offset and
+// count times g, clipped at the end of the buffer (all_to_all: blocks of whole granules).
+CollectivePlan plan_granules(const Topology& topo, const CollectiveSpec& spec) {
+  const std::size_t g = spec.granule;
+  const std::size_t P = static_cast<std::size_t>(group_size(topo, spec.group_dims));
+  CollectiveSpec u = spec;
+  u.granule = 1;
+  std::size_t end = spec.n;  // the clip: the working buffer's end for all but all_to_all
+  if (spec.collective == Collective::kAllToAll) {
+    if (spec.n % P != 0 || (spec.n / P) % g != 0)
+      bad("n: " + std::to_string(spec.n) + " elements for all_to_all in granules of " +
+          std::to_string(g) + ": each of the " + std::to_string(P) +
+          " blocks must be a whole number of granules (n a multiple of " + std::to_string(P * g) +
+          ")");
+    u.n = spec.n / g;
+    end = ~std::size_t{0};
+  } else {
+    u.n = (spec.n + g - 1) / g;
+  }
+  CollectivePlan plan = plan_grouped(topo, u);
+  plan.spec = spec;
+  const auto clip = [&](std::size_t off, std::size_t cnt, std::size_t* o, std::size_t* c) {
+    const std::size_t a = std::min(off * g, end), b = std::min((off + cnt) * g, end);
+    *o = a;
+    *c = b - a;
+  };
+  plan.buffer_len = std::min(plan.buffer_len * g, end);
+  for (ChipLayout& cl : plan.chips) {
+    for (Segment& s : cl.input) clip(s.offset, s.count, &s.offset, &s.count);
+    for (Segment& s : cl.output) clip(s.offset, s.count, &s.offset, &s.count);
+  }
+  for (Step& st : plan.steps) {
+    std::vector<Transfer> keep;
+    for (Transfer t : st.transfers) {
+      std::size_t so = 0, sc = 0, dc = 0;
+      clip(t.src_offset, t.count, &so, &sc);
+      clip(t.dst_offset, t.count, &t.dst_offset, &dc);
+      t.src_offset = so;
+      t.count = std::min(sc, dc);
+      if (t.count > 0) keep.push_back(t);
+    }
+    st.transfers = std::move(keep);
+  }
+  return plan;
+}
+
+}  // namespace
+
 CollectivePlan make_plan(const Topology& topo, const CollectiveSpec& spec) {
   topo.validate();
+  if (spec.granule == 0) bad("granule: 0; chunks are made of granules of >= 1 element");
+  if (spec.granule > 1) {
+    validate_group_dims(topo, spec.group_dims, "group_dims");
+    return plan_granules(topo, spec);
+  }
+  return plan_grouped(topo, spec);
+}
+
+namespace {
+
+CollectivePlan plan_grouped(const Topology& topo, const CollectiveSpec& spec) {
   if (spec.group_dims.empty()) return plan_whole(topo, spec);
   const std::vector<int>& dims = spec.group_dims;
   validate_group_dims(topo, dims, "group_dims");
@@ -651,6 +714,8 @@ CollectivePlan make_plan(const Topology& topo, const CollectiveSpec& spec) {
   }
   return plan;
 }
+
+}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // Groups and mesh axes
@@ -866,8 +931,69 @@ std::size_t piece_total(const std::vector<RoundPiece>& v) {
 
 }  // namespace
 
+namespace {
+std::vector<CollectiveRound> rounds_of_elements(const Topology& topo, const CollectiveSpec& spec,
+                                                std::size_t rounds);
+}  // namespace
+
 std::vector<CollectiveRound> make_rounds(const Topology& topo, const CollectiveSpec& spec,
                                          std::size_t rounds) {
+  if (spec.granule <= 1) return rounds_of_elements(topo, spec, rounds);
+  // In granules: the rounds of the collective of ceil(n / g) elements, their pieces scaled and
+  // clipped at the whole buffers' ends; each round's plan is made_plan of its own n in the
+  // same granules (only the round holding a buffer's last, partial granule is shorter).
+  const CollectivePlan whole = make_plan(topo, spec);  // every check, in granules
+  const std::size_t g = spec.granule;
+  CollectiveSpec u = spec;
+  u.granule = 1;
+  u.n = spec.collective == Collective::kAllToAll ? spec.n / g : (spec.n + g - 1) / g;
+  std::vector<CollectiveRound> out = rounds_of_elements(topo, u, rounds);
+  const int pi = topo.num_chips();
+  for (std::size_t r = 0; r < out.size(); ++r) {
+    CollectiveRound& rd = out[r];
+    auto scale = [&](std::vector<RoundPiece>& v, std::size_t end) {
+      std::vector<RoundPiece> w;
+      for (const RoundPiece& x : v) {
+        const std::size_t a = std::min(x.offset * g, end), b = std::min((x.offset + x.count) * g, end);
+        if (b > a) add_piece(w, a, b - a);
+      }
+      v = std::move(w);
+    };
+    for (int c = 0; c < pi; ++c) {
+      const std::size_t cu = static_cast<std::size_t>(c);
+      scale(rd.in[cu], whole.input_len(c));
+      scale(rd.out[cu], whole.output_len(c));
+    }
+    // The round's n in elements: its units, less the part of a partial last granule it holds.
+    std::size_t nr = rd.plan.spec.n * g;
+    if (spec.collective != Collective::kAllToAll && spec.n % g != 0) {
+      const bool rs = spec.collective == Collective::kReduceScatter;
+      bool last = false;
+      for (int c = 0; c < pi; ++c)
+        for (const RoundPiece& x : rs ? rd.in[static_cast<std::size_t>(c)]
+                                      : rd.out[static_cast<std::size_t>(c)])
+          last = last || x.offset + x.count == spec.n;
+      if (last) nr -= g - spec.n % g;
+    }
+    CollectiveSpec rspec = spec;
+    rspec.n = nr;
+    rd.plan = make_plan(topo, rspec);
+    for (int c = 0; c < pi; ++c) {
+      const std::size_t cu = static_cast<std::size_t>(c);
+      if (piece_total(rd.in[cu]) != rd.plan.input_len(c) ||
+          piece_total(rd.out[cu]) != rd.plan.output_len(c)) {
+        throw std::logic_error("make_rounds: round " + std::to_string(r) + " chip " +
+                               std::to_string(c) + ": granule pieces do not match the round's plan");
+      }
+    }
+  }
+  return out;
+}
+
+namespace {
+
+std::vector<CollectiveRound> rounds_of_elements(const Topology& topo, const CollectiveSpec& spec,
+                                                std::size_t rounds) {
   if (rounds < 1) bad("rounds: 0; a collective runs in at least 1 round");
   make_plan(topo, spec);  // every check of the whole collective
   const int pi = topo.num_chips();
@@ -963,6 +1089,8 @@ std::vector<CollectiveRound> make_rounds(const Topology& topo, const CollectiveS
   }
   return out;
 }
+
+}  // namespace
 
 namespace {
 

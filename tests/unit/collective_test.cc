@@ -1428,5 +1428,100 @@ TEST(CollectiveRoundsErrors, InvalidRoundsAreRefused) {
   wrong[1].out[3][0].count = 1;
   expect_invalid([&] { execute_rounds_f32(wrong, ok); }, {"rounds[1]", "chip 3"});
 }
+// Granules (what the pod driver's DMA needs): every chunk starts on a granule; the plan is the
+// plan of ceil(n / g) elements scaled and clipped; rounds keep every piece on a granule, and
+// their golden agrees with the whole plan (data movement exactly, sums within the f64 bound).
+struct GranuleCase {
+  const char* name;
+  Topology topo;
+  std::vector<int> dims;
+  Collective coll;
+  const char* algo;
+  size_t n;
+};
+
+class CollectiveGranules : public ::testing::TestWithParam<GranuleCase> {};
+
+TEST_P(CollectiveGranules, ChunksStartOnGranulesAndRoundsAgree) {
+  const GranuleCase& gc = GetParam();
+  constexpr size_t g = 16;
+  CollectiveSpec spec;
+  spec.collective = gc.coll;
+  spec.algorithm = gc.algo;
+  spec.n = gc.n;
+  spec.group_dims = gc.dims;
+  spec.granule = g;
+  const CollectivePlan plan = make_plan(gc.topo, spec);
+  for (const Step& st : plan.steps)
+    for (const Transfer& t : st.transfers) {
+      EXPECT_EQ(t.src_offset % g, 0u);
+      EXPECT_EQ(t.dst_offset % g, 0u);
+      EXPECT_GT(t.count, 0u);
+    }
+  for (const ChipLayout& cl : plan.chips)
+    for (const auto* v : {&cl.input, &cl.output})
+      for (const Segment& s : *v) EXPECT_EQ(s.offset % g, 0u);
+  // The same as the plan of ceil(n / g) elements, scaled: the element-by-element golden of the
+  // scaled plan equals the unit plan's golden with every unit holding g elements.
+  const int p = gc.topo.num_chips();
+  std::mt19937 rng(static_cast<unsigned>(gc.n));
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  Buffers in(static_cast<size_t>(p));
+  for (int c = 0; c < p; ++c)
+    for (size_t i = 0; i < plan.input_len(c); ++i)
+      in[static_cast<size_t>(c)].push_back(f32_bits(nd(rng)));
+  const Buffers want = execute_plan_f32(plan, in);
+  for (size_t R : {1u, 2u, 3u, 5u}) {
+    const auto rounds = make_rounds(gc.topo, spec, R);
+    for (const CollectiveRound& rd : rounds)
+      for (int c = 0; c < p; ++c)
+        for (const auto* v : {&rd.in[static_cast<size_t>(c)], &rd.out[static_cast<size_t>(c)]})
+          for (const RoundPiece& x : *v) EXPECT_EQ(x.offset % g, 0u) << "R " << R;
+    const Buffers got = execute_rounds_f32(rounds, in);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t c = 0; c < got.size(); ++c) {
+      ASSERT_EQ(got[c].size(), want[c].size()) << "R " << R << " chip " << c;
+      if (!collective_reduces(gc.coll) || R == 1) {
+        EXPECT_EQ(got[c], want[c]) << "R " << R << " chip " << c;
+        continue;
+      }
+      for (size_t i = 0; i < got[c].size(); ++i) {  // sums in another order: the f64 bound
+        const double a = f32_from_bits(got[c][i]), b = f32_from_bits(want[c][i]);
+        EXPECT_LE(std::fabs(a - b), 2.0 * p * 0x1p-24 * 8.0 * p) << i;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Pods, CollectiveGranules,
+    ::testing::Values(
+        GranuleCase{"ring4_ar", Topology::torus({4}), {}, Collective::kAllReduce, "biring", 1000},
+        GranuleCase{"t22_ar_torus", Topology::torus({2, 2}), {}, Collective::kAllReduce, "torus", 777},
+        GranuleCase{"t44_x_ar", Topology::torus({4, 4}), {0}, Collective::kAllReduce, "ring", 333},
+        GranuleCase{"ring4_rs", Topology::torus({4}), {}, Collective::kReduceScatter, "ring", 1003},
+        GranuleCase{"m33_rs", Topology::mesh({3, 3}), {}, Collective::kReduceScatter, "ring", 500},
+        GranuleCase{"ring4_ag", Topology::torus({4}), {}, Collective::kAllGather, "ring", 1002},
+        GranuleCase{"t222_ag_xy", Topology::torus({2, 2, 2}), {0, 1}, Collective::kAllGather, "ring", 71},
+        GranuleCase{"t22_a2a", Topology::torus({2, 2}), {}, Collective::kAllToAll, "ring", 4 * 48},
+        GranuleCase{"line5_bc", Topology::mesh({5}), {}, Collective::kBroadcast, "ring", 300},
+        GranuleCase{"ring4_tiny", Topology::torus({4}), {}, Collective::kAllReduce, "ring", 5}),
+    [](const ::testing::TestParamInfo<GranuleCase>& i) { return std::string(i.param.name); });
+
+TEST(CollectiveGranules, AllToAllBlocksMustBeWholeGranules) {
+  CollectiveSpec spec;
+  spec.collective = Collective::kAllToAll;
+  spec.n = 4 * 20;
+  spec.granule = 16;
+  try {
+    make_plan(Topology::torus({4}), spec);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("whole number of granules"), std::string::npos) << e.what();
+  }
+  spec.granule = 0;
+  EXPECT_THROW(make_plan(Topology::torus({4}), spec), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace tpu

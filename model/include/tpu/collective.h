@@ -101,6 +101,11 @@ struct ChipLayout {
 // group (a replica group / mesh axis); the collective runs in every group at once, each over its
 // own links, and "chip count", shards, `root` and the all_to_all blocks are per group (a chip's
 // rank in its group: its coordinates in group_dims, the first fastest). Empty: the whole pod.
+// granule: chunks are made of whole granules of this many elements (the last one of a buffer
+// may be partial): the plan is the plan of ceil(n / granule) elements with every offset and
+// count scaled by the granule and clipped at the buffer's end. A driver whose DMA moves whole
+// rows and bursts sets it (PodDriver::granule); 1: element chunks. all_to_all: each block
+// (n / chips) must be a whole number of granules.
 struct CollectiveSpec {
   Collective collective = Collective::kAllReduce;
   ReduceOp op = ReduceOp::kSum;
@@ -109,6 +114,7 @@ struct CollectiveSpec {
   std::string algorithm = "ring";
   int root = 0;
   std::vector<int> group_dims;
+  std::size_t granule = 1;
 };
 
 // The single source of truth for what moves where and in which order.
