@@ -5,8 +5,9 @@
 //   commands      cmd_valid_i / cmd_ready_o, cmd_i (tpu_chip_pkg::chip_cmd_t, docs/isa.md)
 //   HBM access    hm_req_* (valid/ready; 64-byte bursts, 7-bit tag) and hm_rsp_* (valid/ready,
 //                 out of order, tag returned); shares the controller port with the DMA
-//   status        busy_o, halted_o, err_o (sticky chip_err_e), err_cmd_o, clear_i (clears error
-//                 and halt), stat_id_i -> stat_o (64-bit counters, chip_stat_e)
+//   status        busy_o, hbm_idle_o (no HBM request or posted write pending), halted_o, err_o
+//                 (sticky chip_err_e), err_cmd_o, clear_i (clears error and halt),
+//                 stat_id_i -> stat_o (64-bit counters, chip_stat_e)
 // HBM PHY side:   one command bus, write-data and read-data bus per channel (tpu_hbm_ctrl).
 // ICI:            the chip's router (tpu_ici_router, NumVc 4, IciDepth flits per VC) with one
 //                 link port per torus direction (+X -X +Y -Y +Z -Z, index d = 0..5): flits out
@@ -57,6 +58,7 @@ module tpu_chip
   // host: status
   input  logic                      clear_i,
   output logic                      busy_o,
+  output logic                      hbm_idle_o,  // the HBM controller holds no request or write
   output logic                      halted_o,
   output chip_err_e                 err_o,
   output logic [31:0]               err_cmd_o,
@@ -570,7 +572,8 @@ module tpu_chip
   // Unit addresses are 16 bits; the sequencer has checked every range against the memory size,
   // so the bits above a memory's address width are zero. Opcode bits are the sequencer's.
   logic unused_bits;
-  assign unused_bits = ^{hbm_stat, ref_pending, ctrl_idle, head.op, dma_rd_addr, dma_wr_addr,
+  assign hbm_idle_o = ctrl_idle;
+  assign unused_bits = ^{hbm_stat, ref_pending, head.op, dma_rd_addr, dma_wr_addr,
                          mxu_w_addr, mxu_a_addr, mxu_c_addr, mxu_c_wr_addr, vpu_x_addr,
                          vpu_y_addr, vpu_wr_addr, vpu_x_mem, vpu_y_mem, ici_rd_mem, ici_rd_addr,
                          ici_wr_addr, ici_rx_drop, ici_stat, ici_credits_full, ici_inj_ready,

@@ -18,6 +18,11 @@
 // message names the rule ("HBM rule tRCD violated: ..."); it is also counted in `viol_count_o`,
 // its bit set in `viol_mask_o` (bit = hbm_rule_e value) and the last one shown on `viol_last_o`.
 // REF number k (k = 1, 2, ...) must be seen by the end of bus cycle k*tREFI - 1 after reset.
+//
+// Backdoor (test set-up and result checks, no simulated time): a rising edge of `bd_stb_i`, with
+// the clock idle, writes `bd_wdata_i` into block `bd_loc_i` when `bd_we_i` is set, and shows the
+// block on `bd_rdata_o` either way. It bypasses the timing model: use it while no access to the
+// same block is in flight.
 module hbm_device
   import tpu_hbm_pkg::*;
 #(
@@ -34,7 +39,12 @@ module hbm_device
   output hbm_bus_t    [NumCh-1:0] rdata_o,
   output logic        [31:0]      viol_count_o,
   output logic        [31:0]      viol_mask_o,
-  output hbm_rule_e               viol_last_o
+  output hbm_rule_e               viol_last_o,
+  input  logic                    bd_stb_i,
+  input  logic                    bd_we_i,
+  input  hbm_loc_t                bd_loc_i,
+  input  hbm_data_t               bd_wdata_i,
+  output hbm_data_t               bd_rdata_o
 );
 
   localparam int unsigned Ring = 128;  // data-bus schedule horizon: CL, CWL + 2 must stay below
@@ -290,6 +300,18 @@ module hbm_device
             $sformatf("write data in cycle %0d is not part of a BL4 write burst", now));
     end
   endtask
+
+  // Backdoor: its own strobe, never together with a clock edge (the harness strobes it between
+  // cycles), so it is ordered with the clocked process by the harness, not by the simulator.
+  hbm_data_t bd_rdata_q;
+  assign bd_rdata_o = bd_rdata_q;
+  always_ff @(posedge bd_stb_i) begin
+    int unsigned key;
+    key = key_of(32'(bd_loc_i.ch), 32'({bd_loc_i.bg, bd_loc_i.ba}), 32'(bd_loc_i.row),
+                 32'(bd_loc_i.col));
+    if (bd_we_i) mem[key] = bd_wdata_i;
+    bd_rdata_q = (mem.exists(key) != 0) ? mem[key] : '0;
+  end
 
   // The device is behavioural: blocking assignments model its internal state in program order
   // (waived in rtl/lint.vlt for rtl/sim/); its outputs are non-blocking like any flop.

@@ -151,6 +151,11 @@ module hbm_subsys_tb_top
     end
   end
 
+  // The backdoor is the chip harness's (tpu_chip_sim_top); this harness does not use it.
+  hbm_data_t bd_rdata;
+  logic unused_bd;
+  assign unused_bd = ^bd_rdata;
+
   hbm_device #(
     .NumCh      (NumCh),
     .RowsPerBank(RowsPerBank)
@@ -165,7 +170,12 @@ module hbm_subsys_tb_top
     .rdata_o     (rdata),
     .viol_count_o(viol_count_o),
     .viol_mask_o (viol_mask_o),
-    .viol_last_o (viol_last)
+    .viol_last_o (viol_last),
+    .bd_stb_i    (1'b0),
+    .bd_we_i     (1'b0),
+    .bd_loc_i    ('0),
+    .bd_wdata_i  ('0),
+    .bd_rdata_o  (bd_rdata)
   );
 
   assign viol_last_o = viol_last;

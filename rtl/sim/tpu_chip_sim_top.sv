@@ -56,6 +56,7 @@ module tpu_chip_sim_top
   // status
   input  logic         clear_i,
   output logic         busy_o,
+  output logic         hbm_idle_o,
   output logic         halted_o,
   output logic [7:0]   err_o,
   output logic [31:0]  err_cmd_o,
@@ -78,7 +79,15 @@ module tpu_chip_sim_top
   input  logic [5:0][1:0]  ici_rx_ht_i,
   output logic [5:0]       ici_rx_cr_valid_o,
   output logic [11:0]      ici_rx_cr_vc_o,
-  output logic             ici_idle_o
+  output logic             ici_idle_o,
+  // Backdoor into the HBM device (no simulated time; see hbm_device): a rising edge of bd_stb_i
+  // between clock cycles writes bd_wdata_i at byte address bd_addr_i (64-byte block, decoded
+  // with the controller's address map) when bd_we_i, and shows the block on bd_rdata_o.
+  input  logic             bd_stb_i,
+  input  logic             bd_we_i,
+  input  logic [31:0]      bd_addr_i,
+  input  logic [511:0]     bd_wdata_i,
+  output logic [511:0]     bd_rdata_o
 );
 
   logic [5:0][RowW+1:0] tx_flit, rx_flit;
@@ -95,6 +104,11 @@ module tpu_chip_sim_top
   chip_err_e err;
   logic [31:0] viol_mask;
   hbm_rule_e viol_last;
+  // The same decode as the chip's HBM controller (tpu_hbm_ctrl: ChW, RowW).
+  localparam int unsigned BdChW = (NumCh > 1) ? $clog2(NumCh) : 0;
+  localparam int unsigned BdRowW = $clog2(Cfg.hbm_rows_per_bank);
+  hbm_loc_t bd_loc;
+  assign bd_loc = hbm_decode(bd_addr_i, hbm_map_e'(addr_map_i), BdChW, BdRowW);
 
   assign timing = '{cl: t_cl_i, cwl: t_cwl_i, rcd: t_rcd_i, rp: t_rp_i, ras: t_ras_i,
                     rc: t_rc_i, ccd_s: t_ccd_s_i, ccd_l: t_ccd_l_i, rrd_s: t_rrd_s_i,
@@ -126,6 +140,7 @@ module tpu_chip_sim_top
     .hm_rsp_data_o (hm_rsp_data_o),
     .clear_i       (clear_i),
     .busy_o        (busy_o),
+    .hbm_idle_o    (hbm_idle_o),
     .halted_o      (halted_o),
     .err_o         (err),
     .err_cmd_o     (err_cmd_o),
@@ -167,7 +182,12 @@ module tpu_chip_sim_top
     .rdata_o     (rdata),
     .viol_count_o(viol_count_o),
     .viol_mask_o (viol_mask),
-    .viol_last_o (viol_last)
+    .viol_last_o (viol_last),
+    .bd_stb_i    (bd_stb_i),
+    .bd_we_i     (bd_we_i),
+    .bd_loc_i    (bd_loc),
+    .bd_wdata_i  (bd_wdata_i),
+    .bd_rdata_o  (bd_rdata_o)
   );
 
   logic unused_bits;
