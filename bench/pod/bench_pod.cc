@@ -1,38 +1,44 @@
-// bench_pod: collectives on the pod, as JSON on stdout.
-//   bench_pod [--only allreduce|speed|speed4x4x4] [--small]
-// allreduce: all-reduce (sum, f32) on a ring of 4 and of 8 chips (ring algorithm) and on a 4x4
-//   torus (torus algorithm), 16x16 chips, 16-byte links of 2 cycles' latency: cycles against the
-//   bandwidth bound 2 (p - 1) / p N / (links B) with every link the algorithm uses busy, for a
-//   large N (the largest that fits the chips' VMEM) and a smaller one. Golden-checked.
-// speed: pod cycles per second of an all-reduce on 2x2, 4x4 (16x16 chips) and 4x4x4 (4x4
-//   chips), the plain C++ stepping in this process and the SystemC pod (TLM host sockets) in a
-//   child process (SystemC elaborates once per process): the SystemC overhead is their ratio.
+// bench_pod: collectives on the pod against their bounds, as a JSON array on stdout (one
+// report per case, sw/common/report.h; model/perf.h owns the bounds).
+//   bench_pod [--only CASE[,CASE...]] [--list]
+// Every case: 16x16 chips, 16-byte ICI links of 2 cycles' latency, f32 sum, buffers in HBM
+// (in through the backdoor, out checked bit for bit against the golden of the driver's rounds).
+// The bound of a collective counts every link the topology gives a chip of the group; the HBM
+// bound (input read + output written at the chip's peak HBM bandwidth) is reported beside it.
+// speed: pod cycles per second of an all-reduce with its host copies, the plain C++ stepping in
+// this process and the SystemC pod (TLM host sockets) in a child process.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "chip_driver.h"
+#include "pod.h"
 #include "pod_driver.h"
 #include "pod_sc.h"
+#include "report.h"
 #include "tpu/bf16.h"
+#include "tpu/perf.h"
 
 using namespace tpu;
 
 namespace {
 
-PodParams make_params(const std::vector<int>& shape, const std::string& variant) {
+PodParams make_params(const Topology& topo, const std::string& variant = "16x16") {
   PodParams p;
-  p.topo = Topology::torus(shape);
+  p.topo = topo;
   p.variant = variant;
   p.link_latency = 2;
   p.link_width = variant == "16x16" ? 16 : 4;  // a row crosses a link in 4 cycles
   return p;
 }
 
-std::vector<std::vector<uint32_t>> inputs(const CollectivePlan& plan) {
-  std::mt19937_64 rng(7);
+std::vector<std::vector<uint32_t>> inputs(const CollectivePlan& plan, uint64_t seed = 7) {
+  std::mt19937_64 rng(seed);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<std::vector<uint32_t>> in(plan.chips.size());
   for (std::size_t c = 0; c < in.size(); ++c)
@@ -41,156 +47,302 @@ std::vector<std::vector<uint32_t>> inputs(const CollectivePlan& plan) {
   return in;
 }
 
-struct Timed {
-  PodCollectiveRun run;
-  double wall = 0;  // seconds of the whole run (load, collective, store)
-};
-
-Timed run_on(PodHost& h, const CollectiveSpec& s, const std::vector<std::vector<uint32_t>>& in) {
-  const auto t0 = std::chrono::steady_clock::now();
-  Timed t;
-  t.run = PodDriver(h).run(s, in);
-  t.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return t;
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::string shape_name(const std::vector<int>& v) {
-  std::string s;
-  for (int x : v) s += (s.empty() ? "" : "x") + std::to_string(x);
+// The bound of a collective of S bytes per chip within groups of `dims` (model/perf.h).
+CollectiveBound bound_of(const MachineInfo& mi, Collective k, const std::vector<int>& dims,
+                         double S) {
+  const Topology g = group_topology(mi.topo, dims);
+  return collective_bound(k, g.num_chips(), S, topology_links_per_chip(g),
+                          mi.link_bytes_per_cycle, collective_hbm_bytes(k, g.num_chips(), S),
+                          mi.shape.hbm_channels * 32.0);
+}
+
+void add_collective(Report& rep, const MachineInfo& mi, const CollectiveSpec& s,
+                    const PodCollectiveRun& r, std::size_t mismatches, double target) {
+  const double S = static_cast<double>(s.n) * 4.0;
+  const CollectiveBound b = bound_of(mi, s.collective, s.group_dims, S);
+  const Topology g = group_topology(mi.topo, s.group_dims);
+  const double cyc = static_cast<double>(r.collective_cycles);
+  rep.field("topology", mi.topo.name()).field("algorithm", s.algorithm);
+  rep.metric("group_chips", g.num_chips(), "", "chips of one group");
+  rep.metric("bytes_per_chip", static_cast<uint64_t>(S), "bytes", "S");
+  rep.metric("rounds", r.rounds.size(), "", "rounds through VMEM", true);
+  rep.set_cycles(r.collective_cycles, b.ici_cycles);
+  rep.metric("target_fraction", target, "fraction", "what the issue asks of fraction_of_bound", true);
+  rep.metric("links_per_chip", topology_links_per_chip(g), "", "links of the bound");
+  rep.metric("hbm_bound_cycles", b.hbm_cycles, "cycles", "input read + output written at peak");
+  rep.metric("fraction_of_hardware_bound", cyc > 0 ? b.ideal_cycles / cyc : 0.0, "fraction",
+             "max(ici, hbm) / cycles", true);
+  rep.set_bandwidth(algbw(S, cyc), busbw(s.collective, g.num_chips(), S, cyc));
+  uint64_t mx = 0;
+  for (const LinkStat& l : r.link_flits) mx = std::max(mx, l.flits * r.row_bytes);
+  rep.metric("max_link_bytes", mx, "bytes", "the busiest directed link");
+  rep.set_golden(mismatches == 0, 0, mismatches);
+}
+
+// A collective alone: buffers loaded by the backdoor, the programs, the outputs checked.
+Report collective_case(const std::string& name, const Topology& topo, CollectiveSpec s,
+                       double target) {
+  CppPodHost host(make_params(topo));
+  PodDriver drv(host);
+  CollectiveSpec sg = s;
+  sg.granule = drv.granule(s.dtype);
+  const auto in = inputs(make_plan(topo, sg));
+  PodCollectiveOptions o;
+  o.backdoor = true;
+  const auto t0 = std::chrono::steady_clock::now();
+  const PodCollectiveRun r = drv.run(s, in, o);
+  const double wall = seconds_since(t0);
+  const auto want = golden_collective(r.rounds, in);
+  std::size_t bad = 0;
+  for (std::size_t c = 0; c < want.size(); ++c)
+    for (std::size_t i = 0; i < want[c].size(); ++i) bad += r.out[c][i] != want[c][i];
+  Report rep(name);
+  rep.field("bench", name);
+  add_collective(rep, host.info(), s, r, bad, target);
+  rep.metric("wall_seconds", wall, "s", "host time");
+  return rep;
+}
+
+CollectiveSpec allreduce(std::size_t bytes, const std::string& algo) {
+  CollectiveSpec s;
+  s.n = bytes / 4;
+  s.algorithm = algo;
   return s;
 }
 
-std::vector<int> parse_shape(const std::string& s) {
-  std::vector<int> v;
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const std::size_t j = s.find('x', i);
-    v.push_back(std::stoi(s.substr(i, j - i)));
-    i = j == std::string::npos ? s.size() : j + 1;
+// A 1 MiB all-reduce and an independent matmul on every chip, alone and side by side: the
+// matmul's VMEM below, the collective's above; the two programs merged by estimated time.
+Report overlap_case(const Topology& topo) {
+  const std::size_t M = 512, K = 512, N = 512;
+  const uint32_t mm_vmem = 4096;  // of 8192 rows
+  CollectiveSpec s = allreduce(1 << 20, "torus");
+  CppPodHost host(make_params(topo));
+  const int P = host.num_chips();
+  PodDriver drv(host);
+  std::vector<std::unique_ptr<ChipDriver>> cd;
+  std::vector<MatmulRun> mm;
+  std::vector<HbmMatrix> am, wm, cm;
+  CollectiveBuffers bufs;
+  std::mt19937_64 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  CollectiveSpec sg = s;
+  sg.granule = drv.granule(s.dtype);
+  const auto in = inputs(make_plan(topo, sg));
+  for (int c = 0; c < P; ++c) {
+    cd.push_back(std::make_unique<ChipDriver>(host, c));
+    cd.back()->vmem_rows_limit = mm_vmem;
+    std::vector<bf16_t> a(M * K), w(K * N);
+    for (auto& v : a) v = f32_to_bf16(nd(rng));
+    for (auto& v : w) v = f32_to_bf16(nd(rng));
+    am.push_back(cd.back()->alloc_matrix(M, K, Dtype::kBf16));
+    wm.push_back(cd.back()->alloc_matrix(K, N, Dtype::kBf16));
+    cm.push_back(cd.back()->alloc_matrix(M, N, Dtype::kF32));
+    const auto ai = cd.back()->matrix_image(am.back(), a), wi = cd.back()->matrix_image(wm.back(), w);
+    host.backdoor_write(c, am.back().addr, ai.data(), ai.size());
+    host.backdoor_write(c, wm.back().addr, wi.data(), wi.size());
+    bufs.in.push_back(cd.back()->alloc(s.n * 4));
+    bufs.out.push_back(cd.back()->alloc(s.n * 4));
+    host.backdoor_write(c, bufs.in.back(), in[static_cast<std::size_t>(c)].data(), s.n * 4);
   }
-  return v;
+  std::vector<std::vector<ChipCmd>> mprog;
+  for (int c = 0; c < P; ++c) {
+    mm.push_back(cd[static_cast<std::size_t>(c)]->plan_matmul(cm[static_cast<std::size_t>(c)],
+                                                              am[static_cast<std::size_t>(c)],
+                                                              wm[static_cast<std::size_t>(c)]));
+    mm.back().program.pop_back();  // no HALT: the machine runs on
+    mprog.push_back(mm.back().program);
+  }
+  PodCollectiveOptions o;
+  o.vmem_base = mm_vmem;
+  const PodProgram cp = drv.compile(s, bufs, o);
+  const auto t0 = std::chrono::steady_clock::now();
+  const uint64_t t_mm = drv.run_programs(mprog).run.cycles;
+  const uint64_t t_ar = drv.run_programs(cp.progs).run.cycles;
+  std::vector<std::vector<ChipCmd>> both;
+  for (int c = 0; c < P; ++c)
+    both.push_back(merge_programs(mprog[static_cast<std::size_t>(c)], t_mm,
+                                  cp.progs[static_cast<std::size_t>(c)], t_ar));
+  const PodProgramRun r = drv.run_programs(both);
+  const double wall = seconds_since(t0);
+  std::size_t bad = 0;
+  const auto want = golden_collective(cp.rounds, in);
+  for (int c = 0; c < P; ++c) {
+    std::vector<uint32_t> out(s.n);
+    host.backdoor_read(c, bufs.out[static_cast<std::size_t>(c)], out.data(), s.n * 4);
+    for (std::size_t i = 0; i < s.n; ++i) bad += out[i] != want[static_cast<std::size_t>(c)][i];
+  }
+  Report rep("overlap: 1 MiB all-reduce with a 512x512x512 matmul on every chip, " + topo.name());
+  rep.field("bench", "overlap").field("topology", topo.name());
+  rep.metric("matmul_alone_cycles", t_mm, "cycles", "the matmuls alone", true);
+  rep.metric("allreduce_alone_cycles", t_ar, "cycles", "the all-reduce alone", true);
+  rep.metric("cycles", r.run.cycles, "cycles", "both, merged into one program per chip", true);
+  const double best = static_cast<double>(std::max(t_mm, t_ar));
+  rep.metric("ratio_to_max_alone", static_cast<double>(r.run.cycles) / best, "fraction",
+             "cycles / max(alone): the target is <= 1.10", true);
+  rep.metric("target_ratio", 1.10, "fraction", "what the issue asks");
+  rep.set_golden(bad == 0, 0, bad);
+  rep.metric("wall_seconds", wall, "s", "host time");
+  return rep;
 }
 
-// Elements of an f32 all-reduce that fill most of a chip's VMEM: the working buffer plus the
-// landing rows of every incoming transfer (about 2 (p - 1) / p of it) must fit.
-std::size_t big_n(const ChipShape& cs, int p) {
-  const double rows = 0.9 * cs.vmem_rows / (1.0 + 2.0 * (p - 1) / p);
-  return static_cast<std::size_t>(rows) / 64 * 64 * cs.cols;
+// Simulation speed: an all-reduce with its host copies (every simulated cycle counted).
+struct Speed {
+  uint64_t cycles = 0;
+  double wall = 0;
+};
+
+Speed speed_run(HostPort& h, const CollectiveSpec& s, const std::vector<std::vector<uint32_t>>& in) {
+  const uint64_t c0 = h.cycle();
+  const auto t0 = std::chrono::steady_clock::now();
+  PodDriver(h).run(s, in);
+  return Speed{h.cycle() - c0, seconds_since(t0)};
 }
 
-void allreduce_case(bool* first, const std::vector<int>& shape, const std::string& algo,
-                    std::size_t n_div) {
-  const PodParams p = make_params(shape, "16x16");
-  CppPodHost host(p);
-  const int P = p.topo.num_chips();
+CollectiveSpec speed_spec(const std::string& variant) {
   CollectiveSpec s;
-  s.algorithm = algo;
-  s.n = big_n(host.core().shape(), P) / n_div;
-  const CollectivePlan plan = make_plan(p.topo, s);
-  const auto in = inputs(plan);
-  const Timed t = run_on(host, s, in);
-  const bool pass = t.run.out == execute_plan_f32(plan, in);
-  const double B = host.core().link_bytes_per_cycle();
-  const int links = allreduce_links_per_chip(p.topo, algo);
-  const double bound = allreduce_bound_s(P, links, static_cast<double>(s.n) * 4.0, B);
-  const double cyc = static_cast<double>(t.run.collective_cycles);
-  std::printf("%s  {\"bench\": \"allreduce\", \"topology\": \"%s\", \"algorithm\": \"%s\", "
-              "\"chips\": %d, \"variant\": \"16x16\", \"link_bytes_per_cycle\": %.0f, "
-              "\"link_latency\": %u, \"links_per_chip\": %d, \"elements\": %zu, "
-              "\"bytes_per_chip\": %zu, \"cycles\": %.0f, \"bound_cycles\": %.1f, "
-              "\"fraction_of_bound\": %.4f, \"busbw_bytes_per_cycle\": %.2f, "
-              "\"commands\": %zu, \"golden\": \"%s\", \"wall_seconds\": %.2f}",
-              *first ? "" : ",\n", p.topo.name().c_str(), algo.c_str(), P, B, p.link_latency,
-              links, s.n, s.n * 4, cyc, bound, bound / cyc,
-              static_cast<double>(s.n) * 4.0 / cyc * 2.0 * (P - 1) / P, t.run.commands,
-              pass ? "pass" : "fail", t.wall);
-  std::fflush(stdout);
-  *first = false;
+  s.algorithm = variant == "16x16" ? "torus" : "ring";
+  s.n = variant == "16x16" ? 16384 : 2048;
+  return s;
 }
 
-// The speed job: an all-reduce of n elements (fewer on the small chips' 64 KiB of VMEM).
-std::size_t speed_n(const std::string& variant) { return variant == "16x16" ? 16384 : 2048; }
+Topology parse_topo(const std::string& t) {
+  std::vector<int> v;
+  std::stringstream ss(t);
+  std::string x;
+  while (std::getline(ss, x, 'x')) v.push_back(std::stoi(x));
+  return Topology::torus(v);
+}
 
-void speed_case(bool* first, const char* self, const std::vector<int>& shape,
-                const std::string& variant) {
-  const PodParams p = make_params(shape, variant);
-  CollectiveSpec s;
-  s.algorithm = variant == "16x16" ? "torus" : "ring";  // torus pieces overflow a 4x4 chip
-  s.n = speed_n(variant);
-  const auto in = inputs(make_plan(p.topo, s));
-  CppPodHost host(p);
-  const Timed t = run_on(host, s, in);
-  const uint64_t cyc = t.run.load_cycles + t.run.collective_cycles + t.run.store_cycles;
-  // The SystemC pod, in a child process.
-  const std::string cmd = std::string(self) + " --systemc-speed " + shape_name(shape) + " " +
-                          variant;
-  double sc_wall = 0;
+Report speed_case(const char* self, const std::string& shape, const std::string& variant) {
+  const Topology topo = parse_topo(shape);
+  const CollectiveSpec s = speed_spec(variant);
+  CppPodHost host(make_params(topo, variant));
+  CollectiveSpec sg = s;
+  sg.granule = PodDriver(host).granule(s.dtype);
+  const Speed cpp = speed_run(host, s, inputs(make_plan(topo, sg)));
+  const std::string cmd = std::string(self) + " --systemc-speed " + shape + " " + variant;
+  Speed sc;
   unsigned long long sc_cyc = 0;
   if (FILE* f = popen(cmd.c_str(), "r")) {
-    if (std::fscanf(f, "%llu %lf", &sc_cyc, &sc_wall) != 2) sc_wall = 0;
+    if (std::fscanf(f, "%llu %lf", &sc_cyc, &sc.wall) != 2) sc.wall = 0;
     pclose(f);
   }
-  std::printf("%s  {\"bench\": \"sim_speed\", \"topology\": \"%s\", \"chips\": %d, "
-              "\"variant\": \"%s\", \"job\": \"all_reduce %s %zu f32\", \"pod_cycles\": %llu, "
-              "\"cpp_wall_seconds\": %.3f, \"cpp_cycles_per_second\": %.1f, "
-              "\"systemc_pod_cycles\": %llu, \"systemc_wall_seconds\": %.3f, "
-              "\"systemc_cycles_per_second\": %.1f, \"systemc_overhead\": %.3f}",
-              *first ? "" : ",\n", p.topo.name().c_str(), p.topo.num_chips(), variant.c_str(),
-              s.algorithm.c_str(), s.n, static_cast<unsigned long long>(cyc), t.wall, static_cast<double>(cyc) / t.wall,
-              sc_cyc, sc_wall, sc_wall > 0 ? static_cast<double>(sc_cyc) / sc_wall : 0.0,
-              sc_wall / t.wall);
-  std::fflush(stdout);
-  *first = false;
+  sc.cycles = sc_cyc;
+  Report rep("simulation speed: all-reduce of " + std::to_string(s.n) + " f32 with host copies on " +
+             topo.name() + " of " + variant + " chips");
+  rep.field("bench", "sim_speed").field("topology", topo.name()).field("variant", variant);
+  rep.metric("pod_cycles", cpp.cycles, "cycles", "every simulated cycle, host copies included");
+  rep.metric("cpp_cycles_per_second", static_cast<double>(cpp.cycles) / cpp.wall, "cycles/s", "plain C++ stepping", true);
+  rep.metric("systemc_pod_cycles", sc.cycles, "cycles", "the same job on the SystemC pod");
+  rep.metric("systemc_cycles_per_second", sc.wall > 0 ? static_cast<double>(sc.cycles) / sc.wall : 0.0, "cycles/s",
+             "SystemC pod with TLM host sockets", true);
+  rep.metric("systemc_overhead", cpp.wall > 0 ? sc.wall / cpp.wall : 0.0, "fraction",
+             "SystemC wall time / C++ wall time", true);
+  return rep;
 }
 
 int systemc_speed(const std::string& shape, const std::string& variant) {
-  const PodParams p = make_params(parse_shape(shape), variant);
-  CollectiveSpec s;
-  s.algorithm = variant == "16x16" ? "torus" : "ring";
-  s.n = speed_n(variant);
-  const auto in = inputs(make_plan(p.topo, s));
-  ScPod pod("pod", p);
-  Timed t;
-  pod.run([&](PodHost& h) { t = run_on(h, s, in); });
-  std::printf("%llu %.6f\n",
-              static_cast<unsigned long long>(t.run.load_cycles + t.run.collective_cycles +
-                                              t.run.store_cycles),
-              t.wall);
+  const Topology topo = parse_topo(shape);
+  const CollectiveSpec s = speed_spec(variant);
+  ScPod pod("pod", make_params(topo, variant));
+  Speed t;
+  pod.run([&](HostPort& h) {
+    CollectiveSpec sg = s;
+    sg.granule = PodDriver(h).granule(s.dtype);
+    t = speed_run(h, s, inputs(make_plan(topo, sg)));
+  });
+  std::printf("%llu %.6f\n", static_cast<unsigned long long>(t.cycles), t.wall);
   return 0;
+}
+
+struct Case {
+  const char* name;
+  const char* what;
+  std::function<Report(const char*)> run;
+};
+
+std::vector<Case> cases() {
+  return {
+      {"ar2x2", "2x2 torus, 1 MiB per chip, torus all-reduce (target 0.85)",
+       [](const char*) {
+         return collective_case("ar2x2", Topology::torus({2, 2}), allreduce(1 << 20, "torus"), 0.85);
+       }},
+      {"ar4x4", "4x4 torus, 4 MiB per chip (target 0.90)",
+       [](const char*) {
+         return collective_case("ar4x4", Topology::torus({4, 4}), allreduce(4 << 20, "torus"), 0.90);
+       }},
+      {"ring8", "ring of 8, 1 MiB, biring (target 0.95)",
+       [](const char*) {
+         return collective_case("ring8", Topology::torus({8}), allreduce(1 << 20, "biring"), 0.95);
+       }},
+      {"ar4x4x4", "4x4x4 torus, 1 MiB (target 0.85)",
+       [](const char*) {
+         return collective_case("ar4x4x4", Topology::torus({4, 4, 4}), allreduce(1 << 20, "torus"),
+                                0.85);
+       }},
+      {"axis4x4", "all-reduce along x of a 4x4, four groups at once, 1 MiB (target 0.90)",
+       [](const char*) {
+         CollectiveSpec s = allreduce(1 << 20, "biring");
+         s.group_dims = {0};
+         return collective_case("axis4x4", Topology::torus({4, 4}), s, 0.90);
+       }},
+      {"small4x4", "4 KiB all-reduce on a 4x4 torus (target 0.5)",
+       [](const char*) {
+         return collective_case("small4x4", Topology::torus({4, 4}), allreduce(4096, "torus"), 0.5);
+       }},
+      {"overlap", "1 MiB all-reduce overlapped with a matmul on every chip of a 2x2 (target 1.10)",
+       [](const char*) { return overlap_case(Topology::torus({2, 2})); }},
+      {"speed", "simulation speed on 2x2 and 4x4 of 16x16 chips, C++ and SystemC",
+       [](const char* self) { return speed_case(self, "2x2", "16x16"); }},
+      {"speed4x4", "simulation speed on 4x4 of 16x16 chips",
+       [](const char* self) { return speed_case(self, "4x4", "16x16"); }},
+      {"speed4x4x4", "simulation speed on 4x4x4 of 4x4 chips",
+       [](const char* self) { return speed_case(self, "4x4x4", "4x4"); }},
+  };
 }
 
 }  // namespace
 
 extern "C" int sc_main(int argc, char** argv) {
-  std::string only;
-  bool small = false;
+  std::vector<std::string> only;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--systemc-speed" && i + 2 < argc) return systemc_speed(argv[i + 1], argv[i + 2]);
-    if (a == "--only" && i + 1 < argc) only = argv[++i];
-    else if (a == "--small") small = true;
-    else {
-      std::fprintf(stderr, "usage: bench_pod [--only allreduce|speed|speed4x4x4] [--small]\n");
+    if (a == "--only" && i + 1 < argc) {
+      std::stringstream ss(argv[++i]);
+      std::string x;
+      while (std::getline(ss, x, ',')) only.push_back(x);
+    } else if (a == "--list") {
+      for (const Case& c : cases()) std::printf("%-10s %s\n", c.name, c.what);
+      return 0;
+    } else {
+      std::fprintf(stderr, "usage: bench_pod [--only CASE[,CASE...]] [--list]\n");
+      return 2;
+    }
+  }
+  for (const std::string& o : only) {
+    bool known = false;
+    for (const Case& c : cases()) known = known || o == c.name;
+    if (!known) {
+      std::fprintf(stderr, "bench_pod: --only %s: not a case (bench_pod --list)\n", o.c_str());
       return 2;
     }
   }
   bool first = true;
   std::printf("[\n");
-  if (only.empty() || only == "allreduce") {
-    const std::size_t d = small ? 8 : 1;
-    allreduce_case(&first, {4}, "ring", d);
-    allreduce_case(&first, {8}, "ring", d);
-    allreduce_case(&first, {4}, "biring", d);
-    allreduce_case(&first, {4, 4}, "torus", d);
-    if (!small) allreduce_case(&first, {4, 4}, "torus", 8);
-  }
-  if (only == "speed4x4x4") speed_case(&first, argv[0], {4, 4, 4}, "4x4");
-  if (only.empty() || only == "speed") {
-    speed_case(&first, argv[0], {2, 2}, "16x16");
-    if (!small) {
-      speed_case(&first, argv[0], {4, 4}, "16x16");
-      speed_case(&first, argv[0], {4, 4, 4}, "4x4");
-    }
+  for (const Case& c : cases()) {
+    if (only.empty() ? std::string(c.name).rfind("speed4", 0) == 0
+                     : std::find(only.begin(), only.end(), c.name) == only.end())
+      continue;
+    const Report r = c.run(argv[0]);
+    std::fputs(r.summary().c_str(), stderr);
+    std::printf("%s%s", first ? "" : ",\n", r.json().dump(2).c_str());
+    std::fflush(stdout);
+    first = false;
   }
   std::printf("\n]\n");
   return 0;

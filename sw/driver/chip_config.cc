@@ -75,7 +75,8 @@ PodConfig load_pod_config(const std::string& path) {
   const YAML::Node pod = root["pod"];
   if (!pod) fail(path, "pod", "missing section");
   if (!pod.IsMap()) fail(path, "pod", "must be a mapping");
-  check_keys(pod, path, "pod.", {"shape", "wrap", "link_latency", "link_width_bytes"});
+  check_keys(pod, path, "pod.", {"shape", "wrap", "link_latency", "link_width_bytes",
+                                 "host_bytes_per_cycle"});
   PodParams& p = pc.params;
   p.variant = pc.chip.variant;
   p.hbm = pc.chip.hbm;
@@ -130,6 +131,19 @@ PodConfig load_pod_config(const std::string& path) {
            "must divide the " + std::to_string(row) + "-byte memory row of chip " +
                pc.chip.variant + " into 1 to 15 beats (got " + std::to_string(v) + ")");
     p.link_width = static_cast<unsigned>(v);
+  }
+  if (const YAML::Node h = pod["host_bytes_per_cycle"]) {
+    int v = 0;
+    try {
+      v = h.as<int>();
+    } catch (const YAML::Exception&) {
+      fail(path, "pod.host_bytes_per_cycle", "must be an integer number of bytes");
+    }
+    if (v < 1 || v > 64)
+      fail(path, "pod.host_bytes_per_cycle",
+           "must be from 1 to 64 bytes per cycle (one 64-byte burst per cycle at most; got " +
+               std::to_string(v) + ")");
+    p.host_bytes_per_cycle = static_cast<unsigned>(v);
   }
   try {
     p.topo.validate();

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <deque>
 
+#include "pod.h"
 #include "tpu/matmul.h"
 #include "tpu/vector.h"
 
@@ -11,18 +12,35 @@ namespace tpu {
 
 namespace {
 constexpr uint64_t kBurst = 64;
-constexpr unsigned kHostTags = 64;
 uint64_t round_up(uint64_t x, uint64_t m) { return (x + m - 1) / m * m; }
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
-ChipDriver::ChipDriver(const std::string& variant, const HbmConfig& hbm)
-    : hbm_(hbm), dut_(make_chip(variant)), d_(dut_.get()) {
-  dut_->configure(hbm_);
+namespace {
+PodParams alone(const std::string& variant, const HbmConfig& hbm, const std::string& waves) {
+  PodParams p;
+  p.topo = Topology::mesh({1});
+  p.variant = variant;
+  p.hbm = hbm;
+  if (!waves.empty()) {
+    p.wave_chips = {0};
+    p.wave_path = waves;
+  }
+  return p;
+}
+}  // namespace
+
+ChipDriver::ChipDriver(const std::string& variant, const HbmConfig& hbm, const std::string& waves)
+    : own_(std::make_unique<CppPodHost>(alone(variant, hbm, waves))), port_(own_.get()) {}
+
+ChipDriver::ChipDriver(HostPort& port, int chip) : port_(&port), chip_(chip) {
+  if (chip < 0 || chip >= port.num_chips())
+    throw std::invalid_argument("ChipDriver: chip " + std::to_string(chip) +
+                                " is not in the machine (0.." +
+                                std::to_string(port.num_chips() - 1) + ")");
 }
 
-ChipDriver::ChipDriver(PodHost& pod, int chip)
-    : hbm_(pod.core().params().hbm), d_(&pod.core().chip(chip)), pod_(&pod), pod_chip_(chip) {}
+ChipDriver::~ChipDriver() = default;
 
 uint64_t ChipDriver::alloc(uint64_t bytes) {
   const uint64_t at = next_free_;
@@ -52,8 +70,8 @@ HbmMatrix ChipDriver::alloc_matrix(std::size_t rows, std::size_t cols, Dtype dty
 }
 
 namespace {
-void write_padded(ChipDriver& d, const HbmMatrix& m, const void* data, std::size_t n,
-                  std::size_t esize, const char* type) {
+std::vector<uint8_t> padded_image(const HbmMatrix& m, const void* data, std::size_t n,
+                                  std::size_t esize, const char* type) {
   if (m.esize() != esize)
     throw std::invalid_argument(std::string("write_matrix: the matrix is not ") + type);
   if (n != m.rows * m.cols)
@@ -63,21 +81,25 @@ void write_padded(ChipDriver& d, const HbmMatrix& m, const void* data, std::size
   for (std::size_t i = 0; i < m.rows; ++i)
     std::memcpy(buf.data() + i * m.pitch * esize,
                 static_cast<const uint8_t*>(data) + i * m.cols * esize, m.cols * esize);
-  d.write(m.addr, buf.data(), buf.size());
+  return buf;
 }
 }  // namespace
 
-void ChipDriver::write_matrix(const HbmMatrix& m, const std::vector<bf16_t>& data) {
-  write_padded(*this, m, data.data(), data.size(), 2, "bf16");
+std::vector<uint8_t> ChipDriver::matrix_image(const HbmMatrix& m,
+                                              const std::vector<bf16_t>& data) const {
+  return padded_image(m, data.data(), data.size(), 2, "bf16");
 }
 
-void ChipDriver::write_matrix(const HbmMatrix& m, const std::vector<float>& data) {
-  write_padded(*this, m, data.data(), data.size(), 4, "f32");
+std::vector<uint8_t> ChipDriver::matrix_image(const HbmMatrix& m,
+                                              const std::vector<float>& data) const {
+  return padded_image(m, data.data(), data.size(), 4, "f32");
 }
 
-std::vector<uint32_t> ChipDriver::read_matrix(const HbmMatrix& m) {
-  std::vector<uint8_t> buf(m.bytes());
-  read(m.addr, buf.data(), buf.size());
+std::vector<uint32_t> ChipDriver::matrix_from_image(const HbmMatrix& m,
+                                                    const std::vector<uint8_t>& buf) {
+  if (buf.size() < m.bytes())
+    throw std::invalid_argument("matrix_from_image: " + std::to_string(buf.size()) +
+                                " bytes for a matrix of " + std::to_string(m.bytes()));
   std::vector<uint32_t> out(m.rows * m.cols);
   for (std::size_t i = 0; i < m.rows; ++i)
     for (std::size_t j = 0; j < m.cols; ++j) {
@@ -88,149 +110,79 @@ std::vector<uint32_t> ChipDriver::read_matrix(const HbmMatrix& m) {
   return out;
 }
 
-void ChipDriver::host_bursts(const std::vector<uint64_t>& addrs, std::vector<uint8_t>* data,
-                             bool write) {
-  if (pod_) {  // addrs are consecutive bursts (write() and read() make them so)
-    if (addrs.empty()) return;
-    if (write) pod_->write(pod_chip_, addrs[0], data->data(), addrs.size() * kBurst);
-    else pod_->read(pod_chip_, addrs[0], data->data(), addrs.size() * kBurst);
-    return;
-  }
-  ChipDut& d = *dut_;
-  std::vector<long> tag_of(kHostTags, -1);
-  std::size_t next = 0, done = 0;
-  uint8_t buf[64];
-  uint64_t idle = 0;
-  while (done < addrs.size()) {
-    const unsigned tag = static_cast<unsigned>(next % kHostTags);
-    const bool valid = next < addrs.size() && tag_of[tag] < 0;
-    d.set_hm_req(valid, write, static_cast<uint32_t>(valid ? addrs[next] : 0), tag,
-                 valid && write ? data->data() + next * kBurst : nullptr);
-    d.set_hm_rsp_ready(true);
-    d.set_cmd(false, nullptr);
-    d.eval();
-    const bool fire = valid && d.hm_req_ready();
-    if (d.hm_rsp_valid()) {
-      const unsigned t = d.hm_rsp_tag() % kHostTags;
-      if (tag_of[t] < 0) throw ChipRtlError("host port: response with an unknown tag");
-      if (!write) {
-        d.hm_rsp_data(buf);
-        std::memcpy(data->data() + static_cast<std::size_t>(tag_of[t]) * kBurst, buf, kBurst);
-      }
-      tag_of[t] = -1;
-      ++done;
-      idle = 0;
-    }
-    if (fire) {
-      tag_of[tag] = static_cast<long>(next);
-      ++next;
-      idle = 0;
-    }
-    d.tick();
-    if (++idle > 100000) throw ChipError("host port: HBM access hung", 0);
-  }
-  d.set_hm_req(false, false, 0, 0, nullptr);
+void ChipDriver::write_matrix(const HbmMatrix& m, const std::vector<bf16_t>& data) {
+  const auto buf = matrix_image(m, data);
+  write(m.addr, buf.data(), buf.size());
+}
+
+void ChipDriver::write_matrix(const HbmMatrix& m, const std::vector<float>& data) {
+  const auto buf = matrix_image(m, data);
+  write(m.addr, buf.data(), buf.size());
+}
+
+std::vector<uint32_t> ChipDriver::read_matrix(const HbmMatrix& m) {
+  std::vector<uint8_t> buf(m.bytes());
+  read(m.addr, buf.data(), buf.size());
+  return matrix_from_image(m, buf);
 }
 
 void ChipDriver::write(uint64_t addr, const void* data, std::size_t n) {
   if (n == 0) return;
   if (addr + n > shape().hbm_bytes) throw std::out_of_range("write beyond the HBM capacity");
   const uint64_t lo = addr / kBurst * kBurst, hi = round_up(addr + n, kBurst);
-  std::vector<uint64_t> addrs;
-  for (uint64_t a = lo; a < hi; a += kBurst) addrs.push_back(a);
   std::vector<uint8_t> buf(hi - lo, 0);
-  if (lo != addr || hi != addr + n) host_bursts(addrs, &buf, false);  // merge partial bursts
+  if (lo != addr || hi != addr + n) port_->read(chip_, lo, buf.data(), buf.size());  // merge
   std::memcpy(buf.data() + (addr - lo), data, n);
-  host_bursts(addrs, &buf, true);
+  port_->write(chip_, lo, buf.data(), buf.size());
 }
 
 void ChipDriver::read(uint64_t addr, void* data, std::size_t n) {
   if (n == 0) return;
   if (addr + n > shape().hbm_bytes) throw std::out_of_range("read beyond the HBM capacity");
   const uint64_t lo = addr / kBurst * kBurst, hi = round_up(addr + n, kBurst);
-  std::vector<uint64_t> addrs;
-  for (uint64_t a = lo; a < hi; a += kBurst) addrs.push_back(a);
   std::vector<uint8_t> buf(hi - lo, 0);
-  host_bursts(addrs, &buf, false);
+  port_->read(chip_, lo, buf.data(), buf.size());
   std::memcpy(data, buf.data() + (addr - lo), n);
 }
 
-ChipCounters ChipDriver::counters() {
-  if (pod_) return pod_->core().counters(pod_chip_);
-  ChipCounters c;
-  for (unsigned i = 0; i < kNumChipStats; ++i) {
-    dut_->set_stat_id(i);
-    dut_->eval();
-    c.v[i] = dut_->stat();
-  }
-  return c;
-}
-
-void ChipDriver::tick_idle(uint64_t cycles) {
-  if (pod_) throw std::logic_error("ChipDriver::tick_idle: the chip is in a pod (the pod steps it)");
-  dut_->set_cmd(false, nullptr);
-  dut_->set_hm_req(false, false, 0, 0, nullptr);
-  for (uint64_t i = 0; i < cycles; ++i) {
-    dut_->eval();
-    dut_->tick();
-  }
-}
+ChipCounters ChipDriver::counters() { return port_->counters(chip_); }
 
 ProgramResult ChipDriver::run(const std::vector<ChipCmd>& prog, bool throw_on_error,
                               uint64_t max_cycles) {
-  if (pod_) {
-    const ChipCounters before = counters();
-    ProgramResult r;
-    // A final HALT would stop the chip for the pod's later programs; running until the pod is
-    // idle already waits for every command.
-    std::vector<ChipCmd> p = prog;
-    if (!p.empty() && (p.back().w[0] & 0xFu) == static_cast<uint32_t>(ChipOp::kHalt)) p.pop_back();
-    pod_->push(pod_chip_, p);
-    r.cycles = pod_->run_until_idle(max_cycles);
-    r.delta = counters() - before;
-    (void)throw_on_error;  // a chip error is a PodError from run_until_idle
-    return r;
-  }
-  ChipDut& d = *dut_;
   const ChipCounters before = counters();
   ProgramResult r;
-  std::size_t i = 0;
-  const uint64_t start = d.cycle();
-  d.set_hm_req(false, false, 0, 0, nullptr);
-  while (true) {
-    const bool valid = i < prog.size();
-    d.set_cmd(valid, valid ? prog[i].w.data() : nullptr);
-    d.eval();
-    const bool fire = valid && d.cmd_ready();
-    if (!valid && !d.busy()) break;
-    d.tick();
-    if (fire) ++i;
-    if (progress && (d.cycle() - start) % progress_every == 0) progress(i, prog.size());
-    if (d.cycle() - start > max_cycles)
-      throw ChipError("chip " + d.variant() + ": program of " + std::to_string(prog.size()) +
-                          " commands did not finish in " + std::to_string(max_cycles) +
-                          " cycles (hung at command " + std::to_string(i) + ")",
-                      0);
+  port_->push(chip_, prog);
+  const auto saved = port_->progress;
+  const uint64_t every = port_->progress_every;
+  if (progress) {
+    port_->progress = [&](uint64_t cycles) { progress(cycles, prog.size()); };
+    port_->progress_every = progress_every;
   }
-  d.set_cmd(false, nullptr);
-  r.cycles = d.cycle() - start;
+  RunStats st;
+  try {
+    st = port_->run_until_idle(max_cycles, /*stop_on_error=*/false);
+  } catch (const ChipError&) {
+    throw;
+  } catch (const PodError& e) {
+    port_->progress = saved;
+    port_->progress_every = every;
+    throw ChipError("chip " + std::to_string(chip_) + " (" + port_->info().variant +
+                        "): program of " + std::to_string(prog.size()) + " commands: " + e.what(),
+                    0, chip_, 0);
+  }
+  port_->progress = saved;
+  port_->progress_every = every;
+  r.cycles = st.cycles;
   r.delta = counters() - before;
-  r.err = d.err();
-  r.err_cmd = d.err_cmd();
-  if (d.hbm_violations() != 0)
-    throw ChipRtlError("chip " + d.variant() + ": the HBM device checker saw " +
-                       std::to_string(d.hbm_violations()) + " violations");
-  if (r.err != 0 || d.halted()) {
-    d.set_clear(true);
-    d.eval();
-    d.tick();
-    d.set_clear(false);
-    d.eval();
-  }
+  const ChipStatus s = port_->status(chip_);
+  r.err = s.err;
+  r.err_cmd = s.err_cmd;
+  if (s.err != 0 || s.halted) port_->clear(chip_);
   if (r.err != 0 && throw_on_error)
-    throw ChipError("chip " + d.variant() + ": error register " + std::to_string(r.err) + " (" +
+    throw ChipError("chip " + std::to_string(chip_) + " (" + port_->info().variant +
+                        "): error register " + std::to_string(r.err) + " (" +
                         chip_err_name(r.err) + ") at command " + std::to_string(r.err_cmd),
-                    r.err);
+                    r.err, chip_, r.err_cmd);
   return r;
 }
 
@@ -291,6 +243,22 @@ MatmulRun ChipDriver::matmul(const std::vector<bf16_t>& a, const std::vector<bf1
 
 MatmulRun ChipDriver::matmul(const HbmMatrix& cm, const HbmMatrix& am, const HbmMatrix& wm,
                              const MatmulEpilogue& ep) {
+  MatmulRun res = plan_matmul(cm, am, wm, ep);
+  finish_matmul(&res, run(res.program));
+  return res;
+}
+
+void ChipDriver::finish_matmul(MatmulRun* r, const ProgramResult& prog) const {
+  r->prog = prog;
+  r->hbm_bytes = prog.delta[kStatDmaRdBytes] + prog.delta[kStatDmaWrBytes];
+  r->peak_bytes_per_cycle = static_cast<double>(shape().hbm_channels) * 32.0;
+  r->roofline_cycles = std::max<uint64_t>(
+      r->compute_cycles,
+      static_cast<uint64_t>(static_cast<double>(r->hbm_bytes) / r->peak_bytes_per_cycle + 0.5));
+}
+
+MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, const HbmMatrix& wm,
+                                  const MatmulEpilogue& ep) {
   const ChipShape& s = shape();
   check_matrix(am, "A", Dtype::kBf16, s);
   check_matrix(wm, "W", Dtype::kBf16, s);
@@ -327,10 +295,12 @@ MatmulRun ChipDriver::matmul(const HbmMatrix& cm, const HbmMatrix& am, const Hbm
   // Rows of A per chunk: everything double-buffered must fit the memories. W is either
   // streamed (two panels of R rows of W, reloaded for every chunk) or, when the whole of it
   // fits beside chunks of a useful size, resident (loaded once).
+  const uint64_t vmem_rows = vmem_rows_limit ? std::min<uint64_t>(vmem_rows_limit, s.vmem_rows)
+                                             : s.vmem_rows;
   auto max_rows = [&](uint64_t w_rows) {
     uint64_t r = std::min<uint64_t>(M, 65535);
     while (r > 0 && !(2 * r * NT <= s.amem_rows &&
-                      2 * r * KT + w_rows + 2 * r * NTo + NT <= s.vmem_rows))
+                      2 * r * KT + w_rows + 2 * r * NTo + NT <= vmem_rows))
       --r;
     return r;
   };
@@ -339,7 +309,7 @@ MatmulRun ChipDriver::matmul(const HbmMatrix& cm, const HbmMatrix& am, const Hbm
   const uint64_t mt = w_resident ? mt_res : mt_stream;
   if (mt == 0)
     throw std::invalid_argument("matmul: K = " + std::to_string(K) + ", N = " + std::to_string(N) +
-                                " do not fit the on-chip memories of " + d_->variant());
+                                " do not fit the on-chip memories of " + port_->info().variant);
   const uint64_t w_bufs = w_resident ? KT : 2;
 
   // HBM: A, W, C and the bias where the caller put them. The DMA reads A rows as KT whole
@@ -632,13 +602,8 @@ MatmulRun ChipDriver::matmul(const HbmMatrix& cm, const HbmMatrix& am, const Hbm
   MatmulRun res;
   res.commands = prog.size();
   res.m_chunk = mt;
-  res.prog = run(prog);
-  res.hbm_bytes = res.prog.delta[kStatDmaRdBytes] + res.prog.delta[kStatDmaWrBytes];
   res.compute_cycles = M * KT * NT;
-  res.peak_bytes_per_cycle = static_cast<double>(s.hbm_channels) * 32.0;
-  res.roofline_cycles = std::max<uint64_t>(
-      res.compute_cycles,
-      static_cast<uint64_t>(static_cast<double>(res.hbm_bytes) / res.peak_bytes_per_cycle + 0.5));
+  res.program = std::move(prog);
   return res;
 }
 

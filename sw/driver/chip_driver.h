@@ -1,5 +1,6 @@
 // ChipDriver: the host's C++ API for one simulated chip: HBM buffers, copies through the host
-// port, command programs, and a tiled, double-buffered matmul with a VPU epilogue.
+// port, command programs, and a tiled, double-buffered matmul with a VPU epilogue. It sees only
+// the chip's host port (tb/pod/host_port.h): a chip alone is a machine of one chip.
 #pragma once
 
 #include <cstdint>
@@ -9,24 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "chip_dut.h"
 #include "chip_isa.h"
 #include "hbm_config.h"
-#include "pod.h"
+#include "host_port.h"
 #include "tpu/bf16.h"
 
 namespace tpu {
-
-// The chip stopped with its sticky error register set, or hung. The message names the error
-// code (chip_err_name), the failing command index and the program.
-class ChipError : public std::runtime_error {
- public:
-  ChipError(const std::string& what, unsigned code) : std::runtime_error(what), code_(code) {}
-  unsigned code() const { return code_; }
-
- private:
-  unsigned code_;
-};
 
 struct ProgramResult {
   uint64_t cycles = 0;   // from the first command offered until the chip is idle again
@@ -65,6 +54,7 @@ struct MatmulOptions {
 };
 
 struct MatmulRun {
+  std::vector<ChipCmd> program;  // the on-chip program (ends with HALT)
   std::vector<uint32_t> c_bits;  // host-vector matmul only: M x N f32 bits, or bf16 bits (low 16)
   ProgramResult prog;            // the on-chip program (copies in/out not included)
   std::size_t commands = 0;      // commands in the program
@@ -77,15 +67,19 @@ struct MatmulRun {
 
 class ChipDriver {
  public:
-  explicit ChipDriver(const std::string& variant, const HbmConfig& hbm = HbmConfig{});
-  // Chip `chip` of a pod: copies go through the pod host's port (64-byte bursts), programs are
-  // pushed and run until the whole pod is idle (a chip error is a PodError); tick_idle is not
-  // available. The HBM allocator starts at 0 on that chip.
-  ChipDriver(PodHost& pod, int chip);
+  // A chip of its own (a machine of one chip, stepped in plain C++); waves: an FST file that
+  // every signal of the chip is dumped to, or "".
+  explicit ChipDriver(const std::string& variant, const HbmConfig& hbm = HbmConfig{},
+                      const std::string& waves = "");
+  // Chip `chip` of a machine: copies and programs go through that chip's host port; run() runs
+  // the whole machine until it is idle. The HBM allocator starts at 0 on that chip.
+  ChipDriver(HostPort& port, int chip);
+  ~ChipDriver();
 
-  ChipDut& dut() { return *d_; }
-  const ChipShape& shape() const { return d_->shape(); }
-  const HbmConfig& hbm() const { return hbm_; }
+  HostPort& port() { return *port_; }
+  int chip() const { return chip_; }
+  const ChipShape& shape() const { return port_->info().shape; }
+  const HbmConfig& hbm() const { return port_->info().hbm; }
 
   // HBM buffers: a bump allocator of 64-byte aligned regions. release(mark) frees everything
   // allocated since mark = allocated() (a stack), free_all() everything.
@@ -102,19 +96,29 @@ class ChipDriver {
   void write_matrix(const HbmMatrix& m, const std::vector<bf16_t>& data);
   void write_matrix(const HbmMatrix& m, const std::vector<float>& data);
   std::vector<uint32_t> read_matrix(const HbmMatrix& m);
+  // The same as images of the matrix's HBM bytes (padding as zeros), for copies batched over
+  // many chips (HostPort::copy) or the backdoor.
+  std::vector<uint8_t> matrix_image(const HbmMatrix& m, const std::vector<bf16_t>& data) const;
+  std::vector<uint8_t> matrix_image(const HbmMatrix& m, const std::vector<float>& data) const;
+  static std::vector<uint32_t> matrix_from_image(const HbmMatrix& m,
+                                                 const std::vector<uint8_t>& image);
 
   // Copies through the host port (any byte range; partial bursts are read, merged, written).
   void write(uint64_t addr, const void* data, std::size_t n);
   void read(uint64_t addr, void* data, std::size_t n);
 
-  // Pushes the commands, runs until the chip is idle (or `max_cycles` pass: ChipError "hung").
-  // With throw_on_error, a set error register throws ChipError; the register is then cleared.
+  // Pushes the commands, runs until the machine is idle (or `max_cycles` pass: ChipError
+  // "hung"). With throw_on_error, a set error register throws ChipError; the register (and a
+  // final HALT's `halted`) is then cleared.
   ProgramResult run(const std::vector<ChipCmd>& prog, bool throw_on_error = true,
                     uint64_t max_cycles = 50'000'000);
   ChipCounters counters();
-  void tick_idle(uint64_t cycles);
 
-  // Called by run() about every `progress_every` cycles with (commands issued, commands in the
+  // plan_matmul uses VMEM rows [0, vmem_rows_limit) only (0: all of them), leaving the rest to
+  // a program that runs beside it (a collective: PodCollectiveOptions::vmem_base).
+  uint32_t vmem_rows_limit = 0;
+
+  // Called by run() about every `progress_every` cycles with (cycles so far, commands in the
   // program): long runs tell what they are doing.
   std::function<void(uint64_t, uint64_t)> progress;
   uint64_t progress_every = 4096;
@@ -127,6 +131,12 @@ class ChipDriver {
   // lanes, the first such matmul allocates one row of zeros (the driver's; see release()).
   MatmulRun matmul(const HbmMatrix& c, const HbmMatrix& a, const HbmMatrix& w,
                    const MatmulEpilogue& ep = {});
+  // The same program, not run: `program`, `commands`, `m_chunk` and `compute_cycles` are set.
+  // Push it with others (one per chip) to run matmuls on many chips at once; then
+  // finish_matmul() fills in the rest from the run's counters.
+  MatmulRun plan_matmul(const HbmMatrix& c, const HbmMatrix& a, const HbmMatrix& w,
+                        const MatmulEpilogue& ep = {});
+  void finish_matmul(MatmulRun* r, const ProgramResult& prog) const;
 
   // The same from host vectors: A M x K, W K x N row-major; copies them (and the bias) into
   // temporary HBM matrices, runs the matmul above, copies C back into c_bits and frees them.
@@ -134,13 +144,9 @@ class ChipDriver {
                    std::size_t k, std::size_t n, const MatmulOptions& opt = {});
 
  private:
-  void host_bursts(const std::vector<uint64_t>& addrs, std::vector<uint8_t>* data, bool write);
-
-  HbmConfig hbm_;
-  std::unique_ptr<ChipDut> dut_;  // the chip when it stands alone
-  ChipDut* d_ = nullptr;          // the chip driven (dut_, or a pod's)
-  PodHost* pod_ = nullptr;
-  int pod_chip_ = 0;
+  std::unique_ptr<HostPort> own_;  // the machine of one chip when the chip stands alone
+  HostPort* port_ = nullptr;
+  int chip_ = 0;
   uint64_t next_free_ = 0;
   HbmMatrix zeros_;  // +0 rows for the pad rows of a K edge tile of W (grown on demand)
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <set>
 
 namespace tpu {
@@ -10,6 +11,7 @@ namespace tpu {
 namespace {
 
 constexpr uint64_t kBurst = 64;
+constexpr uint32_t kRegions = 3;  // round r uses VMEM region r % 3 (docs/pod.md: rounds)
 
 [[noreturn]] void bad(const std::string& what) {
   throw std::invalid_argument("pod collective: " + what);
@@ -20,7 +22,7 @@ struct Range {
   bool overlaps(const Range& o) const { return lo < o.hi && o.lo < hi; }
 };
 
-// One command of a chip's program, with what it touches (for ordering).
+// One command of a chip's round, with what it touches (for ordering).
 struct Op {
   enum Kind { kSend, kWait, kVpu } kind = kSend;
   int step = 0;
@@ -48,8 +50,8 @@ bool conflicts(const Op& a, const Op& b) {  // a comes after b in plan order
   return false;
 }
 
-// The working buffer cut into pieces at every boundary a transfer or a layout segment has; each
-// piece starts on its own row, so every transfer moves whole rows.
+// A round's working buffer cut into pieces at every boundary a transfer or a layout segment
+// has; each piece starts on its own row, so every transfer moves whole rows.
 struct Pieces {
   std::vector<std::size_t> start, len;
   std::vector<uint32_t> rows, first_row;  // rows (padded), first row in the working buffer
@@ -58,6 +60,10 @@ struct Pieces {
     const auto it = std::lower_bound(start.begin(), start.end(), elem);
     return static_cast<std::size_t>(it - start.begin());
   }
+  std::size_t containing(std::size_t elem) const {
+    return static_cast<std::size_t>(std::upper_bound(start.begin(), start.end(), elem) -
+                                    start.begin()) - 1;
+  }
   // Pieces covering [off, off + count), which starts and ends on cuts.
   std::vector<std::size_t> cover(std::size_t off, std::size_t count) const {
     std::vector<std::size_t> v;
@@ -65,6 +71,29 @@ struct Pieces {
     return v;
   }
 };
+
+Pieces cut_pieces(const CollectivePlan& plan, unsigned lanes, uint32_t row_align) {
+  std::set<std::size_t> cuts = {0, plan.buffer_len};
+  for (const Step& s : plan.steps)
+    for (const Transfer& t : s.transfers)
+      cuts.insert({t.src_offset, t.src_offset + t.count, t.dst_offset, t.dst_offset + t.count});
+  for (const ChipLayout& cl : plan.chips) {
+    for (const Segment& s : cl.input) cuts.insert({s.offset, s.offset + s.count});
+    for (const Segment& s : cl.output) cuts.insert({s.offset, s.offset + s.count});
+  }
+  Pieces pc;
+  for (auto it = cuts.begin(); it != cuts.end() && std::next(it) != cuts.end(); ++it) {
+    const std::size_t len = *std::next(it) - *it;
+    if (len == 0) continue;
+    pc.start.push_back(*it);
+    pc.len.push_back(len);
+    const uint32_t r = static_cast<uint32_t>((len + lanes - 1) / lanes);
+    pc.rows.push_back((r + row_align - 1) / row_align * row_align);
+    pc.first_row.push_back(pc.total_rows);
+    pc.total_rows += pc.rows.back();
+  }
+  return pc;
+}
 
 // A piece list as rows: maps a row offset within the list to (piece, row in piece).
 struct RowList {
@@ -104,117 +133,69 @@ std::vector<Run> runs(const RowList& rl, const std::vector<uint32_t>& loc, uint3
   return v;
 }
 
-// DMAs of `rows` memory rows <-> one contiguous HBM region, in pieces of at most 32 KiB.
+// DMAs of `rows` memory rows <-> one contiguous HBM region, in pieces of at most `max_rows`.
 void dma_rows(std::vector<ChipCmd>* prog, DmaDir dir, bool bf16, uint32_t row, uint32_t rows,
-              uint64_t hbm, unsigned lanes, uint32_t row_align) {
+              uint64_t hbm, unsigned lanes, uint32_t row_align, uint32_t max_rows) {
   const uint32_t rb = lanes * (bf16 ? 2u : 4u);
-  uint32_t chunk = std::max<uint32_t>(1, 32768 / rb) / row_align * row_align;
+  uint32_t chunk = std::min(max_rows, std::max<uint32_t>(1, 32768 / rb)) / row_align * row_align;
   if (chunk == 0) chunk = row_align;
   for (uint32_t r = 0; r < rows; r += chunk) {
     const uint32_t n = std::min(chunk, rows - r);
-    prog->push_back(cmd_dma(dir, bf16, row + r, 1, n * rb, static_cast<uint32_t>(hbm + uint64_t{r} * rb), 0));
+    prog->push_back(cmd_dma(dir, bf16, row + r, 1, n * rb,
+                            static_cast<uint32_t>(hbm + uint64_t{r} * rb), 0));
   }
 }
 
-}  // namespace
-
-PodCollectiveRun PodDriver::run(const CollectiveSpec& spec,
-                                const std::vector<std::vector<uint32_t>>& inputs,
-                                const PodCollectiveOptions& opt) {
-  PodCore& core = host_.core();
-  const Topology& topo = core.params().topo;
-  const ChipShape& shape = core.shape();
-  const unsigned L = shape.cols;
-  const int P = topo.num_chips();
-  const bool bf16 = spec.dtype == DType::kBf16;
-
-  PodCollectiveRun res;
-  res.plan = make_plan(topo, spec);
-  const CollectivePlan& plan = res.plan;
-  res.row_bytes = uint64_t{L} * 4;
-  res.link_bytes_per_cycle = core.link_bytes_per_cycle();
-  if (inputs.size() != static_cast<std::size_t>(P))
-    bad("inputs: " + std::to_string(inputs.size()) + " chips' inputs for a pod of " +
-        std::to_string(P) + " chips");
-  for (int c = 0; c < P; ++c) {
-    if (inputs[c].size() != plan.input_len(c))
-      bad("inputs[" + std::to_string(c) + "]: " + std::to_string(inputs[c].size()) +
-          " elements; the plan needs " + std::to_string(plan.input_len(c)));
-  }
-
-  // ---- Pieces ----
-  const uint32_t row_align = std::max<uint32_t>(1, static_cast<uint32_t>(kBurst / (2 * L)));
-  std::set<std::size_t> cuts = {0, plan.buffer_len};
-  for (const Step& s : plan.steps) {
-    for (const Transfer& t : s.transfers) {
-      cuts.insert({t.src_offset, t.src_offset + t.count, t.dst_offset, t.dst_offset + t.count});
-    }
-  }
-  for (const ChipLayout& cl : plan.chips) {
-    for (const Segment& s : cl.input) cuts.insert({s.offset, s.offset + s.count});
-    for (const Segment& s : cl.output) cuts.insert({s.offset, s.offset + s.count});
-  }
-  Pieces pc;
-  for (auto it = cuts.begin(); it != cuts.end() && std::next(it) != cuts.end(); ++it) {
-    const std::size_t len = *std::next(it) - *it;
-    if (len == 0) continue;
-    pc.start.push_back(*it);
-    pc.len.push_back(len);
-    const uint32_t r = static_cast<uint32_t>((len + L - 1) / L);
-    pc.rows.push_back((r + row_align - 1) / row_align * row_align);
-    pc.first_row.push_back(pc.total_rows);
-    pc.total_rows += pc.rows.back();
-  }
-
-  // Block size: the smallest transfer of the plan, clamped to 16..64 rows, unless asked.
-  uint32_t block_rows = opt.block_rows;
-  if (block_rows == 0) {
-    uint32_t smallest = 64;
-    for (const Step& st : plan.steps) {
-      for (const Transfer& t : st.transfers) {
-        uint32_t rows = 0;
-        for (std::size_t j : pc.cover(t.src_offset, t.count)) rows += pc.rows[j];
-        smallest = std::min(smallest, rows);
-      }
-    }
-    block_rows = std::clamp<uint32_t>(smallest, 16, 64);
-  }
-
-  // ---- Per-chip state: where each piece's current value lives, VMEM in use, counters ----
-  std::vector<std::vector<uint32_t>> loc(static_cast<std::size_t>(P), pc.first_row);
-  std::vector<uint32_t> next_row(static_cast<std::size_t>(P), pc.total_rows);
-  std::vector<std::map<int, int>> counter(static_cast<std::size_t>(P));  // [dst][src] -> id
-  std::vector<std::vector<Op>> ops(static_cast<std::size_t>(P));
-  auto alloc = [&](int c, uint32_t rows) {
-    const uint32_t r = next_row[c];
-    next_row[c] += rows;
-    if (next_row[c] > shape.vmem_rows)
-      bad("chip " + std::to_string(c) + " needs more than its " + std::to_string(shape.vmem_rows) +
-          " VMEM rows (working buffer " + std::to_string(pc.total_rows) +
-          " rows plus a landing area for every incoming transfer); use fewer elements (n = " +
-          std::to_string(spec.n) + ")");
-    return r;
-  };
-  auto counter_of = [&](int dst, int src) {
-    auto& m = counter[dst];
-    const auto it = m.find(src);
+// The ICI counters of the chips: one per (receiving chip, sending chip, purpose).
+class Counters {
+ public:
+  explicit Counters(int chips) : m_(static_cast<std::size_t>(chips)) {}
+  int get(int dst, int src, int purpose) {
+    auto& m = m_[static_cast<std::size_t>(dst)];
+    const auto key = std::make_pair(src, purpose);
+    const auto it = m.find(key);
     if (it != m.end()) return it->second;
     const int id = static_cast<int>(m.size());
     if (id >= static_cast<int>(kIciCounters))
-      bad("chip " + std::to_string(dst) + " receives from more than " +
-          std::to_string(kIciCounters) + " chips (one ICI counter each)");
-    m[src] = id;
+      bad("chip " + std::to_string(dst) + " needs more than " + std::to_string(kIciCounters) +
+          " ICI counters (one per chip it receives from, and one per chip it lends rounds to)");
+    m[key] = id;
     return id;
+  }
+
+ private:
+  std::vector<std::map<std::pair<int, int>, int>> m_;
+};
+constexpr int kData = 0, kToken = 1;
+
+// What the emitter knows about one chip within a round.
+struct ChipRound {
+  std::vector<uint32_t> loc;  // VMEM row of each piece's current value
+  uint32_t next_row = 0;      // next free row of the round's region
+  uint32_t region_end = 0;
+  uint32_t out_stage = 0;     // bf16: rows the outputs are narrowed into
+  std::vector<Op> ops;
+};
+
+// The transfers of one round's plan as ops on every chip (sends, waits, reductions), landing
+// every transfer in fresh rows of its destination's region.
+void emit_transfers(const CollectivePlan& plan, const Pieces& pc, uint32_t block_rows,
+                    std::vector<ChipRound>& st, Counters& ctr) {
+  const Topology& topo = plan.topo;
+  const unsigned vop = plan.spec.op == ReduceOp::kMax ? 4u : 0u;  // VpuMax / VpuAdd
+  auto alloc = [&](int c, uint32_t rows) {
+    ChipRound& s = st[static_cast<std::size_t>(c)];
+    const uint32_t r = s.next_row;
+    s.next_row += rows;
+    if (s.next_row > s.region_end) throw std::length_error("region");
+    return r;
   };
   auto coord3 = [&](int id) {
     const PodCoord c = topo.coord(id);
     return std::array<int, 3>{c[0], c[1], c[2]};
   };
-  const unsigned vop = spec.op == ReduceOp::kMax ? 4u : 0u;  // VpuMax / VpuAdd: x = incoming
-
   for (std::size_t si = 0; si < plan.steps.size(); ++si) {
     const int s = static_cast<int>(si);
-    const Step& step = plan.steps[si];
     struct Pending {
       const Transfer* t;
       RowList src, dst;
@@ -222,30 +203,29 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec,
       uint32_t bs = 1;  // rows per block: the transfer cut into equal blocks of <= block_rows
     };
     std::vector<Pending> pend;
-    for (const Transfer& t : step.transfers) {
+    for (const Transfer& t : plan.steps[si].transfers) {
       Pending p{&t, row_list(pc, pc.cover(t.src_offset, t.count)),
                 row_list(pc, pc.cover(t.dst_offset, t.count)), 0};
       if (p.src.pieces.size() != p.dst.pieces.size() || p.src.rows != p.dst.rows)
-        bad("plan step " + std::to_string(s) + ": a transfer's source and destination pieces differ");
+        bad("plan step " + std::to_string(s) + ": a transfer's source and destination differ");
       p.stage = alloc(t.dst, p.src.rows);
       const uint32_t nb = std::max<uint32_t>(1, (p.src.rows + block_rows - 1) / block_rows);
       p.bs = std::max<uint32_t>(1, (p.src.rows + nb - 1) / nb);
       pend.push_back(std::move(p));
     }
-    // Sends (they read the values as they were at the start of the step), block-major: block k
-    // of every transfer before block k + 1 of any, so sends towards different links alternate
-    // and run side by side on the ICI engine's contexts.
     std::size_t max_blocks = 0;
     for (const Pending& p : pend)
       max_blocks = std::max<std::size_t>(max_blocks, (p.src.rows + p.bs - 1) / p.bs);
+    // Sends, block-major (block k of every transfer before block k + 1 of any): sends towards
+    // different links alternate and run side by side on the ICI engine's contexts.
     for (std::size_t blk = 0; blk < max_blocks; ++blk) {
       for (const Pending& p : pend) {
         const Transfer& t = *p.t;
         const uint32_t o = static_cast<uint32_t>(blk) * p.bs;
         if (o >= p.src.rows) continue;
         const uint32_t n = std::min(p.bs, p.src.rows - o);
-        const int cnt = counter_of(t.dst, t.src);
-        for (const Run& r : runs(p.src, loc[t.src], o, n)) {
+        const int cnt = ctr.get(t.dst, t.src, kData);
+        for (const Run& r : runs(p.src, st[static_cast<std::size_t>(t.src)].loc, o, n)) {
           Op op;
           op.kind = Op::kSend;
           op.step = s;
@@ -254,7 +234,7 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec,
           op.cmd = cmd_ici_send(Mem::kVmem, r.row, r.len, coord3(t.dst), Mem::kVmem,
                                 p.stage + r.at, static_cast<uint32_t>(cnt));
           op.reads.push_back({r.row, r.row + r.len});
-          ops[t.src].push_back(op);
+          st[static_cast<std::size_t>(t.src)].ops.push_back(op);
         }
       }
     }
@@ -265,7 +245,8 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec,
         const uint32_t o = static_cast<uint32_t>(blk) * p.bs;
         if (o >= p.src.rows) continue;
         const uint32_t n = std::min(p.bs, p.src.rows - o);
-        const int cnt = counter_of(t.dst, t.src);
+        const int cnt = ctr.get(t.dst, t.src, kData);
+        ChipRound& d = st[static_cast<std::size_t>(t.dst)];
         Op w;
         w.kind = Op::kWait;
         w.step = s;
@@ -273,17 +254,14 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec,
         w.peer = cnt;
         w.cmd = cmd_ici_wait(static_cast<uint32_t>(cnt), n);
         w.writes.push_back({p.stage + o, p.stage + o + n});
-        ops[t.dst].push_back(w);
+        d.ops.push_back(w);
         if (t.kind != TransferKind::kReduce) continue;
-        for (const Run& r : runs(p.dst, loc[t.dst], o, n)) {
+        for (const Run& r : runs(p.dst, d.loc, o, n)) {
           VpuCmdArgs a;
           a.op = vop;
-          a.x_mem = Mem::kVmem;
+          a.x_mem = a.y_mem = a.dst_mem = Mem::kVmem;
           a.x_row = p.stage + r.at;
-          a.y_mem = Mem::kVmem;
-          a.y_row = r.row;
-          a.dst_mem = Mem::kVmem;
-          a.dst_row = r.row;
+          a.y_row = a.dst_row = r.row;
           a.rows = r.len;
           Op v;
           v.kind = Op::kVpu;
@@ -292,7 +270,7 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec,
           v.cmd = cmd_vpu(a);
           v.reads = {{a.x_row, a.x_row + r.len}, {r.row, r.row + r.len}};
           v.writes = {{r.row, r.row + r.len}};
-          ops[t.dst].push_back(v);
+          d.ops.push_back(v);
         }
       }
     }
@@ -300,131 +278,496 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec,
     for (const Pending& p : pend) {
       if (p.t->kind == TransferKind::kReduce) continue;
       for (std::size_t i = 0; i < p.dst.pieces.size(); ++i)
-        loc[p.t->dst][p.dst.pieces[i]] = p.stage + p.dst.offset[i];
+        st[static_cast<std::size_t>(p.t->dst)].loc[p.dst.pieces[i]] = p.stage + p.dst.offset[i];
     }
   }
+}
 
-  // ---- Schedule each chip's ops: waits and reductions in plan order, each send as early as
-  // its dependencies allow (a software pipeline across steps: a block is forwarded as soon as
-  // it is reduced, ahead of the waits for later blocks). Waits are not hoisted: a wait blocks
-  // the in-order queue, so one placed early would hold back sends that could already go. ----
-  std::vector<std::vector<ChipCmd>> progs(static_cast<std::size_t>(P));
-  for (int c = 0; c < P; ++c) {
-    std::vector<const Op*> sched;
-    for (const Op& op : ops[c]) {
-      std::size_t pos = sched.size();
-      if (op.kind == Op::kSend) {
-        pos = 0;
-        for (std::size_t i = 0; i < sched.size(); ++i)
-          if (conflicts(op, *sched[i])) pos = i + 1;
+// One chip's ops in issue order: waits and reductions in plan order, each send as early as its
+// dependencies allow (a software pipeline across steps). Waits are not hoisted: a wait blocks
+// the in-order queue, so one placed early would hold back sends that could already go.
+std::vector<ChipCmd> schedule(const std::vector<Op>& ops) {
+  std::vector<const Op*> sched;
+  for (const Op& op : ops) {
+    std::size_t pos = sched.size();
+    if (op.kind == Op::kSend) {
+      pos = 0;
+      for (std::size_t i = 0; i < sched.size(); ++i)
+        if (conflicts(op, *sched[i])) pos = i + 1;
+    }
+    sched.insert(sched.begin() + static_cast<std::ptrdiff_t>(pos), &op);
+  }
+  std::vector<ChipCmd> out;
+  for (const Op* op : sched) out.push_back(op->cmd);
+  return out;
+}
+
+bool is_wait(const ChipCmd& c) { return (c.w[0] & 0xFu) == static_cast<uint32_t>(ChipOp::kIciWait); }
+
+// Spreads `extra` (DMA pieces) over `cmds`: one after each of evenly spaced waits (or commands,
+// when there are fewer waits than pieces), the rest at the end, order kept.
+std::vector<ChipCmd> interleave(const std::vector<ChipCmd>& cmds, const std::vector<ChipCmd>& extra) {
+  if (extra.empty()) return cmds;
+  std::vector<std::size_t> slots;  // positions after which a piece may go
+  for (std::size_t i = 0; i < cmds.size(); ++i)
+    if (is_wait(cmds[i])) slots.push_back(i);
+  if (slots.size() < extra.size()) {
+    slots.clear();
+    for (std::size_t i = 0; i < cmds.size(); ++i) slots.push_back(i);
+  }
+  std::vector<std::size_t> at(cmds.size(), 0);  // pieces after command i
+  std::size_t placed = 0;
+  if (!slots.empty()) {
+    const std::size_t k = std::min(extra.size(), slots.size());
+    for (std::size_t j = 0; j < k; ++j) ++at[slots[j * slots.size() / k]];
+    placed = k;
+  }
+  std::vector<ChipCmd> out;
+  std::size_t e = 0;
+  for (std::size_t i = 0; i < cmds.size(); ++i) {
+    out.push_back(cmds[i]);
+    for (std::size_t j = 0; j < at[i]; ++j) out.push_back(extra[e++]);
+  }
+  (void)placed;
+  while (e < extra.size()) out.push_back(extra[e++]);
+  return out;
+}
+
+// Runs of a chip's round input or output: element ranges of the round's working buffer that
+// are also contiguous in the chip's whole HBM buffer (elements), cut at pieces.
+struct HbmRun {
+  std::size_t work = 0;   // first element in the round's working buffer
+  std::size_t whole = 0;  // first element in the chip's whole buffer
+  std::size_t count = 0;
+};
+
+std::vector<HbmRun> hbm_runs(const std::vector<Segment>& segs, const std::vector<RoundPiece>& from,
+                             const Pieces& pc) {
+  std::vector<HbmRun> v;
+  std::size_t fi = 0, fo = 0;  // position in `from`
+  for (const Segment& s : segs) {
+    std::size_t w = s.offset, left = s.count;
+    while (left > 0) {
+      while (fi < from.size() && fo >= from[fi].count) {
+        ++fi;
+        fo = 0;
       }
-      sched.insert(sched.begin() + static_cast<std::ptrdiff_t>(pos), &op);
+      if (fi >= from.size()) bad("round pieces shorter than the plan's layout");
+      const std::size_t j = pc.containing(w);
+      const std::size_t in_piece = pc.start[j] + pc.len[j] - w;
+      const std::size_t n = std::min({left, from[fi].count - fo, in_piece});
+      v.push_back({w, from[fi].offset + fo, n});
+      w += n;
+      fo += n;
+      left -= n;
     }
-    for (const Op* op : sched) progs[c].push_back(op->cmd);
-    res.commands += progs[c].size();
+  }
+  return v;
+}
+
+std::size_t lcm(std::size_t a, std::size_t b) { return a / std::gcd(a, b) * b; }
+
+}  // namespace
+
+std::size_t PodDriver::granule(DType dtype) const {
+  const std::size_t esz = dtype == DType::kBf16 ? 2 : 4;
+  return lcm(host_.info().shape.cols, kBurst / esz);
+}
+
+PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuffers& bufs,
+                              const PodCollectiveOptions& opt) {
+  const MachineInfo& mi = host_.info();
+  const Topology& topo = mi.topo;
+  const ChipShape& shape = mi.shape;
+  const unsigned L = shape.cols;
+  const int P = topo.num_chips();
+  const bool bf16 = spec_in.dtype == DType::kBf16;
+  const bool widen = bf16 && collective_reduces(spec_in.collective);  // reduce in f32
+  const std::size_t esz = bf16 ? 2 : 4;
+  const uint32_t row_align = std::max<uint32_t>(1, static_cast<uint32_t>(kBurst / (esz * L)));
+
+  PodProgram pp;
+  pp.spec = spec_in;
+  pp.spec.granule = granule(spec_in.dtype);
+  const CollectivePlan whole = make_plan(topo, pp.spec);
+  if (bufs.in.size() != static_cast<std::size_t>(P) || bufs.out.size() != static_cast<std::size_t>(P))
+    bad("buffers: one input and one output address per chip (" + std::to_string(P) + " chips)");
+  for (int c = 0; c < P; ++c) {
+    auto check = [&](uint64_t addr, std::size_t elems, const char* what) {
+      const uint64_t bytes = (elems * esz + kBurst - 1) / kBurst * kBurst;
+      if (addr % kBurst != 0)
+        bad(std::string(what) + " buffer of chip " + std::to_string(c) + " at " +
+            std::to_string(addr) + ": must be 64-byte aligned");
+      if (addr + bytes > shape.hbm_bytes)
+        bad(std::string(what) + " buffer of chip " + std::to_string(c) + " (" +
+            std::to_string(bytes) + " bytes at " + std::to_string(addr) +
+            ") does not fit in the chip's " + std::to_string(shape.hbm_bytes) + " bytes of HBM");
+    };
+    check(bufs.in[c], whole.input_len(c), "input");
+    check(bufs.out[c], whole.output_len(c), "output");
   }
 
-  // ---- Output rows (bf16: rounded into a contiguous area first) ----
-  std::vector<std::vector<std::size_t>> out_pieces(static_cast<std::size_t>(P));
-  std::vector<uint32_t> out_rows(static_cast<std::size_t>(P), 0), out_stage(static_cast<std::size_t>(P), 0);
-  for (int c = 0; c < P; ++c) {
-    for (const Segment& s : plan.chips[c].output) {
-      for (std::size_t j : pc.cover(s.offset, s.count)) out_pieces[c].push_back(j);
-    }
-    for (std::size_t j : out_pieces[c]) out_rows[c] += pc.rows[j];
-    if (bf16) out_stage[c] = alloc(c, out_rows[c]);
-    res.vmem_rows_used = std::max<std::size_t>(res.vmem_rows_used, next_row[c]);
-  }
+  // VMEM: a token row, then three regions; round r uses region r % 3.
+  const uint32_t base = opt.vmem_base;
+  const uint32_t avail = opt.vmem_rows ? opt.vmem_rows
+                                       : (shape.vmem_rows > base ? shape.vmem_rows - base : 0);
+  if (base + avail > shape.vmem_rows || avail < 1 + kRegions * 8)
+    bad("VMEM rows [" + std::to_string(base) + ", " + std::to_string(base + avail) +
+        ") do not fit the chip's " + std::to_string(shape.vmem_rows) + " rows or are too few");
+  const uint32_t token_row = base;
+  const uint32_t region_rows = (avail - 1) / kRegions / row_align * row_align;
+  auto region = [&](std::size_t r) {
+    return base + 1 + static_cast<uint32_t>(r % kRegions) * region_rows;
+  };
 
-  // ---- Load: host -> HBM -> VMEM ----
-  const uint64_t in_bytes_per_row = uint64_t{L} * (bf16 ? 2 : 4);
-  if (opt.hbm_base % kBurst != 0) bad("hbm_base must be 64-byte aligned");
-  const uint64_t hbm_in = opt.hbm_base;
-  const uint64_t hbm_out =
-      hbm_in + (uint64_t{pc.total_rows} * in_bytes_per_row + kBurst - 1) / kBurst * kBurst;
-  for (int c = 0; c < P; ++c) {
-    if (hbm_out + uint64_t{out_rows[c]} * in_bytes_per_row > shape.hbm_bytes)
-      bad("the working buffer does not fit in HBM");
-    const std::size_t esz = bf16 ? 2 : 4;
-    std::vector<uint8_t> img(pc.total_rows * in_bytes_per_row, 0);
-    std::size_t k = 0;
-    for (const Segment& s : plan.chips[c].input) {
-      for (std::size_t e = s.offset; e < s.offset + s.count; ++e, ++k) {
-        const std::size_t j = std::upper_bound(pc.start.begin(), pc.start.end(), e) - pc.start.begin() - 1;
-        const std::size_t idx = pc.first_row[j] * std::size_t{L} + (e - pc.start[j]);
-        std::memcpy(&img[idx * esz], &inputs[c][k], esz);  // little-endian: low bytes
+  // Rounds: as few as fit a region (or as asked).
+  const std::size_t gran = pp.spec.granule;
+  std::size_t units = 1;
+  for (int c = 0; c < P; ++c)
+    units = std::max(units, (std::max(whole.input_len(c), whole.output_len(c)) + gran - 1) / gran);
+  std::size_t R = opt.rounds ? opt.rounds : 1;
+  std::vector<ChipRound> st;
+  std::vector<Pieces> pcs;
+  std::vector<uint32_t> bsz;
+  Counters ctr(P);
+  while (true) {
+    if (R > units && R > 1)
+      bad("a round of one " + std::to_string(gran * esz) + "-byte granule per chip does not fit "
+          "a VMEM region of " + std::to_string(region_rows) + " rows (working buffer plus a "
+          "landing area for every incoming transfer)");
+    pp.rounds = make_rounds(topo, pp.spec, R);
+    pcs.clear();
+    bsz.clear();
+    ctr = Counters(P);
+    bool fits = true;
+    std::vector<std::vector<ChipRound>> all;
+    for (std::size_t r = 0; r < pp.rounds.size() && fits; ++r) {
+      const CollectivePlan& plan = pp.rounds[r].plan;
+      pcs.push_back(cut_pieces(plan, L, row_align));
+      const Pieces& pc = pcs.back();
+      uint32_t block_rows = opt.block_rows;
+      if (block_rows == 0) {
+        uint32_t smallest = 64;
+        for (const Step& s : plan.steps)
+          for (const Transfer& t : s.transfers) {
+            uint32_t rows = 0;
+            for (std::size_t j : pc.cover(t.src_offset, t.count)) rows += pc.rows[j];
+            smallest = std::min(smallest, rows);
+          }
+        block_rows = std::clamp<uint32_t>(smallest, 16, 64);
       }
-    }
-    host_.write(c, hbm_in, img.data(), img.size());
-    std::vector<ChipCmd> prog;
-    dma_rows(&prog, DmaDir::kHbmToVmem, bf16, 0, pc.total_rows, hbm_in, L, row_align);
-    if (bf16) {
-      VpuCmdArgs a;
-      a.op = 8;  // VpuCvtBf16F32
-      a.x_mem = Mem::kVmem;
-      a.y_mem = Mem::kVmem;
-      a.dst_mem = Mem::kVmem;
-      for (uint32_t r = 0; r < pc.total_rows; r += 0x8000) {
-        a.x_row = a.y_row = a.dst_row = r;
-        a.rows = std::min<uint32_t>(0x8000, pc.total_rows - r);
-        prog.push_back(cmd_vpu(a));
+      bsz.push_back(block_rows);
+      std::vector<ChipRound> rs(static_cast<std::size_t>(P));
+      for (ChipRound& s : rs) {
+        s.loc.resize(pc.start.size());
+        for (std::size_t j = 0; j < pc.start.size(); ++j) s.loc[j] = region(r) + pc.first_row[j];
+        s.next_row = region(r) + pc.total_rows;
+        s.region_end = region(r) + region_rows;
       }
+      if (pc.total_rows > region_rows) {
+        fits = false;
+        break;
+      }
+      try {
+        emit_transfers(plan, pc, block_rows, rs, ctr);
+        for (int c = 0; c < P; ++c) {
+          ChipRound& s = rs[static_cast<std::size_t>(c)];
+          uint32_t out_rows = 0;
+          for (const Segment& g : plan.chips[c].output)
+            for (std::size_t j : pc.cover(g.offset, g.count)) out_rows += pc.rows[j];
+          if (widen) {
+            s.out_stage = s.next_row;
+            s.next_row += out_rows;
+            if (s.next_row > s.region_end) throw std::length_error("region");
+          }
+        }
+      } catch (const std::length_error&) {
+        fits = false;
+        break;
+      }
+      all.push_back(std::move(rs));
     }
-    host_.push(c, prog);
+    if (fits) {
+      st.clear();
+      for (auto& rs : all)
+        for (auto& s : rs) st.push_back(std::move(s));  // [round * P + chip]
+      break;
+    }
+    if (opt.rounds) bad("a round does not fit a VMEM region of " + std::to_string(region_rows) +
+                        " rows with " + std::to_string(R) + " rounds; use more rounds");
+    R = R * 2;
   }
-  res.load_cycles = host_.run_until_idle();
+  const std::size_t NR = pp.rounds.size();
+  pp.block_rows = bsz.empty() ? 0 : bsz[0];
+  auto at = [&](std::size_t r, int c) -> ChipRound& { return st[r * static_cast<std::size_t>(P) + static_cast<std::size_t>(c)]; };
 
-  // ---- The collective ----
-  const std::vector<LinkStat> before = core.link_stats();
-  std::vector<ChipCounters> cbefore;
-  for (int c = 0; c < P; ++c) cbefore.push_back(core.counters(c));
-  for (int c = 0; c < P; ++c) host_.push(c, progs[c]);
-  res.collective_cycles = host_.run_until_idle();
-  for (int c = 0; c < P; ++c) res.chip_delta.push_back(core.counters(c) - cbefore[c]);
-  res.link_flits = core.link_stats();
-  for (std::size_t i = 0; i < res.link_flits.size(); ++i) res.link_flits[i].flits -= before[i].flits;
+  // Who sends to whom in each round (for the tokens that lend a region to a sender).
+  std::vector<std::set<std::pair<int, int>>> pairs(NR);  // (src, dst)
+  for (std::size_t r = 0; r < NR; ++r)
+    for (const Step& s : pp.rounds[r].plan.steps)
+      for (const Transfer& t : s.transfers) pairs[r].insert({t.src, t.dst});
+  const auto coord3 = [&](int id) {
+    const PodCoord c = topo.coord(id);
+    return std::array<int, 3>{c[0], c[1], c[2]};
+  };
 
-  // ---- Store: VMEM -> HBM -> host ----
-  for (int c = 0; c < P; ++c) {
-    std::vector<ChipCmd> prog;
-    uint32_t at = 0;
-    for (std::size_t j : out_pieces[c]) {
-      if (bf16) {
+  // Loads and stores of round r on chip c, as DMA pieces.
+  const uint32_t piece_rows = 64;
+  auto load = [&](std::size_t r, int c) {
+    std::vector<ChipCmd> v;
+    const Pieces& pc = pcs[r];
+    const auto hr = hbm_runs(pp.rounds[r].plan.chips[c].input, pp.rounds[r].in[c], pc);
+    for (const HbmRun& h : hr) {
+      if (h.whole % gran != 0 && h.whole != 0) bad("internal: an input run off a granule");
+      const uint32_t rows = static_cast<uint32_t>((h.count + L - 1) / L);
+      // Inputs land where the pieces start out: the region's working buffer.
+      const std::size_t j = pc.containing(h.work);
+      const uint32_t row = region(r) + pc.first_row[j] + static_cast<uint32_t>((h.work - pc.start[j]) / L);
+      dma_rows(&v, DmaDir::kHbmToVmem, bf16, row,
+               (rows + row_align - 1) / row_align * row_align, bufs.in[c] + h.whole * esz, L,
+               row_align, piece_rows);
+    }
+    return v;
+  };
+  auto widen_cmds = [&](std::size_t r, int c) {
+    std::vector<ChipCmd> v;
+    if (!widen || pcs[r].total_rows == 0) return v;
+    VpuCmdArgs a;
+    a.op = static_cast<unsigned>(8);  // VpuCvtBf16F32
+    a.x_mem = a.y_mem = a.dst_mem = Mem::kVmem;
+    a.x_row = a.y_row = a.dst_row = region(r);
+    a.rows = pcs[r].total_rows;
+    (void)c;
+    v.push_back(cmd_vpu(a));
+    return v;
+  };
+  // Final values of round r's outputs: a bf16 reduction's narrowed to bf16 into the staging
+  // rows (at the end of the round), then stored from there; the others straight from where
+  // they live (a bf16 copy collective moves the bf16 bits in the lanes untouched).
+  auto narrow_cmds = [&](std::size_t r, int c) {
+    std::vector<ChipCmd> v;
+    if (!widen) return v;
+    const Pieces& pc = pcs[r];
+    uint32_t o = 0;
+    for (const Segment& g : pp.rounds[r].plan.chips[c].output)
+      for (std::size_t j : pc.cover(g.offset, g.count)) {
         VpuCmdArgs a;
         a.op = 7;  // VpuCvtF32Bf16
         a.dst_bf16 = true;
         a.x_mem = a.y_mem = a.dst_mem = Mem::kVmem;
-        a.x_row = a.y_row = loc[c][j];
-        a.dst_row = out_stage[c] + at;
+        a.x_row = a.y_row = at(r, c).loc[j];
+        a.dst_row = at(r, c).out_stage + o;
         a.rows = pc.rows[j];
-        prog.push_back(cmd_vpu(a));
-      } else {
-        dma_rows(&prog, DmaDir::kVmemToHbm, false, loc[c][j], pc.rows[j],
-                 hbm_out + uint64_t{at} * in_bytes_per_row, L, row_align);
+        v.push_back(cmd_vpu(a));
+        o += pc.rows[j];
       }
-      at += pc.rows[j];
+    return v;
+  };
+  auto store = [&](std::size_t r, int c) {
+    std::vector<ChipCmd> v;
+    const Pieces& pc = pcs[r];
+    const auto hr = hbm_runs(pp.rounds[r].plan.chips[c].output, pp.rounds[r].out[c], pc);
+    // Narrowed bf16: the staging rows hold the outputs in plan order, piece by piece.
+    std::map<std::size_t, uint32_t> stage_of;
+    uint32_t o = 0;
+    for (const Segment& g : pp.rounds[r].plan.chips[c].output)
+      for (std::size_t j : pc.cover(g.offset, g.count)) {
+        stage_of[j] = at(r, c).out_stage + o;
+        o += pc.rows[j];
+      }
+    for (const HbmRun& h : hr) {
+      if (h.whole % gran != 0 && h.whole != 0) bad("internal: an output run off a granule");
+      const std::size_t j = pc.containing(h.work);
+      const uint32_t first = static_cast<uint32_t>((h.work - pc.start[j]) / L);
+      const uint32_t row = widen ? stage_of[j] + first : at(r, c).loc[j] + first;
+      const uint32_t rows = static_cast<uint32_t>((h.count + L - 1) / L);
+      dma_rows(&v, DmaDir::kVmemToHbm, bf16, row, (rows + row_align - 1) / row_align * row_align,
+               bufs.out[c] + h.whole * esz, L, row_align, piece_rows);
     }
-    if (bf16 && out_rows[c] > 0)
-      dma_rows(&prog, DmaDir::kVmemToHbm, true, out_stage[c], out_rows[c], hbm_out, L, row_align);
-    host_.push(c, prog);
+    return v;
+  };
+
+  // The programs.
+  pp.progs.assign(static_cast<std::size_t>(P), {});
+  for (int c = 0; c < P; ++c) {
+    std::vector<ChipCmd>& prog = pp.progs[static_cast<std::size_t>(c)];
+    auto add = [&](const std::vector<ChipCmd>& v) { prog.insert(prog.end(), v.begin(), v.end()); };
+    add(load(0, c));
+    for (std::size_t r = 0; r < NR; ++r) {
+      // Round r's landing areas are lent by each receiver's token (sent when it finished round
+      // r - 2, which last used the region): rounds 0..2 start on free regions.
+      if (r >= kRegions)
+        for (const auto& [s, d] : pairs[r])
+          if (s == c)
+            prog.push_back(cmd_ici_wait(static_cast<uint32_t>(ctr.get(c, d, kToken)), 1));
+      add(widen_cmds(r, c));
+      std::vector<ChipCmd> dma;
+      if (r >= 1) {
+        const auto v = store(r - 1, c);
+        dma.insert(dma.end(), v.begin(), v.end());
+      }
+      if (r + 1 < NR) {
+        const auto v = load(r + 1, c);
+        dma.insert(dma.end(), v.begin(), v.end());
+      }
+      add(interleave(schedule(at(r, c).ops), dma));
+      add(narrow_cmds(r, c));
+      // Everything of this round (and the DMAs of the neighbours) complete: the region of round
+      // r - 1 is free for round r + 2; lend it to the chips that send here then.
+      if (r + 2 < NR && r + 2 >= kRegions) {
+        prog.push_back(cmd_fence());
+        for (const auto& [s, d] : pairs[r + 2])
+          if (d == c)
+            prog.push_back(cmd_ici_send(Mem::kVmem, token_row, 1, coord3(s), Mem::kVmem,
+                                        token_row, static_cast<uint32_t>(ctr.get(s, c, kToken))));
+      } else if (r + 1 < NR) {
+        prog.push_back(cmd_fence());
+      }
+    }
+    add(store(NR - 1, c));
+    pp.commands += prog.size();
+    uint32_t used = 1;
+    for (std::size_t r = 0; r < NR; ++r)
+      used = std::max(used, at(r, c).next_row - base);
+    pp.vmem_rows_used = std::max(pp.vmem_rows_used, used);
   }
-  res.store_cycles = host_.run_until_idle();
+  return pp;
+}
+
+PodProgramRun PodDriver::run_programs(const std::vector<std::vector<ChipCmd>>& progs) {
+  const int P = host_.num_chips();
+  if (progs.size() != static_cast<std::size_t>(P))
+    bad("programs: one per chip (" + std::to_string(P) + ")");
+  PodProgramRun res;
+  const std::vector<LinkStat> before = host_.link_stats();
+  std::vector<ChipCounters> cbefore;
+  for (int c = 0; c < P; ++c) cbefore.push_back(host_.counters(c));
+  for (int c = 0; c < P; ++c) host_.push(c, progs[static_cast<std::size_t>(c)]);
+  res.run = host_.run_until_idle();
+  for (int c = 0; c < P; ++c) res.chip_delta.push_back(host_.counters(c) - cbefore[c]);
+  res.link_flits = host_.link_stats();
+  for (std::size_t i = 0; i < res.link_flits.size() && i < before.size(); ++i)
+    res.link_flits[i].flits -= before[i].flits;
+  return res;
+}
+
+PodCollectiveRun PodDriver::run(const CollectiveSpec& spec, const CollectiveBuffers& bufs,
+                                const PodCollectiveOptions& opt) {
+  PodProgram pp = compile(spec, bufs, opt);
+  PodCollectiveRun res;
+  res.plan = make_plan(host_.info().topo, pp.spec);
+  res.commands = pp.commands;
+  res.vmem_rows_used = pp.vmem_rows_used;
+  res.block_rows = pp.block_rows;
+  res.row_bytes = uint64_t{host_.info().shape.cols} * 4;
+  res.link_bytes_per_cycle = host_.info().link_bytes_per_cycle;
+  res.prog = run_programs(pp.progs);
+  res.collective_cycles = res.prog.run.cycles;
+  res.link_flits = res.prog.link_flits;
+  res.chip_delta = res.prog.chip_delta;
+  res.rounds = std::move(pp.rounds);
+  return res;
+}
+
+PodCollectiveRun PodDriver::run(const CollectiveSpec& spec,
+                                const std::vector<std::vector<uint32_t>>& inputs,
+                                const PodCollectiveOptions& opt) {
+  const MachineInfo& mi = host_.info();
+  const int P = mi.num_chips();
+  const bool bf16 = spec.dtype == DType::kBf16;
+  const std::size_t esz = bf16 ? 2 : 4;
+  CollectiveSpec s = spec;
+  s.granule = granule(spec.dtype);
+  const CollectivePlan plan = make_plan(mi.topo, s);
+  if (inputs.size() != static_cast<std::size_t>(P))
+    bad("inputs: " + std::to_string(inputs.size()) + " chips' inputs for a pod of " +
+        std::to_string(P) + " chips");
+  std::size_t in_max = 0, out_max = 0;
+  for (int c = 0; c < P; ++c) {
+    if (inputs[c].size() != plan.input_len(c))
+      bad("inputs[" + std::to_string(c) + "]: " + std::to_string(inputs[c].size()) +
+          " elements; the plan needs " + std::to_string(plan.input_len(c)));
+    in_max = std::max(in_max, plan.input_len(c));
+    out_max = std::max(out_max, plan.output_len(c));
+  }
+  if (opt.hbm_base % kBurst != 0) bad("hbm_base must be 64-byte aligned");
+  auto bytes = [&](std::size_t n) { return (n * esz + kBurst - 1) / kBurst * kBurst; };
+  CollectiveBuffers bufs;
+  for (int c = 0; c < P; ++c) {
+    bufs.in.push_back(opt.hbm_base);
+    bufs.out.push_back(opt.hbm_base + bytes(in_max));
+  }
+  if (opt.hbm_base + bytes(in_max) + bytes(out_max) > mi.shape.hbm_bytes)
+    bad("the buffers (" + std::to_string(bytes(in_max) + bytes(out_max)) + " bytes per chip from " +
+        std::to_string(opt.hbm_base) + ") do not fit in the chip's " +
+        std::to_string(mi.shape.hbm_bytes) + " bytes of HBM");
+  // Inputs in: every chip at once (or the backdoor).
+  std::vector<std::vector<uint8_t>> img(static_cast<std::size_t>(P));
+  std::vector<HostCopy> ins;
+  for (int c = 0; c < P; ++c) {
+    auto& b = img[static_cast<std::size_t>(c)];
+    b.assign(bytes(inputs[c].size()), 0);
+    for (std::size_t i = 0; i < inputs[c].size(); ++i) std::memcpy(&b[i * esz], &inputs[c][i], esz);
+    if (!b.empty()) ins.push_back(HostCopy{c, true, bufs.in[c], b.data(), b.size()});
+  }
+  uint64_t load_cycles = 0;
+  if (opt.backdoor) {
+    for (const HostCopy& h : ins) host_.backdoor_write(h.chip, h.addr, h.data, h.n);
+  } else {
+    load_cycles = host_.copy(ins);
+  }
+  PodCollectiveRun res = run(spec, bufs, opt);
+  res.load_cycles = load_cycles;
+  // Outputs out.
+  std::vector<HostCopy> outs;
+  for (int c = 0; c < P; ++c) {
+    auto& b = img[static_cast<std::size_t>(c)];
+    b.assign(bytes(plan.output_len(c)), 0);
+    if (!b.empty()) outs.push_back(HostCopy{c, false, bufs.out[c], b.data(), b.size()});
+  }
+  if (opt.backdoor) {
+    for (const HostCopy& h : outs) host_.backdoor_read(h.chip, h.addr, h.data, h.n);
+  } else {
+    res.store_cycles = host_.copy(outs);
+  }
   res.out.resize(static_cast<std::size_t>(P));
   for (int c = 0; c < P; ++c) {
-    std::vector<uint8_t> img(uint64_t{out_rows[c]} * in_bytes_per_row);
-    host_.read(c, hbm_out, img.data(), img.size());
-    uint32_t at = 0;
-    for (std::size_t j : out_pieces[c]) {
-      for (std::size_t e = 0; e < pc.len[j]; ++e) {
-        const std::size_t idx = (std::size_t{at} * L + e) * (bf16 ? 2 : 4);
-        uint32_t v = 0;
-        std::memcpy(&v, &img[idx], bf16 ? 2 : 4);
-        res.out[c].push_back(v);
-      }
-      at += pc.rows[j];
+    const auto& b = img[static_cast<std::size_t>(c)];
+    for (std::size_t i = 0; i < plan.output_len(c); ++i) {
+      uint32_t v = 0;
+      std::memcpy(&v, &b[i * esz], esz);
+      res.out[static_cast<std::size_t>(c)].push_back(v);
     }
   }
   return res;
+}
+
+std::vector<ChipCmd> merge_programs(const std::vector<ChipCmd>& a, uint64_t ta,
+                                    const std::vector<ChipCmd>& b, uint64_t tb) {
+  std::vector<ChipCmd> out;
+  out.reserve(a.size() + b.size());
+  std::size_t i = 0, j = 0;
+  // Command i of a "issues" at ta * i / |a|; take whichever stream's next command is earlier.
+  while (i < a.size() || j < b.size()) {
+    const double at = a.empty() ? 0 : static_cast<double>(ta) * static_cast<double>(i) / static_cast<double>(a.size());
+    const double bt = b.empty() ? 0 : static_cast<double>(tb) * static_cast<double>(j) / static_cast<double>(b.size());
+    if (j >= b.size() || (i < a.size() && at <= bt)) out.push_back(a[i++]);
+    else out.push_back(b[j++]);
+  }
+  return out;
+}
+
+std::vector<std::vector<uint32_t>> golden_collective(
+    const std::vector<CollectiveRound>& rounds, const std::vector<std::vector<uint32_t>>& in) {
+  if (rounds.empty()) throw std::invalid_argument("golden_collective: no rounds");
+  if (rounds[0].plan.spec.dtype == DType::kF32) return execute_rounds_f32(rounds, in);
+  std::vector<std::vector<bf16_t>> b(in.size());
+  for (std::size_t c = 0; c < in.size(); ++c)
+    for (uint32_t v : in[c]) b[c].push_back(static_cast<bf16_t>(v));
+  const auto r = execute_rounds_bf16(rounds, b);
+  std::vector<std::vector<uint32_t>> out(r.size());
+  for (std::size_t c = 0; c < r.size(); ++c) out[c].assign(r[c].begin(), r[c].end());
+  return out;
 }
 
 }  // namespace tpu

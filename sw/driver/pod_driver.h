@@ -1,13 +1,15 @@
-// PodDriver: runs collectives on a pod (tb/pod) by issuing a CollectivePlan (model/collective.h)
-// on the chips: ICI remote writes for the transfers, counters for the arrivals, VPU ops for the
-// reductions (docs/pod.md has the program each chip runs).
+// PodDriver: runs collectives on a machine of chips (tb/pod/host_port.h) by compiling a
+// CollectivePlan (model/collective.h) into one program per chip: ICI remote writes for the
+// transfers, counters for the arrivals, VPU ops for the reductions, DMA between the chip's HBM
+// buffers and VMEM. Buffers of any size run in rounds through VMEM (docs/pod.md).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "pod.h"
+#include "chip_isa.h"
+#include "host_port.h"
 #include "tpu/collective.h"
 
 namespace tpu {
@@ -17,39 +19,101 @@ struct PodCollectiveOptions {
   // this many rows). 0: automatic, the plan's smallest transfer clamped to 16..64 rows, so
   // every phase of the plan uses blocks of one size and the pipeline runs across the phases.
   unsigned block_rows = 0;
-  uint64_t hbm_base = 0;     // HBM bytes from here (64-byte aligned) hold the in/out buffers
+  // Rounds the buffers are streamed in through VMEM; 0: as few as fit.
+  std::size_t rounds = 0;
+  // The VMEM rows the collective may use: [vmem_base, vmem_base + vmem_rows); 0 rows: the rest.
+  uint32_t vmem_base = 0;
+  uint32_t vmem_rows = 0;
+  // Host-vector run() only: HBM bytes from here (64-byte aligned) hold the in and out buffers,
+  // and whether inputs come in and outputs go out through the backdoor (no simulated time) or
+  // through the host ports (all chips at once).
+  uint64_t hbm_base = 0;
+  bool backdoor = false;
+};
+
+// A collective's buffers in each chip's HBM (byte addresses, 64-byte aligned): the input
+// (plan.input_len(chip) elements of spec.dtype, contiguous) and the output (output_len). A
+// buffer's last 64-byte granule is read and written whole.
+struct CollectiveBuffers {
+  std::vector<uint64_t> in, out;
+};
+
+// The per-chip programs of a collective, not run yet.
+struct PodProgram {
+  CollectiveSpec spec;                 // as compiled (granule set)
+  std::vector<CollectiveRound> rounds; // the golden's plans: one per round
+  std::vector<std::vector<ChipCmd>> progs;  // per chip
+  std::size_t commands = 0;            // all chips
+  uint32_t vmem_rows_used = 0;         // the most VMEM rows a chip uses (from vmem_base)
+  unsigned block_rows = 0;
+};
+
+// What one run of per-chip programs did.
+struct PodProgramRun {
+  RunStats run;                          // pod cycles and per-chip cycles
+  std::vector<ChipCounters> chip_delta;  // per chip: its counters over the run
+  std::vector<LinkStat> link_flits;      // flits per directed link over the run
 };
 
 struct PodCollectiveRun {
-  CollectivePlan plan;
-  std::vector<std::vector<uint32_t>> out;  // per chip: f32 bits, or bf16 bits in the low 16
-  uint64_t load_cycles = 0;        // HBM -> VMEM (and bf16 -> f32) of the working buffers
-  uint64_t collective_cycles = 0;  // the plan's steps: first command to every chip idle
-  uint64_t store_cycles = 0;       // results -> HBM
-  std::size_t commands = 0;        // commands of the collective phase, all chips
+  CollectivePlan plan;             // the whole (one-round) plan, for bounds and plan costs
+  std::vector<CollectiveRound> rounds;     // what ran: the golden is execute_rounds_*(rounds)
+  std::vector<std::vector<uint32_t>> out;  // host-vector run(): per chip, f32 or bf16 (low 16)
+  uint64_t load_cycles = 0;        // host-vector run(): host -> HBM copies (0 with backdoor)
+  uint64_t collective_cycles = 0;  // the programs: HBM in to HBM out, every chip
+  uint64_t store_cycles = 0;       // host-vector run(): HBM -> host copies (0 with backdoor)
+  std::size_t commands = 0;        // commands of the programs, all chips
   std::size_t vmem_rows_used = 0;  // the most VMEM rows a chip needed
-  std::vector<LinkStat> link_flits;  // flits per directed link in the collective phase
-  std::vector<ChipCounters> chip_delta;  // per chip: its counters over the collective phase
+  unsigned block_rows = 0;
+  PodProgramRun prog;              // per chip cycles, counters, link flits of the programs
+  std::vector<LinkStat> link_flits;      // = prog.link_flits
+  std::vector<ChipCounters> chip_delta;  // = prog.chip_delta
   uint64_t row_bytes = 0;          // bytes one flit carries (a memory row: lanes x 4)
   double link_bytes_per_cycle = 0; // what one link carries (row bytes / cycles per flit)
 };
 
 class PodDriver {
  public:
-  explicit PodDriver(PodHost& host) : host_(host) {}
-  PodHost& host() { return host_; }
+  explicit PodDriver(HostPort& host) : host_(host) {}
+  HostPort& host() { return host_; }
 
-  // Runs `spec` on the pod. inputs[chip] holds plan.input_len(chip) elements: f32 bits, or
-  // bf16 bits (low 16) when spec.dtype is bf16. Inputs are copied into each chip's HBM, moved
-  // into VMEM, the plan runs on the chips, and the outputs come back through HBM. Throws
-  // std::invalid_argument for a spec the pod cannot run (naming the rule: e.g. a buffer that
-  // does not fit in VMEM), PodError for a chip error or a hang.
+  // The elements a collective's chunks are made of: whole 64-byte HBM bursts of memory rows,
+  // so that every chunk starts on a row and a burst (lcm(lanes, 64 / element bytes)).
+  std::size_t granule(DType dtype) const;
+
+  // Compiles `spec` (its granule is set here) over the buffers into one program per chip.
+  // std::invalid_argument for what cannot run (naming the rule).
+  PodProgram compile(const CollectiveSpec& spec, const CollectiveBuffers& bufs,
+                     const PodCollectiveOptions& opt = {});
+
+  // Pushes one program per chip and runs them all at once until every chip is idle. A chip
+  // error stops the run (ChipError: chip, code, command index); a hang is a PodError.
+  PodProgramRun run_programs(const std::vector<std::vector<ChipCmd>>& progs);
+
+  // The collective on buffers already in HBM; the outputs stay there.
+  PodCollectiveRun run(const CollectiveSpec& spec, const CollectiveBuffers& bufs,
+                       const PodCollectiveOptions& opt = {});
+
+  // The same from host vectors: inputs[chip] holds the input of that chip (f32 bits, or bf16
+  // bits in the low 16): buffers from opt.hbm_base, inputs in and outputs out through the host
+  // ports (every chip at once) or the backdoor.
   PodCollectiveRun run(const CollectiveSpec& spec,
                        const std::vector<std::vector<uint32_t>>& inputs,
                        const PodCollectiveOptions& opt = {});
 
  private:
-  PodHost& host_;
+  HostPort& host_;
 };
+
+// Two independent programs of one chip (disjoint memory rows and buffers) as one command stream:
+// commands taken from each in proportion to its estimated time alone (ta, tb cycles), so that
+// neither waits long behind the other in the chip's in-order queue.
+std::vector<ChipCmd> merge_programs(const std::vector<ChipCmd>& a, uint64_t ta,
+                                    const std::vector<ChipCmd>& b, uint64_t tb);
+
+// The golden of a collective as the driver runs it: execute_rounds_* over host vectors (f32
+// bits, or bf16 bits in the low 16).
+std::vector<std::vector<uint32_t>> golden_collective(
+    const std::vector<CollectiveRound>& rounds, const std::vector<std::vector<uint32_t>>& in);
 
 }  // namespace tpu

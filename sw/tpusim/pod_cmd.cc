@@ -1,6 +1,8 @@
 #include "pod_cmd.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -13,10 +15,12 @@
 #include "chip_config.h"
 #include "chip_driver.h"
 #include "cli_util.h"
-#include "json.h"
+#include "pod.h"
 #include "pod_driver.h"
 #include "pod_sc.h"
+#include "report.h"
 #include "tpu/bf16.h"
+#include "tpu/perf.h"
 
 namespace tpu {
 
@@ -26,19 +30,27 @@ const char* kPodUsage =
     "                                       K: all_reduce|reduce_scatter|all_gather|all_to_all|"
     "broadcast\n"
     "  --config FILE        pod configuration (default configs/pod_2x2.yaml)\n"
-    "  --bytes N            bytes per chip (default 65536; all_gather: of the output)\n"
+    "  --bytes N            bytes per chip (default 65536; all_gather: of the output); any size\n"
+    "                       that fits HBM: buffers stream through VMEM in rounds\n"
     "  --dtype f32|bf16     element type (default f32; bf16 accumulates in f32)\n"
-    "  --algo A             ring|biring|torus (default torus; all_reduce only)\n"
+    "  --algo A             ring|biring|torus (default torus, or ring on one dimension;\n"
+    "                       all_reduce only)\n"
     "  --op sum|max         reduction (default sum)\n"
-    "  --root R             broadcast root chip (default 0)\n"
+    "  --root R             broadcast root: rank within its group (default 0)\n"
+    "  --mesh AXES          named mesh axes over the torus dimensions, x first, e.g. x=4,y=4 or\n"
+    "                       data=16,model=4 (default: one axis 'all' of every chip)\n"
+    "  --axis NAME          the collective runs over this axis, in every group at once\n"
+    "  --rounds R           rounds through VMEM (default 0: as few as fit)\n"
     "  --block-rows B       rows per pipelined block of a transfer (default 0: automatic)\n"
+    "  --load host|backdoor inputs in / outputs out through the host ports, all chips at once\n"
+    "                       (default), or the backdoor (no simulated time)\n"
     "  --seed S             seed of the random inputs (default 1)\n"
     "  --engine systemc|cpp SystemC pod with TLM host sockets (default) or plain C++ stepping\n"
     "  --waves-chips LIST   FST waves of these chips, e.g. 0,3 (waves/pod_chipN.fst)\n"
     "  --json FILE          write the JSON report\n"
     "  --quiet              no progress line\n"
-    "usage: tpusim pod [options]            the pod job: a matmul on every chip, then an\n"
-    "                                       all-reduce (sum) of the results, golden-checked\n"
+    "usage: tpusim pod [options]            the pod job: a matmul on every chip at once, then\n"
+    "                                       an all-reduce (sum) of the results in HBM\n"
     "  --config FILE --engine E --waves-chips LIST --json FILE --seed S --algo A --quiet\n"
     "  --m M --k K --n N    matmul shape on every chip (default 64 64 64)\n";
 
@@ -66,6 +78,10 @@ Opts parse(const std::vector<std::string>& args, const std::vector<std::string>&
   return opt;
 }
 
+std::string get(const Opts& opt, const char* k, const std::string& d) {
+  return opt.count(k) ? opt.at(k) : d;
+}
+
 std::vector<int> parse_chips(const std::string& v) {
   std::vector<int> out;
   std::stringstream ss(v);
@@ -76,9 +92,9 @@ std::vector<int> parse_chips(const std::string& v) {
 }
 
 // Runs job on the pod the options ask for: the SystemC pod (TLM host sockets) or plain C++.
-void with_pod(const Opts& opt, PodParams params, const std::function<void(PodHost&)>& job) {
+void with_pod(const Opts& opt, PodParams params, const std::function<void(HostPort&)>& job) {
   if (opt.count("--waves-chips")) params.wave_chips = parse_chips(opt.at("--waves-chips"));
-  const std::string engine = opt.count("--engine") ? opt.at("--engine") : "systemc";
+  const std::string engine = get(opt, "--engine", "systemc");
   if (engine == "cpp") {
     CppPodHost host(params);
     job(host);
@@ -102,16 +118,31 @@ Collective parse_kind(const std::string& k) {
 
 const char* kDirNames[6] = {"+x", "-x", "+y", "-y", "+z", "-z"};
 
-// The ICI part of a report: bytes per directed link, the busiest link.
-Json ici_json(const PodCollectiveRun& r, const Topology& topo, uint64_t* max_bytes,
-              uint64_t* total) {
+// The chips of chip c's group: those that agree with it on every dimension outside the group.
+std::vector<int> group_of(const Topology& t, const std::vector<int>& dims, int c) {
+  std::vector<int> v;
+  const PodCoord me = t.coord(c);
+  for (int i = 0; i < t.num_chips(); ++i) {
+    const PodCoord o = t.coord(i);
+    bool same = true;
+    for (int d = 0; d < kPodMaxDims; ++d) {
+      const bool in = dims.empty() || std::find(dims.begin(), dims.end(), d) != dims.end();
+      if (!in && o[static_cast<std::size_t>(d)] != me[static_cast<std::size_t>(d)]) same = false;
+    }
+    if (same) v.push_back(i);
+  }
+  return v;
+}
+
+// Per-link bytes and the busiest link, from the links' flit counters.
+ReportGroup& add_links(Report& rep, const std::vector<LinkStat>& flits, uint64_t row_bytes,
+                       const Topology& topo) {
   Json links = Json::array();
-  *max_bytes = 0;
-  *total = 0;
-  for (const LinkStat& l : r.link_flits) {
-    const uint64_t b = l.flits * r.row_bytes;
-    *max_bytes = std::max(*max_bytes, b);
-    *total += b;
+  uint64_t mx = 0, total = 0;
+  for (const LinkStat& l : flits) {
+    const uint64_t b = l.flits * row_bytes;
+    mx = std::max(mx, b);
+    total += b;
     const PodCoord c = topo.coord(l.chip);
     links.push_back(Json::object()
                         .set("chip", l.chip)
@@ -120,158 +151,225 @@ Json ici_json(const PodCollectiveRun& r, const Topology& topo, uint64_t* max_byt
                         .set("flits", l.flits)
                         .set("bytes", b));
   }
-  return links;
+  ReportGroup& g = rep.group("ici");
+  g.metric("total_bytes", total, "bytes", "bytes all links carried (flits x row bytes)");
+  g.metric("max_link_bytes", mx, "bytes", "bytes of the busiest directed link", true);
+  g.field("links", links);
+  return g;
+}
+
+void add_pod(Report& rep, const PodConfig& cfg, const MachineInfo& mi, const Opts& opt) {
+  rep.field("tool", "tpusim").field("config", cfg.source);
+  rep.field("engine", get(opt, "--engine", "systemc"));
+  ReportGroup& g = rep.group("pod");
+  g.field("topology", cfg.params.topo.name());
+  g.metric("chips", mi.num_chips(), "", "chips in the pod");
+  g.field("variant", cfg.params.variant);
+  g.metric("link_latency", mi.link_latency, "cycles", "cycles per ICI link, each way");
+  g.metric("link_bytes_per_cycle", mi.link_bytes_per_cycle, "B/cycle", "what one link carries");
+  g.metric("host_bytes_per_cycle", mi.host_bytes_per_cycle, "B/cycle",
+           "what one chip's host port moves");
+}
+
+Json chip_table(const PodProgramRun& pr) {
+  Json chips = Json::array();
+  for (std::size_t c = 0; c < pr.chip_delta.size(); ++c) {
+    const ChipCounters& d = pr.chip_delta[c];
+    chips.push_back(Json::object()
+                        .set("chip", c)
+                        .set("cycles", pr.run.chip_cycles[c])
+                        .set("mxu_busy_cycles", d[kStatMxuBusy])
+                        .set("vpu_busy_cycles", d[kStatVpuBusy])
+                        .set("dma_busy_cycles", d[kStatDmaBusy])
+                        .set("hbm_bytes", d[kStatDmaRdBytes] + d[kStatDmaWrBytes])
+                        .set("ici_send_busy_cycles", d[kStatIciBusy])
+                        .set("ici_wait_cycles", d[kStatIciWait])
+                        .set("flits_sent", d[kStatIciTxFlits])
+                        .set("flits_received", d[kStatIciRxFlits]));
+  }
+  return chips;
+}
+
+// The independent check of a sum reduction: every output within (p - 1) u sum |x| of the f64
+// sum of the group's inputs (u = 2^-24; bf16 outputs: plus half a bf16 ulp of the result).
+struct F64Check {
+  bool applies = false;
+  std::size_t outside = 0;
+  double worst = 0;  // largest |error| / bound
+};
+
+F64Check f64_check(const CollectivePlan& plan, const std::vector<int>& dims,
+                   const std::vector<std::vector<uint32_t>>& in,
+                   const std::vector<std::vector<uint32_t>>& out) {
+  F64Check r;
+  const Collective k = plan.spec.collective;
+  if (plan.spec.op != ReduceOp::kSum ||
+      (k != Collective::kAllReduce && k != Collective::kReduceScatter))
+    return r;
+  r.applies = true;
+  const bool bf16 = plan.spec.dtype == DType::kBf16;
+  auto val = [&](uint32_t v) {
+    return static_cast<double>(bf16 ? bf16_to_f32(static_cast<bf16_t>(v)) : f32_from_bits(v));
+  };
+  for (int c = 0; c < plan.topo.num_chips(); ++c) {
+    const auto grp = group_of(plan.topo, dims, c);
+    const double p = static_cast<double>(grp.size());
+    std::size_t o = 0;
+    for (const Segment& s : plan.chips[static_cast<std::size_t>(c)].output) {
+      for (std::size_t i = 0; i < s.count; ++i, ++o) {
+        double sum = 0, abs = 0;
+        for (int g : grp) {
+          const double x = val(in[static_cast<std::size_t>(g)][s.offset + i]);
+          sum += x;
+          abs += std::fabs(x);
+        }
+        const double got = val(out[static_cast<std::size_t>(c)][o]);
+        double bound = (p - 1) * 0x1p-24 * abs;
+        if (bf16) bound = bound * (1 + 0x1p-8) + 0x1p-8 * std::fabs(sum) + 0x1p-133;
+        const double err = std::fabs(got - sum);
+        if (!(err <= bound)) ++r.outside;
+        if (bound > 0) r.worst = std::max(r.worst, err / bound);
+      }
+    }
+  }
+  return r;
 }
 
 int run_collective(const Opts& opt, Collective kind) {
-  auto get = [&](const char* k, const char* d) { return opt.count(k) ? opt.at(k) : std::string(d); };
-  const std::string config = get("--config", source_file("configs/pod_2x2.yaml").c_str());
+  const std::string config = get(opt, "--config", source_file("configs/pod_2x2.yaml"));
   const PodConfig cfg = load_pod_config(config);
+  const Topology& topo = cfg.params.topo;
   CollectiveSpec spec;
   spec.collective = kind;
-  const std::string dtype = get("--dtype", "f32");
+  const std::string dtype = get(opt, "--dtype", "f32");
   if (dtype != "f32" && dtype != "bf16")
     throw std::invalid_argument("--dtype " + dtype + ": must be 'f32' or 'bf16'");
   spec.dtype = dtype == "bf16" ? DType::kBf16 : DType::kF32;
-  const std::string op = get("--op", "sum");
+  const std::string op = get(opt, "--op", "sum");
   if (op != "sum" && op != "max") throw std::invalid_argument("--op " + op + ": must be 'sum' or 'max'");
   spec.op = op == "max" ? ReduceOp::kMax : ReduceOp::kSum;
   const std::size_t esz = spec.dtype == DType::kBf16 ? 2 : 4;
-  const uint64_t bytes = parse_uint("--bytes", get("--bytes", "65536"), esz, 1ull << 30);
+  const uint64_t bytes = parse_uint("--bytes", get(opt, "--bytes", "65536"), esz, 1ull << 30);
   if (bytes % esz != 0)
     throw std::invalid_argument("--bytes " + std::to_string(bytes) + ": must be a multiple of " +
                                 std::to_string(esz) + " (the " + dtype + " element size)");
   spec.n = bytes / esz;
-  spec.algorithm = kind == Collective::kAllReduce ? get("--algo", "torus") : "ring";
-  spec.root = static_cast<int>(parse_uint("--root", get("--root", "0"), 0, 511));
-  const int P = cfg.params.topo.num_chips();
-  if (kind == Collective::kAllToAll && spec.n % static_cast<std::size_t>(P) != 0)
-    throw std::invalid_argument("--bytes: an all_to_all buffer must hold a multiple of " +
-                                std::to_string(P) + " elements (one block per chip)");
-  const CollectivePlan plan = make_plan(cfg.params.topo, spec);  // checks algo, root
+  // Mesh axes: the group of the collective.
+  std::string axis = "all";
+  if (opt.count("--mesh") || opt.count("--axis")) {
+    if (!opt.count("--mesh") || !opt.count("--axis"))
+      throw std::invalid_argument("--mesh and --axis go together (the axis names one of the "
+                                  "mesh's axes)");
+    const Mesh mesh = parse_mesh(opt.at("--mesh"));
+    axis = opt.at("--axis");
+    spec.group_dims = mesh_axis_dims(topo, mesh, axis);
+  }
+  const Topology gtopo = group_topology(topo, spec.group_dims);
+  const std::string def_algo = gtopo.active_dims().size() >= 2 ? "torus" : "biring";
+  spec.algorithm = kind == Collective::kAllReduce ? get(opt, "--algo", def_algo) : "ring";
+  spec.root = static_cast<int>(parse_uint("--root", get(opt, "--root", "0"), 0, 511));
   PodCollectiveOptions po;
-  po.block_rows = static_cast<unsigned>(parse_uint("--block-rows", get("--block-rows", "0"), 0, 4096));
-
-  std::mt19937_64 rng(parse_uint("--seed", get("--seed", "1"), 0, ~0ull));
-  std::normal_distribution<float> nd(0.0f, 4.0f);
-  std::vector<std::vector<uint32_t>> in(static_cast<std::size_t>(P));
-  for (int c = 0; c < P; ++c)
-    for (std::size_t i = 0; i < plan.input_len(c); ++i) {
-      const float v = nd(rng);
-      in[c].push_back(spec.dtype == DType::kBf16 ? f32_to_bf16(v) : f32_bits(v));
-    }
+  po.block_rows = static_cast<unsigned>(parse_uint("--block-rows", get(opt, "--block-rows", "0"), 0, 4096));
+  po.rounds = parse_uint("--rounds", get(opt, "--rounds", "0"), 0, 1u << 20);
+  const std::string load = get(opt, "--load", "host");
+  if (load != "host" && load != "backdoor")
+    throw std::invalid_argument("--load " + load + ": must be 'host' or 'backdoor'");
+  po.backdoor = load == "backdoor";
 
   PodCollectiveRun r;
+  std::vector<std::vector<uint32_t>> in;
+  MachineInfo mi;
+  uint64_t backdoor_bytes = 0;
   const auto t0 = std::chrono::steady_clock::now();
   {
-    ProgressLine line(std::string(collective_name(kind)) + " on " + cfg.params.topo.name(),
-                  opt.count("--quiet") > 0);
-    with_pod(opt, cfg.params, [&](PodHost& h) {
+    ProgressLine line(std::string(collective_name(kind)) + " on " + topo.name(),
+                      opt.count("--quiet") > 0);
+    with_pod(opt, cfg.params, [&](HostPort& h) {
+      mi = h.info();
+      PodDriver drv(h);
+      CollectiveSpec s = spec;
+      s.granule = drv.granule(spec.dtype);
+      const CollectivePlan plan = make_plan(topo, s);  // checks the spec: before any input
+      std::mt19937_64 rng(parse_uint("--seed", get(opt, "--seed", "1"), 0, ~0ull));
+      std::normal_distribution<float> nd(0.0f, 4.0f);
+      in.assign(static_cast<std::size_t>(topo.num_chips()), {});
+      for (int c = 0; c < topo.num_chips(); ++c)
+        for (std::size_t i = 0; i < plan.input_len(c); ++i) {
+          const float v = nd(rng);
+          in[static_cast<std::size_t>(c)].push_back(spec.dtype == DType::kBf16 ? f32_to_bf16(v)
+                                                                                : f32_bits(v));
+        }
       h.progress = [&](uint64_t cyc) { line.show(std::to_string(cyc) + " cycles"); };
-      r = PodDriver(h).run(spec, in, po);
+      r = drv.run(spec, in, po);
       h.progress = nullptr;
+      backdoor_bytes = h.backdoor_bytes();
     });
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  // Golden: the same plan on the host.
-  std::vector<std::vector<uint32_t>> want;
-  if (spec.dtype == DType::kF32) {
-    want = execute_plan_f32(plan, in);
-  } else {
-    std::vector<std::vector<bf16_t>> b(in.size());
-    for (std::size_t c = 0; c < in.size(); ++c)
-      for (uint32_t v : in[c]) b[c].push_back(static_cast<bf16_t>(v));
-    for (const auto& o : execute_plan_bf16(plan, b)) want.emplace_back(o.begin(), o.end());
-  }
+  // Golden: the driver's rounds, each its plan, on the host; and the f64 check.
+  const auto want = golden_collective(r.rounds, in);
   std::size_t mismatches = 0, outputs = 0;
-  for (int c = 0; c < P; ++c) {
+  for (std::size_t c = 0; c < want.size(); ++c) {
     outputs += want[c].size();
     for (std::size_t i = 0; i < want[c].size(); ++i)
       mismatches += (i >= r.out[c].size() || r.out[c][i] != want[c][i]) ? 1 : 0;
   }
-  const bool pass = mismatches == 0;
+  const F64Check f64 = f64_check(r.plan, spec.group_dims, in, r.out);
+  const bool pass = mismatches == 0 && f64.outside == 0;
 
-  // Bounds. Every element crosses a link as an f32 lane (bf16 partials too).
-  const double row_bytes = r.link_bytes_per_cycle;  // a link's bytes per cycle
-  const double wire_bytes = static_cast<double>(spec.n) * 4.0;
-  double bound = 0;
-  int links_per_chip = 0;
-  std::string bound_kind;
-  if (kind == Collective::kAllReduce) {
-    links_per_chip = allreduce_links_per_chip(cfg.params.topo, spec.algorithm);
-    bound = allreduce_bound_s(P, links_per_chip, wire_bytes, row_bytes);
-    bound_kind = "2(p-1)/p N / (links B): every link the algorithm can use busy";
-  } else {
-    const PlanCost pcost = plan_cost(plan);
-    bound = static_cast<double>(pcost.max_link_bytes) * 4.0 /
-            static_cast<double>(plan.element_bytes) / row_bytes;
-    bound_kind = "busiest link's bytes of the plan at one row per cycle";
-  }
+  // Bounds: every link the topology gives a chip of the group (model/perf.h).
+  const int p = gtopo.num_chips();
+  const int links = topology_links_per_chip(gtopo);
+  const double S = static_cast<double>(bytes);
+  const CollectiveBound bound =
+      collective_bound(kind, p, S, links, mi.link_bytes_per_cycle,
+                       collective_hbm_bytes(kind, p, S), mi.shape.hbm_channels * 32.0);
   const uint64_t cyc = r.collective_cycles;
-  const double frac = cyc ? bound / static_cast<double>(cyc) : 0.0;
-  const double algbw = cyc ? wire_bytes / static_cast<double>(cyc) : 0.0;
-  const double busbw = kind == Collective::kAllReduce ? algbw * 2.0 * (P - 1) / P : algbw;
-  uint64_t max_link = 0, total_link = 0;
-  Json links = ici_json(r, cfg.params.topo, &max_link, &total_link);
-  const uint64_t pod_cycles = r.load_cycles + r.collective_cycles + r.store_cycles;
+  const double hbm_cyc = bound.hbm_cycles;
 
-  Json rep = Json::object();
-  rep.set("tool", "tpusim").set("command", collective_name(kind)).set("config", cfg.source);
-  rep.set("engine", get("--engine", "systemc"));
-  rep["pod"] = Json::object()
-                   .set("topology", cfg.params.topo.name())
-                   .set("chips", P)
-                   .set("variant", cfg.params.variant)
-                   .set("link_latency", cfg.params.link_latency)
-                   .set("link_bytes_per_cycle", r.link_bytes_per_cycle);
-  rep.set("algorithm", spec.algorithm).set("dtype", dtype).set("op", op);
-  rep.set("elements", spec.n).set("bytes_per_chip", bytes).set("wire_bytes_per_chip", wire_bytes);
-  rep["cycles"] = Json::object()
-                      .set("collective", cyc)
-                      .set("load", r.load_cycles)
-                      .set("store", r.store_cycles);
-  rep.set("ideal_cycles", bound).set("bound", bound_kind).set("links_per_chip", links_per_chip);
-  rep.set("fraction_of_bound", frac);
-  rep.set("algbw_bytes_per_cycle", algbw).set("busbw_bytes_per_cycle", busbw);
-  rep.set("commands", r.commands).set("vmem_rows_used", r.vmem_rows_used);
-  rep["hbm"] = Json::object().set("bytes_in_per_chip", wire_bytes).set("bytes_out_per_chip", wire_bytes);
-  rep["ici"] = Json::object()
-                   .set("total_bytes", total_link)
-                   .set("max_link_bytes", max_link)
-                   .set("links", links);
-  Json per_chip = Json::array();
-  for (int c = 0; c < P; ++c) {
-    const ChipCounters& d = r.chip_delta[c];
-    per_chip.push_back(Json::object()
-                           .set("chip", c)
-                           .set("vpu_busy_cycles", d[kStatVpuBusy])
-                           .set("ici_send_busy_cycles", d[kStatIciBusy])
-                           .set("ici_wait_cycles", d[kStatIciWait])
-                           .set("flits_sent", d[kStatIciTxFlits])
-                           .set("flits_received", d[kStatIciRxFlits]));
+  Report rep(std::string(collective_name(kind)) + " (" + spec.algorithm + ") of " +
+             std::to_string(bytes) + " bytes " + dtype + " per chip on " + topo.name() +
+             (spec.group_dims.empty() ? "" : ", axis " + axis + " (groups of " + std::to_string(p) + ")"));
+  rep.field("command", collective_name(kind));
+  add_pod(rep, cfg, mi, opt);
+  rep.field("axis", axis).field("group_chips", p);
+  rep.field("algorithm", spec.algorithm).field("dtype", dtype).field("op", op);
+  rep.metric("elements", spec.n, "", "elements per chip (all_gather: of the output)");
+  rep.metric("bytes_per_chip", bytes, "bytes", "the buffer size S (nccl-tests' definition)");
+  rep.metric("rounds", r.rounds.size(), "", "rounds through VMEM", true);
+  rep.metric("block_rows", r.block_rows, "rows", "rows per pipelined block");
+  rep.set_cycles(cyc, bound.ici_cycles);
+  ReportGroup& b = rep.group("bound");
+  b.metric("links_per_chip", links, "", "links the topology gives a chip of the group");
+  b.metric("ici_cycles", bound.ici_cycles, "cycles",
+           "factor x S / (links x link bytes per cycle): every link busy");
+  b.metric("hbm_cycles", hbm_cyc, "cycles",
+           "the chip's HBM traffic of the collective (input read, output written) at peak");
+  b.metric("fraction_of_hardware_bound", cyc ? std::max(bound.ici_cycles, hbm_cyc) / double(cyc) : 0.0,
+           "fraction", "max(ici, hbm) / cycles", true);
+  rep.set_bandwidth(algbw(S, static_cast<double>(cyc)), busbw(kind, p, S, static_cast<double>(cyc)));
+  ReportGroup& host = rep.group("host");
+  host.metric("load_cycles", r.load_cycles, "cycles", "inputs into HBM through the host ports");
+  host.metric("store_cycles", r.store_cycles, "cycles", "outputs out of HBM through the host ports");
+  host.metric("backdoor_bytes", backdoor_bytes, "bytes", "bytes moved by the backdoor (no time)");
+  rep.metric("commands", r.commands, "", "commands of the programs, all chips");
+  rep.metric("vmem_rows_used", r.vmem_rows_used, "rows", "the most VMEM rows a chip used");
+  add_links(rep, r.link_flits, r.row_bytes, topo);
+  rep.field("chips", chip_table(r.prog));
+  rep.set_mismatches(mismatches);
+  rep.set_golden(pass, outputs, mismatches);
+  if (f64.applies) {
+    ReportGroup& f = rep.group("f64_check");
+    f.metric("outside_bound", f64.outside, "", "outputs beyond (p-1) u sum|x| of the f64 sum", true);
+    f.metric("worst_fraction_of_bound", f64.worst, "fraction", "largest |error| / bound");
   }
-  rep.set("chips", per_chip);
-  rep["golden"] = Json::object()
-                      .set("verdict", pass ? "pass" : "fail")
-                      .set("outputs", outputs)
-                      .set("mismatches", mismatches);
-  rep.set("wall_seconds", wall)
-      .set("sim_cycles_per_second", wall > 0 ? static_cast<double>(pod_cycles) / wall : 0.0);
-  if (opt.count("--json")) write_json_report(opt.at("--json"), rep);
-
-  std::printf("%s (%s) of %llu bytes %s per chip on %s (%d chips %s, link latency %u)\n",
-              collective_name(kind), spec.algorithm.c_str(), static_cast<unsigned long long>(bytes),
-              dtype.c_str(), cfg.params.topo.name().c_str(), P, cfg.params.variant.c_str(),
-              cfg.params.link_latency);
-  std::printf("  cycles %llu, bound %.0f: %.3f of the bound; bus bandwidth %.1f B/cycle/chip\n",
-              static_cast<unsigned long long>(cyc), bound, frac, busbw);
-  std::printf("  ICI: busiest link %llu bytes, all links %llu bytes; load %llu + store %llu cycles\n",
-              static_cast<unsigned long long>(max_link), static_cast<unsigned long long>(total_link),
-              static_cast<unsigned long long>(r.load_cycles),
-              static_cast<unsigned long long>(r.store_cycles));
-  std::printf("  golden check: %s (%zu of %zu outputs differ)\n", pass ? "PASS" : "FAIL",
-              mismatches, outputs);
+  const uint64_t sim = r.load_cycles + cyc + r.store_cycles;
+  rep.metric("wall_seconds", wall, "s", "host time of the simulation");
+  rep.metric("sim_cycles_per_second", wall > 0 ? static_cast<double>(sim) / wall : 0.0,
+             "cycles/s", "simulated pod cycles (copies included) per host second");
+  if (opt.count("--json")) rep.write(opt.at("--json"));
+  std::fputs(rep.summary().c_str(), stdout);
   return pass ? 0 : 1;
 }
 
@@ -280,7 +378,8 @@ int run_collective(const Opts& opt, Collective kind) {
 int cmd_allreduce(const std::vector<std::string>& args) {
   const Opts opt = parse(args,
                          {"--config", "--bytes", "--dtype", "--algo", "--op", "--block-rows",
-                          "--seed", "--engine", "--waves-chips", "--json"},
+                          "--rounds", "--mesh", "--axis", "--load", "--seed", "--engine",
+                          "--waves-chips", "--json"},
                          {"--quiet"});
   return run_collective(opt, Collective::kAllReduce);
 }
@@ -288,7 +387,8 @@ int cmd_allreduce(const std::vector<std::string>& args) {
 int cmd_collective(const std::vector<std::string>& args) {
   const Opts opt = parse(args,
                          {"--kind", "--config", "--bytes", "--dtype", "--algo", "--op", "--root",
-                          "--block-rows", "--seed", "--engine", "--waves-chips", "--json"},
+                          "--block-rows", "--rounds", "--mesh", "--axis", "--load", "--seed",
+                          "--engine", "--waves-chips", "--json"},
                          {"--quiet"});
   if (!opt.count("--kind")) throw std::invalid_argument("collective: --kind is required\n" + std::string(kPodUsage));
   return run_collective(opt, parse_kind(opt.at("--kind")));
@@ -299,111 +399,163 @@ int cmd_pod(const std::vector<std::string>& args) {
                          {"--config", "--m", "--k", "--n", "--seed", "--algo", "--engine",
                           "--waves-chips", "--json"},
                          {"--quiet"});
-  auto get = [&](const char* k, const char* d) { return opt.count(k) ? opt.at(k) : std::string(d); };
-  const std::string config = get("--config", source_file("configs/pod_2x2.yaml").c_str());
+  const std::string config = get(opt, "--config", source_file("configs/pod_2x2.yaml"));
   const PodConfig cfg = load_pod_config(config);
-  const std::size_t M = parse_uint("--m", get("--m", "64"), 1, 4096);
-  const std::size_t K = parse_uint("--k", get("--k", "64"), 1, 4096);
-  const std::size_t N = parse_uint("--n", get("--n", "64"), 1, 4096);
-  const uint64_t seed = parse_uint("--seed", get("--seed", "1"), 0, ~0ull);
-  const int P = cfg.params.topo.num_chips();
+  const Topology& topo = cfg.params.topo;
+  const std::size_t M = parse_uint("--m", get(opt, "--m", "64"), 1, 4096);
+  const std::size_t K = parse_uint("--k", get(opt, "--k", "64"), 1, 4096);
+  const std::size_t N = parse_uint("--n", get(opt, "--n", "64"), 1, 4096);
+  const uint64_t seed = parse_uint("--seed", get(opt, "--seed", "1"), 0, ~0ull);
+  const int P = topo.num_chips();
   CollectiveSpec spec;
-  spec.n = M * N;
-  spec.algorithm = get("--algo", "torus");
-  const CollectivePlan plan = make_plan(cfg.params.topo, spec);
+  spec.algorithm = get(opt, "--algo", topo.active_dims().size() >= 2 ? "torus" : "biring");
 
   std::vector<MatmulRun> mm(static_cast<std::size_t>(P));
-  std::vector<std::vector<uint32_t>> want_c(static_cast<std::size_t>(P));
+  std::vector<std::vector<uint32_t>> want_c(static_cast<std::size_t>(P)), c_bits(want_c.size());
+  std::vector<std::vector<uint32_t>> c_whole(want_c.size()), ar_out(want_c.size());
+  PodProgramRun mm_run;
   PodCollectiveRun ar;
-  std::size_t mm_bad = 0;
+  MachineInfo mi;
+  uint64_t in_cycles = 0, backdoor_bytes = 0;
+  HbmMatrix cm_shape;
   const auto t0 = std::chrono::steady_clock::now();
   {
-    ProgressLine line("pod job on " + cfg.params.topo.name(), opt.count("--quiet") > 0);
-    with_pod(opt, cfg.params, [&](PodHost& h) {
+    ProgressLine line("pod job on " + topo.name(), opt.count("--quiet") > 0);
+    with_pod(opt, cfg.params, [&](HostPort& h) {
+      mi = h.info();
       h.progress = [&](uint64_t cyc) { line.show(std::to_string(cyc) + " cycles"); };
-      uint64_t top = 0;
+      // Every chip's operands, copied in through every host port at once.
+      std::vector<std::unique_ptr<ChipDriver>> drv;
+      std::vector<HbmMatrix> am(want_c.size()), wm(want_c.size()), cm(want_c.size());
+      std::vector<std::vector<uint8_t>> img;
+      std::vector<HostCopy> copies;
+      img.reserve(2 * want_c.size());
       for (int c = 0; c < P; ++c) {
+        const std::size_t i = static_cast<std::size_t>(c);
         std::mt19937_64 rng(seed * 1000 + static_cast<uint64_t>(c));
         std::normal_distribution<float> nd(0.0f, 1.0f);
         std::vector<bf16_t> a(M * K), w(K * N);
         for (auto& v : a) v = f32_to_bf16(nd(rng));
         for (auto& v : w) v = f32_to_bf16(nd(rng));
-        ChipDriver drv(h, c);
-        mm[c] = drv.matmul(a, w, M, K, N);
-        top = std::max(top, drv.allocated());
-        want_c[c] = golden_chip_matmul(a, w, M, K, N, MatmulOptions{});
-        if (mm[c].c_bits != want_c[c]) ++mm_bad;
+        drv.push_back(std::make_unique<ChipDriver>(h, c));
+        am[i] = drv[i]->alloc_matrix(M, K, Dtype::kBf16);
+        wm[i] = drv[i]->alloc_matrix(K, N, Dtype::kBf16);
+        cm[i] = drv[i]->alloc_matrix(M, N, Dtype::kF32);
+        img.push_back(drv[i]->matrix_image(am[i], a));
+        copies.push_back(HostCopy{c, true, am[i].addr, img.back().data(), img.back().size()});
+        img.push_back(drv[i]->matrix_image(wm[i], w));
+        copies.push_back(HostCopy{c, true, wm[i].addr, img.back().data(), img.back().size()});
+        want_c[i] = golden_chip_matmul(a, w, M, K, N, MatmulOptions{});
       }
-      PodCollectiveOptions po;
-      po.hbm_base = (top + 63) / 64 * 64;
-      std::vector<std::vector<uint32_t>> in(static_cast<std::size_t>(P));
-      for (int c = 0; c < P; ++c) in[c] = mm[c].c_bits;
-      ar = PodDriver(h).run(spec, in, po);
+      in_cycles = h.copy(copies);
+      // One SPMD program: every chip's matmul at once.
+      std::vector<std::vector<ChipCmd>> progs;
+      for (int c = 0; c < P; ++c) {
+        const std::size_t i = static_cast<std::size_t>(c);
+        mm[i] = drv[i]->plan_matmul(cm[i], am[i], wm[i]);
+        progs.push_back(mm[i].program);
+      }
+      PodDriver pd(h);
+      mm_run = pd.run_programs(progs);
+      for (int c = 0; c < P; ++c) {
+        const std::size_t i = static_cast<std::size_t>(c);
+        ProgramResult pr;
+        pr.cycles = mm_run.run.chip_cycles[i];
+        pr.delta = mm_run.chip_delta[i];
+        drv[i]->finish_matmul(&mm[i], pr);
+        if (h.status(c).halted) h.clear(c);  // the program's final HALT
+      }
+      // The all-reduce reads every C where the matmul left it (rows x pitch f32, padding
+      // included) and writes the sum into a buffer of the same size.
+      cm_shape = cm[0];
+      spec.n = cm[0].rows * cm[0].pitch;
+      CollectiveBuffers bufs;
+      for (int c = 0; c < P; ++c) {
+        const std::size_t i = static_cast<std::size_t>(c);
+        bufs.in.push_back(cm[i].addr);
+        bufs.out.push_back(drv[i]->alloc(cm[i].bytes()));
+      }
+      ar = pd.run(spec, bufs);
+      // Results checked through the backdoor (no simulated time).
+      for (int c = 0; c < P; ++c) {
+        const std::size_t i = static_cast<std::size_t>(c);
+        std::vector<uint8_t> b(cm[i].bytes());
+        h.backdoor_read(c, cm[i].addr, b.data(), b.size());
+        c_bits[i] = ChipDriver::matrix_from_image(cm[i], b);
+        c_whole[i].resize(spec.n);
+        std::memcpy(c_whole[i].data(), b.data(), spec.n * 4);
+        h.backdoor_read(c, bufs.out[i], b.data(), b.size());
+        ar_out[i].resize(spec.n);
+        std::memcpy(ar_out[i].data(), b.data(), spec.n * 4);
+      }
+      backdoor_bytes = h.backdoor_bytes();
       h.progress = nullptr;
     });
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const auto want = execute_plan_f32(plan, want_c);
+  std::size_t mm_bad = 0;
+  for (int c = 0; c < P; ++c) mm_bad += c_bits[static_cast<std::size_t>(c)] != want_c[static_cast<std::size_t>(c)];
+  // The all-reduce's golden: the rounds the driver ran, on the C buffers as they are in HBM;
+  // and the sum of the golden matmuls for the M x N elements that are results.
+  const auto want = golden_collective(ar.rounds, c_whole);
   std::size_t ar_bad = 0;
   for (int c = 0; c < P; ++c)
-    for (std::size_t i = 0; i < want[c].size(); ++i)
-      ar_bad += (i >= ar.out[c].size() || ar.out[c][i] != want[c][i]) ? 1 : 0;
-  const bool pass = mm_bad == 0 && ar_bad == 0;
+    for (std::size_t i = 0; i < spec.n; ++i)
+      ar_bad += ar_out[static_cast<std::size_t>(c)][i] != want[static_cast<std::size_t>(c)][i];
+  const F64Check f64 = f64_check(ar.plan, {}, c_whole, ar_out);
+  const bool pass = mm_bad == 0 && ar_bad == 0 && f64.outside == 0;
 
-  uint64_t mm_cycles = 0, mm_ideal = 0;
+  uint64_t pod_cycles = mm_run.run.cycles, sum_cycles = 0, ideal = 0;
   Json chips = Json::array();
   for (int c = 0; c < P; ++c) {
-    mm_cycles += mm[c].prog.cycles;
-    mm_ideal += mm[c].compute_cycles;
+    const MatmulRun& m = mm[static_cast<std::size_t>(c)];
+    sum_cycles += m.prog.cycles;
+    ideal = std::max(ideal, m.compute_cycles);
     chips.push_back(Json::object()
                         .set("chip", c)
-                        .set("matmul_cycles", mm[c].prog.cycles)
-                        .set("matmul_ideal_cycles", mm[c].compute_cycles)
-                        .set("hbm_bytes", mm[c].hbm_bytes));
+                        .set("cycles", m.prog.cycles)
+                        .set("ideal_cycles", m.compute_cycles)
+                        .set("hbm_bytes", m.hbm_bytes)
+                        .set("mxu_busy_cycles", m.prog.delta[kStatMxuBusy]));
   }
-  const double row_bytes = ar.link_bytes_per_cycle;
-  const double bound = allreduce_bound_s(P, allreduce_links_per_chip(cfg.params.topo, spec.algorithm),
-                                         static_cast<double>(spec.n) * 4.0, row_bytes);
-  uint64_t max_link = 0, total_link = 0;
-  Json links = ici_json(ar, cfg.params.topo, &max_link, &total_link);
-  Json rep = Json::object();
-  rep.set("tool", "tpusim").set("command", "pod").set("config", cfg.source);
-  rep.set("engine", get("--engine", "systemc"));
-  rep["pod"] = Json::object()
-                   .set("topology", cfg.params.topo.name())
-                   .set("chips", P)
-                   .set("variant", cfg.params.variant)
-                   .set("link_latency", cfg.params.link_latency);
-  rep["matmul"] = Json::object()
-                      .set("m", M).set("k", K).set("n", N)
-                      .set("chips", chips)
-                      .set("cycles_sum", mm_cycles)
-                      .set("ideal_cycles_sum", mm_ideal)
-                      .set("mismatching_chips", mm_bad);
-  rep["all_reduce"] = Json::object()
-                          .set("algorithm", spec.algorithm)
-                          .set("elements", spec.n)
-                          .set("cycles", ar.collective_cycles)
-                          .set("ideal_cycles", bound)
-                          .set("fraction_of_bound", ar.collective_cycles ? bound / static_cast<double>(ar.collective_cycles) : 0.0)
-                          .set("mismatches", ar_bad);
-  rep["ici"] = Json::object().set("total_bytes", total_link).set("max_link_bytes", max_link).set("links", links);
-  rep["golden"] = Json::object().set("verdict", pass ? "pass" : "fail");
-  rep.set("wall_seconds", wall);
-  if (opt.count("--json")) write_json_report(opt.at("--json"), rep);
+  const int links = topology_links_per_chip(topo);
+  const CollectiveBound bound =
+      collective_bound(Collective::kAllReduce, P, static_cast<double>(spec.n) * 4.0, links,
+                       mi.link_bytes_per_cycle,
+                       collective_hbm_bytes(Collective::kAllReduce, P, static_cast<double>(spec.n) * 4.0),
+                       mi.shape.hbm_channels * 32.0);
+  const uint64_t macs = matmul_useful_macs(M, K, N) * static_cast<uint64_t>(P);
+  const uint64_t peak = peak_macs_per_cycle(mi.shape.rows, mi.shape.cols);
 
-  std::printf("pod job on %s (%d chips %s): matmul %zux%zux%zu on every chip, then all-reduce "
-              "(%s) of the %zu results\n",
-              cfg.params.topo.name().c_str(), P, cfg.params.variant.c_str(), M, K, N,
-              spec.algorithm.c_str(), spec.n);
-  std::printf("  matmuls: %llu cycles in all (ideal %llu); %zu chips differ from the golden\n",
-              static_cast<unsigned long long>(mm_cycles), static_cast<unsigned long long>(mm_ideal),
-              mm_bad);
-  std::printf("  all-reduce: %llu cycles, bound %.0f (%.3f); busiest link %llu bytes\n",
-              static_cast<unsigned long long>(ar.collective_cycles), bound,
-              ar.collective_cycles ? bound / static_cast<double>(ar.collective_cycles) : 0.0,
-              static_cast<unsigned long long>(max_link));
-  std::printf("  golden check: %s (matmuls and all-reduce, bit for bit)\n", pass ? "PASS" : "FAIL");
+  Report rep("pod job on " + topo.name() + " (" + std::to_string(P) + " chips " +
+             cfg.params.variant + "): matmul " + std::to_string(M) + "x" + std::to_string(K) +
+             "x" + std::to_string(N) + " on every chip at once, then an all-reduce (" +
+             spec.algorithm + ") of the results in HBM");
+  rep.field("command", "pod");
+  add_pod(rep, cfg, mi, opt);
+  rep.metric("cycles", pod_cycles + ar.collective_cycles, "cycles",
+             "the job's programs: matmuls, then the all-reduce", true);
+  ReportGroup& mg = rep.group("matmul");
+  mg.metric("m", M, "", "").metric("k", K, "", "").metric("n", N, "", "");
+  mg.metric("pod_cycles", pod_cycles, "cycles", "the slowest chip: the chips run at once", true);
+  mg.metric("ideal_cycles", ideal, "cycles", "M x ceil(K/R) x ceil(N/C) activation beats", true);
+  mg.metric("sum_of_chip_cycles", sum_cycles, "cycles", "what one chip after another would take");
+  mg.set_mfu(pod_cycles ? mfu(macs, P, peak, pod_cycles) : 0.0);
+  mg.metric("host_copy_cycles", in_cycles, "cycles", "A and W into every chip's HBM at once");
+  mg.field("chips", chips);
+  mg.metric("mismatching_chips", mm_bad, "", "chips whose C differs from the golden", true);
+  ReportGroup& ag = rep.group("all_reduce");
+  ag.field("algorithm", spec.algorithm);
+  ag.metric("elements", spec.n, "", "f32 elements per chip (C with its row padding)");
+  ag.set_cycles(ar.collective_cycles, bound.ici_cycles);
+  ag.metric("rounds", ar.rounds.size(), "", "rounds through VMEM");
+  ag.set_mismatches(ar_bad);
+  add_links(rep, ar.link_flits, ar.row_bytes, topo);
+  rep.metric("backdoor_bytes", backdoor_bytes, "bytes", "results read by the backdoor for the check");
+  rep.set_golden(pass, static_cast<uint64_t>(P) * (M * N + spec.n), mm_bad + ar_bad);
+  rep.metric("wall_seconds", wall, "s", "host time of the simulation");
+  if (opt.count("--json")) rep.write(opt.at("--json"));
+  std::fputs(rep.summary().c_str(), stdout);
   return pass ? 0 : 1;
 }
 

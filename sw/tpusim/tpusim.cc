@@ -89,11 +89,10 @@ int run_chip(const ChipConfig& cfg, const std::string& config_path, const Matmul
   }
   std::unique_ptr<ChipDriver> drv;
   try {
-    drv = std::make_unique<ChipDriver>(cfg.variant, cfg.hbm);
+    drv = std::make_unique<ChipDriver>(cfg.variant, cfg.hbm, has("--waves") ? opt["--waves"] : "");
   } catch (const std::invalid_argument& e) {
     throw UsageError(config_path + ": chip.variant: " + e.what());
   }
-  if (has("--waves")) drv->dut().open_waves(opt["--waves"]);
   const auto t0 = std::chrono::steady_clock::now();
   MatmulRun r;
   {
@@ -406,9 +405,6 @@ int sc_main(int argc, char** argv) {
     std::cerr << "tpusim: simulation error: " << e.what() << "\n";
     return kExitSim;
   } catch (const ChipRtlError& e) {
-    std::cerr << "tpusim: simulation error: " << e.what() << "\n";
-    return kExitSim;
-  } catch (const ChipError& e) {
     std::cerr << "tpusim: simulation error: " << e.what() << "\n";
     return kExitSim;
   } catch (const RtlError& e) {

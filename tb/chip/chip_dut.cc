@@ -66,6 +66,7 @@ class ChipDutImpl final : public ChipDut {
     std::memcpy(data64, m_->hm_rsp_data_o.data(), 64);
   }
   bool busy() const override { return m_->busy_o; }
+  bool hbm_idle() const override { return m_->hbm_idle_o; }
   bool halted() const override { return m_->halted_o; }
   unsigned err() const override { return m_->err_o; }
   uint32_t err_cmd() const override { return m_->err_cmd_o; }
@@ -85,11 +86,21 @@ class ChipDutImpl final : public ChipDut {
     m_->clear_i = 0;
     m_->ici_rx_valid_i = 0;
     m_->ici_tx_cr_valid_i = 0;
+    m_->bd_stb_i = 0;
     if (!m_.reset(cycles))
       throw ChipRtlError("chip " + variant_ + ": RTL assertion failed during reset");
   }
 
   uint64_t cycle() const override { return m_.cycle(); }
+
+  void backdoor_write(uint64_t addr, const uint8_t* data64) override {
+    std::memcpy(m_->bd_wdata_i.data(), data64, 64);
+    strobe(addr, true);
+  }
+  void backdoor_read(uint64_t addr, uint8_t* data64) override {
+    strobe(addr, false);
+    std::memcpy(data64, m_->bd_rdata_o.data(), 64);
+  }
 
   void open_waves(const std::string& path) override { m_.open_waves(path, "chip " + variant_); }
 
@@ -138,6 +149,21 @@ class ChipDutImpl final : public ChipDut {
   }
   static void set_vc(SData& v, unsigned d, unsigned vc) {  // 2 bits per direction
     v = static_cast<SData>((v & ~(3u << (2 * d))) | ((vc & 3u) << (2 * d)));
+  }
+  // One backdoor access: a rising edge of bd_stb_i with the clock idle (no cycle passes).
+  void strobe(uint64_t addr, bool write) {
+    if (addr % 64 != 0 || addr + 64 > shape_.hbm_bytes)
+      throw std::invalid_argument("chip " + variant_ + ": backdoor address " +
+                                  std::to_string(addr) +
+                                  " must be 64-byte aligned and inside the HBM (" +
+                                  std::to_string(shape_.hbm_bytes) + " bytes)");
+    m_->bd_addr_i = static_cast<uint32_t>(addr);
+    m_->bd_we_i = write;
+    m_->bd_stb_i = 1;
+    m_.eval();
+    m_->bd_stb_i = 0;
+    m_->bd_we_i = 0;
+    m_.eval();
   }
   static constexpr unsigned kRowWords =
       sizeof(std::declval<VTop>().ici_tx_data_o) / sizeof(uint32_t) / 6;

@@ -55,6 +55,7 @@ class ChipDut {
   virtual unsigned hm_rsp_tag() const = 0;
   virtual void hm_rsp_data(uint8_t* data64) const = 0;
   virtual bool busy() const = 0;
+  virtual bool hbm_idle() const = 0;  // the HBM controller holds no request or posted write
   virtual bool halted() const = 0;
   virtual unsigned err() const = 0;
   virtual uint32_t err_cmd() const = 0;
@@ -65,6 +66,12 @@ class ChipDut {
   virtual void tick() = 0;
   virtual void reset(unsigned cycles = 4) = 0;
   virtual uint64_t cycle() const = 0;
+
+  // Backdoor into the HBM device model: one 64-byte block at a 64-byte aligned byte address,
+  // between clock cycles, in no simulated time (rtl/sim/hbm_device.sv). For test set-up and
+  // result checks; it bypasses the controller, so no access to the block may be in flight.
+  virtual void backdoor_write(uint64_t addr, const uint8_t* data64) = 0;
+  virtual void backdoor_read(uint64_t addr, uint8_t* data64) = 0;
 
   // FST dump of every signal from now on; closed when the DUT is destroyed.
   virtual void open_waves(const std::string& path) = 0;

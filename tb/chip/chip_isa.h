@@ -1,4 +1,5 @@
-// Encoders for the chip's 128-bit commands (docs/isa.md; mirrors rtl/tpu_chip_pkg.sv).
+// The chip's hardware contract as C++ (docs/isa.md; mirrors rtl/tpu_chip_pkg.sv): command encoders,
+// error codes, statistics indices. In tb/ so that both the harness and the drivers use it.
 #pragma once
 
 #include <array>

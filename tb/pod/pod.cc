@@ -69,6 +69,10 @@ std::shared_ptr<HostAgent::MemOp> HostAgent::mem(bool write, uint64_t addr, cons
 void HostAgent::drive(ChipDut& d) {
   cmd_valid_ = !cmds_.empty();
   d.set_cmd(cmd_valid_, cmd_valid_ ? cmds_.front().w.data() : nullptr);
+  clearing_ = clear_;
+  clear_ = false;
+  d.set_clear(clearing_);
+  credit_ = std::min(credit_ + bpc_, 64u);
   req_valid_ = false;
   MemOp* op = nullptr;
   for (const auto& o : ops_) {
@@ -77,7 +81,7 @@ void HostAgent::drive(ChipDut& d) {
       break;
     }
   }
-  if (op) {
+  if (op && credit_ >= 64) {
     for (unsigned k = 0; k < tag_op_.size(); ++k) {
       const unsigned t = (req_tag_ + k) % static_cast<unsigned>(tag_op_.size());
       if (!tag_op_[t]) {
@@ -110,6 +114,7 @@ void HostAgent::observe(ChipDut& d) {
     tag_op_[t].reset();
   }
   if (req_valid_ && d.hm_req_ready()) {
+    credit_ -= 64;
     for (const auto& o : ops_) {
       if (o->issued * 64 < o->data.size()) {
         tag_op_[req_tag_] = o;
@@ -135,7 +140,13 @@ PodCore::PodCore(const PodParams& p) : p_(p) {
     chips_.push_back(make_chip(p_.variant));
     chips_.back()->configure(p_.hbm);
   }
+  if (p_.host_bytes_per_cycle < 1 || p_.host_bytes_per_cycle > 64)
+    throw std::invalid_argument("pod: host_bytes_per_cycle " +
+                                std::to_string(p_.host_bytes_per_cycle) +
+                                " must be from 1 to 64 (one 64-byte burst per cycle at most)");
   agents_.resize(static_cast<std::size_t>(n));
+  for (auto& a : agents_) a.set_bytes_per_cycle(p_.host_bytes_per_cycle);
+  last_busy_.assign(static_cast<std::size_t>(n), 0);
   ports_.resize(static_cast<std::size_t>(n));
   words_ = chips_[0]->flit_words();
   const unsigned row = chips_[0]->shape().cols * 4;
@@ -174,10 +185,22 @@ PodCore::PodCore(const PodParams& p) : p_(p) {
       }
     }
   }
+  info_.topo = p_.topo;
+  info_.variant = p_.variant;
+  info_.shape = chips_[0]->shape();
+  info_.hbm = p_.hbm;
+  info_.link_latency = p_.link_latency;
+  info_.link_gap = gap_;
+  info_.link_bytes_per_cycle = link_bytes_per_cycle();
+  info_.host_bytes_per_cycle = p_.host_bytes_per_cycle;
   for (int c : p_.wave_chips) {
     if (c < 0 || c >= n)
       throw std::invalid_argument("pod: --waves-chips: chip " + std::to_string(c) +
                                   " is not in the pod (0.." + std::to_string(n - 1) + ")");
+    if (n == 1 && !p_.wave_path.empty()) {
+      chips_[c]->open_waves(p_.wave_path);
+      continue;
+    }
     std::filesystem::create_directories(p_.wave_dir);
     chips_[c]->open_waves(p_.wave_dir + "/pod_chip" + std::to_string(c) + ".fst");
   }
@@ -211,6 +234,7 @@ void PodCore::step_chip(int i) {
     if (p.in) p.in->send_credit(t, d.ici_rx_cr_valid(dir), d.ici_rx_cr_vc(dir));
   }
   agents_[i].observe(d);
+  if (!agents_[i].idle() || d.busy() || !d.hbm_idle()) last_busy_[i] = t + 1;
   try {
     d.tick();
   } catch (const ChipRtlError& e) {
@@ -231,7 +255,9 @@ void PodCore::step(bool reverse) {
 
 bool PodCore::idle() const {
   for (std::size_t i = 0; i < chips_.size(); ++i) {
-    if (!agents_[i].idle() || chips_[i]->busy() || !chips_[i]->ici_idle()) return false;
+    if (!agents_[i].idle() || chips_[i]->busy() || !chips_[i]->ici_idle() ||
+        !chips_[i]->hbm_idle())
+      return false;
   }
   for (const auto& l : links_) {
     if (!l->quiet_after(cycle_)) return false;
@@ -239,12 +265,14 @@ bool PodCore::idle() const {
   return true;
 }
 
-void PodCore::check_errors() {
+void PodCore::check_errors(bool chip_errors) {
   for (int i = 0; i < num_chips(); ++i) {
     const unsigned e = chips_[i]->err();
-    if (e != 0)
-      throw PodError(chip_name(p_.topo, i) + ": error register " + std::to_string(e) + " (" +
-                     chip_err_name(e) + ") at command " + std::to_string(chips_[i]->err_cmd()));
+    if (e != 0 && chip_errors)
+      throw ChipError(chip_name(p_.topo, i) + ": error register " + std::to_string(e) + " (" +
+                          chip_err_name(e) + ") at command " +
+                          std::to_string(chips_[i]->err_cmd()),
+                      e, i, chips_[i]->err_cmd());
     if (chips_[i]->hbm_violations() != 0)
       throw PodError(chip_name(p_.topo, i) + ": the HBM device checker saw " +
                      std::to_string(chips_[i]->hbm_violations()) + " violations");
@@ -258,6 +286,60 @@ std::string PodCore::describe_chip(int i) {
          std::to_string(agents_[i].commands_waiting()) + " waiting on the host, " +
          std::to_string(c[kStatIciWait]) + " cycles blocked in ICI_WAIT, router " +
          (chips_[i]->ici_idle() ? "empty" : "holding flits");
+}
+
+std::string PodCore::describe_hang(uint64_t cycles) {
+  std::string what = "pod did not become idle in " + std::to_string(cycles) + " cycles:";
+  for (int i = 0; i < num_chips(); ++i) what += "\n  " + describe_chip(i);
+  return what;
+}
+
+ChipStatus PodCore::status(int i) const {
+  const ChipDut& d = *chips_[i];
+  ChipStatus s;
+  s.busy = d.busy() || !agents_[i].idle();
+  s.halted = d.halted();
+  s.router_empty = d.ici_idle();
+  s.queue_empty = agents_[i].commands_waiting() == 0;
+  s.err = d.err();
+  s.err_cmd = d.err_cmd();
+  s.cmds_waiting = agents_[i].commands_waiting();
+  return s;
+}
+
+void PodCore::check_copy(const HostCopy& o) const {
+  const uint64_t cap = shape().hbm_bytes;
+  if (o.chip < 0 || o.chip >= num_chips())
+    throw std::invalid_argument("host port: chip " + std::to_string(o.chip) +
+                                " is not in the pod (0.." + std::to_string(num_chips() - 1) + ")");
+  if (o.addr % 64 != 0 || o.n % 64 != 0 || o.addr + o.n > cap)
+    throw std::invalid_argument(chip_name(p_.topo, o.chip) + ": host port copy of " +
+                                std::to_string(o.n) + " bytes at " + std::to_string(o.addr) +
+                                ": address and length must be multiples of 64 bytes inside the "
+                                "HBM (" + std::to_string(cap) + " bytes)");
+  if (o.n && !o.data) throw std::invalid_argument("host port: a copy without a host buffer");
+}
+
+std::vector<std::shared_ptr<HostAgent::MemOp>> PodCore::queue_copies(
+    const std::vector<HostCopy>& ops) {
+  for (const HostCopy& o : ops) check_copy(o);
+  std::vector<std::shared_ptr<HostAgent::MemOp>> v;
+  for (const HostCopy& o : ops) v.push_back(agents_[o.chip].mem(o.write, o.addr, o.data, o.n));
+  return v;
+}
+
+void PodCore::backdoor(int chip, bool write, uint64_t addr, void* data, std::size_t n) {
+  check_copy(HostCopy{chip, write, addr, data, n});
+  // The controller may hold posted writes that the device has not seen yet: a backdoor access
+  // then would read stale data or be overwritten. Run the machine until it is idle first.
+  if (!agents_[chip].idle() || !chips_[chip]->hbm_idle())
+    throw PodError(chip_name(p_.topo, chip) + ": backdoor access while the host port or the HBM "
+                   "controller has requests in flight; run the machine until it is idle first");
+  auto* b = static_cast<uint8_t*>(data);
+  for (std::size_t o = 0; o < n; o += 64) {
+    if (write) chips_[chip]->backdoor_write(addr + o, b + o);
+    else chips_[chip]->backdoor_read(addr + o, b + o);
+  }
 }
 
 ChipCounters PodCore::counters(int i) {
@@ -280,46 +362,70 @@ std::vector<LinkStat> PodCore::link_stats() const {
 // ---------------------------------------------------------------------------------------------
 // CppPodHost
 // ---------------------------------------------------------------------------------------------
-void CppPodHost::wait_op(int chip, const std::shared_ptr<HostAgent::MemOp>& op) {
+uint64_t CppPodHost::copy(const std::vector<HostCopy>& ops) {
+  const auto mops = core_.queue_copies(ops);
   const uint64_t start = core_.cycle();
-  while (!op->finished()) {
+  auto done = [&] {
+    for (const auto& m : mops)
+      if (!m->finished()) return false;
+    return true;
+  };
+  uint64_t next_progress = start + progress_every;
+  while (!done()) {
     core_.step(reverse_step_order);
-    if (core_.cycle() - start > 10'000'000)
-      throw PodError(chip_name(core_.params().topo, chip) + ": host port copy hung");
+    const uint64_t t = core_.cycle();
+    if ((t & 1023) == 0) core_.check_errors(false);
+    if (progress && t >= next_progress) {
+      progress(t - start);
+      next_progress += progress_every;
+    }
+    if (t - start > 100'000'000) throw PodError("host port copies hung");
   }
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    if (!ops[i].write && ops[i].n) std::memcpy(ops[i].data, mops[i]->data.data(), ops[i].n);
+  return core_.cycle() - start;
 }
 
-void CppPodHost::write(int chip, uint64_t addr, const void* data, std::size_t n) {
-  wait_op(chip, core_.agent(chip).mem(true, addr, data, n));
+void CppPodHost::backdoor_write(int chip, uint64_t addr, const void* data, std::size_t n) {
+  core_.backdoor(chip, true, addr, const_cast<void*>(data), n);
+  backdoor_bytes_ += n;
 }
 
-void CppPodHost::read(int chip, uint64_t addr, void* data, std::size_t n) {
-  const auto op = core_.agent(chip).mem(false, addr, nullptr, n);
-  wait_op(chip, op);
-  if (n) std::memcpy(data, op->data.data(), n);
+void CppPodHost::backdoor_read(int chip, uint64_t addr, void* data, std::size_t n) {
+  core_.backdoor(chip, false, addr, data, n);
+  backdoor_bytes_ += n;
 }
 
-void CppPodHost::push(int chip, const std::vector<ChipCmd>& cmds) { core_.agent(chip).push(cmds); }
+void CppPodHost::push(int chip, const std::vector<ChipCmd>& cmds) {
+  if (chip < 0 || chip >= core_.num_chips())
+    throw std::invalid_argument("push: chip " + std::to_string(chip) + " is not in the pod");
+  core_.agent(chip).push(cmds);
+}
 
-uint64_t CppPodHost::run_until_idle(uint64_t max_cycles) {
+void CppPodHost::clear(int chip) {
+  core_.agent(chip).request_clear();
+  core_.step(reverse_step_order);
+}
+
+RunStats CppPodHost::run_until_idle(uint64_t max_cycles, bool stop_on_error) {
   const uint64_t start = core_.cycle();
   uint64_t next_progress = start + progress_every;
   while (!core_.idle()) {
     core_.step(reverse_step_order);
     const uint64_t t = core_.cycle();
-    if ((t & 1023) == 0) core_.check_errors();
+    if ((t & 1023) == 0) core_.check_errors(stop_on_error);
     if (progress && t >= next_progress) {
       progress(t - start);
       next_progress += progress_every;
     }
-    if (t - start > max_cycles) {
-      std::string what = "pod did not become idle in " + std::to_string(max_cycles) + " cycles:";
-      for (int i = 0; i < core_.num_chips(); ++i) what += "\n  " + core_.describe_chip(i);
-      throw PodError(what);
-    }
+    if (t - start > max_cycles) throw PodError(core_.describe_hang(max_cycles));
   }
-  core_.check_errors();
-  return core_.cycle() - start;
+  core_.check_errors(stop_on_error);
+  RunStats r;
+  r.cycles = core_.cycle() - start;
+  for (int i = 0; i < core_.num_chips(); ++i)
+    r.chip_cycles.push_back(core_.last_busy(i) > start ? core_.last_busy(i) - start : 0);
+  return r;
 }
 
 }  // namespace tpu

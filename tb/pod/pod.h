@@ -1,15 +1,15 @@
 // The pod: N verilated chips (tb/chip) on a ring / 2D / 3D torus or mesh, every ICI link a
-// channel with a latency, and a host port per chip (docs/pod.md).
+// channel with a latency, and a host port per chip (docs/pod.md). A chip alone is a pod of one.
 //
 //  - IciLink: one direction of one link: flits one way and their credits back, each `latency`
 //    cycles. A ring buffer indexed by the cycle number, so the chips can be stepped in any order
 //    within a cycle (a link has >= 1 cycle of latency): chips couple only through their links
 //    and host ports, which is what a later multi-process pod needs.
-//  - HostAgent: a chip's host port as the host sees it: a command queue and 64-byte HBM bursts.
-//  - PodCore: the chips, links and agents, stepped one cycle at a time.
-//  - PodHost: what the pod driver (sw/driver/pod_driver.h) uses: blocking memory copies,
-//    command pushes, run-until-idle, counters. CppPodHost steps the core from plain C++; the
-//    SystemC pod (pod_sc.h) implements it over TLM-2.0 sockets.
+//  - HostAgent: a chip's host port as the host sees it: a command queue and 64-byte HBM bursts
+//    at the port's bandwidth.
+//  - PodCore: the chips, links and agents, stepped one cycle at a time, and the registers.
+//  - CppPodHost: the HostPort (host_port.h) of a PodCore stepped from plain C++; the SystemC pod
+//    (pod_sc.h) implements the same interface over TLM-2.0 sockets.
 #pragma once
 
 #include <array>
@@ -24,6 +24,7 @@
 #include "chip_dut.h"
 #include "chip_isa.h"
 #include "hbm_config.h"
+#include "host_port.h"
 #include "tpu/collective.h"
 
 namespace tpu {
@@ -34,15 +35,11 @@ struct PodParams {
   std::string variant = "4x4";   // chip variant (every chip the same)
   unsigned link_latency = 1;     // cycles per link, each way (>= 1)
   unsigned link_width = 0;       // bytes a link carries per cycle; 0: a whole row (lanes x 4)
+  unsigned host_bytes_per_cycle = 64;  // bytes a chip's host port moves per cycle (1..64)
   HbmConfig hbm;
   std::vector<int> wave_chips;   // chips that dump FST waves
-  std::string wave_dir = "waves";
-};
-
-// A pod-level failure: a chip's error register, an RTL assertion, a hang. Names the chip.
-class PodError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
+  std::string wave_dir = "waves";  // dumps go to wave_dir/pod_chipN.fst
+  std::string wave_path;           // a pod of one chip: its dump file instead, if set
 };
 
 // One direction of one link. Sender side at cycle t: send_flit/credit_at; receiver side at
@@ -82,7 +79,9 @@ class HostAgent {
   void push(const std::vector<ChipCmd>& cmds) { cmds_.insert(cmds_.end(), cmds.begin(), cmds.end()); }
   // Queues a copy; returns it (owned here until finished and taken).
   std::shared_ptr<MemOp> mem(bool write, uint64_t addr, const void* data, std::size_t n);
-  bool idle() const { return cmds_.empty() && ops_.empty(); }
+  bool idle() const { return cmds_.empty() && ops_.empty() && !clear_; }
+  void set_bytes_per_cycle(unsigned b) { bpc_ = b; }
+  void request_clear() { clear_ = true; }  // drives clear_i for the next cycle
   std::size_t commands_waiting() const { return cmds_.size(); }
   uint64_t commands_pushed() const { return pushed_; }
 
@@ -97,19 +96,15 @@ class HostAgent {
   bool cmd_valid_ = false, req_valid_ = false;
   unsigned req_tag_ = 0;
   uint64_t pushed_ = 0;
-};
-
-// Statistics of one directed link.
-struct LinkStat {
-  int chip = 0;   // sender
-  int dir = 0;    // 0..5: +X -X +Y -Y +Z -Z
-  uint64_t flits = 0;
+  unsigned bpc_ = 64, credit_ = 64;  // port bandwidth: a burst needs 64 bytes of credit
+  bool clear_ = false, clearing_ = false;
 };
 
 class PodCore {
  public:
   explicit PodCore(const PodParams& p);
   const PodParams& params() const { return p_; }
+  const MachineInfo& info() const { return info_; }
   int num_chips() const { return static_cast<int>(chips_.size()); }
   ChipDut& chip(int i) { return *chips_[i]; }
   HostAgent& agent(int i) { return agents_[i]; }
@@ -126,11 +121,24 @@ class PodCore {
   void step(bool reverse = false);  // every chip (0 up, or down), then end_cycle()
 
   bool idle() const;  // no host work, no chip busy, no flit in a router or on a link
-  // Throws PodError if a chip's error register is set (naming it and the command).
-  void check_errors();
+  // Throws ChipError if a chip's error register is set (naming it, the code and the command)
+  // and chip_errors, PodError if an HBM device checker saw a violation.
+  void check_errors(bool chip_errors = true);
   std::string describe_chip(int i);  // coordinate, busy, commands waiting: for hang reports
+  std::string describe_hang(uint64_t cycles);  // every chip, for a PodError
   ChipCounters counters(int i);       // every statistic of chip i (between cycles)
   std::vector<LinkStat> link_stats() const;
+  ChipStatus status(int i) const;
+  bool has_link(int i, int dir) const { return ports_[i][dir].out != nullptr; }
+  uint64_t link_flits(int i, int dir) const {  // flits chip i sent on direction dir
+    return ports_[i][dir].out ? ports_[i][dir].out->flits() : 0;
+  }
+  uint64_t last_busy(int i) const { return last_busy_[i]; }  // cycle after its last busy one
+  void check_copy(const HostCopy& c) const;  // std::invalid_argument naming the rule
+  // Copies through host ports: checks them (std::invalid_argument naming the chip, the address
+  // and the rule) and queues them; returns their operations.
+  std::vector<std::shared_ptr<HostAgent::MemOp>> queue_copies(const std::vector<HostCopy>& ops);
+  void backdoor(int chip, bool write, uint64_t addr, void* data, std::size_t n);
 
  private:
   struct Port {
@@ -138,6 +146,8 @@ class PodCore {
     IciLink* in = nullptr;   // the neighbour's tx that arrives here
   };
   PodParams p_;
+  MachineInfo info_;
+  std::vector<uint64_t> last_busy_;
   std::vector<std::unique_ptr<ChipDut>> chips_;
   std::vector<HostAgent> agents_;
   std::vector<std::unique_ptr<IciLink>> links_;
@@ -148,44 +158,28 @@ class PodCore {
   uint64_t cycle_ = 0;
 };
 
-// What a pod driver sees.
-class PodHost {
- public:
-  virtual ~PodHost() = default;
-  virtual PodCore& core() = 0;
-  // Copies through chip `chip`'s host port: 64-byte aligned address and length. They take
-  // simulated time (the other chips run meanwhile).
-  virtual void write(int chip, uint64_t addr, const void* data, std::size_t n) = 0;
-  virtual void read(int chip, uint64_t addr, void* data, std::size_t n) = 0;
-  // Queues commands on chip `chip` (they issue while the pod runs).
-  virtual void push(int chip, const std::vector<ChipCmd>& cmds) = 0;
-  // Runs until every chip is idle and every link quiet; returns the cycles it took. Throws
-  // PodError on a chip error or after max_cycles (a hang), naming the chips still busy.
-  virtual uint64_t run_until_idle(uint64_t max_cycles = 50'000'000) = 0;
-  // Called about every progress_every cycles by run_until_idle with (cycles so far).
-  std::function<void(uint64_t)> progress;
-  uint64_t progress_every = 100000;
-};
-
-// The pod stepped from plain C++ (no SystemC): tests, and the SystemC overhead benchmark.
-class CppPodHost final : public PodHost {
+// The pod stepped from plain C++ (no SystemC): a chip alone, tests, the SystemC overhead bench.
+class CppPodHost final : public HostPort {
  public:
   explicit CppPodHost(const PodParams& p) : core_(p) {}
-  PodCore& core() override { return core_; }
-  void write(int chip, uint64_t addr, const void* data, std::size_t n) override;
-  void read(int chip, uint64_t addr, void* data, std::size_t n) override;
+  PodCore& core() { return core_; }  // for the harness's own tests (stepping order, waves)
+  const MachineInfo& info() const override { return core_.info(); }
+  uint64_t copy(const std::vector<HostCopy>& ops) override;
+  void backdoor_write(int chip, uint64_t addr, const void* data, std::size_t n) override;
+  void backdoor_read(int chip, uint64_t addr, void* data, std::size_t n) override;
   void push(int chip, const std::vector<ChipCmd>& cmds) override;
-  uint64_t run_until_idle(uint64_t max_cycles) override;
+  RunStats run_until_idle(uint64_t max_cycles = 50'000'000, bool stop_on_error = true) override;
+  ChipStatus status(int chip) override { return core_.status(chip); }
+  ChipCounters counters(int chip) override { return core_.counters(chip); }
+  std::vector<LinkStat> link_stats() override { return core_.link_stats(); }
+  void clear(int chip) override;
+  uint64_t cycle() const override { return core_.cycle(); }
   // Steps the chips from the last to the first: chips couple only through their links, so the
   // order within a cycle must not change anything (a test checks it).
   bool reverse_step_order = false;
 
  private:
-  void wait_op(int chip, const std::shared_ptr<HostAgent::MemOp>& op);
   PodCore core_;
 };
-
-// The "chip (x,y,z)" name of chip id i.
-std::string chip_name(const Topology& topo, int id);
 
 }  // namespace tpu

@@ -18,6 +18,7 @@ ScChip::ScChip(sc_core::sc_module_name name, ScPod& pod, int id)
   sensitive << clk.pos();
   dont_initialize();
   host.register_b_transport(this, &ScChip::b_transport);
+  host.register_transport_dbg(this, &ScChip::transport_dbg);
 }
 
 void ScChip::on_clock() {
@@ -45,18 +46,28 @@ void ScChip::b_transport(tlm::tlm_generic_payload& t, sc_time& delay) {
     for (std::size_t i = 0; i < cmds.size(); ++i) std::memcpy(cmds[i].w.data(), p + 16 * i, 16);
     core.agent(id_).push(cmds);
   } else if (a == kTlmStatus && t.is_read() && n == sizeof(TlmStatus)) {
-    ChipDut& d = core.chip(id_);
+    const ChipStatus c = core.status(id_);
     TlmStatus s;
-    s.flags = (d.busy() ? 1u : 0u) | (d.halted() ? 2u : 0u) | (d.ici_idle() ? 4u : 0u) |
-              (core.agent(id_).idle() ? 8u : 0u);
-    s.err = d.err();
-    s.err_cmd = d.err_cmd();
-    s.cmds_waiting = static_cast<uint32_t>(core.agent(id_).commands_waiting());
+    s.flags = (c.busy ? 1u : 0u) | (c.halted ? 2u : 0u) | (c.router_empty ? 4u : 0u) |
+              (c.queue_empty ? 8u : 0u);
+    s.err = c.err;
+    s.err_cmd = c.err_cmd;
+    s.cmds_waiting = static_cast<uint32_t>(c.cmds_waiting);
     std::memcpy(p, &s, sizeof s);
-  } else if (a >= kTlmCounters && a < kTlmCounters + 8 * kNumChipStats && a % 8 == 0 &&
-             t.is_read() && n == 8) {
+  } else if (a >= kTlmCounters && a % 8 == 0 && n % 8 == 0 && n > 0 &&
+             a + n <= kTlmCounters + 8 * kNumChipStats && t.is_read()) {
     const ChipCounters c = core.counters(id_);
-    std::memcpy(p, &c.v[(a - kTlmCounters) / 8], 8);
+    std::memcpy(p, &c.v[(a - kTlmCounters) / 8], n);
+  } else if (a >= kTlmLinks && a % 8 == 0 && n % 8 == 0 && n > 0 && a + n <= kTlmLinks + 48 &&
+             t.is_read()) {
+    for (std::size_t i = 0; i < n / 8; ++i) {
+      const uint64_t f = core.link_flits(id_, static_cast<int>((a - kTlmLinks) / 8 + i));
+      std::memcpy(p + 8 * i, &f, 8);
+    }
+  } else if (a == kTlmControl && t.is_write() && n == 4) {
+    uint32_t v = 0;
+    std::memcpy(&v, p, 4);
+    if (v & 1u) core.agent(id_).request_clear();
   } else if (a + n <= core.shape().hbm_bytes && a % 64 == 0 && n % 64 == 0) {
     // A copy through the host port: it takes simulated time, the other chips run meanwhile.
     const auto op = core.agent(id_).mem(t.is_write(), a, p, n);
@@ -73,6 +84,48 @@ void ScChip::b_transport(tlm::tlm_generic_payload& t, sc_time& delay) {
   }
 }
 
+// The backdoor: HBM only, no simulated time.
+unsigned ScChip::transport_dbg(tlm::tlm_generic_payload& t) {
+  const uint64_t a = t.get_address();
+  const std::size_t n = t.get_data_length();
+  if (a % 64 != 0 || n % 64 != 0 || a + n > pod_.core_.shape().hbm_bytes) {
+    t.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
+    return 0;
+  }
+  pod_.core_.backdoor(id_, t.is_write(), a, t.get_data_ptr(), n);
+  t.set_response_status(tlm::TLM_OK_RESPONSE);
+  return static_cast<unsigned>(n);
+}
+
+// ---------------------------------------------------------------------------------------------
+// ScHostLane
+// ---------------------------------------------------------------------------------------------
+ScHostLane::ScHostLane(sc_core::sc_module_name name, ScPod& pod, int chip)
+    : sc_module(name), pod_(pod), chip_(chip) {
+  SC_HAS_PROCESS(ScHostLane);
+  SC_THREAD(serve);
+}
+
+void ScHostLane::add(const HostCopy& c) {
+  queue_.push_back(c);
+  work_.notify(sc_core::SC_ZERO_TIME);
+}
+
+void ScHostLane::serve() {
+  while (true) {
+    while (queue_.empty()) sc_core::wait(work_);
+    const HostCopy c = queue_.front();
+    try {
+      pod_.transport(chip_, c.write ? tlm::TLM_WRITE_COMMAND : tlm::TLM_READ_COMMAND,
+                     kTlmHbmBase + c.addr, c.data, c.n);
+    } catch (...) {
+      pod_.fail(std::current_exception());
+    }
+    queue_.pop_front();
+    done_.notify();  // the host sees it in the same cycle, as the C++ pod does
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // ScPod
 // ---------------------------------------------------------------------------------------------
@@ -86,6 +139,8 @@ ScPod::ScPod(sc_core::sc_module_name name, const PodParams& p)
     const std::string sn = "host" + std::to_string(i);
     sockets_.push_back(std::make_unique<tlm_utils::simple_initiator_socket<ScPod>>(sn.c_str()));
     sockets_.back()->bind(chips_.back()->host);
+    const std::string ln = "lane" + std::to_string(i);
+    lanes_.push_back(std::make_unique<ScHostLane>(ln.c_str(), *this, i));
   }
   SC_METHOD(on_negedge);
   sensitive << clk_.negedge_event();
@@ -106,7 +161,7 @@ void ScPod::on_negedge() {
   if (err_) return;
   core_.end_cycle();
   try {
-    if ((core_.cycle() & 1023) == 0) core_.check_errors();
+    if ((core_.cycle() & 1023) == 0) core_.check_errors(false);  // chip errors: the host's
   } catch (...) {
     fail(std::current_exception());
     return;
@@ -116,6 +171,9 @@ void ScPod::on_negedge() {
 }
 
 void ScPod::host_thread() {
+  // The first job, too, starts at a cycle's end: at time 0 the first rising edge may already
+  // have been evaluated, and a copy queued then would start a cycle late.
+  sc_core::wait(cycle_ev_);
   while (true) {
     // The host acts only between a cycle's end (after on_negedge) and the next rising edge, so
     // what it pushes is seen by every chip at the same edge.
@@ -130,7 +188,7 @@ void ScPod::host_thread() {
   }
 }
 
-void ScPod::run(const std::function<void(PodHost&)>& job) {
+void ScPod::run(const std::function<void(HostPort&)>& job) {
   job_ = job;
   err_ = nullptr;
   sc_core::sc_start();
@@ -141,9 +199,11 @@ void ScPod::run(const std::function<void(PodHost&)>& job) {
   }
 }
 
-void ScPod::transport(int chip, tlm::tlm_command cmd, uint64_t addr, void* data, std::size_t n) {
+void ScPod::transport(int chip, tlm::tlm_command cmd, uint64_t addr, void* data, std::size_t n,
+                      bool debug) {
   if (chip < 0 || chip >= core_.num_chips())
-    throw std::invalid_argument("pod: no chip " + std::to_string(chip));
+    throw std::invalid_argument("pod: no chip " + std::to_string(chip) + " (0.." +
+                                std::to_string(core_.num_chips() - 1) + ")");
   tlm::tlm_generic_payload t;
   t.set_command(cmd);
   t.set_address(addr);
@@ -154,28 +214,53 @@ void ScPod::transport(int chip, tlm::tlm_command cmd, uint64_t addr, void* data,
   t.set_dmi_allowed(false);
   t.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
   sc_time delay = sc_core::SC_ZERO_TIME;
-  (*sockets_[static_cast<std::size_t>(chip)])->b_transport(t, delay);
+  auto& socket = *sockets_[static_cast<std::size_t>(chip)];
+  if (debug) socket->transport_dbg(t);
+  else socket->b_transport(t, delay);
   if (err_) std::rethrow_exception(err_);
-  if (t.is_response_error())
+  if (t.is_response_error()) {
+    char a[32];
+    std::snprintf(a, sizeof a, "%llx", static_cast<unsigned long long>(addr));
     throw std::invalid_argument(chip_name(core_.params().topo, chip) + ": host socket: " +
                                 t.get_response_string() + " for " +
                                 (cmd == tlm::TLM_WRITE_COMMAND ? "a write" : "a read") + " of " +
-                                std::to_string(n) + " bytes at 0x" +
-                                [&] {
-                                  char b[32];
-                                  std::snprintf(b, sizeof b, "%llx",
-                                                static_cast<unsigned long long>(addr));
-                                  return std::string(b);
-                                }() +
-                                " (HBM copies: 64-byte aligned address and length)");
+                                std::to_string(n) + " bytes at 0x" + a +
+                                " (HBM copies: 64-byte aligned address and length inside the "
+                                "HBM)");
+  }
 }
 
-void ScPod::write(int chip, uint64_t addr, const void* data, std::size_t n) {
-  transport(chip, tlm::TLM_WRITE_COMMAND, kTlmHbmBase + addr, const_cast<void*>(data), n);
+uint64_t ScPod::copy(const std::vector<HostCopy>& ops) {
+  for (const HostCopy& o : ops) core_.check_copy(o);
+  const uint64_t start = core_.cycle();
+  for (const HostCopy& o : ops) lanes_[static_cast<std::size_t>(o.chip)]->add(o);
+  auto busy = [&] {
+    for (const auto& l : lanes_)
+      if (l->busy()) return true;
+    return false;
+  };
+  uint64_t next_progress = start + progress_every;
+  sc_core::sc_event_or_list any;
+  for (const auto& l : lanes_) any |= l->done();
+  while (busy()) {
+    sc_core::wait(any);
+    if (err_) std::rethrow_exception(err_);
+    if (progress && core_.cycle() >= next_progress) {
+      progress(core_.cycle() - start);
+      next_progress += progress_every;
+    }
+  }
+  return core_.cycle() - start;
 }
 
-void ScPod::read(int chip, uint64_t addr, void* data, std::size_t n) {
-  transport(chip, tlm::TLM_READ_COMMAND, kTlmHbmBase + addr, data, n);
+void ScPod::backdoor_write(int chip, uint64_t addr, const void* data, std::size_t n) {
+  transport(chip, tlm::TLM_WRITE_COMMAND, kTlmHbmBase + addr, const_cast<void*>(data), n, true);
+  backdoor_bytes_ += n;
+}
+
+void ScPod::backdoor_read(int chip, uint64_t addr, void* data, std::size_t n) {
+  transport(chip, tlm::TLM_READ_COMMAND, kTlmHbmBase + addr, data, n, true);
+  backdoor_bytes_ += n;
 }
 
 void ScPod::push(int chip, const std::vector<ChipCmd>& cmds) {
@@ -185,33 +270,65 @@ void ScPod::push(int chip, const std::vector<ChipCmd>& cmds) {
   transport(chip, tlm::TLM_WRITE_COMMAND, kTlmCmd, words.data(), words.size() * 4);
 }
 
-TlmStatus ScPod::status(int chip) {
+ChipStatus ScPod::status(int chip) {
   TlmStatus s;
   transport(chip, tlm::TLM_READ_COMMAND, kTlmStatus, &s, sizeof s);
-  return s;
+  ChipStatus c;
+  c.busy = s.flags & 1u;
+  c.halted = s.flags & 2u;
+  c.router_empty = s.flags & 4u;
+  c.queue_empty = s.flags & 8u;
+  c.err = s.err;
+  c.err_cmd = s.err_cmd;
+  c.cmds_waiting = s.cmds_waiting;
+  return c;
 }
 
-uint64_t ScPod::run_until_idle(uint64_t max_cycles) {
+ChipCounters ScPod::counters(int chip) {
+  ChipCounters c;
+  transport(chip, tlm::TLM_READ_COMMAND, kTlmCounters, c.v, sizeof c.v);
+  return c;
+}
+
+std::vector<LinkStat> ScPod::link_stats() {
+  std::vector<LinkStat> v;
+  for (int i = 0; i < core_.num_chips(); ++i) {
+    uint64_t f[6];
+    transport(i, tlm::TLM_READ_COMMAND, kTlmLinks, f, sizeof f);
+    for (int d = 0; d < 6; ++d)
+      if (core_.has_link(i, d)) v.push_back(LinkStat{i, d, f[d]});
+  }
+  return v;
+}
+
+void ScPod::clear(int chip) {
+  uint32_t v = 1;
+  transport(chip, tlm::TLM_WRITE_COMMAND, kTlmControl, &v, 4);
+  sc_core::wait(cycle_ev_);
+}
+
+RunStats ScPod::run_until_idle(uint64_t max_cycles, bool stop_on_error) {
   const uint64_t start = core_.cycle();
   uint64_t next_progress = start + progress_every;
   while (!core_.idle()) {
-    const uint64_t wait_cycles = progress ? progress_every : max_cycles + 1;
+    const uint64_t wait_cycles = progress ? progress_every : std::min<uint64_t>(max_cycles + 1, 1024);
     sc_core::wait(sc_time(static_cast<double>(wait_cycles), SC_NS), idle_ev_);
     if (err_) std::rethrow_exception(err_);
     if (!core_.idle()) sc_core::wait(cycle_ev_);  // woken by the time-out: back to a cycle's end
+    core_.check_errors(stop_on_error);
     const uint64_t t = core_.cycle();
     if (progress && t >= next_progress) {
       progress(t - start);
       next_progress = t + progress_every;
     }
-    if (t - start > max_cycles && !core_.idle()) {
-      std::string what = "pod did not become idle in " + std::to_string(max_cycles) + " cycles:";
-      for (int i = 0; i < core_.num_chips(); ++i) what += "\n  " + core_.describe_chip(i);
-      throw PodError(what);
-    }
+    if (t - start > max_cycles && !core_.idle()) throw PodError(core_.describe_hang(max_cycles));
   }
-  core_.check_errors();
-  return core_.cycle() - start;
+  core_.check_errors(stop_on_error);
+  RunStats r;
+  r.cycles = core_.cycle() - start;
+  for (int i = 0; i < core_.num_chips(); ++i)
+    r.chip_cycles.push_back(core_.last_busy(i) > start ? core_.last_busy(i) - start : 0);
+  return r;
 }
 
 }  // namespace tpu

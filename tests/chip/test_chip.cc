@@ -434,8 +434,7 @@ TEST(ChipWaves, GtkwSignalsAreInTheDump) {
   if (!have_fst2vcd()) GTEST_SKIP() << "fst2vcd not found";
   const std::string fst = std::string(TPU_SOURCE_DIR) + "/waves/chip_test.fst";
   {
-    ChipDriver drv("4x4");
-    drv.dut().open_waves(fst);
+    ChipDriver drv("4x4", HbmConfig{}, fst);
     std::mt19937_64 rng(5);
     const auto a = random_bf16(8 * 8, rng), w = random_bf16(8 * 8, rng);
     std::vector<float> b(8, 1.0f);

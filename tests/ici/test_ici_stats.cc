@@ -106,7 +106,7 @@ TEST(IciStats, TieGoesByDestinationParity) {
   const Case cases[] = {{0, 2, IciPort::kXp}, {1, 3, IciPort::kXm}, {3, 1, IciPort::kXm},
                         {2, 0, IciPort::kXp}, {0, 8, IciPort::kYp}, {4, 12, IciPort::kYm}};
   for (const Case& c : cases) {
-    const uint32_t before = sum_stat(net, c.src, c.first, IciStat::kFlitsOut);
+    const uint64_t before = sum_stat(net, c.src, c.first, IciStat::kFlitsOut);
     sb.send(c.src, c.dst, 1);
     ASSERT_TRUE(net.drain(1000));
     EXPECT_EQ(sum_stat(net, c.src, c.first, IciStat::kFlitsOut), before + 1)

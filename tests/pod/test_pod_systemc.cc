@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "pod.h"
 #include "pod_driver.h"
 #include "pod_sc.h"
 #include "tpu/bf16.h"
@@ -11,17 +12,21 @@
 namespace tpu {
 namespace {
 
-std::vector<std::vector<uint32_t>> inputs(const CollectivePlan& plan, uint64_t seed) {
+std::vector<std::vector<uint32_t>> inputs(const CollectivePlan& plan, uint64_t seed, DType d) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> nd(0.0f, 4.0f);
   std::vector<std::vector<uint32_t>> in(plan.chips.size());
   for (std::size_t c = 0; c < in.size(); ++c)
-    for (std::size_t i = 0; i < plan.input_len(static_cast<int>(c)); ++i)
-      in[c].push_back(f32_bits(nd(rng)));
+    for (std::size_t i = 0; i < plan.input_len(static_cast<int>(c)); ++i) {
+      const float v = nd(rng);
+      in[c].push_back(d == DType::kBf16 ? f32_to_bf16(v) : f32_bits(v));
+    }
   return in;
 }
 
-// One elaboration per process (SystemC cannot elaborate twice), so one test holds every case.
+// One elaboration per process (SystemC cannot elaborate twice), so one test holds every case:
+// every collective, f32 and bf16, in one round and in several, through the TLM host sockets
+// (inputs in and outputs out through every chip's host port at once).
 TEST(PodSystemC, SameBitsAndCyclesAsPlainCpp) {
   PodParams p;
   p.topo = Topology::torus({2, 2});
@@ -30,53 +35,82 @@ TEST(PodSystemC, SameBitsAndCyclesAsPlainCpp) {
   ScPod pod("pod", p);
   CppPodHost cpp(p);
 
-  for (const char* algo : {"ring", "torus"}) {
-    CollectiveSpec s;
-    s.n = 901;
-    s.algorithm = algo;
-    const CollectivePlan plan = make_plan(p.topo, s);
-    const auto in = inputs(plan, 3);
-    PodCollectiveRun sc_run, cpp_run;
-    // Start both at the same cycle: between jobs the SystemC clock runs a cycle while the host
-    // thread waits for the next job, and some arbitration depends on the cycle number.
-    uint64_t sc_start_cycle = 0;
-    pod.run([&](PodHost& h) {
-      sc_start_cycle = h.core().cycle();
-      while (cpp.core().cycle() < sc_start_cycle) cpp.core().step();
-      sc_run = PodDriver(h).run(s, in);
-    });
-    ASSERT_EQ(cpp.core().cycle(), sc_start_cycle);
-    cpp_run = PodDriver(cpp).run(s, in);
-    EXPECT_EQ(sc_run.out, execute_plan_f32(plan, in)) << algo;
-    EXPECT_EQ(sc_run.out, cpp_run.out) << algo;
-    EXPECT_EQ(sc_run.collective_cycles, cpp_run.collective_cycles) << algo;
-    EXPECT_EQ(sc_run.load_cycles, cpp_run.load_cycles) << algo;
-    uint64_t a = 0, b = 0;
-    for (const auto& l : sc_run.link_flits) a += l.flits;
-    for (const auto& l : cpp_run.link_flits) b += l.flits;
-    EXPECT_EQ(a, b) << algo;
-    EXPECT_GT(a, 0u) << algo;
+  for (Collective k : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather,
+                       Collective::kAllToAll, Collective::kBroadcast}) {
+    for (DType d : {DType::kF32, DType::kBf16}) {
+      for (std::size_t rounds : {1u, 3u}) {
+        CollectiveSpec s;
+        s.collective = k;
+        s.dtype = d;
+        s.algorithm = k == Collective::kAllReduce ? "torus" : "ring";
+        s.n = k == Collective::kAllToAll ? 4 * 32 * 3 : 901;
+        s.root = 2;
+        CollectiveSpec sg = s;
+        sg.granule = PodDriver(cpp).granule(d);
+        const auto in = inputs(make_plan(p.topo, sg), 3, d);
+        PodCollectiveOptions o;
+        o.rounds = rounds;
+        PodCollectiveRun sc_run, cpp_run;
+        // Start both at the same cycle: between jobs the SystemC clock runs a cycle while the
+        // host thread waits for the next job, and some arbitration depends on the cycle number.
+        uint64_t sc_start_cycle = 0;
+        pod.run([&](HostPort& h) {
+          sc_start_cycle = h.cycle();
+          while (cpp.core().cycle() < sc_start_cycle) cpp.core().step();
+          sc_run = PodDriver(h).run(s, in, o);
+        });
+        ASSERT_EQ(cpp.core().cycle(), sc_start_cycle);
+        cpp_run = PodDriver(cpp).run(s, in, o);
+        const std::string what = std::string(collective_name(k)) + " " + dtype_name(d) +
+                                 " rounds " + std::to_string(rounds);
+        EXPECT_EQ(sc_run.out, golden_collective(sc_run.rounds, in)) << what;
+        EXPECT_EQ(sc_run.out, cpp_run.out) << what;
+        EXPECT_EQ(sc_run.collective_cycles, cpp_run.collective_cycles) << what;
+        EXPECT_EQ(sc_run.load_cycles, cpp_run.load_cycles) << what;
+        EXPECT_EQ(sc_run.store_cycles, cpp_run.store_cycles) << what;
+        EXPECT_EQ(sc_run.prog.run.chip_cycles, cpp_run.prog.run.chip_cycles) << what;
+        uint64_t a = 0, b = 0;
+        for (const auto& l : sc_run.link_flits) a += l.flits;
+        for (const auto& l : cpp_run.link_flits) b += l.flits;
+        EXPECT_EQ(a, b) << what;
+        EXPECT_GT(a, 0u) << what;
+      }
+    }
   }
 
-  // The host socket: status and counters by TLM reads, clear errors for bad accesses.
-  pod.run([&](PodHost& h) {
-    ScPod& sp = static_cast<ScPod&>(h);
-    const TlmStatus st = sp.status(1);
+  // The host socket: status, counters and link statistics by TLM reads, the backdoor by debug
+  // transport, clear errors for bad accesses.
+  pod.run([&](HostPort& h) {
+    const ChipStatus st = h.status(1);
     EXPECT_EQ(st.err, 0u);
-    EXPECT_NE(st.flags & 4u, 0u);  // router empty
-    EXPECT_THROW(sp.write(0, 32, nullptr, 64), std::invalid_argument);  // misaligned
+    EXPECT_TRUE(st.router_empty);
+    EXPECT_GT(h.counters(1)[kStatCycles], 0u);
+    EXPECT_EQ(h.link_stats().size(), 16u);  // 2x2 torus: 4 chips x 4 directions
+    std::vector<uint8_t> w(128), r(128);
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<uint8_t>(i * 3);
+    const uint64_t t = h.cycle();
+    h.backdoor_write(2, 1 << 20, w.data(), w.size());
+    h.backdoor_read(2, 1 << 20, r.data(), r.size());
+    EXPECT_EQ(h.cycle(), t);
+    EXPECT_EQ(r, w);
+    h.read(2, 1 << 20, r.data(), r.size());
+    EXPECT_EQ(r, w);
+    EXPECT_THROW(h.write(0, 32, w.data(), 64), std::invalid_argument);  // misaligned
     uint8_t buf[64] = {};
-    EXPECT_THROW(sp.read(0, p.topo.num_chips() * 0 + (1ull << 40), buf, 64), std::invalid_argument);
+    EXPECT_THROW(h.read(0, 1ull << 40, buf, 64), std::invalid_argument);
   });
 
-  // A chip error stops the job with the chip named.
+  // A chip error stops the job with the chip named, its code and its command.
   try {
-    pod.run([&](PodHost& h) {
-      h.push(2, {ChipCmd::make(static_cast<ChipOp>(12), 0, 0, 0, 0, 0, 0)});
+    pod.run([&](HostPort& h) {
+      h.push(2, {cmd_nop(), ChipCmd::make(static_cast<ChipOp>(12), 0, 0, 0, 0, 0, 0)});
+      h.push(1, {cmd_ici_wait(0, 1)});  // would wait forever
       h.run_until_idle(100000);
     });
     FAIL() << "no error";
-  } catch (const PodError& e) {
+  } catch (const ChipError& e) {
+    EXPECT_EQ(e.chip(), 2);
+    EXPECT_EQ(e.code(), 1u);
     EXPECT_NE(std::string(e.what()).find("chip 2 (0,1,0)"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("illegal_opcode"), std::string::npos) << e.what();
   }

@@ -1,0 +1,140 @@
+// HostPort: what a driver sees of a machine of chips (one chip alone, a C++ pod, the SystemC
+// pod): one transaction-level host port per chip. Copies to and from HBM, command pushes,
+// status, error, counter and link-statistics registers, and "run until idle". No pins, no pod
+// internals: the seam at which a pod could later be split across processes (docs/pod.md).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "chip_dut.h"
+#include "chip_isa.h"
+#include "hbm_config.h"
+#include "tpu/collective.h"
+
+namespace tpu {
+
+// A pod-level failure that is not one chip's error register: an RTL assertion, an HBM checker
+// violation, a hang. The message names the chips and what each was doing.
+class PodError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A chip stopped with its sticky error register set (code, failing command index), or hung
+// (code 0). The message names the chip, the code (chip_err_name) and the command.
+class ChipError : public PodError {
+ public:
+  ChipError(const std::string& what, unsigned code, int chip = 0, uint32_t cmd = 0)
+      : PodError(what), code_(code), chip_(chip), cmd_(cmd) {}
+  unsigned code() const { return code_; }
+  int chip() const { return chip_; }
+  uint32_t cmd() const { return cmd_; }
+
+ private:
+  unsigned code_;
+  int chip_;
+  uint32_t cmd_;
+};
+
+// What a machine is: fixed for its lifetime.
+struct MachineInfo {
+  Topology topo = Topology::mesh({1});  // chips and how they are joined
+  std::string variant;                  // chip variant (every chip the same)
+  ChipShape shape;                      // its compile-time sizes
+  HbmConfig hbm;                        // its HBM timing and policy
+  unsigned link_latency = 1;            // cycles per ICI link, each way
+  unsigned link_gap = 1;                // cycles a link needs per flit (one memory row)
+  double link_bytes_per_cycle = 0;      // what one link carries (row bytes / link_gap)
+  unsigned host_bytes_per_cycle = 64;   // what one chip's host port moves per cycle
+  int num_chips() const { return topo.num_chips(); }
+};
+
+// A chip's status register.
+struct ChipStatus {
+  bool busy = false;          // a command is in flight or queued on the chip
+  bool halted = false;        // a HALT retired (issue stopped until clear)
+  bool router_empty = true;   // no flit buffered in the chip's ICI router
+  bool queue_empty = true;    // the host port holds no command the chip has not taken
+  unsigned err = 0;           // sticky error code (chip_err_name), 0: none
+  uint32_t err_cmd = 0;       // index of the failing command since reset
+  uint64_t cmds_waiting = 0;  // commands the host port holds
+};
+
+// Statistics of one directed ICI link.
+struct LinkStat {
+  int chip = 0;   // sender
+  int dir = 0;    // 0..5: +X -X +Y -Y +Z -Z
+  uint64_t flits = 0;
+};
+
+// One copy through a chip's host port: 64-byte aligned address and length. data: n bytes
+// (read: filled in when the copy is done).
+struct HostCopy {
+  int chip = 0;
+  bool write = true;
+  uint64_t addr = 0;
+  void* data = nullptr;
+  std::size_t n = 0;
+};
+
+// The result of running the machine until it is idle.
+struct RunStats {
+  uint64_t cycles = 0;                // from the call until every chip is idle
+  std::vector<uint64_t> chip_cycles;  // per chip: until its last busy cycle (<= cycles)
+};
+
+class HostPort {
+ public:
+  virtual ~HostPort() = default;
+  virtual const MachineInfo& info() const = 0;
+  int num_chips() const { return info().num_chips(); }
+
+  // Copies through the chips' host ports, all in the same simulated time: each chip's port
+  // works through its own copies in order at host_bytes_per_cycle, every chip at once, while
+  // the chips run. Returns when every copy is done, with the cycles that took.
+  virtual uint64_t copy(const std::vector<HostCopy>& ops) = 0;
+  uint64_t write(int chip, uint64_t addr, const void* data, std::size_t n) {
+    return copy({HostCopy{chip, true, addr, const_cast<void*>(data), n}});
+  }
+  uint64_t read(int chip, uint64_t addr, void* data, std::size_t n) {
+    return copy({HostCopy{chip, false, addr, data, n}});
+  }
+
+  // Backdoor copies: no simulated time passes (test set-up, result checks); 64-byte aligned.
+  // Counted apart (backdoor_bytes) so that reports can say how much data came in this way.
+  virtual void backdoor_write(int chip, uint64_t addr, const void* data, std::size_t n) = 0;
+  virtual void backdoor_read(int chip, uint64_t addr, void* data, std::size_t n) = 0;
+  uint64_t backdoor_bytes() const { return backdoor_bytes_; }
+
+  // Queues commands on a chip's host port; they issue while the machine runs.
+  virtual void push(int chip, const std::vector<ChipCmd>& cmds) = 0;
+
+  // Runs until every chip is idle, every router empty and every link quiet. A chip whose error
+  // register is set stops the run with a ChipError (its code and command index) when
+  // stop_on_error, else it just drains its queue and the run goes on; a hang (max_cycles) is a
+  // PodError that lists what every chip is doing.
+  virtual RunStats run_until_idle(uint64_t max_cycles = 50'000'000, bool stop_on_error = true) = 0;
+
+  // Registers.
+  virtual ChipStatus status(int chip) = 0;
+  virtual ChipCounters counters(int chip) = 0;
+  virtual std::vector<LinkStat> link_stats() = 0;
+  virtual void clear(int chip) = 0;  // clears the sticky error and `halted` (one cycle)
+  virtual uint64_t cycle() const = 0;  // the machine's cycle count
+
+  // Called about every progress_every cycles while the machine runs, with the cycles so far.
+  std::function<void(uint64_t)> progress;
+  uint64_t progress_every = 100000;
+
+ protected:
+  uint64_t backdoor_bytes_ = 0;
+};
+
+// The "chip i (x,y,z)" name of chip id i.
+std::string chip_name(const Topology& topo, int id);
+
+}  // namespace tpu
