@@ -32,6 +32,7 @@ module tpu_chip
   localparam int unsigned        NumCh     = Cfg.hbm_channels,
   localparam int unsigned        RowW      = Lanes * 32,
   localparam int unsigned        FlitW     = RowW + 2,
+  localparam int unsigned        DmaQ      = 4,  // DMAs issued ahead of the engine
   localparam int unsigned        NumDirs   = tpu_ici_pkg::NumDirs,
   localparam int unsigned        IciVcW    = 2   // 4 VCs per link (2 dateline classes x 2)
 ) (
@@ -114,7 +115,8 @@ module tpu_chip
     .AmemRows(Cfg.amem_rows),
     .HbmBytes(HbmBytes),
     .NumCnt  (IciNumCnt),
-    .NumEng  (4)
+    .NumEng  (4),
+    .DmaQ    (DmaQ)
   ) i_seq (
     .clk_i      (clk_i),
     .rst_ni     (rst_ni),
@@ -206,22 +208,45 @@ module tpu_chip
   logic [1:0][15:0] dma_rd_addr, dma_wr_addr;
   logic [1:0][RowW-1:0] dma_wr_data;
 
+  // DMAs issued ahead of the engine wait here in order (the sequencer keeps their scoreboard
+  // entries until each is done), so a DMA at the head of the command queue does not hold issue
+  // while the engine is still busy with the previous one.
+  chip_cmd_t dma_cmd;
+  logic [$clog2(DmaQ+1)-1:0] dmaq_count;
+  logic      dmaq_empty, dmaq_full, dma_eng_ready, dma_eng_start;
+  tpu_fifo #(
+    .data_t(chip_cmd_t),
+    .Depth (DmaQ)
+  ) i_dma_queue (
+    .clk_i  (clk_i),
+    .rst_ni (rst_ni),
+    .push_i (dma_start),
+    .data_i (head),
+    .pop_i  (dma_eng_start),
+    .data_o (dma_cmd),
+    .empty_o(dmaq_empty),
+    .full_o (dmaq_full),
+    .count_o(dmaq_count)
+  );
+  assign dma_ready = !dmaq_full;
+  assign dma_eng_start = !dmaq_empty && dma_eng_ready;
+
   tpu_dma #(
     .Lanes  (Lanes),
     .NumTags(64)
   ) i_dma (
     .clk_i         (clk_i),
     .rst_ni        (rst_ni),
-    .start_i       (dma_start),
-    .ready_o       (dma_ready),
-    .dir_i         (dma_dir_e'(head.flags[1:0])),
-    .bf16_i        (head.flags[2]),
-    .tail_i        (head.flags[11:4]),
-    .mem_row_i     (head.f1),
-    .rows_i        (head.f2),
-    .seg_bytes_i   (head.f3),
-    .hbm_addr_i    (head.w2),
-    .stride_i      (head.w3),
+    .start_i       (dma_eng_start),
+    .ready_o       (dma_eng_ready),
+    .dir_i         (dma_dir_e'(dma_cmd.flags[1:0])),
+    .bf16_i        (dma_cmd.flags[2]),
+    .tail_i        (dma_cmd.flags[11:4]),
+    .mem_row_i     (dma_cmd.f1),
+    .rows_i        (dma_cmd.f2),
+    .seg_bytes_i   (dma_cmd.f3),
+    .hbm_addr_i    (dma_cmd.w2),
+    .stride_i      (dma_cmd.w3),
     .done_o        (dma_done),
     .busy_o        (dma_busy),
     .req_valid_o   (dma_req_valid),
@@ -573,7 +598,7 @@ module tpu_chip
   // so the bits above a memory's address width are zero. Opcode bits are the sequencer's.
   logic unused_bits;
   assign hbm_idle_o = ctrl_idle;
-  assign unused_bits = ^{hbm_stat, ref_pending, head.op, dma_rd_addr, dma_wr_addr,
+  assign unused_bits = ^{hbm_stat, ref_pending, dmaq_count, dma_cmd.op, head.op, dma_rd_addr, dma_wr_addr,
                          mxu_w_addr, mxu_a_addr, mxu_c_addr, mxu_c_wr_addr, vpu_x_addr,
                          vpu_y_addr, vpu_wr_addr, vpu_x_mem, vpu_y_mem, ici_rd_mem, ici_rd_addr,
                          ici_wr_addr, ici_rx_drop, ici_stat, ici_credits_full, ici_inj_ready,

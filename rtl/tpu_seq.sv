@@ -8,10 +8,10 @@
 // without issuing, so the host never blocks and nothing hangs. clear_i clears error and halt.
 // A legal head issues to its unit when the unit can take it and its ranges do not overlap a
 // range written by an in-flight command, nor write a range an in-flight command reads or writes
-// (RAW, WAR, WAW on VMEM and AMEM). The scoreboard has one entry per unit (DMA, LOADW, VPU) and
-// MmSlots for MATMULs (in flight in the array, completing in order). HBM needs no tracking: the
-// one DMA engine runs its commands one after another, each complete (writes acknowledged)
-// before the next. FENCE waits for an empty scoreboard; HALT too, then raises halted_o and stops
+// (RAW, WAR, WAW on VMEM and AMEM). The scoreboard has DmaQ entries for DMAs (queued in front of
+// the one engine, completing in order), one each for LOADW and VPU, and MmSlots for MATMULs (in
+// flight in the array, completing in order). HBM needs no tracking: the one DMA engine runs its
+// commands one after another, each complete (writes acknowledged) before the next. FENCE waits for an empty scoreboard; HALT too, then raises halted_o and stops
 // issue. Issue rate: at most one command per cycle. Latency: a command at the head with no
 // hazard issues in the cycle it reaches the head.
 module tpu_seq
@@ -23,6 +23,7 @@ module tpu_seq
   parameter longint unsigned HbmBytes = 64'd4194304,
   parameter int unsigned QueueDepth = 16,
   parameter int unsigned MmSlots    = 4,
+  parameter int unsigned DmaQ       = 4,   // DMAs issued ahead of the engine (a power of two)
   parameter int unsigned NumCnt     = 64,
   parameter int unsigned NumEng     = 4,   // ICI send contexts
   parameter int unsigned IciQ       = 4,   // ICI sends in flight per context (a power of two)
@@ -64,11 +65,14 @@ module tpu_seq
   output logic       wait_block_o  // the head is an ICI_WAIT whose counter is not there yet
 );
 
-  localparam int unsigned MmBase   = 3 + NumEng * IciQ;
-  localparam int unsigned NumSlots = MmBase + MmSlots;  // 0 DMA, 1 LOADW, 2 VPU, 3.. a ring of
-                                                        // IciQ ICI sends per send context (they
-                                                        // complete in order per context),
-                                                        // MmBase.. MATMUL ring
+  // Scoreboard slots: a ring of DmaQ DMAs, LOADW, VPU, a ring of IciQ ICI sends per send
+  // context (they complete in order per context), the MATMUL ring.
+  localparam int unsigned LwSlot   = DmaQ;
+  localparam int unsigned VpuSlot  = DmaQ + 1;
+  localparam int unsigned IciBase  = DmaQ + 2;
+  localparam int unsigned MmBase   = IciBase + NumEng * IciQ;
+  localparam int unsigned NumSlots = MmBase + MmSlots;
+  localparam int unsigned DmaW     = (DmaQ > 1) ? $clog2(DmaQ) : 1;
   localparam int unsigned IciQW    = (IciQ > 1) ? $clog2(IciQ) : 1;
   localparam int unsigned MmW      = $clog2(MmSlots);
   localparam int unsigned SlotW    = $clog2(NumSlots);
@@ -105,6 +109,7 @@ module tpu_seq
   mem_range_t       sb_wr_d  [NumSlots];
   logic [NumSlots-1:0] sb_valid_q, sb_valid_d;
   logic [MmW-1:0]   mm_head_q, mm_head_d, mm_tail_q, mm_tail_d;
+  logic [DmaW-1:0]  dma_head_q, dma_head_d, dma_tail_q, dma_tail_d;
   logic [NumEng-1:0][IciQW-1:0] ici_head_q, ici_head_d, ici_tail_q, ici_tail_d;
   logic [1:0]       wt_pending_q, wt_pending_d;
   logic             halted_q, halted_d;
@@ -260,11 +265,12 @@ module tpu_seq
   assign sb_empty = (sb_valid_q == '0);
 
   // ---- Issue ----
-  logic [SlotW-1:0] mm_slot, ici_slot;
+  logic [SlotW-1:0] mm_slot, ici_slot, dma_slot;
   logic           can_issue;
   always_comb begin
     mm_slot = SlotW'(MmBase + 32'(mm_tail_q));
-    ici_slot = SlotW'(3 + 32'(ici_eng_i) * IciQ + 32'(ici_tail_q[ici_eng_i]));
+    dma_slot = SlotW'(dma_tail_q);
+    ici_slot = SlotW'(IciBase + 32'(ici_eng_i) * IciQ + 32'(ici_tail_q[ici_eng_i]));
     q_pop       = 1'b0;
     dma_start_o = 1'b0;
     lw_start_o  = 1'b0;
@@ -278,6 +284,8 @@ module tpu_seq
     sb_wr_d     = sb_wr_q;
     mm_head_d   = mm_head_q;
     mm_tail_d   = mm_tail_q;
+    dma_head_d  = dma_head_q;
+    dma_tail_d  = dma_tail_q;
     wt_pending_d = wt_pending_q;
     halted_d    = halted_q;
     err_d       = err_q;
@@ -287,14 +295,17 @@ module tpu_seq
     can_issue   = 1'b0;
 
     // completions
-    if (dma_done_i) sb_valid_d[0] = 1'b0;
-    if (lw_done_i)  sb_valid_d[1] = 1'b0;
-    if (vpu_done_i) sb_valid_d[2] = 1'b0;
+    if (dma_done_i) begin
+      sb_valid_d[SlotW'(dma_head_q)] = 1'b0;
+      dma_head_d = dma_head_q + 1'b1;
+    end
+    if (lw_done_i)  sb_valid_d[LwSlot] = 1'b0;
+    if (vpu_done_i) sb_valid_d[VpuSlot] = 1'b0;
     ici_head_d = ici_head_q;
     ici_tail_d = ici_tail_q;
     for (int unsigned e = 0; e < NumEng; e++) begin
       if (ici_done_i[e]) begin
-        sb_valid_d[3 + e * IciQ + 32'(ici_head_q[e])] = 1'b0;
+        sb_valid_d[IciBase + e * IciQ + 32'(ici_head_q[e])] = 1'b0;
         ici_head_d[e] = ici_head_q[e] + 1'b1;
       end
     end
@@ -314,9 +325,9 @@ module tpu_seq
         q_pop     = 1'b1;
       end else begin
         unique case (head.op)
-          OpDma:    can_issue = dma_ready_i && !sb_valid_q[0] && !hazard;
-          OpLoadW:  can_issue = lw_ready_i && !sb_valid_q[1] && !hazard;
-          OpVpu:    can_issue = vpu_ready_i && !sb_valid_q[2] && !hazard;
+          OpDma:    can_issue = dma_ready_i && !sb_valid_q[dma_slot] && !hazard;
+          OpLoadW:  can_issue = lw_ready_i && !sb_valid_q[LwSlot] && !hazard;
+          OpVpu:    can_issue = vpu_ready_i && !sb_valid_q[VpuSlot] && !hazard;
           OpMatmul: can_issue = mm_ready_i && !sb_valid_q[mm_slot] && !hazard;
           OpIciSend: can_issue = ici_ready_i && !sb_valid_q[ici_slot] && !hazard;
           OpIciWait: can_issue = wait_ok_i;
@@ -329,19 +340,20 @@ module tpu_seq
           unique case (head.op)
             OpDma: begin
               dma_start_o = 1'b1;
-              sb_valid_d[0] = 1'b1;
-              {sb_rd0_d[0], sb_rd1_d[0], sb_wr_d[0]} = {rd0, rd1, wr};
+              sb_valid_d[dma_slot] = 1'b1;
+              {sb_rd0_d[dma_slot], sb_rd1_d[dma_slot], sb_wr_d[dma_slot]} = {rd0, rd1, wr};
+              dma_tail_d = dma_tail_q + 1'b1;
             end
             OpLoadW: begin
               lw_start_o = 1'b1;
-              sb_valid_d[1] = 1'b1;
-              {sb_rd0_d[1], sb_rd1_d[1], sb_wr_d[1]} = {rd0, rd1, wr};
+              sb_valid_d[LwSlot] = 1'b1;
+              {sb_rd0_d[LwSlot], sb_rd1_d[LwSlot], sb_wr_d[LwSlot]} = {rd0, rd1, wr};
               wt_pending_d = wt_pending_q + 1'b1;
             end
             OpVpu: begin
               vpu_start_o = 1'b1;
-              sb_valid_d[2] = 1'b1;
-              {sb_rd0_d[2], sb_rd1_d[2], sb_wr_d[2]} = {rd0, rd1, wr};
+              sb_valid_d[VpuSlot] = 1'b1;
+              {sb_rd0_d[VpuSlot], sb_rd1_d[VpuSlot], sb_wr_d[VpuSlot]} = {rd0, rd1, wr};
             end
             OpMatmul: begin
               mm_start_o = 1'b1;
@@ -383,6 +395,8 @@ module tpu_seq
       sb_valid_q   <= '0;
       mm_head_q    <= '0;
       mm_tail_q    <= '0;
+      dma_head_q   <= '0;
+      dma_tail_q   <= '0;
       ici_head_q   <= '0;
       ici_tail_q   <= '0;
       wt_pending_q <= '0;
@@ -399,6 +413,8 @@ module tpu_seq
       sb_valid_q   <= sb_valid_d;
       mm_head_q    <= mm_head_d;
       mm_tail_q    <= mm_tail_d;
+      dma_head_q   <= dma_head_d;
+      dma_tail_q   <= dma_tail_d;
       ici_head_q   <= ici_head_d;
       ici_tail_q   <= ici_tail_d;
       wt_pending_q <= wt_pending_d;
@@ -433,8 +449,8 @@ module tpu_seq
       cmd_valid_i && !cmd_ready_o |=> $stable(cmd_i));
   DoneOnlyInFlight: assert property (@(posedge clk_i) disable iff (!rst_ni)
       (dma_done_i || lw_done_i || vpu_done_i) |->
-      (!dma_done_i || sb_valid_q[0]) && (!lw_done_i || sb_valid_q[1]) &&
-      (!vpu_done_i || sb_valid_q[2]));
+      (!dma_done_i || sb_valid_q[SlotW'(dma_head_q)]) && (!lw_done_i || sb_valid_q[LwSlot]) &&
+      (!vpu_done_i || sb_valid_q[VpuSlot]));
   MatmulDoneInFlight: assert property (@(posedge clk_i) disable iff (!rst_ni)
       mm_done_i |-> sb_valid_q[MmBase + 32'(mm_head_q)]);
   WeightsBalanced: assert property (@(posedge clk_i) disable iff (!rst_ni)
@@ -444,7 +460,7 @@ module tpu_seq
       chk == ErrNone && !hazard);
   for (genvar e = 0; e < NumEng; e++) begin : gen_sva_ici
     IciDoneInFlight: assert property (@(posedge clk_i) disable iff (!rst_ni)
-        ici_done_i[e] |-> sb_valid_q[3 + e * IciQ + 32'(ici_head_q[e])]);
+        ici_done_i[e] |-> sb_valid_q[IciBase + e * IciQ + 32'(ici_head_q[e])]);
   end
 
 endmodule
