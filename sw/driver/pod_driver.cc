@@ -11,7 +11,10 @@ namespace tpu {
 namespace {
 
 constexpr uint64_t kBurst = 64;
-constexpr uint32_t kRegions = 3;  // round r uses VMEM region r % 3 (docs/pod.md: rounds)
+// Rounds use VMEM regions in turn: one region for one round, two for two, three from three on
+// (round r in region r % 3: the store of round r - 1 and the load of round r + 1 run beside
+// round r; docs/pod.md).
+constexpr uint32_t kRegions = 3;
 
 [[noreturn]] void bad(const std::string& what) {
   throw std::invalid_argument("pod collective: " + what);
@@ -24,7 +27,7 @@ struct Range {
 
 // One command of a chip's round, with what it touches (for ordering).
 struct Op {
-  enum Kind { kSend, kWait, kVpu } kind = kSend;
+  enum Kind { kSend, kWait, kVpu, kDma } kind = kSend;
   int step = 0;
   std::size_t block = 0;  // block index within its transfer
   int peer = -1;          // send: destination chip; wait: counter
@@ -146,6 +149,57 @@ void dma_rows(std::vector<ChipCmd>* prog, DmaDir dir, bool bf16, uint32_t row, u
   }
 }
 
+// Memory rows <-> HBM spans of one direction, merged where they follow on in both, then cut
+// into DMA commands of at most max_rows rows.
+class DmaSpans {
+ public:
+  DmaSpans(DmaDir dir, bool bf16, unsigned lanes, uint32_t row_align, uint32_t max_rows)
+      : dir_(dir), bf16_(bf16), lanes_(lanes), align_(row_align), max_(max_rows),
+        rb_(lanes * (bf16 ? 2u : 4u)) {}
+  void add(uint32_t row, uint32_t rows, uint64_t hbm) {
+    rows = (rows + align_ - 1) / align_ * align_;
+    if (!spans_.empty()) {
+      Span& b = spans_.back();
+      if (b.row + b.rows == row && b.hbm + uint64_t{b.rows} * rb_ == hbm) {
+        b.rows += rows;
+        return;
+      }
+    }
+    spans_.push_back({row, rows, hbm});
+  }
+  // As ops: a load writes its rows, a store reads them.
+  std::vector<Op> ops() const {
+    std::vector<Op> v;
+    for (const Span& s : spans_) {
+      std::vector<ChipCmd> cmds;
+      dma_rows(&cmds, dir_, bf16_, s.row, s.rows, s.hbm, lanes_, align_, max_);
+      const uint32_t per = cmds.empty() ? 0 : (s.rows + static_cast<uint32_t>(cmds.size()) - 1) /
+                                                  static_cast<uint32_t>(cmds.size());
+      for (std::size_t i = 0; i < cmds.size(); ++i) {
+        Op op;
+        op.kind = Op::kDma;
+        op.cmd = cmds[i];
+        const uint32_t lo = s.row + static_cast<uint32_t>(i) * per;
+        const Range r{lo, std::min(lo + per, s.row + s.rows)};
+        (dir_ == DmaDir::kHbmToVmem ? op.writes : op.reads).push_back(r);
+        v.push_back(op);
+      }
+    }
+    return v;
+  }
+
+ private:
+  struct Span {
+    uint32_t row, rows;
+    uint64_t hbm;
+  };
+  DmaDir dir_;
+  bool bf16_;
+  unsigned lanes_;
+  uint32_t align_, max_, rb_;
+  std::vector<Span> spans_;
+};
+
 // The ICI counters of the chips: one per (receiving chip, sending chip, purpose).
 class Counters {
  public:
@@ -180,7 +234,7 @@ struct ChipRound {
 // The transfers of one round's plan as ops on every chip (sends, waits, reductions), landing
 // every transfer in fresh rows of its destination's region.
 void emit_transfers(const CollectivePlan& plan, const Pieces& pc, uint32_t block_rows,
-                    std::vector<ChipRound>& st, Counters& ctr) {
+                    int step_base, std::vector<ChipRound>& st, Counters& ctr) {
   const Topology& topo = plan.topo;
   const unsigned vop = plan.spec.op == ReduceOp::kMax ? 4u : 0u;  // VpuMax / VpuAdd
   auto alloc = [&](int c, uint32_t rows) {
@@ -195,7 +249,7 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, uint32_t block
     return std::array<int, 3>{c[0], c[1], c[2]};
   };
   for (std::size_t si = 0; si < plan.steps.size(); ++si) {
-    const int s = static_cast<int>(si);
+    const int s = step_base + static_cast<int>(si);
     struct Pending {
       const Transfer* t;
       RowList src, dst;
@@ -290,10 +344,8 @@ std::vector<ChipCmd> schedule(const std::vector<Op>& ops) {
   std::vector<const Op*> sched;
   for (const Op& op : ops) {
     std::size_t pos = sched.size();
-    if (op.kind == Op::kSend) {
-      pos = 0;
-      for (std::size_t i = 0; i < sched.size(); ++i)
-        if (conflicts(op, *sched[i])) pos = i + 1;
+    if (op.kind == Op::kSend) {  // just after the last op it must follow
+      while (pos > 0 && !conflicts(op, *sched[pos - 1])) --pos;
     }
     sched.insert(sched.begin() + static_cast<std::ptrdiff_t>(pos), &op);
   }
@@ -302,33 +354,32 @@ std::vector<ChipCmd> schedule(const std::vector<Op>& ops) {
   return out;
 }
 
-bool is_wait(const ChipCmd& c) { return (c.w[0] & 0xFu) == static_cast<uint32_t>(ChipOp::kIciWait); }
+void add_all(std::vector<Op>& to, const std::vector<Op>& from) {
+  to.insert(to.end(), from.begin(), from.end());
+}
 
-// Spreads `extra` (DMA pieces) over `cmds`: one after each of evenly spaced waits (or commands,
-// when there are fewer waits than pieces), the rest at the end, order kept.
-std::vector<ChipCmd> interleave(const std::vector<ChipCmd>& cmds, const std::vector<ChipCmd>& extra) {
-  if (extra.empty()) return cmds;
+// Spreads `extra` (DMA pieces) over `ops`: one after each of evenly spaced waits (or ops, when
+// there are fewer waits than pieces), the rest at the end, order kept.
+std::vector<Op> interleave_ops(const std::vector<Op>& ops, const std::vector<Op>& extra) {
+  if (extra.empty()) return ops;
   std::vector<std::size_t> slots;  // positions after which a piece may go
-  for (std::size_t i = 0; i < cmds.size(); ++i)
-    if (is_wait(cmds[i])) slots.push_back(i);
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].kind == Op::kWait) slots.push_back(i);
   if (slots.size() < extra.size()) {
     slots.clear();
-    for (std::size_t i = 0; i < cmds.size(); ++i) slots.push_back(i);
+    for (std::size_t i = 0; i < ops.size(); ++i) slots.push_back(i);
   }
-  std::vector<std::size_t> at(cmds.size(), 0);  // pieces after command i
-  std::size_t placed = 0;
+  std::vector<std::size_t> at(ops.size(), 0);  // pieces after op i
   if (!slots.empty()) {
     const std::size_t k = std::min(extra.size(), slots.size());
     for (std::size_t j = 0; j < k; ++j) ++at[slots[j * slots.size() / k]];
-    placed = k;
   }
-  std::vector<ChipCmd> out;
+  std::vector<Op> out;
   std::size_t e = 0;
-  for (std::size_t i = 0; i < cmds.size(); ++i) {
-    out.push_back(cmds[i]);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    out.push_back(ops[i]);
     for (std::size_t j = 0; j < at[i]; ++j) out.push_back(extra[e++]);
   }
-  (void)placed;
   while (e < extra.size()) out.push_back(extra[e++]);
   return out;
 }
@@ -415,36 +466,39 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     bad("VMEM rows [" + std::to_string(base) + ", " + std::to_string(base + avail) +
         ") do not fit the chip's " + std::to_string(shape.vmem_rows) + " rows or are too few");
   const uint32_t token_row = base;
-  const uint32_t region_rows = (avail - 1) / kRegions / row_align * row_align;
+  uint32_t nreg = kRegions, region_rows = 0;  // set per attempt: min(3, rounds) regions
+  auto set_regions = [&](std::size_t rounds) {
+    nreg = static_cast<uint32_t>(std::min<std::size_t>(kRegions, std::max<std::size_t>(1, rounds)));
+    region_rows = (avail - 1) / nreg / row_align * row_align;
+  };
+  set_regions(kRegions);
   auto region = [&](std::size_t r) {
-    return base + 1 + static_cast<uint32_t>(r % kRegions) * region_rows;
+    return base + 1 + static_cast<uint32_t>(r % nreg) * region_rows;
   };
 
-  // Rounds: as few as fit a region (or as asked).
+  // Rounds: as few as fit a region (or as asked). One attempt lays out every round and emits
+  // its transfers; a round fits when its working buffer, landing areas and bf16 staging fit.
   const std::size_t gran = pp.spec.granule;
   std::size_t units = 1;
   for (int c = 0; c < P; ++c)
     units = std::max(units, (std::max(whole.input_len(c), whole.output_len(c)) + gran - 1) / gran);
-  std::size_t R = opt.rounds ? opt.rounds : 1;
-  std::vector<ChipRound> st;
+  std::vector<ChipRound> st;  // [round * P + chip]
   std::vector<Pieces> pcs;
   std::vector<uint32_t> bsz;
   Counters ctr(P);
-  while (true) {
-    if (R > units && R > 1)
-      bad("a round of one " + std::to_string(gran * esz) + "-byte granule per chip does not fit "
-          "a VMEM region of " + std::to_string(region_rows) + " rows (working buffer plus a "
-          "landing area for every incoming transfer)");
+  auto attempt = [&](std::size_t R) {
     pp.rounds = make_rounds(topo, pp.spec, R);
+    set_regions(pp.rounds.size());
     pcs.clear();
     bsz.clear();
+    st.clear();
     ctr = Counters(P);
-    bool fits = true;
-    std::vector<std::vector<ChipRound>> all;
-    for (std::size_t r = 0; r < pp.rounds.size() && fits; ++r) {
+    int step_base = 0;  // steps are numbered across rounds: the scheduler's deadlock rule
+    for (std::size_t r = 0; r < pp.rounds.size(); ++r) {
       const CollectivePlan& plan = pp.rounds[r].plan;
       pcs.push_back(cut_pieces(plan, L, row_align));
       const Pieces& pc = pcs.back();
+      if (pc.total_rows > region_rows) return false;
       uint32_t block_rows = opt.block_rows;
       if (block_rows == 0) {
         uint32_t smallest = 64;
@@ -464,12 +518,9 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
         s.next_row = region(r) + pc.total_rows;
         s.region_end = region(r) + region_rows;
       }
-      if (pc.total_rows > region_rows) {
-        fits = false;
-        break;
-      }
       try {
-        emit_transfers(plan, pc, block_rows, rs, ctr);
+        emit_transfers(plan, pc, block_rows, step_base, rs, ctr);
+        step_base += static_cast<int>(plan.steps.size());
         for (int c = 0; c < P; ++c) {
           ChipRound& s = rs[static_cast<std::size_t>(c)];
           uint32_t out_rows = 0;
@@ -482,20 +533,39 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
           }
         }
       } catch (const std::length_error&) {
-        fits = false;
-        break;
+        return false;
       }
-      all.push_back(std::move(rs));
+      for (auto& s : rs) st.push_back(std::move(s));
     }
-    if (fits) {
-      st.clear();
-      for (auto& rs : all)
-        for (auto& s : rs) st.push_back(std::move(s));  // [round * P + chip]
-      break;
+    return true;
+  };
+  if (opt.rounds) {
+    if (!attempt(opt.rounds))
+      bad("a round does not fit a VMEM region of " + std::to_string(region_rows) + " rows with " +
+          std::to_string(opt.rounds) + " rounds; use more rounds");
+  } else {
+    // Double until a round count fits, then bisect down to the fewest that fit.
+    std::size_t lo = 0, hi = 0, R = 1, last = 0;
+    while (hi == 0) {
+      last = R;
+      if (attempt(R)) {
+        hi = R;
+      } else {
+        lo = R;
+        if (R >= units)
+          bad("a round of one " + std::to_string(gran * esz) + "-byte granule per chip does not "
+              "fit a VMEM region of " + std::to_string(region_rows) + " rows (working buffer "
+              "plus a landing area for every incoming transfer)");
+        R = std::min(units, R * 2);
+      }
     }
-    if (opt.rounds) bad("a round does not fit a VMEM region of " + std::to_string(region_rows) +
-                        " rows with " + std::to_string(R) + " rounds; use more rounds");
-    R = R * 2;
+    while (hi - lo > 1) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      last = mid;
+      if (attempt(mid)) hi = mid;
+      else lo = mid;
+    }
+    if (last != hi) attempt(hi);  // the layout of the fewest rounds that fit
   }
   const std::size_t NR = pp.rounds.size();
   pp.block_rows = bsz.empty() ? 0 : bsz[0];
@@ -512,9 +582,9 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
   };
 
   // Loads and stores of round r on chip c, as DMA pieces.
-  const uint32_t piece_rows = 64;
+  const uint32_t piece_rows = 128;
   auto load = [&](std::size_t r, int c) {
-    std::vector<ChipCmd> v;
+    DmaSpans v(DmaDir::kHbmToVmem, bf16, L, row_align, piece_rows);
     const Pieces& pc = pcs[r];
     const auto hr = hbm_runs(pp.rounds[r].plan.chips[c].input, pp.rounds[r].in[c], pc);
     for (const HbmRun& h : hr) {
@@ -523,14 +593,20 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
       // Inputs land where the pieces start out: the region's working buffer.
       const std::size_t j = pc.containing(h.work);
       const uint32_t row = region(r) + pc.first_row[j] + static_cast<uint32_t>((h.work - pc.start[j]) / L);
-      dma_rows(&v, DmaDir::kHbmToVmem, bf16, row,
-               (rows + row_align - 1) / row_align * row_align, bufs.in[c] + h.whole * esz, L,
-               row_align, piece_rows);
+      v.add(row, rows, bufs.in[c] + h.whole * esz);
     }
-    return v;
+    return v.ops();
+  };
+  auto vpu_op = [](const VpuCmdArgs& a, uint32_t dst_span) {
+    Op op;
+    op.kind = Op::kVpu;
+    op.cmd = cmd_vpu(a);
+    op.reads = {{a.x_row, a.x_row + a.rows}, {a.y_row, a.y_row + a.rows}};
+    op.writes = {{a.dst_row, a.dst_row + dst_span}};
+    return op;
   };
   auto widen_cmds = [&](std::size_t r, int c) {
-    std::vector<ChipCmd> v;
+    std::vector<Op> v;
     if (!widen || pcs[r].total_rows == 0) return v;
     VpuCmdArgs a;
     a.op = static_cast<unsigned>(8);  // VpuCvtBf16F32
@@ -538,14 +614,14 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     a.x_row = a.y_row = a.dst_row = region(r);
     a.rows = pcs[r].total_rows;
     (void)c;
-    v.push_back(cmd_vpu(a));
+    v.push_back(vpu_op(a, a.rows));
     return v;
   };
   // Final values of round r's outputs: a bf16 reduction's narrowed to bf16 into the staging
   // rows (at the end of the round), then stored from there; the others straight from where
   // they live (a bf16 copy collective moves the bf16 bits in the lanes untouched).
   auto narrow_cmds = [&](std::size_t r, int c) {
-    std::vector<ChipCmd> v;
+    std::vector<Op> v;
     if (!widen) return v;
     const Pieces& pc = pcs[r];
     uint32_t o = 0;
@@ -558,13 +634,13 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
         a.x_row = a.y_row = at(r, c).loc[j];
         a.dst_row = at(r, c).out_stage + o;
         a.rows = pc.rows[j];
-        v.push_back(cmd_vpu(a));
+        v.push_back(vpu_op(a, a.rows));
         o += pc.rows[j];
       }
     return v;
   };
   auto store = [&](std::size_t r, int c) {
-    std::vector<ChipCmd> v;
+    DmaSpans v(DmaDir::kVmemToHbm, bf16, L, row_align, piece_rows);
     const Pieces& pc = pcs[r];
     const auto hr = hbm_runs(pp.rounds[r].plan.chips[c].output, pp.rounds[r].out[c], pc);
     // Narrowed bf16: the staging rows hold the outputs in plan order, piece by piece.
@@ -581,51 +657,85 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
       const uint32_t first = static_cast<uint32_t>((h.work - pc.start[j]) / L);
       const uint32_t row = widen ? stage_of[j] + first : at(r, c).loc[j] + first;
       const uint32_t rows = static_cast<uint32_t>((h.count + L - 1) / L);
-      dma_rows(&v, DmaDir::kVmemToHbm, bf16, row, (rows + row_align - 1) / row_align * row_align,
-               bufs.out[c] + h.whole * esz, L, row_align, piece_rows);
+      v.add(row, rows, bufs.out[c] + h.whole * esz);
     }
-    return v;
+    return v.ops();
   };
 
-  // The programs.
+  // The programs: every command of a chip as an op with the rows it reads and writes, in
+  // program order, then one scheduling pass that moves each send up to just after the last op
+  // it depends on, across round boundaries too: the next round's first blocks are on the links
+  // while this round drains. Virtual rows (from kVirtual on) order a round's sends after the
+  // token waits that lend them their receiver's region.
+  constexpr uint32_t kVirtual = 1u << 24;
+  auto token_range = [&](std::size_t r, int d) {
+    const uint32_t v = kVirtual + static_cast<uint32_t>(r * static_cast<std::size_t>(P) + static_cast<std::size_t>(d));
+    return Range{v, v + 1};
+  };
   pp.progs.assign(static_cast<std::size_t>(P), {});
   for (int c = 0; c < P; ++c) {
-    std::vector<ChipCmd>& prog = pp.progs[static_cast<std::size_t>(c)];
-    auto add = [&](const std::vector<ChipCmd>& v) { prog.insert(prog.end(), v.begin(), v.end()); };
+    std::vector<Op> ops;
+    auto add = [&](const std::vector<Op>& v) { ops.insert(ops.end(), v.begin(), v.end()); };
     add(load(0, c));
     for (std::size_t r = 0; r < NR; ++r) {
-      // Round r's landing areas are lent by each receiver's token (sent when it finished round
-      // r - 2, which last used the region): rounds 0..2 start on free regions.
-      if (r >= kRegions)
-        for (const auto& [s, d] : pairs[r])
-          if (s == c)
-            prog.push_back(cmd_ici_wait(static_cast<uint32_t>(ctr.get(c, d, kToken)), 1));
-      add(widen_cmds(r, c));
-      std::vector<ChipCmd> dma;
-      if (r >= 1) {
-        const auto v = store(r - 1, c);
-        dma.insert(dma.end(), v.begin(), v.end());
-      }
-      if (r + 1 < NR) {
-        const auto v = load(r + 1, c);
-        dma.insert(dma.end(), v.begin(), v.end());
-      }
-      add(interleave(schedule(at(r, c).ops), dma));
+      // Round r + 1's landing areas are lent by each receiver's token, sent when it finished
+      // round r - 1 (the last to use the region before it: rounds 0..2 start on free
+      // regions). Waiting for it here, a round early, lets round r + 1's sends go out during
+      // round r; the receiver finished round r - 1 before this chip can finish round r.
+      const std::size_t nx = r + 1;
+      if (nx < NR && nx >= kRegions)
+        for (const auto& [src, d] : pairs[nx])
+          if (src == c) {
+            Op w;
+            w.kind = Op::kWait;
+            w.step = -1;
+            w.peer = 1000 + ctr.get(c, d, kToken);
+            w.cmd = cmd_ici_wait(static_cast<uint32_t>(ctr.get(c, d, kToken)), 1);
+            w.writes.push_back(token_range(nx, d));
+            ops.push_back(w);
+          }
+      if (r == 0) add(widen_cmds(0, c));
+      // This round's transfers; the DMAs of the next round's load (first, so its sends can
+      // start early) and of the last round's store spread over them, one after each of evenly
+      // spaced waits; then the next round's widening.
+      std::vector<Op> body = at(r, c).ops;
+      for (Op& op : body)
+        if (op.kind == Op::kSend && r >= kRegions) op.reads.push_back(token_range(r, op.peer));
+      std::vector<Op> dma;
+      if (r + 1 < NR) add_all(dma, load(r + 1, c));
+      if (r >= 1) add_all(dma, store(r - 1, c));
+      add(interleave_ops(body, dma));
+      if (r + 1 < NR) add(widen_cmds(r + 1, c));
       add(narrow_cmds(r, c));
-      // Everything of this round (and the DMAs of the neighbours) complete: the region of round
-      // r - 1 is free for round r + 2; lend it to the chips that send here then.
-      if (r + 2 < NR && r + 2 >= kRegions) {
-        prog.push_back(cmd_fence());
-        for (const auto& [s, d] : pairs[r + 2])
-          if (d == c)
-            prog.push_back(cmd_ici_send(Mem::kVmem, token_row, 1, coord3(s), Mem::kVmem,
-                                        token_row, static_cast<uint32_t>(ctr.get(s, c, kToken))));
-      } else if (r + 1 < NR) {
-        prog.push_back(cmd_fence());
+      // The region of round r - 1 is free for round r + 2 once everything that reads or
+      // writes it is done (its store, its sends, its reductions): a two-row VPU copy whose
+      // strided write covers the whole region waits for them in the scoreboard (WAR, WAW),
+      // and the tokens that lend the region to the chips sending here in round r + 2 read
+      // its row (RAW). No fence: the rest of the pipeline keeps flowing.
+      if (r >= 1 && r + 2 < NR && r + 2 >= kRegions) {
+        VpuCmdArgs a;
+        a.op = 4;  // VpuMax(x, x) == x: a copy
+        a.x_mem = a.y_mem = a.dst_mem = Mem::kVmem;
+        a.x_row = a.y_row = a.dst_row = region(r - 1);
+        a.dst_stride = region_rows - 1;
+        a.rows = 2;
+        ops.push_back(vpu_op(a, region_rows));
+        for (const auto& [src, d] : pairs[r + 2])
+          if (d == c) {
+            Op t;
+            t.kind = Op::kSend;
+            t.step = -1;
+            t.peer = src;
+            t.cmd = cmd_ici_send(Mem::kVmem, region(r - 1), 1, coord3(src), Mem::kVmem, token_row,
+                                 static_cast<uint32_t>(ctr.get(src, c, kToken)));
+            t.reads.push_back({region(r - 1), region(r - 1) + 1});
+            ops.push_back(t);
+          }
       }
     }
     add(store(NR - 1, c));
-    pp.commands += prog.size();
+    pp.progs[static_cast<std::size_t>(c)] = schedule(ops);
+    pp.commands += pp.progs[static_cast<std::size_t>(c)].size();
     uint32_t used = 1;
     for (std::size_t r = 0; r < NR; ++r)
       used = std::max(used, at(r, c).next_row - base);
