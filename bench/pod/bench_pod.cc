@@ -117,7 +117,7 @@ CollectiveSpec allreduce(std::size_t bytes, const std::string& algo) {
 // A 1 MiB all-reduce and an independent matmul on every chip, alone and side by side: the
 // matmul's VMEM below, the collective's above; the two programs merged by estimated time.
 Report overlap_case(const Topology& topo) {
-  const std::size_t M = 512, K = 512, N = 512;
+  const std::size_t M = 256, K = 256, N = 256;
   const uint32_t mm_vmem = 4096;  // of 8192 rows
   CollectiveSpec s = allreduce(1 << 20, "torus");
   CppPodHost host(make_params(topo));
@@ -175,7 +175,7 @@ Report overlap_case(const Topology& topo) {
     host.backdoor_read(c, bufs.out[static_cast<std::size_t>(c)], out.data(), s.n * 4);
     for (std::size_t i = 0; i < s.n; ++i) bad += out[i] != want[static_cast<std::size_t>(c)][i];
   }
-  Report rep("overlap: 1 MiB all-reduce with a 512x512x512 matmul on every chip, " + topo.name());
+  Report rep("overlap: 1 MiB all-reduce with a 256x256x256 matmul on every chip, " + topo.name());
   rep.field("bench", "overlap").field("topology", topo.name());
   rep.metric("matmul_alone_cycles", t_mm, "cycles", "the matmuls alone", true);
   rep.metric("allreduce_alone_cycles", t_ar, "cycles", "the all-reduce alone", true);

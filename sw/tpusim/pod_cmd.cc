@@ -290,6 +290,17 @@ int run_collective(const Opts& opt, Collective kind) {
       CollectiveSpec s = spec;
       s.granule = drv.granule(spec.dtype);
       const CollectivePlan plan = make_plan(topo, s);  // checks the spec: before any input
+      std::size_t in_max = 0, out_max = 0;
+      for (int c = 0; c < topo.num_chips(); ++c) {
+        in_max = std::max(in_max, plan.input_len(c));
+        out_max = std::max(out_max, plan.output_len(c));
+      }
+      const uint64_t need = ((in_max * esz + 63) / 64 + (out_max * esz + 63) / 64) * 64;
+      if (need > mi.shape.hbm_bytes)
+        throw std::invalid_argument("--bytes " + std::to_string(bytes) + ": the input and output "
+                                    "buffers need " + std::to_string(need) + " bytes of each "
+                                    "chip's HBM, which holds " +
+                                    std::to_string(mi.shape.hbm_bytes));
       std::mt19937_64 rng(parse_uint("--seed", get(opt, "--seed", "1"), 0, ~0ull));
       std::normal_distribution<float> nd(0.0f, 4.0f);
       in.assign(static_cast<std::size_t>(topo.num_chips()), {});

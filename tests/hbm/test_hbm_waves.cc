@@ -17,7 +17,7 @@ namespace tpu {
 namespace {
 
 TEST(HbmWaves, GtkwSignalsArePresentInADump) {
-  if (!have_fst2vcd()) GTEST_SKIP() << "fst2vcd (package gtkwave) is not installed";
+  ASSERT_TRUE(have_fst2vcd()) << "fst2vcd (package gtkwave) is not installed: scripts/deps.sh installs gtkwave";
   const std::string fst = ::testing::TempDir() + "hbm_waves.fst";
   {
     HbmHarness h(HbmConfig(), fst);

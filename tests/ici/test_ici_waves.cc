@@ -17,7 +17,7 @@ namespace tpu {
 namespace {
 
 TEST(IciWaves, GtkwSignalsArePresentInADump) {
-  if (!have_fst2vcd()) GTEST_SKIP() << "fst2vcd (package gtkwave) is not installed";
+  ASSERT_TRUE(have_fst2vcd()) << "fst2vcd (package gtkwave) is not installed: scripts/deps.sh installs gtkwave";
   const std::string fst = ::testing::TempDir() + "ici_waves.fst";
   {
     IciNet net(ici_ring(4), fst);

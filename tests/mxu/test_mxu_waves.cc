@@ -18,7 +18,7 @@ namespace {
 class MxuWaves : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(MxuWaves, GtkwSignalsArePresentInADump) {
-  if (!have_fst2vcd()) GTEST_SKIP() << "fst2vcd (package gtkwave) is not installed";
+  ASSERT_TRUE(have_fst2vcd()) << "fst2vcd (package gtkwave) is not installed: scripts/deps.sh installs gtkwave";
   const std::string fst = ::testing::TempDir() + "mxu_" + GetParam() + ".fst";
   {
     auto dut = make_mxu(GetParam());

@@ -175,5 +175,66 @@ TEST(Tpusim, UnknownCommandIsAnError) {
   EXPECT_NE(r.out.find("unknown command 'frobnicate'"), std::string::npos) << r.out;
 }
 
+// The pod job: every chip's matmul at once (the pod's cycles are the slowest chip's, not the
+// sum), the all-reduce reading the results in HBM, one report.
+std::uint64_t json_uint(const std::string& rep, const std::string& key) {
+  const std::size_t at = rep.find("\"" + key + "\": ");
+  if (at == std::string::npos) return ~0ull;
+  return std::stoull(rep.substr(at + key.size() + 4));
+}
+
+const std::string kPod22 = std::string("--config ") + TPU_SOURCE_DIR + "/configs/pod_2x2.yaml";
+
+TEST(TpusimPod, ChipsRunAtOnceAndTheAllReduceReadsHbm) {
+  const std::string json = tmp("pod.json");
+  const CliRun r = tpusim("pod " + kPod22 + " --engine cpp --quiet --m 32 --k 32 --n 48 --json " + json);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string rep = slurp(json);
+  for (const char* key : {"\"pod_cycles\"", "\"sum_of_chip_cycles\"", "\"mfu\"",
+                          "\"fraction_of_bound\"", "\"verdict\": \"pass\"", "\"chips\""})
+    EXPECT_NE(rep.find(key), std::string::npos) << key << " not in " << rep;
+  const uint64_t pod = json_uint(rep, "pod_cycles"), sum = json_uint(rep, "sum_of_chip_cycles");
+  EXPECT_LT(pod, sum / 3) << rep;  // four chips at once
+}
+
+TEST(TpusimPod, CollectiveOverAMeshAxisReports) {
+  const std::string json = tmp("axis.json");
+  const CliRun r = tpusim("collective --kind reduce_scatter " + kPod22 +
+                          " --engine cpp --quiet --mesh x=2,y=2 --axis y --bytes 8192 --rounds 2"
+                          " --json " + json);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string rep = slurp(json);
+  for (const char* key : {"\"axis\": \"y\"", "\"group_chips\": 2", "\"rounds\": 2",
+                          "\"ideal_cycles\"", "\"bus_bytes_per_cycle\"", "\"links\"",
+                          "\"mismatches\": 0", "\"verdict\": \"pass\"", "\"outside_bound\": 0"})
+    EXPECT_NE(rep.find(key), std::string::npos) << key << " not in " << rep;
+}
+
+TEST(TpusimPod, BadInputIsAClearErrorWithExitCode2) {
+  struct Bad {
+    const char* name;
+    std::string args, expect;
+  };
+  const std::vector<Bad> cases = {
+      {"axis not in the mesh", "allreduce --mesh x=2,y=2 --axis z", "axis 'z' is not in the mesh"},
+      {"mesh not the pod", "allreduce --mesh x=8 --axis x", "the pod has 4"},
+      {"axis without mesh", "allreduce --axis x", "--mesh and --axis go together"},
+      {"not whole elements", "allreduce --bytes 10", "multiple of 4"},
+      {"beyond HBM", "allreduce --bytes 16777216", "HBM"},
+      {"bad load", "allreduce --load disk", "--load disk"},
+      {"bad kind", "collective --kind gather", "--kind gather"},
+      {"all_to_all blocks", "collective --kind all_to_all --bytes 4100", "all_to_all"},
+  };
+  for (const Bad& c : cases) {
+    const std::string json = tmp("bad_pod.json");
+    std::remove(json.c_str());
+    const CliRun r = tpusim(c.args + " " + kPod22 + " --engine cpp --quiet --json " + json);
+    EXPECT_EQ(r.code, 2) << c.name << ": " << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos)
+        << c.name << ": expected '" << c.expect << "' in:\n" << r.out;
+    EXPECT_FALSE(std::ifstream(json).good()) << c.name << ": a report was written";
+  }
+}
+
 }  // namespace
 }  // namespace tpu

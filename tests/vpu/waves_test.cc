@@ -72,7 +72,7 @@ std::vector<std::string> gtkw_signals(const std::string& path) {
 bool have_fst2vcd() { return std::system("command -v fst2vcd > /dev/null 2>&1") == 0; }
 
 TEST(VpuWaves, GtkwSignalsExistInARealDump) {
-  if (!have_fst2vcd()) GTEST_SKIP() << "fst2vcd (GTKWave) is not installed";
+  ASSERT_TRUE(have_fst2vcd()) << "fst2vcd (GTKWave) is not installed: scripts/deps.sh installs gtkwave";
   bool have4 = false;
   for (std::size_t l : VpuTb::built_lanes()) have4 = have4 || l == 4;
   if (!have4) GTEST_SKIP() << "waves/vpu.gtkw describes the 4-lane variant, which was not built";
