@@ -255,6 +255,7 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, uint32_t block
       RowList src, dst;
       uint32_t stage;
       uint32_t bs = 1;  // rows per block: the transfer cut into equal blocks of <= block_rows
+      bool direct = false;  // a copy that lands on the destination's own rows of the pieces
     };
     std::vector<Pending> pend;
     for (const Transfer& t : plan.steps[si].transfers) {
@@ -262,7 +263,13 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, uint32_t block
                 row_list(pc, pc.cover(t.dst_offset, t.count)), 0};
       if (p.src.pieces.size() != p.dst.pieces.size() || p.src.rows != p.dst.rows)
         bad("plan step " + std::to_string(s) + ": a transfer's source and destination differ");
-      p.stage = alloc(t.dst, p.src.rows);
+      // A copy lands straight on the destination's rows of its pieces, except in all_to_all
+      // (whose staging banks are reused from step to step). Safe without a landing area: in
+      // these plans every element reaches a chip by copy once, and the value that arrives was
+      // computed from everything this chip sent or reduced from those rows before, so no local
+      // command still reads them (docs/pod.md); every other transfer lands in fresh rows.
+      p.direct = t.kind == TransferKind::kCopy && plan.spec.collective != Collective::kAllToAll;
+      if (!p.direct) p.stage = alloc(t.dst, p.src.rows);
       const uint32_t nb = std::max<uint32_t>(1, (p.src.rows + block_rows - 1) / block_rows);
       p.bs = std::max<uint32_t>(1, (p.src.rows + nb - 1) / nb);
       pend.push_back(std::move(p));
@@ -279,16 +286,31 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, uint32_t block
         if (o >= p.src.rows) continue;
         const uint32_t n = std::min(p.bs, p.src.rows - o);
         const int cnt = ctr.get(t.dst, t.src, kData);
-        for (const Run& r : runs(p.src, st[static_cast<std::size_t>(t.src)].loc, o, n)) {
-          Op op;
-          op.kind = Op::kSend;
-          op.step = s;
-          op.block = blk;
-          op.peer = t.dst;
-          op.cmd = cmd_ici_send(Mem::kVmem, r.row, r.len, coord3(t.dst), Mem::kVmem,
-                                p.stage + r.at, static_cast<uint32_t>(cnt));
-          op.reads.push_back({r.row, r.row + r.len});
-          st[static_cast<std::size_t>(t.src)].ops.push_back(op);
+        const auto src_runs = runs(p.src, st[static_cast<std::size_t>(t.src)].loc, o, n);
+        std::vector<Run> dst_runs;
+        if (p.direct) dst_runs = runs(p.dst, st[static_cast<std::size_t>(t.dst)].loc, o, n);
+        else dst_runs.push_back({p.stage + o, n, o});
+        // Sends contiguous on both sides.
+        std::size_t i = 0, j = 0;
+        while (i < src_runs.size() && j < dst_runs.size()) {
+          const Run& a = src_runs[i];
+          const Run& b = dst_runs[j];
+          const uint32_t lo = std::max(a.at, b.at);
+          const uint32_t hi = std::min(a.at + a.len, b.at + b.len);
+          if (hi > lo) {
+            Op op;
+            op.kind = Op::kSend;
+            op.step = s;
+            op.block = blk;
+            op.peer = t.dst;
+            const uint32_t row = a.row + (lo - a.at);
+            op.cmd = cmd_ici_send(Mem::kVmem, row, hi - lo, coord3(t.dst), Mem::kVmem,
+                                  b.row + (lo - b.at), static_cast<uint32_t>(cnt));
+            op.reads.push_back({row, row + (hi - lo)});
+            st[static_cast<std::size_t>(t.src)].ops.push_back(op);
+          }
+          if (a.at + a.len <= b.at + b.len) ++i;
+          else ++j;
         }
       }
     }
@@ -307,7 +329,11 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, uint32_t block
         w.block = blk;
         w.peer = cnt;
         w.cmd = cmd_ici_wait(static_cast<uint32_t>(cnt), n);
-        w.writes.push_back({p.stage + o, p.stage + o + n});
+        if (p.direct) {
+          for (const Run& r : runs(p.dst, d.loc, o, n)) w.writes.push_back({r.row, r.row + r.len});
+        } else {
+          w.writes.push_back({p.stage + o, p.stage + o + n});
+        }
         d.ops.push_back(w);
         if (t.kind != TransferKind::kReduce) continue;
         for (const Run& r : runs(p.dst, d.loc, o, n)) {
@@ -330,7 +356,7 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, uint32_t block
     }
     // Copies: the landed rows are the piece's value from now on.
     for (const Pending& p : pend) {
-      if (p.t->kind == TransferKind::kReduce) continue;
+      if (p.t->kind == TransferKind::kReduce || p.direct) continue;
       for (std::size_t i = 0; i < p.dst.pieces.size(); ++i)
         st[static_cast<std::size_t>(p.t->dst)].loc[p.dst.pieces[i]] = p.stage + p.dst.offset[i];
     }
