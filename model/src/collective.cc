@@ -259,6 +259,81 @@ void plan_torus_allreduce(const Topology& t, std::size_t n, std::vector<Step>& s
   }
 }
 
+// The direct route from coordinate `from` to `to` along `dim`: on a ring the shorter way round
+// (+1 on a tie, k even and the distance k / 2), on a line straight there. hops is the distance,
+// so it may exceed 2.
+Route direct_route(const Topology& t, int dim, int from, int to) {
+  const int k = t.extent(dim);
+  if (t.wraps(dim)) {
+    const int s = ((to - from) % k + k) % k;
+    return 2 * s <= k ? Route{dim, +1, s} : Route{dim, -1, k - s};
+  }
+  return Route{dim, to > from ? +1 : -1, std::abs(to - from)};
+}
+
+// Direct all-reduce (docs/collectives.md): for each active dimension in order, every line along
+// it reduce-scatters the segment its chips own so far into k chunks (chunk j owned by the chip
+// at coordinate j) in k - 1 independent steps: at step s (1 .. k-1) the chip at coordinate i
+// sends its own input chunk (i + s) mod k straight to the chip at that coordinate, which reduces
+// it into its chunk. So chunk j is reduced as x[j] op= x[j-1], then x[j-2], .., x[j+1] (mod k),
+// each op(incoming, own). A sender only ever reduces into its own chunk, so no step of a phase
+// sends a value an earlier step of that phase wrote. The all-gathers run in the reverse
+// dimension order, also in k - 1 independent steps: at step s coordinate i copies its chunk i
+// to coordinate i + s.
+void plan_direct_allreduce(const Topology& t, std::size_t n, std::vector<Step>& steps) {
+  const std::vector<int> dims = t.active_dims();
+  const std::size_t p = static_cast<std::size_t>(t.num_chips());
+  std::vector<Segment> owned(p, Segment{0, n});
+  std::vector<std::vector<Segment>> before;  // per phase: what each chip owned at its start
+  for (int dim : dims) {
+    const std::size_t du = static_cast<std::size_t>(dim);
+    const int k = t.extent(dim);
+    const std::size_t ku = static_cast<std::size_t>(k);
+    before.push_back(owned);
+    std::vector<Segment> next(p);
+    const std::size_t step0 = steps.size();
+    grow(steps, step0 + ku - 1, "reduce_scatter");
+    for (std::size_t c = 0; c < p; ++c) {
+      const PodCoord at = t.coord(static_cast<int>(c));
+      const int i = at[du];
+      next[c] = chunk_of(owned[c], ku, static_cast<std::size_t>(i));
+      for (int s = 1; s < k; ++s) {
+        const int j = (i + s) % k;
+        const Segment ch = chunk_of(owned[c], ku, static_cast<std::size_t>(j));
+        if (ch.count == 0) continue;
+        PodCoord to = at;
+        to[du] = j;
+        steps[step0 + static_cast<std::size_t>(s) - 1].transfers.push_back(
+            Transfer{static_cast<int>(c), t.id(to), ch.offset, ch.offset, ch.count,
+                     TransferKind::kReduce, direct_route(t, dim, i, j)});
+      }
+    }
+    owned = std::move(next);
+  }
+  for (std::size_t ph = dims.size(); ph-- > 0;) {
+    const int dim = dims[ph];
+    const std::size_t du = static_cast<std::size_t>(dim);
+    const int k = t.extent(dim);
+    const std::size_t ku = static_cast<std::size_t>(k);
+    const std::size_t step0 = steps.size();
+    grow(steps, step0 + ku - 1, "all_gather");
+    for (std::size_t c = 0; c < p; ++c) {
+      const PodCoord at = t.coord(static_cast<int>(c));
+      const int i = at[du];
+      const Segment mine = chunk_of(before[ph][c], ku, static_cast<std::size_t>(i));
+      if (mine.count == 0) continue;
+      for (int s = 1; s < k; ++s) {
+        const int j = (i + s) % k;
+        PodCoord to = at;
+        to[du] = j;
+        steps[step0 + static_cast<std::size_t>(s) - 1].transfers.push_back(
+            Transfer{static_cast<int>(c), t.id(to), mine.offset, mine.offset, mine.count,
+                     TransferKind::kCopy, direct_route(t, dim, i, j)});
+      }
+    }
+  }
+}
+
 // Pipelined broadcast down a chain: chain[0] is the root; chunk c leaves the root at step c and
 // moves one chain position per step.
 void chain_broadcast(std::vector<Step>& steps, const std::vector<int>& chain,
@@ -277,7 +352,7 @@ void chain_broadcast(std::vector<Step>& steps, const std::vector<int>& chain,
 }
 
 bool known_algorithm(const std::string& a) {
-  return a == "ring" || a == "biring" || a == "torus";
+  return a == "ring" || a == "biring" || a == "torus" || a == "direct";
 }
 
 }  // namespace
@@ -440,11 +515,11 @@ CollectivePlan plan_whole(const Topology& topo, const CollectiveSpec& spec) {
   const std::string& algo = spec.algorithm;
   const char* coll = collective_name(spec.collective);
   if (!known_algorithm(algo)) {
-    bad("algorithm: unknown '" + algo + "'; expected 'ring', 'biring' or 'torus'");
+    bad("algorithm: unknown '" + algo + "'; expected 'ring', 'biring', 'torus' or 'direct'");
   }
   const bool reduces = collective_reduces(spec.collective);
-  if (algo == "torus" && spec.collective != Collective::kAllReduce) {
-    bad(std::string("algorithm: 'torus' is defined for all_reduce only, not ") + coll);
+  if ((algo == "torus" || algo == "direct") && spec.collective != Collective::kAllReduce) {
+    bad("algorithm: '" + algo + "' is defined for all_reduce only, not " + coll);
   }
   if (algo == "biring" && spec.collective == Collective::kAllToAll) {
     bad("algorithm: all_to_all supports 'ring' only");
@@ -492,6 +567,8 @@ CollectivePlan plan_whole(const Topology& topo, const CollectiveSpec& spec) {
         ring_reduce_scatter(plan.steps, 0, rev, ccw);
         ring_all_gather(plan.steps, p - 1, ring, cw);
         ring_all_gather(plan.steps, p - 1, rev, ccw);
+      } else if (algo == "direct") {
+        plan_direct_allreduce(topo, n, plan.steps);
       } else {
         plan_torus_allreduce(topo, n, plan.steps);
         std::size_t rs_steps = 0;
@@ -1356,8 +1433,10 @@ double allreduce_bound_s(int chips, int links_per_chip, double bytes, double lin
 int allreduce_links_per_chip(const Topology& topo, const std::string& algorithm) {
   if (algorithm == "ring") return 1;
   if (algorithm == "biring") return 2;
-  if (algorithm == "torus") return 2 * static_cast<int>(topo.active_dims().size());
-  bad("algorithm: unknown '" + algorithm + "'; expected 'ring', 'biring' or 'torus'");
+  if (algorithm == "torus" || algorithm == "direct") {
+    return 2 * static_cast<int>(topo.active_dims().size());
+  }
+  bad("algorithm: unknown '" + algorithm + "'; expected 'ring', 'biring', 'torus' or 'direct'");
 }
 
 int allreduce_links_per_chip(const Topology& topo, const std::vector<int>& group_dims,

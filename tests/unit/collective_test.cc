@@ -1,5 +1,6 @@
 // tpu collectives (model/include/tpu/collective.h, docs/collectives.md): plan invariants (links,
-// disjoint receives, step counts, busy torus links), the golden executor against expected values
+// disjoint receives, step counts, busy torus links, independent direct steps), the golden executor
+// against expected values
 // written here from the algorithms' definitions, error bounds against an exact sum, link costs
 // against the bandwidth bound, the errors on invalid input; collectives over groups (mesh axes)
 // against each group's own plan, and collectives in rounds against their splitting rule.
@@ -88,6 +89,38 @@ float ring_fold(const std::vector<int>& order, int owner, ReduceOp op,
   return acc;
 }
 
+// A direct all-reduce, from its definition: element e ends at the chip whose coordinate along
+// each active dimension d is e's chunk (over k_d) in the segment the chips own before d's phase.
+// After phase m the owner `at` of e holds V_m(at) = V_{m-1}(at) op= V_{m-1}(at with coordinate
+// j - 1 along d), then j - 2, .., j + 1 (mod k; j = at's coordinate along d = dims[m - 1]), each
+// op(incoming, own); V_0 is the input.
+float direct_fold(const Topology& t, size_t n, size_t e, ReduceOp op,
+                  const std::function<float(int)>& x) {
+  const std::vector<int> dims = t.active_dims();
+  size_t off = 0, len = n;
+  PodCoord owner{0, 0, 0};
+  for (int d : dims) {
+    const size_t k = static_cast<size_t>(t.extent(d));
+    const size_t j = rule_chunk_of(len, k, e - off);
+    owner[static_cast<size_t>(d)] = static_cast<int>(j);
+    off += rule_start(len, k, j);
+    len = rule_len(len, k, j);
+  }
+  std::function<float(size_t, const PodCoord&)> v = [&](size_t m, const PodCoord& at) -> float {
+    if (m == 0) return x(t.id(at));
+    const size_t d = static_cast<size_t>(dims[m - 1]);
+    const int k = t.extent(dims[m - 1]);
+    float acc = v(m - 1, at);
+    for (int s = 1; s < k; ++s) {
+      PodCoord from = at;
+      from[d] = (at[d] - s + k) % k;
+      acc = op_apply(op, v(m - 1, from), acc);
+    }
+    return acc;
+  };
+  return v(dims.size(), owner);
+}
+
 float widen(uint32_t bits, DType t) {
   return t == DType::kBf16 ? bf16_to_f32(static_cast<bf16_t>(bits)) : f32_from_bits(bits);
 }
@@ -174,10 +207,31 @@ void check_plan(const CollectivePlan& plan) {
     for (const Transfer& x : plan.steps[s].transfers) {
       SCOPED_TRACE("step " + std::to_string(s) + " " + std::to_string(x.src) + "->" +
                    std::to_string(x.dst));
-      // Between neighbours: one link, or two along a line dimension (the folded ring).
       EXPECT_NE(x.src, x.dst);
       EXPECT_EQ(route_dst(t, x.src, x.route), x.dst);
-      EXPECT_TRUE(x.route.hops == 1 || (x.route.hops == 2 && !t.wraps(x.route.dim)));
+      if (plan.spec.algorithm == "direct") {
+        // Straight to the destination in one dimension: the shorter way round a ring (+1 on a
+        // tie), straight along a line.
+        const size_t d = static_cast<size_t>(x.route.dim);
+        const int k = t.extent(x.route.dim);
+        const PodCoord a = t.coord(x.src), b = t.coord(x.dst);
+        for (size_t o = 0; o < a.size(); ++o) {
+          if (o != d) {
+            EXPECT_EQ(a[o], b[o]) << "moves in two dimensions";
+          }
+        }
+        int dir = b[d] > a[d] ? +1 : -1, hops = std::abs(b[d] - a[d]);
+        if (t.wraps(x.route.dim)) {
+          const int fwd = (b[d] - a[d] + k) % k;
+          dir = 2 * fwd <= k ? +1 : -1;
+          hops = dir > 0 ? fwd : k - fwd;
+        }
+        EXPECT_EQ(x.route.dir, dir);
+        EXPECT_EQ(x.route.hops, hops);
+      } else {
+        // Between neighbours: one link, or two along a line dimension (the folded ring).
+        EXPECT_TRUE(x.route.hops == 1 || (x.route.hops == 2 && !t.wraps(x.route.dim)));
+      }
       EXPECT_GT(x.count, 0u);
       EXPECT_LE(x.src_offset + x.count, plan.buffer_len);
       EXPECT_LE(x.dst_offset + x.count, plan.buffer_len);
@@ -192,6 +246,44 @@ void check_plan(const CollectivePlan& plan) {
     // A chip never sends from elements it receives into in the same step (no double buffering).
     for (const auto& w : written) EXPECT_EQ(read.count(w), 0u) << "step " << s;
   }
+}
+
+// The steps of a direct all-reduce, one span [first, end) per phase: the reduce-scatter of each
+// active dimension in order, then the all-gathers in reverse order, k_d - 1 steps each.
+std::vector<std::pair<size_t, size_t>> direct_phases(const Topology& t) {
+  std::vector<int> dims = t.active_dims();
+  std::vector<int> order = dims;
+  order.insert(order.end(), dims.rbegin(), dims.rend());
+  std::vector<std::pair<size_t, size_t>> spans;
+  size_t at = 0;
+  for (int d : order) {
+    spans.emplace_back(at, at + static_cast<size_t>(t.extent(d) - 1));
+    at = spans.back().second;
+  }
+  return spans;
+}
+
+// The transfers of steps [first, end) that send an element that an earlier step of the span
+// wrote at their sender. 0: every transfer reads only what its sender held when the span began,
+// so the span's steps may all be issued at once (in any order; only the order of the
+// reductions into one element is the plan's).
+size_t dependent_transfers(const CollectivePlan& plan, size_t first, size_t end) {
+  std::set<std::pair<int, size_t>> written;
+  size_t dependent = 0;
+  for (size_t s = first; s < end; ++s) {
+    for (const Transfer& x : plan.steps[s].transfers) {
+      for (size_t i = 0; i < x.count; ++i) {
+        if (written.count({x.src, x.src_offset + i}) != 0) {
+          ++dependent;
+          break;
+        }
+      }
+    }
+    for (const Transfer& x : plan.steps[s].transfers) {
+      for (size_t i = 0; i < x.count; ++i) written.insert({x.dst, x.dst_offset + i});
+    }
+  }
+  return dependent;
 }
 
 // ------------------------------------------------------------------------------------------
@@ -263,6 +355,7 @@ std::vector<ReduceCase> reduce_cases(Collective coll) {
     if (coll == Collective::kAllReduce && tc.topo.active_dims().size() >= 2) {
       algos.push_back("torus");
     }
+    if (coll == Collective::kAllReduce) algos.push_back("direct");
     for (const std::string& a : algos) {
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
         for (DType dt : {DType::kF32, DType::kBf16}) {
@@ -278,12 +371,16 @@ std::vector<ReduceCase> reduce_cases(Collective coll) {
   return cases;
 }
 
-// The expected value of element e from the algorithm's definition (ring and biring), or NaN
-// bits 0 when the test has no closed form (torus: bounded instead).
+// The expected value of element e from the algorithm's definition (ring, biring and direct), or
+// false when the test has no closed form (torus: bounded instead).
 bool expected_by_order(const ReduceCase& rc, const std::vector<int>& order, size_t n, size_t e,
                        const std::function<float(int)>& x, float* out) {
   const size_t p = order.size();
   std::vector<int> rev(order.rbegin(), order.rend());
+  if (rc.algo == "direct") {
+    *out = direct_fold(rc.topo.topo, n, e, rc.op, x);
+    return true;
+  }
   if (rc.algo == "ring") {
     *out = ring_fold(order, static_cast<int>(rule_chunk_of(n, p, e)), rc.op, x);
     return true;
@@ -324,13 +421,21 @@ TEST_P(CollectiveReduce, MatchesTheAlgorithmAndTheExactValue) {
     const CollectivePlan plan = make_plan(t, spec);
     check_plan(plan);
     size_t want_steps = 2 * (p - 1);
-    if (rc.algo == "torus") {
+    if (rc.algo == "torus" || rc.algo == "direct") {
       want_steps = 0;
       for (int d : t.active_dims()) want_steps += 2 * static_cast<size_t>(t.extent(d) - 1);
     }
     if (rc.coll == Collective::kReduceScatter) want_steps = p - 1;
     EXPECT_EQ(plan.steps.size(), want_steps);
     EXPECT_EQ(plan.element_bytes, 4u);  // f32, and bf16 partials travel as f32
+    if (rc.algo == "direct") {  // each phase's steps read only what their senders held before it
+      for (const auto& [first, end] : direct_phases(t)) {
+        EXPECT_EQ(dependent_transfers(plan, first, end), 0u) << "steps " << first << ".." << end;
+        for (size_t s = first; s < end; ++s) {
+          EXPECT_EQ(plan.steps[s].phase, plan.steps[first].phase);
+        }
+      }
+    }
 
     const Buffers in = random_values(p, n, rc.dtype, rc.special, rng);
     const Buffers out = run(plan, in);
@@ -418,10 +523,67 @@ TEST(CollectiveGolden, RingSumOrderByHand) {
   for (const auto& chip : out) EXPECT_EQ(chip, want);
 }
 
+// Direct on a 4-ring, the same inputs: chunk j (element j) starts at its owner and takes in x[j-1],
+// x[j-2], x[j-3] (mod 4), each sent straight from its chip:
+//   j=0: ((2^24 - 2^24) + 1) + 1 = 2       j=1: ((1 + 2^24) - 2^24) + 1 = 1 (1 + 2^24 ties to even)
+//   j=2: ((1 + 1) + 2^24) - 2^24 = 2       j=3: ((-2^24 + 1) + 1) + 2^24 = 2
+// Step 1 goes one link +1, step 2 two links +1 (the tie), step 3 one link -1.
+TEST(CollectiveGolden, DirectSumOrderByHandOnARing) {
+  const float big = 16777216.0f;
+  const Buffers in = {std::vector<uint32_t>(4, f32_bits(big)), std::vector<uint32_t>(4, f32_bits(1)),
+                      std::vector<uint32_t>(4, f32_bits(1)), std::vector<uint32_t>(4, f32_bits(-big))};
+  CollectiveSpec spec;
+  spec.n = 4;
+  spec.algorithm = "direct";
+  const CollectivePlan plan = make_plan(Topology::torus({4}), spec);
+  ASSERT_EQ(plan.steps.size(), 6u);
+  const int dirs[3] = {+1, +1, -1}, hops[3] = {1, 2, 1};
+  for (size_t s = 0; s < 6; ++s) {
+    EXPECT_EQ(plan.steps[s].phase, s < 3 ? "reduce_scatter" : "all_gather");
+    ASSERT_EQ(plan.steps[s].transfers.size(), 4u);
+    for (const Transfer& x : plan.steps[s].transfers) {
+      EXPECT_EQ(x.dst, (x.src + static_cast<int>(s % 3) + 1) % 4);  // distance s + 1, both phases
+      EXPECT_EQ(x.src_offset, static_cast<size_t>(s < 3 ? x.dst : x.src));  // chunk = element
+      EXPECT_EQ(x.route.dir, dirs[s % 3]);
+      EXPECT_EQ(x.route.hops, hops[s % 3]);
+    }
+  }
+  const Buffers out = execute_plan_f32(plan, in);
+  const std::vector<uint32_t> want = {f32_bits(2), f32_bits(1), f32_bits(2), f32_bits(2)};
+  for (const auto& chip : out) EXPECT_EQ(chip, want);
+}
+
+// Direct on a 2x2 (chips 0 = (0,0), 1 = (1,0), 2 = (0,1), 3 = (1,1)): x first, then y, so every
+// element is (x0 + x1) + (x2 + x3), the pairs along x (the order within a pair of two does not
+// show: + is commutative). Per element the chips hold:
+//   e0: 2^24, 1, 1, -2^24  ->  2^24 + -(2^24 - 1) = 1   (2^24 + 1 ties to even)
+//   e1: 2^24, -2^24, 1, 1  ->  0 + 2 = 2                 (y first would give 1)
+//   e2: 1, 1, 2^24, -2^24  ->  2 + 0 = 2
+//   e3: 2^24, 1, -2^24, 1  ->  2^24 + -(2^24 - 1) = 1   (y first would give 2)
+TEST(CollectiveGolden, DirectSumOrderByHandOn2x2) {
+  const uint32_t b = f32_bits(16777216.0f), m = f32_bits(-16777216.0f), o = f32_bits(1);
+  const Buffers in = {{b, b, o, b}, {o, m, o, o}, {o, o, b, m}, {m, o, m, o}};
+  CollectiveSpec spec;
+  spec.n = 4;
+  spec.algorithm = "direct";
+  const CollectivePlan plan = make_plan(Topology::torus({2, 2}), spec);
+  ASSERT_EQ(plan.steps.size(), 4u);
+  for (size_t s = 0; s < 4; ++s) {
+    for (const Transfer& x : plan.steps[s].transfers) {
+      EXPECT_EQ(x.route.dim, s == 0 || s == 3 ? 0 : 1);  // x, y, then y, x
+      EXPECT_EQ(x.route.dir, +1);                        // distance 1 of 2: the tie
+      EXPECT_EQ(x.route.hops, 1);
+    }
+  }
+  const Buffers out = execute_plan_f32(plan, in);
+  const std::vector<uint32_t> want = {f32_bits(1), f32_bits(2), f32_bits(2), f32_bits(1)};
+  for (const auto& chip : out) EXPECT_EQ(chip, want);
+}
+
 // bf16 inputs accumulate in f32 and round once: 1 + 2^-8 + 2^-8 = 1 + 2^-7 (a bf16 value);
 // rounding each partial to bf16 would give 1 (1 + 2^-8 is a tie that rounds to even, 1).
 TEST(CollectiveGolden, Bf16AccumulatesInF32AndRoundsOnce) {
-  for (const char* algo : {"ring", "biring", "torus"}) {
+  for (const char* algo : {"ring", "biring", "torus", "direct"}) {
     const Topology t = Topology::torus({2, 2});
     const std::vector<std::vector<bf16_t>> in = {
         {0x3F80, 0x3F80, 0x3F80}, {0x3B80, 0x3B80, 0x3B80}, {0x3B80, 0x3B80, 0x3B80}, {0, 0, 0}};
@@ -618,6 +780,87 @@ TEST(CollectiveCost, RingBiringAndTorusMeetTheBandwidthBound) {
   EXPECT_EQ(line.max_link_bytes, 2 * (2u * 5u * 30u * 4u / 6u));
 }
 
+// The bytes of the busiest link when every step of a phase is issued at once: per phase, the
+// most any link carries over the phase's steps; summed over the phases (bytes per unit bw).
+double phase_time(const PlanCost& cost, const std::vector<std::pair<size_t, size_t>>& phases) {
+  double t = 0;
+  for (const auto& [first, end] : phases) {
+    std::map<DirectedLink, uint64_t> sum;
+    for (size_t s = first; s < end; ++s) {
+      for (const auto& [l, b] : cost.step_link_bytes[s]) sum[l] += b;
+    }
+    uint64_t mx = 0;
+    for (const auto& [l, b] : sum) mx = std::max(mx, b);
+    t += static_cast<double>(mx);
+  }
+  return t;
+}
+
+// Direct trades link bytes for latency: 2 sum_d (k_d - 1) steps, but each phase's steps are
+// independent (the driver can issue them at once), against torus's dependent chain; transfers
+// of distance > 1 cross several links. The figures are in docs/collectives.md.
+TEST(CollectiveCost, DirectStepsAreIndependentAndCostMoreLinkBytes) {
+  const Topology t44 = Topology::torus({4, 4});
+  CollectiveSpec spec;
+  spec.n = 640;  // N = 2560 bytes, divisible by every chunking
+  spec.algorithm = "direct";
+  const CollectivePlan direct = make_plan(t44, spec);
+  EXPECT_EQ(direct.steps.size(), 12u);  // 2 * (3 + 3)
+  const auto phases = direct_phases(t44);
+  ASSERT_EQ(phases.size(), 4u);  // x, y reduce-scatters; y, x all-gathers
+  for (const auto& [first, end] : phases) {
+    EXPECT_EQ(end - first, 3u);
+    EXPECT_EQ(dependent_transfers(direct, first, end), 0u) << "steps " << first << ".." << end;
+  }
+  // Torus's steps do depend on each other: a ring reduce-scatter forwards partials.
+  spec.algorithm = "torus";
+  EXPECT_GT(dependent_transfers(make_plan(t44, spec), 0, 3), 0u);
+  // Independent steps: issued in the reverse order within each phase, max (order-free) gives
+  // the same bits.
+  spec.algorithm = "direct";
+  spec.op = ReduceOp::kMax;
+  spec.n = 37;
+  const CollectivePlan mx = make_plan(t44, spec);
+  CollectivePlan rev = mx;
+  for (const auto& [first, end] : direct_phases(t44)) {
+    std::reverse(rev.steps.begin() + static_cast<std::ptrdiff_t>(first),
+                 rev.steps.begin() + static_cast<std::ptrdiff_t>(end));
+  }
+  std::mt19937 rng(7);
+  const Buffers in = random_values(16, 37, DType::kF32, true, rng);
+  EXPECT_EQ(execute_plan_f32(rev, in), execute_plan_f32(mx, in));
+
+  // Link bytes against the bound (L = 2 d links per chip). 4x4: the x phases load a + link
+  // with N/4 (distance 1) + 2 N/4 (distance 2, two hops) and a - link with N/4; y the same on
+  // N/4: busiest link 2 * 3N/4 = 1.5 N over the plan, bound 2 (15/16) N / 4 = 0.46875 N.
+  const auto cost_of = [](const Topology& t, size_t n) {
+    CollectiveSpec s;
+    s.n = n;
+    s.algorithm = "direct";
+    return plan_cost(make_plan(t, s));
+  };
+  const PlanCost c44 = cost_of(t44, 640);
+  const double n44 = 2560, bound44 = allreduce_bound_s(16, allreduce_links_per_chip(t44, "direct"),
+                                                       n44, 1);
+  EXPECT_EQ(allreduce_links_per_chip(t44, "direct"), 4);
+  EXPECT_DOUBLE_EQ(bound44, 0.46875 * n44);
+  EXPECT_EQ(c44.max_link_bytes, 3840u);                     // 1.5 N: 3.2x the bound
+  EXPECT_DOUBLE_EQ(c44.time_s(1.0), 2.5 * n44);             // steps back to back: 5.33x
+  EXPECT_DOUBLE_EQ(phase_time(c44, phases), 1.875 * n44);   // phases at once: 4.0x
+  EXPECT_EQ(c44.link_bytes.size(), 64u);                    // every directed link carries data
+  // Ring of 8: a + link carries (1 + 2 + 3 + 4) N/8 per phase (distances 1..4, the tie +1), a -
+  // link (3 + 2 + 1) N/8; bound 2 (7/8) N / 2 = 0.875 N.
+  const Topology r8 = Topology::torus({8});
+  const PlanCost c8 = cost_of(r8, 800);
+  const double n8 = 3200, bound8 = allreduce_bound_s(8, allreduce_links_per_chip(r8, "direct"),
+                                                     n8, 1);
+  EXPECT_DOUBLE_EQ(bound8, 0.875 * n8);
+  EXPECT_EQ(c8.steps, 14u);
+  EXPECT_EQ(c8.max_link_bytes, 8000u);                            // 2.5 N: 2.857x the bound
+  EXPECT_DOUBLE_EQ(c8.time_s(1.0), 4.0 * n8);                     // 4.571x
+  EXPECT_DOUBLE_EQ(phase_time(c8, direct_phases(r8)), 2.5 * n8);  // 2.857x
+}
+
 TEST(CollectiveCost, AllToAllAndLinkList) {
   CollectiveSpec spec;
   spec.collective = Collective::kAllToAll;
@@ -663,6 +906,17 @@ TEST(CollectiveErrors, InvalidInputNamesTheParameterAndTheRule) {
   expect_invalid(plan_on(Topology::torus({8, 1, 1})), {"algorithm", "at least 2 dimensions"});
   spec.collective = Collective::kReduceScatter;
   expect_invalid(plan_on(Topology::torus({4, 4})), {"algorithm", "all_reduce only"});
+  spec.algorithm = "direct";
+  for (Collective c : {Collective::kReduceScatter, Collective::kAllGather, Collective::kAllToAll,
+                       Collective::kBroadcast}) {
+    spec.collective = c;
+    expect_invalid(plan_on(Topology::torus({4})),
+                   {"algorithm", "'direct'", "all_reduce only", collective_name(c)});
+  }
+  spec.collective = Collective::kAllReduce;
+  EXPECT_NO_THROW(plan_on(Topology::torus({4}))());  // one active dimension is enough
+  spec.algorithm = "tree";
+  expect_invalid(plan_on(Topology::torus({4})), {"'torus'", "'direct'"});
   spec.collective = Collective::kAllToAll;
   spec.algorithm = "biring";
   expect_invalid(plan_on(Topology::torus({4})), {"algorithm", "'ring' only"});
@@ -793,6 +1047,7 @@ std::vector<Case> sweep(const std::string& prefix, const Topology& sub, const Ma
     std::vector<std::string> algos = {"ring"};
     if (c != Collective::kAllToAll) algos.push_back("biring");
     if (c == Collective::kAllReduce && sub.active_dims().size() >= 2) algos.push_back("torus");
+    if (c == Collective::kAllReduce) algos.push_back("direct");
     for (const std::string& a : algos) {
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
         if (!collective_reduces(c) && op == ReduceOp::kMax) continue;
@@ -1039,6 +1294,8 @@ TEST(CollectiveGroupsWhole, HelpersAndTheBandwidthBoundPerGroup) {
   EXPECT_EQ(allreduce_links_per_chip(t, {0, 1}, "torus"), 4);
   EXPECT_EQ(allreduce_links_per_chip(t, {}, "torus"), 6);
   EXPECT_EQ(allreduce_links_per_chip(t, {2}, "biring"), 2);
+  EXPECT_EQ(allreduce_links_per_chip(t, {0, 2}, "direct"), 4);
+  EXPECT_EQ(allreduce_links_per_chip(t, {}, "direct"), 6);
   // The 4 data groups of a 4x4x4 pod run at once on their own links: the grouped plan takes
   // the time of one group's plan, which meets the group's bound.
   CollectiveSpec spec;
@@ -1499,6 +1756,9 @@ INSTANTIATE_TEST_SUITE_P(
         GranuleCase{"ring4_ar", Topology::torus({4}), {}, Collective::kAllReduce, "biring", 1000},
         GranuleCase{"t22_ar_torus", Topology::torus({2, 2}), {}, Collective::kAllReduce, "torus", 777},
         GranuleCase{"t44_x_ar", Topology::torus({4, 4}), {0}, Collective::kAllReduce, "ring", 333},
+        GranuleCase{"t44_ar_direct", Topology::torus({4, 4}), {}, Collective::kAllReduce, "direct", 1000},
+        GranuleCase{"t444_xz_ar_direct", Topology::torus({4, 4, 4}), {0, 2}, Collective::kAllReduce, "direct", 555},
+        GranuleCase{"m33_ar_direct", Topology::mesh({3, 3}), {}, Collective::kAllReduce, "direct", 300},
         GranuleCase{"ring4_rs", Topology::torus({4}), {}, Collective::kReduceScatter, "ring", 1003},
         GranuleCase{"m33_rs", Topology::mesh({3, 3}), {}, Collective::kReduceScatter, "ring", 500},
         GranuleCase{"ring4_ag", Topology::torus({4}), {}, Collective::kAllGather, "ring", 1002},

@@ -41,7 +41,9 @@ struct Topology {
 };
 
 // How a transfer travels: `hops` physical links in dimension `dim` (0 = x), all in direction
-// `dir` (+1 / -1). hops is 1, or 2 for the folded ring of a line dimension (docs).
+// `dir` (+1 / -1); the chips in between only forward. hops is 1, or 2 for the folded ring of a
+// line dimension, except in "direct" all-reduce, where it is the distance along `dim` (up to
+// k / 2 on a ring of k, k - 1 on a line; docs).
 struct Route {
   int dim = 0;
   int dir = +1;
@@ -96,7 +98,9 @@ struct ChipLayout {
 
 // What to run. n: all_reduce, reduce_scatter, broadcast: the elements of each chip's input;
 // all_gather: the elements of the gathered output; all_to_all: each chip's buffer (a multiple of
-// the chip count). algorithm: "ring", "biring" or "torus" (all_reduce only). root: broadcast only.
+// the chip count). algorithm: "ring", "biring", or (all_reduce only) "torus" or "direct" (the
+// low-latency one for small buffers: per dimension, k - 1 independent steps). root: broadcast
+// only.
 // group_dims: the torus dimensions (0 = x, 1 = y, 2 = z, strictly increasing) that make up one
 // group (a replica group / mesh axis); the collective runs in every group at once, each over its
 // own links, and "chip count", shards, `root` and the all_to_all blocks are per group (a chip's
@@ -265,7 +269,8 @@ PlanCost plan_cost(const CollectivePlan& plan);
 // Bandwidth lower bound of an all-reduce of `bytes` per chip over `chips` chips that each
 // send on `links_per_chip` links of `link_bytes_per_s`: 2 (p - 1) / p * bytes / (links * bw).
 double allreduce_bound_s(int chips, int links_per_chip, double bytes, double link_bytes_per_s);
-// The links per chip an algorithm can keep busy: ring 1, biring 2, torus 2 * active dims.
+// The links per chip an algorithm can keep busy: ring 1, biring 2, torus and direct 2 * active
+// dims.
 int allreduce_links_per_chip(const Topology& topo, const std::string& algorithm);
 // The same for an all-reduce within the groups of `group_dims` (its group_topology; a group's
 // chip count for allreduce_bound_s is group_size).
