@@ -419,6 +419,7 @@ module tpu_chip
     .dst_mem_i     (head.flags[1]),
     .dst_row_i     (head.f3),
     .dst_i         (tpu_ici_pkg::ici_coord_t'(head.w2[8:0])),
+    .tie_i         (tpu_ici_pkg::ici_tie_t'(head.flags[3:2])),
     .cnt_i         (head.w2[23:16]),
     .done_o        (ici_done),
     .busy_o        (ici_busy),

@@ -12,7 +12,8 @@ package tpu_chip_pkg;
     OpVpu     = 4'd4,   // elementwise VPU op over memory rows
     OpFence   = 4'd5,   // wait until every earlier command has completed
     OpHalt    = 4'd6,   // fence, then stop and raise `halted`
-    OpIciSend = 4'd7,   // memory rows -> remote write into any chip's memory over ICI
+    OpIciSend = 4'd7,   // memory rows -> remote write into any chip's memory over ICI;
+                        // flags[2] tie hint valid, flags[3] minus (tpu_ici_pkg::ici_tie_t)
     OpIciWait = 4'd8    // wait until an ICI counter reaches a value, then take it off
   } chip_op_e;
 

@@ -3,18 +3,20 @@
 //
 // Send (ICI_SEND): NumEng send contexts, one per local VC of the router. A send's context is
 // set by the first hop of its route (ici_route: +X -X +Y -Y +Z -Z -> (port - 1) % NumEng, the
-// chip itself -> 0), so sends to one destination always use one context and one local VC and
-// arrive in order, and sends towards different links run side by side. Each context queues up
-// to SendQ sends behind the one it is sending, so the sequencer hands a send over and goes on
-// (a busy link does not hold the command queue). `ready_o` says whether the context of the
-// destination `dst_i` has room, `eng_o` which one it is. A send moves
-// `rows_i` memory rows from `src_row_i` of VMEM or AMEM to chip `dst_i` as remote-write packets
-// of up to PktRows rows: a head flit (tpu_ici_pkg::ici_hdr_t in data[63:0], ptype ICI_WRITE,
-// addr = {cnt, 7'b0, dst_mem, dst_row}, len = rows in the packet) and one flit per row (the whole
-// row in data). Every cycle one context whose local VC has room sends one flit (round robin),
-// reading its row through the one memory read port; done_o[e] pulses in the cycle context e's
-// last flit is taken (the source rows are read by then; the remote memory is written later,
-// signalled there by the counter).
+// chip itself -> 0), so sends to one destination (with one tie hint) always use one context and
+// one local VC and arrive in order, and sends towards different links run side by side. A
+// send's tie hint `tie_i` (ICI_SEND flags[3:2]) picks the way of a tie (distance k/2 on a ring,
+// every hop of a 2-ring): here for its first hop, and at every router from the packets' headers.
+// Each context queues up to SendQ sends behind the one it is sending, so the sequencer hands a
+// send over and goes on (a busy link does not hold the command queue). `ready_o` says whether
+// the context of the destination `dst_i` (and hint) has room, `eng_o` which one it is. A send
+// moves `rows_i` memory rows from `src_row_i` of VMEM or AMEM to chip `dst_i` as remote-write
+// packets of up to PktRows rows: a head flit (tpu_ici_pkg::ici_hdr_t in data[63:0], ptype
+// ICI_WRITE, addr = {cnt, 7'b0, dst_mem, dst_row}, len = rows in the packet, tie = the hint) and
+// one flit per row (the whole row in data). Every cycle one context whose local VC has room
+// sends one flit (round robin), reading its row through the one memory read port; done_o[e]
+// pulses in the cycle context e's last flit is taken (the source rows are read by then; the
+// remote memory is written later, signalled there by the counter).
 // Receive: every packet ejected by the router is taken at once (ej_ready_o is always 1), with
 // a packet state per ejection VC (the router interleaves packets of different VCs). A
 // WRITE writes its rows into the memory and row its header names, one row per cycle, and adds
@@ -54,6 +56,7 @@ module tpu_ici_eng
   input  logic             dst_mem_i,
   input  logic [15:0]      dst_row_i,
   input  ici_coord_t       dst_i,
+  input  ici_tie_t         tie_i,       // direction hint for ties (valid 0: the parity rule)
   input  logic [7:0]       cnt_i,
   output logic [NumEng-1:0] done_o,
   output logic [NumEng-1:0] busy_o,
@@ -96,6 +99,7 @@ module tpu_ici_eng
   logic [15:0]       dst_row_q [NumEng];
   logic [15:0]       pkt_left_q [NumEng];
   ici_coord_t        dst_q [NumEng];
+  ici_tie_t          tie_q [NumEng];
   logic [7:0]        cnt_q [NumEng];
   logic [EngW-1:0]   rr_q, sel;
   logic              any;
@@ -104,8 +108,9 @@ module tpu_ici_eng
   logic [RowW-1:0]   row_data;
   ici_route_t        first_hop;
 
-  // The context of a destination: its first hop's link (the chip itself: 0).
-  assign first_hop = ici_route(me_i, dst_i, topo_i);
+  // The context of a destination: its first hop's link (the chip itself: 0), with the send's hint
+  // (the router's local input routes the head by the same hint, so they agree).
+  assign first_hop = ici_route(me_i, dst_i, topo_i, tie_i);
   assign eng_o     = (first_hop.port == PORT_LOCAL) ? '0
                      : EngW'((32'(first_hop.port) - 32'd1) % NumEng);
 
@@ -117,13 +122,14 @@ module tpu_ici_eng
     logic       dst_mem;
     logic [15:0] dst_row;
     ici_coord_t dst;
+    ici_tie_t   tie;
     logic [7:0] cnt;
   } send_t;
   send_t             q_in;
   send_t             q_out [NumEng];
   logic [NumEng-1:0] q_empty, q_full, q_push, q_pop;
   assign q_in = '{src_mem: src_mem_i, src_row: src_row_i, rows: rows_i, dst_mem: dst_mem_i,
-                  dst_row: dst_row_i, dst: dst_i, cnt: cnt_i};
+                  dst_row: dst_row_i, dst: dst_i, tie: tie_i, cnt: cnt_i};
   for (genvar e = 0; e < NumEng; e++) begin : gen_q
     logic [$clog2(SendQ+1)-1:0] unused_count;
     assign q_push[e] = start_i && eng_o == EngW'(e);
@@ -159,7 +165,7 @@ module tpu_ici_eng
 
   assign pkt_rows = (left_q[sel] > 16'(PktRows)) ? 16'(PktRows) : left_q[sel];
   assign hdr = '{addr: {cnt_q[sel], 7'b0, dst_mem_q[sel], dst_row_q[sel]}, len: pkt_rows[7:0],
-                 ptype: ICI_WRITE, rsvd: 2'b0, src: me_i, dst: dst_q[sel]};
+                 ptype: ICI_WRITE, tie: tie_q[sel], src: me_i, dst: dst_q[sel]};
   assign rd_mem_o    = src_mem_q[sel];
   assign rd_addr_o   = row_q[sel];
   assign row_data    = src_mem_q[sel] ? amem_rd_data_i : vmem_rd_data_i;
@@ -187,6 +193,7 @@ module tpu_ici_eng
         dst_row_q[e]  <= '0;
         pkt_left_q[e] <= '0;
         dst_q[e]      <= '0;
+        tie_q[e]      <= '0;
         cnt_q[e]      <= '0;
       end
     end else begin
@@ -214,6 +221,7 @@ module tpu_ici_eng
           left_q[e]      <= q_out[e].rows;
           dst_row_q[e]   <= q_out[e].dst_row;
           dst_q[e]       <= q_out[e].dst;
+          tie_q[e]       <= q_out[e].tie;
           cnt_q[e]       <= q_out[e].cnt;
         end
       end
@@ -313,7 +321,7 @@ module tpu_ici_eng
   end
 
   logic unused_bits;
-  assign unused_bits = ^{ej_hdr.rsvd, ej_hdr.src, ej_hdr.dst, first_hop.cls};
+  assign unused_bits = ^{ej_hdr.tie, ej_hdr.src, ej_hdr.dst, first_hop.cls};
 
   // Assertions
   InjOnlyWithRoom: assert property (@(posedge clk_i) disable iff (!rst_ni)

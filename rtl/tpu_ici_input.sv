@@ -1,5 +1,6 @@
 // tpu_ici_input: input unit of one router port: NumVc virtual-channel buffers of Depth flits,
-// route computation and the per-VC requests to the combined VC + switch allocator.
+// route computation and the per-VC requests to the combined VC + switch allocator. The route of
+// a head flit is ici_route() of its header's destination and tie hint (tpu_ici_pkg::ici_hdr_t).
 //
 // Handshake: credit-based. An upstream sender only sends a flit on VC v when it holds a credit
 // for v, so a buffer is never pushed full (asserted); every flit that leaves a buffer returns
@@ -105,7 +106,8 @@ module tpu_ici_input
       ici_coord_t dst;
       ici_route_t rt;
       dst = hdr_dst(head_flit[v].data[DstW-1:0]);
-      rt = ici_route(me_i, dst, topo_i);
+      // the header's tie hint travels with the packet: every hop routes by it
+      rt = ici_route(me_i, dst, topo_i, hdr_tie(head_flit[v].data[TieLsb+:TieW]));
       tgt_port[v] = active_q[v] ? oport_q[v] : rt.port;
       tgt_vc[v] = active_q[v] ? ovc_q[v] : vc_of(rt, dst);
       cand[v] = !vc_empty[v] && ovc_credit_i[tgt_port[v]][tgt_vc[v]] &&

@@ -42,13 +42,23 @@ package tpu_ici_pkg;
     ICI_BARRIER  = 4'd4   // reserved: barrier token
   } ici_type_e;
 
+  // A direction hint for ties (ici_route): software that plans a transfer along one direction of
+  // a ring (a collective's +1 / -1 step) names it, since on a 2-ring both directions reach the
+  // same neighbour and the parity rule would put every such packet on one of the two links.
+  // Bit 0 valid, bit 1 minus: ICI_SEND's flags[2] and flags[3], header bits [18] and [19].
+  typedef struct packed {
+    logic minus;  // the hinted way: 1 = -, 0 = +
+    logic valid;  // a tie (distance k/2 on a ring) goes the hinted way, not by parity
+  } ici_tie_t;
+
   // The header, carried in data[63:0] of a head flit. `len` counts the payload flits that follow
-  // the head (0 = a single-flit packet whose head is also its tail).
+  // the head (0 = a single-flit packet whose head is also its tail). The routers read `dst` and
+  // `tie` only.
   typedef struct packed {
     logic [31:0] addr;
     logic [7:0]  len;
     ici_type_e   ptype;
-    logic [1:0]  rsvd;   // zero; room for a priority / traffic class
+    ici_tie_t    tie;    // direction hint for ties (zero: the parity rule); was reserved
     ici_coord_t  src;
     ici_coord_t  dst;
   } ici_hdr_t;
@@ -85,10 +95,16 @@ package tpu_ici_pkg;
   } ici_stat_e;
 
   // The destination of a header from the low bits of a head flit's data: `dst` is the least
-  // significant field of ici_hdr_t, and the routers read nothing else of the header.
+  // significant field of ici_hdr_t.
   localparam int unsigned DstW = $bits(ici_coord_t);
   function automatic ici_coord_t hdr_dst(logic [DstW-1:0] low_bits);
     return ici_coord_t'(low_bits);
+  endfunction
+  // The tie hint of a header: the field above `src` (bits [19:18] of a head flit's data).
+  localparam int unsigned TieLsb = 2 * DstW;
+  localparam int unsigned TieW = $bits(ici_tie_t);
+  function automatic ici_tie_t hdr_tie(logic [TieW-1:0] tie_bits);
+    return ici_tie_t'(tie_bits);
   endfunction
 
   function automatic int unsigned vc_width(int unsigned num_vc);
@@ -98,24 +114,30 @@ package tpu_ici_pkg;
   // Dimension-order route (X, then Y, then Z), the shorter way round each ring. A tie (possible
   // on even rings, at distance k/2) goes + when the destination coordinate is even and - when it
   // is odd: sending every tie + loads the + links of a 4-ring with 3 of every 4 hops under
-  // uniform traffic; the parity rule gives every link of both directions the same load. A tie
-  // only exists at the first hop of a dimension, so the route stays a function of (source,
-  // destination) and a pair stays in order. VC class on a ring (dateline at the wrap link,
-  // k-1 -> 0 going + and 0 -> k-1 going -): a packet that still has to cross the wrap link of
-  // this dimension travels in class 0, up to and including the wrap link; every other hop of the
-  // dimension is class 1 (the hops after the crossing and the whole way of a packet that never
-  // crosses). Both classes only ever step towards the dateline-free end of the ring, so neither
-  // has a cyclic channel dependency; the class is a function of (here, destination), so no
-  // per-packet state is needed.
+  // uniform traffic; the parity rule gives every link of both directions the same load. With a
+  // valid `tie` hint (the packet's header) a tie goes the hinted way instead, in every ring
+  // dimension. A tie only exists at the first hop of a dimension (after it the rest of the way
+  // is shorter than k/2 in the direction taken), so the route stays a function of (source,
+  // destination, hint) and the packets of a pair with one hint stay in order.
+  // VC class on a ring (dateline at the wrap link, k-1 -> 0 going + and 0 -> k-1 going -): a
+  // packet that still has to cross the wrap link of this dimension travels in class 0, up to and
+  // including the wrap link; every other hop of the dimension is class 1 (the hops after the
+  // crossing and the whole way of a packet that never crosses). Both classes only ever step
+  // towards the dateline-free end of the ring, so neither has a cyclic channel dependency; the
+  // class is a function of (here, destination, direction), so no per-packet state is needed.
+  // Either way of a tie is a minimal route that keeps its direction to the end of the dimension,
+  // so a hinted tie obeys the same class rules.
   // On a line (mesh) there is no cycle at all: the class is a parity of the destination, which
   // spreads packets over both classes and keeps a source/destination pair on one VC sequence.
-  function automatic ici_route_t ici_route(ici_coord_t me, ici_coord_t dst, ici_topo_t topo);
+  function automatic ici_route_t ici_route(ici_coord_t me, ici_coord_t dst, ici_topo_t topo,
+                                           ici_tie_t tie);
     ici_route_t r;
     logic [CoordW:0] c, t, k, delta;
-    logic plus, found;
+    logic plus, found, tie_plus;
     r.port = PORT_LOCAL;
     r.cls = 1'b0;
     found = 1'b0;
+    tie_plus = 1'b0;
     for (int unsigned d = 0; d < NumDims; d++) begin
       c = {1'b0, me[d]};
       t = {1'b0, dst[d]};
@@ -124,8 +146,10 @@ package tpu_ici_pkg;
         found = 1'b1;
         if (topo.wrap[d]) begin
           delta = (t >= c) ? t - c : t + k - c;
-          // a tie (delta = k/2) goes + towards an even coordinate, - towards an odd one
-          plus = ({delta, 1'b0} < {1'b0, k}) || ({delta, 1'b0} == {1'b0, k} && !t[0]);
+          // a tie (delta = k/2) goes the hinted way, else + towards an even coordinate and -
+          // towards an odd one
+          tie_plus = tie.valid ? !tie.minus : !t[0];
+          plus = ({delta, 1'b0} < {1'b0, k}) || ({delta, 1'b0} == {1'b0, k} && tie_plus);
           r.cls = plus ? (c < t) : (c > t);
         end else begin
           plus = (t > c);

@@ -119,15 +119,19 @@ constexpr unsigned kIciCounters = 64;
 constexpr unsigned kIciPacketRows = 32;
 
 // ICI_SEND: rows memory rows from src_row of src_mem -> chip dst {x, y, z} at dst_row of dst_mem
-// (remote writes); each packet adds its rows to counter `counter` there.
+// (remote writes); each packet adds its rows to counter `counter` there. tie_dir: the way a tie
+// goes (a ring distance of exactly k/2, every hop of a 2-ring), in every dimension of the route:
+// +1 plus, -1 minus (flags[2] hint valid, flags[3] minus); 0 no hint, the router's parity rule.
 inline ChipCmd cmd_ici_send(Mem src_mem, uint32_t src_row, uint32_t rows,
                             const std::array<int, 3>& dst, Mem dst_mem, uint32_t dst_row,
-                            uint32_t counter) {
+                            uint32_t counter, int tie_dir = 0) {
   const uint32_t coord = (static_cast<uint32_t>(dst[0]) & 7u) |
                          ((static_cast<uint32_t>(dst[1]) & 7u) << 3) |
                          ((static_cast<uint32_t>(dst[2]) & 7u) << 6);
+  const uint32_t hint = tie_dir > 0 ? 0x4u : tie_dir < 0 ? 0xCu : 0u;
   return ChipCmd::make(ChipOp::kIciSend,
-                       static_cast<uint32_t>(src_mem) | (static_cast<uint32_t>(dst_mem) << 1),
+                       static_cast<uint32_t>(src_mem) | (static_cast<uint32_t>(dst_mem) << 1) |
+                           hint,
                        src_row, rows, dst_row, coord | ((counter & 0xFFu) << 16), 0);
 }
 // ICI_WAIT: holds issue until counter >= value, then takes value off it.
