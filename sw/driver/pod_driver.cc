@@ -220,7 +220,11 @@ class Counters {
  private:
   std::vector<std::map<std::pair<int, int>, int>> m_;
 };
-constexpr int kData = 0, kToken = 1;
+// Counter purposes: data on the + route, tokens, data on the - route. A 2-ring joins two chips
+// by two links; sends hinted + and - take one each and may overtake each other, so each
+// direction counts its own rows.
+constexpr int kData = 0, kToken = 1, kDataMinus = 2;
+int data_counter(const Transfer& t) { return t.route.dir < 0 ? kDataMinus : kData; }
 
 // What the emitter knows about one chip within a round.
 struct ChipRound {
@@ -285,7 +289,7 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, uint32_t block
         const uint32_t o = static_cast<uint32_t>(blk) * p.bs;
         if (o >= p.src.rows) continue;
         const uint32_t n = std::min(p.bs, p.src.rows - o);
-        const int cnt = ctr.get(t.dst, t.src, kData);
+        const int cnt = ctr.get(t.dst, t.src, data_counter(t));
         const auto src_runs = runs(p.src, st[static_cast<std::size_t>(t.src)].loc, o, n);
         std::vector<Run> dst_runs;
         if (p.direct) dst_runs = runs(p.dst, st[static_cast<std::size_t>(t.dst)].loc, o, n);
@@ -304,8 +308,9 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, uint32_t block
             op.block = blk;
             op.peer = t.dst;
             const uint32_t row = a.row + (lo - a.at);
+            // The route's direction decides a k/2 tie (both links of a 2-ring carry data).
             op.cmd = cmd_ici_send(Mem::kVmem, row, hi - lo, coord3(t.dst), Mem::kVmem,
-                                  b.row + (lo - b.at), static_cast<uint32_t>(cnt));
+                                  b.row + (lo - b.at), static_cast<uint32_t>(cnt), t.route.dir);
             op.reads.push_back({row, row + (hi - lo)});
             st[static_cast<std::size_t>(t.src)].ops.push_back(op);
           }
@@ -321,7 +326,7 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, uint32_t block
         const uint32_t o = static_cast<uint32_t>(blk) * p.bs;
         if (o >= p.src.rows) continue;
         const uint32_t n = std::min(p.bs, p.src.rows - o);
-        const int cnt = ctr.get(t.dst, t.src, kData);
+        const int cnt = ctr.get(t.dst, t.src, data_counter(t));
         ChipRound& d = st[static_cast<std::size_t>(t.dst)];
         Op w;
         w.kind = Op::kWait;

@@ -559,6 +559,12 @@ int cmd_pod(const std::vector<std::string>& args) {
   ag.field("algorithm", spec.algorithm);
   ag.metric("elements", spec.n, "", "f32 elements per chip (C with its row padding)");
   ag.set_cycles(ar.collective_cycles, bound.ici_cycles);
+  ag.metric("hbm_bound_cycles", bound.hbm_cycles, "cycles",
+            "the C buffers read and the sums written at the chip's peak HBM bandwidth");
+  ag.metric("fraction_of_hardware_bound",
+            ar.collective_cycles ? bound.ideal_cycles / static_cast<double>(ar.collective_cycles)
+                                 : 0.0,
+            "fraction", "max(ici, hbm) / cycles", true);
   ag.metric("rounds", ar.rounds.size(), "", "rounds through VMEM");
   ag.set_mismatches(ar_bad);
   add_links(rep, ar.link_flits, ar.row_bytes, topo);
