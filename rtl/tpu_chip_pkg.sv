@@ -1,7 +1,7 @@
 // tpu_chip_pkg: the chip's command set (docs/isa.md), error codes and statistics indices.
 //
 // A command is one 128-bit word pushed on the host port. Field meaning depends on the opcode;
-// docs/isa.md has the table. sw/driver/chip_isa.h mirrors these values; change both together.
+// docs/isa.md has the table. tb/chip/chip_contract.h mirrors these values; change both together.
 package tpu_chip_pkg;
 
   typedef enum logic [3:0] {

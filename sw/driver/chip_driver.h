@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "chip_isa.h"
+#include "chip_contract.h"
 #include "hbm_config.h"
 #include "host_port.h"
 #include "tpu/bf16.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "chip_isa.h"
+#include "chip_contract.h"
 #include "host_port.h"
 #include "tpu/collective.h"
 

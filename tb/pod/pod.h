@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "chip_dut.h"
-#include "chip_isa.h"
+#include "chip_contract.h"
 #include "hbm_config.h"
 #include "host_port.h"
 #include "tpu/collective.h"
