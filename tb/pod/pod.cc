@@ -294,6 +294,15 @@ std::string PodCore::describe_hang(uint64_t cycles) {
   return what;
 }
 
+RunStats PodCore::finish_run(uint64_t start, bool chip_errors) {
+  check_errors(chip_errors);
+  RunStats r;
+  r.cycles = cycle_ - start;
+  for (int i = 0; i < num_chips(); ++i)
+    r.chip_cycles.push_back(last_busy_[i] > start ? last_busy_[i] - start : 0);
+  return r;
+}
+
 ChipStatus PodCore::status(int i) const {
   const ChipDut& d = *chips_[i];
   ChipStatus s;
@@ -420,12 +429,7 @@ RunStats CppPodHost::run_until_idle(uint64_t max_cycles, bool stop_on_error) {
     }
     if (t - start > max_cycles) throw PodError(core_.describe_hang(max_cycles));
   }
-  core_.check_errors(stop_on_error);
-  RunStats r;
-  r.cycles = core_.cycle() - start;
-  for (int i = 0; i < core_.num_chips(); ++i)
-    r.chip_cycles.push_back(core_.last_busy(i) > start ? core_.last_busy(i) - start : 0);
-  return r;
+  return core_.finish_run(start, stop_on_error);
 }
 
 }  // namespace tpu

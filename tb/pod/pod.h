@@ -129,6 +129,8 @@ class PodCore {
   ChipCounters counters(int i);       // every statistic of chip i (between cycles)
   std::vector<LinkStat> link_stats() const;
   ChipStatus status(int i) const;
+  // The end of a run that began at cycle `start`, the pod idle: the errors checked, the cycles.
+  RunStats finish_run(uint64_t start, bool chip_errors);
   bool has_link(int i, int dir) const { return ports_[i][dir].out != nullptr; }
   uint64_t link_flits(int i, int dir) const {  // flits chip i sent on direction dir
     return ports_[i][dir].out ? ports_[i][dir].out->flits() : 0;

@@ -323,12 +323,7 @@ RunStats ScPod::run_until_idle(uint64_t max_cycles, bool stop_on_error) {
     }
     if (t - start > max_cycles && !core_.idle()) throw PodError(core_.describe_hang(max_cycles));
   }
-  core_.check_errors(stop_on_error);
-  RunStats r;
-  r.cycles = core_.cycle() - start;
-  for (int i = 0; i < core_.num_chips(); ++i)
-    r.chip_cycles.push_back(core_.last_busy(i) > start ? core_.last_busy(i) - start : 0);
-  return r;
+  return core_.finish_run(start, stop_on_error);
 }
 
 }  // namespace tpu

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "expect_invalid.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -877,14 +879,6 @@ TEST(CollectiveCost, AllToAllAndLinkList) {
 // ------------------------------------------------------------------------------------------
 // Invalid input.
 
-void expect_invalid(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception; expected one naming " << parts[0];
-  } catch (const std::invalid_argument& e) {
-    for (const auto& s : parts) EXPECT_NE(std::string(e.what()).find(s), std::string::npos) << e.what();
-  }
-}
 
 TEST(CollectiveErrors, InvalidInputNamesTheParameterAndTheRule) {
   CollectiveSpec spec;

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "expect_invalid.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -16,16 +18,6 @@
 namespace tpu {
 namespace {
 
-void expect_invalid(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception; expected one naming " << parts[0];
-  } catch (const std::invalid_argument& e) {
-    for (const auto& s : parts) {
-      EXPECT_NE(std::string(e.what()).find(s), std::string::npos) << e.what();
-    }
-  }
-}
 
 // ---- Matmul ----
 

@@ -3,6 +3,8 @@
 #include "report.h"
 
 #include <gtest/gtest.h>
+
+#include "expect_invalid.h"
 #include <unistd.h>
 
 #include <cmath>
@@ -136,16 +138,6 @@ TEST(Report, MetricValueText) {
   EXPECT_THROW(MetricValue("pass").as_double(), std::logic_error);
 }
 
-void expect_invalid(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception; expected one naming " << parts[0];
-  } catch (const std::invalid_argument& e) {
-    for (const auto& s : parts) {
-      EXPECT_NE(std::string(e.what()).find(s), std::string::npos) << e.what();
-    }
-  }
-}
 
 TEST(Report, NamesAreUniqueAndWellFormed) {
   Report rep("r");
