@@ -1444,4 +1444,31 @@ int allreduce_links_per_chip(const Topology& topo, const std::vector<int>& group
   return allreduce_links_per_chip(group_topology(topo, group_dims), algorithm);
 }
 
+namespace {
+std::vector<std::vector<bf16_t>> narrow_words(const std::vector<std::vector<uint32_t>>& in) {
+  std::vector<std::vector<bf16_t>> b(in.size());
+  for (std::size_t c = 0; c < in.size(); ++c)
+    for (uint32_t x : in[c]) b[c].push_back(static_cast<bf16_t>(x & 0xFFFFu));
+  return b;
+}
+std::vector<std::vector<uint32_t>> widen_words(const std::vector<std::vector<bf16_t>>& in) {
+  std::vector<std::vector<uint32_t>> out;
+  for (const auto& v : in) out.emplace_back(v.begin(), v.end());
+  return out;
+}
+}  // namespace
+
+std::vector<std::vector<uint32_t>> execute_plan_bits(
+    const CollectivePlan& plan, const std::vector<std::vector<uint32_t>>& inputs) {
+  if (plan.spec.dtype == DType::kF32) return execute_plan_f32(plan, inputs);
+  return widen_words(execute_plan_bf16(plan, narrow_words(inputs)));
+}
+
+std::vector<std::vector<uint32_t>> execute_rounds_bits(
+    const std::vector<CollectiveRound>& rounds, const std::vector<std::vector<uint32_t>>& inputs) {
+  if (rounds.empty()) bad("rounds: empty; a collective runs in at least 1 round");
+  if (rounds[0].plan.spec.dtype == DType::kF32) return execute_rounds_f32(rounds, inputs);
+  return widen_words(execute_rounds_bf16(rounds, narrow_words(inputs)));
+}
+
 }  // namespace tpu

@@ -900,15 +900,7 @@ std::vector<ChipCmd> merge_programs(const std::vector<ChipCmd>& a, uint64_t ta,
 
 std::vector<std::vector<uint32_t>> golden_collective(
     const std::vector<CollectiveRound>& rounds, const std::vector<std::vector<uint32_t>>& in) {
-  if (rounds.empty()) throw std::invalid_argument("golden_collective: no rounds");
-  if (rounds[0].plan.spec.dtype == DType::kF32) return execute_rounds_f32(rounds, in);
-  std::vector<std::vector<bf16_t>> b(in.size());
-  for (std::size_t c = 0; c < in.size(); ++c)
-    for (uint32_t v : in[c]) b[c].push_back(static_cast<bf16_t>(v));
-  const auto r = execute_rounds_bf16(rounds, b);
-  std::vector<std::vector<uint32_t>> out(r.size());
-  for (std::size_t c = 0; c < r.size(); ++c) out[c].assign(r[c].begin(), r[c].end());
-  return out;
+  return execute_rounds_bits(rounds, in);
 }
 
 }  // namespace tpu

@@ -128,16 +128,7 @@ float widen(uint32_t bits, DType t) {
 }
 uint32_t narrow(float f, DType t) { return t == DType::kBf16 ? f32_to_bf16(f) : f32_bits(f); }
 
-Buffers run(const CollectivePlan& plan, const Buffers& in) {
-  if (plan.spec.dtype == DType::kF32) return execute_plan_f32(plan, in);
-  std::vector<std::vector<bf16_t>> b(in.size());
-  for (size_t c = 0; c < in.size(); ++c) {
-    for (uint32_t x : in[c]) b[c].push_back(static_cast<bf16_t>(x));
-  }
-  Buffers out;
-  for (const auto& v : execute_plan_bf16(plan, b)) out.emplace_back(v.begin(), v.end());
-  return out;
-}
+Buffers run(const CollectivePlan& plan, const Buffers& in) { return execute_plan_bits(plan, in); }
 
 // Random finite values with exponents in [-10, 10] (24-bit significands, so the f64 sum of up
 // to 64 of them is exact), rounded to bf16 for bf16 buffers. With `special`, some elements get
@@ -1430,14 +1421,8 @@ std::vector<RoundCase> round_cases() {
 }
 
 Buffers run_rounds(const std::vector<CollectiveRound>& rounds, const Buffers& in, DType dt) {
-  if (dt == DType::kF32) return execute_rounds_f32(rounds, in);
-  std::vector<std::vector<bf16_t>> b(in.size());
-  for (size_t c = 0; c < in.size(); ++c) {
-    for (uint32_t x : in[c]) b[c].push_back(static_cast<bf16_t>(x));
-  }
-  Buffers out;
-  for (const auto& v : execute_rounds_bf16(rounds, b)) out.emplace_back(v.begin(), v.end());
-  return out;
+  EXPECT_EQ(rounds.empty() ? dt : rounds[0].plan.spec.dtype, dt);
+  return execute_rounds_bits(rounds, in);
 }
 
 std::vector<size_t> expand(const std::vector<RoundPiece>& pieces) {

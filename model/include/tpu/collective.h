@@ -236,6 +236,12 @@ std::vector<std::vector<uint32_t>> execute_rounds_f32(
     const std::vector<CollectiveRound>& rounds, const std::vector<std::vector<uint32_t>>& inputs);
 std::vector<std::vector<bf16_t>> execute_rounds_bf16(
     const std::vector<CollectiveRound>& rounds, const std::vector<std::vector<bf16_t>>& inputs);
+// Either dtype on 32-bit words (f32 bits, or bf16 bits in the low 16), as drivers and reports
+// hold buffers: execute_plan_* / execute_rounds_* by the plan's dtype.
+std::vector<std::vector<uint32_t>> execute_plan_bits(
+    const CollectivePlan& plan, const std::vector<std::vector<uint32_t>>& inputs);
+std::vector<std::vector<uint32_t>> execute_rounds_bits(
+    const std::vector<CollectiveRound>& rounds, const std::vector<std::vector<uint32_t>>& inputs);
 
 // One direction of one physical link: leaving `chip` in dimension `dim`, direction `dir`.
 struct DirectedLink {
