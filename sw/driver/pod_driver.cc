@@ -464,7 +464,27 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
   const unsigned L = shape.cols;
   const int P = topo.num_chips();
   const bool bf16 = spec_in.dtype == DType::kBf16;
-  const bool widen = bf16 && collective_reduces(spec_in.collective);  // reduce in f32
+  // A bf16 collective that only moves data (all_gather, all_to_all, broadcast) moves 32-bit
+  // words of two bf16 each: the f32 program of half as many elements, whose chunks fall on the
+  // same granule boundaries (32 bf16 = 16 words), so the wire and VMEM carry 2 bytes an
+  // element. Its golden is the bf16 spec's rounds, with the same count.
+  if (bf16 && !collective_reduces(spec_in.collective) &&
+      2 * granule(DType::kF32) == granule(DType::kBf16)) {
+    CollectiveSpec w = spec_in;
+    w.dtype = DType::kF32;
+    w.n = (spec_in.n + 1) / 2;
+    make_plan(topo, [&] {  // the bf16 spec's own rules first (all_to_all blocks, root, ...)
+      CollectiveSpec b = spec_in;
+      b.granule = granule(DType::kBf16);
+      return b;
+    }());
+    PodProgram pw = compile(w, bufs, opt);
+    pw.spec = spec_in;
+    pw.spec.granule = granule(DType::kBf16);
+    pw.rounds = make_rounds(topo, pw.spec, pw.rounds.size());
+    return pw;
+  }
+  const bool widen = bf16;  // a bf16 reduction reduces in f32
   const std::size_t esz = bf16 ? 2 : 4;
   const uint32_t row_align = std::max<uint32_t>(1, static_cast<uint32_t>(kBurst / (esz * L)));
 
