@@ -903,16 +903,13 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec,
   return res;
 }
 
-std::vector<ChipCmd> merge_programs(const std::vector<ChipCmd>& a, uint64_t ta,
-                                    const std::vector<ChipCmd>& b, uint64_t tb) {
+std::vector<ChipCmd> merge_programs(const std::vector<ChipCmd>& a, const std::vector<ChipCmd>& b) {
   std::vector<ChipCmd> out;
   out.reserve(a.size() + b.size());
   std::size_t i = 0, j = 0;
-  // Command i of a "issues" at ta * i / |a|; take whichever stream's next command is earlier.
+  // Take a's next command while i / |a| <= j / |b| (in integers: i |b| <= j |a|).
   while (i < a.size() || j < b.size()) {
-    const double at = a.empty() ? 0 : static_cast<double>(ta) * static_cast<double>(i) / static_cast<double>(a.size());
-    const double bt = b.empty() ? 0 : static_cast<double>(tb) * static_cast<double>(j) / static_cast<double>(b.size());
-    if (j >= b.size() || (i < a.size() && at <= bt)) out.push_back(a[i++]);
+    if (j >= b.size() || (i < a.size() && i * b.size() <= j * a.size())) out.push_back(a[i++]);
     else out.push_back(b[j++]);
   }
   return out;
