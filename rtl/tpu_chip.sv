@@ -599,7 +599,8 @@ module tpu_chip
   // so the bits above a memory's address width are zero. Opcode bits are the sequencer's.
   logic unused_bits;
   assign hbm_idle_o = ctrl_idle;
-  assign unused_bits = ^{hbm_stat, ref_pending, dmaq_count, dma_cmd.op, head.op, dma_rd_addr, dma_wr_addr,
+  assign unused_bits = ^{hbm_stat, ref_pending, dmaq_count, dma_cmd.op, head.op, dma_rd_addr,
+                         dma_wr_addr,
                          mxu_w_addr, mxu_a_addr, mxu_c_addr, mxu_c_wr_addr, vpu_x_addr,
                          vpu_y_addr, vpu_wr_addr, vpu_x_mem, vpu_y_mem, ici_rd_mem, ici_rd_addr,
                          ici_wr_addr, ici_rx_drop, ici_stat, ici_credits_full, ici_inj_ready,

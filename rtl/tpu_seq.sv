@@ -11,7 +11,8 @@
 // (RAW, WAR, WAW on VMEM and AMEM). The scoreboard has DmaQ entries for DMAs (queued in front of
 // the one engine, completing in order), one each for LOADW and VPU, and MmSlots for MATMULs (in
 // flight in the array, completing in order). HBM needs no tracking: the one DMA engine runs its
-// commands one after another, each complete (writes acknowledged) before the next. FENCE waits for an empty scoreboard; HALT too, then raises halted_o and stops
+// commands one after another, each complete (writes acknowledged) before the next. FENCE waits
+// for an empty scoreboard; HALT too, then raises halted_o and stops
 // issue. Issue rate: at most one command per cycle. Latency: a command at the head with no
 // hazard issues in the cycle it reaches the head.
 module tpu_seq

@@ -65,12 +65,14 @@ struct Pieces {
   }
   std::size_t containing(std::size_t elem) const {
     return static_cast<std::size_t>(std::upper_bound(start.begin(), start.end(), elem) -
-                                    start.begin()) - 1;
+                                    start.begin()) -
+           1;
   }
   // Pieces covering [off, off + count), which starts and ends on cuts.
   std::vector<std::size_t> cover(std::size_t off, std::size_t count) const {
     std::vector<std::size_t> v;
-    for (std::size_t j = index(off); j < start.size() && start[j] < off + count; ++j) v.push_back(j);
+    for (std::size_t j = index(off); j < start.size() && start[j] < off + count; ++j)
+      v.push_back(j);
     return v;
   }
 };
@@ -123,8 +125,8 @@ struct Run {
 std::vector<Run> runs(const RowList& rl, const std::vector<uint32_t>& loc, uint32_t o, uint32_t n) {
   std::vector<Run> v;
   for (std::size_t i = 0; i < rl.pieces.size() && n > 0; ++i) {
-    const uint32_t p0 = rl.offset[i], p1 = p0 + (i + 1 < rl.offset.size() ? rl.offset[i + 1] - p0
-                                                                          : rl.rows - p0);
+    const uint32_t p0 = rl.offset[i],
+                   p1 = p0 + (i + 1 < rl.offset.size() ? rl.offset[i + 1] - p0 : rl.rows - p0);
     if (o >= p1 || o + n <= p0) continue;
     const uint32_t a = std::max(o, p0), b = std::min(o + n, p1);
     const uint32_t row = loc[rl.pieces[i]] + (a - p0);
@@ -144,8 +146,8 @@ void dma_rows(std::vector<ChipCmd>* prog, DmaDir dir, bool bf16, uint32_t row, u
   if (chunk == 0) chunk = row_align;
   for (uint32_t r = 0; r < rows; r += chunk) {
     const uint32_t n = std::min(chunk, rows - r);
-    prog->push_back(cmd_dma(dir, bf16, row + r, 1, n * rb,
-                            static_cast<uint32_t>(hbm + uint64_t{r} * rb), 0));
+    prog->push_back(
+        cmd_dma(dir, bf16, row + r, 1, n * rb, static_cast<uint32_t>(hbm + uint64_t{r} * rb), 0));
   }
 }
 
@@ -154,7 +156,11 @@ void dma_rows(std::vector<ChipCmd>* prog, DmaDir dir, bool bf16, uint32_t row, u
 class DmaSpans {
  public:
   DmaSpans(DmaDir dir, bool bf16, unsigned lanes, uint32_t row_align, uint32_t max_rows)
-      : dir_(dir), bf16_(bf16), lanes_(lanes), align_(row_align), max_(max_rows),
+      : dir_(dir),
+        bf16_(bf16),
+        lanes_(lanes),
+        align_(row_align),
+        max_(max_rows),
         rb_(lanes * (bf16 ? 2u : 4u)) {}
   void add(uint32_t row, uint32_t rows, uint64_t hbm) {
     rows = (rows + align_ - 1) / align_ * align_;
@@ -173,8 +179,9 @@ class DmaSpans {
     for (const Span& s : spans_) {
       std::vector<ChipCmd> cmds;
       dma_rows(&cmds, dir_, bf16_, s.row, s.rows, s.hbm, lanes_, align_, max_);
-      const uint32_t per = cmds.empty() ? 0 : (s.rows + static_cast<uint32_t>(cmds.size()) - 1) /
-                                                  static_cast<uint32_t>(cmds.size());
+      const uint32_t per = cmds.empty() ? 0
+                                        : (s.rows + static_cast<uint32_t>(cmds.size()) - 1) /
+                                              static_cast<uint32_t>(cmds.size());
       for (std::size_t i = 0; i < cmds.size(); ++i) {
         Op op;
         op.kind = Op::kDma;
@@ -231,7 +238,7 @@ struct ChipRound {
   std::vector<uint32_t> loc;  // VMEM row of each piece's current value
   uint32_t next_row = 0;      // next free row of the round's region
   uint32_t region_end = 0;
-  uint32_t out_stage = 0;     // bf16: rows the outputs are narrowed into
+  uint32_t out_stage = 0;  // bf16: rows the outputs are narrowed into
   std::vector<Op> ops;
 };
 
@@ -258,7 +265,7 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, uint32_t block
       const Transfer* t;
       RowList src, dst;
       uint32_t stage;
-      uint32_t bs = 1;  // rows per block: the transfer cut into equal blocks of <= block_rows
+      uint32_t bs = 1;      // rows per block: the transfer cut into equal blocks of <= block_rows
       bool direct = false;  // a copy that lands on the destination's own rows of the pieces
     };
     std::vector<Pending> pend;
@@ -292,8 +299,10 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, uint32_t block
         const int cnt = ctr.get(t.dst, t.src, data_counter(t));
         const auto src_runs = runs(p.src, st[static_cast<std::size_t>(t.src)].loc, o, n);
         std::vector<Run> dst_runs;
-        if (p.direct) dst_runs = runs(p.dst, st[static_cast<std::size_t>(t.dst)].loc, o, n);
-        else dst_runs.push_back({p.stage + o, n, o});
+        if (p.direct)
+          dst_runs = runs(p.dst, st[static_cast<std::size_t>(t.dst)].loc, o, n);
+        else
+          dst_runs.push_back({p.stage + o, n, o});
         // Sends contiguous on both sides.
         std::size_t i = 0, j = 0;
         while (i < src_runs.size() && j < dst_runs.size()) {
@@ -314,8 +323,10 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, uint32_t block
             op.reads.push_back({row, row + (hi - lo)});
             st[static_cast<std::size_t>(t.src)].ops.push_back(op);
           }
-          if (a.at + a.len <= b.at + b.len) ++i;
-          else ++j;
+          if (a.at + a.len <= b.at + b.len)
+            ++i;
+          else
+            ++j;
         }
       }
     }
@@ -492,7 +503,8 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
   pp.spec = spec_in;
   pp.spec.granule = granule(spec_in.dtype);
   const CollectivePlan whole = make_plan(topo, pp.spec);
-  if (bufs.in.size() != static_cast<std::size_t>(P) || bufs.out.size() != static_cast<std::size_t>(P))
+  if (bufs.in.size() != static_cast<std::size_t>(P) ||
+      bufs.out.size() != static_cast<std::size_t>(P))
     bad("buffers: one input and one output address per chip (" + std::to_string(P) + " chips)");
   for (int c = 0; c < P; ++c) {
     auto check = [&](uint64_t addr, std::size_t elems, const char* what) {
@@ -511,8 +523,8 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
 
   // VMEM: a token row, then three regions; round r uses region r % 3.
   const uint32_t base = opt.vmem_base;
-  const uint32_t avail = opt.vmem_rows ? opt.vmem_rows
-                                       : (shape.vmem_rows > base ? shape.vmem_rows - base : 0);
+  const uint32_t avail =
+      opt.vmem_rows ? opt.vmem_rows : (shape.vmem_rows > base ? shape.vmem_rows - base : 0);
   if (base + avail > shape.vmem_rows || avail < 1 + kRegions * 8)
     bad("VMEM rows [" + std::to_string(base) + ", " + std::to_string(base + avail) +
         ") do not fit the chip's " + std::to_string(shape.vmem_rows) + " rows or are too few");
@@ -604,8 +616,11 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
       } else {
         lo = R;
         if (R >= units)
-          bad("a round of one " + std::to_string(gran * esz) + "-byte granule per chip does not "
-              "fit a VMEM region of " + std::to_string(region_rows) + " rows (working buffer "
+          bad("a round of one " + std::to_string(gran * esz) +
+              "-byte granule per chip does not "
+              "fit a VMEM region of " +
+              std::to_string(region_rows) +
+              " rows (working buffer "
               "plus a landing area for every incoming transfer)");
         R = std::min(units, R * 2);
       }
@@ -613,14 +628,18 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     while (hi - lo > 1) {
       const std::size_t mid = lo + (hi - lo) / 2;
       last = mid;
-      if (attempt(mid)) hi = mid;
-      else lo = mid;
+      if (attempt(mid))
+        hi = mid;
+      else
+        lo = mid;
     }
     if (last != hi) attempt(hi);  // the layout of the fewest rounds that fit
   }
   const std::size_t NR = pp.rounds.size();
   pp.block_rows = bsz.empty() ? 0 : bsz[0];
-  auto at = [&](std::size_t r, int c) -> ChipRound& { return st[r * static_cast<std::size_t>(P) + static_cast<std::size_t>(c)]; };
+  auto at = [&](std::size_t r, int c) -> ChipRound& {
+    return st[r * static_cast<std::size_t>(P) + static_cast<std::size_t>(c)];
+  };
 
   // Who sends to whom in each round (for the tokens that lend a region to a sender).
   std::vector<std::set<std::pair<int, int>>> pairs(NR);  // (src, dst)
@@ -643,7 +662,8 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
       const uint32_t rows = static_cast<uint32_t>((h.count + L - 1) / L);
       // Inputs land where the pieces start out: the region's working buffer.
       const std::size_t j = pc.containing(h.work);
-      const uint32_t row = region(r) + pc.first_row[j] + static_cast<uint32_t>((h.work - pc.start[j]) / L);
+      const uint32_t row =
+          region(r) + pc.first_row[j] + static_cast<uint32_t>((h.work - pc.start[j]) / L);
       v.add(row, rows, bufs.in[c] + h.whole * esz);
     }
     return v.ops();
@@ -720,7 +740,8 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
   // token waits that lend them their receiver's region.
   constexpr uint32_t kVirtual = 1u << 24;
   auto token_range = [&](std::size_t r, int d) {
-    const uint32_t v = kVirtual + static_cast<uint32_t>(r * static_cast<std::size_t>(P) + static_cast<std::size_t>(d));
+    const uint32_t v = kVirtual + static_cast<uint32_t>(r * static_cast<std::size_t>(P) +
+                                                        static_cast<std::size_t>(d));
     return Range{v, v + 1};
   };
   pp.progs.assign(static_cast<std::size_t>(P), {});
@@ -788,8 +809,7 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     pp.progs[static_cast<std::size_t>(c)] = schedule(ops);
     pp.commands += pp.progs[static_cast<std::size_t>(c)].size();
     uint32_t used = 1;
-    for (std::size_t r = 0; r < NR; ++r)
-      used = std::max(used, at(r, c).next_row - base);
+    for (std::size_t r = 0; r < NR; ++r) used = std::max(used, at(r, c).next_row - base);
     pp.vmem_rows_used = std::max(pp.vmem_rows_used, used);
   }
   return pp;
@@ -909,14 +929,16 @@ std::vector<ChipCmd> merge_programs(const std::vector<ChipCmd>& a, const std::ve
   std::size_t i = 0, j = 0;
   // Take a's next command while i / |a| <= j / |b| (in integers: i |b| <= j |a|).
   while (i < a.size() || j < b.size()) {
-    if (j >= b.size() || (i < a.size() && i * b.size() <= j * a.size())) out.push_back(a[i++]);
-    else out.push_back(b[j++]);
+    if (j >= b.size() || (i < a.size() && i * b.size() <= j * a.size()))
+      out.push_back(a[i++]);
+    else
+      out.push_back(b[j++]);
   }
   return out;
 }
 
-std::vector<std::vector<uint32_t>> golden_collective(
-    const std::vector<CollectiveRound>& rounds, const std::vector<std::vector<uint32_t>>& in) {
+std::vector<std::vector<uint32_t>> golden_collective(const std::vector<CollectiveRound>& rounds,
+                                                     const std::vector<std::vector<uint32_t>>& in) {
   return execute_rounds_bits(rounds, in);
 }
 

@@ -40,11 +40,11 @@ struct CollectiveBuffers {
 
 // The per-chip programs of a collective, not run yet.
 struct PodProgram {
-  CollectiveSpec spec;                 // as compiled (granule set)
-  std::vector<CollectiveRound> rounds; // the golden's plans: one per round
+  CollectiveSpec spec;                      // as compiled (granule set)
+  std::vector<CollectiveRound> rounds;      // the golden's plans: one per round
   std::vector<std::vector<ChipCmd>> progs;  // per chip
-  std::size_t commands = 0;            // all chips
-  uint32_t vmem_rows_used = 0;         // the most VMEM rows a chip uses (from vmem_base)
+  std::size_t commands = 0;                 // all chips
+  uint32_t vmem_rows_used = 0;              // the most VMEM rows a chip uses (from vmem_base)
   unsigned block_rows = 0;
 };
 
@@ -56,7 +56,7 @@ struct PodProgramRun {
 };
 
 struct PodCollectiveRun {
-  CollectivePlan plan;             // the whole (one-round) plan, for bounds and plan costs
+  CollectivePlan plan;                     // the whole (one-round) plan, for bounds and plan costs
   std::vector<CollectiveRound> rounds;     // what ran: the golden is execute_rounds_*(rounds)
   std::vector<std::vector<uint32_t>> out;  // host-vector run(): per chip, f32 or bf16 (low 16)
   uint64_t load_cycles = 0;        // host-vector run(): host -> HBM copies (0 with backdoor)
@@ -65,11 +65,11 @@ struct PodCollectiveRun {
   std::size_t commands = 0;        // commands of the programs, all chips
   std::size_t vmem_rows_used = 0;  // the most VMEM rows a chip needed
   unsigned block_rows = 0;
-  PodProgramRun prog;              // per chip cycles, counters, link flits of the programs
+  PodProgramRun prog;                    // per chip cycles, counters, link flits of the programs
   std::vector<LinkStat> link_flits;      // = prog.link_flits
   std::vector<ChipCounters> chip_delta;  // = prog.chip_delta
-  uint64_t row_bytes = 0;          // bytes one flit carries (a memory row: lanes x 4)
-  double link_bytes_per_cycle = 0; // what one link carries (row bytes / cycles per flit)
+  uint64_t row_bytes = 0;                // bytes one flit carries (a memory row: lanes x 4)
+  double link_bytes_per_cycle = 0;       // what one link carries (row bytes / cycles per flit)
 };
 
 class PodDriver {
@@ -97,8 +97,7 @@ class PodDriver {
   // The same from host vectors: inputs[chip] holds the input of that chip (f32 bits, or bf16
   // bits in the low 16): buffers from opt.hbm_base, inputs in and outputs out through the host
   // ports (every chip at once) or the backdoor.
-  PodCollectiveRun run(const CollectiveSpec& spec,
-                       const std::vector<std::vector<uint32_t>>& inputs,
+  PodCollectiveRun run(const CollectiveSpec& spec, const std::vector<std::vector<uint32_t>>& inputs,
                        const PodCollectiveOptions& opt = {});
 
  private:
@@ -114,7 +113,7 @@ std::vector<ChipCmd> merge_programs(const std::vector<ChipCmd>& a, const std::ve
 
 // The golden of a collective as the driver runs it: execute_rounds_* over host vectors (f32
 // bits, or bf16 bits in the low 16).
-std::vector<std::vector<uint32_t>> golden_collective(
-    const std::vector<CollectiveRound>& rounds, const std::vector<std::vector<uint32_t>>& in);
+std::vector<std::vector<uint32_t>> golden_collective(const std::vector<CollectiveRound>& rounds,
+                                                     const std::vector<std::vector<uint32_t>>& in);
 
 }  // namespace tpu

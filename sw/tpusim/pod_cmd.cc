@@ -246,7 +246,8 @@ int run_collective(const Opts& opt, Collective kind) {
     throw std::invalid_argument("--dtype " + dtype + ": must be 'f32' or 'bf16'");
   spec.dtype = dtype == "bf16" ? DType::kBf16 : DType::kF32;
   const std::string op = get(opt, "--op", "sum");
-  if (op != "sum" && op != "max") throw std::invalid_argument("--op " + op + ": must be 'sum' or 'max'");
+  if (op != "sum" && op != "max")
+    throw std::invalid_argument("--op " + op + ": must be 'sum' or 'max'");
   spec.op = op == "max" ? ReduceOp::kMax : ReduceOp::kSum;
   const std::size_t esz = spec.dtype == DType::kBf16 ? 2 : 4;
   const uint64_t bytes = parse_uint("--bytes", get(opt, "--bytes", "65536"), esz, 1ull << 30);
@@ -258,8 +259,9 @@ int run_collective(const Opts& opt, Collective kind) {
   std::string axis = "all";
   if (opt.count("--mesh") || opt.count("--axis")) {
     if (!opt.count("--mesh") || !opt.count("--axis"))
-      throw std::invalid_argument("--mesh and --axis go together (the axis names one of the "
-                                  "mesh's axes)");
+      throw std::invalid_argument(
+          "--mesh and --axis go together (the axis names one of the "
+          "mesh's axes)");
     const Mesh mesh = parse_mesh(opt.at("--mesh"));
     axis = opt.at("--axis");
     spec.group_dims = mesh_axis_dims(topo, mesh, axis);
@@ -269,7 +271,8 @@ int run_collective(const Opts& opt, Collective kind) {
   spec.algorithm = kind == Collective::kAllReduce ? get(opt, "--algo", def_algo) : "ring";
   spec.root = static_cast<int>(parse_uint("--root", get(opt, "--root", "0"), 0, 511));
   PodCollectiveOptions po;
-  po.block_rows = static_cast<unsigned>(parse_uint("--block-rows", get(opt, "--block-rows", "0"), 0, 4096));
+  po.block_rows =
+      static_cast<unsigned>(parse_uint("--block-rows", get(opt, "--block-rows", "0"), 0, 4096));
   po.rounds = parse_uint("--rounds", get(opt, "--rounds", "0"), 0, 1u << 20);
   const std::string load = get(opt, "--load", "host");
   if (load != "host" && load != "backdoor")
@@ -297,8 +300,11 @@ int run_collective(const Opts& opt, Collective kind) {
       }
       const uint64_t need = ((in_max * esz + 63) / 64 + (out_max * esz + 63) / 64) * 64;
       if (need > mi.shape.hbm_bytes)
-        throw std::invalid_argument("--bytes " + std::to_string(bytes) + ": the input and output "
-                                    "buffers need " + std::to_string(need) + " bytes of each "
+        throw std::invalid_argument("--bytes " + std::to_string(bytes) +
+                                    ": the input and output "
+                                    "buffers need " +
+                                    std::to_string(need) +
+                                    " bytes of each "
                                     "chip's HBM, which holds " +
                                     std::to_string(mi.shape.hbm_bytes));
       std::mt19937_64 rng(parse_uint("--seed", get(opt, "--seed", "1"), 0, ~0ull));
@@ -308,7 +314,7 @@ int run_collective(const Opts& opt, Collective kind) {
         for (std::size_t i = 0; i < plan.input_len(c); ++i) {
           const float v = nd(rng);
           in[static_cast<std::size_t>(c)].push_back(spec.dtype == DType::kBf16 ? f32_to_bf16(v)
-                                                                                : f32_bits(v));
+                                                                               : f32_bits(v));
         }
       h.progress = [&](uint64_t cyc) { line.show(std::to_string(cyc) + " cycles"); };
       r = drv.run(spec, in, po);
@@ -334,14 +340,15 @@ int run_collective(const Opts& opt, Collective kind) {
   const int links = topology_links_per_chip(gtopo);
   const double S = static_cast<double>(bytes);
   const CollectiveBound bound =
-      collective_bound(kind, p, S, links, mi.link_bytes_per_cycle,
-                       collective_hbm_bytes(kind, p, S), mi.shape.hbm_channels * 32.0);
+      collective_bound(kind, p, S, links, mi.link_bytes_per_cycle, collective_hbm_bytes(kind, p, S),
+                       mi.shape.hbm_channels * 32.0);
   const uint64_t cyc = r.collective_cycles;
   const double hbm_cyc = bound.hbm_cycles;
 
-  Report rep(std::string(collective_name(kind)) + " (" + spec.algorithm + ") of " +
-             std::to_string(bytes) + " bytes " + dtype + " per chip on " + topo.name() +
-             (spec.group_dims.empty() ? "" : ", axis " + axis + " (groups of " + std::to_string(p) + ")"));
+  Report rep(
+      std::string(collective_name(kind)) + " (" + spec.algorithm + ") of " + std::to_string(bytes) +
+      " bytes " + dtype + " per chip on " + topo.name() +
+      (spec.group_dims.empty() ? "" : ", axis " + axis + " (groups of " + std::to_string(p) + ")"));
   rep.field("command", collective_name(kind));
   add_pod(rep, cfg, mi, opt);
   rep.field("axis", axis).field("group_chips", p);
@@ -357,12 +364,15 @@ int run_collective(const Opts& opt, Collective kind) {
            "factor x S / (links x link bytes per cycle): every link busy");
   b.metric("hbm_cycles", hbm_cyc, "cycles",
            "the chip's HBM traffic of the collective (input read, output written) at peak");
-  b.metric("fraction_of_hardware_bound", cyc ? std::max(bound.ici_cycles, hbm_cyc) / double(cyc) : 0.0,
-           "fraction", "max(ici, hbm) / cycles", true);
-  rep.set_bandwidth(algbw(S, static_cast<double>(cyc)), busbw(kind, p, S, static_cast<double>(cyc)));
+  b.metric("fraction_of_hardware_bound",
+           cyc ? std::max(bound.ici_cycles, hbm_cyc) / double(cyc) : 0.0, "fraction",
+           "max(ici, hbm) / cycles", true);
+  rep.set_bandwidth(algbw(S, static_cast<double>(cyc)),
+                    busbw(kind, p, S, static_cast<double>(cyc)));
   ReportGroup& host = rep.group("host");
   host.metric("load_cycles", r.load_cycles, "cycles", "inputs into HBM through the host ports");
-  host.metric("store_cycles", r.store_cycles, "cycles", "outputs out of HBM through the host ports");
+  host.metric("store_cycles", r.store_cycles, "cycles",
+              "outputs out of HBM through the host ports");
   host.metric("backdoor_bytes", backdoor_bytes, "bytes", "bytes moved by the backdoor (no time)");
   rep.metric("commands", r.commands, "", "commands of the programs, all chips");
   rep.metric("vmem_rows_used", r.vmem_rows_used, "rows", "the most VMEM rows a chip used");
@@ -372,13 +382,14 @@ int run_collective(const Opts& opt, Collective kind) {
   rep.set_golden(pass, outputs, mismatches);
   if (f64.applies) {
     ReportGroup& f = rep.group("f64_check");
-    f.metric("outside_bound", f64.outside, "", "outputs beyond (p-1) u sum|x| of the f64 sum", true);
+    f.metric("outside_bound", f64.outside, "", "outputs beyond (p-1) u sum|x| of the f64 sum",
+             true);
     f.metric("worst_fraction_of_bound", f64.worst, "fraction", "largest |error| / bound");
   }
   const uint64_t sim = r.load_cycles + cyc + r.store_cycles;
   rep.metric("wall_seconds", wall, "s", "host time of the simulation");
-  rep.metric("sim_cycles_per_second", wall > 0 ? static_cast<double>(sim) / wall : 0.0,
-             "cycles/s", "simulated pod cycles (copies included) per host second");
+  rep.metric("sim_cycles_per_second", wall > 0 ? static_cast<double>(sim) / wall : 0.0, "cycles/s",
+             "simulated pod cycles (copies included) per host second");
   if (opt.count("--json")) rep.write(opt.at("--json"));
   std::fputs(rep.summary().c_str(), stdout);
   return pass ? 0 : 1;
@@ -387,29 +398,30 @@ int run_collective(const Opts& opt, Collective kind) {
 }  // namespace
 
 int cmd_allreduce(const std::vector<std::string>& args) {
-  const Opts opt = parse(args,
-                         {"--config", "--bytes", "--dtype", "--algo", "--op", "--block-rows",
-                          "--rounds", "--mesh", "--axis", "--load", "--seed", "--engine",
-                          "--waves-chips", "--json"},
-                         {"--quiet"});
+  const Opts opt =
+      parse(args,
+            {"--config", "--bytes", "--dtype", "--algo", "--op", "--block-rows", "--rounds",
+             "--mesh", "--axis", "--load", "--seed", "--engine", "--waves-chips", "--json"},
+            {"--quiet"});
   return run_collective(opt, Collective::kAllReduce);
 }
 
 int cmd_collective(const std::vector<std::string>& args) {
-  const Opts opt = parse(args,
-                         {"--kind", "--config", "--bytes", "--dtype", "--algo", "--op", "--root",
-                          "--block-rows", "--rounds", "--mesh", "--axis", "--load", "--seed",
-                          "--engine", "--waves-chips", "--json"},
-                         {"--quiet"});
-  if (!opt.count("--kind")) throw std::invalid_argument("collective: --kind is required\n" + std::string(kPodUsage));
+  const Opts opt = parse(
+      args,
+      {"--kind", "--config", "--bytes", "--dtype", "--algo", "--op", "--root", "--block-rows",
+       "--rounds", "--mesh", "--axis", "--load", "--seed", "--engine", "--waves-chips", "--json"},
+      {"--quiet"});
+  if (!opt.count("--kind"))
+    throw std::invalid_argument("collective: --kind is required\n" + std::string(kPodUsage));
   return run_collective(opt, parse_kind(opt.at("--kind")));
 }
 
 int cmd_pod(const std::vector<std::string>& args) {
-  const Opts opt = parse(args,
-                         {"--config", "--m", "--k", "--n", "--seed", "--algo", "--engine",
-                          "--waves-chips", "--json"},
-                         {"--quiet"});
+  const Opts opt = parse(
+      args,
+      {"--config", "--m", "--k", "--n", "--seed", "--algo", "--engine", "--waves-chips", "--json"},
+      {"--quiet"});
   const std::string config = get(opt, "--config", source_file("configs/pod_2x2.yaml"));
   const PodConfig cfg = load_pod_config(config);
   const Topology& topo = cfg.params.topo;
@@ -505,7 +517,8 @@ int cmd_pod(const std::vector<std::string>& args) {
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::size_t mm_bad = 0;
-  for (int c = 0; c < P; ++c) mm_bad += c_bits[static_cast<std::size_t>(c)] != want_c[static_cast<std::size_t>(c)];
+  for (int c = 0; c < P; ++c)
+    mm_bad += c_bits[static_cast<std::size_t>(c)] != want_c[static_cast<std::size_t>(c)];
   // The all-reduce's golden: the rounds the driver ran, on the C buffers as they are in HBM;
   // and the sum of the golden matmuls for the M x N elements that are results.
   const auto want = golden_collective(ar.rounds, c_whole);
@@ -530,18 +543,17 @@ int cmd_pod(const std::vector<std::string>& args) {
                         .set("mxu_busy_cycles", m.prog.delta[kStatMxuBusy]));
   }
   const int links = topology_links_per_chip(topo);
-  const CollectiveBound bound =
-      collective_bound(Collective::kAllReduce, P, static_cast<double>(spec.n) * 4.0, links,
-                       mi.link_bytes_per_cycle,
-                       collective_hbm_bytes(Collective::kAllReduce, P, static_cast<double>(spec.n) * 4.0),
-                       mi.shape.hbm_channels * 32.0);
+  const CollectiveBound bound = collective_bound(
+      Collective::kAllReduce, P, static_cast<double>(spec.n) * 4.0, links, mi.link_bytes_per_cycle,
+      collective_hbm_bytes(Collective::kAllReduce, P, static_cast<double>(spec.n) * 4.0),
+      mi.shape.hbm_channels * 32.0);
   const uint64_t macs = matmul_useful_macs(M, K, N) * static_cast<uint64_t>(P);
   const uint64_t peak = peak_macs_per_cycle(mi.shape.rows, mi.shape.cols);
 
   Report rep("pod job on " + topo.name() + " (" + std::to_string(P) + " chips " +
-             cfg.params.variant + "): matmul " + std::to_string(M) + "x" + std::to_string(K) +
-             "x" + std::to_string(N) + " on every chip at once, then an all-reduce (" +
-             spec.algorithm + ") of the results in HBM");
+             cfg.params.variant + "): matmul " + std::to_string(M) + "x" + std::to_string(K) + "x" +
+             std::to_string(N) + " on every chip at once, then an all-reduce (" + spec.algorithm +
+             ") of the results in HBM");
   rep.field("command", "pod");
   add_pod(rep, cfg, mi, opt);
   rep.metric("cycles", pod_cycles + ar.collective_cycles, "cycles",
@@ -561,14 +573,15 @@ int cmd_pod(const std::vector<std::string>& args) {
   ag.set_cycles(ar.collective_cycles, bound.ici_cycles);
   ag.metric("hbm_bound_cycles", bound.hbm_cycles, "cycles",
             "the C buffers read and the sums written at the chip's peak HBM bandwidth");
-  ag.metric("fraction_of_hardware_bound",
-            ar.collective_cycles ? bound.ideal_cycles / static_cast<double>(ar.collective_cycles)
-                                 : 0.0,
-            "fraction", "max(ici, hbm) / cycles", true);
+  ag.metric(
+      "fraction_of_hardware_bound",
+      ar.collective_cycles ? bound.ideal_cycles / static_cast<double>(ar.collective_cycles) : 0.0,
+      "fraction", "max(ici, hbm) / cycles", true);
   ag.metric("rounds", ar.rounds.size(), "", "rounds through VMEM");
   ag.set_mismatches(ar_bad);
   add_links(rep, ar.link_flits, ar.row_bytes, topo);
-  rep.metric("backdoor_bytes", backdoor_bytes, "bytes", "results read by the backdoor for the check");
+  rep.metric("backdoor_bytes", backdoor_bytes, "bytes",
+             "results read by the backdoor for the check");
   rep.set_golden(pass, static_cast<uint64_t>(P) * (M * N + spec.n), mm_bad + ar_bad);
   rep.metric("wall_seconds", wall, "s", "host time of the simulation");
   if (opt.count("--json")) rep.write(opt.at("--json"));

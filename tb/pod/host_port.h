@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "chip_dut.h"
 #include "chip_contract.h"
+#include "chip_dut.h"
 #include "hbm_config.h"
 #include "tpu/collective.h"
 
@@ -66,8 +66,8 @@ struct ChipStatus {
 
 // Statistics of one directed ICI link.
 struct LinkStat {
-  int chip = 0;   // sender
-  int dir = 0;    // 0..5: +X -X +Y -Y +Z -Z
+  int chip = 0;  // sender
+  int dir = 0;   // 0..5: +X -X +Y -Y +Z -Z
   uint64_t flits = 0;
 };
 
@@ -123,7 +123,7 @@ class HostPort {
   virtual ChipStatus status(int chip) = 0;
   virtual ChipCounters counters(int chip) = 0;
   virtual std::vector<LinkStat> link_stats() = 0;
-  virtual void clear(int chip) = 0;  // clears the sticky error and `halted` (one cycle)
+  virtual void clear(int chip) = 0;    // clears the sticky error and `halted` (one cycle)
   virtual uint64_t cycle() const = 0;  // the machine's cycle count
 
   // Called about every progress_every cycles while the machine runs, with the cycles so far.

@@ -168,7 +168,8 @@ TEST(PodHostPort, CopiesToEveryChipRunAtOnceAtThePortBandwidth) {
   const uint64_t one = host.write(0, 4096, data[0].data(), data[0].size());
   std::vector<HostCopy> all;
   for (int c = 0; c < 4; ++c)
-    all.push_back(HostCopy{c, true, 4096, data[static_cast<std::size_t>(c)].data(), data[0].size()});
+    all.push_back(
+        HostCopy{c, true, 4096, data[static_cast<std::size_t>(c)].data(), data[0].size()});
   const uint64_t four = host.copy(all);
   EXPECT_GE(one, 256u * 4 - 4);  // 16 bytes per cycle: a burst every 4 cycles
   EXPECT_LE(four, one + one / 4);
@@ -186,7 +187,7 @@ TEST(PodHostPort, CopiesToEveryChipRunAtOnceAtThePortBandwidth) {
   std::vector<uint8_t> back(data[1].size());
   host.read(3, 1 << 20, back.data(), back.size());
   EXPECT_EQ(back, data[1]);
-  EXPECT_THROW(host.write(0, 32, data[0].data(), 64), std::invalid_argument);  // misaligned
+  EXPECT_THROW(host.write(0, 32, data[0].data(), 64), std::invalid_argument);          // misaligned
   EXPECT_THROW(host.backdoor_write(4, 0, data[0].data(), 64), std::invalid_argument);  // no chip
   p.host_bytes_per_cycle = 65;
   EXPECT_THROW(CppPodHost{p}, std::invalid_argument);
@@ -258,11 +259,12 @@ TEST(PodErrors, ClearMessages) {
     FAIL() << "no error";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("do not fit in the chip's 16777216 bytes of HBM"),
-              std::string::npos) << e.what();
+              std::string::npos)
+        << e.what();
   }
   s.n = 10;
   EXPECT_THROW(drv.run(s, std::vector<std::vector<uint32_t>>{{1, 2}}),
-               std::invalid_argument);  // wrong number of inputs
+               std::invalid_argument);                        // wrong number of inputs
   CollectiveBuffers b{{0, 0, 0, 0}, {32, 4096, 4096, 4096}};  // misaligned output
   EXPECT_THROW(drv.compile(s, b), std::invalid_argument);
   // A chip that never gets its data hangs; the pod says which chip waits on what.
@@ -283,7 +285,8 @@ TEST(PodConfig, ReadsTheShippedFilesAndRejectsBadOnes) {
   EXPECT_EQ(c.params.link_width, 16u);
   EXPECT_EQ(c.params.variant, "16x16");
   EXPECT_EQ(c.params.host_bytes_per_cycle, 64u);
-  const std::string tmp = (std::filesystem::temp_directory_path() / "tpu_pod_cfg_test.yaml").string();
+  const std::string tmp =
+      (std::filesystem::temp_directory_path() / "tpu_pod_cfg_test.yaml").string();
   auto bad = [&](const std::string& text, const std::string& needle) {
     FILE* f = std::fopen(tmp.c_str(), "w");
     std::fputs(text.c_str(), f);
@@ -358,18 +361,20 @@ TEST_P(PodCollectives, BitExactInRounds) {
 
 std::vector<PodCase> pod_cases() {
   const std::vector<std::pair<std::string, Topology>> topos = {
-      {"ring4", Topology::torus({4})},       {"t22", Topology::torus({2, 2})},
-      {"t44", Topology::torus({4, 4})},      {"t222", Topology::torus({2, 2, 2})},
-      {"t33", Topology::torus({3, 3})},      {"m33", Topology::mesh({3, 3})},
+      {"ring4", Topology::torus({4})},  {"t22", Topology::torus({2, 2})},
+      {"t44", Topology::torus({4, 4})}, {"t222", Topology::torus({2, 2, 2})},
+      {"t33", Topology::torus({3, 3})}, {"m33", Topology::mesh({3, 3})},
       {"line5", Topology::mesh({5})}};
   std::vector<PodCase> v;
   for (const auto& [tn, t] : topos)
-    for (Collective k : {Collective::kAllReduce, Collective::kReduceScatter,
-                         Collective::kAllGather, Collective::kAllToAll, Collective::kBroadcast})
+    for (Collective k : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather,
+                         Collective::kAllToAll, Collective::kBroadcast})
       for (DType d : {DType::kF32, DType::kBf16})
         for (int size = 0; size < 3; ++size)
           v.push_back(PodCase{tn + "_" + collective_name(k) + "_" + dtype_name(d) + "_" +
-                                  (size == 0 ? "one_round" : size == 1 ? "rounds3" : "odd"),
+                                  (size == 0   ? "one_round"
+                                   : size == 1 ? "rounds3"
+                                               : "odd"),
                               t, k, d, size});
   return v;
 }

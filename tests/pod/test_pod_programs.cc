@@ -31,8 +31,10 @@ class FakeHostPort final : public HostPort {
       auto* b = static_cast<uint8_t*>(o.data);
       for (std::size_t i = 0; i < o.n; ++i) {
         auto& m = hbm[{o.chip, o.addr + i}];
-        if (o.write) m = b[i];
-        else b[i] = m;
+        if (o.write)
+          m = b[i];
+        else
+          b[i] = m;
       }
     }
     return 0;
@@ -85,16 +87,19 @@ void check_programs(const PodProgram& pp, const Topology& topo, const ChipShape&
     ASSERT_FALSE(prog.empty()) << "chip " << c;
     uint64_t in_len = 0, out_len = 0;
     for (const CollectiveRound& r : pp.rounds) {
-      for (const RoundPiece& x : r.in[static_cast<std::size_t>(c)]) in_len = std::max<uint64_t>(in_len, x.offset + x.count);
-      for (const RoundPiece& x : r.out[static_cast<std::size_t>(c)]) out_len = std::max<uint64_t>(out_len, x.offset + x.count);
+      for (const RoundPiece& x : r.in[static_cast<std::size_t>(c)])
+        in_len = std::max<uint64_t>(in_len, x.offset + x.count);
+      for (const RoundPiece& x : r.out[static_cast<std::size_t>(c)])
+        out_len = std::max<uint64_t>(out_len, x.offset + x.count);
     }
     const auto rup = [](uint64_t b) { return (b + 63) / 64 * 64; };
     for (const ChipCmd& k : prog) {
       switch (op_of(k)) {
         case static_cast<uint32_t>(ChipOp::kIciSend): {
           const uint32_t coord = k.w[2] & 0x1FFu;
-          const int dst = topo.id({static_cast<int>(coord & 7u), static_cast<int>((coord >> 3) & 7u),
-                                   static_cast<int>((coord >> 6) & 7u)});
+          const int dst =
+              topo.id({static_cast<int>(coord & 7u), static_cast<int>((coord >> 3) & 7u),
+                       static_cast<int>((coord >> 6) & 7u)});
           sent[{dst, (k.w[2] >> 16) & 0xFFu}] += f2(k);
           EXPECT_GE(f1(k), vmem_lo) << "chip " << c << " sends from below its VMEM area";
           EXPECT_LE(f1(k) + f2(k), vmem_hi) << "chip " << c;
@@ -108,15 +113,20 @@ void check_programs(const PodProgram& pp, const Topology& topo, const ChipShape&
         case static_cast<uint32_t>(ChipOp::kDma): {
           const uint32_t dir = flags(k) & 3u, rows = f2(k), seg = f3(k);
           const uint64_t addr = k.w[2];
-          const uint32_t mem_rows = seg / static_cast<uint32_t>(shape.cols * ((flags(k) & 4u) ? 2 : 4));
+          const uint32_t mem_rows =
+              seg / static_cast<uint32_t>(shape.cols * ((flags(k) & 4u) ? 2 : 4));
           EXPECT_GE(f1(k), vmem_lo) << "chip " << c;
           EXPECT_LE(f1(k) + rows * mem_rows, vmem_hi) << "chip " << c;
           if (dir == 0) {  // HBM -> VMEM: inside the input buffer (its last granule whole)
             EXPECT_GE(addr, bufs.in[static_cast<std::size_t>(c)]);
-            EXPECT_LE(addr + uint64_t{rows} * seg, bufs.in[static_cast<std::size_t>(c)] + rup(in_len * esz)) << c;
+            EXPECT_LE(addr + uint64_t{rows} * seg,
+                      bufs.in[static_cast<std::size_t>(c)] + rup(in_len * esz))
+                << c;
           } else {
             EXPECT_GE(addr, bufs.out[static_cast<std::size_t>(c)]);
-            EXPECT_LE(addr + uint64_t{rows} * seg, bufs.out[static_cast<std::size_t>(c)] + rup(out_len * esz)) << c;
+            EXPECT_LE(addr + uint64_t{rows} * seg,
+                      bufs.out[static_cast<std::size_t>(c)] + rup(out_len * esz))
+                << c;
           }
           break;
         }
@@ -159,7 +169,8 @@ TEST_P(PodPrograms, EveryRemoteWriteIsWaitedForAndEveryAccessStaysInside) {
   s.collective = c.coll;
   s.dtype = c.dtype;
   s.n = c.n;
-  s.algorithm = c.coll == Collective::kAllReduce && c.topo.active_dims().size() >= 2 ? "torus" : "ring";
+  s.algorithm =
+      c.coll == Collective::kAllReduce && c.topo.active_dims().size() >= 2 ? "torus" : "ring";
   const int P = c.topo.num_chips();
   CollectiveBuffers b;
   for (int i = 0; i < P; ++i) {
@@ -184,16 +195,22 @@ TEST_P(PodPrograms, EveryRemoteWriteIsWaitedForAndEveryAccessStaysInside) {
   EXPECT_EQ(port.runs, 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Fake, PodPrograms,
-    ::testing::Values(
-        Case{"t22_ar_f32_r5", Topology::torus({2, 2}), Collective::kAllReduce, DType::kF32, 40000, 5},
-        Case{"t44_ar_bf16_r4", Topology::torus({4, 4}), Collective::kAllReduce, DType::kBf16, 30011, 4},
-        Case{"ring8_rs_f32_r3", Topology::torus({8}), Collective::kReduceScatter, DType::kF32, 20000, 3},
-        Case{"m33_ag_bf16_r4", Topology::mesh({3, 3}), Collective::kAllGather, DType::kBf16, 9001, 4},
-        Case{"t222_a2a_f32_r3", Topology::torus({2, 2, 2}), Collective::kAllToAll, DType::kF32, 8 * 16 * 9, 3},
-        Case{"ring4_bc_f32_r6", Topology::torus({4}), Collective::kBroadcast, DType::kF32, 50000, 6}),
-    [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
+INSTANTIATE_TEST_SUITE_P(Fake, PodPrograms,
+                         ::testing::Values(Case{"t22_ar_f32_r5", Topology::torus({2, 2}),
+                                                Collective::kAllReduce, DType::kF32, 40000, 5},
+                                           Case{"t44_ar_bf16_r4", Topology::torus({4, 4}),
+                                                Collective::kAllReduce, DType::kBf16, 30011, 4},
+                                           Case{"ring8_rs_f32_r3", Topology::torus({8}),
+                                                Collective::kReduceScatter, DType::kF32, 20000, 3},
+                                           Case{"m33_ag_bf16_r4", Topology::mesh({3, 3}),
+                                                Collective::kAllGather, DType::kBf16, 9001, 4},
+                                           Case{"t222_a2a_f32_r3", Topology::torus({2, 2, 2}),
+                                                Collective::kAllToAll, DType::kF32, 8 * 16 * 9, 3},
+                                           Case{"ring4_bc_f32_r6", Topology::torus({4}),
+                                                Collective::kBroadcast, DType::kF32, 50000, 6}),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           return std::string(i.param.name);
+                         });
 
 // The matmul's program on a fake port: built without RTL, it reads and writes only its matrices
 // and stays below vmem_rows_limit.
