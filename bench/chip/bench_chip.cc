@@ -1,5 +1,6 @@
 // bench_chip: matmul on the whole chip (HBM, DMA, sequencer, MXU, VPU): cycles, roofline bound
-// (max of compute cycles and HBM bytes / peak bytes per cycle) and the achieved fraction, as JSON.
+// (max of compute cycles and HBM bytes / peak bytes per cycle) and the achieved fraction, as a JSON
+// array on stdout (one report per case, sw/common/report.h) and each case's summary on stderr.
 //   bench_chip [--variant 16x16] [--shapes square,wide,skinny,dma] [--small]
 // square 512^3, wide 1024 x 256 x 1024, skinny 8 x 512 x 512 (--small divides every size by 4).
 // Each matmul also reports weight_load_cycles: the array takes a weight tile at one row per
@@ -13,6 +14,29 @@
 #include <vector>
 
 #include "chip_driver.h"
+#include "report.h"
+
+namespace {
+
+// The reports go out one by one as the cases finish: "[", the reports, "]".
+class ReportArray {
+ public:
+  ReportArray() { std::fputs("[\n", stdout); }
+  ~ReportArray() { std::fputs("\n]\n", stdout); }
+  ReportArray(const ReportArray&) = delete;
+  ReportArray& operator=(const ReportArray&) = delete;
+  void add(const tpu::Report& r) {
+    std::fputs(r.summary().c_str(), stderr);
+    std::printf("%s%s", first_ ? "" : ",\n", r.json().dump(2).c_str());
+    std::fflush(stdout);
+    first_ = false;
+  }
+
+ private:
+  bool first_ = true;
+};
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace tpu;
@@ -30,8 +54,7 @@ int main(int argc, char** argv) {
   }
   struct Shape { const char* name; std::size_t m, k, n; };
   const std::size_t d = small ? 4 : 1;
-  std::printf("[\n");
-  bool first = true;
+  ReportArray out;
   if (shapes.find("dma") != std::string::npos) {
     ChipDriver drv(variant);
     const ChipShape& cs = drv.shape();
@@ -53,17 +76,19 @@ int main(int argc, char** argv) {
     for (const auto& run : runs) {
       const ProgramResult r = drv.run({run.cmd, cmd_halt()});
       const double bpc = static_cast<double>(bytes) / static_cast<double>(r.cycles);
-      std::printf("%s  {\"shape\": \"%s\", \"variant\": \"%s\", \"bytes\": %llu, "
-                  "\"cycles\": %llu, \"bytes_per_cycle\": %.2f, \"peak_bytes_per_cycle\": %.0f, "
-                  "\"fraction_of_peak\": %.4f}",
-                  first ? "" : ",\n", run.name, variant.c_str(),
-                  static_cast<unsigned long long>(bytes),
-                  static_cast<unsigned long long>(r.cycles), bpc, peak, bpc / peak);
-      first = false;
+      Report rep(std::string(run.name) + ", " + variant);
+      rep.field("shape", run.name).field("variant", variant);
+      rep.metric("bytes", bytes, "bytes", "moved by the one DMA command");
+      rep.metric(report_key::kCycles, r.cycles, "cycles", "the command, issue to halt", true);
+      rep.metric("bytes_per_cycle", bpc, "B/cycle", "bytes / cycles", true);
+      rep.metric("peak_bytes_per_cycle", static_cast<uint64_t>(cs.hbm_channels) * 32, "B/cycle",
+                 "every HBM channel's data bus (32 B)");
+      rep.metric("fraction_of_peak", bpc / peak, "fraction", "bytes_per_cycle / peak", true);
+      out.add(rep);
     }
-    std::vector<uint8_t> out(bytes);
-    drv.read(back, out.data(), bytes);
-    if (out != data) {
+    std::vector<uint8_t> got(bytes);
+    drv.read(back, got.data(), bytes);
+    if (got != data) {
       std::fprintf(stderr, "bench_chip: the DMA round trip changed the data\n");
       return 1;
     }
@@ -83,25 +108,33 @@ int main(int argc, char** argv) {
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const bool ok = r.c_bits == golden_chip_matmul(a, w, s.m, s.k, s.n, {});
     const double frac = static_cast<double>(r.roofline_cycles) / static_cast<double>(r.prog.cycles);
-    std::printf("%s  {\"shape\": \"%s\", \"variant\": \"%s\", \"m\": %zu, \"k\": %zu, \"n\": %zu, "
-                "\"cycles\": %llu, \"compute_cycles\": %llu, \"hbm_bytes\": %llu, "
-                "\"roofline_cycles\": %llu, \"achieved_fraction\": %.4f, \"dma_busy\": %llu, "
-                "\"weight_load_cycles\": %llu, \"mxu_busy\": %llu, \"vpu_busy\": %llu, "
-                "\"overlap\": %llu, \"golden\": \"%s\", \"wall_seconds\": %.1f}",
-                first ? "" : ",\n", s.name, variant.c_str(), s.m, s.k, s.n,
-                static_cast<unsigned long long>(r.prog.cycles),
-                static_cast<unsigned long long>(r.compute_cycles),
-                static_cast<unsigned long long>(r.hbm_bytes),
-                static_cast<unsigned long long>(r.roofline_cycles), frac,
-                static_cast<unsigned long long>(r.prog.delta[kStatDmaBusy]),
-                static_cast<unsigned long long>(r.prog.delta[kStatWeightBeats]),
-                static_cast<unsigned long long>(r.prog.delta[kStatMxuBusy]),
-                static_cast<unsigned long long>(r.prog.delta[kStatVpuBusy]),
-                static_cast<unsigned long long>(r.prog.delta[kStatOverlap]), ok ? "pass" : "fail",
-                wall);
-    std::fflush(stdout);
-    first = false;
+    Report rep(std::string(s.name) + " matmul " + std::to_string(s.m) + "x" + std::to_string(s.k) +
+               "x" + std::to_string(s.n) + ", " + variant);
+    rep.field("shape", s.name).field("variant", variant);
+    rep.metric("m", s.m, "", "rows of A and C");
+    rep.metric("k", s.k, "", "columns of A, rows of W");
+    rep.metric("n", s.n, "", "columns of W and C");
+    rep.metric(report_key::kCycles, r.prog.cycles, "cycles", "the whole program", true);
+    rep.metric("compute_cycles", r.compute_cycles, "cycles",
+               "activation beats the MXU needs: M x ceil(K/R) x ceil(N/C)");
+    rep.metric("hbm_bytes", r.hbm_bytes, "bytes", "bytes the DMA moved to and from HBM");
+    rep.metric("roofline_cycles", r.roofline_cycles, "cycles",
+               "max(compute_cycles, hbm_bytes / peak bytes per cycle)", true);
+    rep.metric("achieved_fraction", frac, "fraction", "roofline_cycles / cycles", true);
+    rep.metric("dma_busy", r.prog.delta[kStatDmaBusy], "cycles",
+               "cycles the DMA engine had a command in flight");
+    rep.metric("weight_load_cycles", r.prog.delta[kStatWeightBeats], "cycles",
+               "weight rows loaded into the array, one per cycle: the bound of M < R shapes", true);
+    rep.metric("mxu_busy", r.prog.delta[kStatMxuBusy], "cycles",
+               "cycles the MXU had a LOADW or MATMUL in flight");
+    rep.metric("vpu_busy", r.prog.delta[kStatVpuBusy], "cycles",
+               "cycles the VPU had a command in flight");
+    rep.metric("overlap", r.prog.delta[kStatOverlap], "cycles",
+               "cycles with both the DMA and the MXU busy");
+    rep.metric(report_key::kGolden, ok ? "pass" : "fail", "",
+               "C bit for bit against golden_chip_matmul", true);
+    rep.metric("wall_seconds", wall, "s", "host time of the matmul");
+    out.add(rep);
   }
-  std::printf("\n]\n");
   return 0;
 }

@@ -1,5 +1,5 @@
-// bench_hbm: throughput and latency of the HBM controller + device model, as JSON on stdout (a
-// short human summary on stderr).
+// bench_hbm: throughput and latency of the HBM controller + device model, as a JSON array on stdout
+// holding one report (sw/common/report.h), its summary on stderr.
 //
 //   bench_hbm [--config FILE.yaml] [--cycles N] [--waves FILE.fst]
 //
@@ -19,12 +19,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "hbm_config.h"
 #include "hbm_harness.h"
+#include "json.h"
+#include "report.h"
 
 namespace tpu {
 namespace {
@@ -126,13 +127,13 @@ uint64_t lone_read(HbmHarness& h, uint32_t addr) {
 
 double peak_bytes_per_cycle() { return double{kHbmBusBytesPerCycle} * kHbmChannels; }
 
-std::string json_stats(const Result& r) {
-  std::ostringstream os;
-  os << "{";
-  for (size_t i = 0; i < r.stats.size(); ++i)
-    os << (i ? ", " : "") << "\"" << r.stats[i].first << "\": " << r.stats[i].second;
-  os << "}";
-  return os.str();
+// The measured window's statistics (after minus before), each under its name.
+void add_stats(ReportGroup& g, const Result& r) {
+  for (const auto& kv : r.stats) {
+    const bool cycles =
+        kv.first.size() > 7 && kv.first.compare(kv.first.size() - 7, 7, "_cycles") == 0;
+    g.metric(kv.first, kv.second, cycles ? "cycles" : "", "controller statistic, measured window");
+  }
 }
 
 int usage(const char* argv0) {
@@ -194,52 +195,53 @@ int run(int argc, char** argv) {
   const uint64_t fails =
       seq.assert_failures + seqw.assert_failures + rnd.assert_failures + lh.assertion_failures();
 
-  std::printf("{\n");
-  std::printf("  \"bench\": \"hbm\",\n");
-  std::printf("  \"config\": \"%s\",\n", cfg.source.c_str());
-  std::printf("  \"channels\": %u,\n  \"tck_ns\": %g,\n", kHbmChannels, cfg.tck_ns);
-  std::printf("  \"address_map\": \"%s\",\n", hbm_map_name(cfg.ctrl.addr_map));
-  std::printf("  \"cycles\": %llu,\n", static_cast<unsigned long long>(opt.cycles));
-  std::printf("  \"peak_bytes_per_cycle\": %g,\n", peak);
-  std::printf("  \"peak_gb_per_s\": %.2f,\n", peak / cfg.tck_ns);
-  std::printf(
-      "  \"sequential_read\": {\"bytes\": %llu, \"bytes_per_cycle\": %.3f, "
-      "\"gb_per_s\": %.2f, \"fraction_of_peak\": %.4f, \"target\": 0.92, "
-      "\"meets_target\": %s},\n",
-      static_cast<unsigned long long>(seq.responses * kHbmBurstBytes), seq_frac * peak,
-      seq_frac * peak / cfg.tck_ns, seq_frac, seq_frac >= 0.92 ? "true" : "false");
-  std::printf("  \"sequential_read_fraction_by_map\": {");
-  for (size_t i = 0; i < by_map.size(); ++i)
-    std::printf("%s\"%s\": %.4f", i ? ", " : "", hbm_map_name(by_map[i].first), by_map[i].second);
-  std::printf("},\n");
-  std::printf("  \"sequential_write\": {\"bytes\": %llu, \"fraction_of_peak\": %.4f},\n",
-              static_cast<unsigned long long>(seqw.responses * kHbmBurstBytes), seqw_frac);
-  std::printf(
-      "  \"random_read\": {\"requests\": %llu, \"req_per_cycle_per_channel\": %.4f, "
-      "\"bound_req_per_cycle_per_channel\": %.4f, \"fraction_of_bound\": %.4f, "
-      "\"acts_per_cycle_per_channel\": %.4f, \"act_fraction_of_bound\": %.4f},\n",
-      static_cast<unsigned long long>(rnd.responses), rnd_rate, bound, rnd_rate / bound, act_rate,
-      act_rate / bound);
-  std::printf(
-      "  \"latency_cycles\": {\"row_hit\": %llu, \"row_closed\": %llu, "
-      "\"row_conflict\": %llu},\n",
-      static_cast<unsigned long long>(lat_hit), static_cast<unsigned long long>(lat_closed),
-      static_cast<unsigned long long>(lat_conflict));
-  std::printf("  \"sequential_read_stats\": %s,\n", json_stats(seq).c_str());
-  std::printf("  \"random_read_stats\": %s,\n", json_stats(rnd).c_str());
-  std::printf("  \"checker_violations\": %llu,\n", static_cast<unsigned long long>(viol));
-  std::printf("  \"assertion_failures\": %llu\n", static_cast<unsigned long long>(fails));
-  std::printf("}\n");
+  Report rep("bench_hbm: " + std::to_string(kHbmChannels) + " channels, " +
+             hbm_map_name(cfg.ctrl.addr_map) + " map, " + std::to_string(opt.cycles) +
+             " cycles a workload");
+  rep.field("bench", "hbm").field("config", cfg.source);
+  rep.metric("channels", kHbmChannels, "", "HBM channels");
+  rep.metric("tck_ns", cfg.tck_ns, "ns", "clock period");
+  rep.field("address_map", hbm_map_name(cfg.ctrl.addr_map));
+  rep.metric(report_key::kCycles, opt.cycles, "cycles",
+             "measured window of each workload (whole refresh intervals)");
+  rep.metric("peak_bytes_per_cycle", uint64_t{kHbmBusBytesPerCycle} * kHbmChannels, "B/cycle",
+             "every channel's data bus, 32 B each");
+  rep.metric("peak_gb_per_s", peak / cfg.tck_ns, "GB/s", "the same at tck_ns");
+  const uint64_t seq_bytes = seq.responses * kHbmBurstBytes;
+  rep.group("sequential_read")
+      .metric("bytes", seq_bytes, "bytes", "read in the measured window")
+      .metric("bytes_per_cycle", seq_frac * peak, "B/cycle", "bytes / cycles")
+      .metric("gb_per_s", seq_frac * peak / cfg.tck_ns, "GB/s", "bytes_per_cycle at tck_ns", true)
+      .metric("fraction_of_peak", seq_frac, "fraction", "bytes_per_cycle / peak", true)
+      .metric("target", 0.92, "fraction", "what fraction_of_peak should reach")
+      .metric("meets_target", seq_frac >= 0.92, "", "fraction_of_peak >= target", true);
+  ReportGroup& maps = rep.group("sequential_read_fraction_by_map");
+  for (const auto& [map, frac] : by_map)
+    maps.metric(hbm_map_name(map), frac, "fraction", "sequential read fraction_of_peak");
+  rep.group("sequential_write")
+      .metric("bytes", seqw.responses * kHbmBurstBytes, "bytes", "written in the measured window")
+      .metric("fraction_of_peak", seqw_frac, "fraction", "bytes per cycle / peak", true);
+  rep.group("random_read")
+      .metric("requests", rnd.responses, "", "reads answered in the measured window")
+      .metric("req_per_cycle_per_channel", rnd_rate, "req/cycle", "per channel", true)
+      .metric("bound_req_per_cycle_per_channel", bound, "req/cycle",
+              "4 / tFAW * (1 - tRFC / tREFI): activates less refresh", true)
+      .metric(report_key::kFractionOfBound, rnd_rate / bound, "fraction",
+              "req_per_cycle_per_channel / bound", true)
+      .metric("acts_per_cycle_per_channel", act_rate, "act/cycle", "per channel")
+      .metric("act_fraction_of_bound", act_rate / bound, "fraction",
+              "acts_per_cycle_per_channel / bound");
+  rep.group("latency_cycles")
+      .metric("row_hit", lat_hit, "cycles", "one read, row open", true)
+      .metric("row_closed", lat_closed, "cycles", "one read, bank precharged", true)
+      .metric("row_conflict", lat_conflict, "cycles", "one read, another row open", true);
+  add_stats(rep.group("sequential_read_stats"), seq);
+  add_stats(rep.group("random_read_stats"), rnd);
+  rep.metric("checker_violations", viol, "", "protocol checker violations, every run", true);
+  rep.metric("assertion_failures", fails, "", "RTL assertion failures, every run", true);
 
-  std::fprintf(stderr,
-               "hbm: sequential read %.1f%% of peak (%.1f GB/s), write %.1f%%; random read "
-               "%.4f req/cycle/channel = %.1f%% of the tFAW+refresh bound %.4f; latency hit %llu, "
-               "closed %llu, conflict %llu cycles; %llu violations\n",
-               100 * seq_frac, seq_frac * peak / cfg.tck_ns, 100 * seqw_frac, rnd_rate,
-               100 * rnd_rate / bound, bound, static_cast<unsigned long long>(lat_hit),
-               static_cast<unsigned long long>(lat_closed),
-               static_cast<unsigned long long>(lat_conflict),
-               static_cast<unsigned long long>(viol + fails));
+  std::fputs(rep.summary().c_str(), stderr);
+  std::fputs((Json::array().push_back(rep.json()).dump(2) + "\n").c_str(), stdout);
   return (viol + fails) == 0 ? 0 : 1;
 }
 

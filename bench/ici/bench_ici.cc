@@ -1,5 +1,6 @@
-// bench_ici: latency and throughput of the ICI router network (tb/ici), as JSON on stdout (a
-// short human summary on stderr).
+// bench_ici: latency and throughput of the ICI router network (tb/ici), as a JSON array on stdout
+// holding one report (sw/common/report.h) whose "runs" are the reports of each topology and packet
+// length; each run's summary, then the bench's, on stderr.
 //
 //   bench_ici [--topology 4x4,4x4x4,8x8] [--model auto|grid|nodes] [--cycles N]
 //             [--waves FILE.fst]
@@ -35,6 +36,8 @@
 
 #include "ici_net.h"
 #include "ici_traffic.h"
+#include "json.h"
+#include "report.h"
 
 namespace tpu {
 namespace {
@@ -87,14 +90,23 @@ double avg_hops(const IciTopology& t) {
   return sum / pairs;
 }
 
-std::string run_json(const IciRunStats& st) {
-  std::ostringstream o;
-  o << "{\"offered\": " << st.offered << ", \"accepted\": " << st.accepted
-    << ", \"avg_latency\": " << st.avg_latency << ", \"avg_net_latency\": " << st.avg_net_latency
-    << ", \"max_latency\": " << st.max_latency << ", \"packets\": " << st.packets
-    << ", \"completed\": " << (st.completed ? "true" : "false")
-    << (st.error.empty() ? "" : ", \"error\": \"" + st.error + "\"") << "}";
-  return o.str();
+// One run's figures into `g` (zero_load, saturation, a point of the sweep).
+void add_run(ReportGroup& g, const IciRunStats& st) {
+  g.metric("offered", st.offered, "flits/node/cycle", "created in the measured window");
+  g.metric("accepted", st.accepted, "flits/node/cycle", "ejected in the measured window");
+  g.metric("avg_latency", st.avg_latency, "cycles",
+           "mean packet latency, tail ejected - packet created");
+  g.metric("avg_net_latency", st.avg_net_latency, "cycles", "mean latency in the network");
+  g.metric("max_latency", st.max_latency, "cycles", "worst packet latency");
+  g.metric("packets", st.packets, "", "packets created in the measured window");
+  g.metric("completed", st.completed, "", "everything delivered and the network empty at the end");
+  if (!st.error.empty()) g.field("error", st.error);
+}
+
+Json run_json(const IciRunStats& st) {
+  ReportGroup g("run");
+  add_run(g, st);
+  return g.json();
 }
 
 // Simulated cycles and their wall time, over all runs of one topology.
@@ -157,10 +169,15 @@ int main_impl(int argc, char** argv) {
     return 2;
   }
   uint64_t asserts = 0;
-  std::ostringstream js;
-  js << "{\n  \"bench\": \"ici\",\n  \"model\": {\"grid_routers\": " << kIciNodes
-     << ", \"vcs\": " << kIciNumVc << ", \"depth\": " << kIciDepth
-     << ", \"link_latency\": 1},\n  \"measure_cycles\": " << opt.cycles << ",\n  \"runs\": [";
+  Report out("bench_ici: uniform random traffic");
+  out.field("bench", "ici");
+  out.group("model")
+      .metric("grid_routers", kIciNodes, "", "routers of the verilated grid")
+      .metric("vcs", kIciNumVc, "", "virtual channels per port")
+      .metric("depth", kIciDepth, "flits", "buffer depth per virtual channel")
+      .metric("link_latency", 1, "cycles", "one hop on a link");
+  out.metric("measure_cycles", opt.cycles, "cycles", "measured window of every point");
+  Json runs = Json::array();
   bool first = true;
   for (const auto& t : opt.topos) {
     const unsigned k = std::max({t.k[0], t.k[1], t.k[2]});  // the busiest dimension
@@ -178,30 +195,41 @@ int main_impl(int argc, char** argv) {
         sweep.emplace_back(r, point(t, len, r, opt, &asserts, &speed, &model));
       const double zl_model = hops * 2 + 2 + (flits - 1);
       const double cps = speed.seconds > 0 ? double(speed.cycles) / speed.seconds : 0;
-      js << (first ? "" : ",") << "\n    {\"topology\": \"" << t.name() << "\", \"model\": \""
-         << ici_model_name(model) << "\", \"pattern\": "
-         << "\"uniform\", \"packet_flits\": " << flits << ",\n     \"avg_hops\": " << hops
-         << ", \"zero_load_latency\": " << zl.avg_latency
-         << ", \"zero_load_latency_model\": " << zl_model
-         << ",\n     \"saturation_throughput\": " << sat.accepted
-         << ", \"channel_load_bound\": " << 8.0 / k << ", \"bound\": " << bound
-         << ", \"fraction_of_bound\": " << sat.accepted / bound
-         << ",\n     \"zero_load\": " << run_json(zl) << ",\n     \"saturation\": " << run_json(sat)
-         << ",\n     \"sweep\": [";
-      for (size_t i = 0; i < sweep.size(); ++i)
-        js << (i ? ", " : "") << "\n       " << run_json(sweep[i].second);
-      js << "],\n     \"sim\": {\"cycles\": " << speed.cycles << ", \"seconds\": " << speed.seconds
-         << ", \"cycles_per_s\": " << cps << "}}";
-      std::fprintf(stderr,
-                   "%-12s %u-flit: zero-load %.2f cycles (model %.2f), saturation %.3f "
-                   "flits/node/cycle (bound %.2f, %.0f%%); %s model, %.0f cycles/s\n",
-                   t.name().c_str(), flits, zl.avg_latency, zl_model, sat.accepted, bound,
-                   100.0 * sat.accepted / bound, ici_model_name(model), cps);
+      Report rep(t.name() + " " + std::to_string(flits) + "-flit, uniform (" +
+                 ici_model_name(model) + " model)");
+      rep.field("topology", t.name()).field("model", ici_model_name(model));
+      rep.field("pattern", "uniform");
+      rep.metric("packet_flits", flits, "flits", "packet length");
+      rep.metric("avg_hops", hops, "hops", "average minimal hops over all pairs");
+      rep.metric("zero_load_latency", zl.avg_latency, "cycles",
+                 "mean packet latency at 0.02 flits/node/cycle", true);
+      rep.metric("zero_load_latency_model", zl_model, "cycles",
+                 "analytic: avg_hops * 2 + 2 + (flits - 1)", true);
+      rep.metric("saturation_throughput", sat.accepted, "flits/node/cycle",
+                 "accepted with every source backlogged (offered 1.0)", true);
+      rep.metric("channel_load_bound", 8.0 / k, "flits/node/cycle",
+                 "8/k: uniform traffic on the busiest channel of a k-ary torus");
+      rep.metric("bound", bound, "flits/node/cycle", "min(1, 8/k): ejection or channel load", true);
+      rep.metric(report_key::kFractionOfBound, sat.accepted / bound, "fraction",
+                 "saturation_throughput / bound", true);
+      add_run(rep.group("zero_load"), zl);
+      add_run(rep.group("saturation"), sat);
+      Json sw = Json::array();
+      for (const auto& p : sweep) sw.push_back(run_json(p.second));
+      rep.field("sweep", std::move(sw));
+      rep.group("sim")
+          .metric("cycles", speed.cycles, "cycles", "simulated cycles of all the runs above")
+          .metric("seconds", speed.seconds, "s", "their wall time")
+          .metric("cycles_per_s", cps, "cycles/s", "simulation speed", true);
+      std::fputs(rep.summary().c_str(), stderr);
+      runs.push_back(rep.json());
       first = false;
     }
   }
-  js << "\n  ],\n  \"assert_failures\": " << asserts << "\n}\n";
-  std::fputs(js.str().c_str(), stdout);
+  out.field("runs", std::move(runs));
+  out.metric("assert_failures", asserts, "", "RTL assertion failures over every run", true);
+  std::fputs(out.summary().c_str(), stderr);
+  std::fputs((Json::array().push_back(out.json()).dump(2) + "\n").c_str(), stdout);
   return asserts ? 1 : 0;
 }
 

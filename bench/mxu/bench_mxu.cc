@@ -1,4 +1,5 @@
-// bench_mxu: MXU utilization on back-to-back weight tiles, as JSON.
+// bench_mxu: MXU utilization on back-to-back weight tiles, as a JSON array on stdout holding one
+// report (sw/common/report.h) whose "runs" are the cases' reports; each case's summary on stderr.
 //
 // For each variant: M rows streamed over T >= 16 back-to-back weight tiles with K and N multiples
 // of the array (utilization = ideal / measured cycles, where ideal = M x tiles), and the same
@@ -16,6 +17,7 @@
 #include "json.h"
 #include "mxu_dut.h"
 #include "mxu_runner.h"
+#include "report.h"
 #include "tpu/matmul.h"
 
 namespace {
@@ -31,8 +33,8 @@ std::vector<bf16_t> random_bf16(std::size_t n, std::mt19937_64& rng) {
   return v;
 }
 
-Json run_case(const std::string& variant, const std::string& name, const MatmulShape& sh,
-              uint64_t seed, bool& ok) {
+Report run_case(const std::string& variant, const std::string& name, const MatmulShape& sh,
+                uint64_t seed, bool& ok) {
   auto dut = make_mxu(variant);
   std::mt19937_64 rng(seed);
   const auto a = random_bf16(sh.m * sh.k, rng);
@@ -46,17 +48,26 @@ Json run_case(const std::string& variant, const std::string& name, const MatmulS
     mismatches += f32_bits(res.c[i]) != f32_bits(want[i]);
   ok = ok && mismatches == 0;
   const auto& st = res.stats;
-  Json j = Json::object();
-  j.set("variant", variant).set("case", name);
-  j["shape"] = Json::object().set("m", sh.m).set("k", sh.k).set("n", sh.n);
-  j.set("tiles", st.tiles).set("cycles", st.cycles).set("ideal_cycles", st.ideal_cycles);
-  j.set("utilization", st.utilization).set("mfu", st.mfu).set("mismatches", mismatches);
-  j.set("wall_seconds", wall);
-  j.set("sim_cycles_per_second", wall > 0 ? static_cast<double>(st.cycles) / wall : 0.0);
-  std::fprintf(stderr, "[bench_mxu] %s %s %zux%zux%zu: utilization %.4f, MFU %.4f, %zu mismatches\n",
-               variant.c_str(), name.c_str(), sh.m, sh.k, sh.n, st.utilization, st.mfu,
-               mismatches);
-  return j;
+  Report rep(variant + " " + name + " " + std::to_string(sh.m) + "x" + std::to_string(sh.k) + "x" +
+             std::to_string(sh.n));
+  rep.field("variant", variant).field("case", name);
+  rep.group("shape")
+      .metric("m", sh.m, "", "activation rows")
+      .metric("k", sh.k, "", "reduction depth")
+      .metric("n", sh.n, "", "output columns");
+  rep.metric("tiles", st.tiles, "", "weight tiles: ceil(K / rows) x ceil(N / cols)");
+  rep.metric(report_key::kCycles, st.cycles, "cycles", "measured cycles of the matmul", true);
+  rep.metric(report_key::kIdealCycles, st.ideal_cycles, "cycles",
+             "one cycle per activation beat: M x tiles", true);
+  rep.metric("utilization", st.utilization, "fraction",
+             "ideal_cycles / cycles: how busy the array was kept", true);
+  rep.metric(report_key::kMfu, st.mfu, "fraction",
+             "useful MACs / (cycles x rows x cols): padding waste included", true);
+  rep.set_mismatches(mismatches);
+  rep.metric("wall_seconds", wall, "s", "host time of the matmul");
+  rep.metric("sim_cycles_per_second", wall > 0 ? static_cast<double>(st.cycles) / wall : 0.0,
+             "cycles/s", "simulated cycles per host second");
+  return rep;
 }
 
 }  // namespace
@@ -77,9 +88,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  Json out = Json::object();
-  out.set("benchmark", "mxu_back_to_back_tiles");
-  out.set("target_utilization", 0.98);
+  Report out("bench_mxu: back-to-back weight tiles");
+  out.field("benchmark", "mxu_back_to_back_tiles");
+  out.metric("target_utilization", 0.98, "fraction", "what utilization should reach", true);
   Json runs = Json::array();
   bool ok = true;
   try {
@@ -90,14 +101,17 @@ int main(int argc, char** argv) {
       for (const auto& [name, sh] :
            {std::pair<std::string, MatmulShape>{"aligned", {m, 4 * R, 4 * C}},
             std::pair<std::string, MatmulShape>{"ragged", {m, 4 * R - R / 2 + 1, 4 * C - C / 4}}}) {
-        runs.push_back(run_case(v, name, sh, 42, ok));
+        const Report r = run_case(v, name, sh, 42, ok);
+        std::cerr << r.summary();
+        runs.push_back(r.json());
       }
     }
   } catch (const std::exception& e) {
     std::cerr << "bench_mxu: error: " << e.what() << "\n";
     return 2;
   }
-  out["runs"] = std::move(runs);
-  std::cout << out.dump(2) << "\n";
+  out.field("runs", std::move(runs));
+  std::cerr << out.summary();
+  std::cout << Json::array().push_back(out.json()).dump(2) << "\n";
   return ok ? 0 : 1;  // any mismatch fails the benchmark
 }
