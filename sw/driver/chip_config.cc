@@ -108,23 +108,22 @@ PodConfig load_pod_config(const std::string& path) {
       }
     }
   }
-  if (const YAML::Node l = pod["link_latency"]) {
-    int v = 0;
+  // An integer field of the pod section, or fail naming the file, the key and the unit.
+  auto pod_int = [&](const YAML::Node& n, const std::string& key, const char* unit) {
     try {
-      v = l.as<int>();
+      return n.as<int>();
     } catch (const YAML::Exception&) {
-      fail(path, "pod.link_latency", "must be an integer number of cycles");
+      fail(path, "pod." + key, std::string("must be an integer number of ") + unit);
     }
-    if (v < 1 || v > 64) fail(path, "pod.link_latency", "must be from 1 to 64 cycles (got " + std::to_string(v) + ")");
+  };
+  if (const YAML::Node l = pod["link_latency"]) {
+    const int v = pod_int(l, "link_latency", "cycles");
+    if (v < 1 || v > 64)
+      fail(path, "pod.link_latency", "must be from 1 to 64 cycles (got " + std::to_string(v) + ")");
     p.link_latency = static_cast<unsigned>(v);
   }
   if (const YAML::Node w = pod["link_width_bytes"]) {
-    int v = 0;
-    try {
-      v = w.as<int>();
-    } catch (const YAML::Exception&) {
-      fail(path, "pod.link_width_bytes", "must be an integer number of bytes");
-    }
+    const int v = pod_int(w, "link_width_bytes", "bytes");
     const int row = static_cast<int>(chip_shape(pc.chip.variant).cols) * 4;
     if (v < 1 || row % v != 0 || row / v > 15)
       fail(path, "pod.link_width_bytes",
@@ -133,12 +132,7 @@ PodConfig load_pod_config(const std::string& path) {
     p.link_width = static_cast<unsigned>(v);
   }
   if (const YAML::Node h = pod["host_bytes_per_cycle"]) {
-    int v = 0;
-    try {
-      v = h.as<int>();
-    } catch (const YAML::Exception&) {
-      fail(path, "pod.host_bytes_per_cycle", "must be an integer number of bytes");
-    }
+    const int v = pod_int(h, "host_bytes_per_cycle", "bytes");
     if (v < 1 || v > 64)
       fail(path, "pod.host_bytes_per_cycle",
            "must be from 1 to 64 bytes per cycle (one 64-byte burst per cycle at most; got " +
