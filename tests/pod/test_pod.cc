@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <ostream>
 #include <random>
 
 #include "chip_config.h"
@@ -327,6 +328,8 @@ std::string algo_for(const Topology& t, Collective c) {
   if (c != Collective::kAllReduce) return "ring";
   return t.active_dims().size() >= 2 ? "torus" : "biring";
 }
+
+void PrintTo(const PodCase& c, std::ostream* os) { *os << c.name; }
 
 class PodCollectives : public ::testing::TestWithParam<PodCase> {};
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <ostream>
 #include <set>
 #include <tuple>
 
@@ -158,6 +159,8 @@ struct Case {
   std::size_t n;
   std::size_t rounds;
 };
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 class PodPrograms : public ::testing::TestWithParam<Case> {};
 
