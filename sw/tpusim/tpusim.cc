@@ -23,6 +23,7 @@
 #include "json.h"
 #include "pod_cmd.h"
 #include "pod.h"
+#include "report.h"
 #include "traffic.h"
 #include "mxu_dut.h"
 #include "mxu_runner.h"
@@ -129,59 +130,50 @@ int run_chip(const ChipConfig& cfg, const std::string& config_path, const Matmul
   const double frac = cycles ? static_cast<double>(r.roofline_cycles) / static_cast<double>(cycles) : 0.0;
   const uint64_t tiles = ((sh.k + s.rows - 1) / s.rows) * ((sh.n + s.cols - 1) / s.cols);
 
-  Json rep = Json::object();
-  rep.set("tool", "tpusim").set("command", "matmul").set("mode", "chip").set("config", cfg.source);
-  rep.set("variant", cfg.variant).set("array_rows", s.rows).set("array_cols", s.cols);
-  rep["shape"] = Json::object().set("m", sh.m).set("k", sh.k).set("n", sh.n);
-  rep["epilogue"] = Json::object()
-                        .set("bias", has("--bias"))
-                        .set("relu", mo.relu)
-                        .set("out_dtype", dtype);
-  rep.set("inputs", inputs).set("tiles", tiles).set("cycles", cycles);
-  rep.set("ideal_cycles", r.compute_cycles).set("utilization", util).set("mfu", mfu);
-  rep.set("useful_macs", static_cast<uint64_t>(sh.m * sh.k * sh.n));
-  rep.set("commands", r.commands).set("m_chunk", r.m_chunk);
-  rep["hbm"] = Json::object()
-                   .set("bytes", r.hbm_bytes)
-                   .set("read_bytes", p.delta[kStatDmaRdBytes])
-                   .set("write_bytes", p.delta[kStatDmaWrBytes])
-                   .set("bytes_per_cycle", bw)
-                   .set("gb_per_s", bw / cfg.hbm.tck_ns)
-                   .set("peak_bytes_per_cycle", r.peak_bytes_per_cycle);
-  rep["busy_cycles"] = Json::object()
-                           .set("dma", p.delta[kStatDmaBusy])
-                           .set("mxu", p.delta[kStatMxuBusy])
-                           .set("vpu", p.delta[kStatVpuBusy])
-                           .set("dma_and_mxu", p.delta[kStatOverlap]);
-  rep["roofline"] = Json::object()
-                        .set("compute_cycles", r.compute_cycles)
-                        .set("memory_cycles", static_cast<uint64_t>(
-                            static_cast<double>(r.hbm_bytes) / r.peak_bytes_per_cycle + 0.5))
-                        .set("bound_cycles", r.roofline_cycles)
-                        .set("achieved_fraction", frac);
-  rep["golden"] = Json::object()
-                      .set("verdict", pass ? "pass" : "fail")
-                      .set("outputs", want.size())
-                      .set("mismatches", mismatches);
-  rep.set("wall_seconds", wall)
-      .set("sim_cycles_per_second", wall > 0 ? static_cast<double>(cycles) / wall : 0.0);
-  if (has("--out")) rep.set("out", opt["--out"]);
-  if (has("--waves")) rep.set("waves", opt["--waves"]);
-  if (has("--json")) write_json_report(opt["--json"], rep);
-
-  std::printf("matmul %zux%zux%zu (M x K x N) on chip %s: %llu tiles, %zu commands\n", sh.m, sh.k,
-              sh.n, cfg.variant.c_str(), static_cast<unsigned long long>(tiles), r.commands);
-  std::printf("  cycles %llu, ideal %llu, utilization %.4f, MFU %.4f\n",
-              static_cast<unsigned long long>(cycles),
-              static_cast<unsigned long long>(r.compute_cycles), util, mfu);
-  std::printf("  HBM %llu bytes (%.2f B/cycle), roofline %llu cycles, achieved %.4f of it\n",
-              static_cast<unsigned long long>(r.hbm_bytes), bw,
-              static_cast<unsigned long long>(r.roofline_cycles), frac);
-  std::printf("  busy cycles: DMA %llu, MXU %llu, VPU %llu, DMA+MXU %llu\n",
-              static_cast<unsigned long long>(p.delta[kStatDmaBusy]),
-              static_cast<unsigned long long>(p.delta[kStatMxuBusy]),
-              static_cast<unsigned long long>(p.delta[kStatVpuBusy]),
-              static_cast<unsigned long long>(p.delta[kStatOverlap]));
+  Report rep("matmul " + std::to_string(sh.m) + "x" + std::to_string(sh.k) + "x" +
+             std::to_string(sh.n) + " (M x K x N) on chip " + cfg.variant + ": " +
+             std::to_string(tiles) + " tiles, " + std::to_string(r.commands) + " commands");
+  rep.field("tool", "tpusim").field("command", "matmul").field("mode", "chip");
+  rep.field("config", cfg.source).field("variant", cfg.variant);
+  rep.metric("array_rows", s.rows, "", "MXU rows").metric("array_cols", s.cols, "", "MXU columns");
+  rep.group("shape").metric("m", sh.m, "", "rows of A").metric("k", sh.k, "", "the contraction");
+  rep.group("shape").metric("n", sh.n, "", "columns of W");
+  rep.group("epilogue").field("bias", has("--bias")).field("relu", mo.relu).field("out_dtype", dtype);
+  rep.field("inputs", inputs).metric("tiles", tiles, "", "K tiles x N tiles of the array");
+  rep.metric("cycles", cycles, "cycles", "the on-chip program", true);
+  rep.metric("ideal_cycles", r.compute_cycles, "cycles", "M x ceil(K/R) x ceil(N/C) beats", true);
+  rep.metric("utilization", util, "fraction", "MXU activation beats / cycles", true);
+  rep.metric("mfu", mfu, "fraction", "useful MACs / (peak MACs x cycles)", true);
+  rep.metric("useful_macs", static_cast<uint64_t>(sh.m * sh.k * sh.n), "", "M x K x N");
+  rep.metric("commands", r.commands, "", "commands of the program");
+  rep.metric("m_chunk", r.m_chunk, "rows", "rows of A per on-chip chunk");
+  ReportGroup& hbm = rep.group("hbm");
+  hbm.metric("bytes", r.hbm_bytes, "bytes", "the DMA's HBM traffic", true);
+  hbm.metric("read_bytes", p.delta[kStatDmaRdBytes], "bytes", "read by the DMA");
+  hbm.metric("write_bytes", p.delta[kStatDmaWrBytes], "bytes", "written by the DMA");
+  hbm.metric("bytes_per_cycle", bw, "B/cycle", "achieved HBM bandwidth", true);
+  hbm.metric("gb_per_s", bw / cfg.hbm.tck_ns, "GB/s", "at the HBM clock");
+  hbm.metric("peak_bytes_per_cycle", r.peak_bytes_per_cycle, "B/cycle", "channels x 32 B");
+  ReportGroup& busy = rep.group("busy_cycles");
+  busy.metric("dma", p.delta[kStatDmaBusy], "cycles", "the DMA engine busy", true);
+  busy.metric("mxu", p.delta[kStatMxuBusy], "cycles", "the MXU unit busy", true);
+  busy.metric("vpu", p.delta[kStatVpuBusy], "cycles", "the VPU busy", true);
+  busy.metric("dma_and_mxu", p.delta[kStatOverlap], "cycles", "both at once", true);
+  ReportGroup& roof = rep.group("roofline");
+  roof.metric("compute_cycles", r.compute_cycles, "cycles", "the MXU's beats");
+  roof.metric("memory_cycles",
+              static_cast<uint64_t>(static_cast<double>(r.hbm_bytes) / r.peak_bytes_per_cycle + 0.5),
+              "cycles", "the HBM traffic at peak");
+  roof.metric("bound_cycles", r.roofline_cycles, "cycles", "the larger of the two", true);
+  roof.metric("achieved_fraction", frac, "fraction", "bound / cycles", true);
+  rep.set_golden(pass, want.size(), mismatches);
+  rep.metric("wall_seconds", wall, "s", "host time");
+  rep.metric("sim_cycles_per_second", wall > 0 ? static_cast<double>(cycles) / wall : 0.0,
+             "cycles/s", "simulated cycles per host second");
+  if (has("--out")) rep.field("out", opt["--out"]);
+  if (has("--waves")) rep.field("waves", opt["--waves"]);
+  if (has("--json")) rep.write(opt["--json"]);
+  std::fputs(rep.summary().c_str(), stdout);
   std::printf("  golden check: %s (%zu of %zu outputs differ)\n", pass ? "PASS" : "FAIL",
               mismatches, want.size());
   if (!pass) {
@@ -316,29 +308,30 @@ int cmd_matmul(const std::vector<std::string>& args) {
   if (has("--out")) write_npy_f32(opt["--out"], res.c, {sh.m, sh.n});
 
   const MxuRunStats& st = res.stats;
-  Json rep = Json::object();
-  rep.set("tool", "tpusim").set("command", "matmul").set("config", cfg.source);
-  rep.set("variant", cfg.variant).set("array_rows", dut->rows()).set("array_cols", dut->cols());
-  rep["shape"] = Json::object().set("m", sh.m).set("k", sh.k).set("n", sh.n);
-  rep.set("inputs", inputs).set("tiles", st.tiles).set("cycles", st.cycles);
-  rep.set("ideal_cycles", st.ideal_cycles).set("utilization", st.utilization).set("mfu", st.mfu);
-  rep.set("useful_macs", st.macs_useful).set("activation_beats", st.a_beats);
-  rep.set("weight_beats", st.w_beats);
-  rep["golden"] = Json::object()
-                      .set("verdict", pass ? "pass" : "fail")
-                      .set("outputs", want.size())
-                      .set("mismatches", mismatches);
-  rep.set("wall_seconds", wall)
-      .set("sim_cycles_per_second", wall > 0 ? static_cast<double>(st.cycles) / wall : 0.0);
-  if (has("--out")) rep.set("out", opt["--out"]);
-  if (has("--waves")) rep.set("waves", opt["--waves"]);
-  if (has("--json")) write_json_report(opt["--json"], rep);
-
-  std::printf("matmul %zux%zux%zu (M x K x N) on MXU %s: %llu tiles\n", sh.m, sh.k, sh.n,
-              cfg.variant.c_str(), static_cast<unsigned long long>(st.tiles));
-  std::printf("  cycles %llu, ideal %llu, utilization %.4f, MFU %.4f\n",
-              static_cast<unsigned long long>(st.cycles),
-              static_cast<unsigned long long>(st.ideal_cycles), st.utilization, st.mfu);
+  Report rep("matmul " + std::to_string(sh.m) + "x" + std::to_string(sh.k) + "x" +
+             std::to_string(sh.n) + " (M x K x N) on MXU " + cfg.variant + ": " +
+             std::to_string(st.tiles) + " tiles");
+  rep.field("tool", "tpusim").field("command", "matmul").field("config", cfg.source);
+  rep.field("variant", cfg.variant);
+  rep.metric("array_rows", dut->rows(), "", "MXU rows").metric("array_cols", dut->cols(), "", "MXU columns");
+  rep.group("shape").metric("m", sh.m, "", "rows of A").metric("k", sh.k, "", "the contraction");
+  rep.group("shape").metric("n", sh.n, "", "columns of W");
+  rep.field("inputs", inputs).metric("tiles", st.tiles, "", "K tiles x N tiles of the array");
+  rep.metric("cycles", st.cycles, "cycles", "the array's run", true);
+  rep.metric("ideal_cycles", st.ideal_cycles, "cycles", "activation beats of the work", true);
+  rep.metric("utilization", st.utilization, "fraction", "busy beats / cycles", true);
+  rep.metric("mfu", st.mfu, "fraction", "useful MACs / (peak MACs x cycles)", true);
+  rep.metric("useful_macs", st.macs_useful, "", "M x K x N");
+  rep.metric("activation_beats", st.a_beats, "", "activation rows into the array");
+  rep.metric("weight_beats", st.w_beats, "", "weight rows into the array");
+  rep.set_golden(pass, want.size(), mismatches);
+  rep.metric("wall_seconds", wall, "s", "host time");
+  rep.metric("sim_cycles_per_second", wall > 0 ? static_cast<double>(st.cycles) / wall : 0.0,
+             "cycles/s", "simulated cycles per host second");
+  if (has("--out")) rep.field("out", opt["--out"]);
+  if (has("--waves")) rep.field("waves", opt["--waves"]);
+  if (has("--json")) rep.write(opt["--json"]);
+  std::fputs(rep.summary().c_str(), stdout);
   std::printf("  golden check: %s (%zu of %zu outputs differ)\n", pass ? "PASS" : "FAIL",
               mismatches, want.size());
   if (!pass) {

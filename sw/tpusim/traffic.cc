@@ -5,10 +5,11 @@
 #include <stdexcept>
 #include <string>
 
+#include "cli_util.h"
 #include "ici_net.h"
 #include "ici_traffic.h"
-#include "cli_util.h"
 #include "json.h"
+#include "report.h"
 
 namespace tpu {
 
@@ -64,17 +65,26 @@ int cmd_traffic(const std::vector<std::string>& args) {
 
   IciTrafficConfig cfg;
   const std::string pattern = get("--pattern", "uniform");
-  if (pattern == "uniform") cfg.pattern = IciPattern::kUniform;
-  else if (pattern == "transpose") cfg.pattern = IciPattern::kTranspose;
-  else if (pattern == "neighbor") cfg.pattern = IciPattern::kNeighbor;
-  else if (pattern == "tornado") cfg.pattern = IciPattern::kTornado;
-  else throw std::invalid_argument("--pattern " + pattern +
-                                   ": must be uniform, transpose, neighbor or tornado");
+  if (pattern == "uniform")
+    cfg.pattern = IciPattern::kUniform;
+  else if (pattern == "transpose")
+    cfg.pattern = IciPattern::kTranspose;
+  else if (pattern == "neighbor")
+    cfg.pattern = IciPattern::kNeighbor;
+  else if (pattern == "tornado")
+    cfg.pattern = IciPattern::kTornado;
+  else
+    throw std::invalid_argument("--pattern " + pattern +
+                                ": must be uniform, transpose, neighbor or tornado");
   const std::string len = get("--length", "1");
-  if (len == "1") cfg.length = IciLength::kOne;
-  else if (len == "4") cfg.length = IciLength::kFour;
-  else if (len == "mixed") cfg.length = IciLength::kMixed;
-  else throw std::invalid_argument("--length " + len + ": must be 1, 4 or mixed");
+  if (len == "1")
+    cfg.length = IciLength::kOne;
+  else if (len == "4")
+    cfg.length = IciLength::kFour;
+  else if (len == "mixed")
+    cfg.length = IciLength::kMixed;
+  else
+    throw std::invalid_argument("--length " + len + ": must be 1, 4 or mixed");
   {
     const std::string r = get("--rate", "0.3");
     std::size_t pos = 0;
@@ -99,33 +109,27 @@ int cmd_traffic(const std::vector<std::string>& args) {
   const IciRunStats st = ici_run(net, sb, cfg, 1000, cycles, 100000 + 10 * cycles);
   const bool ok = st.completed && sb.errors().empty();
 
-  Json rep = Json::object();
-  rep.set("tool", "tpusim").set("command", "traffic").set("topology", topo.name());
-  rep.set("pattern", pattern).set("length", len).set("link_latency", topo.link_latency);
-  rep.set("offered_rate", cfg.rate).set("measured_cycles", st.cycles);
-  rep.set("offered", st.offered).set("accepted", st.accepted);
-  rep.set("avg_latency", st.avg_latency).set("avg_net_latency", st.avg_net_latency);
-  rep.set("max_latency", st.max_latency).set("packets", st.packets);
-  rep.set("delivered_checked", sb.checked()).set("sent", sb.sent());
-  rep.set("verdict", ok ? "pass" : "fail");
+  Report rep("traffic on " + topo.name() + ": " + pattern + ", " + len + "-flit packets");
+  rep.field("tool", "tpusim").field("command", "traffic").field("topology", topo.name());
+  rep.field("pattern", pattern).field("length", len);
+  rep.metric("link_latency", topo.link_latency, "cycles", "per link, each way");
+  rep.metric("offered_rate", cfg.rate, "flits/node/cycle", "the injection rate asked");
+  rep.metric("measured_cycles", st.cycles, "cycles", "the measurement window");
+  rep.metric("offered", st.offered, "flits/node/cycle", "injected", true);
+  rep.metric("accepted", st.accepted, "flits/node/cycle", "ejected", true);
+  rep.metric("avg_latency", st.avg_latency, "cycles", "creation to ejection", true);
+  rep.metric("avg_net_latency", st.avg_net_latency, "cycles", "injection to ejection", true);
+  rep.metric("max_latency", st.max_latency, "cycles", "the slowest packet", true);
+  rep.metric("packets", st.packets, "", "packets measured", true);
+  rep.metric("delivered_checked", sb.checked(), "", "packets checked at delivery");
+  rep.metric("sent", sb.sent(), "", "packets sent");
+  rep.metric("verdict", ok ? "pass" : "fail", "", "every packet once, in order, intact", true);
   Json errs = Json::array();
   if (!st.error.empty()) errs.push_back(st.error);
   for (const auto& e : sb.errors()) errs.push_back(e);
-  rep["errors"] = std::move(errs);
-  if (opt.count("--json")) {
-    FILE* f = std::fopen(opt["--json"].c_str(), "w");
-    if (!f) throw std::invalid_argument(opt["--json"] + ": cannot open the report for writing");
-    const std::string text = rep.dump(2) + "\n";
-    std::fwrite(text.data(), 1, text.size(), f);
-    std::fclose(f);
-  }
-  std::printf("traffic on %s: %s, %s-flit packets, offered %.3f flits/node/cycle\n",
-              topo.name().c_str(), pattern.c_str(), len.c_str(), st.offered);
-  std::printf("  accepted %.3f flits/node/cycle, latency mean %.2f (network %.2f), max %llu "
-              "cycles, %llu packets\n",
-              st.accepted, st.avg_latency, st.avg_net_latency,
-              static_cast<unsigned long long>(st.max_latency),
-              static_cast<unsigned long long>(st.packets));
+  rep.field("errors", std::move(errs));
+  if (opt.count("--json")) rep.write(opt["--json"]);
+  std::fputs(rep.summary().c_str(), stdout);
   std::printf("  delivery check: %s (%llu of %llu packets delivered once, in order, intact)\n",
               ok ? "PASS" : "FAIL", static_cast<unsigned long long>(sb.checked()),
               static_cast<unsigned long long>(sb.sent()));
