@@ -79,7 +79,7 @@ void add_collective(Report& rep, const MachineInfo& mi, const CollectiveSpec& s,
              "max(ici, hbm) / cycles", true);
   rep.set_bandwidth(algbw(S, cyc), busbw(s.collective, g.num_chips(), S, cyc));
   uint64_t mx = 0;
-  for (const LinkStat& l : r.link_flits) mx = std::max(mx, l.flits * r.row_bytes);
+  for (const LinkStat& l : r.prog.link_flits) mx = std::max(mx, l.flits * r.row_bytes);
   rep.metric("max_link_bytes", mx, "bytes", "the busiest directed link");
   rep.set_golden(mismatches == 0, outputs, mismatches);
 }

@@ -844,8 +844,6 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec, const CollectiveBuff
   res.link_bytes_per_cycle = host_.info().link_bytes_per_cycle;
   res.prog = run_programs(pp.progs);
   res.collective_cycles = res.prog.run.cycles;
-  res.link_flits = res.prog.link_flits;
-  res.chip_delta = res.prog.chip_delta;
   res.rounds = std::move(pp.rounds);
   return res;
 }

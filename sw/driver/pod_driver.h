@@ -65,11 +65,9 @@ struct PodCollectiveRun {
   std::size_t commands = 0;        // commands of the programs, all chips
   std::size_t vmem_rows_used = 0;  // the most VMEM rows a chip needed
   unsigned block_rows = 0;
-  PodProgramRun prog;                    // per chip cycles, counters, link flits of the programs
-  std::vector<LinkStat> link_flits;      // = prog.link_flits
-  std::vector<ChipCounters> chip_delta;  // = prog.chip_delta
-  uint64_t row_bytes = 0;                // bytes one flit carries (a memory row: lanes x 4)
-  double link_bytes_per_cycle = 0;       // what one link carries (row bytes / cycles per flit)
+  PodProgramRun prog;               // per chip cycles, counters, link flits of the programs
+  uint64_t row_bytes = 0;           // bytes one flit carries (a memory row: lanes x 4)
+  double link_bytes_per_cycle = 0;  // what one link carries (row bytes / cycles per flit)
 };
 
 class PodDriver {

@@ -376,7 +376,7 @@ int run_collective(const Opts& opt, Collective kind) {
   host.metric("backdoor_bytes", backdoor_bytes, "bytes", "bytes moved by the backdoor (no time)");
   rep.metric("commands", r.commands, "", "commands of the programs, all chips");
   rep.metric("vmem_rows_used", r.vmem_rows_used, "rows", "the most VMEM rows a chip used");
-  add_links(rep, r.link_flits, r.row_bytes, topo);
+  add_links(rep, r.prog.link_flits, r.row_bytes, topo);
   rep.field("chips", chip_table(r.prog));
   rep.set_mismatches(mismatches);
   rep.set_golden(pass, outputs, mismatches);
@@ -579,7 +579,7 @@ int cmd_pod(const std::vector<std::string>& args) {
       "fraction", "max(ici, hbm) / cycles", true);
   ag.metric("rounds", ar.rounds.size(), "", "rounds through VMEM");
   ag.set_mismatches(ar_bad);
-  add_links(rep, ar.link_flits, ar.row_bytes, topo);
+  add_links(rep, ar.prog.link_flits, ar.row_bytes, topo);
   rep.metric("backdoor_bytes", backdoor_bytes, "bytes",
              "results read by the backdoor for the check");
   rep.set_golden(pass, static_cast<uint64_t>(P) * (M * N + spec.n), mm_bad + ar_bad);

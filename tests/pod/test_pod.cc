@@ -120,7 +120,7 @@ TEST(PodAllReduce, RingOfFourF32SumIsBitExact) {
   EXPECT_GT(r.collective_cycles, 0u);
   EXPECT_GT(r.load_cycles, 0u);  // the inputs came in through the host ports
   uint64_t flits = 0;
-  for (const auto& l : r.link_flits) flits += l.flits;
+  for (const auto& l : r.prog.link_flits) flits += l.flits;
   EXPECT_GT(flits, 0u);
 }
 
@@ -400,7 +400,7 @@ TEST(PodMeshAxes, EveryGroupAtOnce) {
     const PodCollectiveRun r = check(drv, s, 11, o);
     // Only links of the axis' dimension carry data.
     const int dim = s.group_dims[0];
-    for (const LinkStat& l : r.link_flits) {
+    for (const LinkStat& l : r.prog.link_flits) {
       if (l.dir / 2 != dim) {
         EXPECT_EQ(l.flits, 0u) << axis << " dir " << l.dir;
       }

@@ -46,7 +46,7 @@ TEST(PodSoak, AllToAllAtSaturationOn4x4x4) {
     const PodCollectiveRun r = drv.run(s, in);
     ASSERT_EQ(r.out, golden_collective(r.rounds, in)) << "round " << round;
     uint64_t busiest = 0;
-    for (const auto& l : r.link_flits) busiest = std::max(busiest, l.flits);
+    for (const auto& l : r.prog.link_flits) busiest = std::max(busiest, l.flits);
     // Every link carried traffic and the busiest one was busy most of the collective.
     EXPECT_GT(busiest * host.info().link_gap, r.collective_cycles / 2) << "round " << round;
   }

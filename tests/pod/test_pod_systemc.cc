@@ -70,8 +70,8 @@ TEST(PodSystemC, SameBitsAndCyclesAsPlainCpp) {
         EXPECT_EQ(sc_run.store_cycles, cpp_run.store_cycles) << what;
         EXPECT_EQ(sc_run.prog.run.chip_cycles, cpp_run.prog.run.chip_cycles) << what;
         uint64_t a = 0, b = 0;
-        for (const auto& l : sc_run.link_flits) a += l.flits;
-        for (const auto& l : cpp_run.link_flits) b += l.flits;
+        for (const auto& l : sc_run.prog.link_flits) a += l.flits;
+        for (const auto& l : cpp_run.prog.link_flits) b += l.flits;
         EXPECT_EQ(a, b) << what;
         EXPECT_GT(a, 0u) << what;
       }
