@@ -1006,6 +1006,19 @@ std::size_t piece_total(const std::vector<RoundPiece>& v) {
   return n;
 }
 
+// Every chip's pieces of round r add up to the round plan's input and output (make_rounds'
+// own consistency check; a failure is a bug here, not bad input).
+void check_round_pieces(const CollectiveRound& rd, std::size_t r, int chips) {
+  for (int c = 0; c < chips; ++c) {
+    const std::size_t cu = static_cast<std::size_t>(c);
+    if (piece_total(rd.in[cu]) != rd.plan.input_len(c) ||
+        piece_total(rd.out[cu]) != rd.plan.output_len(c)) {
+      throw std::logic_error("make_rounds: round " + std::to_string(r) + " chip " +
+                             std::to_string(c) + ": pieces do not match the round's plan");
+    }
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -1055,14 +1068,7 @@ std::vector<CollectiveRound> make_rounds(const Topology& topo, const CollectiveS
     CollectiveSpec rspec = spec;
     rspec.n = nr;
     rd.plan = make_plan(topo, rspec);
-    for (int c = 0; c < pi; ++c) {
-      const std::size_t cu = static_cast<std::size_t>(c);
-      if (piece_total(rd.in[cu]) != rd.plan.input_len(c) ||
-          piece_total(rd.out[cu]) != rd.plan.output_len(c)) {
-        throw std::logic_error("make_rounds: round " + std::to_string(r) + " chip " +
-                               std::to_string(c) + ": granule pieces do not match the round's plan");
-      }
-    }
+    check_round_pieces(rd, r, pi);
   }
   return out;
 }
@@ -1154,14 +1160,7 @@ std::vector<CollectiveRound> rounds_of_elements(const Topology& topo, const Coll
     CollectiveSpec rspec = spec;
     rspec.n = nr;
     round.plan = make_plan(topo, rspec);
-    for (int c = 0; c < pi; ++c) {
-      const std::size_t cu = static_cast<std::size_t>(c);
-      if (piece_total(round.in[cu]) != round.plan.input_len(c) ||
-          piece_total(round.out[cu]) != round.plan.output_len(c)) {
-        throw std::logic_error("make_rounds: round " + std::to_string(r) + " chip " +
-                               std::to_string(c) + ": pieces do not match the round's plan");
-      }
-    }
+    check_round_pieces(round, r, pi);
     out.push_back(std::move(round));
   }
   return out;

@@ -5,9 +5,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "cli_util.h"
 #include "ici_net.h"
 #include "ici_traffic.h"
+#include "cli_util.h"
 #include "json.h"
 #include "report.h"
 
@@ -65,26 +65,17 @@ int cmd_traffic(const std::vector<std::string>& args) {
 
   IciTrafficConfig cfg;
   const std::string pattern = get("--pattern", "uniform");
-  if (pattern == "uniform")
-    cfg.pattern = IciPattern::kUniform;
-  else if (pattern == "transpose")
-    cfg.pattern = IciPattern::kTranspose;
-  else if (pattern == "neighbor")
-    cfg.pattern = IciPattern::kNeighbor;
-  else if (pattern == "tornado")
-    cfg.pattern = IciPattern::kTornado;
-  else
-    throw std::invalid_argument("--pattern " + pattern +
-                                ": must be uniform, transpose, neighbor or tornado");
+  if (pattern == "uniform") cfg.pattern = IciPattern::kUniform;
+  else if (pattern == "transpose") cfg.pattern = IciPattern::kTranspose;
+  else if (pattern == "neighbor") cfg.pattern = IciPattern::kNeighbor;
+  else if (pattern == "tornado") cfg.pattern = IciPattern::kTornado;
+  else throw std::invalid_argument("--pattern " + pattern +
+                                   ": must be uniform, transpose, neighbor or tornado");
   const std::string len = get("--length", "1");
-  if (len == "1")
-    cfg.length = IciLength::kOne;
-  else if (len == "4")
-    cfg.length = IciLength::kFour;
-  else if (len == "mixed")
-    cfg.length = IciLength::kMixed;
-  else
-    throw std::invalid_argument("--length " + len + ": must be 1, 4 or mixed");
+  if (len == "1") cfg.length = IciLength::kOne;
+  else if (len == "4") cfg.length = IciLength::kFour;
+  else if (len == "mixed") cfg.length = IciLength::kMixed;
+  else throw std::invalid_argument("--length " + len + ": must be 1, 4 or mixed");
   {
     const std::string r = get("--rate", "0.3");
     std::size_t pos = 0;
