@@ -60,7 +60,7 @@ PodConfig load_pod_config(const std::string& path) {
   const YAML::Node root = load_yaml(path);
   if (!root.IsMap())
     fail(path, "", "the top level must be a mapping with 'pod' and 'chip' sections");
-  check_keys(root, path, "", {"pod", "chip", "hbm"});
+  check_keys(root, path, "", {"pod", "chip", "hbm", "mesh"});
   PodConfig pc;
   pc.chip = chip_config_from(root, path);
   pc.source = path;
@@ -143,6 +143,22 @@ PodConfig load_pod_config(const std::string& path) {
     p.topo.validate();
   } catch (const std::invalid_argument& e) {
     fail(path, "pod.shape", e.what());
+  }
+  // The named mesh over the pod's dimensions: "data=2,model=2" (tpu::parse_mesh).
+  if (const YAML::Node m = root["mesh"]) {
+    std::string text;
+    try {
+      text = m.as<std::string>();
+    } catch (const YAML::Exception&) {
+      fail(path, "mesh", "must be a string of name=size items, x first, e.g. \"data=2,model=2\"");
+    }
+    try {
+      const Mesh mesh = parse_mesh(text);
+      for (const MeshAxis& a : mesh.axes) (void)mesh_axis_dims(p.topo, mesh, a.name);
+      pc.mesh = mesh.text();
+    } catch (const std::invalid_argument& e) {
+      fail(path, "mesh", e.what());
+    }
   }
   return pc;
 }

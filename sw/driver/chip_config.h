@@ -33,6 +33,7 @@ struct PodConfig {
   std::string source = "<defaults>";
   ChipConfig chip;
   PodParams params;  // topology, link latency, variant and HBM (tb/pod/pod.h)
+  std::string mesh;  // the `mesh:` section ("data=2,model=2"), or "" when there is none
 };
 PodConfig load_pod_config(const std::string& path);
 

@@ -187,6 +187,30 @@ ProgramResult ChipDriver::run(const std::vector<ChipCmd>& prog, bool throw_on_er
 }
 
 namespace {
+// The bytes of row i that a matmul may touch: its columns rounded up to whole lanes and bursts
+// (an edge tile writes its whole row of lanes; the pitch's padding beyond that is untouched, so a
+// view of some columns of a wider matrix touches only its own columns).
+uint64_t row_span(const HbmMatrix& m, const ChipShape& s) {
+  const uint64_t unit = std::max<uint64_t>(s.cols, kBurst / m.esize());
+  return (m.cols + unit - 1) / unit * unit * m.esize();
+}
+uint64_t footprint_end(const HbmMatrix& m, const ChipShape& s) {
+  return m.addr + (m.rows - 1) * m.pitch * m.esize() + row_span(m, s);
+}
+// Whether the rows of x and y share a byte (both walked in address order).
+bool overlap(const HbmMatrix& x, const HbmMatrix& y, const ChipShape& s) {
+  if (footprint_end(x, s) <= y.addr || footprint_end(y, s) <= x.addr) return false;
+  const uint64_t xs = row_span(x, s), ys = row_span(y, s);
+  const uint64_t xp = x.pitch * x.esize(), yp = y.pitch * y.esize();
+  std::size_t i = 0, j = 0;
+  while (i < x.rows && j < y.rows) {
+    const uint64_t xa = x.addr + i * xp, ya = y.addr + j * yp;
+    if (xa < ya + ys && ya < xa + xs) return true;
+    if (xa + xs <= ya + ys) ++i; else ++j;
+  }
+  return false;
+}
+
 void check_matrix(const HbmMatrix& m, const char* name, Dtype want, const ChipShape& s) {
   const std::string n = std::string("matmul: ") + name;
   if (m.dtype != want)
@@ -200,12 +224,9 @@ void check_matrix(const HbmMatrix& m, const char* name, Dtype want, const ChipSh
   if (m.addr % kBurst != 0)
     throw std::invalid_argument(n + ": address " + std::to_string(m.addr) +
                                 " is not 64-byte aligned");
-  if (m.addr + m.bytes() > s.hbm_bytes)
+  if (footprint_end(m, s) > s.hbm_bytes)
     throw std::invalid_argument(n + " ends beyond the HBM capacity (" +
                                 std::to_string(s.hbm_bytes) + " bytes)");
-}
-bool overlap(const HbmMatrix& x, const HbmMatrix& y) {
-  return x.addr < y.addr + y.bytes() && y.addr < x.addr + x.bytes();
 }
 }  // namespace
 
@@ -276,7 +297,7 @@ MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, cons
     if (ep.bias->rows != 1 || ep.bias->cols != wm.cols)
       throw std::invalid_argument("matmul: the bias must be 1 x " + std::to_string(wm.cols));
   }
-  if (overlap(cm, am) || overlap(cm, wm) || (ep.bias && overlap(cm, *ep.bias)))
+  if (overlap(cm, am, s) || overlap(cm, wm, s) || (ep.bias && overlap(cm, *ep.bias, s)))
     throw std::invalid_argument("matmul: C overlaps an input in HBM");
   const std::size_t M = am.rows, K = am.cols, N = wm.cols;
   const bool out_bf16 = cm.dtype == Dtype::kBf16;

@@ -210,22 +210,26 @@ class DmaSpans {
 // The ICI counters of the chips: one per (receiving chip, sending chip, purpose).
 class Counters {
  public:
-  explicit Counters(int chips) : m_(static_cast<std::size_t>(chips)) {}
+  // Counters [base, base + count) of every chip.
+  Counters(int chips, int base, int count)
+      : m_(static_cast<std::size_t>(chips)), base_(base), count_(count) {}
   int get(int dst, int src, int purpose) {
     auto& m = m_[static_cast<std::size_t>(dst)];
     const auto key = std::make_pair(src, purpose);
     const auto it = m.find(key);
     if (it != m.end()) return it->second;
     const int id = static_cast<int>(m.size());
-    if (id >= static_cast<int>(kIciCounters))
-      bad("chip " + std::to_string(dst) + " needs more than " + std::to_string(kIciCounters) +
-          " ICI counters (one per chip it receives from, and one per chip it lends rounds to)");
-    m[key] = id;
-    return id;
+    if (id >= count_)
+      bad("chip " + std::to_string(dst) + " needs more than the " + std::to_string(count_) +
+          " ICI counters it has for this collective (one per chip it receives from, and one per "
+          "chip it lends rounds to)");
+    m[key] = base_ + id;
+    return base_ + id;
   }
 
  private:
   std::vector<std::map<std::pair<int, int>, int>> m_;
+  int base_, count_;
 };
 // Counter purposes: data on the + route, tokens, data on the - route. A 2-ring joins two chips
 // by two links; sends hinted + and - take one each and may overtake each other, so each
@@ -548,14 +552,19 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
   std::vector<ChipRound> st;  // [round * P + chip]
   std::vector<Pieces> pcs;
   std::vector<uint32_t> bsz;
-  Counters ctr(P);
+  if (opt.counter_base >= kIciCounters || opt.counter_count > kIciCounters - opt.counter_base)
+    bad("ICI counters [" + std::to_string(opt.counter_base) + ", +" +
+        std::to_string(opt.counter_count) + "): the chip has " + std::to_string(kIciCounters));
+  const int ctr_count = static_cast<int>(opt.counter_count ? opt.counter_count
+                                                           : kIciCounters - opt.counter_base);
+  Counters ctr(P, static_cast<int>(opt.counter_base), ctr_count);
   auto attempt = [&](std::size_t R) {
     pp.rounds = make_rounds(topo, pp.spec, R);
     set_regions(pp.rounds.size());
     pcs.clear();
     bsz.clear();
     st.clear();
-    ctr = Counters(P);
+    ctr = Counters(P, static_cast<int>(opt.counter_base), ctr_count);
     int step_base = 0;  // steps are numbered across rounds: the scheduler's deadlock rule
     for (std::size_t r = 0; r < pp.rounds.size(); ++r) {
       const CollectivePlan& plan = pp.rounds[r].plan;

@@ -24,6 +24,11 @@ struct PodCollectiveOptions {
   // The VMEM rows the collective may use: [vmem_base, vmem_base + vmem_rows); 0 rows: the rest.
   uint32_t vmem_base = 0;
   uint32_t vmem_rows = 0;
+  // The ICI counters the collective may use: [counter_base, counter_base + counter_count); 0:
+  // the rest. Programs that run in one command stream use disjoint counters and VMEM rows, so
+  // that one chip may start the next while another still runs the previous one.
+  uint32_t counter_base = 0;
+  uint32_t counter_count = 0;
   // Host-vector run() only: HBM bytes from here (64-byte aligned) hold the in and out buffers,
   // and whether inputs come in and outputs go out through the backdoor (no simulated time) or
   // through the host ports (all chips at once).

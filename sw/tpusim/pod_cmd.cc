@@ -1,5 +1,7 @@
 #include "pod_cmd.h"
 
+#include "pod_cli.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -56,8 +58,6 @@ const char* kPodUsage =
 
 namespace {
 
-using Opts = std::map<std::string, std::string>;
-
 Opts parse(const std::vector<std::string>& args, const std::vector<std::string>& valued,
            const std::vector<std::string>& flags) {
   Opts opt;
@@ -77,6 +77,8 @@ Opts parse(const std::vector<std::string>& args, const std::vector<std::string>&
   }
   return opt;
 }
+
+}  // namespace
 
 std::string get(const Opts& opt, const char* k, const std::string& d) {
   return opt.count(k) ? opt.at(k) : d;
@@ -189,6 +191,8 @@ Json chip_table(const PodProgramRun& pr) {
   }
   return chips;
 }
+
+namespace {
 
 // The independent check of a sum reduction: every output within (p - 1) u sum |x| of the f64
 // sum of the group's inputs (u = 2^-24; bf16 outputs: plus half a bf16 ulp of the result).

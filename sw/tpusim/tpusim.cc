@@ -22,6 +22,7 @@
 #include "cli_util.h"
 #include "json.h"
 #include "pod_cmd.h"
+#include "shard_cmd.h"
 #include "pod.h"
 #include "report.h"
 #include "traffic.h"
@@ -358,7 +359,7 @@ int main(int argc, char** argv) {
 int sc_main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::cout << kUsage << kTrafficUsage << kPodUsage;
+    std::cout << kUsage << kTrafficUsage << kPodUsage << kShardUsage;
     return args.empty() ? kExitUsage : kExitOk;
   }
   const std::string cmd = args[0];
@@ -372,8 +373,9 @@ int sc_main(int argc, char** argv) {
         throw UsageError(e.what());
       }
     }
-    if (cmd == "allreduce" || cmd == "collective" || cmd == "pod") {
+    if (cmd == "allreduce" || cmd == "collective" || cmd == "pod" || cmd == "shard") {
       try {
+        if (cmd == "shard") return cmd_shard(args);
         if (cmd == "allreduce") return cmd_allreduce(args);
         if (cmd == "collective") return cmd_collective(args);
         return cmd_pod(args);
@@ -382,7 +384,7 @@ int sc_main(int argc, char** argv) {
       }
     }
     std::cerr << "tpusim: unknown command '" << cmd
-              << "' (commands: matmul, traffic, allreduce, collective, pod)\n"
+              << "' (commands: matmul, traffic, allreduce, collective, pod, shard)\n"
               << kUsage << kTrafficUsage << kPodUsage;
     return kExitUsage;
   } catch (const UsageError& e) {

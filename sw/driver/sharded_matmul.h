@@ -1,0 +1,124 @@
+// ShardedMatmul: one matmul Y = epilogue(X @ W) across the chips of a machine, laid out by a
+// ShardPlan (shard_plan.h, docs/sharding.md). Each chip's shards of X and W go to its HBM (all
+// chips at once through their host ports, or the backdoor); one SPMD program per chip runs the
+// gathers the plan asks for, the chip's block of the product, and the reduction or gather into
+// Y's spec, in one command stream; Y stays sharded in HBM, where read_y() finds it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "chip_driver.h"
+#include "host_port.h"
+#include "pod_driver.h"
+#include "shard_plan.h"
+#include "tpu/bf16.h"
+
+namespace tpu {
+
+struct ShardedMatmulOptions {
+  std::vector<float> bias;  // N values added to every row of Y (VPU), or none
+  bool relu = false;        // ReLU after the bias (VPU)
+  bool backdoor = false;    // operands in and Y out through the backdoor (no simulated time)
+};
+
+// One phase of the SPMD program: the commands [begin, end) of every chip's program.
+struct ShardPhase {
+  std::string name;  // "all_gather W over 'data'", "matmul", ...
+  bool collective = false;
+  Collective kind = Collective::kAllGather;
+  std::string axis;
+  uint64_t bytes = 0;  // collectives: nccl-tests' S (per chip; see tpu/perf.h)
+  std::vector<std::size_t> begin, end;  // per chip
+};
+
+// Y's block on one chip as it lies in HBM at the end.
+struct ShardBlock {
+  HbmMatrix m;   // rows x cols f32, row-major with its pitch
+  Range rows;    // the padded rows and columns of Y it holds
+  Range cols;
+};
+
+struct ShardedRun {
+  PodProgramRun prog;              // the SPMD program: pod and chip cycles, counters, links
+  std::vector<ShardPhase> phases;  // in program order
+  std::size_t commands = 0;        // all chips
+  uint64_t load_cycles = 0;        // X, W (and bias) into HBM: all chips at once (0: backdoor)
+  uint64_t store_cycles = 0;       // read_y(): Y's blocks out (0: backdoor)
+};
+
+class ShardedMatmul {
+ public:
+  // Lays the plan out on `host` (addresses in each chip's HBM; every chip the same). Throws
+  // std::invalid_argument for what cannot run: the plan's pod is not the machine, HBM too small
+  // (naming the chip's HBM and what the plan needs), a bias of the wrong size, bias or ReLU with
+  // K split (they would have to follow the reduction: not supported yet).
+  ShardedMatmul(HostPort& host, ShardPlan plan, ShardedMatmulOptions opt = {});
+
+  const ShardPlan& plan() const { return plan_; }
+  uint64_t hbm_bytes_per_chip() const { return hbm_used_; }
+
+  // X (M x K) and W (K x N) row-major bf16 bits: every chip's shards (zero padded) into its HBM.
+  // Returns the simulated cycles of the copies (0 through the backdoor).
+  uint64_t load(const std::vector<bf16_t>& x, const std::vector<bf16_t>& w);
+  // The per-chip programs and their phases, not run (load() not needed).
+  std::vector<std::vector<ChipCmd>> programs(std::vector<ShardPhase>* phases = nullptr);
+  // Runs the programs: every chip at once, until every chip is idle.
+  ShardedRun run();
+  // Each chip's Y block (f32 bits, rows x cols of its ShardBlock), read from HBM; adds the
+  // copies' cycles to run->store_cycles when given.
+  std::vector<std::vector<uint32_t>> read_y(ShardedRun* run = nullptr);
+  const ShardBlock& y_block(int chip) const { return y_[static_cast<std::size_t>(chip)]; }
+
+  // The bit-exact golden of every chip's Y block for these operands: K not split, the
+  // single-chip golden of the whole matmul (golden_chip_matmul), cut into blocks; K split, each
+  // chip's partial product (golden_chip_matmul of its padded blocks, in MXU order), then the
+  // collectives' rounds as the programs ran them (golden_collective).
+  std::vector<std::vector<uint32_t>> golden(const std::vector<bf16_t>& x,
+                                            const std::vector<bf16_t>& w) const;
+  // Y (M x N, f32 bits) assembled from the chips' blocks (each element from the first chip
+  // holding it); *replica_mismatches counts elements whose replicas on other chips differ.
+  // Elements of want and got (per chip, as golden() and read_y() give them) that differ, Y's
+  // padding not counted; real_elements(): the elements compared.
+  std::size_t mismatches(const std::vector<std::vector<uint32_t>>& want,
+                         const std::vector<std::vector<uint32_t>>& got) const;
+  std::size_t real_elements() const;
+  std::vector<uint32_t> assemble(const std::vector<std::vector<uint32_t>>& blocks,
+                                 std::size_t* replica_mismatches = nullptr) const;
+
+ private:
+  struct Job {  // one plan_matmul of a chip: a column piece of its product block
+    HbmMatrix c, a, w, bias;
+    bool has_bias = false;
+  };
+  HostPort& host_;
+  ShardPlan plan_;
+  ShardedMatmulOptions opt_;
+  int P_ = 0;
+  std::vector<std::unique_ptr<ChipDriver>> drv_;
+  std::vector<HbmMatrix> xs_, ws_, bias_;
+  std::vector<std::vector<Job>> jobs_;                // per chip
+  std::vector<CollectiveSpec> coll_spec_;             // pre then post
+  std::vector<CollectiveBuffers> coll_bufs_;
+  std::vector<std::vector<CollectiveRound>> rounds_;  // as compiled (programs())
+  std::vector<HbmMatrix> c_;                          // the product's buffer per chip
+  std::size_t c_elems_ = 0;                           // its elements (blocks, pitch included)
+  std::vector<ShardBlock> y_;
+  std::vector<Range> red_rows_, red_cols_;            // the block after the K reduction
+  uint64_t hbm_used_ = 0;
+  uint32_t vmem_matmul_ = 0;
+};
+
+// The independent check: every element of Y's blocks within the f64 bound of the exact product
+// (u = 2^-24): |y - y64| <= (K + p + 2) u (sum_k |x w| + |b|), p the chips K is split over.
+struct ShardF64Check {
+  std::size_t checked = 0, outside = 0;
+  double worst = 0;  // largest |error| / bound
+};
+ShardF64Check shard_f64_check(const ShardedMatmul& sm, const std::vector<bf16_t>& x,
+                              const std::vector<bf16_t>& w, const std::vector<float>& bias,
+                              bool relu, const std::vector<std::vector<uint32_t>>& blocks);
+
+}  // namespace tpu

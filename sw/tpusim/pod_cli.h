@@ -1,0 +1,38 @@
+// What the pod commands of tpusim share (pod_cmd.cc, shard_cmd.cc): options, the engine, the
+// pod and link sections of a report.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "chip_config.h"
+#include "host_port.h"
+#include "json.h"
+#include "pod.h"
+#include "pod_driver.h"
+#include "report.h"
+
+namespace tpu {
+
+using Opts = std::map<std::string, std::string>;
+
+// Option `k`, or `d` when it was not given.
+std::string get(const Opts& opt, const char* k, const std::string& d);
+// "0,3" -> {0, 3} (--waves-chips).
+std::vector<int> parse_chips(const std::string& v);
+// Runs job on the pod the options ask for: --engine systemc (default; TLM host sockets) or cpp;
+// --waves-chips.
+void with_pod(const Opts& opt, PodParams params, const std::function<void(HostPort&)>& job);
+// The chips of chip c's group over the torus dimensions `dims` (empty: the pod).
+std::vector<int> group_of(const Topology& t, const std::vector<int>& dims, int c);
+// Per-link bytes and the busiest link (group "ici").
+ReportGroup& add_links(Report& rep, const std::vector<LinkStat>& flits, uint64_t row_bytes,
+                       const Topology& topo);
+// tool, config, engine and the pod's shape and links (group "pod").
+void add_pod(Report& rep, const PodConfig& cfg, const MachineInfo& mi, const Opts& opt);
+// Per chip: cycles and the unit counters of a program run.
+Json chip_table(const PodProgramRun& pr);
+
+}  // namespace tpu
