@@ -5,6 +5,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "tpu/perf.h"
+
 namespace tpu {
 namespace {
 
@@ -64,6 +66,7 @@ ShardedMatmul::ShardedMatmul(HostPort& host, ShardPlan plan, ShardedMatmulOption
   for (int c = 0; c < P_; ++c) {
     const std::size_t ci = static_cast<std::size_t>(c);
     ChipDriver& d = *drv_[ci];
+    try {
     const Range xr = plan_.x_rows(c), xc = plan_.x_cols(c);
     const Range wr = plan_.w_rows(c), wc = plan_.w_cols(c);
     xs_.push_back(d.alloc_matrix(xr.size(), xc.size(), Dtype::kBf16));
@@ -207,11 +210,12 @@ ShardedMatmul::ShardedMatmul(HostPort& host, ShardPlan plan, ShardedMatmulOption
       throw std::logic_error("sharded matmul: Y's block on chip " + std::to_string(c) +
                              " is not the block its spec gives");
     y_.push_back(ShardBlock{y, yr, yc});
+    } catch (const std::runtime_error& e) {  // the HBM allocator
+      bad("not enough HBM: chip " + std::to_string(c) + " has " +
+          std::to_string(mi.shape.hbm_bytes) + " bytes; its shards, gathers and products need "
+          "more (" + e.what() + "): use more chips, split X or W, or a smaller shape");
+    }
     hbm_used_ = std::max(hbm_used_, d.allocated());
-    if (d.allocated() > mi.shape.hbm_bytes)
-      bad("not enough HBM: chip " + std::to_string(c) + " needs " +
-          std::to_string(d.allocated()) + " bytes for its shards, gathers and products; it has " +
-          std::to_string(mi.shape.hbm_bytes) + " (use more chips, or split W)");
   }
   red_rows_ = std::move(red_rows);
   red_cols_ = std::move(red_cols);
@@ -510,6 +514,76 @@ ShardF64Check shard_f64_check(const ShardedMatmul& sm, const std::vector<bf16_t>
       }
   }
   return r;
+}
+
+ShardCheck check_sharded(const ShardedMatmul& sm, const std::vector<bf16_t>& x,
+                         const std::vector<bf16_t>& w,
+                         const std::vector<std::vector<uint32_t>>& blocks) {
+  ShardCheck k;
+  k.mismatches = sm.mismatches(sm.golden(x, w), blocks);
+  k.compared = sm.real_elements();
+  k.f64 = shard_f64_check(sm, x, w, sm.options().bias, sm.options().relu, blocks);
+  k.y = sm.assemble(blocks, &k.replica_mismatches);
+  return k;
+}
+
+void fill_shard_report(ReportGroup& rep, const ShardedMatmul& sm, const ShardedRun& run,
+                       const ShardCheck& chk, const MachineInfo& mi) {
+  const ShardPlan& plan = sm.plan();
+  const int P = mi.num_chips();
+  const uint64_t macs = matmul_useful_macs(plan.m, plan.k, plan.n);
+  const uint64_t peak = peak_macs_per_cycle(mi.shape.rows, mi.shape.cols);
+  const uint64_t cycles = run.prog.run.cycles;
+  const uint64_t chips_peak = static_cast<uint64_t>(P) * peak;
+  ReportGroup& sg = rep.group("sharding");
+  sg.field("mesh", plan.mesh.text());
+  sg.field("x_spec", plan.x.text()).field("w_spec", plan.w.text()).field("y_spec", plan.y.text());
+  sg.metric("m", plan.m, "", "").metric("k", plan.k, "", "").metric("n", plan.n, "", "");
+  sg.field("padded", Json::array().push_back(plan.mp).push_back(plan.kp).push_back(plan.np));
+  sg.metric("padding_waste",
+            1.0 - static_cast<double>(macs) /
+                      (static_cast<double>(plan.mp) * static_cast<double>(plan.kp) *
+                       static_cast<double>(plan.np)),
+            "fraction", "MACs of the padded shape that are padding");
+  sg.metric("chip_macs", plan.chip_macs(), "", "MACs the chips do, padding and replicas included");
+  sg.field("plan", plan.describe());
+  sg.metric("hbm_bytes_per_chip", sm.hbm_bytes_per_chip(), "bytes",
+            "shards, gathers and products");
+  rep.set_cycles(cycles, (macs + chips_peak - 1) / chips_peak);
+  rep.set_mfu(cycles ? mfu(macs, P, peak, cycles) : 0.0);
+  rep.metric("useful_macs", macs, "", "M x K x N");
+  Json colls = Json::array();
+  for (const ShardPhase& ph : run.phases) {
+    if (!ph.collective) continue;
+    colls.push_back(Json::object()
+                        .set("name", ph.name)
+                        .set("kind", collective_name(ph.kind))
+                        .set("axis", ph.axis)
+                        .set("bytes", ph.bytes));
+  }
+  rep.field("collectives", colls);
+  rep.metric("commands", run.commands, "", "commands of the SPMD program, all chips");
+  rep.metric("host_load_cycles", run.load_cycles, "cycles",
+             "X, W (and bias) shards into every chip's HBM at once (0: backdoor)");
+  rep.metric("host_store_cycles", run.store_cycles, "cycles",
+             "Y's blocks out of every chip at once (0: backdoor)");
+  Json yb = Json::array();
+  for (int c = 0; c < P; ++c) {
+    const ShardBlock& b = sm.y_block(c);
+    yb.push_back(Json::object()
+                     .set("chip", c)
+                     .set("rows", Json::array().push_back(b.rows.lo).push_back(b.rows.hi))
+                     .set("cols", Json::array().push_back(b.cols.lo).push_back(b.cols.hi)));
+  }
+  rep.field("y_blocks", yb);
+  ReportGroup& fg = rep.group("f64_check");
+  fg.metric("checked", chk.f64.checked, "", "elements checked against the f64 product");
+  fg.metric("outside_bound", chk.f64.outside, "", "elements outside (K + p + 2) u sum|x w|",
+            true);
+  fg.metric("worst_error_over_bound", chk.f64.worst, "", "largest |error| / bound");
+  rep.metric("replica_mismatches", chk.replica_mismatches, "", "elements whose replicas differ",
+             true);
+  rep.set_golden(chk.pass(), chk.compared, chk.mismatches);
 }
 
 }  // namespace tpu

@@ -13,6 +13,7 @@
 #include "chip_driver.h"
 #include "host_port.h"
 #include "pod_driver.h"
+#include "report.h"
 #include "shard_plan.h"
 #include "tpu/bf16.h"
 
@@ -58,6 +59,7 @@ class ShardedMatmul {
   ShardedMatmul(HostPort& host, ShardPlan plan, ShardedMatmulOptions opt = {});
 
   const ShardPlan& plan() const { return plan_; }
+  const ShardedMatmulOptions& options() const { return opt_; }
   uint64_t hbm_bytes_per_chip() const { return hbm_used_; }
 
   // X (M x K) and W (K x N) row-major bf16 bits: every chip's shards (zero padded) into its HBM.
@@ -120,5 +122,22 @@ struct ShardF64Check {
 ShardF64Check shard_f64_check(const ShardedMatmul& sm, const std::vector<bf16_t>& x,
                               const std::vector<bf16_t>& w, const std::vector<float>& bias,
                               bool relu, const std::vector<std::vector<uint32_t>>& blocks);
+
+// Every check of a run's Y blocks: bit-exact against golden(), replicas equal, the f64 bound.
+struct ShardCheck {
+  std::size_t compared = 0, mismatches = 0, replica_mismatches = 0;
+  ShardF64Check f64;
+  std::vector<uint32_t> y;  // Y assembled (M x N f32 bits)
+  bool pass() const { return mismatches == 0 && replica_mismatches == 0 && f64.outside == 0; }
+};
+ShardCheck check_sharded(const ShardedMatmul& sm, const std::vector<bf16_t>& x,
+                         const std::vector<bf16_t>& w,
+                         const std::vector<std::vector<uint32_t>>& blocks);
+
+// The report of a sharded run (the keys of docs/sharding.md): group "sharding" (mesh, specs,
+// shape, padding, the plan), cycles / ideal_cycles / mfu, collectives (name, kind, axis,
+// bytes), per chip the Y block, host copy cycles, f64_check, golden.
+void fill_shard_report(ReportGroup& rep, const ShardedMatmul& sm, const ShardedRun& run,
+                       const ShardCheck& chk, const MachineInfo& mi);
 
 }  // namespace tpu

@@ -61,8 +61,6 @@ Opts parse_shard(const std::vector<std::string>& args) {
   return opt;
 }
 
-Json range_json(const Range& r) { return Json::array().push_back(r.lo).push_back(r.hi); }
-
 }  // namespace
 
 int cmd_shard(const std::vector<std::string>& args) {
@@ -140,110 +138,45 @@ int cmd_shard(const std::vector<std::string>& args) {
   const ShardPlan plan =
       plan_sharding(topo, mesh, M, K, N, xs, ws, opt.count("--y-spec") ? &ys : nullptr);
 
-  ShardedRun run;
-  std::vector<std::vector<uint32_t>> got, want;
-  MachineInfo mi;
-  ShardF64Check f64;
-  std::size_t mism = 0, replica_mism = 0, compared = 0;
-  std::vector<uint32_t> y_full;
-  std::vector<ShardBlock> blocks;
-  uint64_t hbm_used = 0;
+  const std::string title = "sharded matmul " + std::to_string(M) + "x" + std::to_string(K) +
+                            "x" + std::to_string(N) + " on " + topo.name() + " (" +
+                            std::to_string(topo.num_chips()) + " chips " + cfg.params.variant +
+                            "), mesh " + mesh.text() + ": X " + plan.x.text() + ", W " +
+                            plan.w.text() + ", Y " + plan.y.text();
+  Report rep(title);
+  rep.field("command", "shard");
+  ShardCheck chk;
   const auto t0 = std::chrono::steady_clock::now();
   {
     ProgressLine line("shard " + std::to_string(M) + "x" + std::to_string(K) + "x" +
                           std::to_string(N) + " on " + topo.name(),
                       opt.count("--quiet") > 0);
     with_pod(opt, cfg.params, [&](HostPort& h) {
-      mi = h.info();
+      const MachineInfo& mi = h.info();
       h.progress = [&](uint64_t cyc) { line.show(std::to_string(cyc) + " cycles"); };
       ShardedMatmul sm(h, plan, so);
-      hbm_used = sm.hbm_bytes_per_chip();
-      run.load_cycles = sm.load(x, w);
-      const uint64_t load_cycles = run.load_cycles;
-      run = sm.run();
+      const uint64_t load_cycles = sm.load(x, w);
+      ShardedRun run = sm.run();
       run.load_cycles = load_cycles;
-      got = sm.read_y(&run);
+      const auto got = sm.read_y(&run);
       h.progress = nullptr;
-      want = sm.golden(x, w);
-      mism = sm.mismatches(want, got);
-      compared = sm.real_elements();
-      f64 = shard_f64_check(sm, x, w, so.bias, so.relu, got);
-      y_full = sm.assemble(got, &replica_mism);
-      for (int c = 0; c < mi.num_chips(); ++c) blocks.push_back(sm.y_block(c));
+      chk = check_sharded(sm, x, w, got);
+      add_pod(rep, cfg, mi, opt);
+      fill_shard_report(rep, sm, run, chk, mi);
+      rep.field("chips", chip_table(run.prog));
+      add_links(rep, run.prog.link_flits, uint64_t{mi.shape.cols} * 4, topo);
     });
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (opt.count("--out")) {
-    std::vector<float> y(y_full.size());
-    for (std::size_t i = 0; i < y.size(); ++i) y[i] = f32_from_bits(y_full[i]);
+    std::vector<float> y(chk.y.size());
+    for (std::size_t i = 0; i < y.size(); ++i) y[i] = f32_from_bits(chk.y[i]);
     write_npy_f32(opt.at("--out"), y, {M, N});
   }
-  const bool pass = mism == 0 && replica_mism == 0 && f64.outside == 0;
-
-  const int P = mi.num_chips();
-  const uint64_t macs = matmul_useful_macs(M, K, N);
-  const uint64_t peak = peak_macs_per_cycle(mi.shape.rows, mi.shape.cols);
-  const uint64_t cycles = run.prog.run.cycles;
-  const uint64_t ideal = (macs + static_cast<uint64_t>(P) * peak - 1) / (static_cast<uint64_t>(P) * peak);
-
-  Report rep("sharded matmul " + std::to_string(M) + "x" + std::to_string(K) + "x" +
-             std::to_string(N) + " on " + topo.name() + " (" + std::to_string(P) + " chips " +
-             cfg.params.variant + "), mesh " + mesh.text() + ": X " + plan.x.text() + ", W " +
-             plan.w.text() + ", Y " + plan.y.text());
-  rep.field("command", "shard");
-  add_pod(rep, cfg, mi, opt);
-  ReportGroup& sg = rep.group("sharding");
-  sg.field("mesh", mesh.text());
-  sg.field("x_spec", plan.x.text()).field("w_spec", plan.w.text()).field("y_spec", plan.y.text());
-  sg.metric("m", M, "", "").metric("k", K, "", "").metric("n", N, "", "");
-  sg.field("padded", Json::array().push_back(plan.mp).push_back(plan.kp).push_back(plan.np));
-  sg.metric("padding_waste",
-            1.0 - static_cast<double>(macs) /
-                      (static_cast<double>(plan.mp) * static_cast<double>(plan.kp) *
-                       static_cast<double>(plan.np)),
-            "fraction", "MACs of the padded shape that are padding");
-  sg.metric("chip_macs", plan.chip_macs(), "", "MACs the chips do, padding and replicas included");
-  sg.field("plan", plan.describe());
-  sg.metric("hbm_bytes_per_chip", hbm_used, "bytes", "shards, gathers and products");
-  rep.set_cycles(cycles, ideal);
-  rep.set_mfu(cycles ? mfu(macs, P, peak, cycles) : 0.0);
-  rep.metric("useful_macs", macs, "", "M x K x N");
-  Json colls = Json::array();
-  for (const ShardPhase& ph : run.phases) {
-    if (!ph.collective) continue;
-    colls.push_back(Json::object()
-                        .set("name", ph.name)
-                        .set("kind", collective_name(ph.kind))
-                        .set("axis", ph.axis)
-                        .set("bytes", ph.bytes));
-  }
-  rep.field("collectives", colls);
-  rep.metric("commands", run.commands, "", "commands of the SPMD program, all chips");
-  rep.metric("host_load_cycles", run.load_cycles, "cycles",
-             "X, W (and bias) shards into every chip's HBM at once (0: backdoor)");
-  rep.metric("host_store_cycles", run.store_cycles, "cycles",
-             "Y's blocks out of every chip at once (0: backdoor)");
-  rep.field("chips", chip_table(run.prog));
-  Json yb = Json::array();
-  for (int c = 0; c < P; ++c) {
-    const ShardBlock& b = blocks[static_cast<std::size_t>(c)];
-    yb.push_back(Json::object()
-                     .set("chip", c)
-                     .set("rows", range_json(b.rows))
-                     .set("cols", range_json(b.cols)));
-  }
-  rep.field("y_blocks", yb);
-  add_links(rep, run.prog.link_flits, uint64_t{mi.shape.cols} * 4, topo);
-  ReportGroup& fg = rep.group("f64_check");
-  fg.metric("checked", f64.checked, "", "elements checked against the f64 product");
-  fg.metric("outside_bound", f64.outside, "", "elements outside (K + p + 2) u sum|x w|", true);
-  fg.metric("worst_error_over_bound", f64.worst, "", "largest |error| / bound");
-  rep.metric("replica_mismatches", replica_mism, "", "elements whose replicas differ", true);
-  rep.set_golden(pass, compared, mism);
   rep.metric("wall_seconds", wall, "s", "host time of the simulation");
   if (opt.count("--json")) rep.write(opt.at("--json"));
   std::fputs(rep.summary().c_str(), stdout);
-  return pass ? 0 : 1;
+  return chk.pass() ? 0 : 1;
 }
 
 }  // namespace tpu
