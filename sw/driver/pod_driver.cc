@@ -930,17 +930,24 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec,
   return res;
 }
 
+std::vector<bool> merge_order(std::size_t na, std::size_t nb) {
+  std::vector<bool> from_a;
+  from_a.reserve(na + nb);
+  std::size_t i = 0, j = 0;
+  // Take a's next command while i / |a| <= j / |b| (in integers: i |b| <= j |a|).
+  while (i < na || j < nb) {
+    const bool a = j >= nb || (i < na && i * nb <= j * na);
+    from_a.push_back(a);
+    (a ? i : j)++;
+  }
+  return from_a;
+}
+
 std::vector<ChipCmd> merge_programs(const std::vector<ChipCmd>& a, const std::vector<ChipCmd>& b) {
   std::vector<ChipCmd> out;
   out.reserve(a.size() + b.size());
   std::size_t i = 0, j = 0;
-  // Take a's next command while i / |a| <= j / |b| (in integers: i |b| <= j |a|).
-  while (i < a.size() || j < b.size()) {
-    if (j >= b.size() || (i < a.size() && i * b.size() <= j * a.size()))
-      out.push_back(a[i++]);
-    else
-      out.push_back(b[j++]);
-  }
+  for (bool from_a : merge_order(a.size(), b.size())) out.push_back(from_a ? a[i++] : b[j++]);
   return out;
 }
 

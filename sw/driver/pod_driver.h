@@ -113,6 +113,8 @@ class PodDriver {
 // long behind the other in the chip's in-order queue (bench_pod overlap: 1.22 of the longer
 // alone, against 1.31 when each kept its own pace).
 std::vector<ChipCmd> merge_programs(const std::vector<ChipCmd>& a, const std::vector<ChipCmd>& b);
+// The order merge_programs takes commands in: true for the next of a, false for the next of b.
+std::vector<bool> merge_order(std::size_t na, std::size_t nb);
 
 // The golden of a collective as the driver runs it: execute_rounds_* over host vectors (f32
 // bits, or bf16 bits in the low 16).

@@ -40,176 +40,238 @@ std::string axis_text(const std::string& a) { return a.empty() ? "-" : "'" + a +
 ShardedMatmul::ShardedMatmul(HostPort& host, ShardPlan plan, ShardedMatmulOptions opt)
     : host_(host), plan_(std::move(plan)), opt_(std::move(opt)) {
   const MachineInfo& mi = host_.info();
+  const ShardPlan& pl = plan_;
   P_ = mi.num_chips();
-  if (plan_.topo.name() != mi.topo.name())
-    bad("the plan is for a " + plan_.topo.name() + " pod; the machine is " + mi.topo.name());
-  if (!opt_.bias.empty() && opt_.bias.size() != plan_.n)
-    bad("bias: " + std::to_string(opt_.bias.size()) + " values; Y has " +
-        std::to_string(plan_.n) + " columns");
-  if (!plan_.k_axis.empty() && (!opt_.bias.empty() || opt_.relu))
-    bad("bias/ReLU with K split over '" + plan_.k_axis +
+  if (pl.topo.name() != mi.topo.name())
+    bad("the plan is for a " + pl.topo.name() + " pod; the machine is " + mi.topo.name());
+  if (!opt_.bias.empty() && opt_.bias.size() != pl.n)
+    bad("bias: " + std::to_string(opt_.bias.size()) + " values; Y has " + std::to_string(pl.n) +
+        " columns");
+  if (!pl.k_axis.empty() && (!opt_.bias.empty() || opt_.relu))
+    bad("bias/ReLU with K split over '" + pl.k_axis +
         "': the epilogue would have to follow the reduction, which is not supported yet; keep K "
         "unsplit (e.g. --w-spec -,...) or drop --bias/--relu");
   const bool has_bias = !opt_.bias.empty();
-  const uint32_t V = mi.shape.vmem_rows;
-  const std::size_t ncoll = plan_.pre.size() + plan_.post.size();
-  vmem_matmul_ = ncoll ? V / 2 : V;
+  const std::size_t pk = static_cast<std::size_t>(pl.axis_size(pl.k_axis));
+  const std::size_t unit = std::max<std::size_t>(32, mi.shape.cols);  // a bf16 HBM row's pitch
+
+  // The pipeline: a fully sharded W is gathered in column pieces, a reduce-scatter onto Y's
+  // rows runs in row pieces; each piece overlaps the matmul of the next or previous one.
+  auto depth = [](std::size_t extent, std::size_t align) {
+    for (std::size_t j : {4, 2})
+      if (extent % (j * align) == 0) return j;
+    return std::size_t{1};
+  };
+  if (pl.pre.size() == 1 && pl.pre[0].dim == 0 && pl.post.empty()) {
+    pieces_ = depth(pl.w_cols(0).size(), unit);
+    pipe_ = pieces_ > 1 ? Pipe::kGatherW : Pipe::kNone;
+  } else if (pl.pre.empty() && pl.post.size() == 1 &&
+             pl.post[0].kind == Collective::kReduceScatter && pl.post[0].dim == 0) {
+    pieces_ = depth(pl.mp / pk, 1);
+    pipe_ = pieces_ > 1 ? Pipe::kScatterY : Pipe::kNone;
+  }
+  const std::size_t J = pieces_;
+  std::size_t ncoll = pl.pre.size() + pl.post.size();
+  if (pipe_ != Pipe::kNone) ncoll = J;
+  vmem_matmul_ = ncoll ? mi.shape.vmem_rows / 2 : mi.shape.vmem_rows;
 
   for (int c = 0; c < P_; ++c) drv_.push_back(std::make_unique<ChipDriver>(host_, c));
   jobs_.resize(static_cast<std::size_t>(P_));
-  coll_bufs_.resize(ncoll);
-  for (auto& b : coll_bufs_) {
-    b.in.resize(static_cast<std::size_t>(P_));
-    b.out.resize(static_cast<std::size_t>(P_));
-  }
-  std::vector<Range> red_rows(static_cast<std::size_t>(P_)), red_cols(red_rows);
+  ws_.resize(static_cast<std::size_t>(P_));
+  ws_cols_.resize(static_cast<std::size_t>(P_));
+  coll_.clear();
+  auto coll_at = [&](std::size_t i) -> Coll& {
+    if (coll_.size() <= i) coll_.resize(i + 1);
+    Coll& k = coll_[i];
+    k.bufs.in.resize(static_cast<std::size_t>(P_));
+    k.bufs.out.resize(static_cast<std::size_t>(P_));
+    return k;
+  };
   for (int c = 0; c < P_; ++c) {
     const std::size_t ci = static_cast<std::size_t>(c);
     ChipDriver& d = *drv_[ci];
     try {
-    const Range xr = plan_.x_rows(c), xc = plan_.x_cols(c);
-    const Range wr = plan_.w_rows(c), wc = plan_.w_cols(c);
-    xs_.push_back(d.alloc_matrix(xr.size(), xc.size(), Dtype::kBf16));
-    ws_.push_back(d.alloc_matrix(wr.size(), wc.size(), Dtype::kBf16));
-    if (has_bias) bias_.push_back(d.alloc_matrix(1, plan_.np, Dtype::kF32));
-    std::size_t ic = 0;  // collective index
-
-    // Gathers of W: a gather on K stacks the ranks' row blocks (one matrix); a gather on N
-    // leaves the ranks' column blocks one after another (a matrix each).
-    std::vector<Placed> wb = {Placed{ws_.back(), wr.lo, wc.lo}};
-    for (const ShardCollective& sc : plan_.pre) {
-      const std::size_t p = static_cast<std::size_t>(plan_.axis_size(sc.axis));
-      const HbmMatrix cur = wb.at(0).m;
-      if (wb.size() != 1) throw std::logic_error("sharded matmul: two gathers of W on N");
-      if (cur.pitch != cur.cols && sc.dim == 1)
-        bad("W's column blocks of " + std::to_string(cur.cols) + " elements are not whole HBM "
-            "rows of the chip's pitch (" + std::to_string(cur.pitch) + "): pad N to a multiple of " +
-            std::to_string(cur.pitch * p));
-      const std::size_t elems = p * cur.rows * cur.pitch;
-      const uint64_t out = d.alloc(elems * 2);
-      coll_bufs_[ic].in[ci] = cur.addr;
-      coll_bufs_[ic].out[ci] = out;
-      if (c == 0) {
-        CollectiveSpec s;
-        s.collective = Collective::kAllGather;
-        s.dtype = DType::kBf16;
-        s.n = elems;
-        s.group_dims = sc.dims;
-        coll_spec_.push_back(s);
+      const Range xr = pl.x_rows(c), xc = pl.x_cols(c);
+      const Range wr = pl.w_rows(c), wc = pl.w_cols(c);
+      xs_.push_back(d.alloc_matrix(xr.size(), xc.size(), Dtype::kBf16));
+      const std::size_t wpieces = pipe_ == Pipe::kGatherW ? J : 1;
+      for (std::size_t j = 0; j < wpieces; ++j) {
+        const std::size_t w0 = wc.lo + j * wc.size() / wpieces, w1 = wc.lo + (j + 1) * wc.size() / wpieces;
+        ws_[ci].push_back(d.alloc_matrix(wr.size(), w1 - w0, Dtype::kBf16));
+        ws_cols_[ci].push_back(Range{w0, w1});
       }
-      if (sc.dim == 0) {
-        HbmMatrix g = cur;
-        g.addr = out;
-        g.rows = cur.rows * p;
-        wb = {Placed{g, 0, wb[0].col_lo}};
-      } else {
-        std::vector<Placed> blocks;
-        for (std::size_t s = 0; s < p; ++s) {
-          HbmMatrix g = cur;
-          g.addr = out + s * cur.rows * cur.pitch * 2;
-          blocks.push_back(Placed{g, wb[0].row_lo, s * cur.cols});
+      if (has_bias) bias_.push_back(d.alloc_matrix(1, pl.np, Dtype::kF32));
+      std::size_t ic = 0;  // collective index
+
+      // Gathers of W: on K, the ranks' row blocks stack into one matrix; on N, the ranks'
+      // column blocks lie one after another, a matrix each.
+      std::vector<Placed> wb;
+      for (std::size_t j = 0; j < wpieces; ++j)
+        wb.push_back(Placed{ws_[ci][j], wr.lo, ws_cols_[ci][j].lo});
+      for (std::size_t si = 0; si < pl.pre.size(); ++si) {
+        const ShardCollective& sc = pl.pre[si];
+        const std::size_t p = static_cast<std::size_t>(pl.axis_size(sc.axis));
+        if (sc.dim == 1 && wb.size() != 1)
+          throw std::logic_error("sharded matmul: a gather of W on N after another");
+        std::vector<Placed> next;
+        for (const Placed& cur : wb) {
+          if (cur.m.pitch != cur.m.cols && sc.dim == 1)
+            bad("W's column blocks of " + std::to_string(cur.m.cols) + " elements are not whole "
+                "HBM rows of the chip's pitch (" + std::to_string(cur.m.pitch) + "): pad N to a "
+                "multiple of " + std::to_string(cur.m.pitch * p));
+          const std::size_t elems = p * cur.m.rows * cur.m.pitch;
+          const uint64_t out = d.alloc(elems * 2);
+          Coll& k = coll_at(ic);
+          k.bufs.in[ci] = cur.m.addr;
+          k.bufs.out[ci] = out;
+          k.spec.collective = Collective::kAllGather;
+          k.spec.dtype = DType::kBf16;
+          k.spec.n = elems;
+          k.spec.group_dims = sc.dims;
+          k.src = si;
+          k.piece = ic;
+          ++ic;
+          if (sc.dim == 0) {
+            HbmMatrix g = cur.m;
+            g.addr = out;
+            g.rows = cur.m.rows * p;
+            next.push_back(Placed{g, 0, cur.col_lo});
+          } else {
+            for (std::size_t s = 0; s < p; ++s) {
+              HbmMatrix g = cur.m;
+              g.addr = out + s * cur.m.rows * cur.m.pitch * 2;
+              next.push_back(Placed{g, cur.row_lo, s * cur.m.cols});
+            }
+          }
         }
-        wb = blocks;
+        wb = next;
       }
-      ++ic;
-    }
 
-    // The chip's block of the product, in column pieces that each lie in one W block and one
-    // C block.
-    const Range R = plan_.mm_rows(c), K = plan_.mm_k(c), C = plan_.mm_cols(c);
-    if (R.lo < xr.lo || R.hi > xr.hi || K.lo < xc.lo || K.hi > xc.hi)
-      throw std::logic_error("sharded matmul: the product's block is not in X's shard");
-    const std::size_t pk = static_cast<std::size_t>(plan_.axis_size(plan_.k_axis));
-    std::vector<Placed> cb;
-    if (plan_.c_col_blocks) {
-      const std::size_t nb = C.size() / pk;
-      const HbmMatrix shape = d.alloc_matrix(R.size(), nb, Dtype::kF32);  // the first block
-      d.alloc(shape.bytes() * (pk - 1));
-      for (std::size_t t = 0; t < pk; ++t) {
-        HbmMatrix b = shape;
-        b.addr = shape.addr + t * shape.bytes();
-        cb.push_back(Placed{b, R.lo, C.lo + t * nb});
+      // The chip's block of the product, cut into jobs that each lie in one W block and one
+      // block of the product's buffer.
+      const Range R = pl.mm_rows(c), K = pl.mm_k(c), C = pl.mm_cols(c);
+      if (R.lo < xr.lo || R.hi > xr.hi || K.lo < xc.lo || K.hi > xc.hi)
+        throw std::logic_error("sharded matmul: the product's block is not in X's shard");
+      struct CBlock {
+        Placed p;
+        std::size_t row_lo;  // the product's first row it holds
+        std::size_t piece;
+      };
+      std::vector<CBlock> cb;
+      HbmMatrix y;
+      Range yr = R, yc = C;
+      if (pipe_ == Pipe::kScatterY) {
+        // Piece j holds, for every rank r, rows r * mp/pk + j * sub of the product: its
+        // reduce-scatter leaves rank r rows j * sub of its block of Y.
+        const std::size_t sub = R.size() / pk / J;
+        for (std::size_t j = 0; j < J; ++j) {
+          const HbmMatrix piece = d.alloc_matrix(R.size() / J, C.size(), Dtype::kF32);
+          for (std::size_t r = 0; r < pk; ++r)
+            cb.push_back(CBlock{Placed{view(piece, r * sub, sub, 0, C.size()), R.lo, C.lo},
+                                R.lo + r * R.size() / pk + j * sub, j});
+        }
+        y = d.alloc_matrix(R.size() / pk, C.size(), Dtype::kF32);
+        for (std::size_t j = 0; j < J; ++j) {
+          Coll& k = coll_at(j);
+          const HbmMatrix& first = cb[j * pk].p.m;  // the piece's first sub-block
+          k.bufs.in[ci] = first.addr;
+          k.bufs.out[ci] = y.addr + j * sub * y.pitch * 4;
+          k.spec.collective = Collective::kReduceScatter;
+          k.spec.dtype = DType::kF32;
+          k.spec.n = R.size() / J * first.pitch;
+          k.spec.group_dims = pl.post[0].dims;
+          k.post = true;
+          k.piece = j;
+        }
+        yr = pl.block(pl.k_axis, pl.mp, c);
+      } else if (pl.c_col_blocks) {
+        const std::size_t nb = C.size() / pk;
+        const HbmMatrix shape = d.alloc_matrix(R.size(), nb, Dtype::kF32);  // the first block
+        d.alloc(shape.bytes() * (pk - 1));
+        for (std::size_t t = 0; t < pk; ++t) {
+          HbmMatrix b = shape;
+          b.addr = shape.addr + t * shape.bytes();
+          cb.push_back(CBlock{Placed{b, R.lo, C.lo + t * nb}, R.lo, 0});
+        }
+        y = shape;
+      } else {
+        y = d.alloc_matrix(R.size(), C.size(), Dtype::kF32);
+        cb.push_back(CBlock{Placed{y, R.lo, C.lo}, R.lo, 0});
       }
-      c_elems_ = pk * R.size() * shape.pitch;
-    } else {
-      cb.push_back(Placed{d.alloc_matrix(R.size(), C.size(), Dtype::kF32), R.lo, C.lo});
-      c_elems_ = R.size() * cb[0].m.pitch;
-    }
-    c_.push_back(cb[0].m);
-    std::vector<std::size_t> cuts = {C.lo, C.hi};
-    for (const auto* v : {&wb, &cb})
-      for (const Placed& b : *v)
+      std::vector<std::size_t> cuts = {C.lo, C.hi};
+      for (const Placed& b : wb)
         for (std::size_t e : {b.col_lo, b.col_lo + b.m.cols})
           if (e > C.lo && e < C.hi) cuts.push_back(e);
-    std::sort(cuts.begin(), cuts.end());
-    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-    auto holder = [](const std::vector<Placed>& v, std::size_t a, std::size_t b) -> const Placed& {
-      for (const Placed& p : v)
-        if (p.col_lo <= a && b <= p.col_lo + p.m.cols) return p;
-      throw std::logic_error("sharded matmul: a column piece in no block");
-    };
-    for (std::size_t i = 0; i + 1 < cuts.size(); ++i) {
-      const std::size_t a = cuts[i], b = cuts[i + 1];
-      const Placed& W = holder(wb, a, b);
-      const Placed& Cc = holder(cb, a, b);
-      if (K.lo < W.row_lo || K.hi > W.row_lo + W.m.rows)
-        throw std::logic_error("sharded matmul: the product's K range is not in W");
-      Job j;
-      j.a = view(xs_[ci], R.lo - xr.lo, R.size(), K.lo - xc.lo, K.size());
-      j.w = view(W.m, K.lo - W.row_lo, K.size(), a - W.col_lo, b - a);
-      j.c = view(Cc.m, 0, R.size(), a - Cc.col_lo, b - a);
-      if (has_bias) {
-        j.bias = view(bias_[ci], 0, 1, a, b - a);
-        j.has_bias = true;
-      }
-      jobs_[ci].push_back(j);
-    }
-
-    // After the matmul: the K reduction, then a gather of Y's rows.
-    HbmMatrix y = cb[0].m;
-    Range yr = R, yc = C;
-    if (plan_.c_col_blocks) y.cols = C.size() / pk;
-    for (const ShardCollective& sc : plan_.post) {
-      const std::size_t p = static_cast<std::size_t>(plan_.axis_size(sc.axis));
-      const int rank = plan_.axis_rank(sc.axis, c);
-      CollectiveSpec s;
-      s.collective = sc.kind;
-      s.dtype = DType::kF32;
-      s.group_dims = sc.dims;
-      std::size_t out_elems = 0;
-      if (sc.kind == Collective::kAllGather) {
-        s.n = p * y.rows * y.pitch;
-        out_elems = s.n;
-        coll_bufs_[ic].in[ci] = y.addr;
-        y.rows *= p;
-        yr = Range{0, plan_.mp};
-      } else {
-        s.n = c_elems_;
-        out_elems = sc.kind == Collective::kAllReduce ? s.n : s.n / p;
-        coll_bufs_[ic].in[ci] = c_.back().addr;
-        if (sc.dim == 0) {
-          y.rows /= p;
-          yr = plan_.block(sc.axis, plan_.mp, c);
-        } else if (sc.dim == 1) {
-          yc = Range{C.lo + static_cast<std::size_t>(rank) * y.cols,
-                     C.lo + static_cast<std::size_t>(rank + 1) * y.cols};
+      for (const CBlock& b : cb)
+        for (std::size_t e : {b.p.col_lo, b.p.col_lo + b.p.m.cols})
+          if (e > C.lo && e < C.hi) cuts.push_back(e);
+      std::sort(cuts.begin(), cuts.end());
+      cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+      for (const CBlock& blk : cb) {
+        for (std::size_t i = 0; i + 1 < cuts.size(); ++i) {
+          const std::size_t a = cuts[i], b = cuts[i + 1];
+          if (a < blk.p.col_lo || b > blk.p.col_lo + blk.p.m.cols) continue;
+          std::size_t wi = wb.size();
+          for (std::size_t q = 0; q < wb.size(); ++q)
+            if (wb[q].col_lo <= a && b <= wb[q].col_lo + wb[q].m.cols) wi = q;
+          if (wi == wb.size()) throw std::logic_error("sharded matmul: a column piece in no block");
+          const Placed& W = wb[wi];
+          if (K.lo < W.row_lo || K.hi > W.row_lo + W.m.rows)
+            throw std::logic_error("sharded matmul: the product's K range is not in W");
+          Job j;
+          j.a = view(xs_[ci], blk.row_lo - xr.lo, blk.p.m.rows, K.lo - xc.lo, K.size());
+          j.w = view(W.m, K.lo - W.row_lo, K.size(), a - W.col_lo, b - a);
+          j.c = view(blk.p.m, 0, blk.p.m.rows, a - blk.p.col_lo, b - a);
+          if (has_bias) {
+            j.bias = view(bias_[ci], 0, 1, a, b - a);
+            j.has_bias = true;
+          }
+          j.piece = pipe_ == Pipe::kGatherW ? wi : blk.piece;
+          jobs_[ci].push_back(j);
         }
-        red_rows[ci] = yr;
-        red_cols[ci] = yc;
       }
-      y.addr = d.alloc(out_elems * 4);
-      coll_bufs_[ic].out[ci] = y.addr;
-      if (c == 0) coll_spec_.push_back(s);
-      ++ic;
-    }
-    if (plan_.k_axis.empty()) {
-      red_rows[ci] = R;
-      red_cols[ci] = C;
-    }
-    if (!(yr == plan_.y_rows(c)) || !(yc == plan_.y_cols(c)))
-      throw std::logic_error("sharded matmul: Y's block on chip " + std::to_string(c) +
-                             " is not the block its spec gives");
-    y_.push_back(ShardBlock{y, yr, yc});
+
+      // After the matmul (no pipeline): the K reduction, then a gather of Y's rows.
+      if (pipe_ != Pipe::kScatterY) {
+        const uint64_t c_addr = cb[0].p.m.addr;
+        const std::size_t c_elems = cb.size() * R.size() * cb[0].p.m.pitch;
+        for (std::size_t si = 0; si < pl.post.size(); ++si) {
+          const ShardCollective& sc = pl.post[si];
+          const std::size_t p = static_cast<std::size_t>(pl.axis_size(sc.axis));
+          const int rank = pl.axis_rank(sc.axis, c);
+          Coll& k = coll_at(ic++);
+          k.spec.collective = sc.kind;
+          k.spec.dtype = DType::kF32;
+          k.spec.group_dims = sc.dims;
+          k.post = true;
+          k.src = si;
+          std::size_t out_elems = 0;
+          if (sc.kind == Collective::kAllGather) {
+            k.spec.n = p * y.rows * y.pitch;
+            out_elems = k.spec.n;
+            k.bufs.in[ci] = y.addr;
+            y.rows *= p;
+            yr = Range{0, pl.mp};
+          } else {
+            k.spec.n = c_elems;
+            out_elems = sc.kind == Collective::kAllReduce ? c_elems : c_elems / p;
+            k.bufs.in[ci] = c_addr;
+            if (sc.dim == 0) {
+              y.rows /= p;
+              yr = pl.block(sc.axis, pl.mp, c);
+            } else if (sc.dim == 1) {
+              yc = Range{C.lo + static_cast<std::size_t>(rank) * y.cols,
+                         C.lo + static_cast<std::size_t>(rank + 1) * y.cols};
+            }
+          }
+          y.addr = d.alloc(out_elems * 4);
+          k.bufs.out[ci] = y.addr;
+        }
+      }
+      if (!(yr == pl.y_rows(c)) || !(yc == pl.y_cols(c)))
+        throw std::logic_error("sharded matmul: Y's block on chip " + std::to_string(c) +
+                               " is not the block its spec gives");
+      y_.push_back(ShardBlock{y, yr, yc});
     } catch (const std::runtime_error& e) {  // the HBM allocator
       bad("not enough HBM: chip " + std::to_string(c) + " has " +
           std::to_string(mi.shape.hbm_bytes) + " bytes; its shards, gathers and products need "
@@ -217,11 +279,10 @@ ShardedMatmul::ShardedMatmul(HostPort& host, ShardPlan plan, ShardedMatmulOption
     }
     hbm_used_ = std::max(hbm_used_, d.allocated());
   }
-  red_rows_ = std::move(red_rows);
-  red_cols_ = std::move(red_cols);
 }
 
-uint64_t ShardedMatmul::load(const std::vector<bf16_t>& x, const std::vector<bf16_t>& w) {
+std::vector<ShardedMatmul::Image> ShardedMatmul::images(const std::vector<bf16_t>& x,
+                                                        const std::vector<bf16_t>& w) const {
   const ShardPlan& p = plan_;
   if (x.size() != p.m * p.k || w.size() != p.k * p.n)
     bad("operands: X has " + std::to_string(x.size()) + " elements and W " +
@@ -236,100 +297,147 @@ uint64_t ShardedMatmul::load(const std::vector<bf16_t>& x, const std::vector<bf1
         b[(i - r.lo) * cl.size() + (j - cl.lo)] = src[i * cols + j];
     return b;
   };
-  std::vector<std::vector<uint8_t>> img;
-  img.reserve(static_cast<std::size_t>(3 * P_));
-  std::vector<HostCopy> ops;
   std::vector<float> bias_p(p.np, 0.0f);
   std::copy(opt_.bias.begin(), opt_.bias.end(), bias_p.begin());
+  std::vector<Image> out;
   for (int c = 0; c < P_; ++c) {
     const std::size_t ci = static_cast<std::size_t>(c);
-    img.push_back(drv_[ci]->matrix_image(xs_[ci], block(x, p.m, p.k, p.x_rows(c), p.x_cols(c))));
-    ops.push_back(HostCopy{c, true, xs_[ci].addr, img.back().data(), img.back().size()});
-    img.push_back(drv_[ci]->matrix_image(ws_[ci], block(w, p.k, p.n, p.w_rows(c), p.w_cols(c))));
-    ops.push_back(HostCopy{c, true, ws_[ci].addr, img.back().data(), img.back().size()});
-    if (!bias_.empty()) {
-      img.push_back(drv_[ci]->matrix_image(bias_[ci], bias_p));
-      ops.push_back(HostCopy{c, true, bias_[ci].addr, img.back().data(), img.back().size()});
-    }
+    const ChipDriver& d = *drv_[ci];
+    out.push_back(Image{c, xs_[ci].addr,
+                        d.matrix_image(xs_[ci], block(x, p.m, p.k, p.x_rows(c), p.x_cols(c)))});
+    for (std::size_t j = 0; j < ws_[ci].size(); ++j)
+      out.push_back(Image{c, ws_[ci][j].addr,
+                          d.matrix_image(ws_[ci][j],
+                                         block(w, p.k, p.n, p.w_rows(c), ws_cols_[ci][j]))});
+    if (!bias_.empty()) out.push_back(Image{c, bias_[ci].addr, d.matrix_image(bias_[ci], bias_p)});
   }
+  return out;
+}
+
+uint64_t ShardedMatmul::load(const std::vector<bf16_t>& x, const std::vector<bf16_t>& w) {
+  std::vector<Image> img = images(x, w);
   if (opt_.backdoor) {
-    for (const HostCopy& h : ops) host_.backdoor_write(h.chip, h.addr, h.data, h.n);
+    for (const Image& i : img) host_.backdoor_write(i.chip, i.addr, i.bytes.data(), i.bytes.size());
     return 0;
   }
+  std::vector<HostCopy> ops;
+  for (Image& i : img) ops.push_back(HostCopy{i.chip, true, i.addr, i.bytes.data(), i.bytes.size()});
   return host_.copy(ops);
 }
 
-std::vector<std::vector<ChipCmd>> ShardedMatmul::programs(std::vector<ShardPhase>* phases) {
+std::vector<std::vector<ChipCmd>> ShardedMatmul::programs(
+    std::vector<ShardPhase>* phases, std::vector<std::vector<uint8_t>>* cmd_phase) {
   const MachineInfo& mi = host_.info();
-  const std::size_t ncoll = coll_spec_.size();
+  const std::size_t ncoll = coll_.size();
   PodDriver pd(host_);
   std::vector<PodProgram> cp;
-  const uint32_t V = mi.shape.vmem_rows;
+  const uint32_t share = ncoll ? (mi.shape.vmem_rows - vmem_matmul_) / static_cast<uint32_t>(ncoll) : 0;
   for (std::size_t i = 0; i < ncoll; ++i) {
     PodCollectiveOptions o;
-    const uint32_t share = (V - vmem_matmul_) / static_cast<uint32_t>(ncoll);
     o.vmem_base = vmem_matmul_ + static_cast<uint32_t>(i) * share;
     o.vmem_rows = share;
     o.counter_base = static_cast<uint32_t>(i * kIciCounters / ncoll);
     o.counter_count = static_cast<uint32_t>(kIciCounters / ncoll);
-    cp.push_back(pd.compile(coll_spec_[i], coll_bufs_[i], o));
+    cp.push_back(pd.compile(coll_[i].spec, coll_[i].bufs, o));
   }
   rounds_.clear();
   for (const PodProgram& p : cp) rounds_.push_back(p.rounds);
 
+  // Phases: each collective, and the matmul.
   std::vector<ShardPhase> ph;
-  auto coll_phase = [&](std::size_t i, const ShardCollective& sc) {
+  std::vector<uint8_t> coll_phase(ncoll);
+  uint8_t mm_phase = 0;
+  auto add_coll = [&](std::size_t i) {
+    const ShardCollective& sc = coll_[i].post ? plan_.post[coll_[i].src] : plan_.pre[coll_[i].src];
     ShardPhase s;
     s.collective = true;
     s.kind = sc.kind;
     s.axis = sc.axis;
     s.name = std::string(collective_name(sc.kind)) + " of " + sc.tensor + " over " +
-             axis_text(sc.axis);
-    const CollectiveSpec& cs = coll_spec_[i];
-    s.bytes = static_cast<uint64_t>(cs.n) * (cs.dtype == DType::kBf16 ? 2 : 4);
-    return s;
+             axis_text(sc.axis) + (pieces_ > 1 ? " (piece " + std::to_string(coll_[i].piece) + ")" : "");
+    s.bytes = static_cast<uint64_t>(coll_[i].spec.n) *
+              (coll_[i].spec.dtype == DType::kBf16 ? 2 : 4);
+    coll_phase[i] = static_cast<uint8_t>(ph.size());
+    ph.push_back(s);
   };
-  std::size_t ic = 0;
-  for (const ShardCollective& sc : plan_.pre) ph.push_back(coll_phase(ic++, sc));
-  ShardPhase mm;
-  mm.name = "matmul";
-  ph.push_back(mm);
-  for (const ShardCollective& sc : plan_.post) ph.push_back(coll_phase(ic++, sc));
+  for (std::size_t i = 0; i < ncoll; ++i)
+    if (!coll_[i].post) add_coll(i);
+  mm_phase = static_cast<uint8_t>(ph.size());
+  ph.push_back(ShardPhase{"matmul", false, Collective::kAllGather, "", 0});
+  for (std::size_t i = 0; i < ncoll; ++i)
+    if (coll_[i].post) add_coll(i);
+
+  // The stream: steps of one or two programs (merged).
+  struct Part {
+    bool coll;
+    std::size_t index;  // collective, or matmul piece
+  };
+  std::vector<std::vector<Part>> steps;
+  const std::size_t J = pieces_;
+  if (pipe_ == Pipe::kGatherW) {
+    steps.push_back({{true, 0}});
+    for (std::size_t j = 0; j < J; ++j) {
+      if (j + 1 < J) steps.push_back({{false, j}, {true, j + 1}});
+      else steps.push_back({{false, j}});
+    }
+  } else if (pipe_ == Pipe::kScatterY) {
+    steps.push_back({{false, 0}});
+    for (std::size_t j = 0; j < J; ++j) {
+      if (j + 1 < J) steps.push_back({{true, j}, {false, j + 1}});
+      else steps.push_back({{true, j}});
+    }
+  } else {
+    for (std::size_t i = 0; i < ncoll; ++i)
+      if (!coll_[i].post) steps.push_back({{true, i}});
+    steps.push_back({{false, 0}});
+    for (std::size_t i = 0; i < ncoll; ++i)
+      if (coll_[i].post) steps.push_back({{true, i}});
+  }
 
   std::vector<std::vector<ChipCmd>> progs(static_cast<std::size_t>(P_));
+  std::vector<std::vector<uint8_t>> tags(static_cast<std::size_t>(P_));
   for (int c = 0; c < P_; ++c) {
     const std::size_t ci = static_cast<std::size_t>(c);
-    std::vector<ChipCmd>& prog = progs[ci];
-    auto append = [&](ShardPhase& s, const std::vector<ChipCmd>& cmds) {
-      if (s.begin.size() < static_cast<std::size_t>(P_)) {
-        s.begin.assign(static_cast<std::size_t>(P_), 0);
-        s.end.assign(static_cast<std::size_t>(P_), 0);
-      }
-      if (s.begin[ci] == s.end[ci]) s.begin[ci] = prog.size();
-      for (const ChipCmd& cmd : cmds)
-        if ((cmd.w[0] & 0xFu) != static_cast<uint32_t>(ChipOp::kHalt)) prog.push_back(cmd);
-      s.end[ci] = prog.size();
-    };
-    std::size_t pi = 0;
-    for (std::size_t i = 0; i < plan_.pre.size(); ++i) append(ph[pi++], cp[i].progs[ci]);
     ChipDriver& d = *drv_[ci];
     d.vmem_rows_limit = vmem_matmul_;
-    for (const Job& j : jobs_[ci]) {
-      MatmulEpilogue ep;
-      ep.bias = j.has_bias ? &j.bias : nullptr;
-      ep.relu = opt_.relu;
-      append(ph[pi], d.plan_matmul(j.c, j.a, j.w, ep).program);
+    auto part = [&](const Part& pt, std::vector<ChipCmd>* cmds, std::vector<uint8_t>* tag) {
+      if (pt.coll) {
+        *cmds = cp[pt.index].progs[ci];
+        tag->assign(cmds->size(), coll_phase[pt.index]);
+        return;
+      }
+      cmds->clear();
+      for (const Job& j : jobs_[ci]) {
+        if (j.piece != pt.index && pipe_ != Pipe::kNone) continue;
+        MatmulEpilogue ep;
+        ep.bias = j.has_bias ? &j.bias : nullptr;
+        ep.relu = opt_.relu;
+        for (const ChipCmd& cmd : d.plan_matmul(j.c, j.a, j.w, ep).program)
+          if ((cmd.w[0] & 0xFu) != static_cast<uint32_t>(ChipOp::kHalt)) cmds->push_back(cmd);
+      }
+      tag->assign(cmds->size(), mm_phase);
+    };
+    for (const std::vector<Part>& st : steps) {
+      std::vector<ChipCmd> a, b;
+      std::vector<uint8_t> ta, tb;
+      part(st[0], &a, &ta);
+      if (st.size() > 1) part(st[1], &b, &tb);
+      std::size_t i = 0, j = 0;
+      for (bool from_a : merge_order(a.size(), b.size())) {
+        progs[ci].push_back(from_a ? a[i] : b[j]);
+        tags[ci].push_back(from_a ? ta[i++] : tb[j++]);
+      }
     }
-    ++pi;
-    for (std::size_t i = plan_.pre.size(); i < ncoll; ++i) append(ph[pi++], cp[i].progs[ci]);
   }
   if (phases) *phases = std::move(ph);
+  if (cmd_phase) *cmd_phase = std::move(tags);
   return progs;
 }
 
 ShardedRun ShardedMatmul::run() {
   ShardedRun r;
-  const auto progs = programs(&r.phases);
+  const auto progs = programs(&r.phases, &r.cmd_phase);
+  r.pieces = pieces_;
   for (const auto& p : progs) r.commands += p.size();
   PodDriver pd(host_);
   r.prog = pd.run_programs(progs);
@@ -364,6 +472,7 @@ std::vector<std::vector<uint32_t>> ShardedMatmul::golden(const std::vector<bf16_
   const ShardPlan& p = plan_;
   // Y over the padded shape: padding elements 0 (never compared).
   std::vector<uint32_t> yg(p.mp * p.np, 0);
+  std::vector<std::vector<uint32_t>> out;
   if (p.k_axis.empty()) {
     MatmulOptions mo;
     mo.bias = opt_.bias.empty() ? nullptr : &opt_.bias;
@@ -371,50 +480,78 @@ std::vector<std::vector<uint32_t>> ShardedMatmul::golden(const std::vector<bf16_
     const auto g = golden_chip_matmul(x, w, p.m, p.k, p.n, mo);
     for (std::size_t i = 0; i < p.m; ++i)
       std::copy(g.begin() + static_cast<std::ptrdiff_t>(i * p.n),
-                g.begin() + static_cast<std::ptrdiff_t>((i + 1) * p.n), yg.begin() +
-                static_cast<std::ptrdiff_t>(i * p.np));
-  } else {
-    // Each chip's partial product as it lies in its C buffer, then the reduction's rounds.
-    const std::size_t pk = static_cast<std::size_t>(p.axis_size(p.k_axis));
-    std::vector<std::vector<uint32_t>> parts(static_cast<std::size_t>(P_));
+                g.begin() + static_cast<std::ptrdiff_t>((i + 1) * p.n),
+                yg.begin() + static_cast<std::ptrdiff_t>(i * p.np));
     for (int c = 0; c < P_; ++c) {
-      const Range R = p.mm_rows(c), K = p.mm_k(c), C = p.mm_cols(c);
-      std::vector<bf16_t> xs(R.size() * K.size(), 0), wsb(K.size() * C.size(), 0);
-      for (std::size_t i = R.lo; i < std::min(R.hi, p.m); ++i)
-        for (std::size_t k = K.lo; k < std::min(K.hi, p.k); ++k)
-          xs[(i - R.lo) * K.size() + (k - K.lo)] = x[i * p.k + k];
-      for (std::size_t k = K.lo; k < std::min(K.hi, p.k); ++k)
-        for (std::size_t j = C.lo; j < std::min(C.hi, p.n); ++j)
-          wsb[(k - K.lo) * C.size() + (j - C.lo)] = w[k * p.n + j];
-      const auto g = golden_chip_matmul(xs, wsb, R.size(), K.size(), C.size(), MatmulOptions{});
-      const HbmMatrix& cm = c_[static_cast<std::size_t>(c)];
-      auto& img = parts[static_cast<std::size_t>(c)];
-      img.assign(c_elems_, 0);
-      const std::size_t nb = p.c_col_blocks ? C.size() / pk : C.size();
-      for (std::size_t i = 0; i < R.size(); ++i)
-        for (std::size_t j = 0; j < C.size(); ++j) {
-          const std::size_t t = j / nb, jj = j % nb;
-          img[t * R.size() * cm.pitch + i * cm.pitch + jj] = g[i * C.size() + j];
-        }
+      const ShardBlock& b = y_[static_cast<std::size_t>(c)];
+      std::vector<uint32_t> v(b.rows.size() * b.cols.size());
+      for (std::size_t i = 0; i < b.rows.size(); ++i)
+        for (std::size_t j = 0; j < b.cols.size(); ++j)
+          v[i * b.cols.size() + j] = yg[(b.rows.lo + i) * p.np + b.cols.lo + j];
+      out.push_back(std::move(v));
     }
-    const auto red = golden_collective(rounds_.at(p.pre.size()), parts);
+    return out;
+  }
+  // K split: the plan run on a model of each chip's HBM: the operands as load() lays them out,
+  // each collective by its rounds (golden_collective), each matmul job by golden_chip_matmul
+  // (its K block in MXU order), in program order.
+  std::vector<std::vector<uint8_t>> mem(static_cast<std::size_t>(P_),
+                                        std::vector<uint8_t>(hbm_used_, 0));
+  for (const Image& im : images(x, w))
+    std::copy(im.bytes.begin(), im.bytes.end(),
+              mem[static_cast<std::size_t>(im.chip)].begin() + static_cast<std::ptrdiff_t>(im.addr));
+  auto elem = [](const std::vector<uint8_t>& m, uint64_t at, std::size_t esz) {
+    uint32_t v = 0;
+    std::memcpy(&v, &m[at], esz);
+    return v;
+  };
+  auto run_coll = [&](const Coll& k, const std::vector<CollectiveRound>& rounds) {
+    const std::size_t esz = k.spec.dtype == DType::kBf16 ? 2 : 4;
+    const CollectivePlan whole = make_plan(p.topo, [&] {
+      CollectiveSpec s = k.spec;
+      s.granule = 1;
+      return s;
+    }());
+    std::vector<std::vector<uint32_t>> in(static_cast<std::size_t>(P_));
     for (int c = 0; c < P_; ++c) {
       const std::size_t ci = static_cast<std::size_t>(c);
-      const Range& rr = red_rows_[ci];
-      const Range& rc = red_cols_[ci];
-      const std::size_t pitch = c_[ci].pitch;
-      for (std::size_t i = 0; i < rr.size(); ++i)
-        for (std::size_t j = 0; j < rc.size(); ++j)
-          yg[(rr.lo + i) * p.np + rc.lo + j] = red[ci][i * pitch + j];
+      for (std::size_t i = 0; i < whole.input_len(c); ++i)
+        in[ci].push_back(elem(mem[ci], k.bufs.in[ci] + i * esz, esz));
+    }
+    const auto res = golden_collective(rounds, in);
+    for (int c = 0; c < P_; ++c) {
+      const std::size_t ci = static_cast<std::size_t>(c);
+      for (std::size_t i = 0; i < res[ci].size(); ++i)
+        std::memcpy(&mem[ci][k.bufs.out[ci] + i * esz], &res[ci][i], esz);
+    }
+  };
+  auto read_bf16 = [&](const std::vector<uint8_t>& m, const HbmMatrix& v) {
+    std::vector<bf16_t> r(v.rows * v.cols);
+    for (std::size_t i = 0; i < v.rows; ++i)
+      for (std::size_t j = 0; j < v.cols; ++j)
+        r[i * v.cols + j] = static_cast<bf16_t>(elem(m, v.addr + (i * v.pitch + j) * 2, 2));
+    return r;
+  };
+  for (std::size_t q = 0; q < coll_.size(); ++q)
+    if (!coll_[q].post) run_coll(coll_[q], rounds_.at(q));
+  for (int c = 0; c < P_; ++c) {
+    const std::size_t ci = static_cast<std::size_t>(c);
+    for (const Job& j : jobs_[ci]) {
+      const auto g = golden_chip_matmul(read_bf16(mem[ci], j.a), read_bf16(mem[ci], j.w),
+                                        j.a.rows, j.a.cols, j.w.cols, MatmulOptions{});
+      for (std::size_t i = 0; i < j.c.rows; ++i)
+        std::memcpy(&mem[ci][j.c.addr + i * j.c.pitch * 4], &g[i * j.c.cols], j.c.cols * 4);
     }
   }
-  std::vector<std::vector<uint32_t>> out;
+  for (std::size_t q = 0; q < coll_.size(); ++q)
+    if (coll_[q].post) run_coll(coll_[q], rounds_.at(q));
   for (int c = 0; c < P_; ++c) {
     const ShardBlock& b = y_[static_cast<std::size_t>(c)];
     std::vector<uint32_t> v(b.rows.size() * b.cols.size());
     for (std::size_t i = 0; i < b.rows.size(); ++i)
       for (std::size_t j = 0; j < b.cols.size(); ++j)
-        v[i * b.cols.size() + j] = yg[(b.rows.lo + i) * p.np + b.cols.lo + j];
+        v[i * b.cols.size() + j] =
+            elem(mem[static_cast<std::size_t>(c)], b.m.addr + (i * b.m.pitch + j) * 4, 4);
     out.push_back(std::move(v));
   }
   return out;

@@ -25,14 +25,13 @@ struct ShardedMatmulOptions {
   bool backdoor = false;    // operands in and Y out through the backdoor (no simulated time)
 };
 
-// One phase of the SPMD program: the commands [begin, end) of every chip's program.
+// One phase of the SPMD program: a collective, or the matmul (all its pieces).
 struct ShardPhase {
-  std::string name;  // "all_gather W over 'data'", "matmul", ...
+  std::string name;  // "all_gather of W over 'data'", "matmul", ...
   bool collective = false;
   Collective kind = Collective::kAllGather;
   std::string axis;
   uint64_t bytes = 0;  // collectives: nccl-tests' S (per chip; see tpu/perf.h)
-  std::vector<std::size_t> begin, end;  // per chip
 };
 
 // Y's block on one chip as it lies in HBM at the end.
@@ -45,6 +44,8 @@ struct ShardBlock {
 struct ShardedRun {
   PodProgramRun prog;              // the SPMD program: pod and chip cycles, counters, links
   std::vector<ShardPhase> phases;  // in program order
+  std::vector<std::vector<uint8_t>> cmd_phase;  // per chip, per command: its phase
+  std::size_t pieces = 1;          // pipeline depth: gathers or reductions overlapped with it
   std::size_t commands = 0;        // all chips
   uint64_t load_cycles = 0;        // X, W (and bias) into HBM: all chips at once (0: backdoor)
   uint64_t store_cycles = 0;       // read_y(): Y's blocks out (0: backdoor)
@@ -65,8 +66,14 @@ class ShardedMatmul {
   // X (M x K) and W (K x N) row-major bf16 bits: every chip's shards (zero padded) into its HBM.
   // Returns the simulated cycles of the copies (0 through the backdoor).
   uint64_t load(const std::vector<bf16_t>& x, const std::vector<bf16_t>& w);
-  // The per-chip programs and their phases, not run (load() not needed).
-  std::vector<std::vector<ChipCmd>> programs(std::vector<ShardPhase>* phases = nullptr);
+  // The per-chip programs, their phases and each command's phase, not run (load() not
+  // needed). A fully sharded W is gathered in column pieces, each piece's gather overlapping the
+  // matmul of the piece before; a reduce-scatter onto Y's rows runs in row pieces, each
+  // overlapping the matmul of the next (merge_programs): `pieces` of them (1: no overlap).
+  std::vector<std::vector<ChipCmd>> programs(std::vector<ShardPhase>* phases = nullptr,
+                                             std::vector<std::vector<uint8_t>>* cmd_phase =
+                                                 nullptr);
+  std::size_t pieces() const { return pieces_; }
   // Runs the programs: every chip at once, until every chip is idle.
   ShardedRun run();
   // Each chip's Y block (f32 bits, rows x cols of its ShardBlock), read from HBM; adds the
@@ -91,24 +98,39 @@ class ShardedMatmul {
                                  std::size_t* replica_mismatches = nullptr) const;
 
  private:
-  struct Job {  // one plan_matmul of a chip: a column piece of its product block
+  struct Job {  // one plan_matmul of a chip: a block of its product
     HbmMatrix c, a, w, bias;
     bool has_bias = false;
+    std::size_t piece = 0;
   };
+  struct Coll {  // one collective of the program
+    CollectiveSpec spec;
+    CollectiveBuffers bufs;
+    bool post = false;      // after the matmul
+    std::size_t src = 0;    // its ShardCollective in plan().pre / post
+    std::size_t piece = 0;  // which pipeline piece
+  };
+  struct Image {  // bytes of one chip's HBM as load() writes them
+    int chip;
+    uint64_t addr;
+    std::vector<uint8_t> bytes;
+  };
+  enum class Pipe { kNone, kGatherW, kScatterY };
+  std::vector<Image> images(const std::vector<bf16_t>& x, const std::vector<bf16_t>& w) const;
   HostPort& host_;
   ShardPlan plan_;
   ShardedMatmulOptions opt_;
   int P_ = 0;
+  Pipe pipe_ = Pipe::kNone;
+  std::size_t pieces_ = 1;
   std::vector<std::unique_ptr<ChipDriver>> drv_;
-  std::vector<HbmMatrix> xs_, ws_, bias_;
-  std::vector<std::vector<Job>> jobs_;                // per chip
-  std::vector<CollectiveSpec> coll_spec_;             // pre then post
-  std::vector<CollectiveBuffers> coll_bufs_;
+  std::vector<HbmMatrix> xs_, bias_;
+  std::vector<std::vector<HbmMatrix>> ws_;   // per chip: W's shard (in column pieces)
+  std::vector<std::vector<Range>> ws_cols_;  // their columns
+  std::vector<std::vector<Job>> jobs_;       // per chip
+  std::vector<Coll> coll_;                   // pre, then post
   std::vector<std::vector<CollectiveRound>> rounds_;  // as compiled (programs())
-  std::vector<HbmMatrix> c_;                          // the product's buffer per chip
-  std::size_t c_elems_ = 0;                           // its elements (blocks, pitch included)
   std::vector<ShardBlock> y_;
-  std::vector<Range> red_rows_, red_cols_;            // the block after the K reduction
   uint64_t hbm_used_ = 0;
   uint32_t vmem_matmul_ = 0;
 };

@@ -4,6 +4,7 @@
 // replicas equal, and ICI traffic exactly where the plan has collectives.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <ostream>
 #include <random>
 #include <string>
@@ -22,6 +23,7 @@ struct ShardCase {
   std::size_t m, k, n;
   std::string x, w, y;  // y "": the default
   bool bias = false, relu = false;
+  std::size_t pieces = 1;  // the pipeline depth the layout gets
 };
 void PrintTo(const ShardCase& c, std::ostream* os) { *os << c.name; }
 
@@ -30,10 +32,15 @@ std::vector<ShardCase> cases() {
       {"DataParallel", {2, 2}, "data=4", 64, 48, 40, "data,-", "-,-", "", true, true},
       {"TensorParallelColumns", {2, 2}, "model=4", 40, 48, 128, "-,-", "-,model", "", true, false},
       {"RowsAllReduce", {2, 2}, "model=4", 40, 128, 48, "-,model", "model,-", ""},
-      {"RowsReduceScatterRows", {2, 2}, "model=4", 64, 128, 48, "-,model", "model,-", "model,-"},
+      {"RowsReduceScatterRows", {2, 2}, "model=4", 64, 128, 48, "-,model", "model,-", "model,-",
+       false, false, 4},
+      {"RowsReduceScatterRowsTwoPieces", {2, 2}, "model=4", 40, 128, 48, "-,model", "model,-",
+       "model,-", false, false, 2},
       {"RowsReduceScatterColumns", {2, 2}, "model=4", 40, 128, 128, "-,model", "model,-",
        "-,model"},
       {"FullySharded", {2, 2}, "data=4", 64, 100, 40, "data,-", "data,-", "", false, true},
+      {"FullyShardedPipelined", {2, 2}, "data=4", 64, 100, 128, "data,-", "data,-", "", true,
+       true, 4},
       {"TwoD", {2, 2}, "data=2,model=2", 48, 40, 64, "data,-", "-,model", "", true, true},
       {"TwoDRowsAndColumns", {2, 2}, "data=2,model=2", 48, 64, 64, "data,model", "model,-",
        "-,model"},
@@ -89,7 +96,14 @@ TEST_P(Shard, BitExactAndWithinTheF64Bound) {
   for (const LinkStat& l : run.prog.link_flits) flits += l.flits;
   EXPECT_EQ(flits > 0, !plan.pre.empty() || !plan.post.empty()) << plan.describe();
   for (uint64_t cyc : run.prog.run.chip_cycles) EXPECT_GT(cyc, 0u);
-  EXPECT_EQ(run.phases.size(), 1 + plan.pre.size() + plan.post.size());
+  EXPECT_EQ(run.phases.size(),
+            1 + (run.pieces > 1 ? run.pieces : plan.pre.size() + plan.post.size()));
+  EXPECT_EQ(run.pieces, c.pieces);
+  // Every command carries its phase, and every phase has commands on every chip.
+  ASSERT_EQ(run.cmd_phase.size(), static_cast<std::size_t>(pp.topo.num_chips()));
+  for (const auto& tags : run.cmd_phase)
+    for (std::size_t ph = 0; ph < run.phases.size(); ++ph)
+      EXPECT_NE(std::count(tags.begin(), tags.end(), static_cast<uint8_t>(ph)), 0) << ph;
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, Shard, ::testing::ValuesIn(cases()),
