@@ -8,6 +8,11 @@
 //   status        busy_o, hbm_idle_o (no HBM request or posted write pending), halted_o, err_o
 //                 (sticky chip_err_e), err_cmd_o, clear_i (clears error and halt),
 //                 stat_id_i -> stat_o (64-bit counters, chip_stat_e)
+// Trace port (observation only, for the harness's timeline): trc_issue_o pulses when the head
+//                 command issues, trc_op_o/trc_idx_o are the head's opcode and command index
+//                 (from 0 after reset or clear), trc_eng_o the send context an ICI_SEND goes to;
+//                 trc_done_o pulses per completed command (TRC_DONE_*: DMA, LOADW, MATMUL, VPU,
+//                 ICI send context 0..3), trc_wait_o: the head is an ICI_WAIT that is blocked.
 // HBM PHY side:   one command bus, write-data and read-data bus per channel (tpu_hbm_ctrl).
 // ICI:            the chip's router (tpu_ici_router, NumVc 4, IciDepth flits per VC) with one
 //                 link port per torus direction (+X -X +Y -Y +Z -Z, index d = 0..5): flits out
@@ -65,6 +70,13 @@ module tpu_chip
   output logic [31:0]               err_cmd_o,
   input  chip_stat_e                stat_id_i,
   output logic [63:0]               stat_o,
+  // trace port
+  output logic                      trc_issue_o,
+  output chip_op_e                  trc_op_o,
+  output logic [31:0]               trc_idx_o,
+  output logic [1:0]                trc_eng_o,
+  output logic [7:0]                trc_done_o,
+  output logic                      trc_wait_o,
   // ICI links and configuration
   input  tpu_ici_pkg::ici_coord_t   ici_me_i,
   input  tpu_ici_pkg::ici_topo_t    ici_topo_i,
@@ -108,6 +120,9 @@ module tpu_chip
   logic [1:0] ici_eng;
   logic [3:0] ici_done, ici_busy;
   logic [3:0] retired;
+  logic       seq_issue;
+  logic [31:0] seq_idx;
+  logic [4:0] inflight;  // {ICI_SEND, VPU, MATMUL, LOADW, DMA}
 
   tpu_seq #(
     .Lanes   (Lanes),
@@ -149,8 +164,25 @@ module tpu_chip
     .err_o      (err_o),
     .err_cmd_o  (err_cmd_o),
     .retired_o  (retired),
-    .wait_block_o(wait_block)
+    .wait_block_o(wait_block),
+    .issue_o    (seq_issue),
+    .cmd_idx_o  (seq_idx),
+    .inflight_o (inflight)
   );
+
+  assign trc_issue_o = seq_issue;
+  assign trc_op_o    = head.op;
+  assign trc_idx_o   = seq_idx;
+  assign trc_eng_o   = ici_eng;
+  assign trc_wait_o  = wait_block;
+  always_comb begin
+    trc_done_o = '0;
+    trc_done_o[TRC_DONE_DMA]    = dma_done;
+    trc_done_o[TRC_DONE_LOADW]  = lw_done;
+    trc_done_o[TRC_DONE_MATMUL] = mm_done;
+    trc_done_o[TRC_DONE_VPU]    = vpu_done;
+    trc_done_o[TRC_DONE_SEND +: 4] = ici_done;
+  end
 
   // ---------------------------------------------------------------------------------------------
   // Memories. VMEM read ports: 0 DMA, 1 LOADW, 2 MATMUL activations, 3 VPU x, 4 VPU y, 5 DMA
@@ -552,10 +584,22 @@ module tpu_chip
   // ---------------------------------------------------------------------------------------------
   logic [63:0] stats_q [CHIP_NUM_STATS];
   logic [63:0] stats_d [CHIP_NUM_STATS];
-  logic        dma_req_fire, host_req_fire;
+  logic        dma_req_fire, host_req_fire, host_rsp_fire, host_busy;
+  logic        cls_compute, cls_comm, cls_mem, cls_idle;
+  logic [7:0]  host_out_q, host_out_d;  // host-port HBM requests outstanding (<= 128 tags)
+  localparam longint unsigned MacsPerBeat = longint'(Cfg.mxu_rows) * Cfg.mxu_cols;
 
   assign dma_req_fire  = dma_req_valid && dma_req_ready;
   assign host_req_fire = hm_req_valid_i && hm_req_ready_o;
+  assign host_rsp_fire = hm_rsp_valid_o && hm_rsp_ready_i;
+  assign host_out_d    = host_out_q + 8'(host_req_fire) - 8'(host_rsp_fire);
+  assign host_busy     = hm_req_valid_i || (host_out_q != '0);
+
+  // Every cycle in exactly one class, in this priority (docs/profiling.md).
+  assign cls_compute = inflight[1] || inflight[2] || inflight[3];
+  assign cls_comm    = !cls_compute && (inflight[4] || ici_ej_valid || wait_block);
+  assign cls_mem     = !cls_compute && !cls_comm && (inflight[0] || host_busy);
+  assign cls_idle    = !cls_compute && !cls_comm && !cls_mem;
 
   always_comb begin
     for (int unsigned s = 0; s < CHIP_NUM_STATS; s++) stats_d[s] = stats_q[s];
@@ -579,19 +623,42 @@ module tpu_chip
     if (ici_rx_ev) stats_d[StatIciRxFlits] = stats_q[StatIciRxFlits] + 64'd1;
     if (|ici_busy) stats_d[StatIciBusy] = stats_q[StatIciBusy] + 64'd1;
     if (wait_block) stats_d[StatIciWait] = stats_q[StatIciWait] + 64'd1;
+    if (mxu_a_beat) stats_d[StatMxuMacs] = stats_q[StatMxuMacs] + 64'(MacsPerBeat);
+    if (inflight[1]) stats_d[StatLoadWFlight] = stats_q[StatLoadWFlight] + 64'd1;
+    if (inflight[2]) stats_d[StatMatmulFlight] = stats_q[StatMatmulFlight] + 64'd1;
+    if (inflight[2] && !mxu_a_beat)
+      stats_d[StatMxuStarved] = stats_q[StatMxuStarved] + 64'd1;
+    if (inflight[0]) stats_d[StatDmaFlight] = stats_q[StatDmaFlight] + 64'd1;
+    if (inflight[3]) stats_d[StatVpuFlight] = stats_q[StatVpuFlight] + 64'd1;
+    if (inflight[4]) stats_d[StatSendFlight] = stats_q[StatSendFlight] + 64'd1;
+    if (ici_ej_valid) stats_d[StatIciRxBusy] = stats_q[StatIciRxBusy] + 64'd1;
+    if (host_busy) stats_d[StatHostBusy] = stats_q[StatHostBusy] + 64'd1;
+    if (!busy_o) stats_d[StatSeqIdle] = stats_q[StatSeqIdle] + 64'd1;
+    if (cls_compute) stats_d[StatClsCompute] = stats_q[StatClsCompute] + 64'd1;
+    if (cls_comm) stats_d[StatClsComm] = stats_q[StatClsComm] + 64'd1;
+    if (cls_mem) stats_d[StatClsMemory] = stats_q[StatClsMemory] + 64'd1;
+    if (cls_idle) stats_d[StatClsIdle] = stats_q[StatClsIdle] + 64'd1;
   end
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       lock_q      <= 1'b0;
       lock_host_q <= 1'b0;
+      host_out_q  <= '0;
       for (int unsigned s = 0; s < CHIP_NUM_STATS; s++) stats_q[s] <= '0;
     end else begin
       lock_q      <= lock_d;
       lock_host_q <= lock_host_d;
+      host_out_q  <= host_out_d;
       for (int unsigned s = 0; s < CHIP_NUM_STATS; s++) stats_q[s] <= stats_d[s];
     end
   end
+
+  // For ClassesSumToCycles (Verilator wants plain signals in an assertion, not array selects).
+  logic [63:0] cls_sum, cycles_now;
+  assign cls_sum = stats_q[StatClsCompute] + stats_q[StatClsComm] + stats_q[StatClsMemory] +
+                   stats_q[StatClsIdle];
+  assign cycles_now = stats_q[StatCycles];
 
   assign stat_o = (32'(stat_id_i) < CHIP_NUM_STATS) ? stats_q[stat_id_i] : '0;
 
@@ -614,6 +681,14 @@ module tpu_chip
                                                      hm_req_tag_i, hm_req_data_i}));
   HostRspHeld: assert property (@(posedge clk_i) disable iff (!rst_ni)
       hm_rsp_valid_o && !hm_rsp_ready_i |=> hm_rsp_valid_o);
+  HostOutNoWrap: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      !(host_rsp_fire && !host_req_fire && host_out_q == '0) &&
+      !(host_req_fire && !host_rsp_fire && host_out_q == '1));
+  // The four classes split every cycle: one per cycle, so their counters add up to StatCycles.
+  CycleOneClass: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      $onehot({cls_compute, cls_comm, cls_mem, cls_idle}));
+  ClassesSumToCycles: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      cls_sum == cycles_now);
   SquareArray: assert property (@(posedge clk_i) Cfg.mxu_rows == Cfg.mxu_cols);
 
 endmodule

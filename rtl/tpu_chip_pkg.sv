@@ -39,26 +39,51 @@ package tpu_chip_pkg;
     ErrWeightsFull = 8'd9  // LOADW with two tiles already loaded and not consumed (would hang)
   } chip_err_e;
 
-  // Statistics, read by index on the host port (64-bit counters since reset).
-  typedef enum logic [3:0] {
-    StatCycles     = 4'd0,   // cycles since reset
-    StatMxuBusy    = 4'd1,   // cycles the MXU unit had a LOADW or MATMUL in flight
-    StatMxuBeats   = 4'd2,   // activation beats taken by the array (one row x R x C MACs each)
-    StatVpuBusy    = 4'd3,   // cycles the VPU unit had a command in flight
-    StatDmaBusy    = 4'd4,   // cycles the DMA engine had a command in flight
-    StatDmaRdBytes = 4'd5,   // bytes the DMA read from HBM (64 per burst)
-    StatDmaWrBytes = 4'd6,   // bytes the DMA wrote to HBM
-    StatOverlap    = 4'd7,   // cycles with both the DMA and the MXU busy
-    StatCmdsDone   = 4'd8,   // commands retired
-    StatHostRdB    = 4'd9,   // bytes the host port read from HBM
-    StatHostWrB    = 4'd10,  // bytes the host port wrote to HBM
-    StatWeightBeats = 4'd11, // weight rows written into the array
-    StatIciTxFlits = 4'd12,  // flits the ICI engine injected into the router (heads included)
-    StatIciRxFlits = 4'd13,  // flits the router ejected to the ICI engine
-    StatIciBusy    = 4'd14,  // cycles an ICI_SEND was in flight
-    StatIciWait    = 4'd15   // cycles the queue head was an ICI_WAIT whose counter was short
+  // Statistics, read by index on the host port (64-bit counters since reset). docs/profiling.md
+  // says what each one counts. "In flight" is the sequencer's scoreboard: a command is in flight
+  // from the cycle after it issues to the cycle its unit's done pulse comes (done - issue cycles),
+  // which is what the timeline (trace port below) draws, so a unit's busy time in the trace
+  // equals its *Flight counter. The four Cls* counters put every cycle in exactly one class.
+  typedef enum logic [4:0] {
+    StatCycles     = 5'd0,   // cycles since reset
+    StatMxuBusy    = 5'd1,   // cycles the MXU unit had a LOADW or MATMUL in flight
+    StatMxuBeats   = 5'd2,   // activation beats taken by the array (one row x R x C MACs each)
+    StatVpuBusy    = 5'd3,   // cycles the VPU unit had a command in flight
+    StatDmaBusy    = 5'd4,   // cycles the DMA engine had a command in flight
+    StatDmaRdBytes = 5'd5,   // bytes the DMA read from HBM (64 per burst)
+    StatDmaWrBytes = 5'd6,   // bytes the DMA wrote to HBM
+    StatOverlap    = 5'd7,   // cycles with both the DMA and the MXU busy
+    StatCmdsDone   = 5'd8,   // commands retired
+    StatHostRdB    = 5'd9,   // bytes the host port read from HBM
+    StatHostWrB    = 5'd10,  // bytes the host port wrote to HBM
+    StatWeightBeats = 5'd11, // weight rows written into the array
+    StatIciTxFlits = 5'd12,  // flits the ICI engine injected into the router (heads included)
+    StatIciRxFlits = 5'd13,  // flits the router ejected to the ICI engine
+    StatIciBusy    = 5'd14,  // cycles an ICI_SEND was in flight
+    StatIciWait    = 5'd15,  // cycles the queue head was an ICI_WAIT whose counter was short
+    StatMxuMacs    = 5'd16,  // MACs of the array: activation beats x Rows x Cols (padding too)
+    StatLoadWFlight = 5'd17, // cycles a LOADW was in flight (weight-load cycles)
+    StatMatmulFlight = 5'd18, // cycles a MATMUL was in flight
+    StatMxuStarved = 5'd19,  // cycles a MATMUL was in flight and no activation beat entered
+    StatDmaFlight  = 5'd20,  // cycles a DMA was in flight (queued for the engine included)
+    StatVpuFlight  = 5'd21,  // cycles a VPU command was in flight
+    StatSendFlight = 5'd22,  // cycles an ICI_SEND was in flight (any send context)
+    StatIciRxBusy  = 5'd23,  // cycles the router's ejection port held a flit for the engine
+    StatHostBusy   = 5'd24,  // cycles the host port had an HBM request waiting or outstanding
+    StatSeqIdle    = 5'd25,  // cycles the queue was empty and nothing was in flight
+    StatClsCompute = 5'd26,  // class: LOADW, MATMUL or VPU in flight
+    StatClsComm    = 5'd27,  // class: not compute; ICI send or receive busy, or ICI_WAIT blocked
+    StatClsMemory  = 5'd28,  // class: neither; a DMA in flight or host-port HBM traffic
+    StatClsIdle    = 5'd29   // class: none of these
   } chip_stat_e;
-  localparam int unsigned CHIP_NUM_STATS = 16;
+  localparam int unsigned CHIP_NUM_STATS = 30;
+
+  // The trace port's done bits (tpu_chip trc_done_o): one pulse per completed command.
+  localparam int unsigned TRC_DONE_DMA    = 0;
+  localparam int unsigned TRC_DONE_LOADW  = 1;
+  localparam int unsigned TRC_DONE_MATMUL = 2;
+  localparam int unsigned TRC_DONE_VPU    = 3;
+  localparam int unsigned TRC_DONE_SEND   = 4;  // 4..7: ICI send context 0..3
 
   // One command word. The generic fields are named by position; docs/isa.md gives each opcode's
   // use of them.

@@ -63,7 +63,12 @@ module tpu_seq
   output chip_err_e  err_o,
   output logic [31:0] err_cmd_o,
   output logic [3:0] retired_o,
-  output logic       wait_block_o  // the head is an ICI_WAIT whose counter is not there yet
+  output logic       wait_block_o, // the head is an ICI_WAIT whose counter is not there yet
+  // trace and statistics: the head issues this cycle; the head's command index (counting from
+  // 0 after reset or clear); commands in flight per unit {ICI_SEND, VPU, MATMUL, LOADW, DMA}
+  output logic       issue_o,
+  output logic [31:0] cmd_idx_o,
+  output logic [4:0] inflight_o
 );
 
   // Scoreboard slots: a ring of DmaQ DMAs, LOADW, VPU, a ring of IciQ ICI sends per send
@@ -435,6 +440,11 @@ module tpu_seq
   assign wait_block_o = !q_empty && err_q == ErrNone && !halted_q && head.op == OpIciWait &&
                         chk == ErrNone && !wait_ok_i;
   assign halted_o  = halted_q;
+  assign issue_o   = can_issue;
+  assign cmd_idx_o = cmd_idx_q;
+  assign inflight_o = {|sb_valid_q[MmBase-1:IciBase], sb_valid_q[VpuSlot],
+                       |sb_valid_q[NumSlots-1:MmBase], sb_valid_q[LwSlot],
+                       |sb_valid_q[DmaQ-1:0]};
   assign err_o     = err_q;
   assign err_cmd_o = err_cmd_q;
 

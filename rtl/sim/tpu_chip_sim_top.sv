@@ -60,8 +60,15 @@ module tpu_chip_sim_top
   output logic         halted_o,
   output logic [7:0]   err_o,
   output logic [31:0]  err_cmd_o,
-  input  logic [3:0]   stat_id_i,
+  input  logic [4:0]   stat_id_i,
   output logic [63:0]  stat_o,
+  // trace port (tpu_chip: trc_*)
+  output logic         trc_issue_o,
+  output logic [3:0]   trc_op_o,
+  output logic [31:0]  trc_idx_o,
+  output logic [1:0]   trc_eng_o,
+  output logic [7:0]   trc_done_o,
+  output logic         trc_wait_o,
   output logic [31:0]  viol_count_o,
   // ICI
   input  logic [8:0]       ici_me_i,      // {z, y, x}
@@ -102,6 +109,7 @@ module tpu_chip_sim_top
   logic [NumCh-1:0] wvalid, rvalid;
   hbm_bus_t [NumCh-1:0] wdata, rdata;
   chip_err_e err;
+  chip_op_e  trc_op;
   logic [31:0] viol_mask;
   hbm_rule_e viol_last;
   // The same decode as the chip's HBM controller (tpu_hbm_ctrl: ChW, RowW).
@@ -146,6 +154,12 @@ module tpu_chip_sim_top
     .err_cmd_o     (err_cmd_o),
     .stat_id_i     (chip_stat_e'(stat_id_i)),
     .stat_o        (stat_o),
+    .trc_issue_o   (trc_issue_o),
+    .trc_op_o      (trc_op),
+    .trc_idx_o     (trc_idx_o),
+    .trc_eng_o     (trc_eng_o),
+    .trc_done_o    (trc_done_o),
+    .trc_wait_o    (trc_wait_o),
     .ici_me_i      (tpu_ici_pkg::ici_coord_t'(ici_me_i)),
     .ici_topo_i    (tpu_ici_pkg::ici_topo_t'(ici_topo_i)),
     .ici_link_gap_i(ici_link_gap_i),
@@ -167,6 +181,7 @@ module tpu_chip_sim_top
     .hbm_rdata_i   (rdata)
   );
   assign err_o = err;
+  assign trc_op_o = trc_op;
 
   hbm_device #(
     .NumCh      (NumCh),

@@ -179,8 +179,20 @@ ChipConfig chip_config_from(const YAML::Node& root, const std::string& path) {
   const YAML::Node chip = root["chip"];
   if (!chip) fail(path, "chip", "missing section");
   if (!chip.IsMap()) fail(path, "chip", "must be a mapping");
-  check_keys(chip, path, "chip.", {"variant"});
+  check_keys(chip, path, "chip.", {"variant", "clock_ghz"});
   if (chip["variant"]) cfg.variant = get_string(chip["variant"], path, "chip.variant");
+  if (const YAML::Node g = chip["clock_ghz"]) {
+    double v = 0;
+    try {
+      v = g.as<double>();
+    } catch (const YAML::Exception&) {
+      fail(path, "chip.clock_ghz", "must be a number of GHz");
+    }
+    if (!(v > 0 && v <= 100))
+      fail(path, "chip.clock_ghz",
+           "must be above 0 and at most 100 GHz (got " + g.as<std::string>() + ")");
+    cfg.clock_ghz = v;
+  }
 
   const auto built = built_mxu_variants();
   bool ok = false;

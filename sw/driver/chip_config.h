@@ -21,6 +21,8 @@ struct ChipConfig {
   std::string source = "<defaults>";  // file the values came from
   std::string variant = "16x16";      // chip.variant: compile-time RTL variant (MXU rows x cols)
   HbmConfig hbm;                      // hbm: HBM timing and controller policy (tb/hbm/hbm_config.h)
+  double clock_ghz = 1.0;             // chip.clock_ghz: the chip (and pod) clock, for the
+                                      // timeline's microseconds (docs/profiling.md)
 };
 
 // Reads `path`. Unknown keys, wrong types, impossible values and variants that were not built

@@ -824,7 +824,8 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
   return pp;
 }
 
-PodProgramRun PodDriver::run_programs(const std::vector<std::vector<ChipCmd>>& progs) {
+PodProgramRun PodDriver::run_programs(const std::vector<std::vector<ChipCmd>>& progs,
+                                      const std::string& label) {
   const int P = host_.num_chips();
   if (progs.size() != static_cast<std::size_t>(P))
     bad("programs: one per chip (" + std::to_string(P) + ")");
@@ -832,7 +833,10 @@ PodProgramRun PodDriver::run_programs(const std::vector<std::vector<ChipCmd>>& p
   const std::vector<LinkStat> before = host_.link_stats();
   std::vector<ChipCounters> cbefore;
   for (int c = 0; c < P; ++c) cbefore.push_back(host_.counters(c));
-  for (int c = 0; c < P; ++c) host_.push(c, progs[static_cast<std::size_t>(c)]);
+  for (int c = 0; c < P; ++c) {
+    if (!label.empty()) host_.trace_label(c, label);
+    host_.push(c, progs[static_cast<std::size_t>(c)]);
+  }
   res.run = host_.run_until_idle();
   for (int c = 0; c < P; ++c) res.chip_delta.push_back(host_.counters(c) - cbefore[c]);
   res.link_flits = host_.link_stats();
@@ -851,7 +855,8 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec, const CollectiveBuff
   res.block_rows = pp.block_rows;
   res.row_bytes = uint64_t{host_.info().shape.cols} * 4;
   res.link_bytes_per_cycle = host_.info().link_bytes_per_cycle;
-  res.prog = run_programs(pp.progs);
+  res.prog = run_programs(pp.progs, std::string(collective_name(pp.spec.collective)) + " (" +
+                                        pp.spec.algorithm + ")");
   res.collective_cycles = res.prog.run.cycles;
   res.rounds = std::move(pp.rounds);
   return res;

@@ -91,7 +91,9 @@ class PodDriver {
 
   // Pushes one program per chip and runs them all at once until every chip is idle. A chip
   // error stops the run (ChipError: chip, code, command index); a hang is a PodError.
-  PodProgramRun run_programs(const std::vector<std::vector<ChipCmd>>& progs);
+  // label: names the programs' commands on the timeline (HostPort::trace_label), if not "".
+  PodProgramRun run_programs(const std::vector<std::vector<ChipCmd>>& progs,
+                             const std::string& label = "");
 
   // The collective on buffers already in HBM; the outputs stay there.
   PodCollectiveRun run(const CollectiveSpec& spec, const CollectiveBuffers& bufs,

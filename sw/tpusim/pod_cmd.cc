@@ -20,7 +20,9 @@
 #include "pod.h"
 #include "pod_driver.h"
 #include "pod_sc.h"
+#include "profile.h"
 #include "report.h"
+#include "trace.h"
 #include "tpu/bf16.h"
 #include "tpu/perf.h"
 
@@ -50,10 +52,13 @@ const char* kPodUsage =
     "  --engine systemc|cpp SystemC pod with TLM host sockets (default) or plain C++ stepping\n"
     "  --waves-chips LIST   FST waves of these chips, e.g. 0,3 (waves/pod_chipN.fst)\n"
     "  --json FILE          write the JSON report\n"
+    "  --trace FILE         write the timeline (Chrome trace-event JSON: ui.perfetto.dev)\n"
+    "  --trace-cycles A:B   only the events that overlap pod cycles [A, B)\n"
     "  --quiet              no progress line\n"
     "usage: tpusim pod [options]            the pod job: a matmul on every chip at once, then\n"
     "                                       an all-reduce (sum) of the results in HBM\n"
     "  --config FILE --engine E --waves-chips LIST --json FILE --seed S --algo A --quiet\n"
+    "  --trace FILE --trace-cycles A:B\n"
     "  --m M --k K --n N    matmul shape on every chip (default 64 64 64)\n";
 
 namespace {
@@ -93,17 +98,41 @@ std::vector<int> parse_chips(const std::string& v) {
   return out;
 }
 
+// --trace-cycles FROM:TO (pod cycles, TO exclusive) and --trace FILE: the timeline's options.
+TraceOptions trace_options(const Opts& opt) {
+  TraceOptions t;
+  t.enabled = opt.count("--trace") > 0;
+  if (opt.count("--trace-cycles")) {
+    if (!t.enabled) throw std::invalid_argument("--trace-cycles needs --trace FILE");
+    const std::string v = opt.at("--trace-cycles");
+    const auto colon = v.find(':');
+    if (colon == std::string::npos)
+      throw std::invalid_argument("--trace-cycles " + v + ": must be FROM:TO (pod cycles)");
+    t.from = parse_uint("--trace-cycles FROM", v.substr(0, colon), 0, ~0ull);
+    t.to = parse_uint("--trace-cycles TO", v.substr(colon + 1), t.from + 1, ~0ull);
+  }
+  return t;
+}
+
 // Runs job on the pod the options ask for: the SystemC pod (TLM host sockets) or plain C++.
-void with_pod(const Opts& opt, PodParams params, const std::function<void(HostPort&)>& job) {
+// With --trace, the timeline is recorded over the whole job and written at its end.
+void with_pod(const Opts& opt, PodParams params, double clock_ghz,
+              const std::function<void(HostPort&)>& job) {
   if (opt.count("--waves-chips")) params.wave_chips = parse_chips(opt.at("--waves-chips"));
   const std::string engine = get(opt, "--engine", "systemc");
+  const TraceOptions topt = trace_options(opt);
+  auto traced = [&](HostPort& h) {
+    if (topt.enabled) h.set_trace(topt);
+    job(h);
+    if (topt.enabled) write_trace(opt.at("--trace"), h.take_trace(), h.info(), clock_ghz);
+  };
   if (engine == "cpp") {
     CppPodHost host(params);
-    job(host);
+    traced(host);
   } else if (engine == "systemc") {
     static std::unique_ptr<ScPod> pod;  // one elaboration per process
     pod = std::make_unique<ScPod>("pod", params);
-    pod->run(job);
+    pod->run(traced);
   } else {
     throw std::invalid_argument("--engine " + engine + ": must be 'systemc' or 'cpp'");
   }
@@ -291,7 +320,7 @@ int run_collective(const Opts& opt, Collective kind) {
   {
     ProgressLine line(std::string(collective_name(kind)) + " on " + topo.name(),
                       opt.count("--quiet") > 0);
-    with_pod(opt, cfg.params, [&](HostPort& h) {
+    with_pod(opt, cfg.params, cfg.chip.clock_ghz, [&](HostPort& h) {
       mi = h.info();
       PodDriver drv(h);
       CollectiveSpec s = spec;
@@ -382,6 +411,10 @@ int run_collective(const Opts& opt, Collective kind) {
   rep.metric("vmem_rows_used", r.vmem_rows_used, "rows", "the most VMEM rows a chip used");
   add_links(rep, r.prog.link_flits, r.row_bytes, topo);
   rep.field("chips", chip_table(r.prog));
+  // Where the cycles went (RTL counters): a collective does no MACs, so MFU is 0.
+  report_profile(rep, r.prog.chip_delta, r.prog.run.cycles, 0,
+                 peak_macs_per_cycle(mi.shape.rows, mi.shape.cols));
+  if (opt.count("--trace")) rep.field("trace", opt.at("--trace"));
   rep.set_mismatches(mismatches);
   rep.set_golden(pass, outputs, mismatches);
   if (f64.applies) {
@@ -405,7 +438,8 @@ int cmd_allreduce(const std::vector<std::string>& args) {
   const Opts opt =
       parse(args,
             {"--config", "--bytes", "--dtype", "--algo", "--op", "--block-rows", "--rounds",
-             "--mesh", "--axis", "--load", "--seed", "--engine", "--waves-chips", "--json"},
+             "--mesh", "--axis", "--load", "--seed", "--engine", "--waves-chips", "--json",
+             "--trace", "--trace-cycles"},
             {"--quiet"});
   return run_collective(opt, Collective::kAllReduce);
 }
@@ -414,7 +448,8 @@ int cmd_collective(const std::vector<std::string>& args) {
   const Opts opt = parse(
       args,
       {"--kind", "--config", "--bytes", "--dtype", "--algo", "--op", "--root", "--block-rows",
-       "--rounds", "--mesh", "--axis", "--load", "--seed", "--engine", "--waves-chips", "--json"},
+       "--rounds", "--mesh", "--axis", "--load", "--seed", "--engine", "--waves-chips", "--json",
+       "--trace", "--trace-cycles"},
       {"--quiet"});
   if (!opt.count("--kind"))
     throw std::invalid_argument("collective: --kind is required\n" + std::string(kPodUsage));
@@ -424,7 +459,8 @@ int cmd_collective(const std::vector<std::string>& args) {
 int cmd_pod(const std::vector<std::string>& args) {
   const Opts opt = parse(
       args,
-      {"--config", "--m", "--k", "--n", "--seed", "--algo", "--engine", "--waves-chips", "--json"},
+      {"--config", "--m", "--k", "--n", "--seed", "--algo", "--engine", "--waves-chips", "--json",
+       "--trace", "--trace-cycles"},
       {"--quiet"});
   const std::string config = get(opt, "--config", source_file("configs/pod_2x2.yaml"));
   const PodConfig cfg = load_pod_config(config);
@@ -448,7 +484,7 @@ int cmd_pod(const std::vector<std::string>& args) {
   const auto t0 = std::chrono::steady_clock::now();
   {
     ProgressLine line("pod job on " + topo.name(), opt.count("--quiet") > 0);
-    with_pod(opt, cfg.params, [&](HostPort& h) {
+    with_pod(opt, cfg.params, cfg.chip.clock_ghz, [&](HostPort& h) {
       mi = h.info();
       h.progress = [&](uint64_t cyc) { line.show(std::to_string(cyc) + " cycles"); };
       // Every chip's operands, copied in through every host port at once.
@@ -483,7 +519,7 @@ int cmd_pod(const std::vector<std::string>& args) {
         progs.push_back(mm[i].program);
       }
       PodDriver pd(h);
-      mm_run = pd.run_programs(progs);
+      mm_run = pd.run_programs(progs, "matmul");
       for (int c = 0; c < P; ++c) {
         const std::size_t i = static_cast<std::size_t>(c);
         ProgramResult pr;
@@ -584,6 +620,16 @@ int cmd_pod(const std::vector<std::string>& args) {
   ag.metric("rounds", ar.rounds.size(), "", "rounds through VMEM");
   ag.set_mismatches(ar_bad);
   add_links(rep, ar.prog.link_flits, ar.row_bytes, topo);
+  // Where the job's cycles went (RTL counters over the matmuls and the all-reduce).
+  std::vector<ChipCounters> job_delta;
+  for (int c = 0; c < P; ++c) {
+    ChipCounters d = mm_run.chip_delta[static_cast<std::size_t>(c)];
+    const ChipCounters& a = ar.prog.chip_delta[static_cast<std::size_t>(c)];
+    for (unsigned k = 0; k < kNumChipStats; ++k) d.v[k] += a.v[k];
+    job_delta.push_back(d);
+  }
+  report_profile(rep, job_delta, pod_cycles + ar.collective_cycles, macs, peak);
+  if (opt.count("--trace")) rep.field("trace", opt.at("--trace"));
   rep.metric("backdoor_bytes", backdoor_bytes, "bytes",
              "results read by the backdoor for the check");
   rep.set_golden(pass, static_cast<uint64_t>(P) * (M * N + spec.n), mm_bad + ar_bad);

@@ -24,12 +24,15 @@
 #include "pod_cmd.h"
 #include "shard_cmd.h"
 #include "pod.h"
+#include "profile.h"
 #include "report.h"
+#include "trace.h"
 #include "traffic.h"
 #include "mxu_dut.h"
 #include "mxu_runner.h"
 #include "npy.h"
 #include "tpu/matmul.h"
+#include "tpu/perf.h"
 
 namespace {
 
@@ -51,6 +54,8 @@ const char* kUsage =
     "  --out C.npy         write the result as float32\n"
     "  --json FILE         write the JSON report\n"
     "  --waves FILE.fst    dump every signal of the chip (or the MXU) to an FST file\n"
+    "  --trace FILE        write the timeline (Chrome trace-event JSON: ui.perfetto.dev)\n"
+    "  --trace-cycles A:B  only the events that overlap cycles [A, B) of the chip\n"
     "  --bias B.npy        add a bias row (N float32 values) on the VPU\n"
     "  --relu              ReLU after the bias (VPU)\n"
     "  --out-dtype bf16|f32  result type (default f32; bf16 rounds on the VPU)\n"
@@ -95,6 +100,17 @@ int run_chip(const ChipConfig& cfg, const std::string& config_path, const Matmul
   } catch (const std::invalid_argument& e) {
     throw UsageError(config_path + ": chip.variant: " + e.what());
   }
+  TraceOptions topt;
+  topt.enabled = has("--trace");
+  if (has("--trace-cycles")) {
+    if (!topt.enabled) throw UsageError("--trace-cycles needs --trace FILE");
+    const std::string v = opt["--trace-cycles"];
+    const auto colon = v.find(':');
+    if (colon == std::string::npos) throw UsageError("--trace-cycles " + v + ": must be FROM:TO");
+    topt.from = parse_uint("--trace-cycles FROM", v.substr(0, colon), 0, ~0ull);
+    topt.to = parse_uint("--trace-cycles TO", v.substr(colon + 1), topt.from + 1, ~0ull);
+  }
+  if (topt.enabled) drv->port().set_trace(topt);
   const auto t0 = std::chrono::steady_clock::now();
   MatmulRun r;
   {
@@ -106,6 +122,8 @@ int run_chip(const ChipConfig& cfg, const std::string& config_path, const Matmul
     drv->progress = nullptr;  // `line` ends here
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (topt.enabled)
+    write_trace(opt["--trace"], drv->port().take_trace(), drv->port().info(), cfg.clock_ghz);
   const auto want = golden_chip_matmul(a, w, sh.m, sh.k, sh.n, mo);
   std::size_t mismatches = 0;
   long first_bad = -1;
@@ -124,9 +142,6 @@ int run_chip(const ChipConfig& cfg, const std::string& config_path, const Matmul
   const ProgramResult& p = r.prog;
   const uint64_t cycles = p.cycles;
   const double util = cycles ? static_cast<double>(p.delta[kStatMxuBeats]) / static_cast<double>(cycles) : 0.0;
-  const double mfu = cycles ? static_cast<double>(sh.m * sh.k * sh.n) /
-                                  (static_cast<double>(cycles) * s.rows * s.cols)
-                            : 0.0;
   const double bw = cycles ? static_cast<double>(r.hbm_bytes) / static_cast<double>(cycles) : 0.0;
   const double frac = cycles ? static_cast<double>(r.roofline_cycles) / static_cast<double>(cycles) : 0.0;
   const uint64_t tiles = ((sh.k + s.rows - 1) / s.rows) * ((sh.n + s.cols - 1) / s.cols);
@@ -144,7 +159,9 @@ int run_chip(const ChipConfig& cfg, const std::string& config_path, const Matmul
   rep.metric("cycles", cycles, "cycles", "the on-chip program", true);
   rep.metric("ideal_cycles", r.compute_cycles, "cycles", "M x ceil(K/R) x ceil(N/C) beats", true);
   rep.metric("utilization", util, "fraction", "MXU activation beats / cycles", true);
-  rep.metric("mfu", mfu, "fraction", "useful MACs / (peak MACs x cycles)", true);
+  // mfu (useful MACs / (peak MACs x cycles)) and where the cycles went, from the RTL counters.
+  report_profile(rep, {p.delta}, cycles, static_cast<uint64_t>(sh.m * sh.k * sh.n),
+                 peak_macs_per_cycle(s.rows, s.cols));
   rep.metric("useful_macs", static_cast<uint64_t>(sh.m * sh.k * sh.n), "", "M x K x N");
   rep.metric("commands", r.commands, "", "commands of the program");
   rep.metric("m_chunk", r.m_chunk, "rows", "rows of A per on-chip chunk");
@@ -173,6 +190,7 @@ int run_chip(const ChipConfig& cfg, const std::string& config_path, const Matmul
              "cycles/s", "simulated cycles per host second");
   if (has("--out")) rep.field("out", opt["--out"]);
   if (has("--waves")) rep.field("waves", opt["--waves"]);
+  if (has("--trace")) rep.field("trace", opt["--trace"]);
   if (has("--json")) rep.write(opt["--json"]);
   std::fputs(rep.summary().c_str(), stdout);
   std::printf("  golden check: %s (%zu of %zu outputs differ)\n", pass ? "PASS" : "FAIL",
@@ -191,7 +209,8 @@ int cmd_matmul(const std::vector<std::string>& args) {
   const std::vector<std::string> valued = {"--config", "--variant", "--m",   "--k",
                                            "--n",      "--seed",    "--dist", "--a",
                                            "--w",      "--out",     "--json", "--waves",
-                                           "--bias",   "--out-dtype"};
+                                           "--bias",   "--out-dtype", "--trace",
+                                           "--trace-cycles"};
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--quiet") {
@@ -215,7 +234,7 @@ int cmd_matmul(const std::vector<std::string>& args) {
   }
   auto has = [&](const char* k) { return opt.count(k) > 0; };
   // Output paths are checked before a long simulation, not after it.
-  for (const char* k : {"--out", "--json", "--waves"}) {
+  for (const char* k : {"--out", "--json", "--waves", "--trace"}) {
     if (!has(k)) continue;
     const std::filesystem::path dir = std::filesystem::path(opt[k]).parent_path();
     if (!dir.empty() && !std::filesystem::is_directory(dir))
@@ -270,7 +289,7 @@ int cmd_matmul(const std::vector<std::string>& args) {
   }
 
   if (!has("--mxu-only")) return run_chip(cfg, config_path, sh, a, w, inputs, opt);
-  for (const char* k : {"--bias", "--relu", "--out-dtype"})
+  for (const char* k : {"--bias", "--relu", "--out-dtype", "--trace", "--trace-cycles"})
     if (has(k)) throw UsageError(std::string(k) + " needs the whole chip (drop --mxu-only)");
 
   std::unique_ptr<MxuDut> dut;
@@ -331,6 +350,7 @@ int cmd_matmul(const std::vector<std::string>& args) {
              "cycles/s", "simulated cycles per host second");
   if (has("--out")) rep.field("out", opt["--out"]);
   if (has("--waves")) rep.field("waves", opt["--waves"]);
+  if (has("--trace")) rep.field("trace", opt["--trace"]);
   if (has("--json")) rep.write(opt["--json"]);
   std::fputs(rep.summary().c_str(), stdout);
   std::printf("  golden check: %s (%zu of %zu outputs differ)\n", pass ? "PASS" : "FAIL",

@@ -37,13 +37,39 @@ inline const char* chip_err_name(unsigned code) {
   }
 }
 
-// Statistics indices (tpu_chip_pkg::chip_stat_e).
+// Statistics indices (tpu_chip_pkg::chip_stat_e; docs/profiling.md says what each counts).
 enum ChipStat : unsigned {
   kStatCycles = 0, kStatMxuBusy = 1, kStatMxuBeats = 2, kStatVpuBusy = 3, kStatDmaBusy = 4,
   kStatDmaRdBytes = 5, kStatDmaWrBytes = 6, kStatOverlap = 7, kStatCmdsDone = 8,
   kStatHostRdBytes = 9, kStatHostWrBytes = 10, kStatWeightBeats = 11, kStatIciTxFlits = 12,
-  kStatIciRxFlits = 13, kStatIciBusy = 14, kStatIciWait = 15, kNumChipStats = 16,
+  kStatIciRxFlits = 13, kStatIciBusy = 14, kStatIciWait = 15,
+  kStatMxuMacs = 16,       // activation beats x R x C (hardware MACs, padding included)
+  kStatLoadWFlight = 17,   // cycles a LOADW was in flight (weight-load cycles)
+  kStatMatmulFlight = 18,  // cycles a MATMUL was in flight
+  kStatMxuStarved = 19,    // a MATMUL in flight and no activation beat entered the array
+  kStatDmaFlight = 20,     // cycles a DMA was in flight (queued for the engine included)
+  kStatVpuFlight = 21,     // cycles a VPU command was in flight
+  kStatSendFlight = 22,    // cycles an ICI_SEND was in flight (any send context)
+  kStatIciRxBusy = 23,     // cycles the router's ejection port held a flit for the engine
+  kStatHostBusy = 24,      // cycles the host port had an HBM request waiting or outstanding
+  kStatSeqIdle = 25,       // cycles the queue was empty and nothing in flight
+  kStatClsCompute = 26,    // class: LOADW, MATMUL or VPU in flight
+  kStatClsComm = 27,       // class: not compute; ICI send/receive busy or ICI_WAIT blocked
+  kStatClsMemory = 28,     // class: neither; a DMA in flight or host-port HBM traffic
+  kStatClsIdle = 29,       // class: none of these
+  kNumChipStats = 30,
 };
+
+// The counters' names (snake_case, as reports write them), by index.
+inline const char* chip_stat_name(unsigned i) {
+  static const char* const kNames[kNumChipStats] = {
+      "cycles", "mxu_busy", "mxu_beats", "vpu_busy", "dma_busy", "dma_rd_bytes", "dma_wr_bytes",
+      "dma_mxu_overlap", "cmds_done", "host_rd_bytes", "host_wr_bytes", "weight_beats",
+      "ici_tx_flits", "ici_rx_flits", "ici_busy", "ici_wait", "mxu_macs", "loadw_flight",
+      "matmul_flight", "mxu_starved", "dma_flight", "vpu_flight", "send_flight", "ici_rx_busy",
+      "host_busy", "seq_idle", "cls_compute", "cls_comm", "cls_memory", "cls_idle"};
+  return i < kNumChipStats ? kNames[i] : "unknown";
+}
 
 // Counters of the chip (rtl/tpu_chip_pkg.sv chip_stat_e), one snapshot or a difference.
 struct ChipCounters {

@@ -72,6 +72,16 @@ class ChipDutImpl final : public ChipDut {
   uint32_t err_cmd() const override { return m_->err_cmd_o; }
   uint64_t stat() const override { return m_->stat_o; }
   uint32_t hbm_violations() const override { return m_->viol_count_o; }
+  ChipTracePort trace_port() const override {
+    ChipTracePort p;
+    p.issue = m_->trc_issue_o;
+    p.op = m_->trc_op_o;
+    p.index = m_->trc_idx_o;
+    p.eng = m_->trc_eng_o;
+    p.done = m_->trc_done_o;
+    p.wait = m_->trc_wait_o;
+    return p;
+  }
 
   void tick() override {
     if (!m_.tick())

@@ -29,6 +29,17 @@ struct ChipShape {
   uint64_t hbm_bytes = 0;   // HBM capacity
 };
 
+// The chip's trace port (tpu_chip trc_*) in one cycle, read after eval: what the harness's
+// timeline is built from.
+struct ChipTracePort {
+  bool issue = false;   // the head command issues this cycle
+  unsigned op = 0;      // the head's opcode (ChipOp)
+  uint32_t index = 0;   // the head's command index (from 0 after reset or clear)
+  unsigned eng = 0;     // the ICI send context an ICI_SEND at the head goes to
+  unsigned done = 0;    // done pulses: bit 0 DMA, 1 LOADW, 2 MATMUL, 3 VPU, 4..7 send context
+  bool wait = false;    // the head is an ICI_WAIT whose counter is short
+};
+
 class ChipDut {
  public:
   virtual ~ChipDut() = default;
@@ -61,6 +72,7 @@ class ChipDut {
   virtual uint32_t err_cmd() const = 0;
   virtual uint64_t stat() const = 0;  // counter selected by set_stat_id (after eval)
   virtual uint32_t hbm_violations() const = 0;
+  virtual ChipTracePort trace_port() const = 0;  // after eval
 
   // One clock cycle. Throws ChipRtlError if an assertion failed.
   virtual void tick() = 0;

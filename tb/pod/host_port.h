@@ -12,6 +12,7 @@
 
 #include "chip_contract.h"
 #include "chip_dut.h"
+#include "chip_trace.h"
 #include "hbm_config.h"
 #include "tpu/collective.h"
 
@@ -125,6 +126,17 @@ class HostPort {
   virtual std::vector<LinkStat> link_stats() = 0;
   virtual void clear(int chip) = 0;    // clears the sticky error and `halted` (one cycle)
   virtual uint64_t cycle() const = 0;  // the machine's cycle count
+
+  // The timeline (docs/profiling.md; sw/common/trace.h writes it for Perfetto). Off by default.
+  // set_trace turns recording on (or off) for every chip, keeping the events that overlap the
+  // cycle window [from, to) of machine cycles (cycle()); turn it on while the machine is idle.
+  // take_trace moves out the events of the commands completed so far. trace_label names the
+  // commands pushed on `chip` from now on (until its next label), e.g. a collective's step.
+  virtual void set_trace(const TraceOptions& o) {
+    if (o.enabled) throw std::logic_error("this host port records no timeline");
+  }
+  virtual std::vector<TraceEvent> take_trace() { return {}; }
+  virtual void trace_label(int /*chip*/, const std::string& /*label*/) {}
 
   // Called about every progress_every cycles while the machine runs, with the cycles so far.
   std::function<void(uint64_t)> progress;

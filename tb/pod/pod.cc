@@ -63,6 +63,7 @@ std::shared_ptr<HostAgent::MemOp> HostAgent::mem(bool write, uint64_t addr, cons
   op->data.assign(n, 0);
   if (write && n) std::memcpy(op->data.data(), data, n);
   if (n) ops_.push_back(op);
+  if (n && trace.on()) traced_.push_back(op);
   return op;
 }
 
@@ -91,6 +92,7 @@ void HostAgent::drive(ChipDut& d) {
       }
     }
   }
+  req_op_ = req_valid_ ? op : nullptr;
   if (req_valid_) {
     d.set_hm_req(true, op->write, static_cast<uint32_t>(op->addr + op->issued * 64), req_tag_,
                  op->write ? op->data.data() + op->issued * 64 : nullptr);
@@ -100,18 +102,20 @@ void HostAgent::drive(ChipDut& d) {
   d.set_hm_rsp_ready(true);
 }
 
-void HostAgent::observe(ChipDut& d) {
+void HostAgent::observe(ChipDut& d, uint64_t t) {
+  if (req_op_ && req_op_->first == ~0ull) req_op_->first = t;
   if (cmd_valid_ && d.cmd_ready()) {
     cmds_.pop_front();
     ++pushed_;
   }
   if (d.hm_rsp_valid()) {
-    const unsigned t = d.hm_rsp_tag() % static_cast<unsigned>(tag_op_.size());
-    if (!tag_op_[t]) throw PodError("host port: HBM response with an unknown tag");
-    MemOp& op = *tag_op_[t];
-    if (!op.write) d.hm_rsp_data(op.data.data() + tag_burst_[t] * 64);
+    const unsigned tg = d.hm_rsp_tag() % static_cast<unsigned>(tag_op_.size());
+    if (!tag_op_[tg]) throw PodError("host port: HBM response with an unknown tag");
+    MemOp& op = *tag_op_[tg];
+    if (!op.write) d.hm_rsp_data(op.data.data() + tag_burst_[tg] * 64);
     ++op.done;
-    tag_op_[t].reset();
+    if (op.finished()) op.end = t + 1;
+    tag_op_[tg].reset();
   }
   if (req_valid_ && d.hm_req_ready()) {
     credit_ -= 64;
@@ -127,6 +131,12 @@ void HostAgent::observe(ChipDut& d) {
   ops_.erase(std::remove_if(ops_.begin(), ops_.end(),
                             [](const std::shared_ptr<MemOp>& o) { return o->finished(); }),
              ops_.end());
+  // Copies go on the timeline in the order they were queued (their first requests' order).
+  while (!traced_.empty() && traced_.front()->finished()) {
+    const MemOp& o = *traced_.front();
+    trace.on_copy(o.write, o.addr, o.data.size(), o.first, o.end);
+    traced_.pop_front();
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -233,7 +243,8 @@ void PodCore::step_chip(int i) {
     }
     if (p.in) p.in->send_credit(t, d.ici_rx_cr_valid(dir), d.ici_rx_cr_vc(dir));
   }
-  agents_[i].observe(d);
+  agents_[i].observe(d, t);
+  if (agents_[i].trace.on()) agents_[i].trace.on_cycle(t, d.trace_port());
   if (!agents_[i].idle() || d.busy() || !d.hbm_idle()) last_busy_[i] = t + 1;
   try {
     d.tick();
@@ -360,6 +371,32 @@ ChipCounters PodCore::counters(int i) {
     c.v[s] = d.stat();
   }
   return c;
+}
+
+void PodCore::set_trace(const TraceOptions& o) {
+  if (o.from >= o.to)
+    throw std::invalid_argument("trace: the cycle window " + std::to_string(o.from) + ":" +
+                                std::to_string(o.to) + " is empty (FROM must be below TO)");
+  for (int i = 0; i < num_chips(); ++i) agents_[i].trace.set(i, o);
+}
+
+std::vector<TraceEvent> PodCore::take_trace() {
+  std::vector<TraceEvent> v;
+  for (auto& a : agents_) a.trace.take(v);
+  std::stable_sort(v.begin(), v.end(), [](const TraceEvent& a, const TraceEvent& b) {
+    if (a.chip != b.chip) return a.chip < b.chip;
+    if (a.unit != b.unit) return a.unit < b.unit;
+    if (a.lane != b.lane) return a.lane < b.lane;
+    return a.begin < b.begin;
+  });
+  return v;
+}
+
+void PodCore::trace_label(int chip, const std::string& label) {
+  if (chip < 0 || chip >= num_chips())
+    throw std::invalid_argument("trace_label: chip " + std::to_string(chip) +
+                                " is not in the pod");
+  agents_[chip].trace.label(label);
 }
 
 std::vector<LinkStat> PodCore::link_stats() const {

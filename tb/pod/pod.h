@@ -23,6 +23,7 @@
 
 #include "chip_dut.h"
 #include "chip_contract.h"
+#include "chip_trace.h"
 #include "hbm_config.h"
 #include "host_port.h"
 #include "tpu/collective.h"
@@ -73,22 +74,35 @@ class HostAgent {
     uint64_t addr = 0;
     std::vector<uint8_t> data;  // whole bursts
     std::size_t issued = 0, done = 0;
+    uint64_t first = ~0ull;  // cycle of its first request (recorded while tracing)
+    uint64_t end = 0;        // the cycle after its last response
     bool finished() const { return done * 64 == data.size(); }
   };
 
-  void push(const std::vector<ChipCmd>& cmds) { cmds_.insert(cmds_.end(), cmds.begin(), cmds.end()); }
+  void push(const std::vector<ChipCmd>& cmds) {
+    cmds_.insert(cmds_.end(), cmds.begin(), cmds.end());
+    trace.on_push(cmds);
+  }
   // Queues a copy; returns it (owned here until finished and taken).
   std::shared_ptr<MemOp> mem(bool write, uint64_t addr, const void* data, std::size_t n);
   bool idle() const { return cmds_.empty() && ops_.empty() && !clear_; }
   void set_bytes_per_cycle(unsigned b) { bpc_ = b; }
-  void request_clear() { clear_ = true; }  // drives clear_i for the next cycle
+  void request_clear() {  // drives clear_i for the next cycle
+    clear_ = true;
+    trace.on_clear();
+  }
   std::size_t commands_waiting() const { return cmds_.size(); }
   uint64_t commands_pushed() const { return pushed_; }
 
   void drive(ChipDut& d);    // inputs for this cycle (before eval)
-  void observe(ChipDut& d);  // after eval, before the clock edge: what moves at the edge
+  // After eval, before the clock edge of cycle t: what moves at the edge.
+  void observe(ChipDut& d, uint64_t t = 0);
+
+  ChipTraceRec trace;  // this chip's timeline (off unless PodCore::set_trace turns it on)
 
  private:
+  MemOp* req_op_ = nullptr;                    // the copy this cycle's request is for
+  std::deque<std::shared_ptr<MemOp>> traced_;  // copies queued while tracing, in order
   std::deque<ChipCmd> cmds_;
   std::deque<std::shared_ptr<MemOp>> ops_;
   std::array<std::shared_ptr<MemOp>, 64> tag_op_{};
@@ -141,6 +155,11 @@ class PodCore {
   // and the rule) and queues them; returns their operations.
   std::vector<std::shared_ptr<HostAgent::MemOp>> queue_copies(const std::vector<HostCopy>& ops);
   void backdoor(int chip, bool write, uint64_t addr, void* data, std::size_t n);
+  // The timeline (chip_trace.h): every chip's recorder on or off, the recorded events taken
+  // out (by chip, then track, then time), a label for a chip's next commands.
+  void set_trace(const TraceOptions& o);
+  std::vector<TraceEvent> take_trace();
+  void trace_label(int chip, const std::string& label);
 
  private:
   struct Port {
@@ -176,6 +195,11 @@ class CppPodHost final : public HostPort {
   std::vector<LinkStat> link_stats() override { return core_.link_stats(); }
   void clear(int chip) override;
   uint64_t cycle() const override { return core_.cycle(); }
+  void set_trace(const TraceOptions& o) override { core_.set_trace(o); }
+  std::vector<TraceEvent> take_trace() override { return core_.take_trace(); }
+  void trace_label(int chip, const std::string& label) override {
+    core_.trace_label(chip, label);
+  }
   // Steps the chips from the last to the first: chips couple only through their links, so the
   // order within a cycle must not change anything (a test checks it).
   bool reverse_step_order = false;

@@ -90,6 +90,13 @@ class ScPod : public sc_core::sc_module, public HostPort {
   std::vector<LinkStat> link_stats() override;
   void clear(int chip) override;
   uint64_t cycle() const override { return core_.cycle(); }
+  // The timeline is the harness's recording of the chips' trace ports (not a chip register):
+  // PodCore records it for both pods.
+  void set_trace(const TraceOptions& o) override { core_.set_trace(o); }
+  std::vector<TraceEvent> take_trace() override { return core_.take_trace(); }
+  void trace_label(int chip, const std::string& label) override {
+    core_.trace_label(chip, label);
+  }
 
  private:
   friend class ScChip;

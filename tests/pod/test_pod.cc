@@ -310,6 +310,8 @@ TEST(PodConfig, ReadsTheShippedFilesAndRejectsBadOnes) {
       "pod.host_bytes_per_cycle");
   bad("pod: {shape: [2], speed: 3}\nchip: {variant: 4x4}\n", "pod.speed");
   bad("pod: {shape: [2]}\nchip: {variant: 8x8}\n", "chip.variant");
+  bad("pod: {shape: [2]}\nchip: {variant: 4x4, clock_ghz: 0}\n", "chip.clock_ghz");
+  bad("pod: {shape: [2]}\nchip: {variant: 4x4, clock_ghz: fast}\n", "chip.clock_ghz");
   bad("chip: {variant: 4x4}\n", "pod");
   std::remove(tmp.c_str());
 }

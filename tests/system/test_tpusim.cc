@@ -197,6 +197,21 @@ TEST(TpusimPod, ChipsRunAtOnceAndTheAllReduceReadsHbm) {
   EXPECT_LT(pod, sum / 3) << rep;  // four chips at once
 }
 
+// --trace: a Chrome trace-event file with every chip a process; the report's breakdown.
+TEST(TpusimPod, TraceAndBreakdownAreWritten) {
+  const std::string json = tmp("trace_rep.json"), trace = tmp("trace.json");
+  const CliRun r = tpusim("pod " + kPod22 + " --engine cpp --quiet --m 16 --k 16 --n 16 --json " +
+                          json + " --trace " + trace);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string rep = slurp(json), tr = slurp(trace);
+  for (const char* key : {"\"breakdown\"", "\"compute\"", "\"communication\"",
+                          "\"memory\"", "\"idle\"", "\"counters\"", "\"mxu_macs\""})
+    EXPECT_NE(rep.find(key), std::string::npos) << key << " not in the report";
+  for (const char* key : {"\"traceEvents\"", "\"chip 3 (1,1,0)\"", "\"ph\":\"X\"",
+                          "\"MATMUL\"", "\"ICI_SEND\"", "\"host write\""})
+    EXPECT_NE(tr.find(key), std::string::npos) << key << " not in the trace";
+}
+
 TEST(TpusimPod, CollectiveOverAMeshAxisReports) {
   const std::string json = tmp("axis.json");
   const CliRun r = tpusim("collective --kind reduce_scatter " + kPod22 +
@@ -224,6 +239,8 @@ TEST(TpusimPod, BadInputIsAClearErrorWithExitCode2) {
       {"bad load", "allreduce --load disk", "--load disk"},
       {"bad kind", "collective --kind gather", "--kind gather"},
       {"all_to_all blocks", "collective --kind all_to_all --bytes 4100", "all_to_all"},
+      {"empty trace window", "allreduce --trace x.json --trace-cycles 5:3", "--trace-cycles TO"},
+      {"window without trace", "allreduce --trace-cycles 0:10", "needs --trace FILE"},
   };
   for (const Bad& c : cases) {
     const std::string json = tmp("bad_pod.json");
