@@ -70,9 +70,13 @@ Report run_case(const Case& c) {
   so.backdoor = true;
   ShardedMatmul sm(host, plan, so);
   sm.load(x, w);
+  TraceOptions to;
+  to.enabled = true;  // each phase's cycles come from the timeline
+  host.set_trace(to);
   const auto t0 = std::chrono::steady_clock::now();
   ShardedRun run = sm.run();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  set_phase_cycles(&run, host.take_trace());
   const ShardCheck chk = check_sharded(sm, x, w, sm.read_y(&run));
   Report rep(std::string("bench_shard ") + c.name + ": " + c.what);
   rep.field("case", c.name);

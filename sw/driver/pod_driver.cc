@@ -826,16 +826,33 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
 
 PodProgramRun PodDriver::run_programs(const std::vector<std::vector<ChipCmd>>& progs,
                                       const std::string& label) {
+  ProgramLabels labels(progs.size());
+  if (!label.empty())
+    for (auto& l : labels) l.push_back({0, label});
+  return run_programs(progs, labels);
+}
+
+PodProgramRun PodDriver::run_programs(const std::vector<std::vector<ChipCmd>>& progs,
+                                      const ProgramLabels& labels) {
   const int P = host_.num_chips();
-  if (progs.size() != static_cast<std::size_t>(P))
-    bad("programs: one per chip (" + std::to_string(P) + ")");
+  if (progs.size() != static_cast<std::size_t>(P) || labels.size() != progs.size())
+    bad("programs: one per chip (" + std::to_string(P) + "), and one label list per chip");
   PodProgramRun res;
   const std::vector<LinkStat> before = host_.link_stats();
   std::vector<ChipCounters> cbefore;
   for (int c = 0; c < P; ++c) cbefore.push_back(host_.counters(c));
   for (int c = 0; c < P; ++c) {
-    if (!label.empty()) host_.trace_label(c, label);
-    host_.push(c, progs[static_cast<std::size_t>(c)]);
+    const auto& prog = progs[static_cast<std::size_t>(c)];
+    const auto& lab = labels[static_cast<std::size_t>(c)];
+    std::size_t at = 0;
+    for (std::size_t i = 0; i <= lab.size(); ++i) {
+      const std::size_t end = i < lab.size() ? std::min(lab[i].first, prog.size()) : prog.size();
+      if (end > at)
+        host_.push(c, std::vector<ChipCmd>(prog.begin() + static_cast<std::ptrdiff_t>(at),
+                                           prog.begin() + static_cast<std::ptrdiff_t>(end)));
+      at = std::max(at, end);
+      if (i < lab.size()) host_.trace_label(c, lab[i].second);
+    }
   }
   res.run = host_.run_until_idle();
   for (int c = 0; c < P; ++c) res.chip_delta.push_back(host_.counters(c) - cbefore[c]);

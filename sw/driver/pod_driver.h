@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "chip_contract.h"
@@ -94,6 +95,11 @@ class PodDriver {
   // label: names the programs' commands on the timeline (HostPort::trace_label), if not "".
   PodProgramRun run_programs(const std::vector<std::vector<ChipCmd>>& progs,
                              const std::string& label = "");
+  // The same with labels per command range: labels[chip] = (first command, label), in
+  // increasing order; each names the commands from its first to the next one's.
+  using ProgramLabels = std::vector<std::vector<std::pair<std::size_t, std::string>>>;
+  PodProgramRun run_programs(const std::vector<std::vector<ChipCmd>>& progs,
+                             const ProgramLabels& labels);
 
   // The collective on buffers already in HBM; the outputs stay there.
   PodCollectiveRun run(const CollectiveSpec& spec, const CollectiveBuffers& bufs,

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "profile.h"
 #include "tpu/perf.h"
 
 namespace tpu {
@@ -60,17 +61,20 @@ ShardedMatmul::ShardedMatmul(HostPort& host, ShardPlan plan, ShardedMatmulOption
   // Depths measured best on bench_shard (2x2, 512^3): gathers 4 pieces (0.897; 2: 0.889),
   // reduce-scatters 2 (0.772; 4: 0.739, 8: 0.523: each piece's collective pays its pipeline
   // fill, and the merged matmul waits behind its ICI_WAITs).
-  auto depth = [](std::size_t extent, std::size_t align, std::size_t most) {
+  // A piece must keep the array busy on its own: at least 2 (R + C) rows of A per weight tile
+  // (each job reloads W), at least 4 C columns of W.
+  const std::size_t pipe_rows = 2 * (mi.shape.rows + mi.shape.cols);
+  auto depth = [](std::size_t extent, std::size_t align, std::size_t most, std::size_t least) {
     for (std::size_t j = most; j > 1; j /= 2)
-      if (extent % (j * align) == 0) return j;
+      if (extent % (j * align) == 0 && extent / j >= least) return j;
     return std::size_t{1};
   };
   if (pl.pre.size() == 1 && pl.pre[0].dim == 0 && pl.post.empty()) {
-    pieces_ = depth(pl.w_cols(0).size(), unit, 4);
+    pieces_ = depth(pl.w_cols(0).size(), unit, 4, 4 * mi.shape.cols);
     pipe_ = pieces_ > 1 ? Pipe::kGatherW : Pipe::kNone;
   } else if (pl.pre.empty() && pl.post.size() == 1 &&
              pl.post[0].kind == Collective::kReduceScatter && pl.post[0].dim == 0) {
-    pieces_ = depth(pl.mp / pk, 1, 2);
+    pieces_ = depth(pl.mp / pk, 1, 2, pipe_rows);
     pipe_ = pieces_ > 1 ? Pipe::kScatterY : Pipe::kNone;
   }
   const std::size_t J = pieces_;
@@ -442,8 +446,14 @@ ShardedRun ShardedMatmul::run() {
   const auto progs = programs(&r.phases, &r.cmd_phase);
   r.pieces = pieces_;
   for (const auto& p : progs) r.commands += p.size();
+  // Each phase's commands carry its name on the timeline.
+  PodDriver::ProgramLabels labels(progs.size());
+  for (std::size_t c = 0; c < progs.size(); ++c)
+    for (std::size_t i = 0; i < r.cmd_phase[c].size(); ++i)
+      if (i == 0 || r.cmd_phase[c][i] != r.cmd_phase[c][i - 1])
+        labels[c].push_back({i, r.phases[r.cmd_phase[c][i]].name});
   PodDriver pd(host_);
-  r.prog = pd.run_programs(progs);
+  r.prog = pd.run_programs(progs, labels);
   return r;
 }
 
@@ -656,6 +666,19 @@ ShardF64Check shard_f64_check(const ShardedMatmul& sm, const std::vector<bf16_t>
   return r;
 }
 
+void set_phase_cycles(ShardedRun* run, const std::vector<TraceEvent>& events) {
+  run->phase_cycles.assign(run->phases.size(), 0);
+  for (std::size_t p = 0; p < run->phases.size(); ++p) {
+    uint64_t lo = ~0ull, hi = 0;
+    for (const TraceEvent& e : events) {
+      if (e.label != run->phases[p].name || e.unit == TraceUnit::kHost) continue;
+      lo = std::min(lo, e.issue);
+      hi = std::max(hi, e.done);
+    }
+    run->phase_cycles[p] = hi > lo ? hi - lo : 0;
+  }
+}
+
 ShardCheck check_sharded(const ShardedMatmul& sm, const std::vector<bf16_t>& x,
                          const std::vector<bf16_t>& w,
                          const std::vector<std::vector<uint32_t>>& blocks) {
@@ -675,6 +698,7 @@ void fill_shard_report(ReportGroup& rep, const ShardedMatmul& sm, const ShardedR
   const uint64_t peak = peak_macs_per_cycle(mi.shape.rows, mi.shape.cols);
   const uint64_t cycles = run.prog.run.cycles;
   const uint64_t chips_peak = static_cast<uint64_t>(P) * peak;
+  Json colls_all = Json::array(), matmul_phase = Json::object();
   ReportGroup& sg = rep.group("sharding");
   sg.field("mesh", plan.mesh.text());
   sg.field("x_spec", plan.x.text()).field("w_spec", plan.w.text()).field("y_spec", plan.y.text());
@@ -690,18 +714,21 @@ void fill_shard_report(ReportGroup& rep, const ShardedMatmul& sm, const ShardedR
   sg.metric("hbm_bytes_per_chip", sm.hbm_bytes_per_chip(), "bytes",
             "shards, gathers and products");
   rep.set_cycles(cycles, (macs + chips_peak - 1) / chips_peak);
-  rep.set_mfu(cycles ? mfu(macs, P, peak, cycles) : 0.0);
-  rep.metric("useful_macs", macs, "", "M x K x N");
-  Json colls = Json::array();
-  for (const ShardPhase& ph : run.phases) {
-    if (!ph.collective) continue;
-    colls.push_back(Json::object()
-                        .set("name", ph.name)
-                        .set("kind", collective_name(ph.kind))
-                        .set("axis", ph.axis)
-                        .set("bytes", ph.bytes));
+  report_profile(rep, run.prog.chip_delta, cycles, macs, peak);  // mfu, breakdown
+  rep.metric("pieces", run.pieces, "", "pipeline depth: gathers or reductions under the matmul");
+  for (std::size_t i = 0; i < run.phases.size(); ++i) {
+    const ShardPhase& ph = run.phases[i];
+    Json o = Json::object().set("name", ph.name);
+    if (ph.collective)
+      o.set("kind", collective_name(ph.kind)).set("axis", ph.axis).set("bytes", ph.bytes);
+    if (i < run.phase_cycles.size()) o.set("cycles", run.phase_cycles[i]);
+    if (ph.collective)
+      colls_all.push_back(o);
+    else
+      matmul_phase = o;
   }
-  rep.field("collectives", colls);
+  rep.field("collectives", colls_all);
+  rep.field("matmul", matmul_phase);
   rep.metric("commands", run.commands, "", "commands of the SPMD program, all chips");
   rep.metric("host_load_cycles", run.load_cycles, "cycles",
              "X, W (and bias) shards into every chip's HBM at once (0: backdoor)");

@@ -46,6 +46,9 @@ struct ShardedRun {
   std::vector<ShardPhase> phases;  // in program order
   std::vector<std::vector<uint8_t>> cmd_phase;  // per chip, per command: its phase
   std::size_t pieces = 1;          // pipeline depth: gathers or reductions overlapped with it
+  // Per phase: its span on the chips, from the first command issuing to the last completing on
+  // any chip (set_phase_cycles, from the timeline); phases of a pipeline overlap. Empty: unknown.
+  std::vector<uint64_t> phase_cycles;
   std::size_t commands = 0;        // all chips
   uint64_t load_cycles = 0;        // X, W (and bias) into HBM: all chips at once (0: backdoor)
   uint64_t store_cycles = 0;       // read_y(): Y's blocks out (0: backdoor)
@@ -144,6 +147,10 @@ struct ShardF64Check {
 ShardF64Check shard_f64_check(const ShardedMatmul& sm, const std::vector<bf16_t>& x,
                               const std::vector<bf16_t>& w, const std::vector<float>& bias,
                               bool relu, const std::vector<std::vector<uint32_t>>& blocks);
+
+// Fills run->phase_cycles from the timeline of the run (HostPort::take_trace; each command
+// carries its phase's name as its label).
+void set_phase_cycles(ShardedRun* run, const std::vector<TraceEvent>& events);
 
 // Every check of a run's Y blocks: bit-exact against golden(), replicas equal, the f64 bound.
 struct ShardCheck {

@@ -22,9 +22,13 @@ using Opts = std::map<std::string, std::string>;
 std::string get(const Opts& opt, const char* k, const std::string& d);
 // "0,3" -> {0, 3} (--waves-chips).
 std::vector<int> parse_chips(const std::string& v);
+// --trace FILE and --trace-cycles FROM:TO: the timeline's options.
+TraceOptions trace_options(const Opts& opt);
 // Runs job on the pod the options ask for: --engine systemc (default; TLM host sockets) or cpp;
-// --waves-chips.
-void with_pod(const Opts& opt, PodParams params, const std::function<void(HostPort&)>& job);
+// --waves-chips; with --trace, the timeline of the whole job written at its end (clock_ghz:
+// the pod's clock, for the timestamps).
+void with_pod(const Opts& opt, PodParams params, double clock_ghz,
+              const std::function<void(HostPort&)>& job);
 // The chips of chip c's group over the torus dimensions `dims` (empty: the pod).
 std::vector<int> group_of(const Topology& t, const std::vector<int>& dims, int c);
 // Per-link bytes and the busiest link (group "ici").

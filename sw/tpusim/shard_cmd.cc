@@ -14,6 +14,7 @@
 #include "shard_plan.h"
 #include "sharded_matmul.h"
 #include "tpu/perf.h"
+#include "trace.h"
 
 namespace tpu {
 
@@ -31,6 +32,9 @@ const char* kShardUsage =
     "  --out Y.npy          write the gathered Y (float32)\n"
     "  --load host|backdoor operands in and Y out through the host ports (default) or the\n"
     "                       backdoor (no simulated time)\n"
+    "  --trace FILE         the timeline (Chrome trace-event JSON: ui.perfetto.dev); each\n"
+    "                       command labelled with its phase\n"
+    "  --trace-cycles A:B   only the events that overlap pod cycles [A, B)\n"
     "  --seed S --engine systemc|cpp --waves-chips LIST --json FILE --quiet\n";
 
 namespace {
@@ -38,7 +42,8 @@ namespace {
 Opts parse_shard(const std::vector<std::string>& args) {
   const std::vector<std::string> valued = {
       "--config", "--mesh", "--m", "--k", "--n", "--x-spec", "--w-spec", "--y-spec", "--a",
-      "--w", "--bias", "--out", "--load", "--seed", "--engine", "--waves-chips", "--json"};
+      "--w", "--bias", "--out", "--load", "--seed", "--engine", "--waves-chips", "--json",
+      "--trace", "--trace-cycles"};
   Opts opt;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -51,7 +56,7 @@ Opts parse_shard(const std::vector<std::string>& args) {
     if (i + 1 >= args.size()) throw std::invalid_argument(a + " needs a value");
     opt[a] = args[++i];
   }
-  for (const char* k : {"--out", "--json"}) {
+  for (const char* k : {"--out", "--json", "--trace"}) {
     if (!opt.count(k)) continue;
     const std::filesystem::path dir = std::filesystem::path(opt.at(k)).parent_path();
     if (!dir.empty() && !std::filesystem::is_directory(dir))
@@ -151,15 +156,28 @@ int cmd_shard(const std::vector<std::string>& args) {
     ProgressLine line("shard " + std::to_string(M) + "x" + std::to_string(K) + "x" +
                           std::to_string(N) + " on " + topo.name(),
                       opt.count("--quiet") > 0);
-    with_pod(opt, cfg.params, [&](HostPort& h) {
+    // The timeline is always recorded (each phase's cycles come from it); --trace writes it.
+    TraceOptions topt = trace_options(opt);
+    topt.enabled = true;
+    Opts pod_opt = opt;
+    pod_opt.erase("--trace");
+    pod_opt.erase("--trace-cycles");
+    with_pod(pod_opt, cfg.params, cfg.chip.clock_ghz, [&](HostPort& h) {
       const MachineInfo& mi = h.info();
       h.progress = [&](uint64_t cyc) { line.show(std::to_string(cyc) + " cycles"); };
       ShardedMatmul sm(h, plan, so);
+      h.set_trace(topt);
       const uint64_t load_cycles = sm.load(x, w);
       ShardedRun run = sm.run();
       run.load_cycles = load_cycles;
       const auto got = sm.read_y(&run);
       h.progress = nullptr;
+      const std::vector<TraceEvent> events = h.take_trace();
+      set_phase_cycles(&run, events);
+      if (opt.count("--trace")) {
+        write_trace(opt.at("--trace"), events, mi, cfg.chip.clock_ghz);
+        rep.field("trace", opt.at("--trace"));
+      }
       chk = check_sharded(sm, x, w, got);
       add_pod(rep, cfg, mi, opt);
       fill_shard_report(rep, sm, run, chk, mi);
