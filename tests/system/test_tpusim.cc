@@ -10,6 +10,7 @@
 #include <string>
 
 #include "npy.h"
+#include "tpu/bf16.h"
 #include "tpu/matmul.h"
 
 namespace tpu {
@@ -246,6 +247,69 @@ TEST(TpusimPod, BadInputIsAClearErrorWithExitCode2) {
     const std::string json = tmp("bad_pod.json");
     std::remove(json.c_str());
     const CliRun r = tpusim(c.args + " " + kPod22 + " --engine cpp --quiet --json " + json);
+    EXPECT_EQ(r.code, 2) << c.name << ": " << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos)
+        << c.name << ": expected '" << c.expect << "' in:\n" << r.out;
+    EXPECT_FALSE(std::ifstream(json).good()) << c.name << ": a report was written";
+  }
+}
+
+
+// tpusim shard: a sharded matmul over the mesh of the config, its report, the trace of its
+// phases, Y written as .npy and equal to the single-chip golden (K not split).
+TEST(TpusimShard, ReportTraceAndGatheredY) {
+  const std::string json = tmp("shard.json"), trace = tmp("shard_trace.json"),
+                    out = tmp("shard_y.npy"), a = tmp("shard_a.npy"), w = tmp("shard_w.npy");
+  const std::size_t M = 24, K = 40, N = 64;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<uint16_t> av(M * K), wv(K * N);
+  for (auto& v : av) v = f32_to_bf16(nd(rng));
+  for (auto& v : wv) v = f32_to_bf16(nd(rng));
+  write_npy_u16(a, av, {M, K});
+  write_npy_u16(w, wv, {K, N});
+  const CliRun r = tpusim("shard " + kPod22 + " --engine cpp --quiet --mesh data=4 "
+                          "--x-spec data,- --w-spec data,- --a " + a + " --w " + w +
+                          " --out " + out + " --json " + json + " --trace " + trace);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string rep = slurp(json), tr = slurp(trace);
+  for (const char* key : {"\"mfu\"", "\"breakdown\"", "\"collectives\"", "\"all_gather\"",
+                          "\"ideal_cycles\"", "\"links\"", "\"y_blocks\"",
+                          "\"verdict\": \"pass\"", "\"outside_bound\": 0"})
+    EXPECT_NE(rep.find(key), std::string::npos) << key << " not in " << rep;
+  EXPECT_NE(tr.find("all_gather of W over 'data'"), std::string::npos) << "phase labels";
+  EXPECT_NE(tr.find("\"matmul\""), std::string::npos);
+  std::size_t rows = 0, cols = 0;
+  const std::vector<float> y = load_f32_matrix(out, &rows, &cols);
+  ASSERT_EQ(rows, M);
+  ASSERT_EQ(cols, N);
+  const std::vector<float> want = golden_matmul(av, wv, M, K, N);
+  for (std::size_t i = 0; i < y.size(); ++i)
+    ASSERT_EQ(f32_bits(y[i]), f32_bits(want[i])) << "element " << i;
+}
+
+TEST(TpusimShard, BadInputIsAClearErrorWithExitCode2) {
+  struct Bad {
+    const char* name;
+    std::string args, expect;
+  };
+  const std::vector<Bad> cases = {
+      {"axis not in the mesh", "--mesh data=4 --x-spec batch,-", "axis 'batch' is not in the mesh"},
+      {"axis twice", "--mesh data=2,model=2 --w-spec model,model", "used twice"},
+      {"mesh not the pod", "--mesh data=8", "the pod has 4"},
+      {"one entry", "--x-spec data", "two entries"},
+      {"resharding", "--mesh data=2,model=2 --x-spec data,- --w-spec -,model --y-spec model,data",
+       "resharding"},
+      {"beyond HBM", "--mesh data=4 --x-spec -,- --w-spec -,- --m 4096 --k 4096 --n 4096",
+       "not enough HBM"},
+      {"bias with K split", "--mesh model=4 --x-spec -,model --w-spec model,- --relu",
+       "K split"},
+      {"bad size", "--m 0", "--m 0"},
+  };
+  for (const Bad& c : cases) {
+    const std::string json = tmp("bad_shard.json");
+    std::remove(json.c_str());
+    const CliRun r = tpusim("shard " + c.args + " " + kPod22 + " --engine cpp --quiet --json " + json);
     EXPECT_EQ(r.code, 2) << c.name << ": " << r.out;
     EXPECT_NE(r.out.find(c.expect), std::string::npos)
         << c.name << ": expected '" << c.expect << "' in:\n" << r.out;
