@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 
 namespace tpu {
@@ -340,14 +341,6 @@ void PodCore::check_copy(const HostCopy& o) const {
   if (o.n && !o.data) throw std::invalid_argument("host port: a copy without a host buffer");
 }
 
-std::vector<std::shared_ptr<HostAgent::MemOp>> PodCore::queue_copies(
-    const std::vector<HostCopy>& ops) {
-  for (const HostCopy& o : ops) check_copy(o);
-  std::vector<std::shared_ptr<HostAgent::MemOp>> v;
-  for (const HostCopy& o : ops) v.push_back(agents_[o.chip].mem(o.write, o.addr, o.data, o.n));
-  return v;
-}
-
 void PodCore::backdoor(int chip, bool write, uint64_t addr, void* data, std::size_t n) {
   check_copy(HostCopy{chip, write, addr, data, n});
   // The controller may hold posted writes that the device has not seen yet: a backdoor access
@@ -409,15 +402,31 @@ std::vector<LinkStat> PodCore::link_stats() const {
 // CppPodHost
 // ---------------------------------------------------------------------------------------------
 uint64_t CppPodHost::copy(const std::vector<HostCopy>& ops) {
-  const auto mops = core_.queue_copies(ops);
-  const uint64_t start = core_.cycle();
-  auto done = [&] {
-    for (const auto& m : mops)
-      if (!m->finished()) return false;
-    return true;
+  for (const HostCopy& o : ops) core_.check_copy(o);
+  // Each chip takes its copies one after another, the next queued in the cycle the previous
+  // finishes: what the SystemC pod's host lane does with one TLM transaction per copy.
+  std::vector<std::deque<std::size_t>> pending(static_cast<std::size_t>(core_.num_chips()));
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    pending[static_cast<std::size_t>(ops[i].chip)].push_back(i);
+  std::vector<std::shared_ptr<HostAgent::MemOp>> mops(ops.size());
+  std::vector<std::size_t> active(pending.size(), ops.size());  // ops.size(): none
+  auto advance = [&] {
+    bool busy = false;
+    for (std::size_t c = 0; c < pending.size(); ++c) {
+      if (active[c] < ops.size() && mops[active[c]]->finished()) active[c] = ops.size();
+      if (active[c] == ops.size() && !pending[c].empty()) {
+        active[c] = pending[c].front();
+        pending[c].pop_front();
+        const HostCopy& o = ops[active[c]];
+        mops[active[c]] = core_.agent(o.chip).mem(o.write, o.addr, o.data, o.n);
+      }
+      busy = busy || active[c] < ops.size();
+    }
+    return busy;
   };
+  const uint64_t start = core_.cycle();
   uint64_t next_progress = start + progress_every;
-  while (!done()) {
+  while (advance()) {
     core_.step(reverse_step_order);
     const uint64_t t = core_.cycle();
     if ((t & 1023) == 0) core_.check_errors(false);

@@ -151,9 +151,7 @@ class PodCore {
   }
   uint64_t last_busy(int i) const { return last_busy_[i]; }  // cycle after its last busy one
   void check_copy(const HostCopy& c) const;  // std::invalid_argument naming the rule
-  // Copies through host ports: checks them (std::invalid_argument naming the chip, the address
-  // and the rule) and queues them; returns their operations.
-  std::vector<std::shared_ptr<HostAgent::MemOp>> queue_copies(const std::vector<HostCopy>& ops);
+  // The backdoor: HBM bytes in or out in zero simulated time (the chip must be idle).
   void backdoor(int chip, bool write, uint64_t addr, void* data, std::size_t n);
   // The timeline (chip_trace.h): every chip's recorder on or off, the recorded events taken
   // out (by chip, then track, then time), a label for a chip's next commands.
