@@ -36,7 +36,7 @@ package tpu_chip_pkg;
     ErrHbmRange   = 8'd6,  // a DMA's HBM range ends beyond the HBM capacity
     ErrAlign      = 8'd7,  // DMA address / stride / row bytes not aligned as required
     ErrNoWeights  = 8'd8,  // MATMUL with no weight tile loaded ahead of it
-    ErrWeightsFull = 8'd9  // LOADW with two tiles already loaded and not consumed (would hang)
+    ErrWeightsFull = 8'd9  // LOADW with every MXU weight bank loaded and not consumed (would hang)
   } chip_err_e;
 
   // Statistics, read by index on the host port (64-bit counters since reset).
@@ -52,7 +52,7 @@ package tpu_chip_pkg;
     StatCmdsDone   = 4'd8,   // commands retired
     StatHostRdB    = 4'd9,   // bytes the host port read from HBM
     StatHostWrB    = 4'd10,  // bytes the host port wrote to HBM
-    StatWeightBeats = 4'd11, // weight rows written into the array
+    StatWeightBeats = 4'd11, // weight beats into the array (mxu_wrows rows each)
     StatIciTxFlits = 4'd12,  // flits the ICI engine injected into the router (heads included)
     StatIciRxFlits = 4'd13,  // flits the router ejected to the ICI engine
     StatIciBusy    = 4'd14,  // cycles an ICI_SEND was in flight
