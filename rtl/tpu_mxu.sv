@@ -211,12 +211,19 @@ module tpu_mxu #(
   // the array was computed from that beat's own inputs, and the tag line (reset) marks which
   // outputs are results. They are plain unpacked arrays, which Verilator simulates faster than
   // packed rows (and arrays of that size cannot be reset in one assignment there).
+  // The beat's rows as whole rows: a row is written in one assignment (Verilator keeps a loop
+  // over 128 columns rolled, and cannot make a delayed assignment to an element inside one).
+  tpu_pkg::bf16_t w_row [WRows][Cols];
+  for (genvar r = 0; r < WRows; r++) begin : gen_w_row
+    for (genvar j = 0; j < Cols; j++) begin : gen_w_col
+      assign w_row[r][j] = w_data_i[r*Cols + j];
+    end
+  end
+
   always_ff @(posedge clk_i) begin
     if (w_fire) begin
       for (int unsigned r = 0; r < WRows; r++) begin
-        for (int unsigned j = 0; j < Cols; j++) begin
-          wgt_q[32'(wr_bank_q) * Rows + 32'(wr_row_q) + r][j] <= w_data_i[r * Cols + j];
-        end
+        wgt_q[32'(wr_bank_q) * Rows + 32'(wr_row_q) + r] <= w_row[r];
       end
     end
   end
