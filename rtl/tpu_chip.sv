@@ -24,7 +24,8 @@
 //                 `ici_link_gap_i` (cycles a link needs per flit: a link narrower than a row)
 //                 are held constant after reset. Unused directions: tie rx_valid and tx_cr_valid to 0.
 //                 The ICI engine (tpu_ici_eng) runs ICI_SEND and the counters of ICI_WAIT.
-// Throughput: the MXU takes one activation row per cycle; the DMA moves one memory row per cycle;
+// Throughput: the MXU takes one activation row and Cfg.mxu_wrows weight rows per cycle; the DMA
+// moves one memory row per cycle;
 // the VPU one row per cycle; they run concurrently under the sequencer's scoreboard.
 // Handshakes: valid/ready everywhere; a payload is held while valid && !ready.
 module tpu_chip
@@ -38,6 +39,9 @@ module tpu_chip
   localparam int unsigned        RowW      = Lanes * 32,
   localparam int unsigned        FlitW     = RowW + 2,
   localparam int unsigned        DmaQ      = 4,  // DMAs issued ahead of the engine
+  localparam int unsigned        MmSlots   = 8,  // MATMULs in flight (sequencer, MXU write-back)
+  localparam int unsigned        WRows     = Cfg.mxu_wrows,
+  localparam int unsigned        NumVRd    = 6 + WRows,  // VMEM read ports
   localparam int unsigned        NumDirs   = tpu_ici_pkg::NumDirs,
   localparam int unsigned        IciVcW    = 2   // 4 VCs per link (2 dateline classes x 2)
 ) (
@@ -131,7 +135,9 @@ module tpu_chip
     .HbmBytes(HbmBytes),
     .NumCnt  (IciNumCnt),
     .NumEng  (4),
-    .DmaQ    (DmaQ)
+    .DmaQ    (DmaQ),
+    .MmSlots (MmSlots),
+    .WBanks  (Cfg.mxu_wbanks)
   ) i_seq (
     .clk_i      (clk_i),
     .rst_ni     (rst_ni),
@@ -186,12 +192,13 @@ module tpu_chip
 
   // ---------------------------------------------------------------------------------------------
   // Memories. VMEM read ports: 0 DMA, 1 LOADW, 2 MATMUL activations, 3 VPU x, 4 VPU y, 5 DMA
-  // (second row), 6 ICI send; write ports: 0 DMA, 1 VPU, 2 DMA (second row), 3 ICI receive.
+  // (second row), 6 ICI send, 7 .. 5 + WRows LOADW (weight rows 1 .. WRows - 1 of a beat); write
+  // ports: 0 DMA, 1 VPU, 2 DMA (second row), 3 ICI receive.
   // AMEM read ports: 0 DMA, 1 MATMUL running sums, 2 VPU x, 3 VPU y, 4 DMA (second row), 5 ICI
   // send; write ports: 0 MXU results, 1 VPU, 2 ICI receive.
   // ---------------------------------------------------------------------------------------------
-  logic [6:0][VAddrW-1:0] v_rd_addr;
-  logic [6:0][RowW-1:0]   v_rd_data;
+  logic [NumVRd-1:0][VAddrW-1:0] v_rd_addr;
+  logic [NumVRd-1:0][RowW-1:0]   v_rd_data;
   logic [3:0]             v_we;
   logic [3:0][VAddrW-1:0] v_wr_addr;
   logic [3:0][RowW-1:0]   v_wr_data;
@@ -204,7 +211,7 @@ module tpu_chip
   tpu_mem #(
     .Rows (Cfg.vmem_rows),
     .Width(RowW),
-    .NumRd(7),
+    .NumRd(NumVRd),
     .NumWr(4)
   ) i_vmem (
     .clk_i    (clk_i),
@@ -298,13 +305,18 @@ module tpu_chip
   // ---------------------------------------------------------------------------------------------
   // MXU
   // ---------------------------------------------------------------------------------------------
-  logic [15:0] mxu_w_addr, mxu_a_addr, mxu_c_addr, mxu_c_wr_addr;
+  logic [WRows-1:0][15:0]   mxu_w_addr;
+  logic [WRows-1:0][RowW-1:0] mxu_w_data;
+  logic [15:0] mxu_a_addr, mxu_c_addr, mxu_c_wr_addr;
   logic        mxu_c_we, mxu_a_beat, mxu_w_beat;
   logic [RowW-1:0] mxu_c_wr_data;
 
   tpu_mxu_unit #(
-    .Rows(Cfg.mxu_rows),
-    .Cols(Cfg.mxu_cols)
+    .Rows   (Cfg.mxu_rows),
+    .Cols   (Cfg.mxu_cols),
+    .WBanks (Cfg.mxu_wbanks),
+    .WRows  (WRows),
+    .WbDepth(MmSlots)
   ) i_mxu_unit (
     .clk_i      (clk_i),
     .rst_ni     (rst_ni),
@@ -322,7 +334,7 @@ module tpu_chip
     .mm_acc_i   (head.flags[0]),
     .mm_done_o  (mm_done),
     .w_rd_addr_o(mxu_w_addr),
-    .w_rd_data_i(v_rd_data[1]),
+    .w_rd_data_i(mxu_w_data),
     .a_rd_addr_o(mxu_a_addr),
     .a_rd_data_i(v_rd_data[2]),
     .c_rd_addr_o(mxu_c_addr),
@@ -380,7 +392,12 @@ module tpu_chip
   // Memory port wiring
   assign v_rd_addr[0] = VAddrW'(dma_rd_addr[0]);
   assign v_rd_addr[5] = VAddrW'(dma_rd_addr[1]);
-  assign v_rd_addr[1] = VAddrW'(mxu_w_addr);
+  assign v_rd_addr[1] = VAddrW'(mxu_w_addr[0]);
+  assign mxu_w_data[0] = v_rd_data[1];
+  for (genvar r = 1; r < WRows; r++) begin : gen_w_port
+    assign v_rd_addr[6 + r] = VAddrW'(mxu_w_addr[r]);
+    assign mxu_w_data[r]    = v_rd_data[6 + r];
+  end
   assign v_rd_addr[2] = VAddrW'(mxu_a_addr);
   assign v_rd_addr[3] = VAddrW'(vpu_x_addr);
   assign v_rd_addr[4] = VAddrW'(vpu_y_addr);

@@ -36,7 +36,7 @@ package tpu_chip_pkg;
     ErrHbmRange   = 8'd6,  // a DMA's HBM range ends beyond the HBM capacity
     ErrAlign      = 8'd7,  // DMA address / stride / row bytes not aligned as required
     ErrNoWeights  = 8'd8,  // MATMUL with no weight tile loaded ahead of it
-    ErrWeightsFull = 8'd9  // LOADW with two tiles already loaded and not consumed (would hang)
+    ErrWeightsFull = 8'd9  // LOADW with every MXU weight bank loaded and not consumed (would hang)
   } chip_err_e;
 
   // Statistics, read by index on the host port (64-bit counters since reset). docs/profiling.md
@@ -56,7 +56,7 @@ package tpu_chip_pkg;
     StatCmdsDone   = 5'd8,   // commands retired
     StatHostRdB    = 5'd9,   // bytes the host port read from HBM
     StatHostWrB    = 5'd10,  // bytes the host port wrote to HBM
-    StatWeightBeats = 5'd11, // weight rows written into the array
+    StatWeightBeats = 5'd11, // weight beats into the array (mxu_wrows rows each)
     StatIciTxFlits = 5'd12,  // flits the ICI engine injected into the router (heads included)
     StatIciRxFlits = 5'd13,  // flits the router ejected to the ICI engine
     StatIciBusy    = 5'd14,  // cycles an ICI_SEND was in flight

@@ -8,27 +8,32 @@
 // (acc = fma(a_k, w_k, acc) in each PE), and the outputs are deskewed so that a whole result row
 // leaves together.
 //
-// Weights are double-buffered. The weight port writes one row of the shadow bank per beat, rows
-// 0..Rows-1 in order; after the last row the bank is ready and the next weight tile goes to the
-// other bank. Each activation carries its bank select along the row, so the switch to a new tile
-// ripples through the array with the skew and back-to-back tiles run with no bubble. a_last_i
-// marks a tile's last activation row and releases its bank; the bank is rewritten row by row only
-// once the last beat that reads it has passed that row (counted in enabled cycles).
+// Weights sit in WBanks banks per PE, filled and consumed round robin. The weight port writes
+// WRows rows of the bank being filled per beat (rows r .. r + WRows - 1 from w_data_i, row-major),
+// rows 0..Rows-1 in order; after the last rows the bank is ready and the next weight tile goes to
+// the next bank. Each activation carries its bank select along the row, so the switch to a new
+// tile ripples through the array with the skew and back-to-back tiles run with no bubble.
+// a_last_i marks a tile's last activation row and releases its bank; the bank is rewritten row by
+// row only once the last beat that reads it has passed that row (counted in enabled cycles). So a
+// tile of M rows occupies its bank for about M + Rows + Cols cycles, and tiles can follow each
+// other every max(M, (M + Rows + Cols) / WBanks, Rows / WRows) cycles (docs/mxu.md).
 //
 // Handshakes: valid/ready on all three streams. The whole array advances with one enable,
 // en = !o_valid_o || o_ready_i, so back-pressure on the output stalls every stage in place.
 // Latency: Rows + Cols cycles from an accepted activation beat to its result. Throughput: one
-// beat (Rows x Cols MACs) per cycle. Loading a weight tile takes Rows beats.
+// beat (Rows x Cols MACs) per cycle. Loading a weight tile takes Rows / WRows beats.
 module tpu_mxu #(
-  parameter int unsigned Rows = 8,
-  parameter int unsigned Cols = 8
+  parameter int unsigned Rows   = 8,
+  parameter int unsigned Cols   = 8,
+  parameter int unsigned WBanks = 4,  // weight banks per PE (>= 2)
+  parameter int unsigned WRows  = 2   // weight rows per beat of the weight port (divides Rows)
 ) (
   input  logic           clk_i,
   input  logic           rst_ni,
-  // weight tile rows into the shadow bank
+  // weight tile rows into the bank being filled: row r + i is w_data_i[i * Cols +: Cols]
   input  logic           w_valid_i,
   output logic           w_ready_o,
-  input  tpu_pkg::bf16_t w_data_i   [Cols],
+  input  tpu_pkg::bf16_t w_data_i   [WRows*Cols],
   // activation rows
   input  logic           a_valid_i,
   output logic           a_ready_o,
@@ -49,11 +54,18 @@ module tpu_mxu #(
   localparam int unsigned RowW     = tpu_pkg::idx_width(Rows);
   localparam int unsigned DrainMax = Rows + Cols;
   localparam int unsigned DrainW   = tpu_pkg::idx_width(DrainMax + 1);
+  localparam int unsigned BankW    = tpu_pkg::idx_width(WBanks);
+
+  typedef logic [BankW-1:0] bank_t;
 
   typedef struct packed {
-    logic           sel;
+    bank_t          sel;
     tpu_pkg::bf16_t a;
   } act_t;
+
+  function automatic bank_t next_bank(bank_t b);
+    return (32'(b) == WBanks - 1) ? '0 : b + 1'b1;
+  endfunction
 
   typedef struct packed {
     logic valid;
@@ -65,21 +77,22 @@ module tpu_mxu #(
   // ---------------------------------------------------------------------------------------------
   logic              en;
   logic              a_fire, w_fire;
-  logic [1:0]        full_d, full_q;          // bank holds a complete, unreleased weight tile
-  logic              rd_bank_d, rd_bank_q;    // bank the next activation beat multiplies with
-  logic              wr_bank_d, wr_bank_q;    // bank the weight port fills
-  logic [RowW-1:0]   wr_row_d, wr_row_q;      // next row of wr_bank to write
-  logic [DrainW-1:0] drain_d [2];             // enabled cycles since the bank's last beat
-  logic [DrainW-1:0] drain_q [2];
+  logic [WBanks-1:0] full_d, full_q;          // bank holds a complete, unreleased weight tile
+  bank_t             rd_bank_d, rd_bank_q;    // bank the next activation beat multiplies with
+  bank_t             wr_bank_d, wr_bank_q;    // bank the weight port fills
+  logic [RowW-1:0]   wr_row_d, wr_row_q;      // first row of wr_bank the next beat writes
+  logic [DrainW-1:0] drain_d [WBanks];        // enabled cycles since the bank's last beat
+  logic [DrainW-1:0] drain_q [WBanks];
   logic              row_free;
   logic [DrainW-1:0] drain_wr;
 
   assign en        = !o_valid_o || o_ready_i;
   assign a_ready_o = en && full_q[rd_bank_q];
   assign a_fire    = a_valid_i && a_ready_o;
-  // Row r of a released bank is free once its last beat has left PE(r, Cols-1).
+  // Row r of a released bank is free once its last beat has left PE(r, Cols-1); a beat writes
+  // rows wr_row_q .. wr_row_q + WRows - 1.
   assign drain_wr  = drain_q[wr_bank_q];
-  assign row_free  = 32'(drain_wr) >= 32'(wr_row_q) + Cols;
+  assign row_free  = 32'(drain_wr) >= 32'(wr_row_q) + WRows - 1 + Cols;
   assign w_ready_o = !full_q[wr_bank_q] && row_free;
   assign w_fire    = w_valid_i && w_ready_o;
 
@@ -88,49 +101,45 @@ module tpu_mxu #(
     rd_bank_d = rd_bank_q;
     wr_bank_d = wr_bank_q;
     wr_row_d  = wr_row_q;
-    for (int unsigned b = 0; b < 2; b++) begin
+    for (int unsigned b = 0; b < WBanks; b++) begin
       drain_d[b] = drain_q[b];
       if (en && 32'(drain_q[b]) < DrainMax) drain_d[b] = drain_q[b] + 1'b1;
     end
     if (w_fire) begin
-      if (32'(wr_row_q) == Rows - 1) begin
+      if (32'(wr_row_q) == Rows - WRows) begin
         full_d[wr_bank_q] = 1'b1;
-        wr_bank_d         = !wr_bank_q;
+        wr_bank_d         = next_bank(wr_bank_q);
         wr_row_d          = '0;
       end else begin
-        wr_row_d = wr_row_q + 1'b1;
+        wr_row_d = wr_row_q + RowW'(WRows);
       end
     end
     if (a_fire && a_last_i) begin
       full_d[rd_bank_q]  = 1'b0;
       drain_d[rd_bank_q] = '0;
-      rd_bank_d          = !rd_bank_q;
+      rd_bank_d          = next_bank(rd_bank_q);
     end
   end
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
-      full_q     <= '0;
-      rd_bank_q  <= 1'b0;
-      wr_bank_q  <= 1'b0;
-      wr_row_q   <= '0;
-      drain_q[0] <= DrainW'(DrainMax);
-      drain_q[1] <= DrainW'(DrainMax);
+      full_q    <= '0;
+      rd_bank_q <= '0;
+      wr_bank_q <= '0;
+      wr_row_q  <= '0;
+      drain_q   <= '{default: DrainW'(DrainMax)};
     end else begin
-      full_q     <= full_d;
-      rd_bank_q  <= rd_bank_d;
-      wr_bank_q  <= wr_bank_d;
-      wr_row_q   <= wr_row_d;
-      drain_q[0] <= drain_d[0];
-      drain_q[1] <= drain_d[1];
+      full_q    <= full_d;
+      rd_bank_q <= rd_bank_d;
+      wr_bank_q <= wr_bank_d;
+      wr_row_q  <= wr_row_d;
+      drain_q   <= drain_d;
     end
   end
 
   // ---------------------------------------------------------------------------------------------
-  // Input skew, the PE grid, output deskew
-  // ---------------------------------------------------------------------------------------------
-  // ---------------------------------------------------------------------------------------------
-  // The array. Cell (i, j) - a processing element - holds two weights, wgt_q[bank * Rows + i][j];
+  // The array. Cell (i, j) - a processing element - holds WBanks weights,
+  // wgt_q[bank * Rows + i][j];
   // each enabled cycle it takes the activation entering from the left (with the bank it
   // multiplies) and the partial sum entering from above, computes
   // tpu_mac_pkg::mac(a, w[bank], psum) with one rounding, and registers the activation to the
@@ -150,11 +159,11 @@ module tpu_mxu #(
   typedef tpu_pkg::f32_t [Cols-1:0] f32_row_t;
   typedef act_t          [Rows-1:0] act_line_t;
 
-  tpu_pkg::bf16_t        wgt_q   [2*Rows][Cols];
+  tpu_pkg::bf16_t        wgt_q   [WBanks*Rows][Cols];
   tpu_pkg::bf16_t        a_q     [Rows][Cols];
   tpu_pkg::bf16_t        a_d     [Rows][Cols];
-  logic                  sel_q   [Rows][Cols];
-  logic                  sel_d   [Rows][Cols];
+  bank_t                 sel_q   [Rows][Cols];
+  bank_t                 sel_d   [Rows][Cols];
   tpu_pkg::f32_t         psum_q  [Rows][Cols];
   tpu_pkg::f32_t         psum_d  [Rows][Cols];
   act_line_t             askew_q [Rows];
@@ -202,8 +211,21 @@ module tpu_mxu #(
   // the array was computed from that beat's own inputs, and the tag line (reset) marks which
   // outputs are results. They are plain unpacked arrays, which Verilator simulates faster than
   // packed rows (and arrays of that size cannot be reset in one assignment there).
+  // The beat's rows as whole rows: a row is written in one assignment (Verilator keeps a loop
+  // over 128 columns rolled, and cannot make a delayed assignment to an element inside one).
+  tpu_pkg::bf16_t w_row [WRows][Cols];
+  for (genvar r = 0; r < WRows; r++) begin : gen_w_row
+    for (genvar j = 0; j < Cols; j++) begin : gen_w_col
+      assign w_row[r][j] = w_data_i[r*Cols + j];
+    end
+  end
+
   always_ff @(posedge clk_i) begin
-    if (w_fire) wgt_q[32'(wr_bank_q) * Rows + 32'(wr_row_q)] <= w_data_i;
+    if (w_fire) begin
+      for (int unsigned r = 0; r < WRows; r++) begin
+        wgt_q[32'(wr_bank_q) * Rows + 32'(wr_row_q) + r] <= w_row[r];
+      end
+    end
   end
 
   always_ff @(posedge clk_i) begin
@@ -238,7 +260,7 @@ module tpu_mxu #(
   // partial sum entering each cell and the one leaving the bottom.
   for (genvar i = 0; i < Rows; i++) begin : gen_col0
     tpu_pkg::bf16_t dbg_a_in, dbg_w_bank0, dbg_w_bank1;
-    logic           dbg_sel_in;
+    bank_t          dbg_sel_in;
     tpu_pkg::f32_t  dbg_psum_in, dbg_psum_out;
     assign dbg_a_in     = askew_q[i][i].a;
     assign dbg_sel_in   = askew_q[i][i].sel;
@@ -267,22 +289,30 @@ module tpu_mxu #(
 
   // Idle: nothing loaded, nothing streaming. (A beat in flight implies its bank was full when it
   // entered; once released, the drain counters tell when the beat has left the array.)
-  assign idle_o = (full_q == 2'b00) && (32'(drain_q[0]) >= DrainMax) && (32'(drain_q[1]) >= DrainMax)
-                  && !o_valid_o;
+  logic drained;
+  always_comb begin
+    drained = 1'b1;
+    for (int unsigned b = 0; b < WBanks; b++) begin
+      if (32'(drain_q[b]) < DrainMax) drained = 1'b0;
+    end
+  end
+  assign idle_o = (full_q == '0) && drained && !o_valid_o;
 
   // ---------------------------------------------------------------------------------------------
   // Assertions
   // ---------------------------------------------------------------------------------------------
   logic [16*Rows-1:0] a_flat;
   logic [32*Cols-1:0] acc_flat, o_flat;
-  logic [16*Cols-1:0] w_flat;
+  logic [16*WRows*Cols-1:0] w_flat;
   for (genvar i = 0; i < Rows; i++) begin : gen_flat_a
     assign a_flat[16*i +: 16] = a_data_i[i];
   end
   for (genvar j = 0; j < Cols; j++) begin : gen_flat_c
     assign acc_flat[32*j +: 32] = acc_data_i[j];
     assign o_flat[32*j +: 32]   = o_data_o[j];
-    assign w_flat[16*j +: 16]   = w_data_i[j];
+  end
+  for (genvar j = 0; j < WRows * Cols; j++) begin : gen_flat_w
+    assign w_flat[16*j +: 16] = w_data_i[j];
   end
 
   a_valid_held: assert property (@(posedge clk_i) disable iff (!rst_ni)
@@ -305,10 +335,21 @@ module tpu_mxu #(
     a_fire |-> full_q[rd_bank_q])
     else $error("tpu_mxu: activation accepted into a bank with no weight tile");
   w_bank_free: assert property (@(posedge clk_i) disable iff (!rst_ni)
-    w_fire |-> !full_q[wr_bank_q] && 32'(drain_wr) >= 32'(wr_row_q) + Cols)
+    w_fire |-> !full_q[wr_bank_q] && 32'(drain_wr) >= 32'(wr_row_q) + WRows - 1 + Cols)
     else $error("tpu_mxu: weight row written while a beat may still read it");
   wr_row_in_range: assert property (@(posedge clk_i) disable iff (!rst_ni)
-    32'(wr_row_q) < Rows)
+    32'(wr_row_q) < Rows && 32'(wr_row_q) % WRows == 0)
     else $error("tpu_mxu: weight row pointer out of range");
+  banks_in_range: assert property (@(posedge clk_i) disable iff (!rst_ni)
+    32'(rd_bank_q) < WBanks && 32'(wr_bank_q) < WBanks)
+    else $error("tpu_mxu: bank pointer out of range");
+  // Banks fill and drain in the same round-robin order: the full banks are the run from
+  // rd_bank_q up to wr_bank_q, so the pointers meet only with none or all of them full.
+  bank_order: assert property (@(posedge clk_i) disable iff (!rst_ni)
+    wr_bank_q == rd_bank_q |-> full_q == '0 || full_q == '1)
+    else $error("tpu_mxu: weight banks out of round-robin order");
+  params_ok: assert property (@(posedge clk_i)
+    WBanks >= 2 && WRows >= 1 && Rows % WRows == 0)
+    else $error("tpu_mxu: WBanks must be >= 2 and WRows must divide Rows");
 
 endmodule

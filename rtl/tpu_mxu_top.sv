@@ -6,13 +6,15 @@ module tpu_mxu_top #(
   parameter  int unsigned        VariantId = 1,
   localparam tpu_pkg::chip_cfg_t Cfg       = tpu_pkg::variant_cfg(tpu_pkg::variant_e'(VariantId)),
   localparam int unsigned        Rows      = Cfg.mxu_rows,
-  localparam int unsigned        Cols      = Cfg.mxu_cols
+  localparam int unsigned        Cols      = Cfg.mxu_cols,
+  localparam int unsigned        WBanks    = Cfg.mxu_wbanks,
+  localparam int unsigned        WRows     = Cfg.mxu_wrows
 ) (
   input  logic           clk_i,
   input  logic           rst_ni,
   input  logic           w_valid_i,
   output logic           w_ready_o,
-  input  tpu_pkg::bf16_t w_data_i   [Cols],
+  input  tpu_pkg::bf16_t w_data_i   [WRows*Cols],
   input  logic           a_valid_i,
   output logic           a_ready_o,
   input  tpu_pkg::bf16_t a_data_i   [Rows],
@@ -27,8 +29,10 @@ module tpu_mxu_top #(
 );
 
   tpu_mxu #(
-    .Rows(Rows),
-    .Cols(Cols)
+    .Rows  (Rows),
+    .Cols  (Cols),
+    .WBanks(WBanks),
+    .WRows (WRows)
   ) i_mxu (
     .clk_i     (clk_i),
     .rst_ni    (rst_ni),

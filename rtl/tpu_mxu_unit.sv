@@ -2,20 +2,22 @@
 // result write-back into the accumulator memory.
 //
 // LOADW (lw_start_i): reads Rows VMEM rows lw_row_i + i * lw_stride_i (lane j bits [15:0] = the
-// bf16 weight of column j) into the array's shadow weight bank, one row per cycle when the array
-// takes it; lw_done_o pulses after the last row. MATMUL (mm_start_i): streams mm_rows_i
-// activation rows from VMEM rows mm_a_row_i + r * mm_a_stride_i (lane i bits [15:0] = a_k for
+// bf16 weight of column j) into the array's next free weight bank, WRows rows per cycle (one read
+// port each) when the array takes them; lw_done_o pulses with the last rows. MATMUL
+// (mm_start_i): streams mm_rows_i activation rows from VMEM rows mm_a_row_i + r * mm_a_stride_i (lane i bits [15:0] = a_k for
 // k = i) with the running sums of AMEM rows mm_c_row_i.. when mm_acc_i is set, marks the last row
 // (releasing the weight tile), and writes result row r to AMEM row mm_c_row_i + r. The streamer
 // takes the next MATMUL in the cycle the previous one streams its last row, so back-to-back
 // MATMULs leave no bubble between their rows (docs/mxu.md); up to WbDepth commands may be in
 // flight in the array, their results written in order; mm_done_o pulses as each completes.
 // Latency: Rows + Cols cycles from a row's activation beat to its AMEM write. Throughput: one
-// activation row and one weight row per cycle (tpu_mxu). Handshakes: *_start_i taken only when
+// activation row and WRows weight rows per cycle (tpu_mxu). Handshakes: *_start_i taken only when
 // the matching *_ready_o is high.
 module tpu_mxu_unit #(
   parameter int unsigned Rows     = 8,
   parameter int unsigned Cols     = 8,
+  parameter int unsigned WBanks   = 4,   // weight banks of the array
+  parameter int unsigned WRows    = 2,   // weight rows loaded per cycle (VMEM read ports)
   parameter int unsigned MemAddrW = 16,
   parameter int unsigned WbDepth  = 4,
   localparam int unsigned RowW    = Cols * 32
@@ -38,8 +40,8 @@ module tpu_mxu_unit #(
   input  logic                mm_acc_i,
   output logic                mm_done_o,
   // memories
-  output logic [MemAddrW-1:0] w_rd_addr_o,   // VMEM, weights
-  input  logic [RowW-1:0]     w_rd_data_i,
+  output logic [WRows-1:0][MemAddrW-1:0] w_rd_addr_o,  // VMEM, weights (WRows ports)
+  input  logic [WRows-1:0][RowW-1:0]     w_rd_data_i,
   output logic [MemAddrW-1:0] a_rd_addr_o,   // VMEM, activations
   input  logic [RowW-1:0]     a_rd_data_i,
   output logic [MemAddrW-1:0] c_rd_addr_o,   // AMEM, running sums
@@ -50,7 +52,7 @@ module tpu_mxu_unit #(
   // status
   output logic                busy_o,
   output logic                a_beat_o,      // an activation row entered the array
-  output logic                w_beat_o       // a weight row entered the array
+  output logic                w_beat_o       // a weight beat (WRows rows) entered the array
 );
 
   typedef struct packed {
@@ -59,22 +61,26 @@ module tpu_mxu_unit #(
   } wb_t;
 
   localparam int unsigned WbCntW = $clog2(WbDepth + 1);
+  localparam int unsigned Beats  = Rows / WRows;  // weight beats per tile
 
   // ---- Weight loader ----
   logic        lw_active_q, lw_active_d;
   logic [15:0] lw_row_q, lw_row_d;
   logic [15:0] lw_i_q, lw_i_d, lw_stride_q, lw_stride_d;
   logic        w_valid, w_ready, w_fire;
-  tpu_pkg::bf16_t w_data [Cols];
+  tpu_pkg::bf16_t w_data [WRows*Cols];
 
-  assign w_valid     = lw_active_q;
-  assign w_fire      = w_valid && w_ready;
-  assign w_rd_addr_o = MemAddrW'(lw_row_q);
-  for (genvar j = 0; j < Cols; j++) begin : gen_w_data
-    assign w_data[j] = w_rd_data_i[32*j +: 16];
+  assign w_valid = lw_active_q;
+  assign w_fire  = w_valid && w_ready;
+  // A beat reads rows lw_row_q + r * stride, r < WRows: weight rows lw_i_q * WRows + r.
+  for (genvar r = 0; r < WRows; r++) begin : gen_w_rd
+    assign w_rd_addr_o[r] = MemAddrW'(lw_row_q + 16'(r) * lw_stride_q);
+    for (genvar j = 0; j < Cols; j++) begin : gen_w_data
+      assign w_data[r*Cols + j] = w_rd_data_i[r][32*j +: 16];
+    end
   end
   assign lw_ready_o = !lw_active_q;
-  assign lw_done_o  = w_fire && (32'(lw_i_q) == Rows - 1);
+  assign lw_done_o  = w_fire && (32'(lw_i_q) == Beats - 1);
 
   always_comb begin
     lw_active_d = lw_active_q;
@@ -89,8 +95,8 @@ module tpu_mxu_unit #(
     end
     if (w_fire) begin
       lw_i_d   = lw_i_q + 1'b1;
-      lw_row_d = lw_row_q + lw_stride_q;
-      if (32'(lw_i_q) == Rows - 1) lw_active_d = 1'b0;
+      lw_row_d = lw_row_q + 16'(WRows) * lw_stride_q;
+      if (32'(lw_i_q) == Beats - 1) lw_active_d = 1'b0;
     end
   end
 
@@ -167,8 +173,10 @@ module tpu_mxu_unit #(
   tpu_pkg::f32_t o_data [Cols];
 
   tpu_mxu #(
-    .Rows(Rows),
-    .Cols(Cols)
+    .Rows  (Rows),
+    .Cols  (Cols),
+    .WBanks(WBanks),
+    .WRows (WRows)
   ) i_mxu (
     .clk_i     (clk_i),
     .rst_ni    (rst_ni),
@@ -211,7 +219,7 @@ module tpu_mxu_unit #(
   always_comb begin
     unused_bits = ^wb_count;
     for (int unsigned l = 0; l < Cols; l++) begin
-      unused_bits ^= ^w_rd_data_i[32*l+16 +: 16];
+      for (int unsigned r = 0; r < WRows; r++) unused_bits ^= ^w_rd_data_i[r][32*l+16 +: 16];
       unused_bits ^= ^a_rd_data_i[32*l+16 +: 16];
     end
   end
@@ -259,6 +267,8 @@ module tpu_mxu_unit #(
       wb_push |-> mm_rows_i != '0);
   LoadStartWhenIdle: assert property (@(posedge clk_i) disable iff (!rst_ni)
       lw_start_i |-> lw_ready_o);
+  LoadBeatsInTile: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      lw_active_q |-> 32'(lw_i_q) < Beats);
   MatmulStartWhenReady: assert property (@(posedge clk_i) disable iff (!rst_ni)
       mm_start_i |-> mm_ready_o);
   IdleMeansEmpty: assert property (@(posedge clk_i) disable iff (!rst_ni)

@@ -30,6 +30,8 @@ package tpu_pkg;
   typedef struct packed {
     int unsigned mxu_rows;           // MXU rows: the K extent of one weight tile
     int unsigned mxu_cols;           // MXU columns: the N extent of one weight tile
+    int unsigned mxu_wbanks;         // weight banks per MXU cell: tiles loaded ahead (>= 2)
+    int unsigned mxu_wrows;          // weight rows loaded per cycle (divides mxu_rows)
     int unsigned vmem_rows;          // vector memory rows (each mxu_cols lanes x 32 bit)
     int unsigned amem_rows;          // accumulator memory rows (each mxu_cols lanes x f32)
     int unsigned hbm_channels;       // HBM channels (power of two)
@@ -42,6 +44,8 @@ package tpu_pkg;
       VariantMxu4: begin
         cfg.mxu_rows = 4;
         cfg.mxu_cols = 4;
+        cfg.mxu_wbanks = 4;
+        cfg.mxu_wrows = 2;
         cfg.vmem_rows = 4096;
         cfg.amem_rows = 2048;
         cfg.hbm_channels = 2;
@@ -50,6 +54,8 @@ package tpu_pkg;
       VariantMxu8: begin
         cfg.mxu_rows = 8;
         cfg.mxu_cols = 8;
+        cfg.mxu_wbanks = 4;
+        cfg.mxu_wrows = 2;
         cfg.vmem_rows = 2048;
         cfg.amem_rows = 1024;
         cfg.hbm_channels = 2;
@@ -58,6 +64,8 @@ package tpu_pkg;
       VariantMxu16: begin
         cfg.mxu_rows = 16;
         cfg.mxu_cols = 16;
+        cfg.mxu_wbanks = 4;
+        cfg.mxu_wrows = 2;
         cfg.vmem_rows = 8192;
         cfg.amem_rows = 4096;
         cfg.hbm_channels = 2;
@@ -66,6 +74,8 @@ package tpu_pkg;
       VariantMxu128: begin
         cfg.mxu_rows = 128;
         cfg.mxu_cols = 128;
+        cfg.mxu_wbanks = 4;
+        cfg.mxu_wrows = 2;
         cfg.vmem_rows = 4096;
         cfg.amem_rows = 2048;
         cfg.hbm_channels = 2;
@@ -74,6 +84,8 @@ package tpu_pkg;
       default: begin
         cfg.mxu_rows = 8;
         cfg.mxu_cols = 8;
+        cfg.mxu_wbanks = 4;
+        cfg.mxu_wrows = 2;
         cfg.vmem_rows = 2048;
         cfg.amem_rows = 1024;
         cfg.hbm_channels = 2;

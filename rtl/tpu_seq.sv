@@ -3,8 +3,8 @@
 // Commands (tpu_chip_pkg::chip_cmd_t, docs/isa.md) are pushed on cmd_valid_i/cmd_ready_o into a
 // QueueDepth FIFO. The head is decoded into the memory row ranges it reads (up to two) and
 // writes (one) and checked (opcode, fields, ranges against the memory sizes and the HBM
-// capacity, alignment, weight-tile balance). A failing command sets the sticky error code and
-// err_cmd_o (its index, counting from 0 after reset or clear); from then on the queue is drained
+// capacity, alignment, weight-tile balance: at most WBanks tiles loaded and not consumed). A
+// failing command sets the sticky error code and err_cmd_o (its index, counting from 0 after reset or clear); from then on the queue is drained
 // without issuing, so the host never blocks and nothing hangs. clear_i clears error and halt.
 // A legal head issues to its unit when the unit can take it and its ranges do not overlap a
 // range written by an in-flight command, nor write a range an in-flight command reads or writes
@@ -23,7 +23,8 @@ module tpu_seq
   parameter int unsigned AmemRows   = 1024,
   parameter longint unsigned HbmBytes = 64'd4194304,
   parameter int unsigned QueueDepth = 16,
-  parameter int unsigned MmSlots    = 4,
+  parameter int unsigned MmSlots    = 8,   // MATMULs in flight (a power of two)
+  parameter int unsigned WBanks     = 4,   // weight tiles the MXU holds (LOADWs ahead of MATMULs)
   parameter int unsigned DmaQ       = 4,   // DMAs issued ahead of the engine (a power of two)
   parameter int unsigned NumCnt     = 64,
   parameter int unsigned NumEng     = 4,   // ICI send contexts
@@ -83,6 +84,7 @@ module tpu_seq
   localparam int unsigned MmW      = $clog2(MmSlots);
   localparam int unsigned SlotW    = $clog2(NumSlots);
   localparam int unsigned QCntW    = $clog2(QueueDepth + 1);
+  localparam int unsigned WtW      = $clog2(WBanks + 1);
 
   // ---- Queue ----
   logic             q_pop, q_empty, q_full;
@@ -117,7 +119,7 @@ module tpu_seq
   logic [MmW-1:0]   mm_head_q, mm_head_d, mm_tail_q, mm_tail_d;
   logic [DmaW-1:0]  dma_head_q, dma_head_d, dma_tail_q, dma_tail_d;
   logic [NumEng-1:0][IciQW-1:0] ici_head_q, ici_head_d, ici_tail_q, ici_tail_d;
-  logic [1:0]       wt_pending_q, wt_pending_d;
+  logic [WtW-1:0]   wt_pending_q, wt_pending_d;  // LOADWs issued ahead of their MATMULs
   logic             halted_q, halted_d;
   chip_err_e        err_q, err_d;
   logic [31:0]      err_cmd_q, err_cmd_d, cmd_idx_q, cmd_idx_d;
@@ -210,7 +212,7 @@ module tpu_seq
       end
       OpLoadW: begin
         if (!range_ok(head.f1, span(32'(Lanes), head.w2[15:0]), VmemRows)) chk = ErrVmemRange;
-        else if (wt_pending_q == 2'd2) chk = ErrWeightsFull;
+        else if (32'(wt_pending_q) == WBanks) chk = ErrWeightsFull;
         rd0 = mk_range(MEM_VMEM, head.f1, span(32'(Lanes), head.w2[15:0]));
       end
       OpMatmul: begin
@@ -218,7 +220,7 @@ module tpu_seq
         else if (!range_ok(head.f1, span(32'(head.f2), head.w2[15:0]), VmemRows))
           chk = ErrVmemRange;
         else if (!range_ok(head.f3, 32'(head.f2), AmemRows)) chk = ErrAmemRange;
-        else if (wt_pending_q == 2'd0) chk = ErrNoWeights;
+        else if (wt_pending_q == '0) chk = ErrNoWeights;
         rd0 = mk_range(MEM_VMEM, head.f1, span(32'(head.f2), head.w2[15:0]));
         wr  = mk_range(MEM_AMEM, head.f3, 32'(head.f2));
         if (acc) rd1 = wr;
@@ -465,7 +467,7 @@ module tpu_seq
   MatmulDoneInFlight: assert property (@(posedge clk_i) disable iff (!rst_ni)
       mm_done_i |-> sb_valid_q[MmBase + 32'(mm_head_q)]);
   WeightsBalanced: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      wt_pending_q <= 2'd2);
+      32'(wt_pending_q) <= WBanks);
   IssueOnlyLegal: assert property (@(posedge clk_i) disable iff (!rst_ni)
       (dma_start_o || lw_start_o || mm_start_o || vpu_start_o || ici_start_o) |->
       chk == ErrNone && !hazard);

@@ -1,15 +1,19 @@
 // bench_chip: matmul on the whole chip (HBM, DMA, sequencer, MXU, VPU): cycles, roofline bound
 // (max of compute cycles and HBM bytes / peak bytes per cycle) and the achieved fraction, as a JSON
 // array on stdout (one report per case, sw/common/report.h) and each case's summary on stderr.
-//   bench_chip [--variant 16x16] [--shapes square,wide,skinny,dma] [--small]
-// square 512^3, wide 1024 x 256 x 1024, skinny 8 x 512 x 512 (--small divides every size by 4).
-// Each matmul also reports weight_load_cycles: the array takes a weight tile at one row per
-// cycle, R cycles per tile, which bounds shapes with M < R (skinny) beside the roofline.
+//   bench_chip [--variant 16x16] [--shapes square,wide,skinny,skinny16,dma] [--small]
+// square 512^3, wide 1024 x 256 x 1024, skinny 8 x 512 x 512, skinny16 16 x 512 x 512 (--small
+// divides K, N and the square/wide M by 4; the skinny M stays). Shapes are named exactly,
+// separated by commas.
+// Each matmul also reports weight_load_cycles: the cycles the array's weight port took a beat
+// (docs/mxu.md: the rows of a tile load a few per beat), a bound beside the roofline for M < R.
 // dma: one DMA command filling (then emptying) the whole VMEM with bf16 rows from a contiguous
 // HBM region: bytes per cycle against the HBM peak.
 #include <chrono>
 #include <cstdio>
 #include <random>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -40,7 +44,7 @@ class ReportArray {
 
 int main(int argc, char** argv) {
   using namespace tpu;
-  std::string variant = "16x16", shapes = "dma,square,wide,skinny";
+  std::string variant = "16x16", shapes = "dma,square,wide,skinny,skinny16";
   bool small = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -52,10 +56,22 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  std::set<std::string> wanted;
+  {
+    std::stringstream ss(shapes);
+    for (std::string s; std::getline(ss, s, ',');) wanted.insert(s);
+    for (const std::string& s : wanted)
+      if (s != "dma" && s != "square" && s != "wide" && s != "skinny" && s != "skinny16") {
+        std::fprintf(stderr,
+                     "bench_chip: unknown shape '%s' (dma, square, wide, skinny, skinny16)\n",
+                     s.c_str());
+        return 2;
+      }
+  }
   struct Shape { const char* name; std::size_t m, k, n; };
   const std::size_t d = small ? 4 : 1;
   ReportArray out;
-  if (shapes.find("dma") != std::string::npos) {
+  if (wanted.count("dma")) {
     ChipDriver drv(variant);
     const ChipShape& cs = drv.shape();
     const uint64_t piece = 2 * cs.cols, rows = cs.vmem_rows / 64 * 64, seg = 64 * piece;
@@ -95,9 +111,10 @@ int main(int argc, char** argv) {
   }
   const Shape all[] = {{"square", 512 / d, 512 / d, 512 / d},
                        {"wide", 1024 / d, 256 / d, 1024 / d},
-                       {"skinny", 8, 512 / d, 512 / d}};
+                       {"skinny", 8, 512 / d, 512 / d},
+                       {"skinny16", 16, 512 / d, 512 / d}};
   for (const Shape& s : all) {
-    if (shapes.find(s.name) == std::string::npos) continue;
+    if (!wanted.count(s.name)) continue;
     ChipDriver drv(variant);
     std::mt19937_64 rng(1);
     std::vector<bf16_t> a(s.m * s.k), w(s.k * s.n);
@@ -124,7 +141,7 @@ int main(int argc, char** argv) {
     rep.metric("dma_busy", r.prog.delta[kStatDmaBusy], "cycles",
                "cycles the DMA engine had a command in flight");
     rep.metric("weight_load_cycles", r.prog.delta[kStatWeightBeats], "cycles",
-               "weight rows loaded into the array, one per cycle: the bound of M < R shapes", true);
+               "beats of the array's weight port (docs/mxu.md): a bound of M < R shapes", true);
     rep.metric("mxu_busy", r.prog.delta[kStatMxuBusy], "cycles",
                "cycles the MXU had a LOADW or MATMUL in flight");
     rep.metric("vpu_busy", r.prog.delta[kStatVpuBusy], "cycles",

@@ -366,10 +366,19 @@ MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, cons
   const uint64_t GG = std::min<uint64_t>(NTo, std::max<uint64_t>(1, 256 / (L * esz)));
   auto group_size = [&](uint64_t g) { return std::min<uint64_t>(GG, NTo - g * GG); };
 
+  // Cycles the MXU spends per weight tile of a MATMUL of `rows` rows (docs/mxu.md): a row per
+  // cycle; a weight bank is busy for rows + R + C cycles and there are wbanks of them; the loader
+  // takes R / wrows cycles per tile plus one to take the next LOADW.
+  const uint64_t WB = std::max(2u, s.wbanks), WR = std::max(1u, s.wrows);
+  auto tile_cycles = [&](uint64_t rows) {
+    return std::max({rows, ceil_div(rows + 2 * L, WB), L / WR + 1});
+  };
+
   // Chunks: a short first one (2L rows, when chunks are larger) so the MXU starts after a small
-  // A DMA, then balanced ones (no short last chunk: a MATMUL of fewer than R + C rows cannot
-  // hide the next weight load): as few as fit when W is streamed (it is reloaded per chunk),
-  // else of about 2L rows, so the last chunk's epilogue and DMA out are short.
+  // A DMA, then balanced ones (no short last chunk: a MATMUL of fewer rows than the banks hide,
+  // (R + C) / (wbanks - 1), waits for its weights): as few as fit when W is streamed (it is
+  // reloaded per chunk), else of about 2L rows, so the last chunk's epilogue and DMA out are
+  // short.
   const uint64_t first = (mt >= 3 * L && M >= 4 * L) ? 2 * L : 0;
   const uint64_t rest_chunks =
       ceil_div(M - first, w_resident ? std::min<uint64_t>(mt, 2 * L) : mt);
@@ -383,7 +392,7 @@ MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, cons
 
   // ---- The schedule ----
   // Issue is in order and a command that cannot issue holds every command behind it, so the
-  // order decides the overlap. A cost model (a MATMUL streams a row per cycle, at least R + C
+  // order decides the overlap. A cost model (a MATMUL streams a row per cycle, tile_cycles above
   // cycles per tile; a DMA or VPU op moves a memory row per cycle, plus a latency) places each
   // command where its unit is free and its inputs are done, so the MXU never waits behind it:
   // * W panels (one sequence over the chunks; resident W: only the first chunk's): the next
@@ -438,7 +447,7 @@ MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, cons
   };
   // Piece size: half the room a panel of MATMULs leaves beside its W panel DMA.
   auto piece_target = [&](uint64_t rows) {
-    const uint64_t step = NT * std::max<uint64_t>(rows, 2 * L), wcost = L * NT + kDmaLat;
+    const uint64_t step = NT * tile_cycles(rows), wcost = L * NT + kDmaLat;
     return std::max<uint64_t>(4 * L, step > wcost + 2 * kDmaLat ? (step - wcost) / 2 - kDmaLat
                                                                 : 4 * L);
   };
@@ -586,7 +595,7 @@ MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, cons
   const uint64_t panels = w_resident ? KT : nchunks * KT;  // W panel DMAs
   uint64_t prev_done = 0;  // model time chunk c-1's MATMULs are done
   for (uint64_t c = 0; c < nchunks; ++c) {
-    const uint64_t rows = c_rows[c], b = c % 2, rows_eff = std::max<uint64_t>(rows, 2 * L);
+    const uint64_t rows = c_rows[c], b = c % 2, rows_eff = tile_cycles(rows);
     drain(static_cast<int64_t>(c) - 2, static_cast<int64_t>(c));
     if (c + 1 < nchunks) a_pieces(c + 1, prev_done, false);
     uint64_t done = 0;
@@ -599,10 +608,15 @@ MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, cons
         w_try(false);
       }
       for (uint64_t nt = 0; nt < NT; ++nt) {
+        // Each LOADW right before its MATMUL, not wbanks - 1 ahead: a LOADW waiting for a bank
+        // holds the one loader and, issue being in order, every command behind it, so one further
+        // ahead stalls the MATMUL that would free the bank (bench_chip skinny, 16x16: 0.727 of
+        // the roofline one ahead, 0.698 two, 0.553 three). The banks drain while the loader fills.
         prog.push_back(cmd_loadw(static_cast<uint32_t>(vW(p) + nt),
                                  static_cast<uint32_t>(NT)));
         const uint64_t wp = w_resident ? kt : p;
-        t = std::max({t, mxu_free, a_done[c], (wp < w_done.size() ? w_done[wp] : 0) + L + 2});
+        const uint64_t w_at = (wp < w_done.size() ? w_done[wp] : 0) + L / WR + 2;
+        t = std::max({t, mxu_free, a_done[c], w_at});
         mxu_free = t + rows_eff;
         done = t + rows + kPipe;
         prog.push_back(cmd_matmul(static_cast<uint32_t>(vA[b] + kt),

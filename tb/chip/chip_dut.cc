@@ -191,6 +191,8 @@ ChipShape chip_shape(const std::string& variant) {
   ChipShape s;
   s.hbm_channels = 2;
   s.hbm_bytes = 2ull * 16 * 256 * 2048;
+  s.wbanks = 4;
+  s.wrows = 2;
   if (variant == "4x4") {
     s.rows = s.cols = 4;
     s.vmem_rows = 4096;

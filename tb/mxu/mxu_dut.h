@@ -25,9 +25,12 @@ class MxuDut {
   virtual const std::string& variant() const = 0;
   virtual unsigned rows() const = 0;
   virtual unsigned cols() const = 0;
+  virtual unsigned w_banks() const = 0;  // weight tiles the array holds (loaded ahead)
+  virtual unsigned w_rows() const = 0;   // weight rows per beat of the weight port
 
-  // Inputs for the current cycle. Pointers are read immediately (rows() or cols() elements).
-  virtual void set_weights(bool valid, const bf16_t* row) = 0;
+  // Inputs for the current cycle. Pointers are read immediately (rows() or cols() elements;
+  // weights: w_rows() rows of cols(), row-major).
+  virtual void set_weights(bool valid, const bf16_t* rows) = 0;
   virtual void set_activations(bool valid, const bf16_t* a, const uint32_t* acc_bits, bool acc,
                                bool last) = 0;
   virtual void set_out_ready(bool ready) = 0;

@@ -13,8 +13,8 @@ namespace tpu {
 template <class VTop, bool kTraced = true>
 class MxuDutImpl final : public MxuDut {
  public:
-  MxuDutImpl(std::string variant, unsigned rows, unsigned cols)
-      : variant_(std::move(variant)), rows_(rows), cols_(cols) {
+  MxuDutImpl(std::string variant, unsigned rows, unsigned cols, unsigned w_banks, unsigned w_rows)
+      : variant_(std::move(variant)), rows_(rows), cols_(cols), w_banks_(w_banks), w_rows_(w_rows) {
     m_->rst_ni = 1;
     m_.eval();
     reset(2);
@@ -23,11 +23,13 @@ class MxuDutImpl final : public MxuDut {
   const std::string& variant() const override { return variant_; }
   unsigned rows() const override { return rows_; }
   unsigned cols() const override { return cols_; }
+  unsigned w_banks() const override { return w_banks_; }
+  unsigned w_rows() const override { return w_rows_; }
 
-  void set_weights(bool valid, const bf16_t* row) override {
+  void set_weights(bool valid, const bf16_t* rows) override {
     m_->w_valid_i = valid;
-    if (row)
-      for (unsigned j = 0; j < cols_; ++j) m_->w_data_i[j] = row[j];
+    if (rows)
+      for (unsigned j = 0; j < w_rows_ * cols_; ++j) m_->w_data_i[j] = rows[j];
   }
 
   void set_activations(bool valid, const bf16_t* a, const uint32_t* acc_bits, bool acc,
@@ -75,7 +77,7 @@ class MxuDutImpl final : public MxuDut {
 
  private:
   std::string variant_;
-  unsigned rows_, cols_;
+  unsigned rows_, cols_, w_banks_, w_rows_;
   VerilatedModel<VTop, kTraced> m_;
 };
 

@@ -22,7 +22,7 @@ MxuRunResult run_matmul(MxuDut& dut, const MatmulShape& shape, const std::vector
                         const std::vector<bf16_t>& w, const std::vector<float>* acc_init,
                         const MxuRunOptions& opt) {
   const std::size_t M = shape.m, K = shape.k, N = shape.n;
-  const std::size_t R = dut.rows(), C = dut.cols();
+  const std::size_t R = dut.rows(), C = dut.cols(), WR = dut.w_rows();
   if (M == 0 || K == 0 || N == 0) throw std::invalid_argument("matmul: M, K and N must be >= 1");
   if (a.size() != M * K) throw std::invalid_argument("matmul: A must hold M x K values");
   if (w.size() != K * N) throw std::invalid_argument("matmul: W must hold K x N values");
@@ -47,7 +47,7 @@ MxuRunResult run_matmul(MxuDut& dut, const MatmulShape& shape, const std::vector
   std::size_t w_t = 0, w_i = 0;  // next weight row to offer
   std::size_t a_t = 0, a_m = 0;  // next activation row to offer
   std::size_t o_t = 0, o_m = 0;  // next result expected
-  std::vector<bf16_t> wrow(C), arow(R);
+  std::vector<bf16_t> wrow(WR * C), arow(R);
   std::vector<uint32_t> accrow(C), orow(C);
 
   bool w_offered = false, a_offered = false;  // offered last cycle and not yet taken
@@ -72,13 +72,16 @@ MxuRunResult run_matmul(MxuDut& dut, const MatmulShape& shape, const std::vector
       last_report = now;
     }
 
-    // Weights: row w_i of tile w_t. A beat once offered stays offered until taken (valid/ready).
+    // Weights: rows w_i .. w_i + WR - 1 of tile w_t. A beat once offered stays offered until
+    // taken (valid/ready).
     const bool w_valid = w_t < T && (w_offered || !chance(opt.in_gap_prob));
     if (w_valid) {
-      const std::size_t k = tile_kt(w_t) * R + w_i, n0 = tile_nt(w_t) * C;
-      for (std::size_t j = 0; j < C; ++j) {
-        const std::size_t n = n0 + j;
-        wrow[j] = (k < K && n < N) ? w[k * N + n] : (k < K ? bf16_t{0} : kPadW);
+      for (std::size_t r = 0; r < WR; ++r) {
+        const std::size_t k = tile_kt(w_t) * R + w_i + r, n0 = tile_nt(w_t) * C;
+        for (std::size_t j = 0; j < C; ++j) {
+          const std::size_t n = n0 + j;
+          wrow[r * C + j] = (k < K && n < N) ? w[k * N + n] : (k < K ? bf16_t{0} : kPadW);
+        }
       }
     }
     dut.set_weights(w_valid, w_valid ? wrow.data() : nullptr);
@@ -131,7 +134,8 @@ MxuRunResult run_matmul(MxuDut& dut, const MatmulShape& shape, const std::vector
 
     if (w_fire) {
       ++st.w_beats;
-      if (++w_i == R) w_i = 0, ++w_t;
+      w_i += WR;
+      if (w_i == R) w_i = 0, ++w_t;
     }
     if (a_fire) {
       ++st.a_beats;

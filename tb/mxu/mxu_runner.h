@@ -33,7 +33,7 @@ struct MxuRunStats {
   uint64_t ideal_cycles = 0;  // one cycle per activation beat: M x tiles
   uint64_t tiles = 0;         // weight tiles: ceil(K / rows) x ceil(N / cols)
   uint64_t a_beats = 0;       // activation rows accepted
-  uint64_t w_beats = 0;       // weight rows accepted
+  uint64_t w_beats = 0;       // weight beats accepted (w_rows() rows each)
   uint64_t out_stalls = 0;    // cycles a result waited on the result port
   uint64_t macs_useful = 0;   // M x K x N
   double utilization = 0.0;   // ideal_cycles / cycles: how busy the array was kept

@@ -20,6 +20,9 @@
 namespace tpu {
 
 namespace {
+// Weight banks and weight rows per beat: the same in every variant (rtl/tpu_pkg.sv mxu_wbanks,
+// mxu_wrows).
+constexpr unsigned kWBanks = 4, kWRows = 2;
 // Every variant the RTL defines (rtl/tpu_pkg.sv), built or not.
 const std::vector<std::string> kAllVariants = {"4x4", "8x8", "16x16", "128x128"};
 }  // namespace
@@ -43,17 +46,21 @@ std::vector<std::string> built_mxu_variants() {
 
 std::unique_ptr<MxuDut> make_mxu(const std::string& variant) {
 #ifdef TPU_HAVE_MXU_4X4
-  if (variant == "4x4") return std::make_unique<MxuDutImpl<Vtpu_mxu_4x4>>(variant, 4, 4);
+  if (variant == "4x4")
+    return std::make_unique<MxuDutImpl<Vtpu_mxu_4x4>>(variant, 4, 4, kWBanks, kWRows);
 #endif
 #ifdef TPU_HAVE_MXU_8X8
-  if (variant == "8x8") return std::make_unique<MxuDutImpl<Vtpu_mxu_8x8>>(variant, 8, 8);
+  if (variant == "8x8")
+    return std::make_unique<MxuDutImpl<Vtpu_mxu_8x8>>(variant, 8, 8, kWBanks, kWRows);
 #endif
 #ifdef TPU_HAVE_MXU_16X16
-  if (variant == "16x16") return std::make_unique<MxuDutImpl<Vtpu_mxu_16x16>>(variant, 16, 16);
+  if (variant == "16x16")
+    return std::make_unique<MxuDutImpl<Vtpu_mxu_16x16>>(variant, 16, 16, kWBanks, kWRows);
 #endif
 #ifdef TPU_HAVE_MXU_128X128
   if (variant == "128x128")
-    return std::make_unique<MxuDutImpl<Vtpu_mxu_128x128, false>>(variant, 128, 128);
+    return std::make_unique<MxuDutImpl<Vtpu_mxu_128x128, false>>(variant, 128, 128, kWBanks,
+                                                                  kWRows);
 #endif
   std::string built;
   for (const auto& b : built_mxu_variants()) built += (built.empty() ? "" : ", ") + b;

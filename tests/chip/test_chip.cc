@@ -383,10 +383,18 @@ TEST(ChipErrors, IllegalCommandsSetTheErrorRegister) {
     EXPECT_EQ(r.err, c.err) << c.name;
     EXPECT_EQ(r.err_cmd, 1u) << c.name;
   }
-  // A third LOADW with two tiles waiting would hang: it is an error instead.
-  const ProgramResult r =
-      drv.run({cmd_loadw(0), cmd_loadw(0), cmd_loadw(0), cmd_halt()}, false, 10000);
+  // A LOADW with every weight bank loaded and waiting would hang: it is an error instead. One
+  // LOADW fewer is legal (every bank holds a tile; a fresh chip, as loaded tiles stay loaded).
+  std::vector<ChipCmd> prog(drv.shape().wbanks + 1, cmd_loadw(0));
+  prog.push_back(cmd_halt());
+  const ProgramResult r = drv.run(prog, false, 10000);
   EXPECT_EQ(r.err, 9u);
+  EXPECT_EQ(r.err_cmd, drv.shape().wbanks);
+  {
+    ChipDriver fresh("4x4");
+    prog.erase(prog.begin());
+    EXPECT_EQ(fresh.run(prog, false, 10000).err, 0u);
+  }
   EXPECT_THROW(drv.run({ChipCmd::make(static_cast<ChipOp>(15), 0, 0, 0, 0, 0, 0)}), ChipError);
 }
 

@@ -2,6 +2,7 @@
 // distributions, accumulate mode, back-to-back tiles, back-pressure and reset in mid-stream.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -180,16 +181,16 @@ class MxuVariantTest : public ::testing::TestWithParam<std::string> {};
 // latency), every cycle accepts an activation row.
 TEST_P(MxuVariantTest, BackToBackTilesHaveNoBubble) {
   auto dut = make_mxu(GetParam());
-  const std::size_t R = dut->rows(), C = dut->cols();
+  const std::size_t R = dut->rows(), C = dut->cols(), WR = dut->w_rows();
   const MatmulShape sh{2 * (R + C) + 8, 3 * R, 3 * C};  // 9 tiles, M long enough to hide loads
   const auto a = random_bf16(sh.m * sh.k, Dist::kNarrow, 1);
   const auto w = random_bf16(sh.k * sh.n, Dist::kNarrow, 2);
   const auto got = run_matmul(*dut, sh, a, w, nullptr);
   ASSERT_TRUE(got.completed);
   EXPECT_EQ(got.stats.ideal_cycles, sh.m * 9);
-  // fill: R weight rows; drain: R + C latency; plus the edge the last result is taken on.
-  EXPECT_LE(got.stats.cycles, got.stats.ideal_cycles + R + R + C + 1);
-  EXPECT_EQ(got.stats.w_beats, 9 * R);
+  // fill: R / WR weight beats; drain: R + C latency; plus the edge the last result is taken on.
+  EXPECT_LE(got.stats.cycles, got.stats.ideal_cycles + R / WR + R + C + 1);
+  EXPECT_EQ(got.stats.w_beats, 9 * R / WR);
   EXPECT_TRUE(bits_equal(got.c, golden_matmul(a, w, sh.m, sh.k, sh.n), sh.n));
 }
 
@@ -213,22 +214,68 @@ TEST_P(MxuVariantTest, ResetInMidStream) {
   }
 }
 
-// Weights offered with no activation never deadlock the loader: two tiles fill both banks, a
-// third waits until the first is released by its last activation row.
-TEST_P(MxuVariantTest, ThirdWeightTileWaitsForARelease) {
+// Skinny tiles (M < R + C): a bank is busy for about M + R + C cycles (its rows, then the drain
+// of its last row through the array), so with WB banks a tile can start every
+// max(M, (M + R + C) / WB, R / WR) cycles (docs/mxu.md), not every (M + R + C) / 2 as with two.
+TEST_P(MxuVariantTest, SkinnyTilesFollowAtTheBankPeriod) {
   auto dut = make_mxu(GetParam());
-  std::vector<bf16_t> row(dut->cols(), 0x3F80);
+  const std::size_t R = dut->rows(), C = dut->cols(), WB = dut->w_banks(), WR = dut->w_rows();
+  for (const std::size_t M : {R / 2, R}) {
+    const MatmulShape sh{M, R, 16 * C};  // 16 tiles, one K step
+    const auto a = random_bf16(sh.m * sh.k, Dist::kNarrow, 5);
+    const auto w = random_bf16(sh.k * sh.n, Dist::kNarrow, 6);
+    const auto got = run_matmul(*dut, sh, a, w, nullptr);
+    ASSERT_TRUE(got.completed);
+    EXPECT_TRUE(bits_equal(got.c, golden_matmul(a, w, sh.m, sh.k, sh.n), sh.n));
+    // Every WB tiles take M + R + C cycles (the bank of tile t is full again M + R + C cycles
+    // after tile t started), or M each when that is longer; plus the first fill and the drain.
+    const uint64_t groups = 16 / WB;
+    const uint64_t period = std::max<uint64_t>({WB * M, M + R + C, WB * (R / WR)});
+    const uint64_t bound = groups * period + R / WR + R + C + 1;
+    EXPECT_LE(got.stats.cycles, bound) << "M = " << M;
+    // Two banks would need (M + R + C) per two tiles: the bound above is below that.
+    EXPECT_LT(got.stats.cycles, 8 * (M + R + C)) << "M = " << M;
+  }
+}
+
+// Weights offered with no activation never deadlock the loader: WB tiles fill every bank, the
+// next one waits until the first is released by its last activation row.
+TEST_P(MxuVariantTest, WeightTileBeyondTheBanksWaitsForARelease) {
+  auto dut = make_mxu(GetParam());
+  std::vector<bf16_t> rows(dut->w_rows() * dut->cols(), 0x3F80);
   unsigned accepted = 0;
-  for (unsigned c = 0; c < 4 * dut->rows() + 10; ++c) {
-    dut->set_weights(true, row.data());
+  for (unsigned c = 0; c < (dut->w_banks() + 2) * dut->rows() + 10; ++c) {
+    dut->set_weights(true, rows.data());
     dut->set_activations(false, nullptr, nullptr, false, false);
     dut->set_out_ready(true);
     dut->eval();
     accepted += dut->w_ready();
     dut->tick();
   }
-  EXPECT_EQ(accepted, 2 * dut->rows());
+  EXPECT_EQ(accepted, dut->w_banks() * dut->rows() / dut->w_rows());
   EXPECT_FALSE(dut->idle());
+}
+
+// The assertions are live: a weight beat withdrawn while the array is not ready (every bank
+// full) breaks valid/ready, and the next clock edge reports it.
+TEST_P(MxuVariantTest, WithdrawnWeightBeatFailsAnAssertion) {
+  auto dut = make_mxu(GetParam());
+  std::vector<bf16_t> rows(dut->w_rows() * dut->cols(), 0x3F80);
+  dut->set_activations(false, nullptr, nullptr, false, false);
+  dut->set_out_ready(true);
+  for (unsigned c = 0; c < dut->w_banks() * dut->rows() / dut->w_rows(); ++c) {
+    dut->set_weights(true, rows.data());
+    dut->eval();
+    ASSERT_TRUE(dut->w_ready());
+    dut->tick();
+  }
+  dut->set_weights(true, rows.data());
+  dut->eval();
+  ASSERT_FALSE(dut->w_ready());
+  dut->tick();  // offered, not taken
+  dut->set_weights(false, nullptr);
+  dut->eval();
+  EXPECT_THROW(dut->tick(), RtlError);
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, MxuVariantTest, ::testing::ValuesIn(built_mxu_variants()),

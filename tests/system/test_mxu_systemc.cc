@@ -16,6 +16,7 @@ namespace tpu {
 namespace {
 
 constexpr unsigned kRows = 4, kCols = 4;
+constexpr unsigned kWBanks = 4, kWRows = 2;  // rtl/tpu_pkg.sv mxu_wbanks, mxu_wrows
 
 // MxuDut over the SystemC model: signals in, clock edges by sc_start.
 class MxuDutSc final : public MxuDut {
@@ -34,8 +35,8 @@ class MxuDutSc final : public MxuDut {
     top_.o_last_o(o_last_);
     top_.idle_o(idle_);
     for (unsigned i = 0; i < kRows; ++i) top_.a_data_i[i](a_data_[i]);
+    for (unsigned j = 0; j < kWRows * kCols; ++j) top_.w_data_i[j](w_data_[j]);
     for (unsigned j = 0; j < kCols; ++j) {
-      top_.w_data_i[j](w_data_[j]);
       top_.acc_data_i[j](acc_data_[j]);
       top_.o_data_o[j](o_data_[j]);
     }
@@ -44,11 +45,13 @@ class MxuDutSc final : public MxuDut {
   const std::string& variant() const override { return name_; }
   unsigned rows() const override { return kRows; }
   unsigned cols() const override { return kCols; }
+  unsigned w_banks() const override { return kWBanks; }
+  unsigned w_rows() const override { return kWRows; }
 
-  void set_weights(bool valid, const bf16_t* row) override {
+  void set_weights(bool valid, const bf16_t* rows) override {
     w_valid_.write(valid);
-    if (row)
-      for (unsigned j = 0; j < kCols; ++j) w_data_[j].write(row[j]);
+    if (rows)
+      for (unsigned j = 0; j < kWRows * kCols; ++j) w_data_[j].write(rows[j]);
   }
   void set_activations(bool valid, const bf16_t* a, const uint32_t* acc_bits, bool acc,
                        bool last) override {
@@ -104,7 +107,7 @@ class MxuDutSc final : public MxuDut {
   sc_signal<bool> clk_{"clk"}, rst_n_{"rst_n"}, w_valid_{"w_valid"}, w_ready_{"w_ready"},
       a_valid_{"a_valid"}, a_ready_{"a_ready"}, a_acc_{"a_acc"}, a_last_{"a_last"},
       o_valid_{"o_valid"}, o_ready_{"o_ready"}, o_last_{"o_last"}, idle_{"idle"};
-  sc_signal<uint32_t> w_data_[kCols], a_data_[kRows], acc_data_[kCols], o_data_[kCols];
+  sc_signal<uint32_t> w_data_[kWRows * kCols], a_data_[kRows], acc_data_[kCols], o_data_[kCols];
   uint64_t cycle_ = 0;
 };
 
