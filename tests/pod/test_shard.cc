@@ -50,6 +50,10 @@ std::vector<ShardCase> cases() {
       {"SliceReplicated", {2, 2}, "data=2,model=2", 30, 40, 64, "-,-", "-,-", "data,model"},
       {"Ring4", {4}, "x=4", 33, 40, 24, "x,-", "x,-", ""},
       {"Pod4x4TwoD", {4, 4}, "data=4,model=4", 64, 64, 128, "data,-", "-,model", ""},
+      // Axes over two torus dimensions: data on x and y, then model on y and z.
+      {"Torus2x2x2DataOverXY", {2, 2, 2}, "data=4,model=2", 32, 64, 64, "data,-", "-,model", ""},
+      {"Torus2x2x2KSplitOverYZ", {2, 2, 2}, "data=2,model=4", 32, 128, 32, "-,model", "model,-",
+       "model,-"},
   };
 }
 
