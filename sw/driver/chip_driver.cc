@@ -642,6 +642,80 @@ MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, cons
   return res;
 }
 
+std::vector<ChipCmd> ChipDriver::plan_epilogue(const HbmMatrix& y, const HbmMatrix* bias,
+                                               bool relu) const {
+  const ChipShape& s = shape();
+  check_matrix(y, "the epilogue's Y", Dtype::kF32, s);
+  if (bias) {
+    check_matrix(*bias, "the epilogue's bias", Dtype::kF32, s);
+    if (bias->rows != 1 || bias->cols != y.cols)
+      throw std::invalid_argument("epilogue: the bias must be 1 x " + std::to_string(y.cols));
+  }
+  std::vector<ChipCmd> prog;
+  if (!bias && !relu) return prog;
+  const uint64_t L = s.cols, row_bytes = 4 * L;
+  const uint64_t G = std::max<uint64_t>(1, kBurst / row_bytes);  // memory rows per HBM burst
+  const uint64_t blocks = ((y.cols + L - 1) / L + G - 1) / G * G;  // column blocks of L lanes
+  const uint64_t vmem = vmem_rows_limit ? std::min<uint64_t>(vmem_rows_limit, s.vmem_rows)
+                                        : s.vmem_rows;
+  // VMEM: the bias's blocks, then per row chunk one column block in and G blocks out.
+  const uint64_t vb = 0, vx = vb + blocks;
+  if (vx + 1 + G > vmem) throw std::invalid_argument("epilogue: too few VMEM rows");
+  const uint64_t chunk = std::min<uint64_t>(y.rows, (vmem - vx) / (1 + G));
+  const uint64_t vo = vx + chunk;
+  for (uint64_t b0 = 0; bias && b0 < blocks; b0 += 512)  // a DMA row is at most 64 KiB
+    prog.push_back(cmd_dma(DmaDir::kHbmToVmem, false, static_cast<uint32_t>(vb + b0), 1,
+                           static_cast<uint32_t>(std::min<uint64_t>(512, blocks - b0) * row_bytes),
+                           static_cast<uint32_t>(bias->addr + b0 * row_bytes), 0));
+  const uint64_t pitch_bytes = y.pitch * 4;
+  for (uint64_t r0 = 0; r0 < y.rows; r0 += chunk) {
+    const uint64_t rows = std::min<uint64_t>(chunk, y.rows - r0);
+    const uint64_t base = y.addr + r0 * pitch_bytes;
+    for (uint64_t j = 0; j < blocks; ++j) {
+      // Column block j of these rows, one memory row each, into VMEM rows [vx, vx + rows).
+      prog.push_back(cmd_dma(DmaDir::kHbmToVmem, false, static_cast<uint32_t>(vx),
+                             static_cast<uint32_t>(rows), static_cast<uint32_t>(row_bytes),
+                             static_cast<uint32_t>(base + j * row_bytes),
+                             static_cast<uint32_t>(pitch_bytes)));
+      std::vector<VpuCmdArgs> ops;
+      if (bias) {
+        VpuCmdArgs v;
+        v.op = static_cast<unsigned>(VpuOp::kAdd);
+        v.x_mem = v.y_mem = Mem::kVmem;
+        v.x_row = static_cast<uint32_t>(vx);
+        v.y_row = static_cast<uint32_t>(vb + j);
+        v.y_bcast = true;
+        ops.push_back(v);
+      }
+      if (relu) {
+        VpuCmdArgs v;
+        v.op = static_cast<unsigned>(VpuOp::kRelu);
+        v.x_mem = v.y_mem = Mem::kVmem;
+        v.x_row = v.y_row = static_cast<uint32_t>(vx);
+        ops.push_back(v);
+      }
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        VpuCmdArgs v = ops[i];
+        v.rows = static_cast<uint32_t>(rows);
+        v.dst_mem = Mem::kVmem;
+        if (i + 1 < ops.size()) {
+          v.dst_row = static_cast<uint32_t>(vx);  // in place
+        } else {  // rows of G blocks side by side: whole bursts for the way out
+          v.dst_row = static_cast<uint32_t>(vo + j % G);
+          v.dst_stride = static_cast<uint32_t>(G);
+        }
+        prog.push_back(cmd_vpu(v));
+      }
+      if (j % G == G - 1)
+        prog.push_back(cmd_dma(DmaDir::kVmemToHbm, false, static_cast<uint32_t>(vo),
+                               static_cast<uint32_t>(rows), static_cast<uint32_t>(G * row_bytes),
+                               static_cast<uint32_t>(base + (j + 1 - G) * row_bytes),
+                               static_cast<uint32_t>(pitch_bytes)));
+    }
+  }
+  return prog;
+}
+
 std::vector<uint32_t> golden_chip_matmul(const std::vector<bf16_t>& a, const std::vector<bf16_t>& w,
                                          std::size_t m, std::size_t k, std::size_t n,
                                          const MatmulOptions& opt) {

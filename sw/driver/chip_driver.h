@@ -138,6 +138,13 @@ class ChipDriver {
                         const MatmulEpilogue& ep = {});
   void finish_matmul(MatmulRun* r, const ProgramResult& prog) const;
 
+  // Y = relu(Y + bias) in place on an f32 matrix in HBM (bias: 1 x Y.cols f32, or none; relu
+  // optional), the VPU's f32_add then f32_relu per element: the epilogue of a product whose sum
+  // finished elsewhere (a K-split sharded matmul after its reduction). A program, not run, no
+  // HALT; VMEM rows [0, vmem_rows_limit). Y's padding columns up to the next 64-byte burst are
+  // rewritten (as a matmul's output padding may be).
+  std::vector<ChipCmd> plan_epilogue(const HbmMatrix& y, const HbmMatrix* bias, bool relu) const;
+
   // The same from host vectors: A M x K, W K x N row-major; copies them (and the bias) into
   // temporary HBM matrices, runs the matmul above, copies C back into c_bits and frees them.
   MatmulRun matmul(const std::vector<bf16_t>& a, const std::vector<bf16_t>& w, std::size_t m,

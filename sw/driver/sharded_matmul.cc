@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "profile.h"
+#include "tpu/vector.h"
 #include "tpu/perf.h"
 
 namespace tpu {
@@ -48,10 +49,6 @@ ShardedMatmul::ShardedMatmul(HostPort& host, ShardPlan plan, ShardedMatmulOption
   if (!opt_.bias.empty() && opt_.bias.size() != pl.n)
     bad("bias: " + std::to_string(opt_.bias.size()) + " values; Y has " + std::to_string(pl.n) +
         " columns");
-  if (!pl.k_axis.empty() && (!opt_.bias.empty() || opt_.relu))
-    bad("bias/ReLU with K split over '" + pl.k_axis +
-        "': the epilogue would have to follow the reduction, which is not supported yet; keep K "
-        "unsplit (e.g. --w-spec -,...) or drop --bias/--relu");
   const bool has_bias = !opt_.bias.empty();
   const std::size_t pk = static_cast<std::size_t>(pl.axis_size(pl.k_axis));
   const std::size_t unit = std::max<std::size_t>(32, mi.shape.cols);  // a bf16 HBM row's pitch
@@ -373,6 +370,10 @@ std::vector<std::vector<ChipCmd>> ShardedMatmul::programs(
   ph.push_back(ShardPhase{"matmul", false, Collective::kAllGather, "", 0});
   for (std::size_t i = 0; i < ncoll; ++i)
     if (coll_[i].post) add_coll(i);
+  // K split: bias and ReLU after the reduction, on each chip's block of Y (the VPU).
+  const bool epi = !plan_.k_axis.empty() && (!opt_.bias.empty() || opt_.relu);
+  const uint8_t epi_phase = static_cast<uint8_t>(ph.size());
+  if (epi) ph.push_back(ShardPhase{"epilogue", false, Collective::kAllGather, "", 0});
 
   // The stream: steps of one or two programs (merged).
   struct Part {
@@ -403,6 +404,7 @@ std::vector<std::vector<ChipCmd>> ShardedMatmul::programs(
 
   std::vector<std::vector<ChipCmd>> progs(static_cast<std::size_t>(P_));
   std::vector<std::vector<uint8_t>> tags(static_cast<std::size_t>(P_));
+  std::vector<std::vector<ChipCmd>> steps_tail(static_cast<std::size_t>(P_));
   for (int c = 0; c < P_; ++c) {
     const std::size_t ci = static_cast<std::size_t>(c);
     ChipDriver& d = *drv_[ci];
@@ -416,14 +418,21 @@ std::vector<std::vector<ChipCmd>> ShardedMatmul::programs(
       cmds->clear();
       for (const Job& j : jobs_[ci]) {
         if (j.piece != pt.index && pipe_ != Pipe::kNone) continue;
-        MatmulEpilogue ep;
-        ep.bias = j.has_bias ? &j.bias : nullptr;
-        ep.relu = opt_.relu;
+        MatmulEpilogue ep;  // K split: the epilogue follows the reduction instead
+        ep.bias = j.has_bias && plan_.k_axis.empty() ? &j.bias : nullptr;
+        ep.relu = opt_.relu && plan_.k_axis.empty();
         for (const ChipCmd& cmd : d.plan_matmul(j.c, j.a, j.w, ep).program)
           if ((cmd.w[0] & 0xFu) != static_cast<uint32_t>(ChipOp::kHalt)) cmds->push_back(cmd);
       }
       tag->assign(cmds->size(), mm_phase);
     };
+    if (epi) {
+      const ShardBlock& b = y_[ci];
+      const HbmMatrix bv = opt_.bias.empty() ? HbmMatrix{} :
+                           view(bias_[ci], 0, 1, b.cols.lo, b.cols.size());
+      const auto e = d.plan_epilogue(b.m, opt_.bias.empty() ? nullptr : &bv, opt_.relu);
+      steps_tail[ci] = e;
+    }
     for (const std::vector<Part>& st : steps) {
       std::vector<ChipCmd> a, b;
       std::vector<uint8_t> ta, tb;
@@ -434,6 +443,10 @@ std::vector<std::vector<ChipCmd>> ShardedMatmul::programs(
         progs[ci].push_back(from_a ? a[i] : b[j]);
         tags[ci].push_back(from_a ? ta[i++] : tb[j++]);
       }
+    }
+    for (const ChipCmd& cmd : steps_tail[ci]) {
+      progs[ci].push_back(cmd);
+      tags[ci].push_back(epi_phase);
     }
   }
   if (phases) *phases = std::move(ph);
@@ -562,9 +575,15 @@ std::vector<std::vector<uint32_t>> ShardedMatmul::golden(const std::vector<bf16_
     const ShardBlock& b = y_[static_cast<std::size_t>(c)];
     std::vector<uint32_t> v(b.rows.size() * b.cols.size());
     for (std::size_t i = 0; i < b.rows.size(); ++i)
-      for (std::size_t j = 0; j < b.cols.size(); ++j)
-        v[i * b.cols.size() + j] =
-            elem(mem[static_cast<std::size_t>(c)], b.m.addr + (i * b.m.pitch + j) * 4, 4);
+      for (std::size_t j = 0; j < b.cols.size(); ++j) {
+        uint32_t e = elem(mem[static_cast<std::size_t>(c)], b.m.addr + (i * b.m.pitch + j) * 4, 4);
+        // The epilogue after the reduction, as the VPU does it (plan_epilogue).
+        const std::size_t col = b.cols.lo + j;
+        if (!opt_.bias.empty())
+          e = vpu_lane(VpuOp::kAdd, e, f32_bits(col < p.n ? opt_.bias[col] : 0.0f), 0);
+        if (opt_.relu) e = vpu_lane(VpuOp::kRelu, e, e, 0);
+        v[i * b.cols.size() + j] = e;
+      }
     out.push_back(std::move(v));
   }
   return out;

@@ -58,8 +58,8 @@ class ShardedMatmul {
  public:
   // Lays the plan out on `host` (addresses in each chip's HBM; every chip the same). Throws
   // std::invalid_argument for what cannot run: the plan's pod is not the machine, HBM too small
-  // (naming the chip's HBM and what the plan needs), a bias of the wrong size, bias or ReLU with
-  // K split (they would have to follow the reduction: not supported yet).
+  // (naming the chip's HBM and what the plan needs), a bias of the wrong size. With K split, bias
+  // and ReLU run after the reduction, on each chip's block of Y (ChipDriver::plan_epilogue).
   ShardedMatmul(HostPort& host, ShardPlan plan, ShardedMatmulOptions opt = {});
 
   const ShardPlan& plan() const { return plan_; }

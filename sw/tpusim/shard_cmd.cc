@@ -28,7 +28,7 @@ const char* kShardUsage =
     "                       partition specs (rows,columns: a mesh axis or '-'); defaults:\n"
     "                       X first-axis,-  W -,second-axis (or -,-)  Y what the product gives\n"
     "  --a X.npy --w W.npy  operands from files: uint16 (bf16 bits) or float32 (rounded)\n"
-    "  --bias B.npy --relu  epilogue (K not split)\n"
+    "  --bias B.npy --relu  epilogue (K split: after the reduction)\n"
     "  --out Y.npy          write the gathered Y (float32)\n"
     "  --load host|backdoor operands in and Y out through the host ports (default) or the\n"
     "                       backdoor (no simulated time)\n"

@@ -302,8 +302,6 @@ TEST(TpusimShard, BadInputIsAClearErrorWithExitCode2) {
        "resharding"},
       {"beyond HBM", "--mesh data=4 --x-spec -,- --w-spec -,- --m 4096 --k 4096 --n 4096",
        "not enough HBM"},
-      {"bias with K split", "--mesh model=4 --x-spec -,model --w-spec model,- --relu",
-       "K split"},
       {"bad size", "--m 0", "--m 0"},
   };
   for (const Bad& c : cases) {
