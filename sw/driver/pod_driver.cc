@@ -28,7 +28,7 @@ struct Range {
 // One command of a chip's round, with what it touches (for ordering).
 struct Op {
   enum Kind { kSend, kWait, kVpu, kDma } kind = kSend;
-  int step = 0;
+  int step = -1;  // the plan step (numbered across rounds) of a transfer or reduction; -1 none
   std::size_t block = 0;  // block index within its transfer
   int peer = -1;          // send: destination chip; wait: counter
   ChipCmd cmd;
@@ -386,7 +386,7 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, uint32_t block
 // One chip's ops in issue order: waits and reductions in plan order, each send as early as its
 // dependencies allow (a software pipeline across steps). Waits are not hoisted: a wait blocks
 // the in-order queue, so one placed early would hold back sends that could already go.
-std::vector<ChipCmd> schedule(const std::vector<Op>& ops) {
+std::vector<ChipCmd> schedule(const std::vector<Op>& ops, std::vector<int>* steps) {
   std::vector<const Op*> sched;
   for (const Op& op : ops) {
     std::size_t pos = sched.size();
@@ -396,7 +396,11 @@ std::vector<ChipCmd> schedule(const std::vector<Op>& ops) {
     sched.insert(sched.begin() + static_cast<std::ptrdiff_t>(pos), &op);
   }
   std::vector<ChipCmd> out;
-  for (const Op* op : sched) out.push_back(op->cmd);
+  steps->clear();
+  for (const Op* op : sched) {
+    out.push_back(op->cmd);
+    steps->push_back(op->step);
+  }
   return out;
 }
 
@@ -754,6 +758,7 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     return Range{v, v + 1};
   };
   pp.progs.assign(static_cast<std::size_t>(P), {});
+  pp.cmd_step.assign(static_cast<std::size_t>(P), {});
   for (int c = 0; c < P; ++c) {
     std::vector<Op> ops;
     auto add = [&](const std::vector<Op>& v) { ops.insert(ops.end(), v.begin(), v.end()); };
@@ -815,13 +820,29 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
       }
     }
     add(store(NR - 1, c));
-    pp.progs[static_cast<std::size_t>(c)] = schedule(ops);
+    pp.progs[static_cast<std::size_t>(c)] =
+        schedule(ops, &pp.cmd_step[static_cast<std::size_t>(c)]);
     pp.commands += pp.progs[static_cast<std::size_t>(c)].size();
     uint32_t used = 1;
     for (std::size_t r = 0; r < NR; ++r) used = std::max(used, at(r, c).next_row - base);
     pp.vmem_rows_used = std::max(pp.vmem_rows_used, used);
   }
   return pp;
+}
+
+PodDriver::ProgramLabels step_labels(const PodProgram& pp, const std::string& name) {
+  PodDriver::ProgramLabels labels(pp.progs.size());
+  for (std::size_t c = 0; c < pp.progs.size(); ++c) {
+    const std::vector<int>& st = c < pp.cmd_step.size() ? pp.cmd_step[c] : std::vector<int>{};
+    std::string last;
+    for (std::size_t i = 0; i < pp.progs[c].size(); ++i) {
+      const int s = i < st.size() ? st[i] : -1;
+      std::string l = name + (s >= 0 ? " | step " + std::to_string(s) : "");
+      if (i == 0 || l != last) labels[c].push_back({i, l});
+      last = std::move(l);
+    }
+  }
+  return labels;
 }
 
 PodProgramRun PodDriver::run_programs(const std::vector<std::vector<ChipCmd>>& progs,
@@ -872,8 +893,8 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec, const CollectiveBuff
   res.block_rows = pp.block_rows;
   res.row_bytes = uint64_t{host_.info().shape.cols} * 4;
   res.link_bytes_per_cycle = host_.info().link_bytes_per_cycle;
-  res.prog = run_programs(pp.progs, std::string(collective_name(pp.spec.collective)) + " (" +
-                                        pp.spec.algorithm + ")");
+  res.prog = run_programs(pp.progs, step_labels(pp, std::string(collective_name(pp.spec.collective)) +
+                                                        " (" + pp.spec.algorithm + ")"));
   res.collective_cycles = res.prog.run.cycles;
   res.rounds = std::move(pp.rounds);
   return res;

@@ -49,6 +49,9 @@ struct PodProgram {
   CollectiveSpec spec;                      // as compiled (granule set)
   std::vector<CollectiveRound> rounds;      // the golden's plans: one per round
   std::vector<std::vector<ChipCmd>> progs;  // per chip
+  // Per chip, per command: the plan step it belongs to (a transfer's send or wait, a
+  // reduction), numbered across rounds; -1 for data movement (DMA, region release, tokens).
+  std::vector<std::vector<int>> cmd_step;
   std::size_t commands = 0;                 // all chips
   uint32_t vmem_rows_used = 0;              // the most VMEM rows a chip uses (from vmem_base)
   unsigned block_rows = 0;
@@ -114,6 +117,10 @@ class PodDriver {
  private:
   HostPort& host_;
 };
+
+// Timeline labels of a compiled collective: `name`, and " | step s" on each command of plan
+// step s (PodProgram::cmd_step), so the trace says which step every command belongs to.
+PodDriver::ProgramLabels step_labels(const PodProgram& pp, const std::string& name);
 
 // Two independent programs of one chip (disjoint memory rows and buffers) as one command stream,
 // each spread evenly over the whole: command i of a goes at i / |a| of the way, command j of b

@@ -330,7 +330,8 @@ uint64_t ShardedMatmul::load(const std::vector<bf16_t>& x, const std::vector<bf1
 }
 
 std::vector<std::vector<ChipCmd>> ShardedMatmul::programs(
-    std::vector<ShardPhase>* phases, std::vector<std::vector<uint8_t>>* cmd_phase) {
+    std::vector<ShardPhase>* phases, std::vector<std::vector<uint8_t>>* cmd_phase,
+    std::vector<std::vector<int>>* cmd_step) {
   const MachineInfo& mi = host_.info();
   const std::size_t ncoll = coll_.size();
   PodDriver pd(host_);
@@ -405,14 +406,17 @@ std::vector<std::vector<ChipCmd>> ShardedMatmul::programs(
   std::vector<std::vector<ChipCmd>> progs(static_cast<std::size_t>(P_));
   std::vector<std::vector<uint8_t>> tags(static_cast<std::size_t>(P_));
   std::vector<std::vector<ChipCmd>> steps_tail(static_cast<std::size_t>(P_));
+  std::vector<std::vector<int>> csteps(static_cast<std::size_t>(P_));
   for (int c = 0; c < P_; ++c) {
     const std::size_t ci = static_cast<std::size_t>(c);
     ChipDriver& d = *drv_[ci];
     d.vmem_rows_limit = vmem_matmul_;
-    auto part = [&](const Part& pt, std::vector<ChipCmd>* cmds, std::vector<uint8_t>* tag) {
+    auto part = [&](const Part& pt, std::vector<ChipCmd>* cmds, std::vector<uint8_t>* tag,
+                    std::vector<int>* step) {
       if (pt.coll) {
         *cmds = cp[pt.index].progs[ci];
         tag->assign(cmds->size(), coll_phase[pt.index]);
+        *step = cp[pt.index].cmd_step[ci];
         return;
       }
       cmds->clear();
@@ -425,6 +429,7 @@ std::vector<std::vector<ChipCmd>> ShardedMatmul::programs(
           if ((cmd.w[0] & 0xFu) != static_cast<uint32_t>(ChipOp::kHalt)) cmds->push_back(cmd);
       }
       tag->assign(cmds->size(), mm_phase);
+      step->assign(cmds->size(), -1);
     };
     if (epi) {
       const ShardBlock& b = y_[ci];
@@ -436,35 +441,44 @@ std::vector<std::vector<ChipCmd>> ShardedMatmul::programs(
     for (const std::vector<Part>& st : steps) {
       std::vector<ChipCmd> a, b;
       std::vector<uint8_t> ta, tb;
-      part(st[0], &a, &ta);
-      if (st.size() > 1) part(st[1], &b, &tb);
+      std::vector<int> sa, sb;
+      part(st[0], &a, &ta, &sa);
+      if (st.size() > 1) part(st[1], &b, &tb, &sb);
       std::size_t i = 0, j = 0;
       for (bool from_a : merge_order(a.size(), b.size())) {
         progs[ci].push_back(from_a ? a[i] : b[j]);
-        tags[ci].push_back(from_a ? ta[i++] : tb[j++]);
+        tags[ci].push_back(from_a ? ta[i] : tb[j]);
+        csteps[ci].push_back(from_a ? sa[i++] : sb[j++]);
       }
     }
     for (const ChipCmd& cmd : steps_tail[ci]) {
       progs[ci].push_back(cmd);
       tags[ci].push_back(epi_phase);
+      csteps[ci].push_back(-1);
     }
   }
   if (phases) *phases = std::move(ph);
   if (cmd_phase) *cmd_phase = std::move(tags);
+  if (cmd_step) *cmd_step = std::move(csteps);
   return progs;
 }
 
 ShardedRun ShardedMatmul::run() {
   ShardedRun r;
-  const auto progs = programs(&r.phases, &r.cmd_phase);
+  const auto progs = programs(&r.phases, &r.cmd_phase, &r.cmd_step);
   r.pieces = pieces_;
   for (const auto& p : progs) r.commands += p.size();
-  // Each phase's commands carry its name on the timeline.
+  // Each command carries its phase's name on the timeline, and a collective's its plan step.
   PodDriver::ProgramLabels labels(progs.size());
-  for (std::size_t c = 0; c < progs.size(); ++c)
-    for (std::size_t i = 0; i < r.cmd_phase[c].size(); ++i)
-      if (i == 0 || r.cmd_phase[c][i] != r.cmd_phase[c][i - 1])
-        labels[c].push_back({i, r.phases[r.cmd_phase[c][i]].name});
+  for (std::size_t c = 0; c < progs.size(); ++c) {
+    std::string last;
+    for (std::size_t i = 0; i < r.cmd_phase[c].size(); ++i) {
+      const int s = r.cmd_step[c][i];
+      std::string l = r.phases[r.cmd_phase[c][i]].name + (s >= 0 ? " | step " + std::to_string(s) : "");
+      if (i == 0 || l != last) labels[c].push_back({i, l});
+      last = std::move(l);
+    }
+  }
   PodDriver pd(host_);
   r.prog = pd.run_programs(progs, labels);
   return r;
@@ -690,7 +704,9 @@ void set_phase_cycles(ShardedRun* run, const std::vector<TraceEvent>& events) {
   for (std::size_t p = 0; p < run->phases.size(); ++p) {
     uint64_t lo = ~0ull, hi = 0;
     for (const TraceEvent& e : events) {
-      if (e.label != run->phases[p].name || e.unit == TraceUnit::kHost) continue;
+      const std::string& n = run->phases[p].name;
+      if (e.unit == TraceUnit::kHost || (e.label != n && e.label.rfind(n + " | ", 0) != 0))
+        continue;
       lo = std::min(lo, e.issue);
       hi = std::max(hi, e.done);
     }

@@ -45,6 +45,7 @@ struct ShardedRun {
   PodProgramRun prog;              // the SPMD program: pod and chip cycles, counters, links
   std::vector<ShardPhase> phases;  // in program order
   std::vector<std::vector<uint8_t>> cmd_phase;  // per chip, per command: its phase
+  std::vector<std::vector<int>> cmd_step;  // per chip, per command: its collective step or -1
   std::size_t pieces = 1;          // pipeline depth: gathers or reductions overlapped with it
   // Per phase: its span on the chips, from the first command issuing to the last completing on
   // any chip (set_phase_cycles, from the timeline); phases of a pipeline overlap. Empty: unknown.
@@ -73,9 +74,10 @@ class ShardedMatmul {
   // needed). A fully sharded W is gathered in column pieces, each piece's gather overlapping the
   // matmul of the piece before; a reduce-scatter onto Y's rows runs in row pieces, each
   // overlapping the matmul of the next (merge_programs): `pieces` of them (1: no overlap).
+  // cmd_step: per chip, per command, the collective plan step it belongs to (-1: none).
   std::vector<std::vector<ChipCmd>> programs(std::vector<ShardPhase>* phases = nullptr,
-                                             std::vector<std::vector<uint8_t>>* cmd_phase =
-                                                 nullptr);
+                                             std::vector<std::vector<uint8_t>>* cmd_phase = nullptr,
+                                             std::vector<std::vector<int>>* cmd_step = nullptr);
   std::size_t pieces() const { return pieces_; }
   // Runs the programs: every chip at once, until every chip is idle.
   ShardedRun run();

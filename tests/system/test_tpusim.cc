@@ -209,7 +209,8 @@ TEST(TpusimPod, TraceAndBreakdownAreWritten) {
                           "\"memory\"", "\"idle\"", "\"counters\"", "\"mxu_macs\""})
     EXPECT_NE(rep.find(key), std::string::npos) << key << " not in the report";
   for (const char* key : {"\"traceEvents\"", "\"chip 3 (1,1,0)\"", "\"ph\":\"X\"",
-                          "\"MATMUL\"", "\"ICI_SEND\"", "\"host write\""})
+                          "\"MATMUL\"", "\"ICI_SEND\"", "\"host write\"",
+                          "all_reduce (torus) | step 0", "all_reduce (torus) | step 1"})
     EXPECT_NE(tr.find(key), std::string::npos) << key << " not in the trace";
 }
 
