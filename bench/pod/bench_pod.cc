@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_main.h"
 #include "chip_driver.h"
 #include "pod.h"
 #include "pod_driver.h"
@@ -325,44 +326,13 @@ std::vector<Case> cases() {
 }  // namespace
 
 extern "C" int sc_main(int argc, char** argv) {
-  std::vector<std::string> only;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--systemc-speed" && i + 2 < argc) return systemc_speed(argv[i + 1], argv[i + 2]);
-    if (a == "--only" && i + 1 < argc) {
-      std::stringstream ss(argv[++i]);
-      std::string x;
-      while (std::getline(ss, x, ',')) only.push_back(x);
-    } else if (a == "--list") {
-      for (const Case& c : cases()) std::printf("%-10s %s\n", c.name, c.what);
-      return 0;
-    } else {
-      std::fprintf(stderr, "usage: bench_pod [--only CASE[,CASE...]] [--list]\n");
-      return 2;
-    }
-  }
-  for (const std::string& o : only) {
-    bool known = false;
-    for (const Case& c : cases()) known = known || o == c.name;
-    if (!known) {
-      std::fprintf(stderr, "bench_pod: --only %s: not a case (bench_pod --list)\n", o.c_str());
-      return 2;
-    }
-  }
-  bool first = true;
-  std::printf("[\n");
-  for (const Case& c : cases()) {
-    if (only.empty() ? std::string(c.name).rfind("speed4", 0) == 0
-                     : std::find(only.begin(), only.end(), c.name) == only.end())
-      continue;
-    const Report r = c.run(argv[0]);
-    std::fputs(r.summary().c_str(), stderr);
-    std::printf("%s%s", first ? "" : ",\n", r.json().dump(2).c_str());
-    std::fflush(stdout);
-    first = false;
-  }
-  std::printf("\n]\n");
-  return 0;
+  if (argc == 4 && std::string(argv[1]) == "--systemc-speed")
+    return systemc_speed(argv[2], argv[3]);
+  std::vector<BenchCase> bc;
+  for (const Case& c : cases())
+    bc.push_back({c.name, c.what, [&c, argv] { return c.run(argv[0]); },
+                  std::string(c.name).rfind("speed4", 0) != 0});
+  return bench_main("bench_pod", argc, argv, bc);
 }
 
 int main(int argc, char** argv) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_main.h"
 #include "pod.h"
 #include "report.h"
 #include "sharded_matmul.h"
@@ -62,10 +63,7 @@ Report run_case(const Case& c) {
                                        parse_pspec(c.x, "--x-spec"), parse_pspec(c.w, "--w-spec"),
                                        *c.y ? &ys : nullptr);
   std::mt19937_64 rng(11);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<bf16_t> x(c.m * c.k), w(c.k * c.n);
-  for (auto& v : x) v = f32_to_bf16(nd(rng));
-  for (auto& v : w) v = f32_to_bf16(nd(rng));
+  const std::vector<bf16_t> x = random_bf16(rng, c.m * c.k), w = random_bf16(rng, c.k * c.n);
   ShardedMatmulOptions so;
   so.backdoor = true;
   ShardedMatmul sm(host, plan, so);
@@ -95,39 +93,7 @@ Report run_case(const Case& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> only;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--only" && i + 1 < argc) {
-      std::stringstream ss(argv[++i]);
-      std::string x;
-      while (std::getline(ss, x, ',')) only.push_back(x);
-    } else if (a == "--list") {
-      for (const Case& c : cases()) std::printf("%-10s %s\n", c.name, c.what);
-      return 0;
-    } else {
-      std::fprintf(stderr, "usage: bench_shard [--only CASE[,CASE...]] [--list]\n");
-      return 2;
-    }
-  }
-  for (const std::string& o : only) {
-    bool known = false;
-    for (const Case& c : cases()) known = known || o == c.name;
-    if (!known) {
-      std::fprintf(stderr, "bench_shard: --only %s: not a case (bench_shard --list)\n", o.c_str());
-      return 2;
-    }
-  }
-  bool first = true;
-  std::printf("[\n");
-  for (const Case& c : cases()) {
-    if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
-    const Report r = run_case(c);
-    std::fputs(r.summary().c_str(), stderr);
-    std::printf("%s%s", first ? "" : ",\n", r.json().dump(2).c_str());
-    std::fflush(stdout);
-    first = false;
-  }
-  std::printf("\n]\n");
-  return 0;
+  std::vector<BenchCase> bc;
+  for (const Case& c : cases()) bc.push_back({c.name, c.what, [&c] { return run_case(c); }});
+  return bench_main("bench_shard", argc, argv, bc);
 }

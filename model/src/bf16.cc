@@ -22,4 +22,11 @@ float mac(bf16_t a, bf16_t w, float acc) {
   return canonicalize(std::fmaf(bf16_to_f32(a), bf16_to_f32(w), acc));
 }
 
+std::vector<bf16_t> random_bf16(std::mt19937_64& rng, std::size_t n, float sigma) {
+  std::normal_distribution<float> nd(0.0f, sigma);
+  std::vector<bf16_t> v(n);
+  for (auto& x : v) x = f32_to_bf16(nd(rng));
+  return v;
+}
+
 }  // namespace tpu

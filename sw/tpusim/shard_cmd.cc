@@ -112,11 +112,8 @@ int cmd_shard(const std::vector<std::string>& args) {
     N = parse_uint("--n", get(opt, "--n", "512"), 1, 1u << 16);
     const uint64_t seed = parse_uint("--seed", get(opt, "--seed", "1"), 0, ~0ull);
     std::mt19937_64 rng(seed);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    x.resize(M * K);
-    w.resize(K * N);
-    for (auto& v : x) v = f32_to_bf16(nd(rng));
-    for (auto& v : w) v = f32_to_bf16(nd(rng));
+    x = random_bf16(rng, M * K);
+    w = random_bf16(rng, K * N);
   }
   ShardedMatmulOptions so;
   if (opt.count("--bias")) {

@@ -71,12 +71,10 @@ TEST_P(Shard, BitExactAndWithinTheF64Bound) {
       plan_sharding(pp.topo, parse_mesh(c.mesh), c.m, c.k, c.n, parse_pspec(c.x, "--x-spec"),
                     parse_pspec(c.w, "--w-spec"), c.y.empty() ? nullptr : &ys);
   std::mt19937_64 rng(7);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<bf16_t> x(c.m * c.k), w(c.k * c.n);
-  for (auto& v : x) v = f32_to_bf16(nd(rng));
-  for (auto& v : w) v = f32_to_bf16(nd(rng));
+  const std::vector<bf16_t> x = random_bf16(rng, c.m * c.k), w = random_bf16(rng, c.k * c.n);
   ShardedMatmulOptions so;
   if (c.bias) {
+    std::normal_distribution<float> nd(0.0f, 1.0f);
     so.bias.resize(c.n);
     for (auto& v : so.bias) v = nd(rng);
   }

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <random>
+#include <vector>
 
 namespace tpu {
 
@@ -35,5 +37,9 @@ float canonicalize(float f);
 
 // One MXU step: fmaf(a, w, acc) with a single rounding (RNE), subnormals honoured, NaN canonical.
 float mac(bf16_t a, bf16_t w, float acc);
+
+// n values drawn from N(0, sigma^2) by `rng` (std::normal_distribution on std::mt19937_64),
+// rounded to bf16: the random operands of tools, benches and tests.
+std::vector<bf16_t> random_bf16(std::mt19937_64& rng, std::size_t n, float sigma = 1.0f);
 
 }  // namespace tpu
