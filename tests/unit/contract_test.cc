@@ -184,6 +184,9 @@ TEST(Contract, VariantTableHasTheNamedShapes) {
     EXPECT_EQ(std::to_string(v.mxu_rows) + "x" + std::to_string(v.mxu_cols), v.name);
     EXPECT_GE(v.mxu_wbanks, 2u);
     EXPECT_EQ(v.mxu_rows % v.mxu_wrows, 0u);
+    // tb/mxu/mxu_variants.cc builds every MXU bench with the first variant's banks and rows.
+    EXPECT_EQ(v.mxu_wbanks, kChipVariants[0].mxu_wbanks);
+    EXPECT_EQ(v.mxu_wrows, kChipVariants[0].mxu_wrows);
   }
   ASSERT_NE(find_chip_variant("16x16"), nullptr);
   EXPECT_EQ(find_chip_variant("16x16")->id, 2u);
