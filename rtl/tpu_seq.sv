@@ -179,7 +179,8 @@ module tpu_seq
   assign h_vpu  = cmd_vpu_t'(head);
   assign h_send = cmd_ici_send_t'(head);
   assign h_wait = cmd_ici_wait_t'(head);
-  // Reserved bits are not checked (a program may leave them set), and the opcode is head.op.
+  // Not read here: fields only the units use (bf16 flags, tie hint, wait value), reserved bits
+  // (never checked, as before the contract was generated) and each view's opcode (head.op is).
   logic unused_cmd_bits;
   assign unused_cmd_bits = ^{h_dma.rsvd_7, h_dma.op, h_lw.rsvd_80, h_lw.rsvd_32, h_lw.rsvd_4,
                              h_lw.op, h_mm.rsvd_80, h_mm.rsvd_5, h_mm.op, h_vpu.rsvd_96,
