@@ -117,6 +117,18 @@ module tpu_chip
   // Sequencer
   // ---------------------------------------------------------------------------------------------
   chip_cmd_t  head;
+  // The head command through each opcode's packed struct (tpu_contract_pkg, generated from
+  // contract/tpu_contract.yaml): the units' ports take fields by name.
+  cmd_loadw_t    c_lw;
+  cmd_matmul_t   c_mm;
+  cmd_vpu_t      c_vpu;
+  cmd_ici_send_t c_send;
+  cmd_ici_wait_t c_wait;
+  assign c_lw   = cmd_loadw_t'(head);
+  assign c_mm   = cmd_matmul_t'(head);
+  assign c_vpu  = cmd_vpu_t'(head);
+  assign c_send = cmd_ici_send_t'(head);
+  assign c_wait = cmd_ici_wait_t'(head);
   logic       dma_start, dma_ready, dma_done, dma_busy;
   logic       lw_start, lw_ready, lw_done, mm_start, mm_ready, mm_done, mxu_busy;
   logic       vpu_start, vpu_ready, vpu_done, vpu_busy;
@@ -251,6 +263,8 @@ module tpu_chip
   // entries until each is done), so a DMA at the head of the command queue does not hold issue
   // while the engine is still busy with the previous one.
   chip_cmd_t dma_cmd;
+  cmd_dma_t  c_dma;  // the DMA queue's head, by field
+  assign c_dma = cmd_dma_t'(dma_cmd);
   logic [$clog2(DmaQ+1)-1:0] dmaq_count;
   logic      dmaq_empty, dmaq_full, dma_eng_ready, dma_eng_start;
   tpu_fifo #(
@@ -278,14 +292,14 @@ module tpu_chip
     .rst_ni        (rst_ni),
     .start_i       (dma_eng_start),
     .ready_o       (dma_eng_ready),
-    .dir_i         (dma_dir_e'(dma_cmd.flags[1:0])),
-    .bf16_i        (dma_cmd.flags[2]),
-    .tail_i        (dma_cmd.flags[11:4]),
-    .mem_row_i     (dma_cmd.f1),
-    .rows_i        (dma_cmd.f2),
-    .seg_bytes_i   (dma_cmd.f3),
-    .hbm_addr_i    (dma_cmd.w2),
-    .stride_i      (dma_cmd.w3),
+    .dir_i         (c_dma.dir),
+    .bf16_i        (c_dma.bf16),
+    .tail_i        (c_dma.tail),
+    .mem_row_i     (c_dma.mem_row),
+    .rows_i        (c_dma.rows),
+    .seg_bytes_i   (c_dma.seg_bytes),
+    .hbm_addr_i    (c_dma.hbm_addr),
+    .stride_i      (c_dma.stride),
     .done_o        (dma_done),
     .busy_o        (dma_busy),
     .req_valid_o   (dma_req_valid),
@@ -322,16 +336,16 @@ module tpu_chip
     .rst_ni     (rst_ni),
     .lw_start_i (lw_start),
     .lw_ready_o (lw_ready),
-    .lw_row_i   (head.f1),
-    .lw_stride_i(head.w2[15:0]),
+    .lw_row_i   (c_lw.vmem_row),
+    .lw_stride_i(c_lw.stride),
     .lw_done_o  (lw_done),
     .mm_start_i (mm_start),
     .mm_ready_o (mm_ready),
-    .mm_a_row_i (head.f1),
-    .mm_a_stride_i(head.w2[15:0]),
-    .mm_rows_i  (head.f2),
-    .mm_c_row_i (head.f3),
-    .mm_acc_i   (head.flags[0]),
+    .mm_a_row_i (c_mm.a_row),
+    .mm_a_stride_i(c_mm.a_stride),
+    .mm_rows_i  (c_mm.rows),
+    .mm_c_row_i (c_mm.c_row),
+    .mm_acc_i   (c_mm.acc),
     .mm_done_o  (mm_done),
     .w_rd_addr_o(mxu_w_addr),
     .w_rd_data_i(mxu_w_data),
@@ -361,18 +375,18 @@ module tpu_chip
     .rst_ni    (rst_ni),
     .start_i   (vpu_start),
     .ready_o   (vpu_ready),
-    .op_i      (tpu_vpu_pkg::vpu_op_e'(head.flags[3:0])),
-    .src_bf16_i(head.flags[7:5]),
-    .dst_bf16_i(head.flags[4]),
-    .x_mem_i   (head.flags[8]),
-    .x_row_i   (head.f1),
-    .y_mem_i   (head.flags[9]),
-    .y_row_i   (head.f3),
-    .y_bcast_i (head.flags[10]),
-    .dst_mem_i (head.flags[11]),
-    .dst_row_i (head.w2[15:0]),
-    .dst_stride_i(head.w2[31:16]),
-    .rows_i    (head.f2),
+    .op_i      (tpu_vpu_pkg::vpu_op_e'(c_vpu.vop)),
+    .src_bf16_i(c_vpu.src_bf16),
+    .dst_bf16_i(c_vpu.dst_bf16),
+    .x_mem_i   (c_vpu.x_mem),
+    .x_row_i   (c_vpu.x_row),
+    .y_mem_i   (c_vpu.y_mem),
+    .y_row_i   (c_vpu.y_row),
+    .y_bcast_i (c_vpu.y_bcast),
+    .dst_mem_i (c_vpu.dst_mem),
+    .dst_row_i (c_vpu.dst_row),
+    .dst_stride_i(c_vpu.dst_stride),
+    .rows_i    (c_vpu.rows),
     .done_o    (vpu_done),
     .busy_o    (vpu_busy),
     .x_mem_o   (vpu_x_mem),
@@ -462,22 +476,22 @@ module tpu_chip
     .start_i       (ici_start),
     .ready_o       (ici_ready),
     .eng_o         (ici_eng),
-    .src_mem_i     (head.flags[0]),
-    .src_row_i     (head.f1),
-    .rows_i        (head.f2),
-    .dst_mem_i     (head.flags[1]),
-    .dst_row_i     (head.f3),
-    .dst_i         (tpu_ici_pkg::ici_coord_t'(head.w2[8:0])),
-    .tie_i         (tpu_ici_pkg::ici_tie_t'(head.flags[3:2])),
-    .cnt_i         (head.w2[23:16]),
+    .src_mem_i     (c_send.src_mem),
+    .src_row_i     (c_send.src_row),
+    .rows_i        (c_send.rows),
+    .dst_mem_i     (c_send.dst_mem),
+    .dst_row_i     (c_send.dst_row),
+    .dst_i         (tpu_ici_pkg::ici_coord_t'({c_send.dst_z, c_send.dst_y, c_send.dst_x})),
+    .tie_i         (tpu_ici_pkg::ici_tie_t'(c_send.tie)),
+    .cnt_i         (c_send.counter),
     .done_o        (ici_done),
     .busy_o        (ici_busy),
     .rd_mem_o      (ici_rd_mem),
     .rd_addr_o     (ici_rd_addr),
     .vmem_rd_data_i(v_rd_data[6]),
     .amem_rd_data_i(a_rd_data[5]),
-    .wait_cnt_i    (head.f1[$clog2(IciNumCnt)-1:0]),
-    .wait_val_i    (head.w2),
+    .wait_cnt_i    (c_wait.counter[$clog2(IciNumCnt)-1:0]),
+    .wait_val_i    (c_wait.value),
     .wait_ok_o     (wait_ok),
     .wait_take_i   (wait_take),
     .inj_valid_o   (ici_inj_valid),
@@ -632,9 +646,9 @@ module tpu_chip
     if (dma_busy && mxu_busy) stats_d[StatOverlap] = stats_q[StatOverlap] + 64'd1;
     stats_d[StatCmdsDone] = stats_q[StatCmdsDone] + 64'(retired);
     if (host_req_fire && !hm_req_write_i)
-      stats_d[StatHostRdB] = stats_q[StatHostRdB] + 64'(HBM_BURST_BYTES);
+      stats_d[StatHostRdBytes] = stats_q[StatHostRdBytes] + 64'(HBM_BURST_BYTES);
     if (host_req_fire && hm_req_write_i)
-      stats_d[StatHostWrB] = stats_q[StatHostWrB] + 64'(HBM_BURST_BYTES);
+      stats_d[StatHostWrBytes] = stats_q[StatHostWrBytes] + 64'(HBM_BURST_BYTES);
     if (mxu_w_beat) stats_d[StatWeightBeats] = stats_q[StatWeightBeats] + 64'd1;
     if (ici_tx_ev) stats_d[StatIciTxFlits] = stats_q[StatIciTxFlits] + 64'd1;
     if (ici_rx_ev) stats_d[StatIciRxFlits] = stats_q[StatIciRxFlits] + 64'd1;
@@ -688,7 +702,11 @@ module tpu_chip
                          mxu_w_addr, mxu_a_addr, mxu_c_addr, mxu_c_wr_addr, vpu_x_addr,
                          vpu_y_addr, vpu_wr_addr, vpu_x_mem, vpu_y_mem, ici_rd_mem, ici_rd_addr,
                          ici_wr_addr, ici_rx_drop, ici_stat, ici_credits_full, ici_inj_ready,
-                         head.w2[15:9], head.w2[31:24], head.f1[15:$clog2(IciNumCnt)]};
+                         c_lw.rsvd_80, c_lw.rsvd_32, c_lw.rsvd_4, c_lw.op, c_mm.rsvd_80,
+                         c_mm.rsvd_5, c_mm.op, c_vpu.rsvd_96, c_vpu.op, c_send.rsvd_88,
+                         c_send.rsvd_73, c_send.rsvd_8, c_send.op, c_wait.rsvd_96,
+                         c_wait.rsvd_32, c_wait.rsvd_4, c_wait.op,
+                         c_wait.counter[15:$clog2(IciNumCnt)], c_dma.rsvd_7, c_dma.op};
 
   // Assertions
   HostReqHeld: assert property (@(posedge clk_i) disable iff (!rst_ni)

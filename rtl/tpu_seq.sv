@@ -165,94 +165,108 @@ module tpu_seq
     return ok;
   endfunction
 
+  // The queue head seen through each opcode's packed struct (tpu_contract_pkg, generated from
+  // contract/tpu_contract.yaml): the checks below read fields by name, not by bit position.
+  cmd_dma_t      h_dma;
+  cmd_loadw_t    h_lw;
+  cmd_matmul_t   h_mm;
+  cmd_vpu_t      h_vpu;
+  cmd_ici_send_t h_send;
+  cmd_ici_wait_t h_wait;
+  assign h_dma  = cmd_dma_t'(head);
+  assign h_lw   = cmd_loadw_t'(head);
+  assign h_mm   = cmd_matmul_t'(head);
+  assign h_vpu  = cmd_vpu_t'(head);
+  assign h_send = cmd_ici_send_t'(head);
+  assign h_wait = cmd_ici_wait_t'(head);
+  // Not read here: fields only the units use (bf16 flags, tie hint, wait value), reserved bits
+  // (never checked, as before the contract was generated) and each view's opcode (head.op is).
+  logic unused_cmd_bits;
+  assign unused_cmd_bits = ^{h_dma.rsvd_7, h_dma.op, h_lw.rsvd_80, h_lw.rsvd_32, h_lw.rsvd_4,
+                             h_lw.op, h_mm.rsvd_80, h_mm.rsvd_5, h_mm.op, h_vpu.rsvd_96,
+                             h_vpu.src_bf16, h_vpu.dst_bf16, h_vpu.op, h_send.rsvd_88,
+                             h_send.rsvd_73, h_send.rsvd_8, h_send.tie, h_send.op, h_wait.rsvd_96,
+                             h_wait.value, h_wait.rsvd_32, h_wait.rsvd_4, h_wait.op};
+
   always_comb begin
-    logic [1:0]  dir;
-    logic        bf16, wr_hbm, acc, x_mem, y_mem, y_bcast, dst_mem;
-    logic [31:0] piece, count, total, ny;
+    logic        wr_hbm;
+    logic [31:0] piece, count, total, ny, hbm_bits;
     logic [63:0] hbm_end;
-    logic [3:0]  vop;
     rd0 = '0;
     rd1 = '0;
     wr  = '0;
     chk = ErrNone;
-    dir  = head.flags[1:0];
-    bf16 = head.flags[2];
-    piece = bf16 ? 32'(2 * Lanes) : 32'(4 * Lanes);
-    total = 32'(head.f2) * 32'(head.f3);
-    count = bf16 ? total / (2 * Lanes) : total / (4 * Lanes);
-    hbm_end = 64'(head.w2) + 64'(head.f3) +
-              ((head.f2 == '0) ? 64'd0 : (64'(head.f2) - 64'd1) * 64'(head.w3));
-    wr_hbm = (dir == DmaVmemToHbm) || (dir == DmaAmemToHbm);
-    acc     = head.flags[0];
-    vop     = head.flags[3:0];
-    x_mem   = head.flags[8];
-    y_mem   = head.flags[9];
-    y_bcast = head.flags[10];
-    dst_mem = head.flags[11];
-    ny      = y_bcast ? 32'd1 : 32'(head.f2);
+    piece = h_dma.bf16 ? 32'(2 * Lanes) : 32'(4 * Lanes);
+    total = 32'(h_dma.rows) * 32'(h_dma.seg_bytes);
+    count = h_dma.bf16 ? total / (2 * Lanes) : total / (4 * Lanes);
+    hbm_end = 64'(h_dma.hbm_addr) + 64'(h_dma.seg_bytes) +
+              ((h_dma.rows == '0) ? 64'd0 : (64'(h_dma.rows) - 64'd1) * 64'(h_dma.stride));
+    hbm_bits = h_dma.hbm_addr | h_dma.stride | 32'(h_dma.seg_bytes);
+    wr_hbm = (h_dma.dir == DmaVmemToHbm) || (h_dma.dir == DmaAmemToHbm);
+    ny     = h_vpu.y_bcast ? 32'd1 : 32'(h_vpu.rows);
     unique case (head.op)
       OpNop, OpFence, OpHalt: ;
       OpDma: begin
-        if (dir == DmaReserved || head.f2 == '0 || head.f3 == '0 ||
-            32'(head.flags[11:4]) >= Lanes || (head.flags[11:4] != '0 && dir != DmaHbmToVmem)) begin
+        if (h_dma.dir == DmaReserved || h_dma.rows == '0 || h_dma.seg_bytes == '0 ||
+            32'(h_dma.tail) >= Lanes || (h_dma.tail != '0 && h_dma.dir != DmaHbmToVmem)) begin
           chk = ErrBadField;
-        end else if (((head.w2 | head.w3 | 32'(head.f3)) & (piece - 32'd1)) != '0 ||
-                     (wr_hbm && ((head.w2 | head.w3 | 32'(head.f3)) & 32'd63) != '0)) begin
+        end else if ((hbm_bits & (piece - 32'd1)) != '0 ||
+                     (wr_hbm && (hbm_bits & 32'd63) != '0)) begin
           chk = ErrAlign;
         end else if (hbm_end > 64'(HbmBytes)) begin
           chk = ErrHbmRange;
-        end else if (dir == DmaAmemToHbm) begin
-          if (!range_ok(head.f1, count, AmemRows)) chk = ErrAmemRange;
-          rd0 = mk_range(MEM_AMEM, head.f1, count);
+        end else if (h_dma.dir == DmaAmemToHbm) begin
+          if (!range_ok(h_dma.mem_row, count, AmemRows)) chk = ErrAmemRange;
+          rd0 = mk_range(MEM_AMEM, h_dma.mem_row, count);
         end else begin
-          if (!range_ok(head.f1, count, VmemRows)) chk = ErrVmemRange;
-          if (dir == DmaHbmToVmem) wr  = mk_range(MEM_VMEM, head.f1, count);
-          else                     rd0 = mk_range(MEM_VMEM, head.f1, count);
+          if (!range_ok(h_dma.mem_row, count, VmemRows)) chk = ErrVmemRange;
+          if (h_dma.dir == DmaHbmToVmem) wr  = mk_range(MEM_VMEM, h_dma.mem_row, count);
+          else                           rd0 = mk_range(MEM_VMEM, h_dma.mem_row, count);
         end
       end
       OpLoadW: begin
-        if (!range_ok(head.f1, span(32'(Lanes), head.w2[15:0]), VmemRows)) chk = ErrVmemRange;
+        if (!range_ok(h_lw.vmem_row, span(32'(Lanes), h_lw.stride), VmemRows))
+          chk = ErrVmemRange;
         else if (32'(wt_pending_q) == WBanks) chk = ErrWeightsFull;
-        rd0 = mk_range(MEM_VMEM, head.f1, span(32'(Lanes), head.w2[15:0]));
+        rd0 = mk_range(MEM_VMEM, h_lw.vmem_row, span(32'(Lanes), h_lw.stride));
       end
       OpMatmul: begin
-        if (head.f2 == '0) chk = ErrBadField;
-        else if (!range_ok(head.f1, span(32'(head.f2), head.w2[15:0]), VmemRows))
+        if (h_mm.rows == '0) chk = ErrBadField;
+        else if (!range_ok(h_mm.a_row, span(32'(h_mm.rows), h_mm.a_stride), VmemRows))
           chk = ErrVmemRange;
-        else if (!range_ok(head.f3, 32'(head.f2), AmemRows)) chk = ErrAmemRange;
+        else if (!range_ok(h_mm.c_row, 32'(h_mm.rows), AmemRows)) chk = ErrAmemRange;
         else if (wt_pending_q == '0) chk = ErrNoWeights;
-        rd0 = mk_range(MEM_VMEM, head.f1, span(32'(head.f2), head.w2[15:0]));
-        wr  = mk_range(MEM_AMEM, head.f3, 32'(head.f2));
-        if (acc) rd1 = wr;
+        rd0 = mk_range(MEM_VMEM, h_mm.a_row, span(32'(h_mm.rows), h_mm.a_stride));
+        wr  = mk_range(MEM_AMEM, h_mm.c_row, 32'(h_mm.rows));
+        if (h_mm.acc) rd1 = wr;
       end
       OpVpu: begin
-        if (head.f2 == '0 || 32'(vop) > 32'd8) chk = ErrBadField;
-        else if (!range_ok(head.f1, 32'(head.f2), x_mem ? AmemRows : VmemRows))
-          chk = x_mem ? ErrAmemRange : ErrVmemRange;
-        else if (!range_ok(head.f3, ny, y_mem ? AmemRows : VmemRows))
-          chk = y_mem ? ErrAmemRange : ErrVmemRange;
-        else if (!range_ok(head.w2[15:0], span(32'(head.f2), head.w2[31:16]),
-                           dst_mem ? AmemRows : VmemRows))
-          chk = dst_mem ? ErrAmemRange : ErrVmemRange;
-        rd0 = mk_range(x_mem, head.f1, 32'(head.f2));
-        rd1 = mk_range(y_mem, head.f3, ny);
-        wr  = mk_range(dst_mem, head.w2[15:0], span(32'(head.f2), head.w2[31:16]));
+        if (h_vpu.rows == '0 || 32'(h_vpu.vop) > 32'd8) chk = ErrBadField;
+        else if (!range_ok(h_vpu.x_row, 32'(h_vpu.rows), h_vpu.x_mem ? AmemRows : VmemRows))
+          chk = h_vpu.x_mem ? ErrAmemRange : ErrVmemRange;
+        else if (!range_ok(h_vpu.y_row, ny, h_vpu.y_mem ? AmemRows : VmemRows))
+          chk = h_vpu.y_mem ? ErrAmemRange : ErrVmemRange;
+        else if (!range_ok(h_vpu.dst_row, span(32'(h_vpu.rows), h_vpu.dst_stride),
+                           h_vpu.dst_mem ? AmemRows : VmemRows))
+          chk = h_vpu.dst_mem ? ErrAmemRange : ErrVmemRange;
+        rd0 = mk_range(h_vpu.x_mem, h_vpu.x_row, 32'(h_vpu.rows));
+        rd1 = mk_range(h_vpu.y_mem, h_vpu.y_row, ny);
+        wr  = mk_range(h_vpu.dst_mem, h_vpu.dst_row, span(32'(h_vpu.rows), h_vpu.dst_stride));
       end
       OpIciSend: begin
-        // flags[0] source AMEM, flags[1] destination AMEM; f1 source row, f2 rows, f3
-        // destination row (checked against this chip's memory: every chip of a pod is the same
-        // variant); w2[8:0] destination {z, y, x}, w2[23:16] counter at the destination.
-        if (head.f2 == '0 || 32'(head.w2[23:16]) >= NumCnt || !dst_in_pod(head.w2[8:0]))
+        // The destination rows are checked against this chip's memory: every chip of a pod is
+        // the same variant.
+        if (h_send.rows == '0 || 32'(h_send.counter) >= NumCnt ||
+            !dst_in_pod({h_send.dst_z, h_send.dst_y, h_send.dst_x}))
           chk = ErrBadField;
-        else if (!range_ok(head.f1, 32'(head.f2), head.flags[0] ? AmemRows : VmemRows))
-          chk = head.flags[0] ? ErrAmemRange : ErrVmemRange;
-        else if (!range_ok(head.f3, 32'(head.f2), head.flags[1] ? AmemRows : VmemRows))
-          chk = head.flags[1] ? ErrAmemRange : ErrVmemRange;
-        rd0 = mk_range(head.flags[0], head.f1, 32'(head.f2));
+        else if (!range_ok(h_send.src_row, 32'(h_send.rows), h_send.src_mem ? AmemRows : VmemRows))
+          chk = h_send.src_mem ? ErrAmemRange : ErrVmemRange;
+        else if (!range_ok(h_send.dst_row, 32'(h_send.rows), h_send.dst_mem ? AmemRows : VmemRows))
+          chk = h_send.dst_mem ? ErrAmemRange : ErrVmemRange;
+        rd0 = mk_range(h_send.src_mem, h_send.src_row, 32'(h_send.rows));
       end
       OpIciWait: begin
-        // f1 counter, w2 value
-        if (32'(head.f1) >= NumCnt) chk = ErrBadField;
+        if (32'(h_wait.counter) >= NumCnt) chk = ErrBadField;
       end
       default: chk = ErrIllegalOp;
     endcase

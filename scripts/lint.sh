@@ -5,6 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail=0
+# The hardware contract package is generated (contract/tpu_contract.yaml, tools/gen_contract.cc);
+# make it here, into a temporary directory, so that lint needs no prior build.
+GEN=$(mktemp -d)
+trap 'rm -rf "$GEN"' EXIT
+"${CXX:-g++}" -std=c++17 -O1 -o "$GEN/gen_contract" tools/gen_contract.cc -lyaml-cpp
+"$GEN/gen_contract" contract/tpu_contract.yaml "$GEN"
 lint() {  # lint <name> <top> <verilator args and sources...>
   local name=$1 top=$2; shift 2
   if verilator --lint-only -Wall --assert rtl/lint.vlt --top-module "$top" "$@"; then
@@ -13,7 +19,7 @@ lint() {  # lint <name> <top> <verilator args and sources...>
     echo "[lint] $name: FAILED"; fail=1
   fi
 }
-PKG="rtl/tpu_pkg.sv"
+PKG="$GEN/tpu_contract_pkg.sv rtl/tpu_pkg.sv"
 MXU="$PKG rtl/tpu_mac_pkg.sv rtl/tpu_shift.sv rtl/tpu_mxu.sv rtl/tpu_mxu_top.sv"
 VPU="$PKG rtl/tpu_vpu_pkg.sv rtl/tpu_fma32.sv rtl/tpu_vpu_lane.sv rtl/tpu_vpu_tree.sv rtl/tpu_vpu.sv"
 HBM="rtl/tpu_hbm_pkg.sv rtl/tpu_fifo.sv rtl/tpu_hbm_cqueue.sv rtl/tpu_hbm_pick.sv \

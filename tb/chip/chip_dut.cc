@@ -1,6 +1,7 @@
 #include "chip_dut.h"
 
 #include "hbm_ports.h"
+#include "tpu_contract.h"
 #include "verilated_model.h"
 
 #include <cstring>
@@ -186,29 +187,25 @@ class ChipDutImpl final : public ChipDut {
 
 }  // namespace
 
-// Mirrors rtl/tpu_pkg.sv variant_cfg (HBM: 2 channels x 16 banks x 256 rows x 2 KiB = 16 MiB).
+// From the contract's variant table (contract/tpu_contract.yaml, which also generates the RTL's
+// variant_cfg). HBM capacity: channels x 16 banks x rows per bank x 2 KiB rows (tpu_hbm_pkg).
 ChipShape chip_shape(const std::string& variant) {
-  ChipShape s;
-  s.hbm_channels = 2;
-  s.hbm_bytes = 2ull * 16 * 256 * 2048;
-  s.wbanks = 4;
-  s.wrows = 2;
-  if (variant == "4x4") {
-    s.rows = s.cols = 4;
-    s.vmem_rows = 4096;
-    s.amem_rows = 2048;
-  } else if (variant == "8x8") {
-    s.rows = s.cols = 8;
-    s.vmem_rows = 2048;
-    s.amem_rows = 1024;
-  } else if (variant == "16x16") {
-    s.rows = s.cols = 16;
-    s.vmem_rows = 8192;
-    s.amem_rows = 4096;
-  } else {
-    throw std::invalid_argument("unknown chip variant '" + variant +
-                                "' (chip variants: 4x4, 8x8, 16x16)");
+  const ChipVariant* v = find_chip_variant(variant.c_str());
+  if (v == nullptr) {
+    std::string all;
+    for (const auto& k : kChipVariants) all += (all.empty() ? "" : ", ") + std::string(k.name);
+    throw std::invalid_argument("unknown chip variant '" + variant + "' (chip variants: " + all +
+                                ")");
   }
+  ChipShape s;
+  s.rows = v->mxu_rows;
+  s.cols = v->mxu_cols;
+  s.wbanks = v->mxu_wbanks;
+  s.wrows = v->mxu_wrows;
+  s.vmem_rows = v->vmem_rows;
+  s.amem_rows = v->amem_rows;
+  s.hbm_channels = v->hbm_channels;
+  s.hbm_bytes = uint64_t{v->hbm_channels} * 16 * v->hbm_rows_per_bank * 2048;
   return s;
 }
 

@@ -3,6 +3,7 @@
 
 #include "mxu_dut.h"
 #include "mxu_dut_impl.h"
+#include "tpu_contract.h"
 
 #ifdef TPU_HAVE_MXU_4X4
 #include "Vtpu_mxu_4x4.h"
@@ -20,11 +21,15 @@
 namespace tpu {
 
 namespace {
-// Weight banks and weight rows per beat: the same in every variant (rtl/tpu_pkg.sv mxu_wbanks,
-// mxu_wrows).
-constexpr unsigned kWBanks = 4, kWRows = 2;
-// Every variant the RTL defines (rtl/tpu_pkg.sv), built or not.
-const std::vector<std::string> kAllVariants = {"4x4", "8x8", "16x16", "128x128"};
+// Weight banks and weight rows per beat: the same in every variant (the contract's mxu_wbanks,
+// mxu_wrows, contract/tpu_contract.yaml; the unit test of the contract checks they agree).
+constexpr unsigned kWBanks = kChipVariants[0].mxu_wbanks, kWRows = kChipVariants[0].mxu_wrows;
+// Every variant the RTL defines (the contract's variant table), built or not.
+const std::vector<std::string> kAllVariants = [] {
+  std::vector<std::string> v;
+  for (const auto& k : kChipVariants) v.emplace_back(k.name);
+  return v;
+}();
 }  // namespace
 
 std::vector<std::string> built_mxu_variants() {

@@ -11,12 +11,21 @@
 #include "mxu_dut.h"
 #include "mxu_runner.h"
 #include "tpu/matmul.h"
+#include "tpu_contract.h"
 
 namespace tpu {
 namespace {
 
-constexpr unsigned kRows = 4, kCols = 4;
-constexpr unsigned kWBanks = 4, kWRows = 2;  // rtl/tpu_pkg.sv mxu_wbanks, mxu_wrows
+// The shape of VariantId 0, the variant this model is verilated with (tests/system/CMakeLists.txt),
+// from the contract's variant table (contract/tpu_contract.yaml).
+constexpr ChipVariant variant_of(unsigned id) {
+  for (const auto& v : kChipVariants)
+    if (v.id == id) return v;
+  return kChipVariants[0];
+}
+constexpr ChipVariant kVariant = variant_of(0);
+constexpr unsigned kRows = kVariant.mxu_rows, kCols = kVariant.mxu_cols;
+constexpr unsigned kWBanks = kVariant.mxu_wbanks, kWRows = kVariant.mxu_wrows;
 
 // MxuDut over the SystemC model: signals in, clock edges by sc_start.
 class MxuDutSc final : public MxuDut {
