@@ -118,7 +118,7 @@ module tpu_chip
   // ---------------------------------------------------------------------------------------------
   chip_cmd_t  head;
   // The head command through each opcode's packed struct (tpu_contract_pkg, generated from
-  // contract/tpu_contract.yaml): the units' ports take fields by name.
+  // configs/tpu_contract.yaml): the units' ports take fields by name.
   cmd_loadw_t    c_lw;
   cmd_matmul_t   c_mm;
   cmd_vpu_t      c_vpu;

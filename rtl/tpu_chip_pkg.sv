@@ -2,11 +2,11 @@
 //
 // A command is one 128-bit word pushed on the host port. Field meaning depends on the opcode;
 // docs/isa.md has the table. The contract itself is generated (tpu_contract_pkg below, and
-// tpu_contract.h for C++) from contract/tpu_contract.yaml, so both sides change together.
+// tpu_contract.h for C++) from configs/tpu_contract.yaml, so both sides change together.
 package tpu_chip_pkg;
 
   // The command word, the per-opcode structs, error codes, statistics and trace bits are the
-  // hardware contract, generated from contract/tpu_contract.yaml (tpu_contract_pkg); this package
+  // hardware contract, generated from configs/tpu_contract.yaml (tpu_contract_pkg); this package
   // passes them on, so `import tpu_chip_pkg::*` sees them, and adds the sequencer's own types.
   import tpu_contract_pkg::*;
   export tpu_contract_pkg::*;

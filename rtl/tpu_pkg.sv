@@ -2,7 +2,7 @@
 //
 // A chip variant fixes every compile-time parameter of the RTL (array size, lanes, memory sizes).
 // Verilated tops take a numeric `VariantId` (Verilator's -G cannot set an enum) and decode it
-// with variant_cfg. A variant's shape is written down once, in contract/tpu_contract.yaml, which
+// with variant_cfg. A variant's shape is written down once, in configs/tpu_contract.yaml, which
 // generates this side (tpu_contract_pkg), the C++ table (tpu_contract.h) and CMake's lists.
 package tpu_pkg;
 
@@ -19,7 +19,7 @@ package tpu_pkg;
   endfunction
 
   // The named chip variants (variant_e, chip_cfg_t, variant_cfg) are part of the hardware
-  // contract, generated from contract/tpu_contract.yaml into tpu_contract_pkg; passed on here so
+  // contract, generated from configs/tpu_contract.yaml into tpu_contract_pkg; passed on here so
   // `tpu_pkg::variant_cfg(...)` names them as before.
   import tpu_contract_pkg::*;
   export tpu_contract_pkg::*;

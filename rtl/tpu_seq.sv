@@ -166,7 +166,7 @@ module tpu_seq
   endfunction
 
   // The queue head seen through each opcode's packed struct (tpu_contract_pkg, generated from
-  // contract/tpu_contract.yaml): the checks below read fields by name, not by bit position.
+  // configs/tpu_contract.yaml): the checks below read fields by name, not by bit position.
   cmd_dma_t      h_dma;
   cmd_loadw_t    h_lw;
   cmd_matmul_t   h_mm;

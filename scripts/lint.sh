@@ -5,12 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail=0
-# The hardware contract package is generated (contract/tpu_contract.yaml, tools/gen_contract.cc);
+# The hardware contract package is generated (configs/tpu_contract.yaml, scripts/gen_contract.cc);
 # make it here, into a temporary directory, so that lint needs no prior build.
 GEN=$(mktemp -d)
 trap 'rm -rf "$GEN"' EXIT
-"${CXX:-g++}" -std=c++17 -O1 -o "$GEN/gen_contract" tools/gen_contract.cc -lyaml-cpp
-"$GEN/gen_contract" contract/tpu_contract.yaml "$GEN"
+"${CXX:-g++}" -std=c++17 -O1 -o "$GEN/gen_contract" scripts/gen_contract.cc -lyaml-cpp
+"$GEN/gen_contract" configs/tpu_contract.yaml "$GEN"
 lint() {  # lint <name> <top> <verilator args and sources...>
   local name=$1 top=$2; shift 2
   if verilator --lint-only -Wall --assert rtl/lint.vlt --top-module "$top" "$@"; then

@@ -1,6 +1,6 @@
 // The chip's hardware contract as C++ (docs/isa.md): the encoders the harness and the drivers
 // build commands with. The contract itself (ChipOp, ChipCmd and one struct per opcode, ChipErr,
-// ChipStat, the chip variants) is generated from contract/tpu_contract.yaml into tpu_contract.h,
+// ChipStat, the chip variants) is generated from configs/tpu_contract.yaml into tpu_contract.h,
 // as the RTL's tpu_contract_pkg.sv is; the encoders here only fill the per-opcode structs.
 #pragma once
 

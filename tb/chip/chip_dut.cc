@@ -187,7 +187,7 @@ class ChipDutImpl final : public ChipDut {
 
 }  // namespace
 
-// From the contract's variant table (contract/tpu_contract.yaml, which also generates the RTL's
+// From the contract's variant table (configs/tpu_contract.yaml, which also generates the RTL's
 // variant_cfg). HBM capacity: channels x 16 banks x rows per bank x 2 KiB rows (tpu_hbm_pkg).
 ChipShape chip_shape(const std::string& variant) {
   const ChipVariant* v = find_chip_variant(variant.c_str());

@@ -22,7 +22,7 @@ namespace tpu {
 
 namespace {
 // Weight banks and weight rows per beat: the same in every variant (the contract's mxu_wbanks,
-// mxu_wrows, contract/tpu_contract.yaml; the unit test of the contract checks they agree).
+// mxu_wrows, configs/tpu_contract.yaml; the unit test of the contract checks they agree).
 constexpr unsigned kWBanks = kChipVariants[0].mxu_wbanks, kWRows = kChipVariants[0].mxu_wrows;
 // Every variant the RTL defines (the contract's variant table), built or not.
 const std::vector<std::string> kAllVariants = [] {

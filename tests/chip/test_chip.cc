@@ -358,7 +358,7 @@ struct BadCase {
   unsigned err;
 };
 
-// Commands built from the generated per-opcode structs (contract/tpu_contract.yaml): each case
+// Commands built from the generated per-opcode structs (configs/tpu_contract.yaml): each case
 // puts one field out of range, so the chip's error says its sequencer read that field from the
 // bits the contract gives it (the RTL reads the same fields through the generated packed structs).
 struct StructCase {

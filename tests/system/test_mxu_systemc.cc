@@ -17,7 +17,7 @@ namespace tpu {
 namespace {
 
 // The shape of VariantId 0, the variant this model is verilated with (tests/system/CMakeLists.txt),
-// from the contract's variant table (contract/tpu_contract.yaml).
+// from the contract's variant table (configs/tpu_contract.yaml).
 constexpr ChipVariant variant_of(unsigned id) {
   for (const auto& v : kChipVariants)
     if (v.id == id) return v;
