@@ -393,6 +393,11 @@ int sc_main(int argc, char** argv) {
         throw UsageError(e.what());
       }
     }
+    if ((cmd == "allreduce" || cmd == "collective" || cmd == "pod" || cmd == "shard") &&
+        args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
+      std::cout << (cmd == "shard" ? kShardUsage : kPodUsage);
+      return kExitOk;
+    }
     if (cmd == "allreduce" || cmd == "collective" || cmd == "pod" || cmd == "shard") {
       try {
         if (cmd == "shard") return cmd_shard(args);

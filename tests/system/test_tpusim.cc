@@ -289,6 +289,15 @@ TEST(TpusimShard, ReportTraceAndGatheredY) {
     ASSERT_EQ(f32_bits(y[i]), f32_bits(want[i])) << "element " << i;
 }
 
+TEST(TpusimShard, HelpPrintsTheUsage) {
+  for (const char* cmd : {"shard --help", "pod -h", "allreduce --help"}) {
+    const CliRun r = tpusim(cmd);
+    EXPECT_EQ(r.code, 0) << cmd << ": " << r.out;
+    EXPECT_NE(r.out.find("usage: tpusim"), std::string::npos) << cmd << ": " << r.out;
+    EXPECT_EQ(r.out.find("error"), std::string::npos) << cmd << ": " << r.out;
+  }
+}
+
 TEST(TpusimShard, BadInputIsAClearErrorWithExitCode2) {
   struct Bad {
     const char* name;
