@@ -70,9 +70,11 @@ ShardedMatmul::ShardedMatmul(HostPort& host, ShardPlan plan, ShardedMatmulOption
     pieces_ = depth(pl.w_cols(0).size(), unit, 4, 4 * mi.shape.cols);
     pipe_ = pieces_ > 1 ? Pipe::kGatherW : Pipe::kNone;
   } else if (pl.pre.empty() && pl.post.size() == 1 &&
-             pl.post[0].kind == Collective::kReduceScatter && pl.post[0].dim == 0) {
-    pieces_ = depth(pl.mp / pk, 1, 2, pipe_rows);
-    pipe_ = pieces_ > 1 ? Pipe::kScatterY : Pipe::kNone;
+             ((pl.post[0].kind == Collective::kReduceScatter && pl.post[0].dim == 0) ||
+              pl.post[0].kind == Collective::kAllReduce)) {
+    const std::size_t parts = pl.post[0].kind == Collective::kAllReduce ? 1 : pk;
+    pieces_ = depth(pl.mm_rows(0).size() / parts, 1, 2, pipe_rows);
+    pipe_ = pieces_ > 1 ? Pipe::kReduceY : Pipe::kNone;
   }
   const std::size_t J = pieces_;
   std::size_t ncoll = pl.pre.size() + pl.post.size();
@@ -164,30 +166,32 @@ ShardedMatmul::ShardedMatmul(HostPort& host, ShardPlan plan, ShardedMatmulOption
       std::vector<CBlock> cb;
       HbmMatrix y;
       Range yr = R, yc = C;
-      if (pipe_ == Pipe::kScatterY) {
-        // Piece j holds, for every rank r, rows r * mp/pk + j * sub of the product: its
-        // reduce-scatter leaves rank r rows j * sub of its block of Y.
-        const std::size_t sub = R.size() / pk / J;
+      if (pipe_ == Pipe::kReduceY) {
+        // Reduce-scatter onto rows: piece j holds, for every rank r, rows r * mp/pk + j * sub
+        // of the product, and its reduce-scatter leaves rank r rows j * sub of its block of Y.
+        // All-reduce: piece j is rows j * sub of the product, reduced into rows j * sub of Y.
+        const bool rs = pl.post[0].kind == Collective::kReduceScatter;
+        const std::size_t parts = rs ? pk : 1, sub = R.size() / parts / J;
         for (std::size_t j = 0; j < J; ++j) {
           const HbmMatrix piece = d.alloc_matrix(R.size() / J, C.size(), Dtype::kF32);
-          for (std::size_t r = 0; r < pk; ++r)
+          for (std::size_t r = 0; r < parts; ++r)
             cb.push_back(CBlock{Placed{view(piece, r * sub, sub, 0, C.size()), R.lo, C.lo},
-                                R.lo + r * R.size() / pk + j * sub, j});
+                                R.lo + r * R.size() / parts + j * sub, j});
         }
-        y = d.alloc_matrix(R.size() / pk, C.size(), Dtype::kF32);
+        y = d.alloc_matrix(R.size() / parts, C.size(), Dtype::kF32);
         for (std::size_t j = 0; j < J; ++j) {
           Coll& k = coll_at(j);
-          const HbmMatrix& first = cb[j * pk].p.m;  // the piece's first sub-block
+          const HbmMatrix& first = cb[j * parts].p.m;  // the piece's first sub-block
           k.bufs.in[ci] = first.addr;
           k.bufs.out[ci] = y.addr + j * sub * y.pitch * 4;
-          k.spec.collective = Collective::kReduceScatter;
+          k.spec.collective = pl.post[0].kind;
           k.spec.dtype = DType::kF32;
           k.spec.n = R.size() / J * first.pitch;
           k.spec.group_dims = pl.post[0].dims;
           k.post = true;
           k.piece = j;
         }
-        yr = pl.block(pl.k_axis, pl.mp, c);
+        yr = rs ? pl.block(pl.k_axis, pl.mp, c) : R;
       } else if (pl.c_col_blocks) {
         const std::size_t nb = C.size() / pk;
         const HbmMatrix shape = d.alloc_matrix(R.size(), nb, Dtype::kF32);  // the first block
@@ -236,7 +240,7 @@ ShardedMatmul::ShardedMatmul(HostPort& host, ShardPlan plan, ShardedMatmulOption
       }
 
       // After the matmul (no pipeline): the K reduction, then a gather of Y's rows.
-      if (pipe_ != Pipe::kScatterY) {
+      if (pipe_ != Pipe::kReduceY) {
         const uint64_t c_addr = cb[0].p.m.addr;
         const std::size_t c_elems = cb.size() * R.size() * cb[0].p.m.pitch;
         for (std::size_t si = 0; si < pl.post.size(); ++si) {
@@ -389,7 +393,7 @@ std::vector<std::vector<ChipCmd>> ShardedMatmul::programs(
       if (j + 1 < J) steps.push_back({{false, j}, {true, j + 1}});
       else steps.push_back({{false, j}});
     }
-  } else if (pipe_ == Pipe::kScatterY) {
+  } else if (pipe_ == Pipe::kReduceY) {
     steps.push_back({{false, 0}});
     for (std::size_t j = 0; j < J; ++j) {
       if (j + 1 < J) steps.push_back({{true, j}, {false, j + 1}});

@@ -72,8 +72,9 @@ class ShardedMatmul {
   uint64_t load(const std::vector<bf16_t>& x, const std::vector<bf16_t>& w);
   // The per-chip programs, their phases and each command's phase, not run (load() not
   // needed). A fully sharded W is gathered in column pieces, each piece's gather overlapping the
-  // matmul of the piece before; a reduce-scatter onto Y's rows runs in row pieces, each
-  // overlapping the matmul of the next (merge_programs): `pieces` of them (1: no overlap).
+  // matmul of the piece before; an all-reduce, or a reduce-scatter onto Y's rows, runs in row
+  // pieces, each overlapping the matmul of the next (merge_programs): `pieces` of them (1: no
+  // overlap).
   // cmd_step: per chip, per command, the collective plan step it belongs to (-1: none).
   std::vector<std::vector<ChipCmd>> programs(std::vector<ShardPhase>* phases = nullptr,
                                              std::vector<std::vector<uint8_t>>* cmd_phase = nullptr,
@@ -120,7 +121,7 @@ class ShardedMatmul {
     uint64_t addr;
     std::vector<uint8_t> bytes;
   };
-  enum class Pipe { kNone, kGatherW, kScatterY };
+  enum class Pipe { kNone, kGatherW, kReduceY };
   std::vector<Image> images(const std::vector<bf16_t>& x, const std::vector<bf16_t>& w) const;
   HostPort& host_;
   ShardPlan plan_;

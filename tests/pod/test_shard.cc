@@ -31,7 +31,8 @@ std::vector<ShardCase> cases() {
   return {
       {"DataParallel", {2, 2}, "data=4", 64, 48, 40, "data,-", "-,-", "", true, true},
       {"TensorParallelColumns", {2, 2}, "model=4", 40, 48, 128, "-,-", "-,model", "", true, false},
-      {"RowsAllReduce", {2, 2}, "model=4", 40, 128, 48, "-,model", "model,-", "", true, true},
+      {"RowsAllReduce", {2, 2}, "model=4", 40, 128, 48, "-,model", "model,-", "", true, true, 2},
+      {"RowsAllReduceOnePiece", {2, 2}, "model=4", 24, 128, 48, "-,model", "model,-", ""},
       {"RowsReduceScatterRows", {2, 2}, "model=4", 128, 128, 48, "-,model", "model,-", "model,-",
        false, true, 2},
       {"RowsReduceScatterRowsOnePiece", {2, 2}, "model=4", 36, 128, 48, "-,model", "model,-",
