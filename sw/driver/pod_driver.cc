@@ -807,8 +807,13 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
       std::vector<Op> body = at(r, c).ops;
       for (Op& op : body)
         if (op.kind == Op::kSend && r >= kRegions) op.reads.push_back(token_range(r, op.peer));
+      // With three regions, round 0 (no store) also loads round 2, whose region is still
+      // fresh, and round 1 only stores: the engine does not run dry between rounds 0 and 1
+      // (docs/pod.md, "What limits them").
+      const bool ahead = nreg == kRegions;
       std::vector<Op> dma;
-      if (r + 1 < NR) add_all(dma, load(r + 1, c));
+      if (r + 1 < NR && !(ahead && r == 1)) add_all(dma, load(r + 1, c));
+      if (ahead && r == 0) add_all(dma, load(2, c));
       if (r >= 1) add_all(dma, store(r - 1, c));
       add(interleave_ops(body, dma));
       if (r + 1 < NR) add(widen_cmds(r + 1, c));
