@@ -66,6 +66,37 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The end of both matmul commands: golden verdict, host time and speed, the files written, the
+// JSON and the summary, the first mismatch; returns the exit code.
+int finish_matmul_report(Report& rep, std::map<std::string, std::string>& opt, double wall,
+                         uint64_t cycles, const MatmulShape& sh, const std::vector<uint32_t>& got,
+                         const std::vector<uint32_t>& want) {
+  std::size_t mismatches = 0;
+  long first_bad = -1;
+  for (std::size_t i = 0; i < want.size(); ++i)
+    if (got[i] != want[i]) {
+      if (first_bad < 0) first_bad = static_cast<long>(i);
+      ++mismatches;
+    }
+  const bool pass = mismatches == 0;
+  rep.set_golden(pass, want.size(), mismatches);
+  rep.metric("wall_seconds", wall, "s", "host time");
+  rep.metric("sim_cycles_per_second", wall > 0 ? static_cast<double>(cycles) / wall : 0.0,
+             "cycles/s", "simulated cycles per host second");
+  for (const char* k : {"--out", "--waves", "--trace"})
+    if (opt.count(k)) rep.field(k + 2, opt[k]);
+  if (opt.count("--json")) rep.write(opt["--json"]);
+  std::fputs(rep.summary().c_str(), stdout);
+  std::printf("  golden check: %s (%zu of %zu outputs differ)\n", pass ? "PASS" : "FAIL",
+              mismatches, want.size());
+  if (!pass && first_bad >= 0) {
+    const auto i = static_cast<std::size_t>(first_bad);
+    std::printf("  first mismatch at [%zu,%zu]: got %08x, golden %08x\n", i / sh.n, i % sh.n,
+                got[i], want[i]);
+  }
+  return pass ? kExitOk : kExitMismatch;
+}
+
 // The whole chip: data in HBM, DMA, sequencer, MXU and the VPU epilogue (sw/driver).
 int run_chip(const ChipConfig& cfg, const std::string& config_path, const MatmulShape& sh,
              const std::vector<bf16_t>& a, const std::vector<bf16_t>& w, const std::string& inputs,
@@ -125,14 +156,6 @@ int run_chip(const ChipConfig& cfg, const std::string& config_path, const Matmul
   if (topt.enabled)
     write_trace(opt["--trace"], drv->port().take_trace(), drv->port().info(), cfg.clock_ghz);
   const auto want = golden_chip_matmul(a, w, sh.m, sh.k, sh.n, mo);
-  std::size_t mismatches = 0;
-  long first_bad = -1;
-  for (std::size_t i = 0; i < want.size(); ++i)
-    if (r.c_bits[i] != want[i]) {
-      if (first_bad < 0) first_bad = static_cast<long>(i);
-      ++mismatches;
-    }
-  const bool pass = mismatches == 0;
   std::vector<float> c(r.c_bits.size());
   for (std::size_t i = 0; i < c.size(); ++i)
     c[i] = mo.out_bf16 ? bf16_to_f32(static_cast<bf16_t>(r.c_bits[i])) : f32_from_bits(r.c_bits[i]);
@@ -184,23 +207,7 @@ int run_chip(const ChipConfig& cfg, const std::string& config_path, const Matmul
               "cycles", "the HBM traffic at peak");
   roof.metric("bound_cycles", r.roofline_cycles, "cycles", "the larger of the two", true);
   roof.metric("achieved_fraction", frac, "fraction", "bound / cycles", true);
-  rep.set_golden(pass, want.size(), mismatches);
-  rep.metric("wall_seconds", wall, "s", "host time");
-  rep.metric("sim_cycles_per_second", wall > 0 ? static_cast<double>(cycles) / wall : 0.0,
-             "cycles/s", "simulated cycles per host second");
-  if (has("--out")) rep.field("out", opt["--out"]);
-  if (has("--waves")) rep.field("waves", opt["--waves"]);
-  if (has("--trace")) rep.field("trace", opt["--trace"]);
-  if (has("--json")) rep.write(opt["--json"]);
-  std::fputs(rep.summary().c_str(), stdout);
-  std::printf("  golden check: %s (%zu of %zu outputs differ)\n", pass ? "PASS" : "FAIL",
-              mismatches, want.size());
-  if (!pass) {
-    const auto i = static_cast<std::size_t>(first_bad);
-    std::printf("  first mismatch at [%zu,%zu]: got %08x, golden %08x\n", i / sh.n, i % sh.n,
-                r.c_bits[i], want[i]);
-  }
-  return pass ? kExitOk : kExitMismatch;
+  return finish_matmul_report(rep, opt, wall, cycles, sh, r.c_bits, want);
 }
 
 int cmd_matmul(const std::vector<std::string>& args) {
@@ -315,15 +322,6 @@ int cmd_matmul(const std::vector<std::string>& args) {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   const auto want = golden_matmul(a, w, sh.m, sh.k, sh.n);
-  std::size_t mismatches = 0;
-  long first_bad = -1;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    if (f32_bits(res.c[i]) != f32_bits(want[i])) {
-      if (first_bad < 0) first_bad = static_cast<long>(i);
-      ++mismatches;
-    }
-  }
-  const bool pass = mismatches == 0;
 
   if (has("--out")) write_npy_f32(opt["--out"], res.c, {sh.m, sh.n});
 
@@ -344,23 +342,10 @@ int cmd_matmul(const std::vector<std::string>& args) {
   rep.metric("useful_macs", st.macs_useful, "", "M x K x N");
   rep.metric("activation_beats", st.a_beats, "", "activation rows into the array");
   rep.metric("weight_beats", st.w_beats, "", "weight rows into the array");
-  rep.set_golden(pass, want.size(), mismatches);
-  rep.metric("wall_seconds", wall, "s", "host time");
-  rep.metric("sim_cycles_per_second", wall > 0 ? static_cast<double>(st.cycles) / wall : 0.0,
-             "cycles/s", "simulated cycles per host second");
-  if (has("--out")) rep.field("out", opt["--out"]);
-  if (has("--waves")) rep.field("waves", opt["--waves"]);
-  if (has("--trace")) rep.field("trace", opt["--trace"]);
-  if (has("--json")) rep.write(opt["--json"]);
-  std::fputs(rep.summary().c_str(), stdout);
-  std::printf("  golden check: %s (%zu of %zu outputs differ)\n", pass ? "PASS" : "FAIL",
-              mismatches, want.size());
-  if (!pass) {
-    const auto i = static_cast<std::size_t>(first_bad);
-    std::printf("  first mismatch at [%zu,%zu]: got %08x, golden %08x\n", i / sh.n, i % sh.n,
-                f32_bits(res.c[i]), f32_bits(want[i]));
-  }
-  return pass ? kExitOk : kExitMismatch;
+  std::vector<uint32_t> got(res.c.size()), want_bits(want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) got[i] = f32_bits(res.c[i]);
+  for (std::size_t i = 0; i < want_bits.size(); ++i) want_bits[i] = f32_bits(want[i]);
+  return finish_matmul_report(rep, opt, wall, st.cycles, sh, got, want_bits);
 }
 
 }  // namespace
