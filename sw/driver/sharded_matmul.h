@@ -79,7 +79,6 @@ class ShardedMatmul {
   std::vector<std::vector<ChipCmd>> programs(std::vector<ShardPhase>* phases = nullptr,
                                              std::vector<std::vector<uint8_t>>* cmd_phase = nullptr,
                                              std::vector<std::vector<int>>* cmd_step = nullptr);
-  std::size_t pieces() const { return pieces_; }
   // Runs the programs: every chip at once, until every chip is idle.
   ShardedRun run();
   // Each chip's Y block (f32 bits, rows x cols of its ShardBlock), read from HBM; adds the

@@ -13,7 +13,6 @@
 #include "pod_cli.h"
 #include "shard_plan.h"
 #include "sharded_matmul.h"
-#include "tpu/perf.h"
 #include "trace.h"
 
 namespace tpu {
