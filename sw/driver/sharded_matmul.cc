@@ -551,15 +551,15 @@ std::vector<std::vector<uint32_t>> ShardedMatmul::golden(const std::vector<bf16_
   };
   auto run_coll = [&](const Coll& k, const std::vector<CollectiveRound>& rounds) {
     const std::size_t esz = k.spec.dtype == DType::kBf16 ? 2 : 4;
-    const CollectivePlan whole = make_plan(p.topo, [&] {
-      CollectiveSpec s = k.spec;
-      s.granule = 1;
-      return s;
-    }());
+    // Every buffer here divides evenly: a gather's input is its rank's 1/p, the others' all n.
+    const std::size_t in_len =
+        k.spec.collective == Collective::kAllGather
+            ? k.spec.n / static_cast<std::size_t>(group_size(p.topo, k.spec.group_dims))
+            : k.spec.n;
     std::vector<std::vector<uint32_t>> in(static_cast<std::size_t>(P_));
     for (int c = 0; c < P_; ++c) {
       const std::size_t ci = static_cast<std::size_t>(c);
-      for (std::size_t i = 0; i < whole.input_len(c); ++i)
+      for (std::size_t i = 0; i < in_len; ++i)
         in[ci].push_back(elem(mem[ci], k.bufs.in[ci] + i * esz, esz));
     }
     const auto res = golden_collective(rounds, in);
