@@ -719,16 +719,8 @@ std::vector<ChipCmd> ChipDriver::plan_epilogue(const HbmMatrix& y, const HbmMatr
 std::vector<uint32_t> golden_chip_matmul(const std::vector<bf16_t>& a, const std::vector<bf16_t>& w,
                                          std::size_t m, std::size_t k, std::size_t n,
                                          const MatmulOptions& opt) {
-  const std::vector<float> c = golden_matmul(a, w, m, k, n);
-  std::vector<uint32_t> out(m * n);
-  for (std::size_t i = 0; i < m; ++i)
-    for (std::size_t j = 0; j < n; ++j) {
-      float v = c[i * n + j];
-      if (opt.bias) v = f32_add(v, (*opt.bias)[j]);
-      if (opt.relu) v = f32_relu(v);
-      out[i * n + j] = opt.out_bf16 ? f32_to_bf16(v) : f32_bits(canonicalize(v));
-    }
-  return out;
+  return golden_matmul_epilogue(golden_matmul(a, w, m, k, n), m, n, opt.bias, opt.relu,
+                                opt.out_bf16);
 }
 
 }  // namespace tpu

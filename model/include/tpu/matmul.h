@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "tpu/bf16.h"
@@ -14,5 +15,15 @@ namespace tpu {
 std::vector<float> golden_matmul(const std::vector<bf16_t>& a, const std::vector<bf16_t>& w,
                                  std::size_t m, std::size_t k, std::size_t n,
                                  const std::vector<float>* acc_init = nullptr);
+
+// The chip matmul's VPU epilogue on an M x N f32 product: + bias[j] (f32_add, when given), then
+// ReLU (f32_relu), then the output format: bf16 bits (f32_to_bf16) or f32 bits (NaN canonical).
+std::vector<uint32_t> golden_matmul_epilogue(const std::vector<float>& c, std::size_t m,
+                                             std::size_t n, const std::vector<float>* bias,
+                                             bool relu, bool out_bf16);
+
+// TEMP (replaced by the transposed-LOADW branch): src rows x cols -> cols x rows, -0 -> +0.
+std::vector<bf16_t> golden_transpose(const std::vector<bf16_t>& src, std::size_t rows,
+                                     std::size_t cols);
 
 }  // namespace tpu
