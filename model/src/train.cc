@@ -207,7 +207,7 @@ MlpStepResult MlpGolden::step(const MlpData& data, const GradAllReduce& all_redu
     for (std::size_t l = L; l-- > 0;) {
       const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
       // [A^T; 1] (in + 1) x B: the transpose through the MXU, then a row of ones (the bias).
-      std::vector<bf16_t> at = golden_transpose(act[l], B, in);
+      std::vector<bf16_t> at = golden_transpose(act[l], B, in, spec_.lanes);
       at.resize((in + 1) * B, f32_to_bf16(1.0f));
       const std::vector<float> g = golden_matmul(at, dy, in + 1, B, out);
       grads[l][c] = golden_matmul_epilogue(g, in + 1, out, nullptr, false, false);

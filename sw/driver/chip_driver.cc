@@ -716,6 +716,18 @@ std::vector<ChipCmd> ChipDriver::plan_epilogue(const HbmMatrix& y, const HbmMatr
   return prog;
 }
 
+HbmMatrix hbm_view(const HbmMatrix& m, std::size_t r0, std::size_t rows, std::size_t c0,
+                   std::size_t cols) {
+  if (r0 + rows > m.rows || c0 + cols > m.cols)
+    throw std::logic_error("hbm_view: rows or columns outside the matrix");
+  HbmMatrix v = m;
+  v.addr = m.addr + (static_cast<uint64_t>(r0) * m.pitch + c0) * m.esize();
+  if (v.addr % kBurst != 0) throw std::logic_error("hbm_view: not 64-byte aligned");
+  v.rows = rows;
+  v.cols = cols;
+  return v;
+}
+
 std::vector<uint32_t> golden_chip_matmul(const std::vector<bf16_t>& a, const std::vector<bf16_t>& w,
                                          std::size_t m, std::size_t k, std::size_t n,
                                          const MatmulOptions& opt) {

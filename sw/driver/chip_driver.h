@@ -41,6 +41,11 @@ struct HbmMatrix {
   uint64_t bytes() const { return static_cast<uint64_t>(rows) * pitch * esize(); }
 };
 
+// Rows [r0, r0 + rows) and columns [c0, c0 + cols) of m, as a matrix of its own (same pitch);
+// std::logic_error if it leaves m or does not start on a 64-byte burst.
+HbmMatrix hbm_view(const HbmMatrix& m, std::size_t r0, std::size_t rows, std::size_t c0,
+                   std::size_t cols);
+
 // Epilogue of the HBM-resident matmul; the output type is the type of C.
 struct MatmulEpilogue {
   const HbmMatrix* bias = nullptr;  // 1 x N f32, added to every row (VPU), or none

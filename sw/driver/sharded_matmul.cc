@@ -16,19 +16,6 @@ namespace {
 
 constexpr uint64_t kBurst = 64;
 
-// rows [r0, r0 + rows) and columns [c0, c0 + cols) of m, as a matrix of its own.
-HbmMatrix view(const HbmMatrix& m, std::size_t r0, std::size_t rows, std::size_t c0,
-               std::size_t cols) {
-  if (r0 + rows > m.rows || c0 + cols > m.cols)
-    throw std::logic_error("sharded matmul: a view outside its matrix");
-  HbmMatrix v = m;
-  v.addr = m.addr + (static_cast<uint64_t>(r0) * m.pitch + c0) * m.esize();
-  if (v.addr % kBurst != 0) throw std::logic_error("sharded matmul: a view not 64-byte aligned");
-  v.rows = rows;
-  v.cols = cols;
-  return v;
-}
-
 // A matrix lying in a padded tensor: its first row and column there.
 struct Placed {
   HbmMatrix m;
@@ -175,7 +162,7 @@ ShardedMatmul::ShardedMatmul(HostPort& host, ShardPlan plan, ShardedMatmulOption
         for (std::size_t j = 0; j < J; ++j) {
           const HbmMatrix piece = d.alloc_matrix(R.size() / J, C.size(), Dtype::kF32);
           for (std::size_t r = 0; r < parts; ++r)
-            cb.push_back(CBlock{Placed{view(piece, r * sub, sub, 0, C.size()), R.lo, C.lo},
+            cb.push_back(CBlock{Placed{hbm_view(piece, r * sub, sub, 0, C.size()), R.lo, C.lo},
                                 R.lo + r * R.size() / parts + j * sub, j});
         }
         y = d.alloc_matrix(R.size() / parts, C.size(), Dtype::kF32);
@@ -227,11 +214,11 @@ ShardedMatmul::ShardedMatmul(HostPort& host, ShardPlan plan, ShardedMatmulOption
           if (K.lo < W.row_lo || K.hi > W.row_lo + W.m.rows)
             throw std::logic_error("sharded matmul: the product's K range is not in W");
           Job j;
-          j.a = view(xs_[ci], blk.row_lo - xr.lo, blk.p.m.rows, K.lo - xc.lo, K.size());
-          j.w = view(W.m, K.lo - W.row_lo, K.size(), a - W.col_lo, b - a);
-          j.c = view(blk.p.m, 0, blk.p.m.rows, a - blk.p.col_lo, b - a);
+          j.a = hbm_view(xs_[ci], blk.row_lo - xr.lo, blk.p.m.rows, K.lo - xc.lo, K.size());
+          j.w = hbm_view(W.m, K.lo - W.row_lo, K.size(), a - W.col_lo, b - a);
+          j.c = hbm_view(blk.p.m, 0, blk.p.m.rows, a - blk.p.col_lo, b - a);
           if (has_bias) {
-            j.bias = view(bias_[ci], 0, 1, a, b - a);
+            j.bias = hbm_view(bias_[ci], 0, 1, a, b - a);
             j.has_bias = true;
           }
           j.piece = pipe_ == Pipe::kGatherW ? wi : blk.piece;
@@ -438,7 +425,7 @@ std::vector<std::vector<ChipCmd>> ShardedMatmul::programs(
     if (epi) {
       const ShardBlock& b = y_[ci];
       const HbmMatrix bv = opt_.bias.empty() ? HbmMatrix{} :
-                           view(bias_[ci], 0, 1, b.cols.lo, b.cols.size());
+                           hbm_view(bias_[ci], 0, 1, b.cols.lo, b.cols.size());
       const auto e = d.plan_epilogue(b.m, opt_.bias.empty() ? nullptr : &bv, opt_.relu);
       steps_tail[ci] = e;
     }

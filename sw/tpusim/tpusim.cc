@@ -23,6 +23,7 @@
 #include "json.h"
 #include "pod_cmd.h"
 #include "shard_cmd.h"
+#include "train_cmd.h"
 #include "pod.h"
 #include "profile.h"
 #include "report.h"
@@ -364,7 +365,7 @@ int main(int argc, char** argv) {
 int sc_main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::cout << kUsage << kTrafficUsage << kPodUsage << kShardUsage;
+    std::cout << kUsage << kTrafficUsage << kPodUsage << kShardUsage << kTrainUsage;
     return args.empty() ? kExitUsage : kExitOk;
   }
   const std::string cmd = args[0];
@@ -378,14 +379,16 @@ int sc_main(int argc, char** argv) {
         throw UsageError(e.what());
       }
     }
-    if ((cmd == "allreduce" || cmd == "collective" || cmd == "pod" || cmd == "shard") &&
-        args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
-      std::cout << (cmd == "shard" ? kShardUsage : kPodUsage);
+    const bool pod_cmd = cmd == "allreduce" || cmd == "collective" || cmd == "pod" ||
+                         cmd == "shard" || cmd == "train";
+    if (pod_cmd && args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
+      std::cout << (cmd == "shard" ? kShardUsage : cmd == "train" ? kTrainUsage : kPodUsage);
       return kExitOk;
     }
-    if (cmd == "allreduce" || cmd == "collective" || cmd == "pod" || cmd == "shard") {
+    if (pod_cmd) {
       try {
         if (cmd == "shard") return cmd_shard(args);
+        if (cmd == "train") return cmd_train(args);
         if (cmd == "allreduce") return cmd_allreduce(args);
         if (cmd == "collective") return cmd_collective(args);
         return cmd_pod(args);
@@ -394,7 +397,7 @@ int sc_main(int argc, char** argv) {
       }
     }
     std::cerr << "tpusim: unknown command '" << cmd
-              << "' (commands: matmul, traffic, allreduce, collective, pod, shard)\n"
+              << "' (commands: matmul, traffic, allreduce, collective, pod, shard, train)\n"
               << kUsage << kTrafficUsage << kPodUsage;
     return kExitUsage;
   } catch (const UsageError& e) {

@@ -1,0 +1,528 @@
+#include "train_step.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+
+#include "vpu_map.h"
+
+namespace tpu {
+
+namespace {
+
+constexpr uint64_t kBurst = 64;
+
+// Constant rows of the step (MlpConsts), in the `consts` matrix.
+enum ConstRow : std::size_t { kScaleRow = 0, kNegLrRow = 1, kBigRow = 2, kOneRow = 3, kConstRows = 4 };
+
+std::vector<ChipCmd> without_halt(const std::vector<ChipCmd>& prog) {
+  std::vector<ChipCmd> out;
+  for (const ChipCmd& c : prog)
+    if ((c.w[0] & 0xFu) != static_cast<uint32_t>(ChipOp::kHalt)) out.push_back(c);
+  return out;
+}
+
+// A part of the step's program: one phase's commands.
+struct Part {
+  uint16_t phase = 0;
+  std::vector<ChipCmd> cmds;
+};
+
+}  // namespace
+
+struct DataParallelTrainer::Impl {
+  struct Layer {
+    HbmMatrix w;    // (in + 1) x out f32: W, then b in row `in`
+    HbmMatrix wb;   // (in + 1) x out bf16: W rounded (row `in` unused)
+    HbmMatrix at;   // (in + 1) x B bf16: A^T, then a row of ones
+    HbmMatrix g;    // (in + 1) x out f32: this chip's gradient (dW, then db)
+    HbmMatrix gs;   // (in + 1) x out f32: summed over the chips (g itself on one chip)
+    HbmMatrix out;  // B x out: the layer's output (bf16; f32 for the last)
+    HbmMatrix dy;   // B x out bf16: the loss's gradient with respect to `out`
+    HbmMatrix da;   // B x in f32: dY W^T before the ReLU mask (layers > 0)
+    std::vector<std::pair<std::size_t, std::size_t>> pieces;  // row ranges of g all-reduced apart
+  };
+  struct Coll {
+    std::size_t layer = 0;
+    std::size_t r0 = 0, r1 = 0;  // rows of g
+    std::vector<CollectiveRound> rounds;
+  };
+  std::vector<std::unique_ptr<ChipDriver>> drv;
+  HbmMatrix x, t, consts, loss;
+  std::vector<Layer> layers;
+  std::vector<Coll> colls;
+  std::vector<TrainPhase> phases;
+  std::vector<std::vector<ChipCmd>> progs;
+  std::vector<std::vector<uint16_t>> cmd_phase;
+  uint32_t vmem_compute = 0;
+};
+
+DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOptions opt)
+    : host_(host), spec_(std::move(spec)), opt_(opt), impl_(std::make_unique<Impl>()) {
+  const MachineInfo& mi = host_.info();
+  const int P = mi.num_chips();
+  const ChipShape& s = mi.shape;
+  if (spec_.chips == 0) spec_.chips = P;
+  if (spec_.lanes == 0) spec_.lanes = s.cols;
+  if (spec_.chips != P)
+    throw std::invalid_argument("train: the spec has " + std::to_string(spec_.chips) +
+                                " chips, the machine " + std::to_string(P));
+  if (spec_.lanes != s.cols)
+    throw std::invalid_argument("train: the spec's lanes must be the chip's (" +
+                                std::to_string(s.cols) + ")");
+  if (opt_.grad_pieces == 0) throw std::invalid_argument("train: grad_pieces must be >= 1");
+  if (spec_.loss_chunk == 0) spec_.loss_chunk = 1;  // set from the plan below
+  spec_.validate();
+  if (spec_.batch > 0xFFFF) throw std::invalid_argument("train: batch per chip above 65535");
+  Impl& m = *impl_;
+  const std::size_t L = spec_.layers(), B = spec_.batch, lanes = s.cols;
+  m.vmem_compute = P > 1 ? s.vmem_rows / 2 : s.vmem_rows;
+
+  // The same layout on every chip (every allocator runs the same sequence).
+  for (int c = 0; c < P; ++c) m.drv.push_back(std::make_unique<ChipDriver>(host_, c));
+  for (int c = 0; c < P; ++c) {
+    ChipDriver& d = *m.drv[static_cast<std::size_t>(c)];
+    const HbmMatrix consts = d.alloc_matrix(kConstRows, lanes, Dtype::kF32);
+    const HbmMatrix loss = d.alloc_matrix(std::max<std::size_t>(1, kBurst / (4 * lanes)), lanes,
+                                          Dtype::kF32);
+    const HbmMatrix x = d.alloc_matrix(B, spec_.widths.front(), Dtype::kBf16);
+    const HbmMatrix t = d.alloc_matrix(B, spec_.widths.back(), Dtype::kF32);
+    std::vector<Impl::Layer> layers(L);
+    for (std::size_t l = 0; l < L; ++l) {
+      const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
+      Impl::Layer& y = layers[l];
+      y.w = d.alloc_matrix(in + 1, out, Dtype::kF32);
+      y.wb = d.alloc_matrix(in + 1, out, Dtype::kBf16);
+      y.at = d.alloc_matrix(in + 1, B, Dtype::kBf16);
+      y.g = d.alloc_matrix(in + 1, out, Dtype::kF32);
+      y.gs = P > 1 ? d.alloc_matrix(in + 1, out, Dtype::kF32) : y.g;
+      y.out = d.alloc_matrix(B, out, l + 1 < L ? Dtype::kBf16 : Dtype::kF32);
+      y.dy = d.alloc_matrix(B, out, Dtype::kBf16);
+      if (l > 0) y.da = d.alloc_matrix(B, in, Dtype::kF32);
+      const std::size_t n = (l == 0 && P > 1) ? std::min(opt_.grad_pieces, in + 1) : 1;
+      for (std::size_t k = 0; k < n; ++k) y.pieces.push_back({(in + 1) * k / n, (in + 1) * (k + 1) / n});
+    }
+    if (c == 0) {
+      m.consts = consts;
+      m.loss = loss;
+      m.x = x;
+      m.t = t;
+      m.layers = layers;
+    }
+  }
+  hbm_used_ = m.drv[0]->allocated();
+  if (hbm_used_ > s.hbm_bytes)
+    throw std::invalid_argument("train: the step needs " + std::to_string(hbm_used_) +
+                                " bytes of HBM per chip, a chip has " +
+                                std::to_string(s.hbm_bytes));
+
+  // Phases and compute parts, per chip.
+  auto phase = [&](const std::string& name, bool coll = false, uint64_t bytes = 0) {
+    m.phases.push_back(TrainPhase{name, coll, bytes});
+    return static_cast<uint16_t>(m.phases.size() - 1);
+  };
+  // The collectives: one per piece of every layer's gradient, last layer first (the order they
+  // become ready in). Three VMEM regions and counter sets in rotation: a chip starts collective
+  // i + 3 only after collective i + 2 finished everywhere it depends on, and with it i.
+  PodDriver pd(host_);
+  std::vector<PodProgram> cp;
+  std::vector<uint16_t> coll_phase;
+  if (P > 1) {
+    const uint32_t share = (s.vmem_rows - m.vmem_compute) / 3;
+    for (std::size_t l = L; l-- > 0;) {
+      const Impl::Layer& y = m.layers[l];
+      const std::size_t out = spec_.widths[l + 1];
+      for (std::size_t k = 0; k < y.pieces.size(); ++k) {
+        const auto [r0, r1] = y.pieces[k];
+        CollectiveSpec cs;
+        cs.collective = Collective::kAllReduce;
+        cs.dtype = DType::kF32;
+        cs.n = (r1 - r0) * out;
+        cs.algorithm = mi.topo.active_dims().size() >= 2 ? "torus" : "biring";
+        CollectiveBuffers bufs;
+        bufs.in.assign(static_cast<std::size_t>(P), hbm_view(y.g, r0, r1 - r0, 0, out).addr);
+        bufs.out.assign(static_cast<std::size_t>(P), hbm_view(y.gs, r0, r1 - r0, 0, out).addr);
+        PodCollectiveOptions o;
+        const std::size_t slot = cp.size() % 3;
+        o.vmem_base = m.vmem_compute + static_cast<uint32_t>(slot) * share;
+        o.vmem_rows = share;
+        o.counter_count = kIciCounters / 3;
+        o.counter_base = static_cast<uint32_t>(slot) * o.counter_count;
+        cp.push_back(pd.compile(cs, bufs, o));
+        m.colls.push_back(Impl::Coll{l, r0, r1, cp.back().rounds});
+        coll_phase.push_back(phase("all_reduce dW" + std::to_string(l) +
+                                       (y.pieces.size() > 1 ? " piece " + std::to_string(k) : ""),
+                                   true, static_cast<uint64_t>(cs.n) * 4));
+      }
+    }
+  }
+
+  // Compute phases (their ids are the same on every chip).
+  std::vector<uint16_t> ph_fwd(L), ph_tr(L), ph_da(L), ph_mask(L), ph_sgd(L);
+  std::vector<std::vector<uint16_t>> ph_gw(L);
+  for (std::size_t l = 0; l < L; ++l) ph_fwd[l] = phase("forward " + std::to_string(l));
+  const uint16_t ph_loss = phase("loss");
+  for (std::size_t l = L; l-- > 0;) {
+    ph_tr[l] = phase("transpose A" + std::to_string(l));
+    for (std::size_t k = 0; k < m.layers[l].pieces.size(); ++k)
+      ph_gw[l].push_back(phase("dW" + std::to_string(l) +
+                               (m.layers[l].pieces.size() > 1 ? " piece " + std::to_string(k) : "")));
+    if (l > 0) {
+      ph_da[l] = phase("dA" + std::to_string(l));
+      ph_mask[l] = phase("relu mask " + std::to_string(l));
+    }
+  }
+  for (std::size_t l = L; l-- > 0;) ph_sgd[l] = phase("sgd " + std::to_string(l));
+
+  m.progs.assign(static_cast<std::size_t>(P), {});
+  m.cmd_phase.assign(static_cast<std::size_t>(P), {});
+  std::size_t loss_chunk = 0;
+  for (int c = 0; c < P; ++c) {
+    const std::size_t ci = static_cast<std::size_t>(c);
+    ChipDriver& d = *m.drv[ci];
+    d.vmem_rows_limit = m.vmem_compute;
+    auto map_plan = [&](const VpuMap& vm) {
+      return plan_vpu_map(vm, s, 0, m.vmem_compute);
+    };
+    auto act = [&](std::size_t l) { return l == 0 ? m.x : m.layers[l - 1].out; };
+    // Compute units in order; `grad` marks the units after which a gradient piece is ready.
+    std::vector<Part> units;
+    std::vector<bool> grad;
+    auto unit = [&](uint16_t ph, std::vector<ChipCmd> cmds, bool g = false) {
+      units.push_back(Part{ph, std::move(cmds)});
+      grad.push_back(g);
+    };
+    for (std::size_t l = 0; l < L; ++l) {
+      const Impl::Layer& y = m.layers[l];
+      const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
+      const HbmMatrix bias = hbm_view(y.w, in, 1, 0, out);
+      MatmulEpilogue ep;
+      ep.bias = &bias;
+      ep.relu = l + 1 < L;
+      unit(ph_fwd[l], without_halt(d.plan_matmul(y.out, act(l), hbm_view(y.wb, 0, in, 0, out), ep)
+                                       .program));
+    }
+    {  // loss: D = P - T, sum of D^2, dY = bf16(D x scale)
+      VpuMap vm;
+      vm.rows = B;
+      vm.cols = spec_.widths.back();
+      vm.in = {m.layers[L - 1].out, m.t};
+      vm.consts = m.consts;
+      vm.const_rows = {kScaleRow};
+      vm.ops = {{VpuOp::kSub, 0, 1, false}, {VpuOp::kMul, 3, 3, false}, {VpuOp::kMul, 3, 2, true}};
+      vm.out = {{5, m.layers[L - 1].dy}};
+      vm.sum = 4;
+      vm.sum_out = m.loss;
+      VpuMapPlan mp = map_plan(vm);
+      if (c == 0) loss_chunk = mp.chunk;
+      unit(ph_loss, std::move(mp.prog));
+    }
+    for (std::size_t l = L; l-- > 0;) {
+      const Impl::Layer& y = m.layers[l];
+      const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
+      unit(ph_tr[l], d.plan_transpose(hbm_view(y.at, 0, in, 0, B), act(l)));
+      for (std::size_t k = 0; k < y.pieces.size(); ++k) {
+        const auto [r0, r1] = y.pieces[k];
+        unit(ph_gw[l][k],
+             without_halt(d.plan_matmul(hbm_view(y.g, r0, r1 - r0, 0, out),
+                                        hbm_view(y.at, r0, r1 - r0, 0, B), y.dy).program),
+             P > 1);
+      }
+      if (l == 0) break;
+      // dA = dY W^T: W's tiles loaded transposed.
+      unit(ph_da[l], without_halt(d.plan_matmul(y.da, y.dy, hbm_view(y.wb, 0, in, 0, out), {},
+                                                true).program));
+      VpuMap vm;  // dY(l-1) = bf16(dA x min(H x 2^127 x 2^127, 1)): the ReLU's derivative
+      vm.rows = B;
+      vm.cols = in;
+      vm.in = {y.da, m.layers[l - 1].out};
+      vm.consts = m.consts;
+      vm.const_rows = {kBigRow, kOneRow};
+      vm.ops = {{VpuOp::kMul, 1, 2, false}, {VpuOp::kMul, 4, 2, false},
+                {VpuOp::kMin, 5, 3, false}, {VpuOp::kMul, 0, 6, true}};
+      vm.out = {{7, m.layers[l - 1].dy}};
+      unit(ph_mask[l], map_plan(vm).prog);
+    }
+    auto sgd = [&](std::size_t l) {  // w = w + g x (-lr); wb = bf16(w)
+      const Impl::Layer& y = m.layers[l];
+      VpuMap vm;
+      vm.rows = spec_.widths[l] + 1;
+      vm.cols = spec_.widths[l + 1];
+      vm.in = {y.gs, y.w};
+      vm.consts = m.consts;
+      vm.const_rows = {kNegLrRow};
+      vm.ops = {{VpuOp::kMul, 0, 2, false}, {VpuOp::kAdd, 1, 3, false},
+                {VpuOp::kCvtF32Bf16, 4, -1, true}};
+      vm.out = {{4, y.w}, {5, y.wb}};
+      return Part{ph_sgd[l], map_plan(vm).prog};
+    };
+
+    // The stream: the compute units cut after each gradient piece; the all-reduce of a piece
+    // merged with the units up to the next piece; the last one with the SGD of the layers whose
+    // gradients are complete, then the rest of the SGD.
+    auto& prog = m.progs[ci];
+    auto& tags = m.cmd_phase[ci];
+    auto emit = [&](const Part* coll, const std::vector<Part>& comp) {
+      std::vector<ChipCmd> b;
+      std::vector<uint16_t> tb;
+      for (const Part& p : comp) {
+        b.insert(b.end(), p.cmds.begin(), p.cmds.end());
+        tb.insert(tb.end(), p.cmds.size(), p.phase);
+      }
+      const std::size_t na = coll ? coll->cmds.size() : 0;
+      std::size_t i = 0, j = 0;
+      for (bool from_a : merge_order(na, b.size())) {
+        prog.push_back(from_a ? coll->cmds[i] : b[j]);
+        tags.push_back(from_a ? coll->phase : tb[j]);
+        if (from_a) ++i; else ++j;
+      }
+    };
+    std::size_t next_coll = 0;
+    std::vector<Part> seg;
+    for (std::size_t u = 0; u < units.size(); ++u) {
+      seg.push_back(std::move(units[u]));
+      if (!grad[u] && u + 1 < units.size()) continue;
+      if (next_coll == 0) {
+        emit(nullptr, seg);
+      } else {
+        const Part coll{coll_phase[next_coll - 1], cp[next_coll - 1].progs[ci]};
+        emit(&coll, seg);
+      }
+      seg.clear();
+      if (grad[u]) ++next_coll;
+    }
+    std::vector<Part> tail;
+    if (next_coll > 0) {
+      for (std::size_t l = L; l-- > 1;) tail.push_back(sgd(l));
+      const Part coll{coll_phase[next_coll - 1], cp[next_coll - 1].progs[ci]};
+      emit(&coll, tail);
+      emit(nullptr, {sgd(0)});
+    } else {
+      for (std::size_t l = L; l-- > 0;) tail.push_back(sgd(l));
+      emit(nullptr, tail);
+    }
+  }
+  spec_.loss_chunk = loss_chunk;
+}
+
+DataParallelTrainer::~DataParallelTrainer() = default;
+
+uint64_t DataParallelTrainer::step_macs_per_chip() const {
+  uint64_t macs = 0;
+  for (std::size_t l = 0; l < spec_.layers(); ++l) {
+    const uint64_t io = static_cast<uint64_t>(spec_.widths[l]) * spec_.widths[l + 1] * spec_.batch;
+    macs += (l > 0 ? 3 : 2) * io;
+  }
+  return macs;
+}
+
+namespace {
+
+struct Image {
+  int chip;
+  uint64_t addr;
+  std::vector<uint8_t> bytes;
+};
+
+uint64_t put(HostPort& host, std::vector<Image>& img, bool backdoor) {
+  if (backdoor) {
+    for (const Image& i : img) host.backdoor_write(i.chip, i.addr, i.bytes.data(), i.bytes.size());
+    return 0;
+  }
+  std::vector<HostCopy> ops;
+  for (Image& i : img) ops.push_back(HostCopy{i.chip, true, i.addr, i.bytes.data(), i.bytes.size()});
+  return host.copy(ops);
+}
+
+}  // namespace
+
+uint64_t DataParallelTrainer::load_data(const MlpData& data) {
+  const Impl& m = *impl_;
+  const std::size_t B = spec_.batch, din = spec_.widths.front(), dout = spec_.widths.back();
+  if (data.x.size() != spec_.global_batch() * din || data.t.size() != spec_.global_batch() * dout)
+    throw std::invalid_argument("train: the batch must be " + std::to_string(spec_.global_batch()) +
+                                " examples of " + std::to_string(din) + " inputs and " +
+                                std::to_string(dout) + " targets");
+  std::vector<Image> img;
+  for (int c = 0; c < spec_.chips; ++c) {
+    const ChipDriver& d = *m.drv[static_cast<std::size_t>(c)];
+    const std::size_t ci = static_cast<std::size_t>(c);
+    const std::vector<bf16_t> x(data.x.begin() + static_cast<std::ptrdiff_t>(ci * B * din),
+                                data.x.begin() + static_cast<std::ptrdiff_t>((ci + 1) * B * din));
+    const std::vector<float> t(data.t.begin() + static_cast<std::ptrdiff_t>(ci * B * dout),
+                               data.t.begin() + static_cast<std::ptrdiff_t>((ci + 1) * B * dout));
+    img.push_back(Image{c, m.x.addr, d.matrix_image(m.x, x)});
+    img.push_back(Image{c, m.t.addr, d.matrix_image(m.t, t)});
+  }
+  return put(host_, img, opt_.backdoor);
+}
+
+uint64_t DataParallelTrainer::load_params(const MlpParams& params) {
+  const Impl& m = *impl_;
+  const std::size_t L = spec_.layers(), B = spec_.batch, lanes = spec_.lanes;
+  if (params.size() != L)
+    throw std::invalid_argument("train: parameters for " + std::to_string(params.size()) +
+                                " layers, the network has " + std::to_string(L));
+  const MlpConsts k = mlp_consts(spec_);
+  std::vector<float> consts(kConstRows * lanes);
+  for (std::size_t i = 0; i < lanes; ++i) {
+    consts[kScaleRow * lanes + i] = k.grad_scale;
+    consts[kNegLrRow * lanes + i] = k.neg_lr;
+    consts[kBigRow * lanes + i] = k.mask_big;
+    consts[kOneRow * lanes + i] = k.one;
+  }
+  std::vector<Image> img;
+  for (int c = 0; c < spec_.chips; ++c) {
+    const ChipDriver& d = *m.drv[static_cast<std::size_t>(c)];
+    img.push_back(Image{c, m.consts.addr, d.matrix_image(m.consts, consts)});
+    for (std::size_t l = 0; l < L; ++l) {
+      const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
+      const MlpLayer& p = params[l];
+      if (p.w.size() != in * out || p.b.size() != out)
+        throw std::invalid_argument("train: layer " + std::to_string(l) + " needs W " +
+                                    std::to_string(in) + "x" + std::to_string(out) + " and b " +
+                                    std::to_string(out));
+      std::vector<float> w(p.w);
+      w.insert(w.end(), p.b.begin(), p.b.end());
+      std::vector<bf16_t> wb(w.size());
+      for (std::size_t i = 0; i < w.size(); ++i) wb[i] = f32_to_bf16(w[i]);
+      std::vector<bf16_t> at((in + 1) * B, 0);
+      std::fill(at.begin() + static_cast<std::ptrdiff_t>(in * B), at.end(), f32_to_bf16(1.0f));
+      const Impl::Layer& y = m.layers[l];
+      img.push_back(Image{c, y.w.addr, d.matrix_image(y.w, w)});
+      img.push_back(Image{c, y.wb.addr, d.matrix_image(y.wb, wb)});
+      img.push_back(Image{c, y.at.addr, d.matrix_image(y.at, at)});
+    }
+  }
+  return put(host_, img, opt_.backdoor);
+}
+
+TrainStepRun DataParallelTrainer::step() {
+  Impl& m = *impl_;
+  TrainStepRun r;
+  r.phases = m.phases;
+  r.cmd_phase = m.cmd_phase;
+  PodDriver::ProgramLabels labels(m.progs.size());
+  for (std::size_t c = 0; c < m.progs.size(); ++c) {
+    r.commands += m.progs[c].size();
+    for (std::size_t i = 0; i < m.cmd_phase[c].size(); ++i)
+      if (i == 0 || m.cmd_phase[c][i] != m.cmd_phase[c][i - 1])
+        labels[c].push_back({i, m.phases[m.cmd_phase[c][i]].name});
+  }
+  PodDriver pd(host_);
+  r.prog = pd.run_programs(m.progs, labels);
+  // The loss partials: one burst from every chip, all at once.
+  const std::size_t lanes = spec_.lanes;
+  std::vector<std::vector<uint8_t>> raw(static_cast<std::size_t>(spec_.chips),
+                                        std::vector<uint8_t>(kBurst));
+  std::vector<HostCopy> ops;
+  for (int c = 0; c < spec_.chips; ++c)
+    ops.push_back(HostCopy{c, false, m.loss.addr, raw[static_cast<std::size_t>(c)].data(), kBurst});
+  r.loss_read_cycles = host_.copy(ops);
+  for (const auto& b : raw) {
+    std::vector<float> v(lanes);
+    std::memcpy(v.data(), b.data(), lanes * 4);
+    r.loss_parts.push_back(v);
+  }
+  r.loss = mlp_loss(spec_, r.loss_parts);
+  return r;
+}
+
+MlpParams DataParallelTrainer::read_params(int chip) {
+  const Impl& m = *impl_;
+  MlpParams p(spec_.layers());
+  for (std::size_t l = 0; l < spec_.layers(); ++l) {
+    const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
+    const HbmMatrix& w = m.layers[l].w;
+    std::vector<uint8_t> img(w.bytes());
+    host_.backdoor_read(chip, w.addr, img.data(), img.size());
+    const std::vector<uint32_t> bits = ChipDriver::matrix_from_image(w, img);
+    p[l].w.resize(in * out);
+    p[l].b.resize(out);
+    for (std::size_t i = 0; i < in * out; ++i) p[l].w[i] = f32_from_bits(bits[i]);
+    for (std::size_t j = 0; j < out; ++j) p[l].b[j] = f32_from_bits(bits[in * out + j]);
+  }
+  return p;
+}
+
+GradAllReduce DataParallelTrainer::golden_all_reduce() const {
+  const Impl* m = impl_.get();
+  const MlpSpec spec = spec_;
+  return [m, spec](std::size_t layer, const std::vector<std::vector<uint32_t>>& in) {
+    if (spec.chips == 1) return in;
+    const std::size_t out = spec.widths[layer + 1];
+    std::vector<std::vector<uint32_t>> res(in.size());
+    for (auto& v : res) v.resize(in.at(0).size());
+    for (const Impl::Coll& c : m->colls) {
+      if (c.layer != layer) continue;
+      std::vector<std::vector<uint32_t>> part;
+      for (const auto& v : in)
+        part.emplace_back(v.begin() + static_cast<std::ptrdiff_t>(c.r0 * out),
+                          v.begin() + static_cast<std::ptrdiff_t>(c.r1 * out));
+      const auto sum = golden_collective(c.rounds, part);
+      for (std::size_t k = 0; k < res.size(); ++k)
+        std::copy(sum[k].begin(), sum[k].end(), res[k].begin() + static_cast<std::ptrdiff_t>(c.r0 * out));
+    }
+    return res;
+  };
+}
+
+TrainCheck check_params(const std::vector<MlpParams>& got, const MlpGolden& golden) {
+  TrainCheck k;
+  for (std::size_t c = 0; c < got.size(); ++c) {
+    const MlpParams& want = golden.params(static_cast<int>(c));
+    for (std::size_t l = 0; l < want.size(); ++l) {
+      auto cmp = [&](const std::vector<float>& a, const std::vector<float>& b,
+                     const std::vector<float>& first) {
+        for (std::size_t i = 0; i < a.size(); ++i) {
+          ++k.compared;
+          if (f32_bits(a[i]) != f32_bits(b[i])) ++k.mismatches;
+          if (c > 0 && f32_bits(a[i]) != f32_bits(first[i])) ++k.replica_mismatches;
+        }
+      };
+      cmp(got[c][l].w, want[l].w, got[0][l].w);
+      cmp(got[c][l].b, want[l].b, got[0][l].b);
+    }
+  }
+  return k;
+}
+
+double allreduce_hidden_fraction(const TrainStepRun& run, const std::vector<TraceEvent>& events) {
+  // Per chip: intervals of collective commands and of the others, by their labels.
+  auto coll = [&](const std::string& label) {
+    for (const TrainPhase& p : run.phases)
+      if (p.collective && (label == p.name || label.rfind(p.name + " | ", 0) == 0)) return true;
+    return false;
+  };
+  const int P = static_cast<int>(run.cmd_phase.size());
+  uint64_t total = 0, hidden = 0;
+  for (int c = 0; c < P; ++c) {
+    std::vector<std::pair<uint64_t, int>> edges_c, edges_o;  // +1 at issue, -1 at done
+    for (const TraceEvent& e : events) {
+      if (e.chip != c || e.unit == TraceUnit::kHost || e.done <= e.issue) continue;
+      auto& v = coll(e.label) ? edges_c : edges_o;
+      v.push_back({e.issue, +1});
+      v.push_back({e.done, -1});
+    }
+    // Sweep both at once.
+    std::vector<std::tuple<uint64_t, int, int>> ev;
+    for (auto [t, d] : edges_c) ev.emplace_back(t, 0, d);
+    for (auto [t, d] : edges_o) ev.emplace_back(t, 1, d);
+    std::sort(ev.begin(), ev.end());
+    int nc = 0, no = 0;
+    uint64_t last = 0;
+    for (const auto& [t, kind, d] : ev) {
+      if (nc > 0) {
+        total += t - last;
+        if (no > 0) hidden += t - last;
+      }
+      last = t;
+      (kind == 0 ? nc : no) += d;
+    }
+  }
+  return total ? static_cast<double>(hidden) / static_cast<double>(total) : 1.0;
+}
+
+}  // namespace tpu

@@ -1,0 +1,341 @@
+// `tpusim train`: data-parallel SGD training of a multilayer perceptron on the pod, every step
+// checked bit for bit against the golden (docs/training.md).
+#include "train_cmd.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <stdexcept>
+
+#include "cli_util.h"
+#include "npy.h"
+#include "pod_cli.h"
+#include "profile.h"
+#include "shard_plan.h"
+#include "trace.h"
+#include "train_step.h"
+
+namespace tpu {
+
+const char* kTrainUsage =
+    "usage: tpusim train [options]          data-parallel SGD of an MLP on the pod, each step\n"
+    "                                       checked bit for bit against the golden\n"
+    "  --config FILE        pod configuration (default configs/pod_2x2.yaml)\n"
+    "  --mesh AXES          data=<chips> (data parallel over the whole pod; the default)\n"
+    "  --layers W0,W1,..    widths, inputs first (default 64,128,32; multiples of 32)\n"
+    "  --batch N            global batch, split evenly over the chips (default 256)\n"
+    "  --steps S            SGD steps (default 20)\n"
+    "  --lr LR              learning rate (default 0.5)\n"
+    "  --seed S             data, teacher and initial weights (default 1)\n"
+    "  --fresh-batches      a new batch every step (default: the same batch)\n"
+    "  --grad-pieces P      the first layer's gradient all-reduced in P pieces (default 4)\n"
+    "  --save DIR           x.npy, y.npy, init_/final_w{i}.npy, init_/final_b{i}.npy, loss.npy,\n"
+    "                       train.json: the run, to replay in numpy or JAX\n"
+    "  --load host|backdoor data and weights in through the host ports (default) or the backdoor\n"
+    "  --trace FILE         the timeline of the steps --trace-steps picks (Chrome trace-event\n"
+    "                       JSON: ui.perfetto.dev), each command labelled with its phase\n"
+    "  --trace-steps A:B    steps [A, B) (default 0:1)\n"
+    "  --engine systemc|cpp --waves-chips LIST --json FILE --quiet\n";
+
+namespace {
+
+Opts parse_train(const std::vector<std::string>& args) {
+  const std::vector<std::string> valued = {
+      "--config", "--mesh", "--layers", "--batch", "--steps", "--lr", "--seed", "--grad-pieces",
+      "--save", "--load", "--trace", "--trace-steps", "--engine", "--waves-chips", "--json"};
+  Opts opt;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--fresh-batches" || a == "--quiet") {
+      opt[a] = "1";
+      continue;
+    }
+    if (std::find(valued.begin(), valued.end(), a) == valued.end())
+      throw std::invalid_argument("unknown option '" + a + "'\n" + kTrainUsage);
+    if (i + 1 >= args.size()) throw std::invalid_argument(a + " needs a value");
+    if (opt.count(a)) throw std::invalid_argument(a + " is given twice");
+    opt[a] = args[++i];
+  }
+  for (const char* k : {"--json", "--trace"}) {
+    if (!opt.count(k)) continue;
+    const std::filesystem::path dir = std::filesystem::path(opt.at(k)).parent_path();
+    if (!dir.empty() && !std::filesystem::is_directory(dir))
+      throw std::invalid_argument(std::string(k) + " " + opt.at(k) + ": directory '" +
+                                  dir.string() + "' does not exist");
+  }
+  if (opt.count("--trace-steps") && !opt.count("--trace"))
+    throw std::invalid_argument("--trace-steps needs --trace FILE");
+  return opt;
+}
+
+std::vector<std::size_t> parse_layers(const std::string& v) {
+  std::vector<std::size_t> w;
+  std::stringstream ss(v);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    w.push_back(static_cast<std::size_t>(parse_uint("--layers", item, 1, 65536)));
+  if (w.size() < 2)
+    throw std::invalid_argument("--layers " + v + ": need at least two widths (inputs, outputs)");
+  return w;
+}
+
+double parse_lr(const std::string& v) {
+  std::size_t used = 0;
+  double d = 0;
+  try {
+    d = std::stod(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size() || !(d > 0) || d > 1e6)
+    throw std::invalid_argument("--lr " + v + ": must be a number in (0, 1e6]");
+  return d;
+}
+
+void breakdown_fields(ReportGroup& g, const Breakdown& b) {
+  g.metric("compute", b.compute, "fraction", "chip-cycles with compute in flight")
+      .metric("communication", b.communication, "fraction", "exposed communication")
+      .metric("memory", b.memory, "fraction", "exposed memory (DMA, host copies)")
+      .metric("idle", b.idle, "fraction", "none of these");
+}
+
+void save_run(const std::string& dir, const MlpSpec& spec, const std::vector<MlpData>& batches,
+              const MlpParams& init, const MlpParams& final_p, const std::vector<float>& losses,
+              const Json& hyper) {
+  std::filesystem::create_directories(dir);
+  const std::size_t N = spec.global_batch(), din = spec.widths.front(), dout = spec.widths.back();
+  std::vector<float> x, y;
+  for (const MlpData& d : batches) {
+    for (bf16_t v : d.x) x.push_back(bf16_to_f32(v));
+    y.insert(y.end(), d.t.begin(), d.t.end());
+  }
+  if (batches.size() == 1) {
+    write_npy_f32(dir + "/x.npy", x, {N, din});
+    write_npy_f32(dir + "/y.npy", y, {N, dout});
+  } else {
+    write_npy_f32(dir + "/x.npy", x, {batches.size(), N, din});
+    write_npy_f32(dir + "/y.npy", y, {batches.size(), N, dout});
+  }
+  for (std::size_t l = 0; l < spec.layers(); ++l) {
+    const std::size_t in = spec.widths[l], out = spec.widths[l + 1];
+    const std::string i = std::to_string(l);
+    write_npy_f32(dir + "/init_w" + i + ".npy", init[l].w, {in, out});
+    write_npy_f32(dir + "/init_b" + i + ".npy", init[l].b, {out});
+    write_npy_f32(dir + "/final_w" + i + ".npy", final_p[l].w, {in, out});
+    write_npy_f32(dir + "/final_b" + i + ".npy", final_p[l].b, {out});
+  }
+  write_npy_f32(dir + "/loss.npy", losses, {losses.size()});
+  write_json_report(dir + "/train.json", hyper);
+}
+
+}  // namespace
+
+int cmd_train(const std::vector<std::string>& args) {
+  const Opts opt = parse_train(args);
+  const std::string config = get(opt, "--config", source_file("configs/pod_2x2.yaml"));
+  const PodConfig cfg = load_pod_config(config);
+  const Topology& topo = cfg.params.topo;
+  const int P = topo.num_chips();
+  if (opt.count("--mesh")) {
+    const Mesh mesh = parse_mesh(opt.at("--mesh"));
+    if (mesh.axes.size() != 1 || mesh.axes[0].name != "data" || mesh.axes[0].size != P)
+      throw std::invalid_argument("--mesh " + opt.at("--mesh") + ": training runs data parallel "
+                                  "over the whole pod: the mesh must be data=" +
+                                  std::to_string(P) + " (tensor parallel axes are not supported "
+                                  "yet)");
+  }
+  MlpSpec spec;
+  spec.widths = parse_layers(get(opt, "--layers", "64,128,32"));
+  const std::size_t global = parse_uint("--batch", get(opt, "--batch", "256"), 1, 1u << 24);
+  if (global % static_cast<std::size_t>(P) != 0)
+    throw std::invalid_argument("--batch " + std::to_string(global) + ": the global batch must "
+                                "split evenly over the " + std::to_string(P) + " chips");
+  spec.batch = global / static_cast<std::size_t>(P);
+  spec.chips = P;
+  spec.lr = static_cast<float>(parse_lr(get(opt, "--lr", "0.5")));
+  const std::size_t steps = parse_uint("--steps", get(opt, "--steps", "20"), 1, 100000);
+  const uint64_t seed = parse_uint("--seed", get(opt, "--seed", "1"), 0, ~0ull);
+  const bool fresh = opt.count("--fresh-batches") > 0;
+  TrainOptions to;
+  to.grad_pieces = parse_uint("--grad-pieces", get(opt, "--grad-pieces", "4"), 1, 64);
+  const std::string load = get(opt, "--load", "host");
+  if (load != "host" && load != "backdoor")
+    throw std::invalid_argument("--load " + load + ": must be 'host' or 'backdoor'");
+  to.backdoor = load == "backdoor";
+  std::size_t t0 = 0, t1 = 1;
+  if (opt.count("--trace-steps")) {
+    const std::string v = opt.at("--trace-steps");
+    const auto colon = v.find(':');
+    if (colon == std::string::npos)
+      throw std::invalid_argument("--trace-steps " + v + ": must be FROM:TO (steps)");
+    t0 = parse_uint("--trace-steps FROM", v.substr(0, colon), 0, steps - 1);
+    t1 = parse_uint("--trace-steps TO", v.substr(colon + 1), t0 + 1, steps);
+  }
+
+  std::string widths;
+  for (std::size_t w : spec.widths) widths += (widths.empty() ? "" : "-") + std::to_string(w);
+  Report rep("data-parallel training of an MLP " + widths + " on " + topo.name() + " (" +
+             std::to_string(P) + " chips " + cfg.params.variant + "), global batch " +
+             std::to_string(global) + ", " + std::to_string(steps) + " steps, lr " +
+             get(opt, "--lr", "0.5"));
+  rep.field("command", "train");
+  bool pass = true;
+  const auto wall0 = std::chrono::steady_clock::now();
+  {
+    ProgressLine line("train " + widths + " on " + topo.name(), opt.count("--quiet") > 0);
+    Opts pod_opt = opt;
+    pod_opt.erase("--trace");
+    with_pod(pod_opt, cfg.params, cfg.chip.clock_ghz, [&](HostPort& h) {
+      const MachineInfo& mi = h.info();
+      spec.lanes = mi.shape.cols;
+      spec.loss_chunk = 1;
+      try {
+        spec.validate();
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(std::string("--layers/--batch/--lr: ") + e.what());
+      }
+      DataParallelTrainer tr(h, spec, to);
+      const MlpSpec& sp = tr.spec();
+      const MlpParams init = init_mlp_params(sp, seed);
+      std::vector<MlpData> batches{make_mlp_data(sp, seed, 0)};
+      MlpGolden golden(sp, init);
+      uint64_t load_cycles = tr.load_params(init) + tr.load_data(batches[0]);
+      TraceOptions topt;
+      topt.enabled = true;
+      h.set_trace(topt);
+      std::vector<TraceEvent> kept;
+      const uint64_t macs = tr.step_macs_per_chip() * static_cast<uint64_t>(P);
+      const uint64_t peak = peak_macs_per_cycle(mi.shape.rows, mi.shape.cols);
+      Json steps_json = Json::array();
+      std::vector<float> losses;
+      std::vector<ChipCounters> total(static_cast<std::size_t>(P));
+      uint64_t cycles = 0, loss_read = 0, compared = 0, mismatches = 0, replica = 0;
+      uint64_t loss_mismatches = 0;
+      double hidden_sum = 0;
+      if (!opt.count("--quiet"))
+        std::printf("%5s %12s %10s %6s %8s %8s %8s %6s %7s %s\n", "step", "loss", "cycles", "mfu",
+                    "compute", "comm", "memory", "idle", "ar_hid", "golden");
+      for (std::size_t s = 0; s < steps; ++s) {
+        if (fresh && s > 0) {
+          batches.push_back(make_mlp_data(sp, seed, s));
+          load_cycles += tr.load_data(batches.back());
+        }
+        const MlpData& data = batches.back();
+        h.progress = [&](uint64_t cyc) {
+          line.show("step " + std::to_string(s) + "/" + std::to_string(steps) + ": " +
+                    std::to_string(cyc) + " cycles");
+        };
+        TrainStepRun run = tr.step();
+        h.progress = nullptr;
+        std::vector<TraceEvent> ev = h.take_trace();
+        const double hidden = allreduce_hidden_fraction(run, ev);
+        if (s >= t0 && s < t1) kept.insert(kept.end(), ev.begin(), ev.end());
+        // Golden: the same step on the host, then every chip's parameters and loss compared.
+        const MlpStepResult g = golden.step(data, tr.golden_all_reduce());
+        std::vector<MlpParams> got;
+        for (int c = 0; c < P; ++c) got.push_back(tr.read_params(c));
+        const TrainCheck chk = check_params(got, golden);
+        std::size_t lm = 0;
+        for (std::size_t c = 0; c < g.loss_parts.size(); ++c)
+          for (std::size_t i = 0; i < g.loss_parts[c].size(); ++i)
+            lm += f32_bits(g.loss_parts[c][i]) != f32_bits(run.loss_parts[c][i]);
+        const bool ok = chk.pass() && lm == 0;
+        pass = pass && ok;
+        compared += chk.compared;
+        mismatches += chk.mismatches;
+        replica += chk.replica_mismatches;
+        loss_mismatches += lm;
+        const PodProfile prof = make_profile(run.prog.chip_delta, run.prog.run.cycles, macs, peak);
+        for (int c = 0; c < P; ++c) {
+          const std::size_t ci = static_cast<std::size_t>(c);
+          for (unsigned i = 0; i < kNumChipStats; ++i) total[ci].v[i] += run.prog.chip_delta[ci].v[i];
+        }
+        cycles += run.prog.run.cycles;
+        loss_read += run.loss_read_cycles;
+        hidden_sum += hidden;
+        losses.push_back(static_cast<float>(run.loss));
+        Json sj = Json::object();
+        sj.set("step", static_cast<uint64_t>(s));
+        sj.set("loss", run.loss);
+        sj.set("cycles", run.prog.run.cycles);
+        sj.set("mfu", prof.mfu);
+        Json b = Json::object();
+        b.set("compute", prof.breakdown.compute);
+        b.set("communication", prof.breakdown.communication);
+        b.set("memory", prof.breakdown.memory);
+        b.set("idle", prof.breakdown.idle);
+        sj.set("breakdown", b);
+        sj.set("allreduce_hidden_fraction", hidden);
+        sj.set("golden", ok ? "pass" : "fail");
+        steps_json.push_back(sj);
+        if (!opt.count("--quiet"))
+          std::printf("%5zu %12.6f %10llu %6.3f %8.3f %8.3f %8.3f %6.3f %7.3f %s\n", s, run.loss,
+                      static_cast<unsigned long long>(run.prog.run.cycles), prof.mfu,
+                      prof.breakdown.compute, prof.breakdown.communication, prof.breakdown.memory,
+                      prof.breakdown.idle, hidden, ok ? "pass" : "FAIL");
+      }
+      if (opt.count("--trace")) {
+        write_trace(opt.at("--trace"), kept, mi, cfg.chip.clock_ghz);
+        rep.field("trace", opt.at("--trace"));
+      }
+      add_pod(rep, cfg, mi, opt);
+      ReportGroup& tg = rep.group("train");
+      tg.field("layers", [&] {
+        Json a = Json::array();
+        for (std::size_t w : sp.widths) a.push_back(static_cast<uint64_t>(w));
+        return a;
+      }());
+      tg.metric("global_batch", static_cast<uint64_t>(sp.global_batch()), "", "examples per step");
+      tg.metric("batch_per_chip", static_cast<uint64_t>(sp.batch), "", "examples per chip");
+      tg.metric("steps", static_cast<uint64_t>(steps), "", "SGD steps");
+      tg.metric("lr", static_cast<double>(sp.lr), "", "learning rate");
+      tg.metric("seed", seed, "", "data, teacher and initial weights");
+      tg.field("fresh_batches", Json(fresh));
+      tg.metric("grad_pieces", static_cast<uint64_t>(to.grad_pieces), "",
+                "pieces of the first layer's gradient all-reduce");
+      tg.metric("hbm_bytes_per_chip", tr.hbm_bytes_per_chip(), "bytes", "buffers of the step");
+      tg.metric("loss_first", static_cast<double>(losses.front()), "", "loss of step 0", true);
+      tg.metric("loss_last", static_cast<double>(losses.back()), "", "loss of the last step", true);
+      rep.field("steps", steps_json);
+      rep.metric("cycles", cycles, "cycles", "all steps (the programs), pod cycles", true);
+      rep.metric("cycles_per_step", cycles / steps, "cycles", "mean", true);
+      rep.metric("load_cycles", load_cycles, "cycles", "data and weights in (0: backdoor)");
+      rep.metric("loss_read_cycles", loss_read, "cycles", "the host reading the loss partials");
+      rep.metric("allreduce_hidden_fraction", hidden_sum / static_cast<double>(steps), "fraction",
+                 "of the gradient all-reduces' time, other work in flight too (mean over steps)",
+                 true);
+      report_profile(rep, total, cycles, macs * steps, peak);
+      rep.group("golden")
+          .metric("verdict", pass ? "pass" : "fail", "", "every step: parameters and loss", true)
+          .metric("outputs", compared, "", "parameters compared (all chips, all steps)")
+          .metric("mismatches", mismatches, "", "parameters that differ from the golden", true)
+          .metric("replica_mismatches", replica, "", "parameters that differ from chip 0's")
+          .metric("loss_mismatches", loss_mismatches, "", "loss partial sums that differ");
+      if (opt.count("--save")) {
+        Json hyper = Json::object();
+        hyper.set("layers", rep.json()["train"]["layers"]);
+        hyper.set("global_batch", static_cast<uint64_t>(sp.global_batch()));
+        hyper.set("chips", static_cast<uint64_t>(P));
+        hyper.set("steps", static_cast<uint64_t>(steps));
+        hyper.set("lr", static_cast<double>(sp.lr));
+        hyper.set("seed", seed);
+        hyper.set("fresh_batches", fresh);
+        hyper.set("loss", "mean over the global batch and the outputs of (prediction - y)^2");
+        hyper.set("activation", "relu on every layer but the last");
+        hyper.set("optimizer", "sgd: w = w + g * (-lr), two f32 roundings");
+        hyper.set("numerics", "docs/training.md");
+        save_run(opt.at("--save"), sp, batches, init, golden.params(0), losses, hyper);
+        rep.field("save", opt.at("--save"));
+      }
+    });
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  rep.metric("wall_seconds", wall, "s", "host time of the simulation");
+  if (opt.count("--json")) rep.write(opt.at("--json"));
+  std::fputs(rep.summary().c_str(), stdout);
+  return pass ? 0 : 1;
+}
+
+}  // namespace tpu
