@@ -3,7 +3,11 @@
 //
 // LOADW (lw_start_i): reads Rows VMEM rows lw_row_i + i * lw_stride_i (lane j bits [15:0] = the
 // bf16 weight of column j) into the array's next free weight bank, WRows rows per cycle (one read
-// port each) when the array takes them; lw_done_o pulses with the last rows. MATMUL
+// port each) when the array takes them; lw_done_o pulses with the last rows. With lw_t_i set
+// (transposed LOADW, square arrays only) the loader first reads the whole tile, WRows rows per
+// cycle, into a staging register (Rows / WRows cycles, the array not involved), then feeds the
+// array from it with rows and columns swapped (weight row k, column n = staged row n lane k),
+// WRows rows per cycle as above: Rows / WRows cycles more than a plain load. MATMUL
 // (mm_start_i): streams mm_rows_i activation rows from VMEM rows mm_a_row_i + r * mm_a_stride_i (lane i bits [15:0] = a_k for
 // k = i) with the running sums of AMEM rows mm_c_row_i.. when mm_acc_i is set, marks the last row
 // (releasing the weight tile), and writes result row r to AMEM row mm_c_row_i + r. The streamer
@@ -29,6 +33,7 @@ module tpu_mxu_unit #(
   output logic                lw_ready_o,
   input  logic [15:0]         lw_row_i,
   input  logic [15:0]         lw_stride_i,   // VMEM rows between weight rows (0 means 1)
+  input  logic                lw_t_i,        // load the tile transposed
   output logic                lw_done_o,
   // MATMUL
   input  logic                mm_start_i,
@@ -64,39 +69,82 @@ module tpu_mxu_unit #(
   localparam int unsigned Beats  = Rows / WRows;  // weight beats per tile
 
   // ---- Weight loader ----
-  logic        lw_active_q, lw_active_d;
+  // A plain load feeds the array (lw_active_q) from VMEM. A transposed one first fills the staging
+  // register (lw_fill_q, one beat of WRows VMEM rows per cycle, no handshake: the read ports are
+  // the loader's own), then feeds the array (lw_active_q with lw_t_q) from it. lw_i_q counts the
+  // beats of either phase.
+  localparam int unsigned StRowW = tpu_pkg::idx_width(Rows);
+
+  logic        lw_active_q, lw_active_d, lw_fill_q, lw_fill_d, lw_t_q, lw_t_d;
   logic [15:0] lw_row_q, lw_row_d;
   logic [15:0] lw_i_q, lw_i_d, lw_stride_q, lw_stride_d;
+  logic        lw_last_beat, lw_start;
   logic        w_valid, w_ready, w_fire;
-  tpu_pkg::bf16_t w_data [WRows*Cols];
+  tpu_pkg::bf16_t w_data   [WRows*Cols];
+  tpu_pkg::bf16_t w_vmem   [WRows*Cols];  // the beat's VMEM rows, row-major
+  tpu_pkg::bf16_t w_staged [WRows*Cols];  // the beat's weight rows from the staging register
+  // The staging register: stage_q[i][j] = lane j of tile row i (VMEM row vmem_row + i * stride).
+  tpu_pkg::bf16_t stage_q  [Rows][Cols];
+  logic [StRowW-1:0] st_base;             // first tile row a fill beat writes / weight row a
+                                          // drain beat reads
 
-  assign w_valid = lw_active_q;
-  assign w_fire  = w_valid && w_ready;
-  // A beat reads rows lw_row_q + r * stride, r < WRows: weight rows lw_i_q * WRows + r.
+  assign st_base      = StRowW'(32'(lw_i_q) * WRows);
+  assign lw_last_beat = (32'(lw_i_q) == Beats - 1);
+  assign w_valid      = lw_active_q;
+  assign w_fire       = w_valid && w_ready;
+  // A beat reads rows lw_row_q + r * stride, r < WRows: tile rows lw_i_q * WRows + r.
   for (genvar r = 0; r < WRows; r++) begin : gen_w_rd
     assign w_rd_addr_o[r] = MemAddrW'(lw_row_q + 16'(r) * lw_stride_q);
     for (genvar j = 0; j < Cols; j++) begin : gen_w_data
-      assign w_data[r*Cols + j] = w_rd_data_i[r][32*j +: 16];
+      assign w_vmem[r*Cols + j] = w_rd_data_i[r][32*j +: 16];
+      // Weight row k = st_base + r, column j: lane k of staged tile row j.
+      assign w_staged[r*Cols + j] = stage_q[j][st_base + StRowW'(r)];
+      assign w_data[r*Cols + j]   = lw_t_q ? w_staged[r*Cols + j] : w_vmem[r*Cols + j];
     end
   end
-  assign lw_ready_o = !lw_active_q;
-  assign lw_done_o  = w_fire && (32'(lw_i_q) == Beats - 1);
+  assign lw_ready_o = !lw_active_q && !lw_fill_q;
+  assign lw_start   = lw_start_i && lw_ready_o;
+  assign lw_done_o  = w_fire && lw_last_beat;
 
   always_comb begin
     lw_active_d = lw_active_q;
+    lw_fill_d   = lw_fill_q;
+    lw_t_d      = lw_t_q;
     lw_row_d    = lw_row_q;
     lw_i_d      = lw_i_q;
     lw_stride_d = lw_stride_q;
-    if (lw_start_i && !lw_active_q) begin
-      lw_active_d = 1'b1;
+    if (lw_start) begin
+      lw_active_d = !lw_t_i;
+      lw_fill_d   = lw_t_i;
+      lw_t_d      = lw_t_i;
       lw_row_d    = lw_row_i;
       lw_i_d      = '0;
       lw_stride_d = (lw_stride_i == '0) ? 16'd1 : lw_stride_i;
     end
+    if (lw_fill_q) begin  // a fill beat every cycle; the array phase follows the last one
+      lw_i_d   = lw_last_beat ? '0 : lw_i_q + 1'b1;
+      lw_row_d = lw_row_q + 16'(WRows) * lw_stride_q;
+      if (lw_last_beat) begin
+        lw_fill_d   = 1'b0;
+        lw_active_d = 1'b1;
+      end
+    end
     if (w_fire) begin
       lw_i_d   = lw_i_q + 1'b1;
       lw_row_d = lw_row_q + 16'(WRows) * lw_stride_q;
-      if (32'(lw_i_q) == Beats - 1) lw_active_d = 1'b0;
+      if (lw_last_beat) lw_active_d = 1'b0;
+    end
+  end
+
+  // The staging register is a datapath register file (like tpu_mem): written WRows rows per fill
+  // beat, not reset, read only after a whole tile has been written.
+  always_ff @(posedge clk_i) begin
+    if (lw_fill_q) begin
+      for (int unsigned r = 0; r < WRows; r++) begin
+        for (int unsigned j = 0; j < Cols; j++) begin
+          stage_q[st_base + StRowW'(r)][j] <= w_vmem[r*Cols + j];
+        end
+      end
     end
   end
 
@@ -224,13 +272,15 @@ module tpu_mxu_unit #(
     end
   end
 
-  assign busy_o   = lw_active_q || mm_active_q || !wb_empty;
+  assign busy_o   = lw_active_q || lw_fill_q || mm_active_q || !wb_empty;
   assign a_beat_o = a_fire;
   assign w_beat_o = w_fire;
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       lw_active_q <= 1'b0;
+      lw_fill_q   <= 1'b0;
+      lw_t_q      <= 1'b0;
       lw_row_q    <= '0;
       lw_i_q      <= '0;
       lw_stride_q <= 16'd1;
@@ -244,6 +294,8 @@ module tpu_mxu_unit #(
       wb_i_q      <= '0;
     end else begin
       lw_active_q <= lw_active_d;
+      lw_fill_q   <= lw_fill_d;
+      lw_t_q      <= lw_t_d;
       lw_row_q    <= lw_row_d;
       lw_i_q      <= lw_i_d;
       lw_stride_q <= lw_stride_d;
@@ -269,6 +321,18 @@ module tpu_mxu_unit #(
       lw_start_i |-> lw_ready_o);
   LoadBeatsInTile: assert property (@(posedge clk_i) disable iff (!rst_ni)
       lw_active_q |-> 32'(lw_i_q) < Beats);
+  LoadFillBeatsInTile: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      lw_fill_q |-> 32'(lw_i_q) < Beats);
+  LoadFillOrFeed: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      !(lw_fill_q && lw_active_q));
+  LoadFillOnlyTransposed: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      lw_fill_q |-> lw_t_q);
+  // A transposed tile is only defined for a square array (every chip variant is square).
+  LoadTransposeSquare: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      lw_start_i && lw_t_i |-> Rows == Cols);
+  // The array phase of a transposed load starts from the first weight row, right after the fill.
+  LoadTransposeFeedsAfterFill: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      lw_fill_q && lw_last_beat |=> lw_active_q && lw_t_q && lw_i_q == '0);
   MatmulStartWhenReady: assert property (@(posedge clk_i) disable iff (!rst_ni)
       mm_start_i |-> mm_ready_o);
   IdleMeansEmpty: assert property (@(posedge clk_i) disable iff (!rst_ni)

@@ -182,7 +182,8 @@ module tpu_seq
   // Not read here: fields only the units use (bf16 flags, tie hint, wait value), reserved bits
   // (never checked, as before the contract was generated) and each view's opcode (head.op is).
   logic unused_cmd_bits;
-  assign unused_cmd_bits = ^{h_dma.rsvd_7, h_dma.op, h_lw.rsvd_80, h_lw.rsvd_32, h_lw.rsvd_4,
+  assign unused_cmd_bits = ^{h_dma.rsvd_7, h_dma.op, h_lw.rsvd_80, h_lw.rsvd_32, h_lw.rsvd_5,
+                             h_lw.transpose,
                              h_lw.op, h_mm.rsvd_80, h_mm.rsvd_5, h_mm.op, h_vpu.rsvd_96,
                              h_vpu.src_bf16, h_vpu.dst_bf16, h_vpu.op, h_send.rsvd_88,
                              h_send.rsvd_73, h_send.rsvd_8, h_send.tie, h_send.op, h_wait.rsvd_96,

@@ -1,5 +1,6 @@
 #include "tpu/matmul.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "tpu/vector.h"
@@ -40,15 +41,37 @@ std::vector<uint32_t> golden_matmul_epilogue(const std::vector<float>& c, std::s
   return out;
 }
 
+namespace {
+bool bf16_finite(bf16_t b) { return (b & 0x7F80u) != 0x7F80u; }
+bool bf16_nan(bf16_t b) { return (b & 0x7F80u) == 0x7F80u && (b & 0x7Fu) != 0; }
+}  // namespace
+
+// Equal to golden_matmul(I, transpose(tile)) per tile (tests/unit/matmul_test.cc checks it on
+// random data with signed zeros, Inf and NaN): dst[j][i] = sum over k of I[j][k] * src[i][k]
+// from +0, whose only term that is not a zero is src[i][j]; a zero term is +-0 unless
+// src[i][k] is not finite (0 x Inf and 0 x NaN are NaN).
 std::vector<bf16_t> golden_transpose(const std::vector<bf16_t>& src, std::size_t rows,
-                                     std::size_t cols) {
-  std::vector<bf16_t> t(rows * cols);
-  for (std::size_t i = 0; i < rows; ++i)
-    for (std::size_t j = 0; j < cols; ++j) {
-      bf16_t v = src[i * cols + j];
-      t[j * rows + i] = v == 0x8000 ? 0 : v;
+                                     std::size_t cols, std::size_t lanes) {
+  if (src.size() != rows * cols)
+    throw std::invalid_argument("golden_transpose: src must hold rows x cols values");
+  const std::size_t tile = lanes == 0 ? std::max<std::size_t>(cols, 1) : lanes;
+  std::vector<bf16_t> dst(rows * cols);
+  for (std::size_t i = 0; i < rows; ++i) {
+    for (std::size_t t0 = 0; t0 < cols; t0 += tile) {
+      const std::size_t t1 = std::min(cols, t0 + tile);
+      std::size_t nonfinite = 0;
+      for (std::size_t j = t0; j < t1; ++j) nonfinite += bf16_finite(src[i * cols + j]) ? 0 : 1;
+      for (std::size_t j = t0; j < t1; ++j) {
+        const bf16_t v = src[i * cols + j];
+        const std::size_t others = nonfinite - (bf16_finite(v) ? 0 : 1);
+        bf16_t out = v;
+        if (others > 0 || bf16_nan(v)) out = kBf16CanonNan;
+        else if (v == 0x8000u) out = 0x0000u;
+        dst[j * rows + i] = out;
+      }
     }
-  return t;
+  }
+  return dst;
 }
 
 }  // namespace tpu

@@ -56,6 +56,8 @@ void ChipDriver::release(uint64_t mark) {
   if (mark > next_free_) throw std::invalid_argument("release: mark beyond the allocated HBM");
   next_free_ = mark;
   if (zeros_.addr >= mark) zeros_ = HbmMatrix{};
+  if (ones_.addr >= mark) ones_ = HbmMatrix{};
+  if (ident_.addr >= mark) ident_ = HbmMatrix{};
 }
 
 HbmMatrix ChipDriver::alloc_matrix(std::size_t rows, std::size_t cols, Dtype dtype) {
@@ -263,8 +265,8 @@ MatmulRun ChipDriver::matmul(const std::vector<bf16_t>& a, const std::vector<bf1
 }
 
 MatmulRun ChipDriver::matmul(const HbmMatrix& cm, const HbmMatrix& am, const HbmMatrix& wm,
-                             const MatmulEpilogue& ep) {
-  MatmulRun res = plan_matmul(cm, am, wm, ep);
+                             const MatmulEpilogue& ep, bool w_transposed) {
+  MatmulRun res = plan_matmul(cm, am, wm, ep, w_transposed);
   finish_matmul(&res, run(res.program));
   return res;
 }
@@ -279,27 +281,30 @@ void ChipDriver::finish_matmul(MatmulRun* r, const ProgramResult& prog) const {
 }
 
 MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, const HbmMatrix& wm,
-                                  const MatmulEpilogue& ep) {
+                                  const MatmulEpilogue& ep, bool w_transposed) {
   const ChipShape& s = shape();
   check_matrix(am, "A", Dtype::kBf16, s);
-  check_matrix(wm, "W", Dtype::kBf16, s);
+  check_matrix(wm, w_transposed ? "W (transposed)" : "W", Dtype::kBf16, s);
   check_matrix(cm, "C", cm.dtype, s);
-  if (am.cols != wm.rows)
+  // W is K x N, or N x K when transposed.
+  const std::size_t w_k = w_transposed ? wm.cols : wm.rows, w_n = w_transposed ? wm.rows : wm.cols;
+  if (am.cols != w_k)
     throw std::invalid_argument("matmul: A is " + std::to_string(am.rows) + " x " +
-                                std::to_string(am.cols) + " but W has " + std::to_string(wm.rows) +
-                                " rows (K must agree)");
-  if (cm.rows != am.rows || cm.cols != wm.cols)
+                                std::to_string(am.cols) + " but W has " + std::to_string(w_k) +
+                                (w_transposed ? " columns (transposed; K must agree)"
+                                              : " rows (K must agree)"));
+  if (cm.rows != am.rows || cm.cols != w_n)
     throw std::invalid_argument("matmul: C must be " + std::to_string(am.rows) + " x " +
-                                std::to_string(wm.cols) + " (M x N), not " +
+                                std::to_string(w_n) + " (M x N), not " +
                                 std::to_string(cm.rows) + " x " + std::to_string(cm.cols));
   if (ep.bias) {
     check_matrix(*ep.bias, "the bias", Dtype::kF32, s);
-    if (ep.bias->rows != 1 || ep.bias->cols != wm.cols)
-      throw std::invalid_argument("matmul: the bias must be 1 x " + std::to_string(wm.cols));
+    if (ep.bias->rows != 1 || ep.bias->cols != w_n)
+      throw std::invalid_argument("matmul: the bias must be 1 x " + std::to_string(w_n));
   }
   if (overlap(cm, am, s) || overlap(cm, wm, s) || (ep.bias && overlap(cm, *ep.bias, s)))
     throw std::invalid_argument("matmul: C overlaps an input in HBM");
-  const std::size_t M = am.rows, K = am.cols, N = wm.cols;
+  const std::size_t M = am.rows, K = am.cols, N = w_n;
   const bool out_bf16 = cm.dtype == Dtype::kBf16;
   const uint64_t L = s.cols;  // square array: rows == cols == lanes
   const uint64_t KT = ceil_div(K, L), NT = ceil_div(N, L);
@@ -307,6 +312,10 @@ MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, cons
   const uint64_t esz = out_bf16 ? 2 : 4;
   const uint64_t No = round_up(Nw, kBurst / esz), NTo = No / L;
   const uint32_t k_tail = static_cast<uint32_t>(K % L), n_tail = static_cast<uint32_t>(N % L);
+  // A transposed W's K edge tile: its lanes beyond K come in as -0 (the DMA's tail) and are made
+  // +0 on the VPU (x 1 on the real lanes, x -0 on the others, from a mask row) so that, as in the
+  // plain layout, every padded product is (-0) x (+0) = -0.
+  const bool t_mask = w_transposed && k_tail != 0;
   if (Nw * 4 > 0xFFFF || Kp * 2 > 0xFFFF || M > 0xFFFF)
     throw std::invalid_argument("matmul: M = " + std::to_string(M) + ", K = " + std::to_string(K) +
                                 ", N = " + std::to_string(N) +
@@ -321,7 +330,7 @@ MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, cons
   auto max_rows = [&](uint64_t w_rows) {
     uint64_t r = std::min<uint64_t>(M, 65535);
     while (r > 0 && !(2 * r * NT <= s.amem_rows &&
-                      2 * r * KT + w_rows + 2 * r * NTo + NT <= vmem_rows))
+                      2 * r * KT + w_rows + 2 * r * NTo + NT + (t_mask ? 1 : 0) <= vmem_rows))
       --r;
     return r;
   };
@@ -338,9 +347,13 @@ MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, cons
   // with the N edge lanes filled; a K edge tile's missing W rows come from a row of +0
   // (zeros_, read with stride 0), so every padded product is (-0) x (+0) = -0 and leaves the
   // running sum unchanged, whatever the padding in HBM holds.
-  if (K % L != 0 && zeros_.bytes() < Nw * 2) {
+  if (K % L != 0 && !w_transposed && zeros_.bytes() < Nw * 2) {
     zeros_ = alloc_matrix(1, Nw, Dtype::kBf16);
     write_matrix(zeros_, std::vector<bf16_t>(Nw, 0x0000));
+  }
+  if (t_mask && ones_.cols < L) {
+    ones_ = alloc_matrix(1, L, Dtype::kBf16);
+    write_matrix(ones_, std::vector<bf16_t>(L, 0x3F80));
   }
   const uint64_t a_addr = am.addr, w_addr = wm.addr, c_addr = cm.addr;
   const uint64_t a_pitch = am.pitch * 2, w_pitch = wm.pitch * 2, c_pitch = cm.pitch * esz;
@@ -349,8 +362,9 @@ MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, cons
   opt.out_bf16 = out_bf16;
   const bool has_bias = ep.bias != nullptr;
 
-  // VMEM: A[2] (mt x KT rows, row m*KT + kt), W[w_bufs] (L x NT, row r*NT + nt), out[2] (mt x NTo,
-  // group-major: see below), bias (NT). AMEM: C[2] (NT x mt, row nt*rows + m).
+  // VMEM: A[2] (mt x KT rows, row m*KT + kt), W[w_bufs] (L x NT, row r*NT + nt; transposed:
+  // row n = row n of w, the L lanes of the panel's K tile), out[2] (mt x NTo, group-major: see
+  // below), bias (NT), the transposed K edge mask (1). AMEM: C[2] (NT x mt, row nt*rows + m).
   const uint32_t vA[2] = {0, static_cast<uint32_t>(mt * KT)};
   const uint32_t vW0 = static_cast<uint32_t>(2 * mt * KT);
   // W panel p (of the sequence over chunks) sits in buffer p % w_bufs.
@@ -358,6 +372,7 @@ MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, cons
   const uint32_t vO0 = static_cast<uint32_t>(vW0 + w_bufs * L * NT);
   const uint32_t vO[2] = {vO0, static_cast<uint32_t>(vO0 + mt * NTo)};
   const uint32_t vB = static_cast<uint32_t>(vO0 + 2 * mt * NTo);
+  const uint32_t vMask = static_cast<uint32_t>(vB + NT);
   const uint32_t aC[2] = {0, static_cast<uint32_t>(mt * NT)};
   // Output groups of GG N tiles: at least 256 bytes of a C row (whole 64-byte bursts; the HBM
   // takes strided writes of shorter segments at a third of the rate). The out buffer holds group
@@ -369,9 +384,11 @@ MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, cons
   // Cycles the MXU spends per weight tile of a MATMUL of `rows` rows (docs/mxu.md): a row per
   // cycle; a weight bank is busy for rows + R + C cycles and there are wbanks of them; the loader
   // takes R / wrows cycles per tile plus one to take the next LOADW.
+  // A transposed tile takes the loader twice as long (the fill of its staging register first).
   const uint64_t WB = std::max(2u, s.wbanks), WR = std::max(1u, s.wrows);
+  const uint64_t load_cycles = (w_transposed ? 2 : 1) * L / WR;
   auto tile_cycles = [&](uint64_t rows) {
-    return std::max({rows, ceil_div(rows + 2 * L, WB), L / WR + 1});
+    return std::max({rows, ceil_div(rows + 2 * L, WB), load_cycles + 1});
   };
 
   // Chunks: a short first one (2L rows, when chunks are larger) so the MXU starts after a small
@@ -572,6 +589,12 @@ MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, cons
   // missing rows as +0 from zeros_ (stride 0).
   auto w_dma = [&](uint64_t p) {
     const uint64_t kt = p % KT, real = std::min<uint64_t>(L, K - kt * L);
+    if (w_transposed)  // the panel's L columns of w's N rows, one memory row each
+      return std::vector<Item>{Item{
+          cmd_dma(DmaDir::kHbmToVmem, true, vW(p), static_cast<uint32_t>(N),
+                  static_cast<uint32_t>(L * 2), static_cast<uint32_t>(w_addr + kt * L * 2),
+                  static_cast<uint32_t>(w_pitch), kt + 1 == KT ? k_tail : 0),
+          N, p, 0, -1, Item::kW}};
     std::vector<Item> v{Item{cmd_dma(DmaDir::kHbmToVmem, true, vW(p), static_cast<uint32_t>(real),
                                      static_cast<uint32_t>(Nw * 2),
                                      static_cast<uint32_t>(w_addr + kt * L * w_pitch),
@@ -590,8 +613,30 @@ MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, cons
                   static_cast<uint32_t>(ep.bias->addr), 0, n_tail),
           NT, 0, 0, -1},
          &dma_free, kDmaLat);
+  if (t_mask)  // 1 on the K edge tile's real lanes, -0 on the others
+    emit({cmd_dma(DmaDir::kHbmToVmem, true, vMask, 1, static_cast<uint32_t>(L * 2),
+                  static_cast<uint32_t>(ones_.addr), 0, k_tail),
+          1, 0, 0, -1},
+         &dma_free, kDmaLat);
   for (const Item& it : w_dma(0)) emit(it, &dma_free, kDmaLat);
   a_pieces(0, 0, true);
+  // The K edge panel of a transposed W, once landed: its pad lanes from -0 to +0 (the mask).
+  std::vector<bool> masked(w_bufs, false);
+  auto mask_panel = [&](uint64_t p) {
+    const uint64_t buf = p % w_bufs;
+    if (!t_mask || p % KT != KT - 1 || masked[buf]) return;
+    if (w_resident) masked[buf] = true;  // loaded once
+    VpuCmdArgs v;
+    v.op = static_cast<unsigned>(VpuOp::kMul);
+    v.src_bf16 = 3;  // x and y
+    v.dst_bf16 = true;
+    v.x_mem = v.y_mem = v.dst_mem = Mem::kVmem;
+    v.x_row = v.dst_row = vW(p);
+    v.y_row = vMask;
+    v.y_bcast = true;
+    v.rows = static_cast<uint32_t>(Nw);
+    emit({cmd_vpu(v), Nw, 0, w_done.size() > p ? w_done[p] : 0, -1}, &vpu_free, kVpuLat);
+  };
   const uint64_t panels = w_resident ? KT : nchunks * KT;  // W panel DMAs
   uint64_t prev_done = 0;  // model time chunk c-1's MATMULs are done
   for (uint64_t c = 0; c < nchunks; ++c) {
@@ -607,13 +652,16 @@ MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, cons
         w_pend = true;
         w_try(false);
       }
+      mask_panel(w_resident ? kt : p);
       for (uint64_t nt = 0; nt < NT; ++nt) {
         // Each LOADW right before its MATMUL, not wbanks - 1 ahead: a LOADW waiting for a bank
         // holds the one loader and, issue being in order, every command behind it, so one further
         // ahead stalls the MATMUL that would free the bank (bench_chip skinny, 16x16: 0.727 of
         // the roofline one ahead, 0.698 two, 0.553 three). The banks drain while the loader fills.
-        prog.push_back(cmd_loadw(static_cast<uint32_t>(vW(p) + nt),
-                                 static_cast<uint32_t>(NT)));
+        prog.push_back(w_transposed
+                           ? cmd_loadw(static_cast<uint32_t>(vW(p) + nt * L), 1, true)
+                           : cmd_loadw(static_cast<uint32_t>(vW(p) + nt),
+                                       static_cast<uint32_t>(NT)));
         const uint64_t wp = w_resident ? kt : p;
         const uint64_t w_at = (wp < w_done.size() ? w_done[wp] : 0) + L / WR + 2;
         t = std::max({t, mxu_free, a_done[c], w_at});
@@ -726,6 +774,121 @@ HbmMatrix hbm_view(const HbmMatrix& m, std::size_t r0, std::size_t rows, std::si
   v.rows = rows;
   v.cols = cols;
   return v;
+}
+
+std::vector<ChipCmd> ChipDriver::plan_transpose(const HbmMatrix& dst, const HbmMatrix& src) {
+  const ChipShape& s = shape();
+  check_matrix(src, "the transpose's src", Dtype::kBf16, s);
+  check_matrix(dst, "the transpose's dst", Dtype::kBf16, s);
+  if (dst.rows != src.cols || dst.cols != src.rows)
+    throw std::invalid_argument("transpose: dst must be " + std::to_string(src.cols) + " x " +
+                                std::to_string(src.rows) + ", not " + std::to_string(dst.rows) +
+                                " x " + std::to_string(dst.cols));
+  if (overlap(dst, src, s)) throw std::invalid_argument("transpose: dst overlaps src in HBM");
+  const uint64_t L = s.cols, R = src.rows, C = src.cols;  // square array: rows == cols == lanes
+  const uint64_t RT = ceil_div(R, L), CT = ceil_div(C, L);
+  const uint64_t sp = src.pitch * 2, dp = dst.pitch * 2;
+  // A band: GO row tiles of src (GO * L rows), written out as segments of GO * L bf16 of a dst
+  // row: whole 64-byte bursts (GOmin tiles at least), 256 bytes where there are enough rows.
+  const uint64_t GOmin = std::max<uint64_t>(1, kBurst / (2 * L));
+  const uint64_t GO = std::min(std::max(GOmin, 256 / (2 * L)), round_up(RT, GOmin));
+  const uint64_t vmem = vmem_rows_limit ? std::min<uint64_t>(vmem_rows_limit, s.vmem_rows)
+                                        : s.vmem_rows;
+  // VMEM: the identity (L rows), out[2] (GO * L rows each: dst row m of a step at m * gb + g),
+  // in[2] (a band's CG column tiles: src row i of row tile g, column tile c at (g*L + i)*cg + c).
+  // AMEM: results[2] (GO * L rows: row tile g's L result rows at g * L).
+  const uint64_t vI = 0, vO0 = L, vIn0 = vO0 + 2 * GO * L;
+  const uint64_t CG = std::min<uint64_t>(
+      {CT, vmem > vIn0 ? (vmem - vIn0) / (2 * GO * L) : 0, 0xFFFF / (2 * L)});
+  if (CG == 0 || 2 * GO * L > s.amem_rows)
+    throw std::invalid_argument("transpose: too few VMEM rows");
+  if (R > 0xFFFF || C > 0xFFFF)
+    throw std::invalid_argument("transpose: R and C must be <= 65535");
+  const uint64_t vO[2] = {vO0, vO0 + GO * L}, vIn[2] = {vIn0, vIn0 + GO * L * CG};
+  const uint64_t aC[2] = {0, GO * L};
+  if (ident_.rows != L) {
+    ident_ = alloc_matrix(L, L, Dtype::kBf16);
+    std::vector<bf16_t> eye(L * L, 0x0000);
+    for (uint64_t i = 0; i < L; ++i) eye[i * L + i] = 0x3F80;
+    write_matrix(ident_, eye);
+  }
+
+  struct TrUnit { uint64_t b, cg; };  // band b, column group cg
+  std::vector<TrUnit> units;
+  const uint64_t bands = ceil_div(RT, GO), groups = ceil_div(CT, CG);
+  for (uint64_t b = 0; b < bands; ++b)
+    for (uint64_t cg = 0; cg < groups; ++cg) units.push_back({b, cg});
+  auto row_tiles = [&](const TrUnit& u) { return std::min(GO, RT - u.b * GO); };
+  auto col_tiles = [&](const TrUnit& u) { return std::min(CG, CT - u.cg * CG); };
+  // Row tile g of unit u into in[u % 2]: its rows, the group's column tiles (the last group's
+  // lanes beyond C as -0: finite, so they change no result).
+  auto dma_in = [&](uint64_t ui, uint64_t g, std::vector<ChipCmd>* prog) {
+    const TrUnit& u = units[ui];
+    const uint64_t rt = u.b * GO + g, cgn = col_tiles(u);
+    const bool last = (u.cg + 1) * CG >= CT;
+    prog->push_back(cmd_dma(DmaDir::kHbmToVmem, true,
+                            static_cast<uint32_t>(vIn[ui % 2] + g * L * cgn),
+                            static_cast<uint32_t>(std::min(L, R - rt * L)),
+                            static_cast<uint32_t>(cgn * L * 2),
+                            static_cast<uint32_t>(src.addr + rt * L * sp + u.cg * CG * L * 2),
+                            static_cast<uint32_t>(sp), last ? static_cast<uint32_t>(C % L) : 0));
+  };
+
+  std::vector<ChipCmd> prog;
+  prog.push_back(cmd_dma(DmaDir::kHbmToVmem, true, static_cast<uint32_t>(vI),
+                         static_cast<uint32_t>(L), static_cast<uint32_t>(L * 2),
+                         static_cast<uint32_t>(ident_.addr), static_cast<uint32_t>(ident_.pitch * 2)));
+  for (uint64_t g = 0; g < row_tiles(units[0]); ++g) dma_in(0, g, &prog);
+
+  // A step: one column tile ct of a unit, its row tiles through the MXU into results[s % 2];
+  // then (after the next step's MATMULs, so that the MXU does not wait for them) the VPU rounds
+  // them into out[s % 2] and the DMA writes dst rows ct*L .. at the band's columns.
+  struct TrStep { uint64_t ui, ct; };
+  auto finish = [&](const TrStep& st, uint64_t si) {
+    const TrUnit& u = units[st.ui];
+    const uint64_t rb = row_tiles(u), gb = std::min(GO, round_up(RT - u.b * GO, GOmin));
+    const uint64_t cr = std::min(L, C - st.ct * L);
+    for (uint64_t g = 0; g < rb; ++g) {
+      VpuCmdArgs v;
+      v.op = static_cast<unsigned>(VpuOp::kCvtF32Bf16);
+      v.x_mem = v.y_mem = Mem::kAmem;
+      v.x_row = v.y_row = static_cast<uint32_t>(aC[si % 2] + g * L);
+      v.dst_mem = Mem::kVmem;
+      v.dst_bf16 = true;
+      v.dst_row = static_cast<uint32_t>(vO[si % 2] + g);
+      v.dst_stride = static_cast<uint32_t>(gb);
+      v.rows = static_cast<uint32_t>(cr);
+      prog.push_back(cmd_vpu(v));
+    }
+    // gb - rb tiles beyond R (stale rows) land in dst's padding columns.
+    prog.push_back(cmd_dma(DmaDir::kVmemToHbm, true, static_cast<uint32_t>(vO[si % 2]),
+                           static_cast<uint32_t>(cr), static_cast<uint32_t>(gb * L * 2),
+                           static_cast<uint32_t>(dst.addr + st.ct * L * dp + u.b * GO * L * 2),
+                           static_cast<uint32_t>(dp)));
+  };
+  uint64_t si = 0;
+  TrStep prev{0, 0};
+  for (uint64_t ui = 0; ui < units.size(); ++ui) {
+    const TrUnit& u = units[ui];
+    const uint64_t rb = row_tiles(u), cgn = col_tiles(u);
+    const uint64_t next_rb = ui + 1 < units.size() ? row_tiles(units[ui + 1]) : 0;
+    for (uint64_t c = 0; c < cgn; ++c, ++si) {
+      const uint64_t ct = u.cg * CG + c, cr = std::min(L, C - ct * L);
+      for (uint64_t g = 0; g < rb; ++g) {
+        prog.push_back(cmd_loadw(static_cast<uint32_t>(vIn[ui % 2] + g * L * cgn + c),
+                                 static_cast<uint32_t>(cgn), true));
+        prog.push_back(cmd_matmul(static_cast<uint32_t>(vI), static_cast<uint32_t>(cr),
+                                  static_cast<uint32_t>(aC[si % 2] + g * L), false));
+      }
+      // The next unit's input, spread over this unit's steps (its buffer's last reader, the
+      // previous unit's last LOADW, is done by now).
+      for (uint64_t g = c * next_rb / cgn; g < (c + 1) * next_rb / cgn; ++g) dma_in(ui + 1, g, &prog);
+      if (si > 0) finish(prev, si - 1);
+      prev = {ui, ct};
+    }
+  }
+  finish(prev, si - 1);
+  return prog;
 }
 
 std::vector<uint32_t> golden_chip_matmul(const std::vector<bf16_t>& a, const std::vector<bf16_t>& w,

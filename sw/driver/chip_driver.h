@@ -134,14 +134,30 @@ class ChipDriver {
   // behind the MXU. Shapes, types, alignment and overlaps are checked first
   // (std::invalid_argument naming the operand and the rule). When K is not a multiple of the
   // lanes, the first such matmul allocates one row of zeros (the driver's; see release()).
+  // w_transposed: w is N x K and holds W transposed, C = epilogue(A x transpose(w)); its tiles
+  // are DMAed as they lie and loaded with LOADW.transpose. Bit for bit the plain matmul with the
+  // transposed matrix (the first such matmul with K not a multiple of the lanes allocates one row
+  // of bf16 ones, the driver's, for the K edge tile's padding).
   MatmulRun matmul(const HbmMatrix& c, const HbmMatrix& a, const HbmMatrix& w,
-                   const MatmulEpilogue& ep = {});
+                   const MatmulEpilogue& ep = {}, bool w_transposed = false);
   // The same program, not run: `program`, `commands`, `m_chunk` and `compute_cycles` are set.
   // Push it with others (one per chip) to run matmuls on many chips at once; then
   // finish_matmul() fills in the rest from the run's counters.
   MatmulRun plan_matmul(const HbmMatrix& c, const HbmMatrix& a, const HbmMatrix& w,
-                        const MatmulEpilogue& ep = {});
+                        const MatmulEpilogue& ep = {}, bool w_transposed = false);
   void finish_matmul(MatmulRun* r, const ProgramResult& prog) const;
+
+  // dst = transpose(src) on bf16 matrices in HBM (src R x C, dst C x R), on the MXU: per tile of
+  // src, LOADW.transpose and a MATMUL of the identity, the VPU rounds the f32 result to bf16,
+  // the DMA writes it to its transposed place; pipelined (two buffers each for the input,
+  // results and output). A program, not run, no HALT; VMEM rows [0, vmem_rows_limit). The first
+  // call allocates the identity (lanes x lanes bf16; the driver's, see release()). Numerics
+  // (golden_transpose with lanes = the array width): every value is kept bit for bit except that
+  // -0 becomes +0, a NaN becomes 0x7FC0, and an Inf or NaN turns the other values of its src row
+  // within the same tile of lanes columns into NaN (0 x Inf in the identity product). dst's
+  // padding columns up to the next 64-byte burst (and beyond R up to the next multiple of the
+  // lanes) may be overwritten.
+  std::vector<ChipCmd> plan_transpose(const HbmMatrix& dst, const HbmMatrix& src);
 
   // Y = relu(Y + bias) in place on an f32 matrix in HBM (bias: 1 x Y.cols f32, or none; relu
   // optional), the VPU's f32_add then f32_relu per element: the epilogue of a product whose sum
@@ -161,6 +177,8 @@ class ChipDriver {
   int chip_ = 0;
   uint64_t next_free_ = 0;
   HbmMatrix zeros_;  // +0 rows for the pad rows of a K edge tile of W (grown on demand)
+  HbmMatrix ones_;   // a row of bf16 ones: the K edge mask of a transposed W (on demand)
+  HbmMatrix ident_;  // the lanes x lanes bf16 identity of plan_transpose (on demand)
 };
 
 // Bit-exact golden of ChipDriver::matmul (model/: golden_matmul + the VPU golden).

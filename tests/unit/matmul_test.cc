@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <random>
 #include <stdexcept>
+#include <tuple>
 #include <vector>
 
 #include "tpu/bf16.h"
@@ -181,6 +182,49 @@ TEST(GoldenMatmul, SizeMismatchThrows) {
   EXPECT_THROW(golden_matmul(a, w, 2, 3, 3), std::invalid_argument);
   EXPECT_THROW(golden_matmul(a, w, 2, 3, 2, &acc_bad), std::invalid_argument);
   EXPECT_NO_THROW(golden_matmul(a, w, 2, 3, 2, &acc));
+}
+
+// golden_transpose is the identity product the chip runs, tile by tile: I x transpose(tile) through
+// golden_matmul and f32 -> bf16, on random data salted with +-0, +-Inf, NaNs and subnormals.
+TEST(GoldenTranspose, EqualsTheIdentityProductPerTile) {
+  std::mt19937_64 rng(11);
+  const bf16_t specials[] = {0x0000, 0x8000, 0x7F80, 0xFF80, 0x7FC0, 0xFFC1, 0x7F81, 0x0001, 0x8005};
+  for (const auto& [rows, cols, lanes, salt] :
+       std::vector<std::tuple<std::size_t, std::size_t, std::size_t, unsigned>>{
+           {16, 16, 4, 0}, {37, 53, 16, 0}, {37, 53, 16, 40}, {9, 30, 4, 8}, {5, 7, 0, 6},
+           {64, 64, 16, 200}}) {
+    std::vector<bf16_t> src = random_bf16(rng, rows * cols);
+    for (auto& v : src)  // some -0 and +0 everywhere
+      if (rng() % 8 == 0) v = (rng() & 1) ? 0x8000 : 0x0000;
+    for (unsigned s = 0; s < salt; ++s) src[rng() % src.size()] = specials[rng() % 9];
+    const std::size_t tile = lanes == 0 ? cols : lanes;
+    std::vector<bf16_t> want(rows * cols);
+    for (std::size_t t0 = 0; t0 < cols; t0 += tile) {
+      const std::size_t w = std::min(tile, cols - t0);
+      // W = transpose of the tile (w x rows), A = I (w x w): C = I x W = W.
+      std::vector<bf16_t> wt(w * rows), eye(w * w, 0x0000);
+      for (std::size_t i = 0; i < rows; ++i)
+        for (std::size_t j = 0; j < w; ++j) wt[j * rows + i] = src[i * cols + t0 + j];
+      for (std::size_t j = 0; j < w; ++j) eye[j * w + j] = 0x3F80;
+      const std::vector<float> c = golden_matmul(eye, wt, w, w, rows);
+      for (std::size_t j = 0; j < w; ++j)
+        for (std::size_t i = 0; i < rows; ++i) want[(t0 + j) * rows + i] = f32_to_bf16(c[j * rows + i]);
+    }
+    const std::vector<bf16_t> got = golden_transpose(src, rows, cols, lanes);
+    ASSERT_EQ(got, want) << rows << " x " << cols << " lanes " << lanes << " salt " << salt;
+    if (salt == 0) {  // finite: the exact transpose but -0 -> +0, whatever the tile width
+      for (std::size_t i = 0; i < rows; ++i)
+        for (std::size_t j = 0; j < cols; ++j) {
+          const bf16_t v = src[i * cols + j];
+          ASSERT_EQ(got[j * rows + i], v == 0x8000 ? 0x0000 : v);
+        }
+      EXPECT_EQ(golden_transpose(src, rows, cols, 0), got);
+    }
+  }
+  // A lone Inf survives; a second non-finite value in its tile row turns the others NaN.
+  EXPECT_EQ(golden_transpose({0x3F80, 0x7F80}, 1, 2), (std::vector<bf16_t>{kBf16CanonNan, 0x7F80}));
+  EXPECT_EQ(golden_transpose({0x3F80, 0x7F80}, 1, 2, 1), (std::vector<bf16_t>{0x3F80, 0x7F80}));
+  EXPECT_THROW(golden_transpose({1, 2, 3}, 2, 2), std::invalid_argument);
 }
 
 }  // namespace

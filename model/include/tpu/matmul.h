@@ -22,8 +22,15 @@ std::vector<uint32_t> golden_matmul_epilogue(const std::vector<float>& c, std::s
                                              std::size_t n, const std::vector<float>* bias,
                                              bool relu, bool out_bf16);
 
-// TEMP (replaced by the transposed-LOADW branch): src rows x cols -> cols x rows, -0 -> +0.
+// The transpose a chip computes (ChipDriver::plan_transpose): src R x C row-major -> C x R,
+// exactly as the MXU does it, tile by tile: dst tile = I x transpose(src tile) through
+// golden_matmul, rounded to bf16. Every value is kept bit for bit except: -0 becomes +0 (the sum
+// starts from +0, and +0 + -0 = +0); any NaN becomes the canonical 0x7FC0; and a +-Inf or NaN at
+// (i, j) makes every other element of src row i within the same `lanes`-wide column tile NaN
+// (0 x Inf = NaN in the identity product). lanes: the array width (the chip's tiles are lanes x
+// lanes, columns [t*lanes, (t+1)*lanes)); 0: one tile as wide as the row. For finite inputs the
+// result does not depend on lanes.
 std::vector<bf16_t> golden_transpose(const std::vector<bf16_t>& src, std::size_t rows,
-                                     std::size_t cols);
+                                     std::size_t cols, std::size_t lanes = 0);
 
 }  // namespace tpu
