@@ -14,6 +14,7 @@ namespace tpu {
 void MlpSpec::validate() const {
   if (widths.size() < 2)
     throw std::invalid_argument("layers: need at least two widths (inputs and outputs)");
+  if (lanes == 0) throw std::invalid_argument("lanes: must be > 0");
   const std::size_t q = width_multiple();
   for (std::size_t w : widths)
     if (w == 0 || w % q != 0)

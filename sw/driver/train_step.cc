@@ -82,7 +82,7 @@ DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOpti
 
   // The same layout on every chip (every allocator runs the same sequence).
   for (int c = 0; c < P; ++c) m.drv.push_back(std::make_unique<ChipDriver>(host_, c));
-  for (int c = 0; c < P; ++c) {
+  for (int c = 0; c < P; ++c) try {
     ChipDriver& d = *m.drv[static_cast<std::size_t>(c)];
     const HbmMatrix consts = d.alloc_matrix(kConstRows, lanes, Dtype::kF32);
     const HbmMatrix loss = d.alloc_matrix(std::max<std::size_t>(1, kBurst / (4 * lanes)), lanes,
@@ -111,12 +111,11 @@ DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOpti
       m.t = t;
       m.layers = layers;
     }
+  } catch (const std::runtime_error& e) {
+    throw std::invalid_argument("train: the step's buffers do not fit in a chip's HBM (" +
+                                std::to_string(s.hbm_bytes) + " bytes): " + e.what());
   }
   hbm_used_ = m.drv[0]->allocated();
-  if (hbm_used_ > s.hbm_bytes)
-    throw std::invalid_argument("train: the step needs " + std::to_string(hbm_used_) +
-                                " bytes of HBM per chip, a chip has " +
-                                std::to_string(s.hbm_bytes));
 
   // Phases and compute parts, per chip.
   auto phase = [&](const std::string& name, bool coll = false, uint64_t bytes = 0) {

@@ -14,6 +14,7 @@
 #include "pod_cli.h"
 #include "profile.h"
 #include "shard_plan.h"
+#include "tpu/perf.h"
 #include "trace.h"
 #include "train_step.h"
 
@@ -92,13 +93,6 @@ double parse_lr(const std::string& v) {
   if (used != v.size() || !(d > 0) || d > 1e6)
     throw std::invalid_argument("--lr " + v + ": must be a number in (0, 1e6]");
   return d;
-}
-
-void breakdown_fields(ReportGroup& g, const Breakdown& b) {
-  g.metric("compute", b.compute, "fraction", "chip-cycles with compute in flight")
-      .metric("communication", b.communication, "fraction", "exposed communication")
-      .metric("memory", b.memory, "fraction", "exposed memory (DMA, host copies)")
-      .metric("idle", b.idle, "fraction", "none of these");
 }
 
 void save_run(const std::string& dir, const MlpSpec& spec, const std::vector<MlpData>& batches,

@@ -16,18 +16,19 @@ namespace tpu {
 // The network and the run: widths[0] inputs, widths.back() outputs, ReLU after every layer but
 // the last; `chips` replicas, each with `batch` examples (the global batch is chips x batch);
 // `lanes`: the chip's vector width (memory rows of `lanes` elements); `loss_chunk`: matrix rows
-// per chunk of the on-chip loss sum (its order depends on it).
+// per chunk of the on-chip loss sum (its order depends on it). DataParallelTrainer fills in
+// chips, lanes and loss_chunk where they are 0 (the machine's, its plan's).
 struct MlpSpec {
   std::vector<std::size_t> widths;
   std::size_t batch = 0;
-  int chips = 1;
+  int chips = 0;
   float lr = 0.05f;
-  std::size_t lanes = 16;
+  std::size_t lanes = 0;
   std::size_t loss_chunk = 0;
   std::size_t layers() const { return widths.size() - 1; }
   std::size_t global_batch() const { return batch * static_cast<std::size_t>(chips); }
   // std::invalid_argument naming the rule: at least one layer, widths multiples of
-  // width_multiple(), batch > 0, lr finite, loss_chunk > 0.
+  // width_multiple(), batch > 0, chips > 0, lanes > 0, lr finite and > 0, loss_chunk > 0.
   void validate() const;
   // Every width a multiple of lcm(lanes, 32): whole 64-byte bursts per matrix row in f32 and
   // bf16, so no matrix has padding columns.
