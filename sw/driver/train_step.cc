@@ -6,6 +6,7 @@
 #include <string>
 #include <tuple>
 
+#include "tpu/perf.h"
 #include "vpu_map.h"
 
 namespace tpu {
@@ -522,6 +523,132 @@ double allreduce_hidden_fraction(const TrainStepRun& run, const std::vector<Trac
     }
   }
   return total ? static_cast<double>(hidden) / static_cast<double>(total) : 1.0;
+}
+
+TrainRunResult run_training(HostPort& host, const MlpSpec& spec, const TrainOptions& opt,
+                            const TrainRunOptions& ro) {
+  TrainRunResult r;
+  r.options = opt;
+  r.run = ro;
+  DataParallelTrainer tr(host, spec, opt);
+  const MlpSpec& sp = tr.spec();
+  r.spec = sp;
+  const MachineInfo& mi = host.info();
+  const int P = mi.num_chips();
+  r.init = init_mlp_params(sp, ro.seed);
+  r.batches.push_back(make_mlp_data(sp, ro.seed, 0));
+  r.hbm_bytes_per_chip = tr.hbm_bytes_per_chip();
+  MlpGolden golden(sp, r.init);
+  r.load_cycles = tr.load_params(r.init) + tr.load_data(r.batches[0]);
+  TraceOptions topt;
+  topt.enabled = true;  // the hidden fraction comes from the timeline
+  host.set_trace(topt);
+  r.macs_per_step = tr.step_macs_per_chip() * static_cast<uint64_t>(P);
+  const uint64_t peak = peak_macs_per_cycle(mi.shape.rows, mi.shape.cols);
+  r.total.assign(static_cast<std::size_t>(P), ChipCounters{});
+  for (std::size_t s = 0; s < ro.steps; ++s) {
+    if (ro.fresh_batches && s > 0) {
+      r.batches.push_back(make_mlp_data(sp, ro.seed, s));
+      r.load_cycles += tr.load_data(r.batches.back());
+    }
+    const MlpData& data = r.batches.back();
+    if (ro.progress) host.progress = [&](uint64_t cyc) { ro.progress(s, cyc); };
+    const TrainStepRun run = tr.step();
+    host.progress = nullptr;
+    std::vector<TraceEvent> ev = host.take_trace();
+    TrainStepRecord rec;
+    rec.hidden = allreduce_hidden_fraction(run, ev);
+    if (s >= ro.trace_from && s < ro.trace_to) r.trace.insert(r.trace.end(), ev.begin(), ev.end());
+    // The golden step on the host; every chip's parameters and loss partials compared.
+    const MlpStepResult g = golden.step(data, tr.golden_all_reduce());
+    std::vector<MlpParams> got;
+    for (int c = 0; c < P; ++c) got.push_back(tr.read_params(c));
+    const TrainCheck chk = check_params(got, golden);
+    std::size_t lm = 0;
+    for (std::size_t c = 0; c < g.loss_parts.size(); ++c)
+      for (std::size_t i = 0; i < g.loss_parts[c].size(); ++i)
+        lm += f32_bits(g.loss_parts[c][i]) != f32_bits(run.loss_parts[c][i]);
+    r.check.compared += chk.compared;
+    r.check.mismatches += chk.mismatches;
+    r.check.replica_mismatches += chk.replica_mismatches;
+    r.loss_mismatches += lm;
+    rec.golden_pass = chk.pass() && lm == 0;
+    rec.loss = run.loss;
+    rec.cycles = run.prog.run.cycles;
+    rec.profile = make_profile(run.prog.chip_delta, run.prog.run.cycles, r.macs_per_step, peak);
+    for (std::size_t c = 0; c < r.total.size(); ++c)
+      for (unsigned i = 0; i < kNumChipStats; ++i) r.total[c].v[i] += run.prog.chip_delta[c].v[i];
+    r.cycles += rec.cycles;
+    r.loss_read_cycles += run.loss_read_cycles;
+    r.steps.push_back(rec);
+    if (ro.on_step) ro.on_step(s, rec);
+    if (s + 1 == ro.steps) r.final_params = got[0];
+  }
+  host.set_trace(TraceOptions{});
+  return r;
+}
+
+void fill_train_report(Report& rep, const TrainRunResult& r, const MachineInfo& mi) {
+  const MlpSpec& sp = r.spec;
+  const std::size_t n = r.steps.size();
+  ReportGroup& tg = rep.group("train");
+  Json layers = Json::array();
+  for (std::size_t w : sp.widths) layers.push_back(static_cast<uint64_t>(w));
+  tg.field("layers", layers);
+  tg.metric("global_batch", static_cast<uint64_t>(sp.global_batch()), "", "examples per step");
+  tg.metric("batch_per_chip", static_cast<uint64_t>(sp.batch), "", "examples per chip");
+  tg.metric("steps", static_cast<uint64_t>(n), "", "SGD steps");
+  tg.metric("lr", static_cast<double>(sp.lr), "", "learning rate");
+  tg.metric("seed", r.run.seed, "", "data, teacher and initial weights");
+  tg.field("fresh_batches", Json(r.run.fresh_batches));
+  tg.metric("grad_pieces", static_cast<uint64_t>(r.options.grad_pieces), "",
+            "pieces of the first layer's gradient all-reduce");
+  tg.metric("hbm_bytes_per_chip", r.hbm_bytes_per_chip, "bytes", "the step's buffers");
+  tg.metric("macs_per_step", r.macs_per_step, "", "useful multiply-adds of a step, all chips");
+  if (n) {
+    tg.metric("loss_first", r.steps.front().loss, "", "loss of step 0", true);
+    tg.metric("loss_last", r.steps.back().loss, "", "loss of the last step", true);
+  }
+  Json steps = Json::array();
+  double hidden = 0;
+  for (std::size_t s = 0; s < n; ++s) {
+    const TrainStepRecord& st = r.steps[s];
+    Json j = Json::object();
+    j.set("step", static_cast<uint64_t>(s));
+    j.set("loss", st.loss);
+    j.set("cycles", st.cycles);
+    j.set("mfu", st.profile.mfu);
+    Json b = Json::object();
+    b.set("compute", st.profile.breakdown.compute);
+    b.set("communication", st.profile.breakdown.communication);
+    b.set("memory", st.profile.breakdown.memory);
+    b.set("idle", st.profile.breakdown.idle);
+    j.set("breakdown", b);
+    j.set("allreduce_hidden_fraction", st.hidden);
+    j.set("golden", st.golden_pass ? "pass" : "fail");
+    steps.push_back(j);
+    hidden += st.hidden;
+  }
+  rep.field("steps", steps);
+  rep.metric("cycles", r.cycles, "cycles", "all steps (the programs), pod cycles", true);
+  rep.metric("cycles_per_step", n ? r.cycles / n : 0, "cycles", "mean over the steps", true);
+  rep.metric("load_cycles", r.load_cycles, "cycles", "data and weights in (0: backdoor)");
+  rep.metric("loss_read_cycles", r.loss_read_cycles, "cycles", "the host reading the loss partials");
+  rep.metric("allreduce_hidden_fraction", n ? hidden / static_cast<double>(n) : 0.0, "fraction",
+             "of the gradient all-reduces' time, other work in flight too (mean over steps)",
+             true);
+  report_profile(rep, r.total, r.cycles, r.macs_per_step * n,
+                 peak_macs_per_cycle(mi.shape.rows, mi.shape.cols));
+  rep.group("golden")
+      .metric("verdict", r.pass() ? "pass" : "fail", "", "every step: parameters and loss", true)
+      .metric("outputs", static_cast<uint64_t>(r.check.compared), "",
+              "parameters compared (all chips, all steps)")
+      .metric("mismatches", static_cast<uint64_t>(r.check.mismatches), "",
+              "parameters that differ from the golden", true)
+      .metric("replica_mismatches", static_cast<uint64_t>(r.check.replica_mismatches), "",
+              "parameters that differ from chip 0's")
+      .metric("loss_mismatches", static_cast<uint64_t>(r.loss_mismatches), "",
+              "loss partial sums that differ");
 }
 
 }  // namespace tpu

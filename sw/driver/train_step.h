@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,8 @@
 #include "chip_driver.h"
 #include "host_port.h"
 #include "pod_driver.h"
+#include "profile.h"
+#include "report.h"
 #include "tpu/train.h"
 
 namespace tpu {
@@ -92,5 +95,55 @@ TrainCheck check_params(const std::vector<MlpParams>& got, const MlpGolden& gold
 // which a command of another phase was in flight too; summed over the chips. 1 when there was
 // no collective.
 double allreduce_hidden_fraction(const TrainStepRun& run, const std::vector<TraceEvent>& events);
+
+// A whole training run, each step checked against the golden: what `tpusim train` and
+// bench_train do.
+struct TrainStepRecord {
+  double loss = 0;
+  uint64_t cycles = 0;
+  PodProfile profile;     // mfu, breakdown, per chip
+  double hidden = 0;      // allreduce_hidden_fraction
+  bool golden_pass = false;
+};
+
+struct TrainRunOptions {
+  std::size_t steps = 1;
+  uint64_t seed = 1;
+  bool fresh_batches = false;          // a new batch every step (else the same one)
+  std::size_t trace_from = 0, trace_to = 0;  // keep the timeline of steps [from, to)
+  // Called with (step, cycles so far in it) while a step runs.
+  std::function<void(std::size_t, uint64_t)> progress;
+  // Called after each step with its record.
+  std::function<void(std::size_t, const TrainStepRecord&)> on_step;
+};
+
+struct TrainRunResult {
+  MlpSpec spec;                      // as run (chips, lanes, loss_chunk set)
+  TrainOptions options;
+  TrainRunOptions run;
+  MlpParams init, final_params;      // final: chip 0's, read back
+  std::vector<MlpData> batches;      // one, or one per step with fresh batches
+  std::vector<TrainStepRecord> steps;
+  std::vector<ChipCounters> total;   // per chip, summed over the steps
+  uint64_t cycles = 0, load_cycles = 0, loss_read_cycles = 0;
+  uint64_t macs_per_step = 0;        // useful, all chips
+  uint64_t hbm_bytes_per_chip = 0;
+  TrainCheck check;                  // summed over the steps
+  std::size_t loss_mismatches = 0;   // loss partial sums that differ from the golden
+  std::vector<TraceEvent> trace;     // the kept steps' timeline
+  bool pass() const { return check.pass() && loss_mismatches == 0; }
+};
+
+// Lays out, loads (host ports or the backdoor, per `opt`), runs `ro.steps` steps with the
+// timeline recorded, and after each step compares every chip's parameters and loss with the
+// golden. std::invalid_argument for what cannot run.
+TrainRunResult run_training(HostPort& host, const MlpSpec& spec, const TrainOptions& opt,
+                            const TrainRunOptions& ro);
+
+// The report of a run (docs/training.md): group "train" (the network and the run), `steps`
+// (per step: loss, cycles, mfu, breakdown, allreduce_hidden_fraction, golden), cycles,
+// cycles_per_step, load and loss-read cycles, allreduce_hidden_fraction, mfu and breakdown over
+// all steps (report_profile), golden.
+void fill_train_report(Report& rep, const TrainRunResult& r, const MachineInfo& mi);
 
 }  // namespace tpu

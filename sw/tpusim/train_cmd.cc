@@ -190,137 +190,52 @@ int cmd_train(const std::vector<std::string>& args) {
       } catch (const std::invalid_argument& e) {
         throw std::invalid_argument(std::string("--layers/--batch/--lr: ") + e.what());
       }
-      DataParallelTrainer tr(h, spec, to);
-      const MlpSpec& sp = tr.spec();
-      const MlpParams init = init_mlp_params(sp, seed);
-      std::vector<MlpData> batches{make_mlp_data(sp, seed, 0)};
-      MlpGolden golden(sp, init);
-      uint64_t load_cycles = tr.load_params(init) + tr.load_data(batches[0]);
-      TraceOptions topt;
-      topt.enabled = true;
-      h.set_trace(topt);
-      std::vector<TraceEvent> kept;
-      const uint64_t macs = tr.step_macs_per_chip() * static_cast<uint64_t>(P);
-      const uint64_t peak = peak_macs_per_cycle(mi.shape.rows, mi.shape.cols);
-      Json steps_json = Json::array();
-      std::vector<float> losses;
-      std::vector<ChipCounters> total(static_cast<std::size_t>(P));
-      uint64_t cycles = 0, loss_read = 0, compared = 0, mismatches = 0, replica = 0;
-      uint64_t loss_mismatches = 0;
-      double hidden_sum = 0;
-      if (!opt.count("--quiet"))
+      TrainRunOptions ro;
+      ro.steps = steps;
+      ro.seed = seed;
+      ro.fresh_batches = fresh;
+      ro.trace_from = t0;
+      ro.trace_to = opt.count("--trace") ? t1 : 0;
+      ro.progress = [&](std::size_t s, uint64_t cyc) {
+        line.show("step " + std::to_string(s) + "/" + std::to_string(steps) + ": " +
+                  std::to_string(cyc) + " cycles");
+      };
+      const bool quiet = opt.count("--quiet") > 0;
+      if (!quiet)
         std::printf("%5s %12s %10s %6s %8s %8s %8s %6s %7s %s\n", "step", "loss", "cycles", "mfu",
                     "compute", "comm", "memory", "idle", "ar_hid", "golden");
-      for (std::size_t s = 0; s < steps; ++s) {
-        if (fresh && s > 0) {
-          batches.push_back(make_mlp_data(sp, seed, s));
-          load_cycles += tr.load_data(batches.back());
-        }
-        const MlpData& data = batches.back();
-        h.progress = [&](uint64_t cyc) {
-          line.show("step " + std::to_string(s) + "/" + std::to_string(steps) + ": " +
-                    std::to_string(cyc) + " cycles");
-        };
-        TrainStepRun run = tr.step();
-        h.progress = nullptr;
-        std::vector<TraceEvent> ev = h.take_trace();
-        const double hidden = allreduce_hidden_fraction(run, ev);
-        if (s >= t0 && s < t1) kept.insert(kept.end(), ev.begin(), ev.end());
-        // Golden: the same step on the host, then every chip's parameters and loss compared.
-        const MlpStepResult g = golden.step(data, tr.golden_all_reduce());
-        std::vector<MlpParams> got;
-        for (int c = 0; c < P; ++c) got.push_back(tr.read_params(c));
-        const TrainCheck chk = check_params(got, golden);
-        std::size_t lm = 0;
-        for (std::size_t c = 0; c < g.loss_parts.size(); ++c)
-          for (std::size_t i = 0; i < g.loss_parts[c].size(); ++i)
-            lm += f32_bits(g.loss_parts[c][i]) != f32_bits(run.loss_parts[c][i]);
-        const bool ok = chk.pass() && lm == 0;
-        pass = pass && ok;
-        compared += chk.compared;
-        mismatches += chk.mismatches;
-        replica += chk.replica_mismatches;
-        loss_mismatches += lm;
-        const PodProfile prof = make_profile(run.prog.chip_delta, run.prog.run.cycles, macs, peak);
-        for (int c = 0; c < P; ++c) {
-          const std::size_t ci = static_cast<std::size_t>(c);
-          for (unsigned i = 0; i < kNumChipStats; ++i) total[ci].v[i] += run.prog.chip_delta[ci].v[i];
-        }
-        cycles += run.prog.run.cycles;
-        loss_read += run.loss_read_cycles;
-        hidden_sum += hidden;
-        losses.push_back(static_cast<float>(run.loss));
-        Json sj = Json::object();
-        sj.set("step", static_cast<uint64_t>(s));
-        sj.set("loss", run.loss);
-        sj.set("cycles", run.prog.run.cycles);
-        sj.set("mfu", prof.mfu);
-        Json b = Json::object();
-        b.set("compute", prof.breakdown.compute);
-        b.set("communication", prof.breakdown.communication);
-        b.set("memory", prof.breakdown.memory);
-        b.set("idle", prof.breakdown.idle);
-        sj.set("breakdown", b);
-        sj.set("allreduce_hidden_fraction", hidden);
-        sj.set("golden", ok ? "pass" : "fail");
-        steps_json.push_back(sj);
-        if (!opt.count("--quiet"))
-          std::printf("%5zu %12.6f %10llu %6.3f %8.3f %8.3f %8.3f %6.3f %7.3f %s\n", s, run.loss,
-                      static_cast<unsigned long long>(run.prog.run.cycles), prof.mfu,
-                      prof.breakdown.compute, prof.breakdown.communication, prof.breakdown.memory,
-                      prof.breakdown.idle, hidden, ok ? "pass" : "FAIL");
-      }
+      ro.on_step = [&](std::size_t s, const TrainStepRecord& st) {
+        if (quiet) return;
+        const Breakdown& b = st.profile.breakdown;
+        std::printf("%5zu %12.6f %10llu %6.3f %8.3f %8.3f %8.3f %6.3f %7.3f %s\n", s, st.loss,
+                    static_cast<unsigned long long>(st.cycles), st.profile.mfu, b.compute,
+                    b.communication, b.memory, b.idle, st.hidden, st.golden_pass ? "pass" : "FAIL");
+        std::fflush(stdout);
+      };
+      const TrainRunResult r = run_training(h, spec, to, ro);
+      pass = r.pass();
       if (opt.count("--trace")) {
-        write_trace(opt.at("--trace"), kept, mi, cfg.chip.clock_ghz);
+        write_trace(opt.at("--trace"), r.trace, mi, cfg.chip.clock_ghz);
         rep.field("trace", opt.at("--trace"));
       }
       add_pod(rep, cfg, mi, opt);
-      ReportGroup& tg = rep.group("train");
-      tg.field("layers", [&] {
-        Json a = Json::array();
-        for (std::size_t w : sp.widths) a.push_back(static_cast<uint64_t>(w));
-        return a;
-      }());
-      tg.metric("global_batch", static_cast<uint64_t>(sp.global_batch()), "", "examples per step");
-      tg.metric("batch_per_chip", static_cast<uint64_t>(sp.batch), "", "examples per chip");
-      tg.metric("steps", static_cast<uint64_t>(steps), "", "SGD steps");
-      tg.metric("lr", static_cast<double>(sp.lr), "", "learning rate");
-      tg.metric("seed", seed, "", "data, teacher and initial weights");
-      tg.field("fresh_batches", Json(fresh));
-      tg.metric("grad_pieces", static_cast<uint64_t>(to.grad_pieces), "",
-                "pieces of the first layer's gradient all-reduce");
-      tg.metric("hbm_bytes_per_chip", tr.hbm_bytes_per_chip(), "bytes", "buffers of the step");
-      tg.metric("loss_first", static_cast<double>(losses.front()), "", "loss of step 0", true);
-      tg.metric("loss_last", static_cast<double>(losses.back()), "", "loss of the last step", true);
-      rep.field("steps", steps_json);
-      rep.metric("cycles", cycles, "cycles", "all steps (the programs), pod cycles", true);
-      rep.metric("cycles_per_step", cycles / steps, "cycles", "mean", true);
-      rep.metric("load_cycles", load_cycles, "cycles", "data and weights in (0: backdoor)");
-      rep.metric("loss_read_cycles", loss_read, "cycles", "the host reading the loss partials");
-      rep.metric("allreduce_hidden_fraction", hidden_sum / static_cast<double>(steps), "fraction",
-                 "of the gradient all-reduces' time, other work in flight too (mean over steps)",
-                 true);
-      report_profile(rep, total, cycles, macs * steps, peak);
-      rep.group("golden")
-          .metric("verdict", pass ? "pass" : "fail", "", "every step: parameters and loss", true)
-          .metric("outputs", compared, "", "parameters compared (all chips, all steps)")
-          .metric("mismatches", mismatches, "", "parameters that differ from the golden", true)
-          .metric("replica_mismatches", replica, "", "parameters that differ from chip 0's")
-          .metric("loss_mismatches", loss_mismatches, "", "loss partial sums that differ");
+      fill_train_report(rep, r, mi);
       if (opt.count("--save")) {
+        std::vector<float> losses;
+        for (const TrainStepRecord& st : r.steps) losses.push_back(static_cast<float>(st.loss));
         Json hyper = Json::object();
         hyper.set("layers", rep.json()["train"]["layers"]);
-        hyper.set("global_batch", static_cast<uint64_t>(sp.global_batch()));
+        hyper.set("global_batch", static_cast<uint64_t>(r.spec.global_batch()));
         hyper.set("chips", static_cast<uint64_t>(P));
         hyper.set("steps", static_cast<uint64_t>(steps));
-        hyper.set("lr", static_cast<double>(sp.lr));
+        hyper.set("lr", static_cast<double>(r.spec.lr));
         hyper.set("seed", seed);
         hyper.set("fresh_batches", fresh);
         hyper.set("loss", "mean over the global batch and the outputs of (prediction - y)^2");
         hyper.set("activation", "relu on every layer but the last");
         hyper.set("optimizer", "sgd: w = w + g * (-lr), two f32 roundings");
         hyper.set("numerics", "docs/training.md");
-        save_run(opt.at("--save"), sp, batches, init, golden.params(0), losses, hyper);
+        save_run(opt.at("--save"), r.spec, r.batches, r.init, r.final_params, losses, hyper);
         rep.field("save", opt.at("--save"));
       }
     });
