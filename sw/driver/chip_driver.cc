@@ -309,6 +309,17 @@ MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, cons
   const uint64_t L = s.cols;  // square array: rows == cols == lanes
   const uint64_t KT = ceil_div(K, L), NT = ceil_div(N, L);
   const uint64_t Kp = KT * L, Nw = NT * L;
+  // W moves in panels: PT per chunk of QT tiles each. Plain: a panel is a K tile (L rows of W,
+  // NT tiles). Transposed: GN N tiles (GN * L rows of w, all KT tiles of each), so that the DMA
+  // reads whole rows of w; its tiles go K tile by K tile, the GN N tiles in each (a MATMUL that
+  // accumulates waits for the one before it on the same C rows: GN - 1 others run meanwhile).
+  uint64_t GN = w_transposed ? std::min<uint64_t>(NT, 4) : 1;
+  uint64_t PT = 0, QT = 0;
+  auto set_panels = [&] {
+    PT = w_transposed ? ceil_div(NT, GN) : KT;
+    QT = w_transposed ? GN * KT : NT;
+  };
+  set_panels();
   const uint64_t esz = out_bf16 ? 2 : 4;
   const uint64_t No = round_up(Nw, kBurst / esz), NTo = No / L;
   const uint32_t k_tail = static_cast<uint32_t>(K % L), n_tail = static_cast<uint32_t>(N % L);
@@ -334,13 +345,19 @@ MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, cons
       --r;
     return r;
   };
-  const uint64_t mt_stream = max_rows(2 * L * NT), mt_res = max_rows(KT * L * NT);
+  uint64_t mt_stream = max_rows(2 * L * QT);
+  while (w_transposed && GN > 1 && mt_stream < std::min<uint64_t>(M, 4 * L)) {  // smaller panels
+    --GN;
+    set_panels();
+    mt_stream = max_rows(2 * L * QT);
+  }
+  const uint64_t mt_res = max_rows(PT * L * QT);  // every panel (plain: KT x L x NT rows)
   const bool w_resident = mt_res > 0 && mt_res >= std::min<uint64_t>(mt_stream, 4 * L);
   const uint64_t mt = w_resident ? mt_res : mt_stream;
   if (mt == 0)
     throw std::invalid_argument("matmul: K = " + std::to_string(K) + ", N = " + std::to_string(N) +
                                 " do not fit the on-chip memories of " + port_->info().variant);
-  const uint64_t w_bufs = w_resident ? KT : 2;
+  const uint64_t w_bufs = w_resident ? PT : 2;
 
   // HBM: A, W, C and the bias where the caller put them. The DMA reads A rows as KT whole
   // pieces (the pitch covers them) with the K edge lanes filled with -0, and W rows as NT pieces
@@ -363,13 +380,15 @@ MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, cons
   const bool has_bias = ep.bias != nullptr;
 
   // VMEM: A[2] (mt x KT rows, row m*KT + kt), W[w_bufs] (L x NT, row r*NT + nt; transposed:
-  // row n = row n of w, the L lanes of the panel's K tile), out[2] (mt x NTo, group-major: see
-  // below), bias (NT), the transposed K edge mask (1). AMEM: C[2] (NT x mt, row nt*rows + m).
+  // GN*L x KT, row r*KT' + kt for row r of the panel's rows of w, KT' = KT, or with a K edge
+  // KT - 1 and the edge tiles' GN*L rows after the others), out[2] (mt x NTo, group-major: see
+  // below), bias
+  // (NT), the transposed K edge mask (1). AMEM: C[2] (NT x mt, row nt*rows + m).
   const uint32_t vA[2] = {0, static_cast<uint32_t>(mt * KT)};
   const uint32_t vW0 = static_cast<uint32_t>(2 * mt * KT);
   // W panel p (of the sequence over chunks) sits in buffer p % w_bufs.
-  auto vW = [&](uint64_t p) { return static_cast<uint32_t>(vW0 + (p % w_bufs) * L * NT); };
-  const uint32_t vO0 = static_cast<uint32_t>(vW0 + w_bufs * L * NT);
+  auto vW = [&](uint64_t p) { return static_cast<uint32_t>(vW0 + (p % w_bufs) * L * QT); };
+  const uint32_t vO0 = static_cast<uint32_t>(vW0 + w_bufs * L * QT);
   const uint32_t vO[2] = {vO0, static_cast<uint32_t>(vO0 + mt * NTo)};
   const uint32_t vB = static_cast<uint32_t>(vO0 + 2 * mt * NTo);
   const uint32_t vMask = static_cast<uint32_t>(vB + NT);
@@ -464,7 +483,7 @@ MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, cons
   };
   // Piece size: half the room a panel of MATMULs leaves beside its W panel DMA.
   auto piece_target = [&](uint64_t rows) {
-    const uint64_t step = NT * tile_cycles(rows), wcost = L * NT + kDmaLat;
+    const uint64_t step = QT * tile_cycles(rows), wcost = L * QT + kDmaLat;
     return std::max<uint64_t>(4 * L, step > wcost + 2 * kDmaLat ? (step - wcost) / 2 - kDmaLat
                                                                 : 4 * L);
   };
@@ -517,7 +536,7 @@ MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, cons
       const Item& it = q->front();
       const uint64_t end = t + it.cost + kDmaLat;
       if (it.ready <= t && dma_free <= t &&
-          (w2_due == kNever || end + L * NT + kDmaLat <= w2_due)) {
+          (w2_due == kNever || end + L * QT + kDmaLat <= w2_due)) {
         emit(it, &dma_free, kDmaLat);
         q->pop_front();
         break;
@@ -586,15 +605,30 @@ MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, cons
     }
   };
   // Panel p of the global sequence (K tile p % KT): its rows of W, and for a K edge tile the
-  // missing rows as +0 from zeros_ (stride 0).
+  // missing rows as +0 from zeros_ (stride 0). Transposed (N tile p % NT): its rows of w in
+  // whole pieces, the K edge tile's (lanes beyond K as -0) apart; rows beyond N are not loaded
+  // (they meet only C's padding columns).
+  const uint64_t KTm = k_tail ? KT - 1 : KT;  // transposed: tiles of a panel row without the edge
   auto w_dma = [&](uint64_t p) {
+    if (w_transposed) {
+      const uint64_t n0 = (p % PT) * GN * L, real = std::min<uint64_t>(GN * L, N - n0);
+      const uint64_t at = w_addr + n0 * w_pitch;
+      std::vector<Item> v;
+      if (KTm > 0)
+        v.push_back(Item{cmd_dma(DmaDir::kHbmToVmem, true, vW(p), static_cast<uint32_t>(real),
+                                 static_cast<uint32_t>(KTm * L * 2), static_cast<uint32_t>(at),
+                                 static_cast<uint32_t>(w_pitch)),
+                         real * KTm, p, 0, -1, Item::kW});
+      if (k_tail)
+        v.push_back(Item{cmd_dma(DmaDir::kHbmToVmem, true,
+                                 static_cast<uint32_t>(vW(p) + GN * L * KTm),
+                                 static_cast<uint32_t>(real), static_cast<uint32_t>(L * 2),
+                                 static_cast<uint32_t>(at + KTm * L * 2),
+                                 static_cast<uint32_t>(w_pitch), k_tail),
+                         real, p, 0, -1, Item::kW});
+      return v;
+    }
     const uint64_t kt = p % KT, real = std::min<uint64_t>(L, K - kt * L);
-    if (w_transposed)  // the panel's L columns of w's N rows, one memory row each
-      return std::vector<Item>{Item{
-          cmd_dma(DmaDir::kHbmToVmem, true, vW(p), static_cast<uint32_t>(N),
-                  static_cast<uint32_t>(L * 2), static_cast<uint32_t>(w_addr + kt * L * 2),
-                  static_cast<uint32_t>(w_pitch), kt + 1 == KT ? k_tail : 0),
-          N, p, 0, -1, Item::kW}};
     std::vector<Item> v{Item{cmd_dma(DmaDir::kHbmToVmem, true, vW(p), static_cast<uint32_t>(real),
                                      static_cast<uint32_t>(Nw * 2),
                                      static_cast<uint32_t>(w_addr + kt * L * w_pitch),
@@ -620,49 +654,56 @@ MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, cons
          &dma_free, kDmaLat);
   for (const Item& it : w_dma(0)) emit(it, &dma_free, kDmaLat);
   a_pieces(0, 0, true);
-  // The K edge panel of a transposed W, once landed: its pad lanes from -0 to +0 (the mask).
+  // The K edge tile of a transposed W panel, once landed: its pad lanes from -0 to +0 (the mask).
   std::vector<bool> masked(w_bufs, false);
   auto mask_panel = [&](uint64_t p) {
     const uint64_t buf = p % w_bufs;
-    if (!t_mask || p % KT != KT - 1 || masked[buf]) return;
+    if (!t_mask || masked[buf]) return;
     if (w_resident) masked[buf] = true;  // loaded once
     VpuCmdArgs v;
     v.op = static_cast<unsigned>(VpuOp::kMul);
     v.src_bf16 = 3;  // x and y
     v.dst_bf16 = true;
     v.x_mem = v.y_mem = v.dst_mem = Mem::kVmem;
-    v.x_row = v.dst_row = vW(p);
+    v.x_row = v.dst_row = static_cast<uint32_t>(vW(p) + GN * L * KTm);
     v.y_row = vMask;
     v.y_bcast = true;
-    v.rows = static_cast<uint32_t>(Nw);
-    emit({cmd_vpu(v), Nw, 0, w_done.size() > p ? w_done[p] : 0, -1}, &vpu_free, kVpuLat);
+    v.rows = static_cast<uint32_t>(GN * L);
+    emit({cmd_vpu(v), GN * L, 0, w_done.size() > p ? w_done[p] : 0, -1}, &vpu_free, kVpuLat);
   };
-  const uint64_t panels = w_resident ? KT : nchunks * KT;  // W panel DMAs
+  const uint64_t panels = w_resident ? PT : nchunks * PT;  // W panel DMAs
   uint64_t prev_done = 0;  // model time chunk c-1's MATMULs are done
   for (uint64_t c = 0; c < nchunks; ++c) {
     const uint64_t rows = c_rows[c], b = c % 2, rows_eff = tile_cycles(rows);
     drain(static_cast<int64_t>(c) - 2, static_cast<int64_t>(c));
     if (c + 1 < nchunks) a_pieces(c + 1, prev_done, false);
     uint64_t done = 0;
-    for (uint64_t kt = 0; kt < KT; ++kt) {
-      const uint64_t p = c * KT + kt;
+    for (uint64_t pi = 0; pi < PT; ++pi) {
+      const uint64_t p = c * PT + pi;
       w_try(true);  // panel p, if still pending: its LOADWs come next
       if (p + 1 < panels) {
         w_items = w_dma(p + 1);
         w_pend = true;
         w_try(false);
       }
-      mask_panel(w_resident ? kt : p);
-      for (uint64_t nt = 0; nt < NT; ++nt) {
+      for (uint64_t qi = 0; qi < QT; ++qi) {
+        const uint64_t kt = w_transposed ? qi / GN : pi, j = qi % GN;
+        const uint64_t nt = w_transposed ? pi * GN + j : qi;
+        if (nt >= NT) continue;  // the last group of a transposed W's N tiles is short
         // Each LOADW right before its MATMUL, not wbanks - 1 ahead: a LOADW waiting for a bank
         // holds the one loader and, issue being in order, every command behind it, so one further
         // ahead stalls the MATMUL that would free the bank (bench_chip skinny, 16x16: 0.727 of
         // the roofline one ahead, 0.698 two, 0.553 three). The banks drain while the loader fills.
-        prog.push_back(w_transposed
-                           ? cmd_loadw(static_cast<uint32_t>(vW(p) + nt * L), 1, true)
-                           : cmd_loadw(static_cast<uint32_t>(vW(p) + nt),
-                                       static_cast<uint32_t>(NT)));
-        const uint64_t wp = w_resident ? kt : p;
+        if (!w_transposed)
+          prog.push_back(cmd_loadw(static_cast<uint32_t>(vW(p) + nt), static_cast<uint32_t>(NT)));
+        else if (kt < KTm)
+          prog.push_back(cmd_loadw(static_cast<uint32_t>(vW(p) + j * L * KTm + kt),
+                                   static_cast<uint32_t>(KTm), true));
+        else {  // the K edge tiles: masked first, as late as possible (the DMA has landed)
+          if (j == 0) mask_panel(w_resident ? pi : p);
+          prog.push_back(cmd_loadw(static_cast<uint32_t>(vW(p) + GN * L * KTm + j * L), 1, true));
+        }
+        const uint64_t wp = w_resident ? pi : p;
         const uint64_t w_at = (wp < w_done.size() ? w_done[wp] : 0) + L / WR + 2;
         t = std::max({t, mxu_free, a_done[c], w_at});
         mxu_free = t + rows_eff;
@@ -674,7 +715,7 @@ MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, cons
         if (kt + 1 == KT) epilogue(c, nt, done);
         // Panel p + 2's DMA is due when its first LOADW issues, with the last MATMUL of step
         // p + 1.
-        fill(p + 2 < panels ? t + (NT - 1 - nt) * rows_eff + NT * rows_eff : kNever);
+        fill(p + 2 < panels ? t + (QT - 1 - qi) * rows_eff + QT * rows_eff : kNever);
       }
     }
     prev_done = done;
@@ -837,7 +878,8 @@ std::vector<ChipCmd> ChipDriver::plan_transpose(const HbmMatrix& dst, const HbmM
   std::vector<ChipCmd> prog;
   prog.push_back(cmd_dma(DmaDir::kHbmToVmem, true, static_cast<uint32_t>(vI),
                          static_cast<uint32_t>(L), static_cast<uint32_t>(L * 2),
-                         static_cast<uint32_t>(ident_.addr), static_cast<uint32_t>(ident_.pitch * 2)));
+                         static_cast<uint32_t>(ident_.addr),
+                         static_cast<uint32_t>(ident_.pitch * 2)));
   for (uint64_t g = 0; g < row_tiles(units[0]); ++g) dma_in(0, g, &prog);
 
   // A step: one column tile ct of a unit, its row tiles through the MXU into results[s % 2];
@@ -882,7 +924,8 @@ std::vector<ChipCmd> ChipDriver::plan_transpose(const HbmMatrix& dst, const HbmM
       }
       // The next unit's input, spread over this unit's steps (its buffer's last reader, the
       // previous unit's last LOADW, is done by now).
-      for (uint64_t g = c * next_rb / cgn; g < (c + 1) * next_rb / cgn; ++g) dma_in(ui + 1, g, &prog);
+      for (uint64_t g = c * next_rb / cgn; g < (c + 1) * next_rb / cgn; ++g)
+        dma_in(ui + 1, g, &prog);
       if (si > 0) finish(prev, si - 1);
       prev = {ui, ct};
     }

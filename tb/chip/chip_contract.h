@@ -47,7 +47,7 @@ inline ChipCmd cmd_dma(DmaDir dir, bool bf16, uint32_t mem_row, uint32_t rows, u
 inline ChipCmd cmd_loadw(uint32_t vmem_row, uint32_t stride = 1, bool transpose = false) {
   // The word's [95:64] carries the whole 32-bit stride argument, as it always has; the chip reads
   // the low 16 bits (CmdLoadW::stride) and ignores the rest.
-  ChipCmd c = CmdLoadW{vmem_row, stride, transpose ? 1u : 0u}.encode();
+  ChipCmd c = CmdLoadW{transpose ? 1u : 0u, vmem_row, stride}.encode();
   c.w[2] = stride;
   return c;
 }

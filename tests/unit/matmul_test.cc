@@ -188,7 +188,8 @@ TEST(GoldenMatmul, SizeMismatchThrows) {
 // golden_matmul and f32 -> bf16, on random data salted with +-0, +-Inf, NaNs and subnormals.
 TEST(GoldenTranspose, EqualsTheIdentityProductPerTile) {
   std::mt19937_64 rng(11);
-  const bf16_t specials[] = {0x0000, 0x8000, 0x7F80, 0xFF80, 0x7FC0, 0xFFC1, 0x7F81, 0x0001, 0x8005};
+  const bf16_t specials[] = {0x0000, 0x8000, 0x7F80, 0xFF80, 0x7FC0,
+                             0xFFC1, 0x7F81, 0x0001, 0x8005};
   for (const auto& [rows, cols, lanes, salt] :
        std::vector<std::tuple<std::size_t, std::size_t, std::size_t, unsigned>>{
            {16, 16, 4, 0}, {37, 53, 16, 0}, {37, 53, 16, 40}, {9, 30, 4, 8}, {5, 7, 0, 6},
@@ -208,7 +209,8 @@ TEST(GoldenTranspose, EqualsTheIdentityProductPerTile) {
       for (std::size_t j = 0; j < w; ++j) eye[j * w + j] = 0x3F80;
       const std::vector<float> c = golden_matmul(eye, wt, w, w, rows);
       for (std::size_t j = 0; j < w; ++j)
-        for (std::size_t i = 0; i < rows; ++i) want[(t0 + j) * rows + i] = f32_to_bf16(c[j * rows + i]);
+        for (std::size_t i = 0; i < rows; ++i)
+          want[(t0 + j) * rows + i] = f32_to_bf16(c[j * rows + i]);
     }
     const std::vector<bf16_t> got = golden_transpose(src, rows, cols, lanes);
     ASSERT_EQ(got, want) << rows << " x " << cols << " lanes " << lanes << " salt " << salt;
