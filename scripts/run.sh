@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The main job on the default configuration: a small pod (configs/pod_2x2.yaml: a 2x2 torus of
-# 16x16 chips, SystemC with TLM host sockets). Every chip runs a bf16 matmul, then the pod
-# all-reduces (sum) the f32 results over ICI; every matmul output and every all-reduce output
-# is checked bit for bit against the golden model.
-# Extra arguments go to `tpusim pod` (e.g. --m 128 --k 64 --n 96, --config configs/pod_4x4.yaml,
-# --waves-chips 0,3).
+# The main job on the default configuration: data-parallel training of a small MLP
+# (64-128-32, global batch 256, SGD lr 0.5) on a 2x2 torus of 16x16 chips
+# (configs/pod_2x2.yaml, SystemC with TLM host sockets). Every step runs forward, loss,
+# backward, the gradient all-reduce over ICI and the SGD update on the chips; after every step
+# every chip's weights and loss are checked bit for bit against the golden model.
+# Prints the loss, MFU and the breakdown per step and the golden verdict; writes
+# out/train.json (the report) and out/trace.json (the timeline of step 0: ui.perfetto.dev).
+# Extra arguments go to `tpusim train` (e.g. --steps 20, --layers 256,256,256 --batch 1024,
+# --config configs/pod_4x4.yaml, --save out/run, --waves-chips 0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -12,7 +15,7 @@ tpu_install_deps
 echo "[run] building (preset default)"
 tpu_build default
 mkdir -p out
-echo "[run] tpusim pod on configs/pod_2x2.yaml"
-./build/sw/tpusim pod --config configs/pod_2x2.yaml --m 64 --k 64 --n 64 --seed 1 \
-  --json out/pod.json "$@"
-echo "[run] report: out/pod.json"
+echo "[run] tpusim train on configs/pod_2x2.yaml"
+./build/sw/tpusim train --config configs/pod_2x2.yaml --steps 10 --seed 1 \
+  --json out/train.json --trace out/trace.json "$@"
+echo "[run] report: out/train.json, timeline: out/trace.json (open in https://ui.perfetto.dev)"

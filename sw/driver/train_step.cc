@@ -305,6 +305,9 @@ DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOpti
     }
   }
   spec_.loss_chunk = loss_chunk;
+  // Planning may have written the drivers' constant rows (identity, zeros) through the host
+  // ports: let those writes land, so that the backdoor may be used next.
+  host_.run_until_idle();
 }
 
 DataParallelTrainer::~DataParallelTrainer() = default;

@@ -8,6 +8,7 @@
 #include "pod_driver.h"
 #include "pod_sc.h"
 #include "sharded_matmul.h"
+#include "train_step.h"
 #include "tpu/bf16.h"
 
 namespace tpu {
@@ -113,6 +114,49 @@ TEST(PodSystemC, SameBitsAndCyclesAsPlainCpp) {
     EXPECT_EQ(sc_run.prog.run.cycles, cpp_run.prog.run.cycles) << w_spec;
     EXPECT_EQ(sc_run.prog.run.chip_cycles, cpp_run.prog.run.chip_cycles) << w_spec;
     EXPECT_EQ(sc_run.store_cycles, cpp_run.store_cycles) << w_spec;
+  }
+
+  // A training step (forward, backward with transposes, all-reduce pieces, SGD): the same
+  // parameters, loss and cycles on both engines, equal to the golden.
+  {
+    MlpSpec spec;
+    spec.widths = {32, 64, 32};
+    spec.batch = 8;
+    spec.lr = 0.5f;
+    std::vector<MlpParams> sc_params;
+    double sc_loss = 0;
+    uint64_t sc_start_cycle = 0, sc_cycles = 0;
+    pod.run([&](HostPort& h) {
+      sc_start_cycle = h.cycle();
+      while (cpp.core().cycle() < sc_start_cycle) cpp.core().step();
+      DataParallelTrainer tr(h, spec);
+      const MlpParams init = init_mlp_params(tr.spec(), 4);
+      tr.load_params(init);
+      tr.load_data(make_mlp_data(tr.spec(), 4));
+      const TrainStepRun run = tr.step();
+      sc_cycles = run.prog.run.cycles;
+      sc_loss = run.loss;
+      for (int c = 0; c < 4; ++c) sc_params.push_back(tr.read_params(c));
+      MlpGolden g(tr.spec(), init);
+      g.step(make_mlp_data(tr.spec(), 4), tr.golden_all_reduce());
+      const TrainCheck chk = check_params(sc_params, g);
+      EXPECT_EQ(chk.mismatches, 0u);
+      EXPECT_EQ(chk.replica_mismatches, 0u);
+    });
+    ASSERT_EQ(cpp.core().cycle(), sc_start_cycle);
+    DataParallelTrainer tr(cpp, spec);
+    tr.load_params(init_mlp_params(tr.spec(), 4));
+    tr.load_data(make_mlp_data(tr.spec(), 4));
+    const TrainStepRun run = tr.step();
+    EXPECT_EQ(run.prog.run.cycles, sc_cycles);
+    EXPECT_EQ(run.loss, sc_loss);
+    for (int c = 0; c < 4; ++c) {
+      const MlpParams p = tr.read_params(c);
+      for (std::size_t l = 0; l < p.size(); ++l) {
+        EXPECT_EQ(p[l].w, sc_params[static_cast<std::size_t>(c)][l].w) << "chip " << c;
+        EXPECT_EQ(p[l].b, sc_params[static_cast<std::size_t>(c)][l].b) << "chip " << c;
+      }
+    }
   }
 
   // The host socket: status, counters and link statistics by TLM reads, the backdoor by debug

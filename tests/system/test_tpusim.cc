@@ -327,3 +327,100 @@ TEST(TpusimShard, BadInputIsAClearErrorWithExitCode2) {
 
 }  // namespace
 }  // namespace tpu
+
+namespace tpu {
+namespace {
+
+// The number after "key": in a JSON text (the first occurrence).
+double json_number(const std::string& text, const std::string& key) {
+  const std::size_t at = text.find("\"" + key + "\":");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + key.size() + 3));
+}
+
+TEST(TpusimTrain, DefaultSizesHalveTheLossIn20StepsGoldenEveryStep) {
+  const std::string json = tmp("train_default.json");
+  const CliRun r = tpusim("train " + kPod22 + " --engine cpp --quiet --json " + json);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string rep = slurp(json);
+  EXPECT_NE(rep.find("\"verdict\": \"pass\""), std::string::npos) << rep;
+  EXPECT_EQ(json_number(rep, "steps"), 20) << "train.steps";
+  const double first = json_number(rep, "loss_first"), last = json_number(rep, "loss_last");
+  EXPECT_GT(first, 0);
+  EXPECT_LT(last, 0.5 * first) << "loss " << first << " -> " << last;
+  EXPECT_EQ(rep.find("\"golden\": \"fail\""), std::string::npos);
+}
+
+TEST(TpusimTrain, ReportSaveAndTraceOnBothEngines) {
+  const std::string dir = tmp("train_save"), trace = tmp("train_trace.json");
+  double cycles[2] = {0, 0};
+  int e = 0;
+  for (const char* engine : {"cpp", "systemc"}) {
+    const std::string json = tmp(std::string("train_") + engine + ".json");
+    const CliRun r = tpusim("train " + kPod22 + " --engine " + engine + " --quiet --layers 32,64,32"
+                            " --batch 32 --steps 2 --fresh-batches --save " + dir + " --json " +
+                            json + " --trace " + trace + " --trace-steps 1:2");
+    ASSERT_EQ(r.code, 0) << r.out;
+    const std::string rep = slurp(json);
+    for (const char* key : {"\"steps\"", "\"loss\"", "\"mfu\"", "\"breakdown\"", "\"compute\"",
+                            "\"allreduce_hidden_fraction\"", "\"cycles_per_step\"",
+                            "\"verdict\": \"pass\"", "\"mismatches\": 0", "\"layers\""})
+      EXPECT_NE(rep.find(key), std::string::npos) << key << " not in " << rep;
+    cycles[e++] = json_number(rep, "cycles_per_step");
+  }
+  // The same program on both engines; each starts at its own machine cycle (HBM refresh phase),
+  // so the counts may differ by a few cycles (test_pod_systemc aligns them and asks for equality).
+  EXPECT_GT(cycles[0], 0);
+  EXPECT_NEAR(cycles[0], cycles[1], 0.01 * cycles[0]);
+  const std::string tr = slurp(trace);
+  for (const char* label : {"forward 0", "loss", "transpose A1", "dW0 piece 0", "relu mask 1",
+                            "all_reduce dW1", "sgd 0"})
+    EXPECT_NE(tr.find(label), std::string::npos) << label << " not on the timeline";
+  // The saved run: shapes as documented, x and y per step (fresh batches), the loss per step.
+  const NpyArray x = read_npy(dir + "/x.npy"), y = read_npy(dir + "/y.npy");
+  EXPECT_EQ(x.shape, (std::vector<size_t>{2, 32, 32}));
+  EXPECT_EQ(y.shape, (std::vector<size_t>{2, 32, 32}));
+  EXPECT_EQ(read_npy(dir + "/init_w0.npy").shape, (std::vector<size_t>{32, 64}));
+  EXPECT_EQ(read_npy(dir + "/final_w1.npy").shape, (std::vector<size_t>{64, 32}));
+  EXPECT_EQ(read_npy(dir + "/final_b0.npy").shape, (std::vector<size_t>{64}));
+  const NpyArray loss = read_npy(dir + "/loss.npy");
+  ASSERT_EQ(loss.shape, (std::vector<size_t>{2}));
+  EXPECT_NE(read_npy(dir + "/init_w0.npy").as_f32(), read_npy(dir + "/final_w0.npy").as_f32());
+  const std::string hyper = slurp(dir + "/train.json");
+  for (const char* key : {"\"lr\"", "\"seed\"", "\"global_batch\"", "\"layers\"", "\"steps\""})
+    EXPECT_NE(hyper.find(key), std::string::npos) << key << " not in " << hyper;
+}
+
+TEST(TpusimTrain, BadInputIsAClearErrorWithExitCode2) {
+  struct Bad {
+    const char* name;
+    std::string args, expect;
+  };
+  const std::vector<Bad> cases = {
+      {"width rule", "--layers 32,48,32", "multiple of 32"},
+      {"one width", "--layers 64", "at least two widths"},
+      {"batch split", "--batch 6", "split evenly"},
+      {"tensor parallel", "--mesh data=2,model=2", "data=4"},
+      {"lr", "--lr -1", "--lr -1"},
+      {"steps", "--steps 0", "--steps"},
+      {"trace steps", "--trace-steps 0:1", "needs --trace"},
+      {"too big", "--layers 8192,8192 --batch 4096", "HBM"},
+      {"unknown", "--widths 3", "unknown option"},
+      {"twice", "--steps 2 --steps 3", "given twice"},
+  };
+  for (const Bad& c : cases) {
+    const std::string json = tmp("bad_train.json");
+    std::remove(json.c_str());
+    const CliRun r = tpusim("train " + c.args + " " + kPod22 + " --engine cpp --quiet --json " + json);
+    EXPECT_EQ(r.code, 2) << c.name << ": " << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos)
+        << c.name << ": expected '" << c.expect << "' in:\n" << r.out;
+    EXPECT_FALSE(std::ifstream(json).good()) << c.name << ": a report was written";
+  }
+  const CliRun h = tpusim("train --help");
+  EXPECT_EQ(h.code, 0);
+  EXPECT_NE(h.out.find("usage: tpusim train"), std::string::npos) << h.out;
+}
+
+}  // namespace
+}  // namespace tpu
