@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "chip_dut.h"
@@ -60,7 +61,7 @@ PodConfig load_pod_config(const std::string& path) {
   const YAML::Node root = load_yaml(path);
   if (!root.IsMap())
     fail(path, "", "the top level must be a mapping with 'pod' and 'chip' sections");
-  check_keys(root, path, "", {"pod", "chip", "hbm", "mesh"});
+  check_keys(root, path, "", {"pod", "chip", "hbm", "mesh", "train"});
   PodConfig pc;
   pc.chip = chip_config_from(root, path);
   pc.source = path;
@@ -158,6 +159,54 @@ PodConfig load_pod_config(const std::string& path) {
       pc.mesh = mesh.text();
     } catch (const std::invalid_argument& e) {
       fail(path, "mesh", e.what());
+    }
+  }
+  // The training run's settings (tpusim train, docs/training.md), each overridden by its flag.
+  if (const YAML::Node t = root["train"]) {
+    if (!t.IsMap()) fail(path, "train", "must be a mapping");
+    check_keys(t, path, "train.",
+               {"layers", "batch", "steps", "lr", "seed", "fresh_batches", "grad_pieces"});
+    auto uint_of = [&](const YAML::Node& n, const std::string& key, long long lo, long long hi) {
+      long long v = 0;
+      try {
+        v = n.as<long long>();
+      } catch (const YAML::Exception&) {
+        fail(path, "train." + key, "must be an integer");
+      }
+      if (v < lo || v > hi)
+        fail(path, "train." + key, "must be from " + std::to_string(lo) + " to " +
+                                       std::to_string(hi) + " (got " + std::to_string(v) + ")");
+      return std::to_string(v);
+    };
+    if (const YAML::Node l = t["layers"]) {
+      if (!l.IsSequence() || l.size() < 2)
+        fail(path, "train.layers", "must be a list of at least two widths, inputs first");
+      std::string text;
+      for (const auto& n : l) text += (text.empty() ? "" : ",") + uint_of(n, "layers", 1, 65536);
+      pc.train["layers"] = text;
+    }
+    if (const YAML::Node n = t["batch"]) pc.train["batch"] = uint_of(n, "batch", 1, 1 << 24);
+    if (const YAML::Node n = t["steps"]) pc.train["steps"] = uint_of(n, "steps", 1, 100000);
+    if (const YAML::Node n = t["grad_pieces"])
+      pc.train["grad_pieces"] = uint_of(n, "grad_pieces", 1, 64);
+    if (const YAML::Node n = t["seed"])
+      pc.train["seed"] = uint_of(n, "seed", 0, std::numeric_limits<long long>::max());
+    if (const YAML::Node n = t["lr"]) {
+      double v = 0;
+      try {
+        v = n.as<double>();
+      } catch (const YAML::Exception&) {
+        fail(path, "train.lr", "must be a number");
+      }
+      if (!(v > 0) || v > 1e6) fail(path, "train.lr", "must be in (0, 1e6]");
+      pc.train["lr"] = n.as<std::string>();
+    }
+    if (const YAML::Node n = t["fresh_batches"]) {
+      try {
+        if (n.as<bool>()) pc.train["fresh_batches"] = "1";
+      } catch (const YAML::Exception&) {
+        fail(path, "train.fresh_batches", "must be true or false");
+      }
     }
   }
   return pc;

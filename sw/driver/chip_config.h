@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stdexcept>
+#include <map>
 #include <string>
 
 #include "hbm_config.h"
@@ -36,6 +37,9 @@ struct PodConfig {
   ChipConfig chip;
   PodParams params;  // topology, link latency, variant and HBM (tb/pod/pod.h)
   std::string mesh;  // the `mesh:` section ("data=2,model=2"), or "" when there is none
+  // The `train:` section (tpusim train): key -> value as its flag takes it ("layers" ->
+  // "64,128,32", "lr" -> "0.5", "fresh_batches" -> "1"); checked when loaded.
+  std::map<std::string, std::string> train;
 };
 PodConfig load_pod_config(const std::string& path);
 

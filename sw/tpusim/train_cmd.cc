@@ -25,6 +25,8 @@ const char* kTrainUsage =
     "                                       checked bit for bit against the golden\n"
     "  --config FILE        pod configuration (default configs/pod_2x2.yaml)\n"
     "  --mesh AXES          data=<chips> (data parallel over the whole pod; the default)\n"
+    "  (each of --layers, --batch, --steps, --lr, --seed, --fresh-batches, --grad-pieces\n"
+    "   overrides the key of the config's train: section, which overrides the default)\n"
     "  --layers W0,W1,..    widths, inputs first (default 64,128,32; multiples of 32)\n"
     "  --batch N            global batch, split evenly over the chips (default 256)\n"
     "  --steps S            SGD steps (default 20)\n"
@@ -132,6 +134,11 @@ int cmd_train(const std::vector<std::string>& args) {
   const PodConfig cfg = load_pod_config(config);
   const Topology& topo = cfg.params.topo;
   const int P = topo.num_chips();
+  // A flag, else the config's train: key, else the default.
+  auto setting = [&](const char* flag, const char* key, const char* def) {
+    if (opt.count(flag)) return opt.at(flag);
+    return cfg.train.count(key) ? cfg.train.at(key) : std::string(def);
+  };
   if (opt.count("--mesh")) {
     const Mesh mesh = parse_mesh(opt.at("--mesh"));
     if (mesh.axes.size() != 1 || mesh.axes[0].name != "data" || mesh.axes[0].size != P)
@@ -141,19 +148,19 @@ int cmd_train(const std::vector<std::string>& args) {
                                   "yet)");
   }
   MlpSpec spec;
-  spec.widths = parse_layers(get(opt, "--layers", "64,128,32"));
-  const std::size_t global = parse_uint("--batch", get(opt, "--batch", "256"), 1, 1u << 24);
+  spec.widths = parse_layers(setting("--layers", "layers", "64,128,32"));
+  const std::size_t global = parse_uint("--batch", setting("--batch", "batch", "256"), 1, 1u << 24);
   if (global % static_cast<std::size_t>(P) != 0)
     throw std::invalid_argument("--batch " + std::to_string(global) + ": the global batch must "
                                 "split evenly over the " + std::to_string(P) + " chips");
   spec.batch = global / static_cast<std::size_t>(P);
   spec.chips = P;
-  spec.lr = static_cast<float>(parse_lr(get(opt, "--lr", "0.5")));
-  const std::size_t steps = parse_uint("--steps", get(opt, "--steps", "20"), 1, 100000);
-  const uint64_t seed = parse_uint("--seed", get(opt, "--seed", "1"), 0, ~0ull);
-  const bool fresh = opt.count("--fresh-batches") > 0;
+  spec.lr = static_cast<float>(parse_lr(setting("--lr", "lr", "0.5")));
+  const std::size_t steps = parse_uint("--steps", setting("--steps", "steps", "20"), 1, 100000);
+  const uint64_t seed = parse_uint("--seed", setting("--seed", "seed", "1"), 0, ~0ull);
+  const bool fresh = opt.count("--fresh-batches") > 0 || cfg.train.count("fresh_batches") > 0;
   TrainOptions to;
-  to.grad_pieces = parse_uint("--grad-pieces", get(opt, "--grad-pieces", "4"), 1, 64);
+  to.grad_pieces = parse_uint("--grad-pieces", setting("--grad-pieces", "grad_pieces", "4"), 1, 64);
   const std::string load = get(opt, "--load", "host");
   if (load != "host" && load != "backdoor")
     throw std::invalid_argument("--load " + load + ": must be 'host' or 'backdoor'");
@@ -173,7 +180,7 @@ int cmd_train(const std::vector<std::string>& args) {
   Report rep("data-parallel training of an MLP " + widths + " on " + topo.name() + " (" +
              std::to_string(P) + " chips " + cfg.params.variant + "), global batch " +
              std::to_string(global) + ", " + std::to_string(steps) + " steps, lr " +
-             get(opt, "--lr", "0.5"));
+             setting("--lr", "lr", "0.5"));
   rep.field("command", "train");
   bool pass = true;
   const auto wall0 = std::chrono::steady_clock::now();
@@ -220,6 +227,7 @@ int cmd_train(const std::vector<std::string>& args) {
       }
       add_pod(rep, cfg, mi, opt);
       fill_train_report(rep, r, mi);
+      rep.group("train").field("mesh", "data=" + std::to_string(P));
       if (opt.count("--save")) {
         std::vector<float> losses;
         for (const TrainStepRecord& st : r.steps) losses.push_back(static_cast<float>(st.loss));

@@ -417,6 +417,32 @@ TEST(TpusimTrain, BadInputIsAClearErrorWithExitCode2) {
         << c.name << ": expected '" << c.expect << "' in:\n" << r.out;
     EXPECT_FALSE(std::ifstream(json).good()) << c.name << ": a report was written";
   }
+  // The config's train: section: its keys are checked (file, key, rule), flags override them.
+  int files = 0;
+  auto config = [&](const std::string& train) {  // a config file of its own per call
+    const std::string yaml = tmp("train" + std::to_string(files++) + ".yaml");
+    std::ofstream(yaml) << "pod:\n  shape: [2, 2]\nchip:\n  variant: 16x16\ntrain:\n" << train;
+    return "--config " + yaml;
+  };
+  const std::vector<Bad> yaml_cases = {
+      {"layers not ints", config("  layers: [64, x]\n"), "key 'train.layers': must be an integer"},
+      {"lr", config("  lr: -2\n"), "key 'train.lr'"},
+      {"unknown key", config("  epochs: 3\n"), "key 'train.epochs': unknown key"},
+      {"width rule", config("  layers: [32, 40]\n"), "multiple of 32"},
+  };
+  for (const Bad& c : yaml_cases) {
+    const CliRun r = tpusim("train " + c.args + " --engine cpp --quiet");
+    EXPECT_EQ(r.code, 2) << c.name << ": " << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos)
+        << c.name << ": expected '" << c.expect << "' in:\n" << r.out;
+  }
+  const std::string json = tmp("train_yaml.json");
+  const CliRun ok = tpusim("train " + config("  layers: [32, 32]\n  batch: 8\n  steps: 3\n") +
+                           " --steps 1 --engine cpp --quiet --json " + json);
+  ASSERT_EQ(ok.code, 0) << ok.out;
+  const std::string rep = slurp(json);
+  EXPECT_EQ(json_number(rep, "global_batch"), 8) << rep;  // from the config
+  EXPECT_EQ(json_number(rep, "steps"), 1) << rep;         // the flag wins
   const CliRun h = tpusim("train --help");
   EXPECT_EQ(h.code, 0);
   EXPECT_NE(h.out.find("usage: tpusim train"), std::string::npos) << h.out;
