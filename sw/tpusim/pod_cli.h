@@ -18,6 +18,13 @@ namespace tpu {
 
 using Opts = std::map<std::string, std::string>;
 
+// The options of a command: `valued` take a value, `flags` none. An unknown option (the message
+// ends with `usage`), a missing value or an option given twice is std::invalid_argument; each
+// of `out_paths` that is given must name a file in a directory that exists (checked before any
+// simulation, so a long run does not end in a failed write).
+Opts parse_options(const std::vector<std::string>& args, const std::vector<std::string>& valued,
+                   const std::vector<std::string>& flags, const char* usage,
+                   const std::vector<std::string>& out_paths = {"--json", "--trace"});
 // Option `k`, or `d` when it was not given.
 std::string get(const Opts& opt, const char* k, const std::string& d);
 // "0,3" -> {0, 3} (--waves-chips).

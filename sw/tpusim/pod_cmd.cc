@@ -3,6 +3,7 @@
 #include "pod_cli.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -63,27 +64,34 @@ const char* kPodUsage =
 
 namespace {
 
-Opts parse(const std::vector<std::string>& args, const std::vector<std::string>& valued,
-           const std::vector<std::string>& flags) {
+}  // namespace
+
+Opts parse_options(const std::vector<std::string>& args, const std::vector<std::string>& valued,
+                   const std::vector<std::string>& flags, const char* usage,
+                   const std::vector<std::string>& out_paths) {
   Opts opt;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    bool flag = false, val = false;
-    for (const auto& f : flags) flag = flag || f == a;
-    for (const auto& v : valued) val = val || v == a;
+    const bool flag = std::find(flags.begin(), flags.end(), a) != flags.end();
+    const bool val = std::find(valued.begin(), valued.end(), a) != valued.end();
+    if (!flag && !val) throw std::invalid_argument("unknown option '" + a + "'\n" + usage);
+    if (opt.count(a)) throw std::invalid_argument(a + " is given twice");
     if (flag) {
       opt[a] = "1";
-    } else if (val) {
-      if (i + 1 >= args.size()) throw std::invalid_argument(a + " needs a value");
-      opt[a] = args[++i];
-    } else {
-      throw std::invalid_argument("unknown option '" + a + "'\n" + kPodUsage);
+      continue;
     }
+    if (i + 1 >= args.size()) throw std::invalid_argument(a + " needs a value");
+    opt[a] = args[++i];
+  }
+  for (const std::string& k : out_paths) {
+    if (!opt.count(k)) continue;
+    const std::filesystem::path dir = std::filesystem::path(opt.at(k)).parent_path();
+    if (!dir.empty() && !std::filesystem::is_directory(dir))
+      throw std::invalid_argument(k + " " + opt.at(k) + ": directory '" + dir.string() +
+                                  "' does not exist");
   }
   return opt;
 }
-
-}  // namespace
 
 std::string get(const Opts& opt, const char* k, const std::string& d) {
   return opt.count(k) ? opt.at(k) : d;
@@ -436,32 +444,30 @@ int run_collective(const Opts& opt, Collective kind) {
 
 int cmd_allreduce(const std::vector<std::string>& args) {
   const Opts opt =
-      parse(args,
+      parse_options(args,
             {"--config", "--bytes", "--dtype", "--algo", "--op", "--block-rows", "--rounds",
              "--mesh", "--axis", "--load", "--seed", "--engine", "--waves-chips", "--json",
              "--trace", "--trace-cycles"},
-            {"--quiet"});
+            {"--quiet"}, kPodUsage);
   return run_collective(opt, Collective::kAllReduce);
 }
 
 int cmd_collective(const std::vector<std::string>& args) {
-  const Opts opt = parse(
-      args,
+  const Opts opt = parse_options(args,
       {"--kind", "--config", "--bytes", "--dtype", "--algo", "--op", "--root", "--block-rows",
        "--rounds", "--mesh", "--axis", "--load", "--seed", "--engine", "--waves-chips", "--json",
        "--trace", "--trace-cycles"},
-      {"--quiet"});
+      {"--quiet"}, kPodUsage);
   if (!opt.count("--kind"))
     throw std::invalid_argument("collective: --kind is required\n" + std::string(kPodUsage));
   return run_collective(opt, parse_kind(opt.at("--kind")));
 }
 
 int cmd_pod(const std::vector<std::string>& args) {
-  const Opts opt = parse(
-      args,
+  const Opts opt = parse_options(args,
       {"--config", "--m", "--k", "--n", "--seed", "--algo", "--engine", "--waves-chips", "--json",
        "--trace", "--trace-cycles"},
-      {"--quiet"});
+      {"--quiet"}, kPodUsage);
   const std::string config = get(opt, "--config", source_file("configs/pod_2x2.yaml"));
   const PodConfig cfg = load_pod_config(config);
   const Topology& topo = cfg.params.topo;

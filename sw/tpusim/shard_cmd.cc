@@ -39,30 +39,11 @@ const char* kShardUsage =
 namespace {
 
 Opts parse_shard(const std::vector<std::string>& args) {
-  const std::vector<std::string> valued = {
-      "--config", "--mesh", "--m", "--k", "--n", "--x-spec", "--w-spec", "--y-spec", "--a",
-      "--w", "--bias", "--out", "--load", "--seed", "--engine", "--waves-chips", "--json",
-      "--trace", "--trace-cycles"};
-  Opts opt;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--relu" || a == "--quiet") {
-      opt[a] = "1";
-      continue;
-    }
-    if (std::find(valued.begin(), valued.end(), a) == valued.end())
-      throw std::invalid_argument("unknown option '" + a + "'\n" + kShardUsage);
-    if (i + 1 >= args.size()) throw std::invalid_argument(a + " needs a value");
-    opt[a] = args[++i];
-  }
-  for (const char* k : {"--out", "--json", "--trace"}) {
-    if (!opt.count(k)) continue;
-    const std::filesystem::path dir = std::filesystem::path(opt.at(k)).parent_path();
-    if (!dir.empty() && !std::filesystem::is_directory(dir))
-      throw std::invalid_argument(std::string(k) + " " + opt.at(k) + ": directory '" +
-                                  dir.string() + "' does not exist");
-  }
-  return opt;
+  return parse_options(args,
+                       {"--config", "--mesh", "--m", "--k", "--n", "--x-spec", "--w-spec",
+                        "--y-spec", "--a", "--w", "--bias", "--out", "--load", "--seed",
+                        "--engine", "--waves-chips", "--json", "--trace", "--trace-cycles"},
+                       {"--relu", "--quiet"}, kShardUsage, {"--out", "--json", "--trace"});
 }
 
 }  // namespace

@@ -45,31 +45,21 @@ const char* kTrainUsage =
 namespace {
 
 Opts parse_train(const std::vector<std::string>& args) {
-  const std::vector<std::string> valued = {
-      "--config", "--mesh", "--layers", "--batch", "--steps", "--lr", "--seed", "--grad-pieces",
-      "--save", "--load", "--trace", "--trace-steps", "--engine", "--waves-chips", "--json"};
-  Opts opt;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--fresh-batches" || a == "--quiet") {
-      opt[a] = "1";
-      continue;
-    }
-    if (std::find(valued.begin(), valued.end(), a) == valued.end())
-      throw std::invalid_argument("unknown option '" + a + "'\n" + kTrainUsage);
-    if (i + 1 >= args.size()) throw std::invalid_argument(a + " needs a value");
-    if (opt.count(a)) throw std::invalid_argument(a + " is given twice");
-    opt[a] = args[++i];
-  }
-  for (const char* k : {"--json", "--trace"}) {
-    if (!opt.count(k)) continue;
-    const std::filesystem::path dir = std::filesystem::path(opt.at(k)).parent_path();
-    if (!dir.empty() && !std::filesystem::is_directory(dir))
-      throw std::invalid_argument(std::string(k) + " " + opt.at(k) + ": directory '" +
-                                  dir.string() + "' does not exist");
-  }
+  Opts opt = parse_options(
+      args,
+      {"--config", "--mesh", "--layers", "--batch", "--steps", "--lr", "--seed", "--grad-pieces",
+       "--save", "--load", "--trace", "--trace-steps", "--engine", "--waves-chips", "--json"},
+      {"--fresh-batches", "--quiet"}, kTrainUsage);
   if (opt.count("--trace-steps") && !opt.count("--trace"))
     throw std::invalid_argument("--trace-steps needs --trace FILE");
+  if (opt.count("--save")) {  // checked before the run, not after it
+    const std::filesystem::path d(opt.at("--save"));
+    if (std::filesystem::exists(d) && !std::filesystem::is_directory(d))
+      throw std::invalid_argument("--save " + d.string() + ": exists and is not a directory");
+    if (!d.parent_path().empty() && !std::filesystem::is_directory(d.parent_path()))
+      throw std::invalid_argument("--save " + d.string() + ": directory '" +
+                                  d.parent_path().string() + "' does not exist");
+  }
   return opt;
 }
 

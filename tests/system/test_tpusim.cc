@@ -407,6 +407,8 @@ TEST(TpusimTrain, BadInputIsAClearErrorWithExitCode2) {
       {"too big", "--layers 8192,8192 --batch 4096", "HBM"},
       {"unknown", "--widths 3", "unknown option"},
       {"twice", "--steps 2 --steps 3", "given twice"},
+      {"save into a file", "--save " + std::string(TPUSIM), "is not a directory"},
+      {"trace dir", "--trace /nonexistent/t.json", "does not exist"},
   };
   for (const Bad& c : cases) {
     const std::string json = tmp("bad_train.json");
