@@ -23,8 +23,45 @@ void MlpSpec::validate() const {
                                   " (whole 64-byte bursts per matrix row on this chip)");
   if (batch == 0) throw std::invalid_argument("batch: every chip needs at least one example");
   if (chips < 1) throw std::invalid_argument("chips: at least one");
+  if (model < 1 || chips % model != 0)
+    throw std::invalid_argument("model: " + std::to_string(model) + " ways must divide the " +
+                                std::to_string(chips) + " chips");
+  if (model > 1) {
+    if (layers() != 2)
+      throw std::invalid_argument("model: tensor parallelism splits the hidden layer of a "
+                                  "two-layer network (got " + std::to_string(layers()) +
+                                  " layers)");
+    if (widths[1] % (q * static_cast<std::size_t>(model)) != 0)
+      throw std::invalid_argument("layers: the hidden width " + std::to_string(widths[1]) +
+                                  " must be a multiple of " +
+                                  std::to_string(q * static_cast<std::size_t>(model)) + " (" +
+                                  std::to_string(model) + " model shards of a multiple of " +
+                                  std::to_string(q) + ")");
+  }
+  const std::size_t P = static_cast<std::size_t>(chips);
+  if ((!data_rank.empty() && data_rank.size() != P) || (!model_rank.empty() && model_rank.size() != P) ||
+      (model > 1 && model_rank.empty()))
+    throw std::invalid_argument("ranks: one data and one model rank per chip");
+  std::vector<int> seen(P, 0);
+  for (int c = 0; c < chips; ++c) {
+    const int d = data_rank_of(c), m = model_rank_of(c);
+    if (d < 0 || d >= data() || m < 0 || m >= model)
+      throw std::invalid_argument("ranks: chip " + std::to_string(c) + " has data rank " +
+                                  std::to_string(d) + ", model rank " + std::to_string(m));
+    if (seen[static_cast<std::size_t>(d * model + m)]++)
+      throw std::invalid_argument("ranks: two chips have data rank " + std::to_string(d) +
+                                  " and model rank " + std::to_string(m));
+  }
   if (!std::isfinite(lr) || lr <= 0) throw std::invalid_argument("lr: must be finite and > 0");
   if (loss_chunk == 0) throw std::invalid_argument("loss_chunk: must be > 0");
+}
+
+std::size_t MlpSpec::in_width(std::size_t l) const {
+  return (model > 1 && l == 1) ? widths[1] / static_cast<std::size_t>(model) : widths[l];
+}
+
+std::size_t MlpSpec::out_width(std::size_t l) const {
+  return (model > 1 && l == 0) ? widths[1] / static_cast<std::size_t>(model) : widths[l + 1];
 }
 
 std::size_t MlpSpec::width_multiple() const { return std::lcm<std::size_t>(lanes, 32); }
@@ -148,9 +185,45 @@ std::vector<float> mlp_loss_partial(const std::vector<float>& d, std::size_t row
 
 double mlp_loss(const MlpSpec& spec, const std::vector<std::vector<float>>& parts) {
   double s = 0;
-  for (const auto& p : parts)
-    for (float v : p) s += static_cast<double>(v);
+  for (std::size_t c = 0; c < parts.size(); ++c) {
+    if (spec.model_rank_of(static_cast<int>(c)) != 0) continue;
+    for (float v : parts[c]) s += static_cast<double>(v);
+  }
   return s / (static_cast<double>(spec.global_batch()) * static_cast<double>(spec.widths.back()));
+}
+
+MlpParams mlp_shard(const MlpSpec& spec, const MlpParams& full, int m) {
+  if (spec.model <= 1) return full;
+  const std::size_t in = spec.widths[0], h = spec.widths[1], out = spec.widths[2];
+  const std::size_t hm = h / static_cast<std::size_t>(spec.model), h0 = hm * static_cast<std::size_t>(m);
+  MlpParams p(2);
+  for (std::size_t i = 0; i < in; ++i)  // layer 0: columns [h0, h0 + hm)
+    p[0].w.insert(p[0].w.end(), full[0].w.begin() + static_cast<std::ptrdiff_t>(i * h + h0),
+                  full[0].w.begin() + static_cast<std::ptrdiff_t>(i * h + h0 + hm));
+  p[0].b.assign(full[0].b.begin() + static_cast<std::ptrdiff_t>(h0),
+                full[0].b.begin() + static_cast<std::ptrdiff_t>(h0 + hm));
+  p[1].w.assign(full[1].w.begin() + static_cast<std::ptrdiff_t>(h0 * out),  // rows [h0, h0 + hm)
+                full[1].w.begin() + static_cast<std::ptrdiff_t>((h0 + hm) * out));
+  p[1].b = full[1].b;
+  return p;
+}
+
+MlpParams mlp_unshard(const MlpSpec& spec, const std::vector<MlpParams>& shards) {
+  if (spec.model <= 1) return shards.at(0);
+  if (shards.size() != static_cast<std::size_t>(spec.model))
+    throw std::invalid_argument("mlp_unshard: one shard per model rank");
+  const std::size_t in = spec.widths[0], h = spec.widths[1];
+  const std::size_t hm = h / static_cast<std::size_t>(spec.model);
+  MlpParams p(2);
+  p[0].w.resize(in * h);
+  for (std::size_t m = 0; m < shards.size(); ++m) {
+    for (std::size_t i = 0; i < in; ++i)
+      for (std::size_t j = 0; j < hm; ++j) p[0].w[i * h + m * hm + j] = shards[m][0].w[i * hm + j];
+    p[0].b.insert(p[0].b.end(), shards[m][0].b.begin(), shards[m][0].b.end());
+    p[1].w.insert(p[1].w.end(), shards[m][1].w.begin(), shards[m][1].w.end());
+  }
+  p[1].b = shards[0][1].b;
+  return p;
 }
 
 MlpGolden::MlpGolden(const MlpSpec& spec, const MlpParams& init) : spec_(spec) {
@@ -158,66 +231,79 @@ MlpGolden::MlpGolden(const MlpSpec& spec, const MlpParams& init) : spec_(spec) {
   if (init.size() != spec_.layers())
     throw std::invalid_argument("MlpGolden: parameters for " + std::to_string(init.size()) +
                                 " layers, the spec has " + std::to_string(spec_.layers()));
-  p_.assign(static_cast<std::size_t>(spec_.chips), init);
+  for (int c = 0; c < spec_.chips; ++c) p_.push_back(mlp_shard(spec_, init, spec_.model_rank_of(c)));
 }
 
-MlpStepResult MlpGolden::step(const MlpData& data, const GradAllReduce& all_reduce) {
+MlpStepResult MlpGolden::step(const MlpData& data, const GradAllReduce& all_reduce,
+                              const ModelAllReduce& model_all_reduce) {
   const std::size_t L = spec_.layers(), B = spec_.batch, P = static_cast<std::size_t>(spec_.chips);
   const std::size_t d_in = spec_.widths.front(), d_out = spec_.widths.back();
   if (data.x.size() != spec_.global_batch() * d_in || data.t.size() != spec_.global_batch() * d_out)
     throw std::invalid_argument("MlpGolden::step: the batch does not match the spec");
+  if (spec_.model > 1 && !model_all_reduce)
+    throw std::invalid_argument("MlpGolden::step: tensor parallel needs the model all-reduce");
   const MlpConsts k = mlp_consts(spec_);
   const uint32_t s_bits = f32_bits(k.grad_scale), big = f32_bits(k.mask_big),
                  one = f32_bits(k.one), nlr = f32_bits(k.neg_lr);
   MlpStepResult res;
   std::vector<std::vector<std::vector<uint32_t>>> grads(L, std::vector<std::vector<uint32_t>>(P));
+  std::vector<std::vector<std::vector<bf16_t>>> wb(P), act(P);
+  std::vector<std::vector<uint32_t>> pred(P);
+  // Forward on every chip: bf16 activations between layers, the last layer's output in f32 (a
+  // partial product with tensor parallelism: its bias on model rank 0 only).
   for (std::size_t c = 0; c < P; ++c) {
     const MlpParams& p = p_[c];
-    std::vector<std::vector<bf16_t>> wb(L), act(L);
+    wb[c].resize(L);
+    act[c].resize(L);
     for (std::size_t l = 0; l < L; ++l) {
-      wb[l].resize(p[l].w.size());
-      for (std::size_t i = 0; i < wb[l].size(); ++i) wb[l][i] = f32_to_bf16(p[l].w[i]);
+      wb[c][l].resize(p[l].w.size());
+      for (std::size_t i = 0; i < wb[c][l].size(); ++i) wb[c][l][i] = f32_to_bf16(p[l].w[i]);
     }
-    act[0].assign(data.x.begin() + static_cast<std::ptrdiff_t>(c * B * d_in),
-                  data.x.begin() + static_cast<std::ptrdiff_t>((c + 1) * B * d_in));
-    // Forward: bf16 activations between layers, the last layer's output in f32.
-    std::vector<uint32_t> pred;
+    const std::size_t d = static_cast<std::size_t>(spec_.data_rank_of(static_cast<int>(c)));
+    act[c][0].assign(data.x.begin() + static_cast<std::ptrdiff_t>(d * B * d_in),
+                     data.x.begin() + static_cast<std::ptrdiff_t>((d + 1) * B * d_in));
     for (std::size_t l = 0; l < L; ++l) {
-      const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
+      const std::size_t in = spec_.in_width(l), out = spec_.out_width(l);
       const bool last = l + 1 == L;
-      const auto y = golden_matmul_epilogue(golden_matmul(act[l], wb[l], B, in, out), B, out,
-                                            &p[l].b, !last, !last);
+      const bool bias = !last || spec_.model_rank_of(static_cast<int>(c)) == 0;
+      const auto y = golden_matmul_epilogue(golden_matmul(act[c][l], wb[c][l], B, in, out), B, out,
+                                            bias ? &p[l].b : nullptr, !last, !last);
       if (last) {
-        pred = y;
+        pred[c] = y;
       } else {
-        act[l + 1].resize(y.size());
-        for (std::size_t i = 0; i < y.size(); ++i) act[l + 1][i] = static_cast<bf16_t>(y[i]);
+        act[c][l + 1].resize(y.size());
+        for (std::size_t i = 0; i < y.size(); ++i) act[c][l + 1][i] = static_cast<bf16_t>(y[i]);
       }
     }
+  }
+  if (spec_.model > 1) pred = model_all_reduce(pred);
+  for (std::size_t c = 0; c < P; ++c) {
+    const std::size_t d = static_cast<std::size_t>(spec_.data_rank_of(static_cast<int>(c)));
     // Loss and its gradient: D = P - T, the partial sum of D^2, dY = bf16(D x scale).
-    std::vector<float> d(B * d_out);
+    std::vector<float> dd(B * d_out);
     std::vector<bf16_t> dy(B * d_out);
-    for (std::size_t i = 0; i < d.size(); ++i) {
-      const uint32_t t = f32_bits(data.t[c * B * d_out + i]);
-      const uint32_t di = vpu_lane(VpuOp::kSub, pred[i], t, 0);
-      d[i] = f32_from_bits(di);
+    for (std::size_t i = 0; i < dd.size(); ++i) {
+      const uint32_t t = f32_bits(data.t[d * B * d_out + i]);
+      const uint32_t di = vpu_lane(VpuOp::kSub, pred[c].at(i), t, 0);
+      dd[i] = f32_from_bits(di);
       dy[i] = static_cast<bf16_t>(vpu_lane(VpuOp::kMul, di, s_bits, 0, 0, true));
     }
-    res.loss_parts.push_back(mlp_loss_partial(d, B, d_out, spec_.lanes, spec_.loss_chunk));
+    res.loss_parts.push_back(mlp_loss_partial(dd, B, d_out, spec_.lanes, spec_.loss_chunk));
     // Backward, last layer first.
     for (std::size_t l = L; l-- > 0;) {
-      const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
+      const std::size_t in = spec_.in_width(l), out = spec_.out_width(l);
       // [A^T; 1] (in + 1) x B: the transpose through the MXU, then a row of ones (the bias).
-      std::vector<bf16_t> at = golden_transpose(act[l], B, in, spec_.lanes);
+      std::vector<bf16_t> at = golden_transpose(act[c][l], B, in, spec_.lanes);
       at.resize((in + 1) * B, f32_to_bf16(1.0f));
       const std::vector<float> g = golden_matmul(at, dy, in + 1, B, out);
       grads[l][c] = golden_matmul_epilogue(g, in + 1, out, nullptr, false, false);
       if (l == 0) break;
       // dA = dY W^T (a transposed weight load: the bits move unchanged), then the ReLU mask.
-      const std::vector<float> da = golden_matmul(dy, transpose_bits(wb[l], in, out), B, out, in);
+      const std::vector<float> da =
+          golden_matmul(dy, transpose_bits(wb[c][l], in, out), B, out, in);
       std::vector<bf16_t> dyn(B * in);
       for (std::size_t i = 0; i < dyn.size(); ++i) {
-        const uint32_t m1 = vpu_lane(VpuOp::kMul, act[l][i], big, 0, kVpuSrcBf16X);
+        const uint32_t m1 = vpu_lane(VpuOp::kMul, act[c][l][i], big, 0, kVpuSrcBf16X);
         const uint32_t m2 = vpu_lane(VpuOp::kMul, m1, big, 0);
         const uint32_t m3 = vpu_lane(VpuOp::kMin, m2, one, 0);
         dyn[i] = static_cast<bf16_t>(vpu_lane(VpuOp::kMul, f32_bits(da[i]), m3, 0, 0, true));
@@ -225,11 +311,11 @@ MlpStepResult MlpGolden::step(const MlpData& data, const GradAllReduce& all_redu
       dy = std::move(dyn);
     }
   }
-  // The gradients summed over the chips, then SGD on every replica: w = w + (g x -lr), two
+  // The gradients summed over the data axis, then SGD on every chip: w = w + (g x -lr), two
   // roundings (the chip's VPU commands have no third operand).
   for (std::size_t l = 0; l < L; ++l) {
     const auto sum = all_reduce(l, grads[l]);
-    const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
+    const std::size_t in = spec_.in_width(l), out = spec_.out_width(l);
     for (std::size_t c = 0; c < P; ++c) {
       MlpLayer& layer = p_[c][l];
       const std::vector<uint32_t>& g = sum.at(c);

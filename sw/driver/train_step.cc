@@ -52,6 +52,9 @@ struct DataParallelTrainer::Impl {
   };
   std::vector<std::unique_ptr<ChipDriver>> drv;
   HbmMatrix x, t, consts, loss;
+  HbmMatrix pred;  // B x out f32: the prediction (tensor parallel: the model all-reduce's output)
+  std::vector<int> data_dims, model_dims;  // the mesh axes' torus dimensions (empty: the pod)
+  std::vector<CollectiveRound> model_rounds;  // the model all-reduce of the prediction
   std::vector<Layer> layers;
   std::vector<Coll> colls;
   std::vector<TrainPhase> phases;
@@ -75,10 +78,35 @@ DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOpti
                                 std::to_string(s.cols) + ")");
   if (opt_.grad_pieces == 0) throw std::invalid_argument("train: grad_pieces must be >= 1");
   if (spec_.loss_chunk == 0) spec_.loss_chunk = 1;  // set from the plan below
+  Impl& m = *impl_;
+  if (!opt_.mesh.empty()) {  // data and model axes over the torus dimensions
+    const Mesh mesh = parse_mesh(opt_.mesh);
+    for (const MeshAxis& a : mesh.axes)
+      if (a.name != "data" && a.name != "model")
+        throw std::invalid_argument("train: mesh axis '" + a.name + "': the axes are 'data' and "
+                                    "'model'");
+    if (mesh.num_chips() != P)
+      throw std::invalid_argument("train: the mesh " + mesh.text() + " has " +
+                                  std::to_string(mesh.num_chips()) + " chips, the pod " +
+                                  std::to_string(P));
+    const bool has_model = mesh.text().find("model=") != std::string::npos;
+    const bool has_data = mesh.text().find("data=") != std::string::npos;
+    if (has_model && mesh.axis_size("model") > 1) {
+      m.model_dims = mesh_axis_dims(mi.topo, mesh, "model");
+      spec_.model = mesh.axis_size("model");
+      if (has_data) m.data_dims = mesh_axis_dims(mi.topo, mesh, "data");
+      spec_.data_rank.clear();
+      spec_.model_rank.clear();
+      for (int c = 0; c < P; ++c) {
+        spec_.model_rank.push_back(group_rank(mi.topo, m.model_dims, c));
+        spec_.data_rank.push_back(has_data ? group_rank(mi.topo, m.data_dims, c) : 0);
+      }
+    }
+  }
   spec_.validate();
   if (spec_.batch > 0xFFFF) throw std::invalid_argument("train: batch per chip above 65535");
-  Impl& m = *impl_;
   const std::size_t L = spec_.layers(), B = spec_.batch, lanes = s.cols;
+  const bool grad_ar = spec_.data() > 1, model_ar = spec_.model > 1;
   m.vmem_compute = P > 1 ? s.vmem_rows / 2 : s.vmem_rows;
 
   // The same layout on every chip (every allocator runs the same sequence).
@@ -92,20 +120,23 @@ DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOpti
     const HbmMatrix t = d.alloc_matrix(B, spec_.widths.back(), Dtype::kF32);
     std::vector<Impl::Layer> layers(L);
     for (std::size_t l = 0; l < L; ++l) {
-      const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
+      const std::size_t in = spec_.in_width(l), out = spec_.out_width(l);
       Impl::Layer& y = layers[l];
       y.w = d.alloc_matrix(in + 1, out, Dtype::kF32);
       y.wb = d.alloc_matrix(in + 1, out, Dtype::kBf16);
       y.at = d.alloc_matrix(in + 1, B, Dtype::kBf16);
       y.g = d.alloc_matrix(in + 1, out, Dtype::kF32);
-      y.gs = P > 1 ? d.alloc_matrix(in + 1, out, Dtype::kF32) : y.g;
+      y.gs = grad_ar ? d.alloc_matrix(in + 1, out, Dtype::kF32) : y.g;
       y.out = d.alloc_matrix(B, out, l + 1 < L ? Dtype::kBf16 : Dtype::kF32);
       y.dy = d.alloc_matrix(B, out, Dtype::kBf16);
       if (l > 0) y.da = d.alloc_matrix(B, in, Dtype::kF32);
-      const std::size_t n = (l == 0 && P > 1) ? std::min(opt_.grad_pieces, in + 1) : 1;
+      const std::size_t n = (l == 0 && grad_ar) ? std::min(opt_.grad_pieces, in + 1) : 1;
       for (std::size_t k = 0; k < n; ++k) y.pieces.push_back({(in + 1) * k / n, (in + 1) * (k + 1) / n});
     }
+    const HbmMatrix pred =
+        model_ar ? d.alloc_matrix(B, spec_.widths.back(), Dtype::kF32) : layers[L - 1].out;
     if (c == 0) {
+      m.pred = pred;
       m.consts = consts;
       m.loss = loss;
       m.x = x;
@@ -119,8 +150,9 @@ DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOpti
   hbm_used_ = m.drv[0]->allocated();
 
   // Phases and compute parts, per chip.
-  auto phase = [&](const std::string& name, bool coll = false, uint64_t bytes = 0) {
-    m.phases.push_back(TrainPhase{name, coll, bytes});
+  auto phase = [&](const std::string& name, bool coll = false, uint64_t bytes = 0,
+                   bool gradient = false) {
+    m.phases.push_back(TrainPhase{name, coll, gradient, bytes});
     return static_cast<uint16_t>(m.phases.size() - 1);
   };
   // The collectives: one per piece of every layer's gradient, last layer first (the order they
@@ -129,32 +161,52 @@ DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOpti
   PodDriver pd(host_);
   std::vector<PodProgram> cp;
   std::vector<uint16_t> coll_phase;
-  if (P > 1) {
-    const uint32_t share = (s.vmem_rows - m.vmem_compute) / 3;
+  const uint32_t share = (s.vmem_rows - m.vmem_compute) / 3;
+  auto compile = [&](CollectiveSpec cs, uint64_t in, uint64_t out) {
+    cs.collective = Collective::kAllReduce;
+    cs.dtype = DType::kF32;
+    std::size_t dims = 0;  // the group's dimensions with more than one chip
+    for (int dim : mi.topo.active_dims())
+      dims += cs.group_dims.empty() ||
+              std::find(cs.group_dims.begin(), cs.group_dims.end(), dim) != cs.group_dims.end();
+    cs.algorithm = dims >= 2 ? "torus" : "biring";
+    CollectiveBuffers bufs;
+    bufs.in.assign(static_cast<std::size_t>(P), in);
+    bufs.out.assign(static_cast<std::size_t>(P), out);
+    PodCollectiveOptions o;
+    const std::size_t slot = cp.size() % 3;
+    o.vmem_base = m.vmem_compute + static_cast<uint32_t>(slot) * share;
+    o.vmem_rows = share;
+    o.counter_count = kIciCounters / 3;
+    o.counter_base = static_cast<uint32_t>(slot) * o.counter_count;
+    cp.push_back(pd.compile(cs, bufs, o));
+  };
+  uint16_t model_phase = 0;
+  if (model_ar) {  // the prediction's partial products summed over the model axis
+    CollectiveSpec cs;
+    cs.n = B * spec_.widths.back();
+    cs.group_dims = m.model_dims;
+    const HbmMatrix& q = m.layers[L - 1].out;
+    compile(cs, q.addr, m.pred.addr);
+    m.model_rounds = cp.back().rounds;
+    model_phase = phase("all_reduce P over model", true, static_cast<uint64_t>(cs.n) * 4);
+  }
+  const std::size_t first_grad = cp.size();
+  if (grad_ar) {
     for (std::size_t l = L; l-- > 0;) {
       const Impl::Layer& y = m.layers[l];
-      const std::size_t out = spec_.widths[l + 1];
+      const std::size_t out = spec_.out_width(l);
       for (std::size_t k = 0; k < y.pieces.size(); ++k) {
         const auto [r0, r1] = y.pieces[k];
         CollectiveSpec cs;
-        cs.collective = Collective::kAllReduce;
-        cs.dtype = DType::kF32;
         cs.n = (r1 - r0) * out;
-        cs.algorithm = mi.topo.active_dims().size() >= 2 ? "torus" : "biring";
-        CollectiveBuffers bufs;
-        bufs.in.assign(static_cast<std::size_t>(P), hbm_view(y.g, r0, r1 - r0, 0, out).addr);
-        bufs.out.assign(static_cast<std::size_t>(P), hbm_view(y.gs, r0, r1 - r0, 0, out).addr);
-        PodCollectiveOptions o;
-        const std::size_t slot = cp.size() % 3;
-        o.vmem_base = m.vmem_compute + static_cast<uint32_t>(slot) * share;
-        o.vmem_rows = share;
-        o.counter_count = kIciCounters / 3;
-        o.counter_base = static_cast<uint32_t>(slot) * o.counter_count;
-        cp.push_back(pd.compile(cs, bufs, o));
+        cs.group_dims = m.data_dims;
+        compile(cs, hbm_view(y.g, r0, r1 - r0, 0, out).addr,
+                hbm_view(y.gs, r0, r1 - r0, 0, out).addr);
         m.colls.push_back(Impl::Coll{l, r0, r1, cp.back().rounds});
         coll_phase.push_back(phase("all_reduce dW" + std::to_string(l) +
                                        (y.pieces.size() > 1 ? " piece " + std::to_string(k) : ""),
-                                   true, static_cast<uint64_t>(cs.n) * 4));
+                                   true, static_cast<uint64_t>(cs.n) * 4, true));
       }
     }
   }
@@ -196,10 +248,10 @@ DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOpti
     };
     for (std::size_t l = 0; l < L; ++l) {
       const Impl::Layer& y = m.layers[l];
-      const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
+      const std::size_t in = spec_.in_width(l), out = spec_.out_width(l);
       const HbmMatrix bias = hbm_view(y.w, in, 1, 0, out);
-      MatmulEpilogue ep;
-      ep.bias = &bias;
+      MatmulEpilogue ep;  // tensor parallel: the last bias once, on model rank 0
+      ep.bias = (l + 1 < L || spec_.model_rank_of(c) == 0) ? &bias : nullptr;
       ep.relu = l + 1 < L;
       unit(ph_fwd[l], without_halt(d.plan_matmul(y.out, act(l), hbm_view(y.wb, 0, in, 0, out), ep)
                                        .program));
@@ -208,7 +260,7 @@ DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOpti
       VpuMap vm;
       vm.rows = B;
       vm.cols = spec_.widths.back();
-      vm.in = {m.layers[L - 1].out, m.t};
+      vm.in = {m.pred, m.t};
       vm.consts = m.consts;
       vm.const_rows = {kScaleRow};
       vm.ops = {{VpuOp::kSub, 0, 1, false}, {VpuOp::kMul, 3, 3, false}, {VpuOp::kMul, 3, 2, true}};
@@ -221,14 +273,14 @@ DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOpti
     }
     for (std::size_t l = L; l-- > 0;) {
       const Impl::Layer& y = m.layers[l];
-      const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
+      const std::size_t in = spec_.in_width(l), out = spec_.out_width(l);
       unit(ph_tr[l], d.plan_transpose(hbm_view(y.at, 0, in, 0, B), act(l)));
       for (std::size_t k = 0; k < y.pieces.size(); ++k) {
         const auto [r0, r1] = y.pieces[k];
         unit(ph_gw[l][k],
              without_halt(d.plan_matmul(hbm_view(y.g, r0, r1 - r0, 0, out),
                                         hbm_view(y.at, r0, r1 - r0, 0, B), y.dy).program),
-             P > 1);
+             grad_ar);
       }
       if (l == 0) break;
       // dA = dY W^T: W's tiles loaded transposed.
@@ -248,8 +300,8 @@ DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOpti
     auto sgd = [&](std::size_t l) {  // w = w + g x (-lr); wb = bf16(w)
       const Impl::Layer& y = m.layers[l];
       VpuMap vm;
-      vm.rows = spec_.widths[l] + 1;
-      vm.cols = spec_.widths[l + 1];
+      vm.rows = spec_.in_width(l) + 1;
+      vm.cols = spec_.out_width(l);
       vm.in = {y.gs, y.w};
       vm.consts = m.consts;
       vm.const_rows = {kNegLrRow};
@@ -279,15 +331,26 @@ DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOpti
         if (from_a) ++i; else ++j;
       }
     };
-    std::size_t next_coll = 0;
+    // Tensor parallel: the forward, then the prediction's all-reduce alone (the loss needs it).
+    std::size_t u0 = 0;
+    if (model_ar) {
+      emit(nullptr, std::vector<Part>(units.begin(), units.begin() + static_cast<std::ptrdiff_t>(L)));
+      const Part coll{model_phase, cp[0].progs[ci]};
+      emit(&coll, {});
+      u0 = L;
+    }
+    std::size_t next_coll = 0;  // gradient collectives emitted + 1
     std::vector<Part> seg;
-    for (std::size_t u = 0; u < units.size(); ++u) {
+    auto grad_coll = [&](std::size_t i) {
+      return Part{coll_phase[i], cp[first_grad + i].progs[ci]};
+    };
+    for (std::size_t u = u0; u < units.size(); ++u) {
       seg.push_back(std::move(units[u]));
       if (!grad[u] && u + 1 < units.size()) continue;
       if (next_coll == 0) {
         emit(nullptr, seg);
       } else {
-        const Part coll{coll_phase[next_coll - 1], cp[next_coll - 1].progs[ci]};
+        const Part coll = grad_coll(next_coll - 1);
         emit(&coll, seg);
       }
       seg.clear();
@@ -296,7 +359,7 @@ DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOpti
     std::vector<Part> tail;
     if (next_coll > 0) {
       for (std::size_t l = L; l-- > 1;) tail.push_back(sgd(l));
-      const Part coll{coll_phase[next_coll - 1], cp[next_coll - 1].progs[ci]};
+      const Part coll = grad_coll(next_coll - 1);
       emit(&coll, tail);
       emit(nullptr, {sgd(0)});
     } else {
@@ -315,7 +378,7 @@ DataParallelTrainer::~DataParallelTrainer() = default;
 uint64_t DataParallelTrainer::step_macs_per_chip() const {
   uint64_t macs = 0;
   for (std::size_t l = 0; l < spec_.layers(); ++l) {
-    const uint64_t io = static_cast<uint64_t>(spec_.widths[l]) * spec_.widths[l + 1] * spec_.batch;
+    const uint64_t io = static_cast<uint64_t>(spec_.in_width(l)) * spec_.out_width(l) * spec_.batch;
     macs += (l > 0 ? 3 : 2) * io;
   }
   return macs;
@@ -351,7 +414,7 @@ uint64_t DataParallelTrainer::load_data(const MlpData& data) {
   std::vector<Image> img;
   for (int c = 0; c < spec_.chips; ++c) {
     const ChipDriver& d = *m.drv[static_cast<std::size_t>(c)];
-    const std::size_t ci = static_cast<std::size_t>(c);
+    const std::size_t ci = static_cast<std::size_t>(spec_.data_rank_of(c));  // its batch shard
     const std::vector<bf16_t> x(data.x.begin() + static_cast<std::ptrdiff_t>(ci * B * din),
                                 data.x.begin() + static_cast<std::ptrdiff_t>((ci + 1) * B * din));
     const std::vector<float> t(data.t.begin() + static_cast<std::ptrdiff_t>(ci * B * dout),
@@ -368,6 +431,13 @@ uint64_t DataParallelTrainer::load_params(const MlpParams& params) {
   if (params.size() != L)
     throw std::invalid_argument("train: parameters for " + std::to_string(params.size()) +
                                 " layers, the network has " + std::to_string(L));
+  for (std::size_t l = 0; l < L; ++l)
+    if (params[l].w.size() != spec_.widths[l] * spec_.widths[l + 1] ||
+        params[l].b.size() != spec_.widths[l + 1])
+      throw std::invalid_argument("train: layer " + std::to_string(l) + " needs W " +
+                                  std::to_string(spec_.widths[l]) + "x" +
+                                  std::to_string(spec_.widths[l + 1]) + " and b " +
+                                  std::to_string(spec_.widths[l + 1]));
   const MlpConsts k = mlp_consts(spec_);
   std::vector<float> consts(kConstRows * lanes);
   for (std::size_t i = 0; i < lanes; ++i) {
@@ -380,13 +450,10 @@ uint64_t DataParallelTrainer::load_params(const MlpParams& params) {
   for (int c = 0; c < spec_.chips; ++c) {
     const ChipDriver& d = *m.drv[static_cast<std::size_t>(c)];
     img.push_back(Image{c, m.consts.addr, d.matrix_image(m.consts, consts)});
+    const MlpParams shard = mlp_shard(spec_, params, spec_.model_rank_of(c));
     for (std::size_t l = 0; l < L; ++l) {
-      const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
-      const MlpLayer& p = params[l];
-      if (p.w.size() != in * out || p.b.size() != out)
-        throw std::invalid_argument("train: layer " + std::to_string(l) + " needs W " +
-                                    std::to_string(in) + "x" + std::to_string(out) + " and b " +
-                                    std::to_string(out));
+      const std::size_t in = spec_.in_width(l);
+      const MlpLayer& p = shard[l];
       std::vector<float> w(p.w);
       w.insert(w.end(), p.b.begin(), p.b.end());
       std::vector<bf16_t> wb(w.size());
@@ -437,7 +504,7 @@ MlpParams DataParallelTrainer::read_params(int chip) {
   const Impl& m = *impl_;
   MlpParams p(spec_.layers());
   for (std::size_t l = 0; l < spec_.layers(); ++l) {
-    const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
+    const std::size_t in = spec_.in_width(l), out = spec_.out_width(l);
     const HbmMatrix& w = m.layers[l].w;
     std::vector<uint8_t> img(w.bytes());
     host_.backdoor_read(chip, w.addr, img.data(), img.size());
@@ -454,8 +521,8 @@ GradAllReduce DataParallelTrainer::golden_all_reduce() const {
   const Impl* m = impl_.get();
   const MlpSpec spec = spec_;
   return [m, spec](std::size_t layer, const std::vector<std::vector<uint32_t>>& in) {
-    if (spec.chips == 1) return in;
-    const std::size_t out = spec.widths[layer + 1];
+    if (spec.data() == 1) return in;
+    const std::size_t out = spec.out_width(layer);
     std::vector<std::vector<uint32_t>> res(in.size());
     for (auto& v : res) v.resize(in.at(0).size());
     for (const Impl::Coll& c : m->colls) {
@@ -472,57 +539,68 @@ GradAllReduce DataParallelTrainer::golden_all_reduce() const {
   };
 }
 
+ModelAllReduce DataParallelTrainer::golden_model_all_reduce() const {
+  const Impl* m = impl_.get();
+  return [m](const std::vector<std::vector<uint32_t>>& in) {
+    return m->model_rounds.empty() ? in : golden_collective(m->model_rounds, in);
+  };
+}
+
 TrainCheck check_params(const std::vector<MlpParams>& got, const MlpGolden& golden) {
   TrainCheck k;
+  const MlpSpec& sp = golden.spec();
   for (std::size_t c = 0; c < got.size(); ++c) {
     const MlpParams& want = golden.params(static_cast<int>(c));
+    // Its replica: the first chip of the same model rank.
+    std::size_t r = 0;
+    while (sp.model_rank_of(static_cast<int>(r)) != sp.model_rank_of(static_cast<int>(c))) ++r;
     for (std::size_t l = 0; l < want.size(); ++l) {
       auto cmp = [&](const std::vector<float>& a, const std::vector<float>& b,
                      const std::vector<float>& first) {
         for (std::size_t i = 0; i < a.size(); ++i) {
           ++k.compared;
           if (f32_bits(a[i]) != f32_bits(b[i])) ++k.mismatches;
-          if (c > 0 && f32_bits(a[i]) != f32_bits(first[i])) ++k.replica_mismatches;
+          if (c != r && f32_bits(a[i]) != f32_bits(first[i])) ++k.replica_mismatches;
         }
       };
-      cmp(got[c][l].w, want[l].w, got[0][l].w);
-      cmp(got[c][l].b, want[l].b, got[0][l].b);
+      cmp(got[c][l].w, want[l].w, got[r][l].w);
+      cmp(got[c][l].b, want[l].b, got[r][l].b);
     }
   }
   return k;
 }
 
 double allreduce_hidden_fraction(const TrainStepRun& run, const std::vector<TraceEvent>& events) {
-  // Per chip: intervals of collective commands and of the others, by their labels.
-  auto coll = [&](const std::string& label) {
+  // A command's phase from its label ("<phase>" or "<phase> | step s"): 0 no collective, 1 a
+  // gradient all-reduce, 2 another collective.
+  auto kind = [&](const std::string& label) {
     for (const TrainPhase& p : run.phases)
-      if (p.collective && (label == p.name || label.rfind(p.name + " | ", 0) == 0)) return true;
-    return false;
+      if (p.collective && (label == p.name || label.rfind(p.name + " | ", 0) == 0))
+        return p.gradient ? 1 : 2;
+    return 0;
   };
   const int P = static_cast<int>(run.cmd_phase.size());
   uint64_t total = 0, hidden = 0;
   for (int c = 0; c < P; ++c) {
-    std::vector<std::pair<uint64_t, int>> edges_c, edges_o;  // +1 at issue, -1 at done
+    // Edges (cycle, 0 gradient / 1 other work, +1 issue / -1 done), swept in order.
+    std::vector<std::tuple<uint64_t, int, int>> ev;
     for (const TraceEvent& e : events) {
       if (e.chip != c || e.unit == TraceUnit::kHost || e.done <= e.issue) continue;
-      auto& v = coll(e.label) ? edges_c : edges_o;
-      v.push_back({e.issue, +1});
-      v.push_back({e.done, -1});
+      const int k = kind(e.label);
+      if (k == 2) continue;
+      ev.emplace_back(e.issue, k == 1 ? 0 : 1, +1);
+      ev.emplace_back(e.done, k == 1 ? 0 : 1, -1);
     }
-    // Sweep both at once.
-    std::vector<std::tuple<uint64_t, int, int>> ev;
-    for (auto [t, d] : edges_c) ev.emplace_back(t, 0, d);
-    for (auto [t, d] : edges_o) ev.emplace_back(t, 1, d);
     std::sort(ev.begin(), ev.end());
-    int nc = 0, no = 0;
+    int ng = 0, no = 0;
     uint64_t last = 0;
-    for (const auto& [t, kind, d] : ev) {
-      if (nc > 0) {
+    for (const auto& [t, which, d] : ev) {
+      if (ng > 0) {
         total += t - last;
         if (no > 0) hidden += t - last;
       }
       last = t;
-      (kind == 0 ? nc : no) += d;
+      (which == 0 ? ng : no) += d;
     }
   }
   return total ? static_cast<double>(hidden) / static_cast<double>(total) : 1.0;
@@ -563,7 +641,8 @@ TrainRunResult run_training(HostPort& host, const MlpSpec& spec, const TrainOpti
     rec.hidden = allreduce_hidden_fraction(run, ev);
     if (s >= ro.trace_from && s < ro.trace_to) r.trace.insert(r.trace.end(), ev.begin(), ev.end());
     // The golden step on the host; every chip's parameters and loss partials compared.
-    const MlpStepResult g = golden.step(data, tr.golden_all_reduce());
+    const MlpStepResult g =
+        golden.step(data, tr.golden_all_reduce(), tr.golden_model_all_reduce());
     std::vector<MlpParams> got;
     for (int c = 0; c < P; ++c) got.push_back(tr.read_params(c));
     const TrainCheck chk = check_params(got, golden);
@@ -585,7 +664,12 @@ TrainRunResult run_training(HostPort& host, const MlpSpec& spec, const TrainOpti
     r.loss_read_cycles += run.loss_read_cycles;
     r.steps.push_back(rec);
     if (ro.on_step) ro.on_step(s, rec);
-    if (s + 1 == ro.steps) r.final_params = got[0];
+    if (s + 1 == ro.steps) {  // the whole network, from the shards of data rank 0
+      std::vector<MlpParams> shards(static_cast<std::size_t>(sp.model));
+      for (int c = 0; c < P; ++c)
+        if (sp.data_rank_of(c) == 0) shards[static_cast<std::size_t>(sp.model_rank_of(c))] = got[static_cast<std::size_t>(c)];
+      r.final_params = mlp_unshard(sp, shards);
+    }
   }
   host.set_trace(TraceOptions{});
   return r;

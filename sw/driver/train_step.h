@@ -27,13 +27,18 @@ struct TrainOptions {
   // gradient matmul of the next (1: one all-reduce per layer).
   std::size_t grad_pieces = 4;
   bool backdoor = false;  // data and parameters in through the backdoor (no simulated time)
+  // The mesh over the pod's dimensions (tpu::parse_mesh): axes `data` and `model`; a model axis
+  // of size M > 1 splits the hidden width of a two-layer network over M chips (tensor
+  // parallel). "": data parallel over every chip.
+  std::string mesh;
 };
 
 // One phase of the step's program: a compute part or a collective (the timeline's labels).
 struct TrainPhase {
   std::string name;
   bool collective = false;
-  uint64_t bytes = 0;  // collectives: bytes per chip (nccl-tests' S)
+  bool gradient = false;  // a gradient all-reduce (the one the backward work hides)
+  uint64_t bytes = 0;     // collectives: bytes per chip (nccl-tests' S)
 };
 
 struct TrainStepRun {
@@ -70,8 +75,10 @@ class DataParallelTrainer {
 
   // A chip's parameters, read through the backdoor (no simulated time).
   MlpParams read_params(int chip);
-  // The gradient all-reduce as the programs run it (their plans' rounds, in pieces).
+  // The gradient all-reduce as the programs run it (their plans' rounds, in pieces), and the
+  // prediction's all-reduce over the model axis (tensor parallel; else the identity).
   GradAllReduce golden_all_reduce() const;
+  ModelAllReduce golden_model_all_reduce() const;
 
  private:
   struct Impl;
@@ -83,7 +90,7 @@ class DataParallelTrainer {
 };
 
 // The checks of a step: every chip's parameters against the golden's bit for bit, and every
-// replica equal to chip 0's.
+// replica equal to the first chip's of its model rank.
 struct TrainCheck {
   std::size_t compared = 0, mismatches = 0, replica_mismatches = 0;
   bool pass() const { return mismatches == 0 && replica_mismatches == 0; }
@@ -91,9 +98,9 @@ struct TrainCheck {
 TrainCheck check_params(const std::vector<MlpParams>& got, const MlpGolden& golden);
 
 // The fraction of the gradient all-reduces' time hidden behind other work, from the timeline:
-// per chip, the cycles in which a collective command was in flight, and of those the cycles in
-// which a command of another phase was in flight too; summed over the chips. 1 when there was
-// no collective.
+// per chip, the cycles in which a command of a gradient all-reduce was in flight, and of those
+// the cycles in which a command of a phase that is no collective was in flight too; summed over
+// the chips. 1 when there was no gradient all-reduce.
 double allreduce_hidden_fraction(const TrainStepRun& run, const std::vector<TraceEvent>& events);
 
 // A whole training run, each step checked against the golden: what `tpusim train` and

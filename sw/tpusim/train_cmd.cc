@@ -24,7 +24,9 @@ const char* kTrainUsage =
     "usage: tpusim train [options]          data-parallel SGD of an MLP on the pod, each step\n"
     "                                       checked bit for bit against the golden\n"
     "  --config FILE        pod configuration (default configs/pod_2x2.yaml)\n"
-    "  --mesh AXES          data=<chips> (data parallel over the whole pod; the default)\n"
+    "  --mesh AXES          data=D,model=M over the torus dimensions, x first: M > 1 splits\n"
+    "                       the hidden layer of a 2-layer MLP over M chips (tensor parallel);\n"
+    "                       default data=<chips> (the config's mesh: is for tpusim shard)\n"
     "  (each of --layers, --batch, --steps, --lr, --seed, --fresh-batches, --grad-pieces\n"
     "   overrides the key of the config's train: section, which overrides the default)\n"
     "  --layers W0,W1,..    widths, inputs first (default 64,128,32; multiples of 32)\n"
@@ -129,27 +131,40 @@ int cmd_train(const std::vector<std::string>& args) {
     if (opt.count(flag)) return opt.at(flag);
     return cfg.train.count(key) ? cfg.train.at(key) : std::string(def);
   };
+  // Data parallel over every chip, or data x model axes (tensor parallel) from --mesh.
+  int model = 1;
+  std::string mesh_text = "data=" + std::to_string(P);
   if (opt.count("--mesh")) {
-    const Mesh mesh = parse_mesh(opt.at("--mesh"));
-    if (mesh.axes.size() != 1 || mesh.axes[0].name != "data" || mesh.axes[0].size != P)
-      throw std::invalid_argument("--mesh " + opt.at("--mesh") + ": training runs data parallel "
-                                  "over the whole pod: the mesh must be data=" +
-                                  std::to_string(P) + " (tensor parallel axes are not supported "
-                                  "yet)");
+    Mesh mesh;
+    try {
+      mesh = parse_mesh(opt.at("--mesh"));
+      for (const MeshAxis& a : mesh.axes) {
+        if (a.name != "data" && a.name != "model")
+          throw std::invalid_argument("axis '" + a.name + "': the axes are 'data' and 'model'");
+        (void)mesh_axis_dims(topo, mesh, a.name);
+      }
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("--mesh " + opt.at("--mesh") + ": " + e.what());
+    }
+    for (const MeshAxis& a : mesh.axes)
+      if (a.name == "model") model = a.size;
+    mesh_text = mesh.text();
   }
+  const int data_ways = P / model;
   MlpSpec spec;
   spec.widths = parse_layers(setting("--layers", "layers", "64,128,32"));
   const std::size_t global = parse_uint("--batch", setting("--batch", "batch", "256"), 1, 1u << 24);
-  if (global % static_cast<std::size_t>(P) != 0)
+  if (global % static_cast<std::size_t>(data_ways) != 0)
     throw std::invalid_argument("--batch " + std::to_string(global) + ": the global batch must "
-                                "split evenly over the " + std::to_string(P) + " chips");
-  spec.batch = global / static_cast<std::size_t>(P);
-  spec.chips = P;
+                                "split evenly over the " + std::to_string(data_ways) +
+                                " data-parallel ranks");
+  spec.batch = global / static_cast<std::size_t>(data_ways);
   spec.lr = static_cast<float>(parse_lr(setting("--lr", "lr", "0.5")));
   const std::size_t steps = parse_uint("--steps", setting("--steps", "steps", "20"), 1, 100000);
   const uint64_t seed = parse_uint("--seed", setting("--seed", "seed", "1"), 0, ~0ull);
   const bool fresh = opt.count("--fresh-batches") > 0 || cfg.train.count("fresh_batches") > 0;
   TrainOptions to;
+  to.mesh = opt.count("--mesh") ? mesh_text : "";
   to.grad_pieces = parse_uint("--grad-pieces", setting("--grad-pieces", "grad_pieces", "4"), 1, 64);
   const std::string load = get(opt, "--load", "host");
   if (load != "host" && load != "backdoor")
@@ -167,8 +182,10 @@ int cmd_train(const std::vector<std::string>& args) {
 
   std::string widths;
   for (std::size_t w : spec.widths) widths += (widths.empty() ? "" : "-") + std::to_string(w);
-  Report rep("data-parallel training of an MLP " + widths + " on " + topo.name() + " (" +
-             std::to_string(P) + " chips " + cfg.params.variant + "), global batch " +
+  Report rep(std::string(model > 1 ? "data x tensor parallel" : "data-parallel") +
+             " training of an MLP " + widths + " on " + topo.name() + " (" +
+             std::to_string(P) + " chips " + cfg.params.variant + ", mesh " + mesh_text +
+             "), global batch " +
              std::to_string(global) + ", " + std::to_string(steps) + " steps, lr " +
              setting("--lr", "lr", "0.5"));
   rep.field("command", "train");
@@ -180,13 +197,6 @@ int cmd_train(const std::vector<std::string>& args) {
     pod_opt.erase("--trace");
     with_pod(pod_opt, cfg.params, cfg.chip.clock_ghz, [&](HostPort& h) {
       const MachineInfo& mi = h.info();
-      spec.lanes = mi.shape.cols;
-      spec.loss_chunk = 1;
-      try {
-        spec.validate();
-      } catch (const std::invalid_argument& e) {
-        throw std::invalid_argument(std::string("--layers/--batch/--lr: ") + e.what());
-      }
       TrainRunOptions ro;
       ro.steps = steps;
       ro.seed = seed;
@@ -217,7 +227,7 @@ int cmd_train(const std::vector<std::string>& args) {
       }
       add_pod(rep, cfg, mi, opt);
       fill_train_report(rep, r, mi);
-      rep.group("train").field("mesh", "data=" + std::to_string(P));
+      rep.group("train").field("mesh", mesh_text);
       if (opt.count("--save")) {
         std::vector<float> losses;
         for (const TrainStepRecord& st : r.steps) losses.push_back(static_cast<float>(st.loss));

@@ -24,6 +24,7 @@ struct TrainCase {
   std::size_t batch;  // per chip
   std::size_t pieces;
   std::size_t steps;
+  std::string mesh = "";  // "": data parallel over every chip
 };
 void PrintTo(const TrainCase& c, std::ostream* os) { *os << c.name; }
 
@@ -42,9 +43,11 @@ TEST_P(Train, EveryStepBitExactReplicasEqualLossFalls) {
   spec.lr = 0.5f;
   TrainOptions to;
   to.grad_pieces = c.pieces;
+  to.mesh = c.mesh;
   DataParallelTrainer tr(host, spec, to);
   const MlpSpec& sp = tr.spec();
   EXPECT_EQ(sp.chips, pp.topo.num_chips());
+  EXPECT_EQ(sp.model * sp.data(), sp.chips);
   EXPECT_GT(sp.loss_chunk, 0u);
   const MlpParams init = init_mlp_params(sp, 3);
   const MlpData data = make_mlp_data(sp, 3);
@@ -54,7 +57,8 @@ TEST_P(Train, EveryStepBitExactReplicasEqualLossFalls) {
   double first = 0, last = 0;
   for (std::size_t s = 0; s < c.steps; ++s) {
     const TrainStepRun run = tr.step();
-    const MlpStepResult g = golden.step(data, tr.golden_all_reduce());
+    const MlpStepResult g =
+        golden.step(data, tr.golden_all_reduce(), tr.golden_model_all_reduce());
     ASSERT_EQ(run.loss_parts.size(), g.loss_parts.size());
     for (std::size_t k = 0; k < g.loss_parts.size(); ++k)
       for (std::size_t i = 0; i < g.loss_parts[k].size(); ++i)
@@ -96,7 +100,12 @@ INSTANTIATE_TEST_SUITE_P(
         TrainCase{"Torus2x2ThreeLayersOddBatch", {2, 2}, {32, 32, 64, 32}, 5, 3, 2},
         TrainCase{"Ring4", {4}, {64, 32, 32}, 6, 2, 2},
         TrainCase{"Torus2x2x2", {2, 2, 2}, {32, 32, 32}, 4, 4, 2},
-        TrainCase{"OneChip", {1}, {32, 64, 32}, 16, 4, 3}),
+        TrainCase{"OneChip", {1}, {32, 64, 32}, 16, 4, 3},
+        // Tensor parallel: the hidden layer split over the model axis, the prediction's partial
+        // products all-reduced over it, the gradients over the data axis.
+        TrainCase{"DataByModel2x2", {2, 2}, {32, 64, 32}, 8, 2, 3, "data=2,model=2"},
+        TrainCase{"ModelOnlyRing4", {4}, {32, 128, 32}, 12, 1, 2, "model=4"},
+        TrainCase{"DataByModel2x2x2", {2, 2, 2}, {64, 64, 32}, 4, 4, 2, "data=4,model=2"}),
     [](const ::testing::TestParamInfo<TrainCase>& i) { return i.param.name; });
 
 // The step's VPU maps on a chip alone: several chunks (a small VMEM budget), bf16 and f32

@@ -391,6 +391,17 @@ TEST(TpusimTrain, ReportSaveAndTraceOnBothEngines) {
     EXPECT_NE(hyper.find(key), std::string::npos) << key << " not in " << hyper;
 }
 
+TEST(TpusimTrain, DataByTensorParallelOnAMesh) {
+  const std::string json = tmp("train_tp.json");
+  const CliRun r = tpusim("train " + kPod22 + " --engine cpp --quiet --mesh data=2,model=2 "
+                          "--layers 32,64,32 --batch 16 --steps 2 --json " + json);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string rep = slurp(json);
+  for (const char* key : {"\"mesh\": \"data=2,model=2\"", "\"verdict\": \"pass\"",
+                          "\"replica_mismatches\": 0", "\"global_batch\": 16"})
+    EXPECT_NE(rep.find(key), std::string::npos) << key << " not in " << rep;
+}
+
 TEST(TpusimTrain, BadInputIsAClearErrorWithExitCode2) {
   struct Bad {
     const char* name;
@@ -400,7 +411,9 @@ TEST(TpusimTrain, BadInputIsAClearErrorWithExitCode2) {
       {"width rule", "--layers 32,48,32", "multiple of 32"},
       {"one width", "--layers 64", "at least two widths"},
       {"batch split", "--batch 6", "split evenly"},
-      {"tensor parallel", "--mesh data=2,model=2", "data=4"},
+      {"tensor parallel deep", "--mesh data=2,model=2 --layers 32,64,64,32", "two-layer"},
+      {"mesh axis", "--mesh batch=4", "the axes are 'data' and 'model'"},
+      {"mesh size", "--mesh data=8", "--mesh data=8"},
       {"lr", "--lr -1", "--lr -1"},
       {"steps", "--steps 0", "--steps"},
       {"trace steps", "--trace-steps 0:1", "needs --trace"},

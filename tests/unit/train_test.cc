@@ -147,6 +147,59 @@ TEST(TrainGolden, ReplicasStayEqualAndTheLossFalls) {
     }
 }
 
+// Tensor parallel (the hidden layer split over 2 model ranks, 2 data ranks) against data
+// parallel over 2 chips on the same global batch: the same network up to the order of the last
+// layer's sum (partial products added over the model axis), so the same loss to f32 precision
+// and weights close after a few steps; the shards reassemble (mlp_unshard) into the network.
+TEST(TrainGolden, TensorParallelMatchesDataParallel) {
+  MlpSpec dp = small_spec(2);
+  dp.widths = {32, 64, 32};
+  MlpSpec tp = dp;
+  tp.chips = 4;
+  tp.model = 2;
+  tp.data_rank = {0, 0, 1, 1};
+  tp.model_rank = {0, 1, 0, 1};
+  const MlpParams init = init_mlp_params(dp, 21);
+  EXPECT_EQ(mlp_unshard(tp, {mlp_shard(tp, init, 0), mlp_shard(tp, init, 1)})[0].w, init[0].w);
+  const MlpData data = make_mlp_data(dp, 21);
+  ASSERT_EQ(make_mlp_data(tp, 21).x, data.x);  // the same global batch
+  MlpGolden gd(dp, init), gt(tp, init);
+  // Sums over the data ranks (same model rank) and over the model ranks (same data rank).
+  auto group_sum = [](const MlpSpec& s, bool model_axis) {
+    return [s, model_axis](const std::vector<std::vector<uint32_t>>& in) {
+      std::vector<std::vector<uint32_t>> out(in.size());
+      for (int c = 0; c < s.chips; ++c) {
+        std::vector<uint32_t> v(in[0].size());
+        for (std::size_t i = 0; i < v.size(); ++i) {
+          float acc = -0.0f;
+          for (int o = 0; o < s.chips; ++o) {
+            const bool same = model_axis ? s.data_rank_of(o) == s.data_rank_of(c)
+                                         : s.model_rank_of(o) == s.model_rank_of(c);
+            if (same) acc = f32_add(acc, f32_from_bits(in[static_cast<std::size_t>(o)][i]));
+          }
+          v[i] = f32_bits(acc);
+        }
+        out[static_cast<std::size_t>(c)] = v;
+      }
+      return out;
+    };
+  };
+  const auto tp_grad = group_sum(tp, false), tp_model = group_sum(tp, true);
+  for (int step = 0; step < 3; ++step) {
+    const double ld = gd.step(data, plain_sum()).loss;
+    const double lt = gt.step(data, [&](std::size_t, const auto& in) { return tp_grad(in); },
+                              tp_model).loss;
+    EXPECT_NEAR(lt, ld, 1e-5 * ld) << "step " << step;
+  }
+  const MlpParams a = gd.params(0), b = mlp_unshard(tp, {gt.params(0), gt.params(1)});
+  for (std::size_t l = 0; l < a.size(); ++l)
+    for (std::size_t i = 0; i < a[l].w.size(); ++i)
+      EXPECT_NEAR(b[l].w[i], a[l].w[i], 1e-4) << "layer " << l << " w " << i;
+  // Replicas along the data axis are equal.
+  EXPECT_EQ(gt.params(2)[0].w, gt.params(0)[0].w);
+  EXPECT_EQ(gt.params(3)[1].w, gt.params(1)[1].w);
+}
+
 TEST(TrainGolden, LossPartialFollowsTheChunkedFoldOrder) {
   // 3 rows x 32 columns, 16 lanes, chunks of 2 rows: acc has 4 memory rows; chunk 1 adds its
   // 2 memory rows into acc rows 0, 1; then rows [0, 2) += [2, 4), then row 0 += row 1.
@@ -183,6 +236,17 @@ TEST(TrainGolden, SpecRules) {
   s.lanes = 128;
   s.widths = {64, 128};
   expect_invalid([&] { s.validate(); }, {"multiple of 128"});
+  s = small_spec(4);
+  s.model = 2;
+  s.data_rank = {0, 0, 1, 1};
+  s.model_rank = {0, 1, 0, 1};
+  s.widths = {32, 32, 32};
+  expect_invalid([&] { s.validate(); }, {"hidden width 32", "multiple of 64"});
+  s.widths = {32, 64, 64, 32};
+  expect_invalid([&] { s.validate(); }, {"two-layer"});
+  s.widths = {32, 64, 32};
+  s.model_rank = {0, 0, 0, 1};
+  expect_invalid([&] { s.validate(); }, {"two chips have data rank 0 and model rank 0"});
 }
 
 }  // namespace

@@ -14,21 +14,36 @@
 namespace tpu {
 
 // The network and the run: widths[0] inputs, widths.back() outputs, ReLU after every layer but
-// the last; `chips` replicas, each with `batch` examples (the global batch is chips x batch);
-// `lanes`: the chip's vector width (memory rows of `lanes` elements); `loss_chunk`: matrix rows
-// per chunk of the on-chip loss sum (its order depends on it). DataParallelTrainer fills in
-// chips, lanes and loss_chunk where they are 0 (the machine's, its plan's).
+// the last; `chips` chips, each with `batch` examples; `lanes`: the chip's vector width (memory
+// rows of `lanes` elements); `loss_chunk`: matrix rows per chunk of the on-chip loss sum (its
+// order depends on it). DataParallelTrainer fills in chips, lanes, loss_chunk and the ranks
+// where they are 0 or empty (the machine's, its plan's).
+// Parallelism: `model` ways of tensor parallelism (Megatron's MLP: exactly two layers, the
+// hidden width split over the model axis, layer 0's columns and layer 1's rows), chips / model
+// ways of data parallelism. data_rank[c], model_rank[c]: chip c's place (empty: chip c is data
+// rank c, model rank 0). Chip c takes examples [d x batch, (d + 1) x batch) of the global batch
+// (batch x data ways), d its data rank.
 struct MlpSpec {
   std::vector<std::size_t> widths;
   std::size_t batch = 0;
   int chips = 0;
+  int model = 1;
+  std::vector<int> data_rank, model_rank;
   float lr = 0.05f;
   std::size_t lanes = 0;
   std::size_t loss_chunk = 0;
   std::size_t layers() const { return widths.size() - 1; }
-  std::size_t global_batch() const { return batch * static_cast<std::size_t>(chips); }
+  int data() const { return model > 0 ? chips / model : 0; }
+  std::size_t global_batch() const { return batch * static_cast<std::size_t>(data()); }
+  int data_rank_of(int chip) const { return data_rank.empty() ? chip : data_rank.at(static_cast<std::size_t>(chip)); }
+  int model_rank_of(int chip) const { return model_rank.empty() ? 0 : model_rank.at(static_cast<std::size_t>(chip)); }
+  // Layer l's input and output widths on one chip (the hidden width divided by the model ways).
+  std::size_t in_width(std::size_t l) const;
+  std::size_t out_width(std::size_t l) const;
   // std::invalid_argument naming the rule: at least one layer, widths multiples of
-  // width_multiple(), batch > 0, chips > 0, lanes > 0, lr finite and > 0, loss_chunk > 0.
+  // width_multiple(), batch > 0, chips > 0, lanes > 0, lr finite and > 0, loss_chunk > 0; with
+  // model > 1: two layers, the hidden width a multiple of model x width_multiple(), chips a
+  // multiple of model, ranks given for every chip, each (data, model) pair once.
   void validate() const;
   // Every width a multiple of lcm(lanes, 32): whole 64-byte bursts per matrix row in f32 and
   // bf16, so no matrix has padding columns.
@@ -59,32 +74,44 @@ struct MlpConsts {
 };
 MlpConsts mlp_consts(const MlpSpec& spec);
 
-// Sums one layer's gradient over the chips, as the pod does: in[chip] is that chip's
+// Sums one layer's gradient over the data axis, as the pod does: in[chip] is that chip's
 // (in + 1) x out f32 gradient (row `in`: the bias's), as bits; returns every chip's sum.
 using GradAllReduce = std::function<std::vector<std::vector<uint32_t>>(
     std::size_t layer, const std::vector<std::vector<uint32_t>>& in)>;
+// Sums the last layer's partial outputs over the model axis (tensor parallel only): in[chip]
+// is that chip's batch x out f32 partial product, as bits.
+using ModelAllReduce = std::function<std::vector<std::vector<uint32_t>>(
+    const std::vector<std::vector<uint32_t>>& in)>;
 
 struct MlpStepResult {
   double loss = 0;                             // before the update
   std::vector<std::vector<float>> loss_parts;  // per chip: the `lanes` partial sums it sent up
 };
 
-// The golden trainer: one replica of the parameters per chip.
+// A chip's shard of the parameters (tensor parallel: layer 0's columns and b0 slice, layer 1's
+// rows and all of b1, for its model rank; otherwise all of them), and the whole from the shards
+// of model ranks 0 .. model-1 (shards[m]).
+MlpParams mlp_shard(const MlpSpec& spec, const MlpParams& full, int model_rank);
+MlpParams mlp_unshard(const MlpSpec& spec, const std::vector<MlpParams>& shards);
+
+// The golden trainer: each chip's shard of the parameters.
 class MlpGolden {
  public:
   MlpGolden(const MlpSpec& spec, const MlpParams& init);
   const MlpSpec& spec() const { return spec_; }
   const MlpParams& params(int chip) const { return p_[static_cast<std::size_t>(chip)]; }
-  // One step on the global batch (chip c takes rows [c x batch, (c + 1) x batch)).
-  MlpStepResult step(const MlpData& data, const GradAllReduce& all_reduce);
+  // One step on the global batch. Tensor parallel: the last layer's bias is added on model
+  // rank 0 only, before the model all-reduce sums the partial products.
+  MlpStepResult step(const MlpData& data, const GradAllReduce& all_reduce,
+                     const ModelAllReduce& model_all_reduce = nullptr);
 
  private:
   MlpSpec spec_;
   std::vector<MlpParams> p_;
 };
 
-// The loss the host computes from the chips' partial sums: sum over chips, then lanes, in f64,
-// divided by global batch x outputs.
+// The loss the host computes from the chips' partial sums: sum over the chips of model rank 0
+// (in chip order), then lanes, in f64, divided by global batch x outputs.
 double mlp_loss(const MlpSpec& spec, const std::vector<std::vector<float>>& parts);
 
 // The chip's loss partial sum of a chip's P - T (rows x cols f32), in the VPU's order: the
