@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <thread>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -51,6 +52,8 @@ const char* kPodUsage =
     "                       (default), or the backdoor (no simulated time)\n"
     "  --seed S             seed of the random inputs (default 1)\n"
     "  --engine systemc|cpp SystemC pod with TLM host sockets (default) or plain C++ stepping\n"
+    "  --threads N          cpp engine: threads stepping the chips (default: the cores; the\n"
+    "                       same bits and cycles for any N)\n"
     "  --waves-chips LIST   FST waves of these chips, e.g. 0,3 (waves/pod_chipN.fst)\n"
     "  --json FILE          write the JSON report\n"
     "  --trace FILE         write the timeline (Chrome trace-event JSON: ui.perfetto.dev)\n"
@@ -128,6 +131,14 @@ void with_pod(const Opts& opt, PodParams params, double clock_ghz,
               const std::function<void(HostPort&)>& job) {
   if (opt.count("--waves-chips")) params.wave_chips = parse_chips(opt.at("--waves-chips"));
   const std::string engine = get(opt, "--engine", "systemc");
+  // Threads stepping the chips: plain C++ only (the SystemC kernel runs one process at a time).
+  if (opt.count("--threads") && engine != "cpp")
+    throw std::invalid_argument("--threads needs --engine cpp (the SystemC kernel steps one chip "
+                                "at a time)");
+  params.threads = static_cast<unsigned>(parse_uint(
+      "--threads",
+      get(opt, "--threads", std::to_string(std::max(1u, std::thread::hardware_concurrency()))), 1,
+      256));
   const TraceOptions topt = trace_options(opt);
   auto traced = [&](HostPort& h) {
     if (topt.enabled) h.set_trace(topt);
@@ -200,6 +211,11 @@ ReportGroup& add_links(Report& rep, const std::vector<LinkStat>& flits, uint64_t
 void add_pod(Report& rep, const PodConfig& cfg, const MachineInfo& mi, const Opts& opt) {
   rep.field("tool", "tpusim").field("config", cfg.source);
   rep.field("engine", get(opt, "--engine", "systemc"));
+  if (get(opt, "--engine", "systemc") == "cpp")
+    rep.field("threads", static_cast<uint64_t>(parse_uint(
+        "--threads",
+        get(opt, "--threads", std::to_string(std::max(1u, std::thread::hardware_concurrency()))),
+        1, 256)));
   ReportGroup& g = rep.group("pod");
   g.field("topology", cfg.params.topo.name());
   g.metric("chips", mi.num_chips(), "", "chips in the pod");
@@ -446,7 +462,7 @@ int cmd_allreduce(const std::vector<std::string>& args) {
   const Opts opt =
       parse_options(args,
             {"--config", "--bytes", "--dtype", "--algo", "--op", "--block-rows", "--rounds",
-             "--mesh", "--axis", "--load", "--seed", "--engine", "--waves-chips", "--json",
+             "--mesh", "--axis", "--load", "--seed", "--engine", "--threads", "--waves-chips", "--json",
              "--trace", "--trace-cycles"},
             {"--quiet"}, kPodUsage);
   return run_collective(opt, Collective::kAllReduce);
@@ -455,7 +471,7 @@ int cmd_allreduce(const std::vector<std::string>& args) {
 int cmd_collective(const std::vector<std::string>& args) {
   const Opts opt = parse_options(args,
       {"--kind", "--config", "--bytes", "--dtype", "--algo", "--op", "--root", "--block-rows",
-       "--rounds", "--mesh", "--axis", "--load", "--seed", "--engine", "--waves-chips", "--json",
+       "--rounds", "--mesh", "--axis", "--load", "--seed", "--engine", "--threads", "--waves-chips", "--json",
        "--trace", "--trace-cycles"},
       {"--quiet"}, kPodUsage);
   if (!opt.count("--kind"))
@@ -465,7 +481,7 @@ int cmd_collective(const std::vector<std::string>& args) {
 
 int cmd_pod(const std::vector<std::string>& args) {
   const Opts opt = parse_options(args,
-      {"--config", "--m", "--k", "--n", "--seed", "--algo", "--engine", "--waves-chips", "--json",
+      {"--config", "--m", "--k", "--n", "--seed", "--algo", "--engine", "--threads", "--waves-chips", "--json",
        "--trace", "--trace-cycles"},
       {"--quiet"}, kPodUsage);
   const std::string config = get(opt, "--config", source_file("configs/pod_2x2.yaml"));

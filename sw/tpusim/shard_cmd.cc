@@ -34,7 +34,7 @@ const char* kShardUsage =
     "  --trace FILE         the timeline (Chrome trace-event JSON: ui.perfetto.dev); each\n"
     "                       command labelled with its phase\n"
     "  --trace-cycles A:B   only the events that overlap pod cycles [A, B)\n"
-    "  --seed S --engine systemc|cpp --waves-chips LIST --json FILE --quiet\n";
+    "  --seed S --engine systemc|cpp --threads N --waves-chips LIST --json FILE --quiet\n";
 
 namespace {
 
@@ -42,7 +42,7 @@ Opts parse_shard(const std::vector<std::string>& args) {
   return parse_options(args,
                        {"--config", "--mesh", "--m", "--k", "--n", "--x-spec", "--w-spec",
                         "--y-spec", "--a", "--w", "--bias", "--out", "--load", "--seed",
-                        "--engine", "--waves-chips", "--json", "--trace", "--trace-cycles"},
+                        "--engine", "--threads", "--waves-chips", "--json", "--trace", "--trace-cycles"},
                        {"--relu", "--quiet"}, kShardUsage, {"--out", "--json", "--trace"});
 }
 

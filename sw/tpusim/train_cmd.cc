@@ -42,7 +42,7 @@ const char* kTrainUsage =
     "  --trace FILE         the timeline of the steps --trace-steps picks (Chrome trace-event\n"
     "                       JSON: ui.perfetto.dev), each command labelled with its phase\n"
     "  --trace-steps A:B    steps [A, B) (default 0:1)\n"
-    "  --engine systemc|cpp --waves-chips LIST --json FILE --quiet\n";
+    "  --engine systemc|cpp --threads N --waves-chips LIST --json FILE --quiet\n";
 
 namespace {
 
@@ -50,7 +50,7 @@ Opts parse_train(const std::vector<std::string>& args) {
   Opts opt = parse_options(
       args,
       {"--config", "--mesh", "--layers", "--batch", "--steps", "--lr", "--seed", "--grad-pieces",
-       "--save", "--load", "--trace", "--trace-steps", "--engine", "--waves-chips", "--json"},
+       "--save", "--load", "--trace", "--trace-steps", "--engine", "--threads", "--waves-chips", "--json"},
       {"--fresh-batches", "--quiet"}, kTrainUsage);
   if (opt.count("--trace-steps") && !opt.count("--trace"))
     throw std::invalid_argument("--trace-steps needs --trace FILE");

@@ -1,9 +1,14 @@
 #include "pod.h"
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <filesystem>
+#include <mutex>
+#include <thread>
 
 namespace tpu {
 
@@ -28,7 +33,7 @@ void IciLink::send_flit(uint64_t t, bool valid, unsigned vc, const uint32_t* fli
   if (valid) {
     std::memcpy(&data_[s * words_], flit, words_ * sizeof(uint32_t));
     ++flits_;
-    last_activity_ = t + 1;
+    flit_activity_ = t + 1;
   }
 }
 
@@ -41,7 +46,7 @@ bool IciLink::flit_at(uint64_t t, unsigned* vc, const uint32_t** flit) const {
 
 void IciLink::send_credit(uint64_t t, bool valid, unsigned vc) {
   cr_[(t + latency_) % cr_.size()] = {valid, vc};
-  if (valid) last_activity_ = t + 1;
+  if (valid) credit_activity_ = t + 1;
 }
 
 bool IciLink::credit_at(uint64_t t, unsigned* vc) const {
@@ -216,6 +221,7 @@ PodCore::PodCore(const PodParams& p) : p_(p) {
     chips_[c]->open_waves(p_.wave_dir + "/pod_chip" + std::to_string(c) + ".fst");
   }
   for (auto& c : chips_) c->reset(4);
+  set_threads(p_.threads);
 }
 
 void PodCore::step_chip(int i) {
@@ -256,7 +262,101 @@ void PodCore::step_chip(int i) {
 
 void PodCore::end_cycle() { ++cycle_; }
 
+// Worker threads, each stepping a fixed slab of chips when the caller starts a cycle: the
+// caller bumps `gen` and steps slab 0, each worker steps its slab and counts itself done. The
+// workers spin briefly for the next cycle, then sleep on the condition variable (a pod that
+// waits for its host, e.g. a golden check, costs no CPU). A worker's exception is kept and
+// rethrown by the caller (the lowest slab's first).
+struct PodCore::Pool {
+  std::vector<std::thread> workers;
+  std::vector<std::pair<int, int>> slabs;  // [first, last) chip per slab; slab 0: the caller
+  std::vector<std::exception_ptr> errors;  // per slab
+  std::mutex m;
+  std::condition_variable cv;
+  std::atomic<uint64_t> gen{0};
+  std::atomic<unsigned> done{0};
+  std::atomic<bool> stop{false};
+};
+
+PodCore::~PodCore() { set_threads(1); }
+
+unsigned PodCore::threads() const {
+  return pool_ ? static_cast<unsigned>(pool_->slabs.size()) : 1u;
+}
+
+void PodCore::set_threads(unsigned n) {
+  if (pool_) {
+    {
+      std::lock_guard<std::mutex> lk(pool_->m);
+      pool_->stop = true;
+      ++pool_->gen;
+    }
+    pool_->cv.notify_all();
+    for (auto& w : pool_->workers) w.join();
+    pool_.reset();
+  }
+  const unsigned chips = static_cast<unsigned>(num_chips());
+  n = std::max(1u, std::min(n, chips));
+  if (n == 1) return;
+  pool_ = std::make_unique<Pool>();
+  Pool& pl = *pool_;
+  for (unsigned k = 0; k < n; ++k)
+    pl.slabs.push_back({static_cast<int>(chips * k / n), static_cast<int>(chips * (k + 1) / n)});
+  pl.errors.assign(n, nullptr);
+  for (unsigned k = 1; k < n; ++k) {
+    pl.workers.emplace_back([this, k] {
+      Pool& p = *pool_;
+      uint64_t seen = 0;
+      for (;;) {
+        // Wait for the next cycle: spin a little, then sleep.
+        uint64_t g = p.gen.load(std::memory_order_acquire);
+        for (int spin = 0; g == seen && spin < 20000; ++spin) {
+          std::this_thread::yield();
+          g = p.gen.load(std::memory_order_acquire);
+        }
+        if (g == seen) {
+          std::unique_lock<std::mutex> lk(p.m);
+          p.cv.wait(lk, [&] { return p.gen.load(std::memory_order_acquire) != seen; });
+          g = p.gen.load(std::memory_order_acquire);
+        }
+        seen = g;
+        if (p.stop.load()) return;
+        try {
+          for (int i = p.slabs[k].first; i < p.slabs[k].second; ++i) step_chip(i);
+        } catch (...) {
+          p.errors[k] = std::current_exception();
+        }
+        p.done.fetch_add(1, std::memory_order_acq_rel);
+      }
+    });
+  }
+}
+
 void PodCore::step(bool reverse) {
+  if (pool_) {
+    Pool& p = *pool_;
+    p.done.store(0, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lk(p.m);
+      p.gen.fetch_add(1, std::memory_order_acq_rel);
+    }
+    p.cv.notify_all();
+    try {
+      for (int i = p.slabs[0].first; i < p.slabs[0].second; ++i) step_chip(i);
+    } catch (...) {
+      p.errors[0] = std::current_exception();
+    }
+    const unsigned others = static_cast<unsigned>(p.workers.size());
+    while (p.done.load(std::memory_order_acquire) != others) std::this_thread::yield();
+    for (auto& e : p.errors)
+      if (e) {
+        std::exception_ptr x = e;
+        for (auto& f : p.errors) f = nullptr;
+        std::rethrow_exception(x);
+      }
+    end_cycle();
+    return;
+  }
   if (reverse) {
     for (int i = num_chips() - 1; i >= 0; --i) step_chip(i);
   } else {

@@ -12,6 +12,7 @@
 //    (pod_sc.h) implements the same interface over TLM-2.0 sockets.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <deque>
@@ -41,6 +42,7 @@ struct PodParams {
   std::vector<int> wave_chips;   // chips that dump FST waves
   std::string wave_dir = "waves";  // dumps go to wave_dir/pod_chipN.fst
   std::string wave_path;           // a pod of one chip: its dump file instead, if set
+  unsigned threads = 1;            // plain C++ stepping: threads stepping the chips (PodCore)
 };
 
 // One direction of one link. Sender side at cycle t: send_flit/credit_at; receiver side at
@@ -52,7 +54,9 @@ class IciLink {
   bool flit_at(uint64_t t, unsigned* vc, const uint32_t** flit) const;
   void send_credit(uint64_t t, bool valid, unsigned vc);
   bool credit_at(uint64_t t, unsigned* vc) const;
-  bool quiet_after(uint64_t t) const { return t >= last_activity_ + latency_; }
+  bool quiet_after(uint64_t t) const {
+    return t >= std::max(flit_activity_, credit_activity_) + latency_;
+  }
   uint64_t flits() const { return flits_; }
 
  private:
@@ -63,7 +67,9 @@ class IciLink {
   unsigned latency_, words_;
   std::vector<Slot> fl_, cr_;
   std::vector<uint32_t> data_;
-  uint64_t flits_ = 0, last_activity_ = 0;
+  // The sender writes flits and the receiver credits, possibly from two threads in one cycle:
+  // each side keeps its own activity time (and writes slots the other side reads only later).
+  uint64_t flits_ = 0, flit_activity_ = 0, credit_activity_ = 0;
 };
 
 // A chip's host port: commands in order, HBM bursts (64-byte aligned), status.
@@ -133,6 +139,12 @@ class PodCore {
   void step_chip(int i);
   void end_cycle();
   void step(bool reverse = false);  // every chip (0 up, or down), then end_cycle()
+  // Threads that step the chips of a cycle (each a fixed slab of chips; the caller steps the
+  // first). Bit- and cycle-identical for any count: within a cycle a chip reads only what its
+  // links carried from earlier cycles and writes only its own state and its links' later slots
+  // (a test compares 1 and several threads). 1: the calling thread alone (the default).
+  void set_threads(unsigned n);
+  unsigned threads() const;
 
   bool idle() const;  // no host work, no chip busy, no flit in a router or on a link
   // Throws ChipError if a chip's error register is set (naming it, the code and the command)
@@ -175,6 +187,13 @@ class PodCore {
   unsigned words_ = 0;
   unsigned gap_ = 1;
   uint64_t cycle_ = 0;
+  struct Pool;
+  std::unique_ptr<Pool> pool_;
+
+ public:
+  ~PodCore();
+  PodCore(const PodCore&) = delete;
+  PodCore& operator=(const PodCore&) = delete;
 };
 
 // The pod stepped from plain C++ (no SystemC): a chip alone, tests, the SystemC overhead bench.

@@ -158,6 +158,47 @@ TEST(PodCore, ChipOrderWithinACycleDoesNotMatter) {
   EXPECT_EQ(a.store_cycles, b.store_cycles);
 }
 
+// Several threads stepping the chips of a cycle give the same bits, cycles and counters as
+// one, on a 2D and a 3D torus (and the threads' slabs of uneven size); a chip error raised on a
+// worker thread reaches the caller.
+TEST(PodCore, ThreadsGiveTheSameBitsAndCycles) {
+  for (const Topology& topo : {Topology::torus({2, 2}), Topology::torus({2, 2, 2})}) {
+    CollectiveSpec s;
+    s.n = 901;
+    s.algorithm = "torus";
+    PodCollectiveOptions o;
+    o.rounds = 2;
+    PodParams p1 = params(topo, 3), p3 = params(topo, 3);
+    p3.threads = 3;
+    CppPodHost one(p1), three(p3);
+    EXPECT_EQ(one.core().threads(), 1u);
+    EXPECT_EQ(three.core().threads(), 3u);
+    PodDriver d1(one), d3(three);
+    const auto in = random_inputs(driver_plan(d1, s), 5);
+    const PodCollectiveRun a = d1.run(s, in, o), b = d3.run(s, in, o);
+    EXPECT_EQ(a.out, b.out) << topo.name();
+    EXPECT_EQ(a.load_cycles, b.load_cycles) << topo.name();
+    EXPECT_EQ(a.collective_cycles, b.collective_cycles) << topo.name();
+    EXPECT_EQ(a.prog.run.chip_cycles, b.prog.run.chip_cycles) << topo.name();
+    for (int c = 0; c < topo.num_chips(); ++c)
+      for (unsigned i = 0; i < kNumChipStats; ++i)
+        EXPECT_EQ(one.counters(c)[i], three.counters(c)[i]) << topo.name() << " chip " << c;
+    EXPECT_EQ(one.link_stats().size(), three.link_stats().size());
+    for (std::size_t l = 0; l < one.link_stats().size(); ++l)
+      EXPECT_EQ(one.link_stats()[l].flits, three.link_stats()[l].flits);
+  }
+  PodParams p = params(Topology::torus({2, 2}), 3);
+  p.threads = 2;
+  CppPodHost host(p);
+  host.push(3, {ChipCmd::make(static_cast<ChipOp>(12), 0, 0, 0, 0, 0, 0)});  // chip 3: slab 1
+  try {
+    host.run_until_idle(100000);
+    FAIL() << "no error";
+  } catch (const ChipError& e) {
+    EXPECT_EQ(e.chip(), 3);
+  }
+}
+
 // The host ports of every chip copy at once: four chips take about as long as one.
 TEST(PodHostPort, CopiesToEveryChipRunAtOnceAtThePortBandwidth) {
   PodParams p = params(Topology::torus({2, 2}));
