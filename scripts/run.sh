@@ -7,7 +7,9 @@
 # Prints the loss, MFU and the breakdown per step and the golden verdict; writes
 # out/train.json (the report) and out/trace.json (the timeline of step 0: ui.perfetto.dev).
 # Extra arguments go to `tpusim train` (e.g. --steps 20, --layers 256,256,256 --batch 1024,
-# --config configs/pod_4x4.yaml, --save out/run, --waves-chips 0).
+# --config configs/pod_4x4.yaml, --save out/run, --waves-chips 0). Then the pod job: a bf16
+# matmul on every chip at once and an all-reduce of the results where they lie in HBM, golden-
+# checked (out/pod.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -19,3 +21,7 @@ echo "[run] tpusim train on configs/pod_2x2.yaml"
 ./build/sw/tpusim train --config configs/pod_2x2.yaml --steps 10 --seed 1 \
   --json out/train.json --trace out/trace.json "$@"
 echo "[run] report: out/train.json, timeline: out/trace.json (open in https://ui.perfetto.dev)"
+echo "[run] tpusim pod on configs/pod_2x2.yaml (matmuls on every chip, then an all-reduce)"
+./build/sw/tpusim pod --config configs/pod_2x2.yaml --m 64 --k 64 --n 64 --seed 1 --quiet \
+  --json out/pod.json
+echo "[run] report: out/pod.json"
