@@ -672,8 +672,8 @@ module tpu_hbm_chan
     if (cmd_d.cmd == HbmRef) stats_d[StatRefreshes] += 1;
     if (rvalid_i || wvalid_o) stats_d[StatBusBusy] += 1;
     if (drain_d && !drain_q) stats_d[StatWrDrains] += 1;
-    stats_d[StatEccCorrected] += hbm_ctr_t'(ecc_ce_o);
-    stats_d[StatEccUncorr] += hbm_ctr_t'(ecc_ue_o);
+    stats_d[StatEccCe] += hbm_ctr_t'(ecc_ce_o);
+    stats_d[StatEccUe] += hbm_ctr_t'(ecc_ue_o);
     if (rspq_push) begin
       stats_d[StatLatSum] += hbm_ctr_t'(rd_lat);
       stats_d[StatLatCount] += 1;

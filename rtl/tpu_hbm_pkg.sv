@@ -373,8 +373,8 @@ package tpu_hbm_pkg;
     StatLatHist6    = 5'd21,  // 256 .. 511
     StatLatHist7    = 5'd22,  // >= 512
     StatWrDrains    = 5'd23,  // write drains started by the high watermark
-    StatEccCorrected = 5'd24,  // words read with a corrected single-bit error (ECC)
-    StatEccUncorr   = 5'd25   // words read with an uncorrectable error (ECC)
+    StatEccCe       = 5'd24,  // words read with a corrected single-bit error (ECC)
+    StatEccUe       = 5'd25   // words read with an uncorrectable error (ECC)
   } hbm_stat_e;
   localparam int unsigned HBM_NUM_STATS = 26;
 
