@@ -6,14 +6,19 @@
 //   HBM access    hm_req_* (valid/ready; 64-byte bursts, 7-bit tag) and hm_rsp_* (valid/ready,
 //                 out of order, tag returned); shares the controller port with the DMA
 //   status        busy_o, hbm_idle_o (no HBM request or posted write pending), halted_o, err_o
-//                 (sticky chip_err_e), err_cmd_o, clear_i (clears error and halt),
+//                 (sticky chip_err_e), err_cmd_o, err_addr_o (ErrHbmUncorr: the HBM byte
+//                 address of the word), clear_i (clears error and halt),
 //                 stat_id_i -> stat_o (64-bit counters, chip_stat_e)
 // Trace port (observation only, for the harness's timeline): trc_issue_o pulses when the head
 //                 command issues, trc_op_o/trc_idx_o are the head's opcode and command index
 //                 (from 0 after reset or clear), trc_eng_o the send context an ICI_SEND goes to;
 //                 trc_done_o pulses per completed command (TRC_DONE_*: DMA, LOADW, MATMUL, VPU,
 //                 ICI send context 0..3), trc_wait_o: the head is an ICI_WAIT that is blocked.
-// HBM PHY side:   one command bus, write-data and read-data bus per channel (tpu_hbm_ctrl).
+// HBM PHY side:   one command bus, write-data and read-data bus per channel (tpu_hbm_ctrl),
+//                 with 8 SECDED check bits per 64-bit word beside the data (hbm_wcheck_o,
+//                 hbm_rcheck_i). A DMA that reads an uncorrectable word stops the program with
+//                 ErrHbmUncorr (its command index, the word's address); a host-port read flags
+//                 its uncorrectable words on hm_rsp_ue_o (the driver raises the error).
 // ICI:            the chip's router (tpu_ici_router, NumVc 4, IciDepth flits per VC) with one
 //                 link port per torus direction (+X -X +Y -Y +Z -Z, index d = 0..5): flits out
 //                 `ici_tx_*` with their credits back `ici_tx_cr_*`, flits in `ici_rx_*` with
@@ -65,6 +70,7 @@ module tpu_chip
   output logic                      hm_rsp_write_o,
   output logic [6:0]                hm_rsp_tag_o,
   output hbm_data_t                 hm_rsp_data_o,
+  output hbm_word_mask_t            hm_rsp_ue_o,  // words of the response with an ECC error
   // host: status
   input  logic                      clear_i,
   output logic                      busy_o,
@@ -72,6 +78,7 @@ module tpu_chip
   output logic                      halted_o,
   output chip_err_e                 err_o,
   output logic [31:0]               err_cmd_o,
+  output logic [31:0]               err_addr_o,
   input  chip_stat_e                stat_id_i,
   output logic [63:0]               stat_o,
   // trace port
@@ -100,8 +107,10 @@ module tpu_chip
   output hbm_cmd_t      [NumCh-1:0] hbm_cmd_o,
   output logic          [NumCh-1:0] hbm_wvalid_o,
   output hbm_bus_t      [NumCh-1:0] hbm_wdata_o,
+  output hbm_bus_ecc_t  [NumCh-1:0] hbm_wcheck_o,
   input  logic          [NumCh-1:0] hbm_rvalid_i,
-  input  hbm_bus_t      [NumCh-1:0] hbm_rdata_i
+  input  hbm_bus_t      [NumCh-1:0] hbm_rdata_i,
+  input  hbm_bus_ecc_t  [NumCh-1:0] hbm_rcheck_i
 );
 
   localparam int unsigned VAddrW = tpu_pkg::idx_width(Cfg.vmem_rows);
@@ -129,7 +138,8 @@ module tpu_chip
   assign c_vpu  = cmd_vpu_t'(head);
   assign c_send = cmd_ici_send_t'(head);
   assign c_wait = cmd_ici_wait_t'(head);
-  logic       dma_start, dma_ready, dma_done, dma_busy;
+  logic       dma_start, dma_ready, dma_done, dma_busy, dma_ecc_err;
+  logic [31:0] dma_ecc_addr;
   logic       lw_start, lw_ready, lw_done, mm_start, mm_ready, mm_done, mxu_busy;
   logic       vpu_start, vpu_ready, vpu_done, vpu_busy;
   logic       ici_start, ici_ready, wait_ok, wait_take, wait_block;
@@ -161,6 +171,8 @@ module tpu_chip
     .dma_start_o(dma_start),
     .dma_ready_i(dma_ready),
     .dma_done_i (dma_done),
+    .dma_ecc_err_i(dma_ecc_err),
+    .dma_ecc_addr_i(dma_ecc_addr),
     .lw_start_o (lw_start),
     .lw_ready_i (lw_ready),
     .lw_done_i  (lw_done),
@@ -181,6 +193,7 @@ module tpu_chip
     .halted_o   (halted_o),
     .err_o      (err_o),
     .err_cmd_o  (err_cmd_o),
+    .err_addr_o (err_addr_o),
     .retired_o  (retired),
     .wait_block_o(wait_block),
     .issue_o    (seq_issue),
@@ -302,6 +315,8 @@ module tpu_chip
     .stride_i      (c_dma.stride),
     .done_o        (dma_done),
     .busy_o        (dma_busy),
+    .ecc_err_o     (dma_ecc_err),
+    .ecc_addr_o    (dma_ecc_addr),
     .req_valid_o   (dma_req_valid),
     .req_ready_i   (dma_req_ready),
     .req_o         (dma_req),
@@ -583,8 +598,10 @@ module tpu_chip
   assign hm_rsp_write_o = ctrl_rsp.write;
   assign hm_rsp_tag_o   = ctrl_rsp.tag[6:0];
   assign hm_rsp_data_o  = ctrl_rsp.data;
+  assign hm_rsp_ue_o    = ctrl_rsp.ue;
 
   hbm_ctr_t hbm_stat;
+  logic [7:0] ecc_ce, ecc_ue;
   tpu_hbm_ctrl #(
     .NumCh      (NumCh),
     .RowsPerBank(Cfg.hbm_rows_per_bank)
@@ -602,8 +619,12 @@ module tpu_chip
     .cmd_o        (hbm_cmd_o),
     .wvalid_o     (hbm_wvalid_o),
     .wdata_o      (hbm_wdata_o),
+    .wcheck_o     (hbm_wcheck_o),
     .rvalid_i     (hbm_rvalid_i),
     .rdata_i      (hbm_rdata_i),
+    .rcheck_i     (hbm_rcheck_i),
+    .ecc_ce_o     (ecc_ce),
+    .ecc_ue_o     (ecc_ue),
     .stat_ch_i    ('0),
     .stat_id_i    (StatRdReqs),
     .stat_o       (hbm_stat),
@@ -670,6 +691,8 @@ module tpu_chip
     if (cls_comm) stats_d[StatClsComm] = stats_q[StatClsComm] + 64'd1;
     if (cls_mem) stats_d[StatClsMemory] = stats_q[StatClsMemory] + 64'd1;
     if (cls_idle) stats_d[StatClsIdle] = stats_q[StatClsIdle] + 64'd1;
+    stats_d[StatEccCorrected] = stats_q[StatEccCorrected] + 64'(ecc_ce);
+    stats_d[StatEccUncorr] = stats_q[StatEccUncorr] + 64'(ecc_ue);
   end
 
   always_ff @(posedge clk_i or negedge rst_ni) begin

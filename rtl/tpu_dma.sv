@@ -22,6 +22,9 @@
 // burst per cycle, 32 did not cover a row miss plus queueing). Handshakes: valid/ready to the
 // HBM controller (payload held while waiting); start_i is taken when ready_o is high; done_o pulses for one cycle when the command has completed (all
 // data in memory, or all writes acknowledged and so visible in HBM).
+// ECC: a read response with an uncorrectable word (rsp_i.ue, tpu_hbm_ctrl) is still written (the
+// data as read), and `ecc_err_o` pulses with `ecc_addr_o`, the byte address of its first such
+// word, so that the sequencer stops the program with ErrHbmUncorr naming this DMA.
 module tpu_dma
   import tpu_hbm_pkg::*;
   import tpu_chip_pkg::*;
@@ -47,6 +50,8 @@ module tpu_dma
   input  logic [31:0]         stride_i,
   output logic                done_o,
   output logic                busy_o,
+  output logic                ecc_err_o,
+  output logic [31:0]         ecc_addr_o,
   // HBM controller port
   output logic                req_valid_o,
   input  logic                req_ready_i,
@@ -74,6 +79,7 @@ module tpu_dma
     logic [5:0]  off0;  // byte offset of its piece in the burst
     logic [6:0]  cnt;   // pieces in the burst
     logic [MaxPieces-1:0] last;  // piece i is the last of its segment (tail fill applies)
+    logic [31-HBM_OFFSET_W:0] blk;  // the burst's address / 64 (for ECC error reports)
   } tag_ent_t;
 
   // ---- Command registers and the walker over the HBM region ----
@@ -212,6 +218,15 @@ module tpu_dma
     end
   end
 
+  // ---- ECC errors of read responses ----
+  always_comb begin
+    logic [2:0] w;
+    w = '0;
+    for (int i = HBM_BURST_WORDS - 1; i >= 0; i--) if (rsp_i.ue[i]) w = 3'(i);
+    ecc_err_o  = rsp_fire && !rsp_i.write && (rsp_i.ue != '0);
+    ecc_addr_o = {rsp_ent.blk, HBM_OFFSET_W'(0)} | 32'({w, 3'b000});
+  end
+
   // ---- Request port ----
   always_comb begin
     req_o = '0;
@@ -290,7 +305,7 @@ module tpu_dma
     if (send) begin
       tag_busy_d[next_tag_q] = 1'b1;
       tag_tab_d[next_tag_q]  = '{row0: pend_row0_q, off0: pend_off0_q, cnt: pend_cnt_q,
-                                 last: pend_last_q};
+                                 last: pend_last_q, blk: req_o.addr[31:HBM_OFFSET_W]};
       next_tag_d             = (32'(next_tag_q) == NumTags - 1) ? '0 : next_tag_q + 1'b1;
       if (is_read) pend_valid_d = 1'b0;
       else         sreq_valid_d = 1'b0;

@@ -26,6 +26,12 @@
 // and may be out of order (match them by tag). Latency of a row hit with no load, from the
 // request handshake to the response handshake: into the queue 1, issue 1, on the device
 // CL + 2 (the RD's bus cycle is counted in the first): CL + 4 cycles.
+// ECC (tpu_hbm_pkg SECDED 72,64): the check bits of every 64-bit word leave with the write data
+// (`wcheck_o`, computed from the same word, registered with it) and come back with the read data
+// (`rcheck_i`); each read word is checked combinationally as it arrives: a single-bit error is
+// corrected, an uncorrectable one is flagged in the response (`rsp_o.ue`, per word). No cycle is
+// added. `ecc_ce_o` / `ecc_ue_o` count the corrected / uncorrectable words of this cycle.
+// Forwarded reads never touched the device and are not checked.
 module tpu_hbm_chan
   import tpu_hbm_pkg::*;
 #(
@@ -51,8 +57,13 @@ module tpu_hbm_chan
   output hbm_cmd_t                           cmd_o,
   output logic                               wvalid_o,
   output hbm_bus_t                           wdata_o,
+  output hbm_bus_ecc_t                       wcheck_o,
   input  logic                               rvalid_i,
   input  hbm_bus_t                           rdata_i,
+  input  hbm_bus_ecc_t                       rcheck_i,
+  // ECC events of this cycle (words)
+  output logic          [2:0]                ecc_ce_o,
+  output logic          [2:0]                ecc_ue_o,
   // observation
   output hbm_ctr_t      [HBM_NUM_STATS-1:0]  stats_o,
   output logic                               ref_pending_o,
@@ -332,8 +343,9 @@ module tpu_hbm_chan
     wq_new = '{bank: req_bank, row: req_i.row, col: req_i.col, tag: req_i.tag, ts: now_q,
                slot: free_slot};
     ackq_push = req_fire && (req_i.write || forward);
-    ackq_in = req_i.write ? '{write: 1'b1, tag: req_i.tag, data: '0}
-                          : '{write: 1'b0, tag: req_i.tag, data: wbuf_q[wq_hit_slot]};
+    ackq_in = req_i.write ? '{write: 1'b1, tag: req_i.tag, ue: '0, data: '0}
+                          : '{write: 1'b0, tag: req_i.tag, ue: '0,
+                             data: wbuf_q[wq_hit_slot]};
   end
 
   // ---------------------------------------------------------------------------------------------
@@ -549,6 +561,7 @@ module tpu_hbm_chan
   // ---------------------------------------------------------------------------------------------
   logic wbeat_q, wbeat_d, wvalid_d, rbeat_q, rbeat_d;
   hbm_bus_t wdata_d, rlo_q;
+  hbm_bus_ecc_t wcheck_d;
   hbm_cyc_t rd_lat;
 
   // Buffered write slots: filled on accept (new or merged), freed when the WR is issued.
@@ -583,6 +596,25 @@ module tpu_hbm_chan
     end
   end
 
+  // ECC: encode the write data of the next bus cycle; check the read data of this one.
+  assign wcheck_d = hbm_ecc_enc_bus(wdata_d);
+  hbm_bus_t rd_fix;
+  logic [HBM_BUS_WORDS-1:0] rd_ce, rd_ue, rlo_ue_q;
+  hbm_secded_dec_t [HBM_BUS_WORDS-1:0] rd_dec;
+  always_comb begin
+    for (int unsigned w = 0; w < HBM_BUS_WORDS; w++) begin
+      rd_dec[w] = hbm_secded_dec(rdata_i[w*64+:64], rcheck_i[w*8+:8]);
+      rd_fix[w*64+:64] = rd_dec[w].data;
+      rd_ce[w] = rvalid_i && rd_dec[w].ce;
+      rd_ue[w] = rvalid_i && rd_dec[w].ue;
+    end
+  end
+  logic unused_syndrome;  // the syndromes are for waves and debugging
+  assign unused_syndrome = ^{rd_dec[0].syndrome, rd_dec[1].syndrome, rd_dec[2].syndrome,
+                             rd_dec[3].syndrome};
+  assign ecc_ce_o = 3'($countones(rd_ce));
+  assign ecc_ue_o = 3'($countones(rd_ue));
+
   // RD issued: remember its tag; the device answers in order, CL cycles after it sees the RD.
   assign fl_push = rq_pop;
   assign fl_in = '{tag: rq_ent[rp_col_idx].tag, ts: rq_ent[rp_col_idx].ts,
@@ -592,7 +624,7 @@ module tpu_hbm_chan
     rbeat_d = rbeat_q;
     rspq_push = 1'b0;
     fl_pop = 1'b0;
-    rspq_in = '{write: 1'b0, tag: fl_head.tag, data: {rdata_i, rlo_q}};
+    rspq_in = '{write: 1'b0, tag: fl_head.tag, ue: {rd_ue, rlo_ue_q}, data: {rd_fix, rlo_q}};
     if (rvalid_i) begin
       rbeat_d = !rbeat_q;
       if (rbeat_q) begin
@@ -640,6 +672,8 @@ module tpu_hbm_chan
     if (cmd_d.cmd == HbmRef) stats_d[StatRefreshes] += 1;
     if (rvalid_i || wvalid_o) stats_d[StatBusBusy] += 1;
     if (drain_d && !drain_q) stats_d[StatWrDrains] += 1;
+    stats_d[StatEccCe] += hbm_ctr_t'(ecc_ce_o);
+    stats_d[StatEccUe] += hbm_ctr_t'(ecc_ue_o);
     if (rspq_push) begin
       stats_d[StatLatSum] += hbm_ctr_t'(rd_lat);
       stats_d[StatLatCount] += 1;
@@ -674,8 +708,10 @@ module tpu_hbm_chan
       wbeat_q <= 1'b0;
       wvalid_o <= 1'b0;
       wdata_o <= '0;
+      wcheck_o <= '0;
       rbeat_q <= 1'b0;
       rlo_q <= '0;
+      rlo_ue_q <= '0;
       sel_ack_q <= 1'b0;
       hold_q <= 1'b0;
       turn_ack_q <= 1'b0;
@@ -703,8 +739,12 @@ module tpu_hbm_chan
       wbeat_q <= wbeat_d;
       wvalid_o <= wvalid_d;
       wdata_o <= wdata_d;
+      wcheck_o <= wcheck_d;
       rbeat_q <= rbeat_d;
-      if (rvalid_i && !rbeat_q) rlo_q <= rdata_i;
+      if (rvalid_i && !rbeat_q) begin
+        rlo_q <= rd_fix;
+        rlo_ue_q <= rd_ue;
+      end
       sel_ack_q <= sel_ack;
       hold_q <= rsp_valid_o && !rsp_ready_i;
       if (rsp_valid_o && rsp_ready_i) turn_ack_q <= !sel_ack;
@@ -735,6 +775,14 @@ module tpu_hbm_chan
   a_rsp_stable: assert property (@(posedge clk_i) disable iff (!rst_ni)
                                  rsp_valid_o && !rsp_ready_i |=> $stable(rsp_o))
   else $error("tpu_hbm_chan: response payload changed while waiting for ready");
+  // ECC: the check bits on the write bus are those of the word beside them, and a response
+  // flags uncorrectable words only for device read data.
+  a_wcheck_matches: assert property (@(posedge clk_i) disable iff (!rst_ni)
+                                     wvalid_o |-> wcheck_o == hbm_ecc_enc_bus(wdata_o))
+  else $error("tpu_hbm_chan: write check bits do not match their data");
+  a_ue_only_on_reads: assert property (@(posedge clk_i) disable iff (!rst_ni)
+                                       rsp_valid_o && rsp_o.write |-> rsp_o.ue == '0)
+  else $error("tpu_hbm_chan: a write acknowledge flagged with an ECC error");
   // Returning read data always has room, and arrives CL cycles after its RD reached the device.
   a_rsp_room: assert property (@(posedge clk_i) disable iff (!rst_ni) rspq_push |-> !rspq_full)
   else $error("tpu_hbm_chan: read data with no room in the response queue");

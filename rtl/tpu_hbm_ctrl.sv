@@ -13,6 +13,11 @@
 // Throughput: one request and one response per cycle. Timing and configuration are run-time
 // inputs that must be held constant after reset. Statistics of channel `stat_ch_i` are read by
 // index (`stat_id_i`, tpu_hbm_pkg::hbm_stat_e) on `stat_o`, combinationally.
+// ECC (SECDED 72,64 per 64-bit word, tpu_hbm_pkg): each channel sends 8 check bits per word with
+// the write data (`wcheck_o`) and checks read data with the check bits that come back
+// (`rcheck_i`), in the same cycle: single-bit errors are corrected, uncorrectable words are
+// flagged in the response (`rsp_o.ue`). `ecc_ce_o` / `ecc_ue_o`: corrected / uncorrectable words
+// read this cycle, all channels together.
 module tpu_hbm_ctrl
   import tpu_hbm_pkg::*;
 #(
@@ -38,8 +43,12 @@ module tpu_hbm_ctrl
   output hbm_cmd_t      [NumCh-1:0]   cmd_o,
   output logic          [NumCh-1:0]   wvalid_o,
   output hbm_bus_t      [NumCh-1:0]   wdata_o,
+  output hbm_bus_ecc_t  [NumCh-1:0]   wcheck_o,
   input  logic          [NumCh-1:0]   rvalid_i,
   input  hbm_bus_t      [NumCh-1:0]   rdata_i,
+  input  hbm_bus_ecc_t  [NumCh-1:0]   rcheck_i,
+  output logic          [7:0]         ecc_ce_o,
+  output logic          [7:0]         ecc_ue_o,
   // statistics and status
   input  hbm_ch_t                     stat_ch_i,
   input  hbm_stat_e                   stat_id_i,
@@ -73,6 +82,7 @@ module tpu_hbm_ctrl
   logic [NumCh-1:0] chan_rsp_valid, chan_rsp_ready, chan_idle;
   hbm_rsp_t [NumCh-1:0] chan_rsp;
   hbm_ctr_t [NumCh-1:0][HBM_NUM_STATS-1:0] chan_stats;
+  logic [NumCh-1:0][2:0] chan_ce, chan_ue;
 
   for (genvar c = 0; c < NumCh; c++) begin : gen_chan
     tpu_hbm_chan #(
@@ -93,8 +103,12 @@ module tpu_hbm_ctrl
       .cmd_o        (cmd_o[c]),
       .wvalid_o     (wvalid_o[c]),
       .wdata_o      (wdata_o[c]),
+      .wcheck_o     (wcheck_o[c]),
       .rvalid_i     (rvalid_i[c]),
       .rdata_i      (rdata_i[c]),
+      .rcheck_i     (rcheck_i[c]),
+      .ecc_ce_o     (chan_ce[c]),
+      .ecc_ue_o     (chan_ue[c]),
       .stats_o      (chan_stats[c]),
       .ref_pending_o(ref_pending_o[c]),
       .idle_o       (chan_idle[c])
@@ -102,6 +116,14 @@ module tpu_hbm_ctrl
   end
 
   assign idle_o = &chan_idle;
+  always_comb begin
+    ecc_ce_o = '0;
+    ecc_ue_o = '0;
+    for (int unsigned c = 0; c < NumCh; c++) begin
+      ecc_ce_o += 8'(chan_ce[c]);
+      ecc_ue_o += 8'(chan_ue[c]);
+    end
+  end
   assign stat_o = (32'(stat_ch_i) < NumCh) ? chan_stats[ChIdxW'(stat_ch_i)][stat_id_i] : '0;
 
   // ---- Responses: round robin over the channels, held while waiting for ready ----

@@ -48,6 +48,76 @@ package tpu_hbm_pkg;
   typedef logic [HBM_COL_W-1:0] hbm_col_t;  // 64-byte burst index within a row
 
   // ---------------------------------------------------------------------------------------------
+  // ECC: SECDED (72,64), a Hsiao code (after lowRISC/OpenTitan prim_secded_72_64, our own
+  // matrix). Every 64-bit word of HBM data carries 8 check bits: the controller encodes on write
+  // and checks on read, both combinationally (no cycle added). Check bit j is the parity of the
+  // data bits selected by HBM_SECDED_MASK[j]; the column of data bit i (its syndrome) is
+  // HBM_SECDED_COL[i]: the 56 weight-3 and 8 weight-5 bytes, every row of the matrix 26 data bits
+  // wide. A check bit's column is its one-hot byte. So a single flipped bit (data or check) gives
+  // an odd syndrome equal to its column (corrected), two flipped bits an even, non-zero one
+  // (detected, uncorrectable). tb/common/secded.h is the C++ golden of the same code.
+  // ---------------------------------------------------------------------------------------------
+  localparam int unsigned HBM_ECC_BITS = 8;  // check bits per 64-bit word
+  localparam int unsigned HBM_BUS_WORDS = HBM_BUS_BITS / 64;  // words per bus cycle (4)
+  localparam int unsigned HBM_BURST_WORDS = HBM_BURST_BYTES / 8;  // words per burst (8)
+  typedef logic [HBM_BUS_WORDS*HBM_ECC_BITS-1:0] hbm_bus_ecc_t;  // check bits of a bus cycle
+  typedef logic [HBM_BURST_WORDS*HBM_ECC_BITS-1:0] hbm_ecc_t;  // check bits of a burst
+  typedef logic [HBM_BURST_WORDS-1:0] hbm_word_mask_t;  // one bit per word of a burst
+
+  localparam logic [7:0][63:0] HBM_SECDED_MASK = {
+    64'hDAED348D221A4420, 64'hD6DAAA4A91152210, 64'hB6B65926488C9108, 64'hB571C711C4438884,
+    64'hAD0FC0F03C207842, 64'h6D003FF003E007C1, 64'h6B00000FFFE0003F, 64'h5B000000001FFFFF
+  };
+  localparam logic [63:0][7:0] HBM_SECDED_COL = {
+    8'hF8, 8'hC7, 8'h3E, 8'hF1, 8'h8F, 8'h7C, 8'hE3, 8'h1F, 8'hE0, 8'hD0, 8'hB0, 8'h70, 8'hC8,
+    8'hA8, 8'h68, 8'h98, 8'h58, 8'h38, 8'hC4, 8'hA4, 8'h64, 8'h94, 8'h54, 8'h34, 8'h8C, 8'h4C,
+    8'h2C, 8'h1C, 8'hC2, 8'hA2, 8'h62, 8'h92, 8'h52, 8'h32, 8'h8A, 8'h4A, 8'h2A, 8'h1A, 8'h86,
+    8'h46, 8'h26, 8'h16, 8'h0E, 8'hC1, 8'hA1, 8'h61, 8'h91, 8'h51, 8'h31, 8'h89, 8'h49, 8'h29,
+    8'h19, 8'h85, 8'h45, 8'h25, 8'h15, 8'h0D, 8'h83, 8'h43, 8'h23, 8'h13, 8'h0B, 8'h07
+  };
+
+  // The 8 check bits of a data word.
+  function automatic logic [7:0] hbm_secded_enc(logic [63:0] d);
+    logic [7:0] c;
+    for (int unsigned j = 0; j < 8; j++) c[j] = ^(d & HBM_SECDED_MASK[j]);
+    return c;
+  endfunction
+
+  // A checked word: the data (corrected when `ce`), the syndrome, a corrected single-bit error
+  // (`ce`, data or check bit) or an uncorrectable one (`ue`: two bits, or a syndrome that is no
+  // column; the data is then returned as read).
+  typedef struct packed {
+    logic [63:0] data;
+    logic [7:0] syndrome;
+    logic ce;
+    logic ue;
+  } hbm_secded_dec_t;
+
+  function automatic hbm_secded_dec_t hbm_secded_dec(logic [63:0] d, logic [7:0] c);
+    hbm_secded_dec_t r;
+    logic hit;
+    r.data = d;
+    r.syndrome = c ^ hbm_secded_enc(d);
+    hit = 1'b0;
+    for (int unsigned i = 0; i < 64; i++) begin
+      if (r.syndrome == HBM_SECDED_COL[i]) begin
+        r.data[i] = ~d[i];
+        hit = 1'b1;
+      end
+    end
+    r.ce = hit || ($countones(r.syndrome) == 1);
+    r.ue = (r.syndrome != '0) && !r.ce;
+    return r;
+  endfunction
+
+  // Check bits of one bus cycle (HBM_BUS_WORDS words).
+  function automatic hbm_bus_ecc_t hbm_ecc_enc_bus(hbm_bus_t d);
+    hbm_bus_ecc_t c;
+    for (int unsigned w = 0; w < HBM_BUS_WORDS; w++) c[w*8+:8] = hbm_secded_enc(d[w*64+:64]);
+    return c;
+  endfunction
+
+  // ---------------------------------------------------------------------------------------------
   // Timing (run-time input; every value in tCK)
   // ---------------------------------------------------------------------------------------------
   typedef struct packed {
@@ -153,7 +223,8 @@ package tpu_hbm_pkg;
     RuleWrClosed = 5'd21,  // WR to a closed bank
     RuleActOpen  = 5'd22,  // ACT to an open bank
     RuleRefOpen  = 5'd23,  // REF while a bank is open
-    RuleRowRange = 5'd24   // row beyond the device's capacity
+    RuleRowRange = 5'd24,  // row beyond the device's capacity
+    RuleWrEcc    = 5'd25   // write data whose check bits do not match it (SECDED)
   } hbm_rule_e;
 
   // ---------------------------------------------------------------------------------------------
@@ -259,6 +330,7 @@ package tpu_hbm_pkg;
   typedef struct packed {
     logic write;  // 1: write acknowledge (data is zero), 0: read data
     hbm_tag_t tag;
+    hbm_word_mask_t ue;  // read data: words (bit i: bytes 8i..8i+7) with an uncorrectable error
     hbm_data_t data;
   } hbm_rsp_t;
 
@@ -300,9 +372,11 @@ package tpu_hbm_pkg;
     StatLatHist5    = 5'd20,  // 128 .. 255
     StatLatHist6    = 5'd21,  // 256 .. 511
     StatLatHist7    = 5'd22,  // >= 512
-    StatWrDrains    = 5'd23   // write drains started by the high watermark
+    StatWrDrains    = 5'd23,  // write drains started by the high watermark
+    StatEccCe       = 5'd24,  // words read with a corrected single-bit error (ECC)
+    StatEccUe       = 5'd25   // words read with an uncorrectable error (ECC)
   } hbm_stat_e;
-  localparam int unsigned HBM_NUM_STATS = 24;
+  localparam int unsigned HBM_NUM_STATS = 26;
 
   // Histogram bucket of a read latency (bounds in the enum above).
   function automatic int unsigned hbm_lat_bucket(hbm_cyc_t lat);

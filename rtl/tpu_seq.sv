@@ -6,6 +6,9 @@
 // capacity, alignment, weight-tile balance: at most WBanks tiles loaded and not consumed). A
 // failing command sets the sticky error code and err_cmd_o (its index, counting from 0 after reset or clear); from then on the queue is drained
 // without issuing, so the host never blocks and nothing hangs. clear_i clears error and halt.
+// A DMA that reads an uncorrectable HBM word (dma_ecc_err_i) sets ErrHbmUncorr the same way,
+// with that DMA's own command index (kept per DMA scoreboard slot) and the word's byte address
+// on err_addr_o (zero for every other error).
 // A legal head issues to its unit when the unit can take it and its ranges do not overlap a
 // range written by an in-flight command, nor write a range an in-flight command reads or writes
 // (RAW, WAR, WAW on VMEM and AMEM). The scoreboard has DmaQ entries for DMAs (queued in front of
@@ -42,6 +45,8 @@ module tpu_seq
   output logic       dma_start_o,
   input  logic       dma_ready_i,
   input  logic       dma_done_i,
+  input  logic       dma_ecc_err_i,   // the running DMA read an uncorrectable HBM word
+  input  logic [31:0] dma_ecc_addr_i,  // its byte address
   output logic       lw_start_o,
   input  logic       lw_ready_i,
   input  logic       lw_done_i,
@@ -63,6 +68,7 @@ module tpu_seq
   output logic       halted_o,
   output chip_err_e  err_o,
   output logic [31:0] err_cmd_o,
+  output logic [31:0] err_addr_o,
   output logic [3:0] retired_o,
   output logic       wait_block_o, // the head is an ICI_WAIT whose counter is not there yet
   // trace and statistics: the head issues this cycle; the head's command index (counting from
@@ -123,6 +129,9 @@ module tpu_seq
   logic             halted_q, halted_d;
   chip_err_e        err_q, err_d;
   logic [31:0]      err_cmd_q, err_cmd_d, cmd_idx_q, cmd_idx_d;
+  logic [31:0]      err_addr_q, err_addr_d;
+  logic [31:0]      dma_idx_q [DmaQ];  // command index of the DMA in each scoreboard slot
+  logic [31:0]      dma_idx_d [DmaQ];
 
   // The pod shape, registered (held constant after reset).
   logic [2:0][3:0] pod_k_q;  // chips per dimension
@@ -313,6 +322,8 @@ module tpu_seq
     halted_d    = halted_q;
     err_d       = err_q;
     err_cmd_d   = err_cmd_q;
+    err_addr_d  = err_addr_q;
+    dma_idx_d   = dma_idx_q;
     cmd_idx_d   = cmd_idx_q;
     retired_o   = '0;
     can_issue   = 1'b0;
@@ -364,6 +375,7 @@ module tpu_seq
             OpDma: begin
               dma_start_o = 1'b1;
               sb_valid_d[dma_slot] = 1'b1;
+              dma_idx_d[dma_tail_q] = cmd_idx_q;
               {sb_rd0_d[dma_slot], sb_rd1_d[dma_slot], sb_wr_d[dma_slot]} = {rd0, rd1, wr};
               dma_tail_d = dma_tail_q + 1'b1;
             end
@@ -405,9 +417,18 @@ module tpu_seq
       end
     end
 
+    // The DMA engine runs the oldest DMA of the scoreboard (in order, one at a time). First error
+    // wins: a command's own error of this cycle, or an earlier one, keeps its place.
+    if (dma_ecc_err_i && err_d == ErrNone) begin
+      err_d      = ErrHbmUncorr;
+      err_cmd_d  = dma_idx_q[dma_head_q];
+      err_addr_d = dma_ecc_addr_i;
+    end
+
     if (clear_i) begin
       err_d     = ErrNone;
       err_cmd_d = '0;
+      err_addr_d = '0;
       halted_d  = 1'b0;
       cmd_idx_d = '0;
     end
@@ -426,6 +447,8 @@ module tpu_seq
       halted_q     <= 1'b0;
       err_q        <= ErrNone;
       err_cmd_q    <= '0;
+      err_addr_q   <= '0;
+      for (int unsigned s = 0; s < DmaQ; s++) dma_idx_q[s] <= '0;
       cmd_idx_q    <= '0;
       for (int unsigned s = 0; s < NumSlots; s++) begin
         sb_rd0_q[s] <= '0;
@@ -444,6 +467,8 @@ module tpu_seq
       halted_q     <= halted_d;
       err_q        <= err_d;
       err_cmd_q    <= err_cmd_d;
+      err_addr_q   <= err_addr_d;
+      for (int unsigned s = 0; s < DmaQ; s++) dma_idx_q[s] <= dma_idx_d[s];
       cmd_idx_q    <= cmd_idx_d;
       for (int unsigned s = 0; s < NumSlots; s++) begin
         sb_rd0_q[s] <= sb_rd0_d[s];
@@ -464,6 +489,7 @@ module tpu_seq
                        |sb_valid_q[DmaQ-1:0]};
   assign err_o     = err_q;
   assign err_cmd_o = err_cmd_q;
+  assign err_addr_o = err_addr_q;
 
   logic unused_bits;
   assign unused_bits = ^{q_count, topo_i.wrap, topo_i.no_dateline};

@@ -44,6 +44,8 @@ rtl/tpu_vpu_unit.sv rtl/tpu_seq.sv rtl/tpu_chip.sv"
   lint tpu_hbm_ctrl tpu_hbm_ctrl $HBM
   lint "hbm_subsys_tb_top (sim)" hbm_subsys_tb_top $HBM rtl/sim/hbm_device.sv \
     rtl/sim/hbm_subsys_tb_top.sv
+  lint "hbm_secded_tb_top (sim)" hbm_secded_tb_top rtl/tpu_hbm_pkg.sv \
+    rtl/sim/hbm_secded_tb_top.sv
   lint tpu_ici_router tpu_ici_router $ICI
   lint "ici_net_tb_top (sim, 16 routers)" ici_net_tb_top -GN=16 $ICI rtl/sim/ici_net_tb_top.sv
   lint "ici_node_tb_top (sim)" ici_node_tb_top $ICI rtl/sim/ici_node_tb_top.sv

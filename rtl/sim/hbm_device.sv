@@ -23,6 +23,22 @@
 // the clock idle, writes `bd_wdata_i` into block `bd_loc_i` when `bd_we_i` is set, and shows the
 // block on `bd_rdata_o` either way. It bypasses the timing model: use it while no access to the
 // same block is in flight.
+//
+// ECC: every 64-bit word is stored with its 8 SECDED check bits (tpu_hbm_pkg, 72,64): they come
+// with the write data on `wcheck_i` and go back with the read data on `rcheck_o`. The checker
+// requires the check bits of written words to match their data (rule write-ECC, a controller
+// bug otherwise). The backdoor writes the check bits of its data, and its read goes through the
+// same correction as the controller: `bd_rdata_o` is the corrected block and `bd_ue_o` flags
+// its uncorrectable words.
+//
+// Fault injection (sim only, seeded, reproducible): bits flip on their way out of the device,
+// on RD, never in the stored word. Per word read, with a 32-bit threshold as the probability
+// x 2^32: `fi_dbe_thr_i` two distinct bits of the 72, else `fi_sbe_thr_i` one bit, drawn from a
+// xorshift64* generator seeded with `fi_seed_i` at reset (nothing is drawn while both are 0).
+// One-time flips: a rising edge of `fi_stb_i` (clock idle, like the backdoor) arms `fi_mask_i`
+// (72 bits: data [63:0], check [71:64]) for word `fi_word_i` of block `fi_loc_i`; the next RD of
+// that word applies and disarms it. `fi_sbe_o` / `fi_dbe_o` count the words read with one / two
+// or more bits flipped.
 module hbm_device
   import tpu_hbm_pkg::*;
 #(
@@ -35,8 +51,10 @@ module hbm_device
   input  hbm_cmd_t    [NumCh-1:0] cmd_i,
   input  logic        [NumCh-1:0] wvalid_i,
   input  hbm_bus_t    [NumCh-1:0] wdata_i,
+  input  hbm_bus_ecc_t [NumCh-1:0] wcheck_i,
   output logic        [NumCh-1:0] rvalid_o,
   output hbm_bus_t    [NumCh-1:0] rdata_o,
+  output hbm_bus_ecc_t [NumCh-1:0] rcheck_o,
   output logic        [31:0]      viol_count_o,
   output logic        [31:0]      viol_mask_o,
   output hbm_rule_e               viol_last_o,
@@ -44,7 +62,18 @@ module hbm_device
   input  logic                    bd_we_i,
   input  hbm_loc_t                bd_loc_i,
   input  hbm_data_t               bd_wdata_i,
-  output hbm_data_t               bd_rdata_o
+  output hbm_data_t               bd_rdata_o,
+  output hbm_word_mask_t          bd_ue_o,
+  // fault injection
+  input  logic        [63:0]      fi_seed_i,
+  input  logic        [31:0]      fi_sbe_thr_i,
+  input  logic        [31:0]      fi_dbe_thr_i,
+  input  logic                    fi_stb_i,
+  input  hbm_loc_t                fi_loc_i,
+  input  logic        [2:0]       fi_word_i,
+  input  logic        [71:0]      fi_mask_i,
+  output logic        [31:0]      fi_sbe_o,
+  output logic        [31:0]      fi_dbe_o
 );
 
   localparam int unsigned Ring = 128;  // data-bus schedule horizon: CL, CWL + 2 must stay below
@@ -76,10 +105,17 @@ module hbm_device
   // Data-bus schedule per channel, indexed by bus cycle modulo Ring.
   bus_use_e bus_use[NumCh][Ring];
   hbm_bus_t rd_slot[NumCh][Ring];
+  hbm_bus_ecc_t rdc_slot[NumCh][Ring];
   int unsigned wr_key[NumCh][Ring];
   bit wr_hi[NumCh][Ring];  // second beat pair of the burst
 
   hbm_data_t mem[int unsigned];  // sparse storage, keyed by key_of()
+  hbm_ecc_t mem_ecc[int unsigned];  // the check bits of each stored block (same keys)
+  logic [71:0] fi_pend[longint unsigned];  // armed one-time flips, keyed by {key_of(), word}
+  logic [63:0] fi_state;  // xorshift64* state
+  int unsigned fi_sbe, fi_dbe;
+  assign fi_sbe_o = fi_sbe;
+  assign fi_dbe_o = fi_dbe;
 
   longint now;
   int unsigned viol_count;
@@ -116,6 +152,7 @@ module hbm_device
       RuleActOpen:  return "ACT-to-open-bank";
       RuleRefOpen:  return "REF-with-open-bank";
       RuleRowRange: return "row-range";
+      RuleWrEcc:    return "write-ECC";
       default:      return "none";
     endcase
   endfunction
@@ -210,6 +247,8 @@ module hbm_device
   task automatic do_col(int unsigned c, hbm_cmd_t k, bit is_wr);
     hbm_bank_t b;
     longint lat;
+    hbm_data_t rd_d;
+    hbm_ecc_t rd_e;
     b = {k.bg, k.ba};
     check(bank_open[c][b], c, is_wr ? RuleWrClosed : RuleRdClosed, cmd_desc(k));
     check(gap_ok(t_act[c][b], timing_i.rcd), c, RuleTRCD,
@@ -232,6 +271,13 @@ module hbm_device
                         cmd_desc(k), now - t_wr_bg[c][g], g));
       end
     end
+    if (!is_wr) begin  // the burst read (with its faults) once, for both bus cycles
+      int unsigned key;
+      key = key_of(c, 32'(b), bank_row[c][b], 32'(k.col));
+      rd_d = (mem.exists(key) != 0) ? mem[key] : '0;
+      rd_e = (mem_ecc.exists(key) != 0) ? mem_ecc[key] : '0;
+      inject(key, rd_d, rd_e);
+    end
     if (is_wr) begin
       check(gap_ok(t_rd_any[c], hbm_rd_to_wr(timing_i.cl, timing_i.cwl)), c, RuleTRTW,
             $sformatf("%s %0d cycles after a RD (needs CL + BL/2 + 2 - CWL)", cmd_desc(k),
@@ -251,12 +297,9 @@ module hbm_device
         wr_key[c][s] = key_of(c, 32'(b), bank_row[c][b], 32'(k.col));
         wr_hi[c][s] = (i != 0);
       end else begin
-        hbm_data_t d;
-        int unsigned key;
-        key = key_of(c, 32'(b), bank_row[c][b], 32'(k.col));
-        d = (mem.exists(key) != 0) ? mem[key] : '0;
         bus_use[c][s] = BusRead;
-        rd_slot[c][s] = d[i*HBM_BUS_BITS+:HBM_BUS_BITS];
+        rd_slot[c][s] = rd_d[i*HBM_BUS_BITS+:HBM_BUS_BITS];
+        rdc_slot[c][s] = rd_e[i*HBM_BUS_WORDS*HBM_ECC_BITS+:HBM_BUS_WORDS*HBM_ECC_BITS];
       end
     end
     if (is_wr) begin
@@ -282,6 +325,49 @@ module hbm_device
     ref_count[c] = ref_count[c] + 1;
   endtask
 
+  // xorshift64* (Vigna): the next 64 random bits.
+  task automatic fi_next(output logic [63:0] r);
+    logic [63:0] x;
+    x = fi_state;
+    x = x ^ (x >> 12);
+    x = x ^ (x << 25);
+    x = x ^ (x >> 27);
+    fi_state = x;
+    r = x * 64'h2545F4914F6CDD1D;
+  endtask
+
+  // Faults on the way out: the armed one-time flips of the block's words, then the random ones.
+  // The data of a burst is drawn once (at its first bus cycle), so both halves agree.
+  task automatic inject(int unsigned key, inout hbm_data_t d, inout hbm_ecc_t e);
+    for (int unsigned w = 0; w < HBM_BURST_WORDS; w++) begin
+      logic [71:0] m;
+      longint unsigned pk;
+      m = '0;
+      pk = (longint'(key) << 3) | longint'(w);
+      if (fi_pend.exists(pk) != 0) begin
+        m = fi_pend[pk];
+        fi_pend.delete(pk);
+      end
+      if (fi_sbe_thr_i != '0 || fi_dbe_thr_i != '0) begin
+        logic [63:0] r;
+        logic [6:0] b1, b2;
+        fi_next(r);
+        b1 = 7'(32'(r[63:32]) % 72);  // the bit, and a second one != b1
+        b2 = 7'((32'(b1) + 1 + (32'(r[63:32]) / 72) % 71) % 72);
+        if (r[31:0] < fi_dbe_thr_i) begin
+          m[b1] = ~m[b1];
+          m[b2] = ~m[b2];
+        end else if (33'(r[31:0]) < 33'(fi_dbe_thr_i) + 33'(fi_sbe_thr_i)) begin
+          m[b1] = ~m[b1];
+        end
+      end
+      if ($countones(m) == 1) fi_sbe = fi_sbe + 1;
+      if ($countones(m) >= 2) fi_dbe = fi_dbe + 1;
+      d[w*64+:64] = d[w*64+:64] ^ m[63:0];
+      e[w*8+:8] = e[w*8+:8] ^ m[71:64];
+    end
+  endtask
+
   // Write data of bus cycle `now`, expected from an earlier WR.
   task automatic do_wdata(int unsigned c);
     slot_t s;
@@ -291,9 +377,16 @@ module hbm_device
             $sformatf("no write data in cycle %0d, CWL after its WR", now));
       if (wvalid_i[c]) begin
         hbm_data_t d;
+        hbm_ecc_t e;
         d = (mem.exists(wr_key[c][s]) != 0) ? mem[wr_key[c][s]] : '0;
+        e = (mem_ecc.exists(wr_key[c][s]) != 0) ? mem_ecc[wr_key[c][s]] : '0;
         d[32'(wr_hi[c][s])*HBM_BUS_BITS+:HBM_BUS_BITS] = wdata_i[c];
+        e[32'(wr_hi[c][s])*HBM_BUS_WORDS*HBM_ECC_BITS+:HBM_BUS_WORDS*HBM_ECC_BITS] = wcheck_i[c];
         mem[wr_key[c][s]] = d;
+        mem_ecc[wr_key[c][s]] = e;
+        check(wcheck_i[c] == hbm_ecc_enc_bus(wdata_i[c]), c, RuleWrEcc,
+              $sformatf("write data in cycle %0d with check bits %h, not %h", now, wcheck_i[c],
+                        hbm_ecc_enc_bus(wdata_i[c])));
       end
     end else begin
       check(!wvalid_i[c], c, RuleBL,
@@ -304,13 +397,39 @@ module hbm_device
   // Backdoor: its own strobe, never together with a clock edge (the harness strobes it between
   // cycles), so it is ordered with the clocked process by the harness, not by the simulator.
   hbm_data_t bd_rdata_q;
+  hbm_word_mask_t bd_ue_q;
+  logic bd_unused_q;  // the syndromes and corrected flags of the backdoor read: not shown
   assign bd_rdata_o = bd_rdata_q;
+  assign bd_ue_o = bd_ue_q;
   always_ff @(posedge bd_stb_i) begin
     int unsigned key;
+    hbm_data_t d;
+    hbm_ecc_t e;
     key = key_of(32'(bd_loc_i.ch), 32'({bd_loc_i.bg, bd_loc_i.ba}), 32'(bd_loc_i.row),
                  32'(bd_loc_i.col));
-    if (bd_we_i) mem[key] = bd_wdata_i;
-    bd_rdata_q = (mem.exists(key) != 0) ? mem[key] : '0;
+    if (bd_we_i) begin
+      mem[key] = bd_wdata_i;
+      for (int unsigned w = 0; w < HBM_BURST_WORDS; w++)
+        e[w*8+:8] = hbm_secded_enc(bd_wdata_i[w*64+:64]);
+      mem_ecc[key] = e;
+    end
+    d = (mem.exists(key) != 0) ? mem[key] : '0;
+    e = (mem_ecc.exists(key) != 0) ? mem_ecc[key] : '0;
+    for (int unsigned w = 0; w < HBM_BURST_WORDS; w++) begin
+      hbm_secded_dec_t dw;
+      dw = hbm_secded_dec(d[w*64+:64], e[w*8+:8]);
+      bd_rdata_q[w*64+:64] = dw.data;
+      bd_ue_q[w] = dw.ue;
+      bd_unused_q = ^{dw.syndrome, dw.ce};
+    end
+  end
+
+  // One-time flips, armed between cycles like the backdoor.
+  always_ff @(posedge fi_stb_i) begin
+    longint unsigned pk;
+    pk = (longint'(key_of(32'(fi_loc_i.ch), 32'({fi_loc_i.bg, fi_loc_i.ba}), 32'(fi_loc_i.row),
+                          32'(fi_loc_i.col))) << 3) | longint'(fi_word_i);
+    fi_pend[pk] = ((fi_pend.exists(pk) != 0) ? fi_pend[pk] : '0) ^ fi_mask_i;
   end
 
   // The device is behavioural: blocking assignments model its internal state in program order
@@ -322,6 +441,11 @@ module hbm_device
       viol_mask = '0;
       viol_last = RuleNone;
       mem.delete();
+      mem_ecc.delete();
+      fi_pend.delete();
+      fi_state = (fi_seed_i != '0) ? fi_seed_i : 64'h9E3779B97F4A7C15;
+      fi_sbe = 0;
+      fi_dbe = 0;
       for (int unsigned c = 0; c < NumCh; c++) begin
         for (int unsigned b = 0; b < HBM_BANKS; b++) begin
           bank_open[c][b] = 1'b0;
@@ -340,6 +464,7 @@ module hbm_device
         for (int unsigned s = 0; s < Ring; s++) begin
           bus_use[c][s] = BusFree;
           rd_slot[c][s] = '0;
+          rdc_slot[c][s] = '0;
           wr_key[c][s] = 0;
           wr_hi[c][s] = 1'b0;
         end
@@ -353,6 +478,7 @@ module hbm_device
       end
       rvalid_o <= '0;
       rdata_o <= '0;
+      rcheck_o <= '0;
     end else begin
       for (int unsigned c = 0; c < NumCh; c++) begin
         unique case (cmd_i[c].cmd)
@@ -377,6 +503,8 @@ module hbm_device
         bus_use[c][slot_of(now)] = BusFree;
         rvalid_o[c] <= (bus_use[c][slot_of(now + 1)] == BusRead);
         rdata_o[c] <= (bus_use[c][slot_of(now + 1)] == BusRead) ? rd_slot[c][slot_of(now + 1)] : '0;
+        rcheck_o[c] <= (bus_use[c][slot_of(now + 1)] == BusRead) ?
+                       rdc_slot[c][slot_of(now + 1)] : '0;
       end
       now = now + 1;
     end

@@ -6,6 +6,9 @@
 // harness drives the device's command and write-data buses of channel `dbg_ch_i` itself (the
 // controller's commands are dropped), to prove the checker catches illegal sequences; the
 // monitor outputs show channel `dbg_ch_i`'s command and read-data buses in either mode.
+// ECC: directly driven write data gets its SECDED check bits here, XORed with
+// `dbg_wcheck_flip_i` (to prove the device's write-ECC rule fires); `rsp_ue_o` is the response's
+// uncorrectable-word mask; `fi_*` are the device's random fault injection inputs.
 module hbm_subsys_tb_top
   import tpu_hbm_pkg::*;
 #(
@@ -50,6 +53,13 @@ module hbm_subsys_tb_top
   output logic         rsp_write_o,
   output logic [7:0]   rsp_tag_o,
   output logic [511:0] rsp_data_o,
+  output logic [7:0]   rsp_ue_o,
+  // device fault injection (random flips on read; hbm_device.sv)
+  input  logic [63:0]  fi_seed_i,
+  input  logic [31:0]  fi_sbe_thr_i,
+  input  logic [31:0]  fi_dbe_thr_i,
+  output logic [31:0]  fi_sbe_o,
+  output logic [31:0]  fi_dbe_o,
   // statistics
   input  logic [3:0]   stat_ch_i,
   input  logic [4:0]   stat_id_i,
@@ -70,6 +80,7 @@ module hbm_subsys_tb_top
   input  logic [4:0]   dbg_col_i,
   input  logic         dbg_wvalid_i,
   input  logic [255:0] dbg_wdata_i,
+  input  logic [31:0]  dbg_wcheck_flip_i,
   output logic [2:0]   mon_cmd_o,
   output logic [1:0]   mon_bg_o,
   output logic [1:0]   mon_ba_o,
@@ -86,6 +97,8 @@ module hbm_subsys_tb_top
   hbm_cmd_t [NumCh-1:0] ctrl_cmd, dev_cmd;
   logic [NumCh-1:0] ctrl_wvalid, dev_wvalid, rvalid;
   hbm_bus_t [NumCh-1:0] ctrl_wdata, dev_wdata, rdata;
+  hbm_bus_ecc_t [NumCh-1:0] ctrl_wcheck, dev_wcheck, rcheck;
+  logic [7:0] ecc_ce_unused, ecc_ue_unused;
   hbm_rule_e viol_last;
   logic [NumCh-1:0] ctrl_rvalid;
 
@@ -117,8 +130,12 @@ module hbm_subsys_tb_top
     .cmd_o        (ctrl_cmd),
     .wvalid_o     (ctrl_wvalid),
     .wdata_o      (ctrl_wdata),
+    .wcheck_o     (ctrl_wcheck),
     .rvalid_i     (ctrl_rvalid),
     .rdata_i      (rdata),
+    .rcheck_i     (rcheck),
+    .ecc_ce_o     (ecc_ce_unused),
+    .ecc_ue_o     (ecc_ue_unused),
     .stat_ch_i    (hbm_ch_t'(stat_ch_i)),
     .stat_id_i    (hbm_stat_e'(stat_id_i)),
     .stat_o       (stat_o),
@@ -129,6 +146,7 @@ module hbm_subsys_tb_top
   assign rsp_write_o = rsp.write;
   assign rsp_tag_o = rsp.tag;
   assign rsp_data_o = rsp.data;
+  assign rsp_ue_o = rsp.ue;
 
   // Command / write-data mux: the controller, or the harness on channel dbg_ch_i.
   always_comb begin
@@ -137,24 +155,28 @@ module hbm_subsys_tb_top
         dev_cmd[c] = HBM_CMD_NOP;
         dev_wvalid[c] = 1'b0;
         dev_wdata[c] = '0;
+        dev_wcheck[c] = '0;
         if (32'(dbg_ch_i) == c) begin
           dev_cmd[c] = '{cmd: hbm_cmd_e'(dbg_cmd_i), bg: dbg_bg_i, ba: dbg_ba_i, row: dbg_row_i,
                          col: dbg_col_i};
           dev_wvalid[c] = dbg_wvalid_i;
           dev_wdata[c] = dbg_wdata_i;
+          dev_wcheck[c] = hbm_ecc_enc_bus(dbg_wdata_i) ^ dbg_wcheck_flip_i;
         end
       end else begin
         dev_cmd[c] = ctrl_cmd[c];
         dev_wvalid[c] = ctrl_wvalid[c];
         dev_wdata[c] = ctrl_wdata[c];
+        dev_wcheck[c] = ctrl_wcheck[c];
       end
     end
   end
 
   // The backdoor is the chip harness's (tpu_chip_sim_top); this harness does not use it.
   hbm_data_t bd_rdata;
+  hbm_word_mask_t bd_ue;
   logic unused_bd;
-  assign unused_bd = ^bd_rdata;
+  assign unused_bd = ^{bd_rdata, bd_ue, ecc_ce_unused, ecc_ue_unused};
 
   hbm_device #(
     .NumCh      (NumCh),
@@ -166,8 +188,10 @@ module hbm_subsys_tb_top
     .cmd_i       (dev_cmd),
     .wvalid_i    (dev_wvalid),
     .wdata_i     (dev_wdata),
+    .wcheck_i    (dev_wcheck),
     .rvalid_o    (rvalid),
     .rdata_o     (rdata),
+    .rcheck_o    (rcheck),
     .viol_count_o(viol_count_o),
     .viol_mask_o (viol_mask_o),
     .viol_last_o (viol_last),
@@ -175,7 +199,17 @@ module hbm_subsys_tb_top
     .bd_we_i     (1'b0),
     .bd_loc_i    ('0),
     .bd_wdata_i  ('0),
-    .bd_rdata_o  (bd_rdata)
+    .bd_rdata_o  (bd_rdata),
+    .bd_ue_o     (bd_ue),
+    .fi_seed_i   (fi_seed_i),
+    .fi_sbe_thr_i(fi_sbe_thr_i),
+    .fi_dbe_thr_i(fi_dbe_thr_i),
+    .fi_stb_i    (1'b0),
+    .fi_loc_i    ('0),
+    .fi_word_i   ('0),
+    .fi_mask_i   ('0),
+    .fi_sbe_o    (fi_sbe_o),
+    .fi_dbe_o    (fi_dbe_o)
   );
 
   assign viol_last_o = viol_last;

@@ -53,6 +53,7 @@ module tpu_chip_sim_top
   output logic         hm_rsp_write_o,
   output logic [6:0]   hm_rsp_tag_o,
   output logic [511:0] hm_rsp_data_o,
+  output logic [7:0]   hm_rsp_ue_o,     // words of the response with an uncorrectable ECC error
   // status
   input  logic         clear_i,
   output logic         busy_o,
@@ -60,6 +61,7 @@ module tpu_chip_sim_top
   output logic         halted_o,
   output logic [7:0]   err_o,
   output logic [31:0]  err_cmd_o,
+  output logic [31:0]  err_addr_o,
   input  logic [4:0]   stat_id_i,
   output logic [63:0]  stat_o,
   // trace port (tpu_chip: trc_*)
@@ -94,7 +96,18 @@ module tpu_chip_sim_top
   input  logic             bd_we_i,
   input  logic [31:0]      bd_addr_i,
   input  logic [511:0]     bd_wdata_i,
-  output logic [511:0]     bd_rdata_o
+  output logic [511:0]     bd_rdata_o,
+  output logic [7:0]       bd_ue_o,       // words of the backdoor read with an uncorrectable error
+  // HBM fault injection (hbm_device.sv): random flips per word read, seeded at reset; one-time
+  // flips armed by a rising edge of fi_stb_i for the word at byte address fi_addr_i
+  input  logic [63:0]      fi_seed_i,
+  input  logic [31:0]      fi_sbe_thr_i,
+  input  logic [31:0]      fi_dbe_thr_i,
+  input  logic             fi_stb_i,
+  input  logic [31:0]      fi_addr_i,
+  input  logic [71:0]      fi_mask_i,
+  output logic [31:0]      fi_sbe_o,
+  output logic [31:0]      fi_dbe_o
 );
 
   logic [5:0][RowW+1:0] tx_flit, rx_flit;
@@ -108,6 +121,7 @@ module tpu_chip_sim_top
   hbm_cmd_t [NumCh-1:0] hbm_cmd;
   logic [NumCh-1:0] wvalid, rvalid;
   hbm_bus_t [NumCh-1:0] wdata, rdata;
+  hbm_bus_ecc_t [NumCh-1:0] wcheck, rcheck;
   chip_err_e err;
   chip_op_e  trc_op;
   logic [31:0] viol_mask;
@@ -117,6 +131,8 @@ module tpu_chip_sim_top
   localparam int unsigned BdRowW = $clog2(Cfg.hbm_rows_per_bank);
   hbm_loc_t bd_loc;
   assign bd_loc = hbm_decode(bd_addr_i, hbm_map_e'(addr_map_i), BdChW, BdRowW);
+  hbm_loc_t fi_loc;
+  assign fi_loc = hbm_decode(fi_addr_i, hbm_map_e'(addr_map_i), BdChW, BdRowW);
 
   assign timing = '{cl: t_cl_i, cwl: t_cwl_i, rcd: t_rcd_i, rp: t_rp_i, ras: t_ras_i,
                     rc: t_rc_i, ccd_s: t_ccd_s_i, ccd_l: t_ccd_l_i, rrd_s: t_rrd_s_i,
@@ -146,12 +162,14 @@ module tpu_chip_sim_top
     .hm_rsp_write_o(hm_rsp_write_o),
     .hm_rsp_tag_o  (hm_rsp_tag_o),
     .hm_rsp_data_o (hm_rsp_data_o),
+    .hm_rsp_ue_o   (hm_rsp_ue_o),
     .clear_i       (clear_i),
     .busy_o        (busy_o),
     .hbm_idle_o    (hbm_idle_o),
     .halted_o      (halted_o),
     .err_o         (err),
     .err_cmd_o     (err_cmd_o),
+    .err_addr_o    (err_addr_o),
     .stat_id_i     (chip_stat_e'(stat_id_i)),
     .stat_o        (stat_o),
     .trc_issue_o   (trc_issue_o),
@@ -177,8 +195,10 @@ module tpu_chip_sim_top
     .hbm_cmd_o     (hbm_cmd),
     .hbm_wvalid_o  (wvalid),
     .hbm_wdata_o   (wdata),
+    .hbm_wcheck_o  (wcheck),
     .hbm_rvalid_i  (rvalid),
-    .hbm_rdata_i   (rdata)
+    .hbm_rdata_i   (rdata),
+    .hbm_rcheck_i  (rcheck)
   );
   assign err_o = err;
   assign trc_op_o = trc_op;
@@ -193,8 +213,10 @@ module tpu_chip_sim_top
     .cmd_i       (hbm_cmd),
     .wvalid_i    (wvalid),
     .wdata_i     (wdata),
+    .wcheck_i    (wcheck),
     .rvalid_o    (rvalid),
     .rdata_o     (rdata),
+    .rcheck_o    (rcheck),
     .viol_count_o(viol_count_o),
     .viol_mask_o (viol_mask),
     .viol_last_o (viol_last),
@@ -202,7 +224,17 @@ module tpu_chip_sim_top
     .bd_we_i     (bd_we_i),
     .bd_loc_i    (bd_loc),
     .bd_wdata_i  (bd_wdata_i),
-    .bd_rdata_o  (bd_rdata_o)
+    .bd_rdata_o  (bd_rdata_o),
+    .bd_ue_o     (bd_ue_o),
+    .fi_seed_i   (fi_seed_i),
+    .fi_sbe_thr_i(fi_sbe_thr_i),
+    .fi_dbe_thr_i(fi_dbe_thr_i),
+    .fi_stb_i    (fi_stb_i),
+    .fi_loc_i    (fi_loc),
+    .fi_word_i   (fi_addr_i[5:3]),
+    .fi_mask_i   (fi_mask_i),
+    .fi_sbe_o    (fi_sbe_o),
+    .fi_dbe_o    (fi_dbe_o)
   );
 
   logic unused_bits;

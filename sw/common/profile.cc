@@ -86,6 +86,15 @@ void add_profile(ReportGroup& rep, const PodProfile& p) {
                         .set("counters", counters));
   }
   g.field("chips", chips);
+  // ECC (docs/hbm.md): every report's HBM section, from the chips' counters.
+  uint64_t ce = 0, ue = 0;
+  for (const ChipProfile& c : p.per_chip) {
+    ce += c.delta[kStatEccCorrected];
+    ue += c.delta[kStatEccUncorr];
+  }
+  ReportGroup& h = rep.group("hbm");
+  h.metric("ecc_corrected", ce, "words", "HBM words read with a single-bit error, corrected");
+  h.metric("ecc_uncorrectable", ue, "words", "HBM words read with an uncorrectable error");
 }
 
 PodProfile report_profile(ReportGroup& rep, const std::vector<ChipCounters>& deltas,

@@ -50,7 +50,8 @@ PodProfile make_profile(const std::vector<ChipCounters>& deltas, uint64_t pod_cy
 
 // Writes p into rep: metric `mfu`, group `breakdown` {compute, communication, memory, idle,
 // useful_macs, hardware_macs, hardware_mac_utilization, pod_cycles, chips: [{chip, cycles,
-// compute, communication, memory, idle, counters: {name: value, ...}}]}.
+// compute, communication, memory, idle, counters: {name: value, ...}}]}, and in group `hbm`
+// the ECC counters of every chip together: ecc_corrected, ecc_uncorrectable.
 void add_profile(ReportGroup& rep, const PodProfile& p);
 
 // make_profile + add_profile: the one call for a tool (tpusim matmul, collective, pod, shard).

@@ -53,7 +53,7 @@ ChipConfig chip_config_from(const YAML::Node& root, const std::string& path);
 ChipConfig load_chip_config(const std::string& path) {
   const YAML::Node root = load_yaml(path);
   if (!root.IsMap()) fail(path, "", "the top level must be a mapping with a 'chip' section");
-  check_keys(root, path, "", {"chip", "hbm"});
+  check_keys(root, path, "", {"chip", "hbm", "faults"});
   return chip_config_from(root, path);
 }
 
@@ -61,7 +61,7 @@ PodConfig load_pod_config(const std::string& path) {
   const YAML::Node root = load_yaml(path);
   if (!root.IsMap())
     fail(path, "", "the top level must be a mapping with 'pod' and 'chip' sections");
-  check_keys(root, path, "", {"pod", "chip", "hbm", "mesh", "train"});
+  check_keys(root, path, "", {"pod", "chip", "hbm", "mesh", "train", "faults"});
   PodConfig pc;
   pc.chip = chip_config_from(root, path);
   pc.source = path;
@@ -145,6 +145,14 @@ PodConfig load_pod_config(const std::string& path) {
   } catch (const std::invalid_argument& e) {
     fail(path, "pod.shape", e.what());
   }
+  for (std::size_t i = 0; i < pc.chip.faults.hbm_flip_at.size(); ++i) {
+    const int c = pc.chip.faults.hbm_flip_at[i].chip;
+    if (c >= p.topo.num_chips())
+      fail(path, "faults.hbm_flip_at[" + std::to_string(i) + "].chip",
+           "chip " + std::to_string(c) + " is not in the pod (0.." +
+               std::to_string(p.topo.num_chips() - 1) + ")");
+  }
+  p.faults = pc.chip.faults;
   // The named mesh over the pod's dimensions: "data=2,model=2" (tpu::parse_mesh).
   if (const YAML::Node m = root["mesh"]) {
     std::string text;
@@ -213,6 +221,101 @@ PodConfig load_pod_config(const std::string& path) {
 }
 
 namespace {
+
+// A non-negative integer (decimal or 0x hex) of at most `hi`, or fail naming the key.
+uint64_t get_uint(const YAML::Node& n, const std::string& file, const std::string& key,
+                  uint64_t hi, const std::string& what) {
+  uint64_t v = 0;
+  bool ok = n.IsScalar();
+  if (ok) {
+    const std::string t = n.as<std::string>();
+    try {
+      std::size_t used = 0;
+      ok = !t.empty() && t[0] != '-' && (v = std::stoull(t, &used, 0), used == t.size());
+    } catch (const std::exception&) {
+      ok = false;
+    }
+  }
+  if (!ok || v > hi)
+    fail(file, key, "must be " + what + " (an integer from 0 to " + std::to_string(hi) + ")");
+  return v;
+}
+
+double get_rate(const YAML::Node& n, const std::string& file, const std::string& key) {
+  double v = -1;
+  try {
+    v = n.as<double>();
+  } catch (const YAML::Exception&) {
+    fail(file, key, "must be a probability per 64-bit word read (a number from 0 to 1)");
+  }
+  if (!(v >= 0 && v <= 1))
+    fail(file, key, "must be a probability from 0 to 1 (got " + n.as<std::string>() + ")");
+  return v;
+}
+
+// The `faults:` section: seed, HBM flip rates, one-time flips (tb/common/fault_config.h).
+FaultConfig faults_from(const YAML::Node& f, const std::string& path, uint64_t hbm_bytes) {
+  FaultConfig fc;
+  if (!f.IsMap()) fail(path, "faults", "must be a mapping (keys: seed, hbm_single_bit_rate, "
+                                       "hbm_double_bit_rate, hbm_flip_at)");
+  const auto& k = FaultConfig::keys();
+  check_keys(f, path, "faults.", std::set<std::string>(k.begin(), k.end()));
+  if (const YAML::Node s = f["seed"])
+    fc.seed = get_uint(s, path, "faults.seed", ~0ull >> 1, "the fault generator's seed");
+  if (const YAML::Node r = f["hbm_single_bit_rate"])
+    fc.hbm_single_bit_rate = get_rate(r, path, "faults.hbm_single_bit_rate");
+  if (const YAML::Node r = f["hbm_double_bit_rate"])
+    fc.hbm_double_bit_rate = get_rate(r, path, "faults.hbm_double_bit_rate");
+  if (fc.hbm_single_bit_rate + fc.hbm_double_bit_rate > 1)
+    fail(path, "faults.hbm_double_bit_rate",
+         "hbm_single_bit_rate + hbm_double_bit_rate must be at most 1 (one draw per word)");
+  if (const YAML::Node l = f["hbm_flip_at"]) {
+    if (!l.IsSequence())
+      fail(path, "faults.hbm_flip_at",
+           "must be a list of addresses or {addr, bits, chip} entries, e.g. [0x1000, "
+           "{addr: 0x2000, bits: 2}, {addr: 0x3000, bits: [0, 65], chip: 1}]");
+    for (std::size_t i = 0; i < l.size(); ++i) {
+      const std::string key = "faults.hbm_flip_at[" + std::to_string(i) + "]";
+      const YAML::Node e = l[i];
+      HbmFlip fl;
+      fl.count = 1;
+      const std::string what = "a byte address inside the HBM (" + std::to_string(hbm_bytes) +
+                               " bytes)";
+      if (e.IsScalar()) {
+        fl.addr = get_uint(e, path, key, hbm_bytes - 1, what);
+      } else if (e.IsMap()) {
+        check_keys(e, path, key + ".", {"addr", "bits", "chip"});
+        if (!e["addr"]) fail(path, key + ".addr", "missing: the byte address of the word");
+        fl.addr = get_uint(e["addr"], path, key + ".addr", hbm_bytes - 1, what);
+        if (const YAML::Node c = e["chip"])
+          fl.chip = static_cast<int>(get_uint(c, path, key + ".chip", 4095, "a chip id"));
+        if (const YAML::Node b = e["bits"]) {
+          if (b.IsSequence()) {
+            if (b.size() == 0) fail(path, key + ".bits", "must name at least one bit");
+            fl.count = 0;
+            for (const auto& bit : b) {
+              const auto v = static_cast<unsigned>(get_uint(
+                  bit, path, key + ".bits", 71, "a bit of the 72-bit word (64..71: check bits)"));
+              const bool dup = v < 64 ? (fl.mask >> v & 1u) : (fl.check_mask >> (v - 64) & 1u);
+              if (dup) fail(path, key + ".bits", "bit " + std::to_string(v) + " is named twice");
+              if (v < 64) fl.mask |= uint64_t{1} << v;
+              else fl.check_mask = static_cast<uint8_t>(fl.check_mask | (1u << (v - 64)));
+            }
+          } else {
+            fl.count = static_cast<unsigned>(
+                get_uint(b, path, key + ".bits", 72, "a bit count from 1 to 72, or a list"));
+            if (fl.count == 0) fail(path, key + ".bits", "must flip at least one bit");
+          }
+        }
+      } else {
+        fail(path, key, "must be an address or a mapping {addr, bits, chip}");
+      }
+      fc.hbm_flip_at.push_back(fl);
+    }
+  }
+  return fc;
+}
+
 ChipConfig chip_config_from(const YAML::Node& root, const std::string& path) {
   ChipConfig cfg;
   cfg.source = path;
@@ -258,8 +361,96 @@ ChipConfig chip_config_from(const YAML::Node& root, const std::string& path) {
     fail(path, "chip.variant",
          "variant '" + cfg.variant + "' is not built in this binary (built: " + list + ")" + how);
   }
+  if (const YAML::Node f = root["faults"]) {
+    cfg.faults = faults_from(f, path, chip_shape(cfg.variant).hbm_bytes);
+    if (!root["pod"]) {  // a chip alone is chip 0
+      for (std::size_t i = 0; i < cfg.faults.hbm_flip_at.size(); ++i)
+        if (cfg.faults.hbm_flip_at[i].chip != 0)
+          fail(path, "faults.hbm_flip_at[" + std::to_string(i) + "].chip",
+               "a chip configuration has one chip, 0");
+    }
+  }
   return cfg;
 }
 }  // namespace
+
+void apply_fault_flag(FaultConfig& f, const std::string& kv) {
+  const auto eq = kv.find('=');
+  const std::string key = kv.substr(0, eq);
+  const std::string val = eq == std::string::npos ? "" : kv.substr(eq + 1);
+  auto bad = [&](const std::string& rule) {
+    throw std::invalid_argument("--fault " + kv + ": " + rule);
+  };
+  const auto& keys = FaultConfig::keys();
+  if (eq == std::string::npos || std::find(keys.begin(), keys.end(), key) == keys.end()) {
+    std::string list;
+    for (const auto& k : keys) list += (list.empty() ? "" : ", ") + k;
+    bad(eq == std::string::npos ? "must be KEY=VALUE (keys: " + list + ")"
+                                : "unknown key '" + key + "' (keys: " + list + ")");
+  }
+  auto to_uint = [&](const std::string& t, uint64_t hi, const std::string& what) {
+    uint64_t v = 0;
+    std::size_t used = 0;
+    try {
+      if (t.empty() || t[0] == '-') throw std::invalid_argument(t);
+      v = std::stoull(t, &used, 0);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != t.size() || t.empty() || v > hi)
+      bad(what + " must be an integer from 0 to " + std::to_string(hi));
+    return v;
+  };
+  auto to_rate = [&]() {
+    double v = -1;
+    std::size_t used = 0;
+    try {
+      v = std::stod(val, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != val.size() || !(v >= 0 && v <= 1))
+      bad("must be a probability per 64-bit word read, from 0 to 1");
+    return v;
+  };
+  if (key == "seed") {
+    f.seed = to_uint(val, ~0ull >> 1, "the seed");
+  } else if (key == "hbm_single_bit_rate") {
+    f.hbm_single_bit_rate = to_rate();
+  } else if (key == "hbm_double_bit_rate") {
+    f.hbm_double_bit_rate = to_rate();
+  } else {  // hbm_flip_at=ADDR[:BITS][@CHIP]
+    HbmFlip fl;
+    std::string a = val;
+    const auto at = a.find('@');
+    if (at != std::string::npos) {
+      fl.chip = static_cast<int>(to_uint(a.substr(at + 1), 4095, "the chip (after @)"));
+      a = a.substr(0, at);
+    }
+    const auto colon = a.find(':');
+    fl.count = 1;
+    if (colon != std::string::npos) {
+      fl.count = static_cast<unsigned>(to_uint(a.substr(colon + 1), 72, "the bit count"));
+      if (fl.count == 0) bad("the bit count must be from 1 to 72");
+      a = a.substr(0, colon);
+    }
+    fl.addr = to_uint(a, ~0u, "the address (ADDR[:BITS][@CHIP])");
+    f.hbm_flip_at.push_back(fl);
+  }
+  if (f.hbm_single_bit_rate + f.hbm_double_bit_rate > 1)
+    bad("hbm_single_bit_rate + hbm_double_bit_rate must be at most 1");
+}
+
+void check_fault_flags(const FaultConfig& f, uint64_t hbm_bytes, int chips) {
+  for (const HbmFlip& fl : f.hbm_flip_at) {
+    if (fl.addr >= hbm_bytes)
+      throw std::invalid_argument("--fault hbm_flip_at: address " + std::to_string(fl.addr) +
+                                  " is outside the HBM (" + std::to_string(hbm_bytes) +
+                                  " bytes)");
+    if (fl.chip >= chips)
+      throw std::invalid_argument("--fault hbm_flip_at: chip " + std::to_string(fl.chip) +
+                                  " is not in the machine (0.." + std::to_string(chips - 1) + ")");
+  }
+}
 
 }  // namespace tpu

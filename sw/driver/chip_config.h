@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 
+#include "fault_config.h"
 #include "hbm_config.h"
 #include "pod.h"
 
@@ -24,6 +25,7 @@ struct ChipConfig {
   HbmConfig hbm;                      // hbm: HBM timing and controller policy (tb/hbm/hbm_config.h)
   double clock_ghz = 1.0;             // chip.clock_ghz: the chip (and pod) clock, for the
                                       // timeline's microseconds (docs/profiling.md)
+  FaultConfig faults;                 // faults: fault injection (none by default; docs/hbm.md)
 };
 
 // Reads `path`. Unknown keys, wrong types, impossible values and variants that were not built
@@ -42,5 +44,12 @@ struct PodConfig {
   std::map<std::string, std::string> train;
 };
 PodConfig load_pod_config(const std::string& path);
+
+// tpusim's --fault KEY=VALUE: one key of a `faults:` section (seed, hbm_single_bit_rate,
+// hbm_double_bit_rate, hbm_flip_at=ADDR[:BITS][@CHIP], which adds one flip). Then the whole
+// set is checked against the machine (HBM bytes, chips). Both throw std::invalid_argument
+// naming the flag and the rule.
+void apply_fault_flag(FaultConfig& f, const std::string& key_value);
+void check_fault_flags(const FaultConfig& f, uint64_t hbm_bytes, int chips);
 
 }  // namespace tpu

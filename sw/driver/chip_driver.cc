@@ -1,6 +1,7 @@
 #include "chip_driver.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 
@@ -17,11 +18,13 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 namespace {
-PodParams alone(const std::string& variant, const HbmConfig& hbm, const std::string& waves) {
+PodParams alone(const std::string& variant, const HbmConfig& hbm, const std::string& waves,
+                const FaultConfig& faults) {
   PodParams p;
   p.topo = Topology::mesh({1});
   p.variant = variant;
   p.hbm = hbm;
+  p.faults = faults;
   if (!waves.empty()) {
     p.wave_chips = {0};
     p.wave_path = waves;
@@ -30,8 +33,10 @@ PodParams alone(const std::string& variant, const HbmConfig& hbm, const std::str
 }
 }  // namespace
 
-ChipDriver::ChipDriver(const std::string& variant, const HbmConfig& hbm, const std::string& waves)
-    : own_(std::make_unique<CppPodHost>(alone(variant, hbm, waves))), port_(own_.get()) {}
+ChipDriver::ChipDriver(const std::string& variant, const HbmConfig& hbm, const std::string& waves,
+                       const FaultConfig& faults)
+    : own_(std::make_unique<CppPodHost>(alone(variant, hbm, waves, faults))),
+      port_(own_.get()) {}
 
 ChipDriver::ChipDriver(HostPort& port, int chip) : port_(&port), chip_(chip) {
   if (chip < 0 || chip >= port.num_chips())
@@ -179,12 +184,21 @@ ProgramResult ChipDriver::run(const std::vector<ChipCmd>& prog, bool throw_on_er
   const ChipStatus s = port_->status(chip_);
   r.err = s.err;
   r.err_cmd = s.err_cmd;
+  r.err_addr = s.err_addr;
   if (s.err != 0 || s.halted) port_->clear(chip_);
-  if (r.err != 0 && throw_on_error)
+  if (r.err != 0 && throw_on_error) {
+    std::string where;
+    if (r.err == static_cast<unsigned>(ChipErr::kHbmUncorr)) {
+      char b[40];
+      std::snprintf(b, sizeof b, ", HBM address 0x%x", static_cast<unsigned>(r.err_addr));
+      where = b;
+    }
     throw ChipError("chip " + std::to_string(chip_) + " (" + port_->info().variant +
                         "): error register " + std::to_string(r.err) + " (" +
-                        chip_err_name(r.err) + ") at command " + std::to_string(r.err_cmd),
+                        chip_err_name(r.err) + ") at command " + std::to_string(r.err_cmd) +
+                        where,
                     r.err, chip_, r.err_cmd);
+  }
   return r;
 }
 

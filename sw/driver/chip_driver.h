@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "chip_contract.h"
+#include "fault_config.h"
 #include "hbm_config.h"
 #include "host_port.h"
 #include "tpu/bf16.h"
@@ -22,6 +23,7 @@ struct ProgramResult {
   ChipCounters delta;    // counters over the run
   unsigned err = 0;      // sticky error code at the end (0: none)
   uint32_t err_cmd = 0;  // index of the failing command
+  uint32_t err_addr = 0;  // hbm_uncorrectable: the HBM byte address of the word
 };
 
 // Element type of an HBM matrix.
@@ -73,9 +75,9 @@ struct MatmulRun {
 class ChipDriver {
  public:
   // A chip of its own (a machine of one chip, stepped in plain C++); waves: an FST file that
-  // every signal of the chip is dumped to, or "".
+  // every signal of the chip is dumped to, or "". faults: fault injection (none by default).
   explicit ChipDriver(const std::string& variant, const HbmConfig& hbm = HbmConfig{},
-                      const std::string& waves = "");
+                      const std::string& waves = "", const FaultConfig& faults = FaultConfig{});
   // Chip `chip` of a machine: copies and programs go through that chip's host port; run() runs
   // the whole machine until it is idle. The HBM allocator starts at 0 on that chip.
   ChipDriver(HostPort& port, int chip);

@@ -59,6 +59,9 @@ const char* kPodUsage =
     "  --trace FILE         write the timeline (Chrome trace-event JSON: ui.perfetto.dev)\n"
     "  --trace-cycles A:B   only the events that overlap pod cycles [A, B)\n"
     "  --quiet              no progress line\n"
+    "  --fault KEY=VALUE    fault injection, repeatable (every pod command): seed=S,\n"
+    "                       hbm_single_bit_rate=P, hbm_double_bit_rate=P (per 64-bit word read),\n"
+    "                       hbm_flip_at=ADDR[:BITS][@CHIP] (docs/hbm.md)\n"
     "usage: tpusim pod [options]            the pod job: a matmul on every chip at once, then\n"
     "                                       an all-reduce (sum) of the results in HBM\n"
     "  --config FILE --engine E --waves-chips LIST --json FILE --seed S --algo A --quiet\n"
@@ -75,6 +78,11 @@ Opts parse_options(const std::vector<std::string>& args, const std::vector<std::
   Opts opt;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
+    if (a == "--fault") {  // every pod command takes it, as often as needed
+      if (i + 1 >= args.size()) throw std::invalid_argument(a + " needs KEY=VALUE");
+      opt[a] += (opt[a].empty() ? "" : "\n") + args[++i];
+      continue;
+    }
     const bool flag = std::find(flags.begin(), flags.end(), a) != flags.end();
     const bool val = std::find(valued.begin(), valued.end(), a) != valued.end();
     if (!flag && !val) throw std::invalid_argument("unknown option '" + a + "'\n" + usage);
@@ -130,6 +138,13 @@ TraceOptions trace_options(const Opts& opt) {
 void with_pod(const Opts& opt, PodParams params, double clock_ghz,
               const std::function<void(HostPort&)>& job) {
   if (opt.count("--waves-chips")) params.wave_chips = parse_chips(opt.at("--waves-chips"));
+  if (opt.count("--fault")) {
+    std::stringstream ss(opt.at("--fault"));
+    std::string kv;
+    while (std::getline(ss, kv)) apply_fault_flag(params.faults, kv);
+    check_fault_flags(params.faults, chip_shape(params.variant).hbm_bytes,
+                      params.topo.num_chips());
+  }
   const std::string engine = get(opt, "--engine", "systemc");
   // Threads stepping the chips: plain C++ only (the SystemC kernel runs one process at a time).
   if (opt.count("--threads") && engine != "cpp")

@@ -14,6 +14,7 @@
 #include <iostream>
 #include <map>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -61,7 +62,10 @@ const char* kUsage =
     "  --relu              ReLU after the bias (VPU)\n"
     "  --out-dtype bf16|f32  result type (default f32; bf16 rounds on the VPU)\n"
     "  --mxu-only          run on the bare MXU array (no HBM, DMA, sequencer, VPU)\n"
-    "  --quiet             no progress line\n";
+    "  --quiet             no progress line\n"
+    "  --fault KEY=VALUE   fault injection, repeatable, over the config's faults: section:\n"
+    "                      seed=S, hbm_single_bit_rate=P, hbm_double_bit_rate=P (per 64-bit\n"
+    "                      word read), hbm_flip_at=ADDR[:BITS] (docs/hbm.md)\n";
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -128,7 +132,8 @@ int run_chip(const ChipConfig& cfg, const std::string& config_path, const Matmul
   }
   std::unique_ptr<ChipDriver> drv;
   try {
-    drv = std::make_unique<ChipDriver>(cfg.variant, cfg.hbm, has("--waves") ? opt["--waves"] : "");
+    drv = std::make_unique<ChipDriver>(cfg.variant, cfg.hbm, has("--waves") ? opt["--waves"] : "",
+                                       cfg.faults);
   } catch (const std::invalid_argument& e) {
     throw UsageError(config_path + ": chip.variant: " + e.what());
   }
@@ -230,6 +235,11 @@ int cmd_matmul(const std::vector<std::string>& args) {
       opt[a] = "1";
       continue;
     }
+    if (a == "--fault") {  // repeatable
+      if (i + 1 >= args.size()) throw UsageError(a + " needs KEY=VALUE");
+      opt[a] += (opt[a].empty() ? "" : "\n") + args[++i];
+      continue;
+    }
     if (a == "--help" || a == "-h") {
       std::cout << kUsage;
       std::exit(kExitOk);
@@ -253,6 +263,16 @@ int cmd_matmul(const std::vector<std::string>& args) {
   const std::string config_path = has("--config") ? opt["--config"] : source_file("configs/default.yaml");
   ChipConfig cfg = load_chip_config(config_path);
   if (has("--variant")) cfg.variant = opt["--variant"];
+  if (has("--fault")) {
+    try {
+      std::stringstream ss(opt["--fault"]);
+      std::string kv;
+      while (std::getline(ss, kv)) apply_fault_flag(cfg.faults, kv);
+      check_fault_flags(cfg.faults, chip_shape(cfg.variant).hbm_bytes, 1);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }
 
   MatmulShape sh{64, 64, 64};
   std::vector<bf16_t> a, w;

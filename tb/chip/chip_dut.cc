@@ -66,11 +66,13 @@ class ChipDutImpl final : public ChipDut {
   void hm_rsp_data(uint8_t* data64) const override {
     std::memcpy(data64, m_->hm_rsp_data_o.data(), 64);
   }
+  unsigned hm_rsp_ue() const override { return m_->hm_rsp_ue_o; }
   bool busy() const override { return m_->busy_o; }
   bool hbm_idle() const override { return m_->hbm_idle_o; }
   bool halted() const override { return m_->halted_o; }
   unsigned err() const override { return m_->err_o; }
   uint32_t err_cmd() const override { return m_->err_cmd_o; }
+  uint32_t err_addr() const override { return m_->err_addr_o; }
   uint64_t stat() const override { return m_->stat_o; }
   uint32_t hbm_violations() const override { return m_->viol_count_o; }
   ChipTracePort trace_port() const override {
@@ -112,6 +114,29 @@ class ChipDutImpl final : public ChipDut {
     strobe(addr, false);
     std::memcpy(data64, m_->bd_rdata_o.data(), 64);
   }
+  unsigned backdoor_ue() const override { return m_->bd_ue_o; }
+
+  void set_hbm_faults(uint64_t seed, uint32_t single_thr, uint32_t double_thr) override {
+    m_->fi_seed_i = seed;
+    m_->fi_sbe_thr_i = single_thr;
+    m_->fi_dbe_thr_i = double_thr;
+  }
+  void arm_hbm_flip(uint64_t addr, uint64_t mask, uint8_t check_mask) override {
+    if (addr >= shape_.hbm_bytes)
+      throw std::invalid_argument("chip " + variant_ + ": HBM flip address " +
+                                  std::to_string(addr) + " is outside the HBM (" +
+                                  std::to_string(shape_.hbm_bytes) + " bytes)");
+    m_->fi_addr_i = static_cast<uint32_t>(addr);
+    m_->fi_mask_i[0] = static_cast<uint32_t>(mask);
+    m_->fi_mask_i[1] = static_cast<uint32_t>(mask >> 32);
+    m_->fi_mask_i[2] = check_mask;
+    m_->fi_stb_i = 1;
+    m_.eval();
+    m_->fi_stb_i = 0;
+    m_.eval();
+  }
+  uint32_t hbm_injected_single() const override { return m_->fi_sbe_o; }
+  uint32_t hbm_injected_double() const override { return m_->fi_dbe_o; }
 
   void open_waves(const std::string& path) override { m_.open_waves(path, "chip " + variant_); }
 

@@ -67,11 +67,14 @@ class ChipDut {
   virtual bool hm_rsp_write() const = 0;
   virtual unsigned hm_rsp_tag() const = 0;
   virtual void hm_rsp_data(uint8_t* data64) const = 0;
+  // Words of the response (bit i: bytes 8i..8i+7) with an uncorrectable ECC error.
+  virtual unsigned hm_rsp_ue() const = 0;
   virtual bool busy() const = 0;
   virtual bool hbm_idle() const = 0;  // the HBM controller holds no request or posted write
   virtual bool halted() const = 0;
   virtual unsigned err() const = 0;
   virtual uint32_t err_cmd() const = 0;
+  virtual uint32_t err_addr() const = 0;  // hbm_uncorrectable: the word's HBM byte address
   virtual uint64_t stat() const = 0;  // counter selected by set_stat_id (after eval)
   virtual uint32_t hbm_violations() const = 0;
   virtual ChipTracePort trace_port() const = 0;  // after eval
@@ -86,6 +89,19 @@ class ChipDut {
   // result checks; it bypasses the controller, so no access to the block may be in flight.
   virtual void backdoor_write(uint64_t addr, const uint8_t* data64) = 0;
   virtual void backdoor_read(uint64_t addr, uint8_t* data64) = 0;
+  // ECC: the backdoor writes the check bits of its data, and its read is corrected like a read
+  // through the controller; this is the mask of uncorrectable words of the last backdoor read.
+  virtual unsigned backdoor_ue() const = 0;
+
+  // HBM fault injection (sim only, rtl/sim/hbm_device.sv). Random flips per word read, with
+  // 32-bit thresholds (probability x 2^32, tb/common/fault_config.h): take effect at the next
+  // reset, which also seeds the generator. One-time flips of the word at byte address `addr`
+  // (data bits `mask`, check bits `check_mask`) at its next read; armed between cycles, lost at
+  // a reset. Counts of the words read with one / two or more bits flipped.
+  virtual void set_hbm_faults(uint64_t seed, uint32_t single_thr, uint32_t double_thr) = 0;
+  virtual void arm_hbm_flip(uint64_t addr, uint64_t mask, uint8_t check_mask) = 0;
+  virtual uint32_t hbm_injected_single() const = 0;
+  virtual uint32_t hbm_injected_double() const = 0;
 
   // FST dump of every signal from now on; closed when the DUT is destroyed.
   virtual void open_waves(const std::string& path) = 0;

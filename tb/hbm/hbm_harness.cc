@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "Vhbm_subsys_tb_top.h"
+#include "fault_config.h"
 #include "verilated_model.h"
 
 namespace tpu {
@@ -16,6 +17,7 @@ const char* const kStatNames[kHbmNumStats] = {
     "row_conflicts", "acts",       "pres",       "refreshes",  "bus_busy_cycles", "rd_forwarded",
     "wr_merged",     "lat_sum",    "lat_count",  "lat_hist_0", "lat_hist_1",      "lat_hist_2",
     "lat_hist_3",    "lat_hist_4", "lat_hist_5", "lat_hist_6", "lat_hist_7",      "wr_drains",
+    "ecc_corrected", "ecc_uncorrectable",
 };
 
 const char* const kRuleNames[] = {
@@ -44,6 +46,7 @@ const char* const kRuleNames[] = {
     "ACT-to-open-bank",
     "REF-with-open-bank",
     "row-range",
+    "write-ECC",
 };
 
 unsigned log2u(unsigned v) {
@@ -165,6 +168,7 @@ void HbmHarness::tick(uint64_t n) {
       rsp.write = t.rsp_write_o;
       rsp.tag = t.rsp_tag_o;
       rsp.cycle = cycle_;
+      rsp.ue = t.rsp_ue_o;
       for (unsigned w = 0; w < 16; ++w)
         for (unsigned b = 0; b < 4; ++b)
           rsp.data[w * 4 + b] = static_cast<uint8_t>(t.rsp_data_o[w] >> (8 * b));
@@ -253,10 +257,27 @@ void HbmHarness::direct_cycle(const HbmDirect& d) {
     for (unsigned b = 0; b < 4; ++b) v |= uint32_t{d.wdata[w * 4 + b]} << (8 * b);
     t.dbg_wdata_i[w] = v;
   }
+  t.dbg_wcheck_flip_i = d.wcheck_flip;
   tick();
+  t.dbg_wcheck_flip_i = 0;
   t.dbg_cmd_i = 0;
   t.dbg_wvalid_i = 0;
 }
+
+void HbmHarness::set_faults(uint64_t seed, double single_bit_rate, double double_bit_rate) {
+  auto& t = impl_->m.top();
+  t.fi_seed_i = seed;
+  t.fi_sbe_thr_i = fault_rate_threshold(single_bit_rate);
+  t.fi_dbe_thr_i = fault_rate_threshold(double_bit_rate);
+}
+
+void HbmHarness::reset() {
+  impl_->m.reset(4);
+  check_errors();
+}
+
+uint32_t HbmHarness::injected_single() const { return impl_->m.top().fi_sbe_o; }
+uint32_t HbmHarness::injected_double() const { return impl_->m.top().fi_dbe_o; }
 
 void HbmHarness::set_monitor_channel(unsigned ch) {
   mon_ch_ = ch;

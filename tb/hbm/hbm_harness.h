@@ -47,6 +47,7 @@ struct HbmResponse {
   uint8_t tag = 0;
   HbmBlock data{};
   uint64_t cycle = 0;  // cycle of the response handshake
+  uint8_t ue = 0;      // read data: words (bit i: bytes 8i..8i+7) with an uncorrectable ECC error
 };
 
 // Statistics of every channel: tpu_hbm_pkg::hbm_stat_e, same order.
@@ -75,8 +76,10 @@ enum class HbmStat : uint8_t {
   kLatHist6,
   kLatHist7,
   kWrDrains,
+  kEccCorrected,      // words read with a single-bit error that ECC corrected
+  kEccUncorrectable,  // words read with an uncorrectable ECC error
 };
-constexpr unsigned kHbmNumStats = 24;
+constexpr unsigned kHbmNumStats = 26;
 constexpr unsigned kHbmLatBuckets = 8;
 // Name of a statistic ("rd_bytes", ...) and the lower bound of each latency bucket in cycles.
 const char* hbm_stat_name(HbmStat s);
@@ -109,6 +112,7 @@ enum class HbmRule : uint8_t {
   kActOpen,
   kRefOpen,
   kRowRange,
+  kWrEcc,  // write data whose SECDED check bits do not match it
 };
 // The name the checker's messages use for a rule ("tRCD", "ACT-to-open-bank", ...).
 const char* hbm_rule_name(HbmRule r);
@@ -133,6 +137,7 @@ struct HbmDirect {
   unsigned bg = 0, ba = 0, row = 0, col = 0;
   bool wvalid = false;
   std::array<uint8_t, 32> wdata{};  // one bus cycle: two 128-bit beats
+  uint32_t wcheck_flip = 0;  // XORed into the check bits the top computes for wdata (4 x 8)
 };
 
 // What the monitor saw on channel `monitor_channel()`'s buses in the last cycle.
@@ -182,6 +187,15 @@ class HbmHarness {
   uint64_t stat(unsigned ch, HbmStat s);
   uint64_t stat_total(HbmStat s);
   bool ref_pending(unsigned ch);
+
+  // ---- HBM fault injection (rtl/sim/hbm_device.sv): random bit flips per word read ----
+  // Probabilities per 64-bit word read of one / two flipped bits (of its 72), drawn from a
+  // generator seeded with `seed`; applied at the next reset (reset() after this), which also
+  // empties the device.
+  void set_faults(uint64_t seed, double single_bit_rate, double double_bit_rate);
+  void reset();
+  uint32_t injected_single() const;  // words read with one bit flipped so far
+  uint32_t injected_double() const;  // words read with two or more flipped
 
   // ---- device checker ----
   uint32_t violations();      // rule violations counted by the device

@@ -26,7 +26,9 @@ class PodError : public std::runtime_error {
 };
 
 // A chip stopped with its sticky error register set (code, failing command index), or hung
-// (code 0). The message names the chip, the code (chip_err_name) and the command.
+// (code 0). The message names the chip, the code (chip_err_name) and the command, and for
+// hbm_uncorrectable the HBM address (also raised, with command 0, when a host-port read or a
+// backdoor read meets an uncorrectable word).
 class ChipError : public PodError {
  public:
   ChipError(const std::string& what, unsigned code, int chip = 0, uint32_t cmd = 0)
@@ -62,6 +64,7 @@ struct ChipStatus {
   bool queue_empty = true;    // the host port holds no command the chip has not taken
   unsigned err = 0;           // sticky error code (chip_err_name), 0: none
   uint32_t err_cmd = 0;       // index of the failing command since reset
+  uint32_t err_addr = 0;      // hbm_uncorrectable: the HBM byte address of the word
   uint64_t cmds_waiting = 0;  // commands the host port holds
 };
 

@@ -5,12 +5,21 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <mutex>
 #include <thread>
 
 namespace tpu {
+
+namespace {
+std::string hex_addr(uint64_t a) {
+  char b[24];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(a));
+  return b;
+}
+}  // namespace
 
 std::string chip_name(const Topology& topo, int id) {
   const PodCoord c = topo.coord(id);
@@ -119,6 +128,13 @@ void HostAgent::observe(ChipDut& d, uint64_t t) {
     if (!tag_op_[tg]) throw PodError("host port: HBM response with an unknown tag");
     MemOp& op = *tag_op_[tg];
     if (!op.write) d.hm_rsp_data(op.data.data() + tag_burst_[tg] * 64);
+    const unsigned ue = d.hm_rsp_ue();
+    if (!op.write && ue != 0 && !ecc_error_) {
+      unsigned w = 0;
+      while (!((ue >> w) & 1u)) ++w;
+      ecc_error_ = true;
+      ecc_addr_ = op.addr + tag_burst_[tg] * 64 + w * 8;
+    }
     ++op.done;
     if (op.finished()) op.end = t + 1;
     tag_op_[tg].reset();
@@ -220,7 +236,25 @@ PodCore::PodCore(const PodParams& p) : p_(p) {
     std::filesystem::create_directories(p_.wave_dir);
     chips_[c]->open_waves(p_.wave_dir + "/pod_chip" + std::to_string(c) + ".fst");
   }
+  // Faults (none unless asked): the random ones are seeded by the reset below, one-time flips
+  // are armed after it.
+  if (p_.faults.any()) {
+    for (int i = 0; i < n; ++i)
+      chips_[i]->set_hbm_faults(hbm_fault_seed(p_.faults, i),
+                                fault_rate_threshold(p_.faults.hbm_single_bit_rate),
+                                fault_rate_threshold(p_.faults.hbm_double_bit_rate));
+  }
   for (auto& c : chips_) c->reset(4);
+  for (std::size_t fi = 0; fi < p_.faults.hbm_flip_at.size(); ++fi) {
+    const HbmFlip& f = p_.faults.hbm_flip_at[fi];
+    if (f.chip < 0 || f.chip >= n)
+      throw std::invalid_argument("pod: faults.hbm_flip_at: chip " + std::to_string(f.chip) +
+                                  " is not in the pod (0.." + std::to_string(n - 1) + ")");
+    uint64_t mask = 0;
+    uint8_t check = 0;
+    hbm_flip_bits(p_.faults, fi, &mask, &check);
+    chips_[f.chip]->arm_hbm_flip(f.addr, mask, check);
+  }
   set_threads(p_.threads);
 }
 
@@ -251,6 +285,14 @@ void PodCore::step_chip(int i) {
     if (p.in) p.in->send_credit(t, d.ici_rx_cr_valid(dir), d.ici_rx_cr_vc(dir));
   }
   agents_[i].observe(d, t);
+  uint64_t ecc_addr = 0;
+  if (agents_[i].take_ecc_error(&ecc_addr)) {
+    const auto code = static_cast<unsigned>(ChipErr::kHbmUncorr);
+    throw ChipError(chip_name(p_.topo, i) + ": host port read of HBM address " +
+                        hex_addr(ecc_addr) + ": uncorrectable ECC error (" +
+                        chip_err_name(code) + ")",
+                    code, i, 0);
+  }
   if (agents_[i].trace.on()) agents_[i].trace.on_cycle(t, d.trace_port());
   if (!agents_[i].idle() || d.busy() || !d.hbm_idle()) last_busy_[i] = t + 1;
   try {
@@ -383,7 +425,10 @@ void PodCore::check_errors(bool chip_errors) {
     if (e != 0 && chip_errors)
       throw ChipError(chip_name(p_.topo, i) + ": error register " + std::to_string(e) + " (" +
                           chip_err_name(e) + ") at command " +
-                          std::to_string(chips_[i]->err_cmd()),
+                          std::to_string(chips_[i]->err_cmd()) +
+                          (e == static_cast<unsigned>(ChipErr::kHbmUncorr)
+                               ? ", HBM address " + hex_addr(chips_[i]->err_addr())
+                               : std::string()),
                       e, i, chips_[i]->err_cmd());
     if (chips_[i]->hbm_violations() != 0)
       throw PodError(chip_name(p_.topo, i) + ": the HBM device checker saw " +
@@ -424,6 +469,7 @@ ChipStatus PodCore::status(int i) const {
   s.queue_empty = agents_[i].commands_waiting() == 0;
   s.err = d.err();
   s.err_cmd = d.err_cmd();
+  s.err_addr = d.err_addr();
   s.cmds_waiting = agents_[i].commands_waiting();
   return s;
 }
@@ -450,8 +496,20 @@ void PodCore::backdoor(int chip, bool write, uint64_t addr, void* data, std::siz
                    "controller has requests in flight; run the machine until it is idle first");
   auto* b = static_cast<uint8_t*>(data);
   for (std::size_t o = 0; o < n; o += 64) {
-    if (write) chips_[chip]->backdoor_write(addr + o, b + o);
-    else chips_[chip]->backdoor_read(addr + o, b + o);
+    if (write) {
+      chips_[chip]->backdoor_write(addr + o, b + o);
+      continue;
+    }
+    chips_[chip]->backdoor_read(addr + o, b + o);
+    if (const unsigned ue = chips_[chip]->backdoor_ue()) {
+      unsigned w = 0;
+      while (!((ue >> w) & 1u)) ++w;
+      const auto code = static_cast<unsigned>(ChipErr::kHbmUncorr);
+      throw ChipError(chip_name(p_.topo, chip) + ": backdoor read of HBM address " +
+                          hex_addr(addr + o + w * 8) + ": uncorrectable ECC error (" +
+                          chip_err_name(code) + ")",
+                      code, chip, 0);
+    }
   }
 }
 

@@ -25,6 +25,7 @@
 #include "chip_dut.h"
 #include "chip_contract.h"
 #include "chip_trace.h"
+#include "fault_config.h"
 #include "hbm_config.h"
 #include "host_port.h"
 #include "tpu/collective.h"
@@ -39,6 +40,7 @@ struct PodParams {
   unsigned link_width = 0;       // bytes a link carries per cycle; 0: a whole row (lanes x 4)
   unsigned host_bytes_per_cycle = 64;  // bytes a chip's host port moves per cycle (1..64)
   HbmConfig hbm;
+  FaultConfig faults;            // fault injection (none by default: tb/common/fault_config.h)
   std::vector<int> wave_chips;   // chips that dump FST waves
   std::string wave_dir = "waves";  // dumps go to wave_dir/pod_chipN.fst
   std::string wave_path;           // a pod of one chip: its dump file instead, if set
@@ -103,6 +105,14 @@ class HostAgent {
   void drive(ChipDut& d);    // inputs for this cycle (before eval)
   // After eval, before the clock edge of cycle t: what moves at the edge.
   void observe(ChipDut& d, uint64_t t = 0);
+  // A host-port read came back with an uncorrectable ECC word: the first such word's address
+  // (the pod raises it as a ChipError after the cycle).
+  bool take_ecc_error(uint64_t* addr) {
+    const bool e = ecc_error_;
+    *addr = ecc_addr_;
+    ecc_error_ = false;
+    return e;
+  }
 
   ChipTraceRec trace;  // this chip's timeline (off unless PodCore::set_trace turns it on)
 
@@ -118,6 +128,8 @@ class HostAgent {
   uint64_t pushed_ = 0;
   unsigned bpc_ = 64, credit_ = 64;  // port bandwidth: a burst needs 64 bytes of credit
   bool clear_ = false, clearing_ = false;
+  bool ecc_error_ = false;
+  uint64_t ecc_addr_ = 0;
 };
 
 class PodCore {

@@ -166,7 +166,10 @@ TEST(Contract, ErrorAndStatisticNamesAreTheReportNames) {
   EXPECT_STREQ(chip_err_name(static_cast<unsigned>(ChipErr::kIllegalOp)), "illegal_opcode");
   EXPECT_STREQ(chip_err_name(static_cast<unsigned>(ChipErr::kWeightsFull)), "weights_overflow");
   EXPECT_STREQ(chip_err_name(200), "unknown");
-  EXPECT_EQ(static_cast<unsigned>(kNumChipStats), 30u);
+  EXPECT_STREQ(chip_err_name(static_cast<unsigned>(ChipErr::kHbmUncorr)), "hbm_uncorrectable");
+  EXPECT_EQ(static_cast<unsigned>(kNumChipStats), 32u);
+  EXPECT_STREQ(chip_stat_name(kStatEccCorrected), "ecc_corrected");
+  EXPECT_STREQ(chip_stat_name(kStatEccUncorr), "ecc_uncorrectable");
   EXPECT_STREQ(chip_stat_name(kStatOverlap), "dma_mxu_overlap");
   EXPECT_STREQ(chip_stat_name(kStatHostRdBytes), "host_rd_bytes");
   EXPECT_STREQ(chip_stat_name(kStatClsIdle), "cls_idle");

@@ -1,0 +1,188 @@
+// HBM ECC and fault injection on the whole chip (docs/hbm.md): single-bit flips at a rate
+// during a matmul leave it bit-exact and are counted; a double-bit flip read by a DMA stops the
+// program with hbm_uncorrectable (its command index, the word's address) and the driver's
+// error names chip, address and code; a host-port read of one is an error too; no faults: the
+// cycles recorded before ECC existed; the backdoor writes check bits that the DMA accepts.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "chip_driver.h"
+#include "pod.h"
+#include "tpu/vector.h"
+
+namespace tpu {
+namespace {
+
+std::vector<bf16_t> random_bf16(std::size_t n, std::mt19937_64& rng) {
+  std::vector<bf16_t> v(n);
+  for (auto& x : v) {
+    const auto sign = static_cast<uint16_t>((rng() & 1u) << 15);
+    const auto e = static_cast<uint16_t>(127 - 4 + rng() % 9);
+    x = static_cast<bf16_t>(sign | (e << 7) | (rng() & 0x7Fu));
+  }
+  return v;
+}
+
+MatmulRun run_matmul(ChipDriver& drv, std::size_t m, std::size_t k, std::size_t n,
+                     uint64_t seed, std::vector<uint32_t>* want) {
+  std::mt19937_64 rng(seed);
+  const auto a = random_bf16(m * k, rng);
+  const auto w = random_bf16(k * n, rng);
+  *want = golden_chip_matmul(a, w, m, k, n, MatmulOptions{});
+  return drv.matmul(a, w, m, k, n);
+}
+
+// Cycles of `tpusim matmul --variant 4x4 --m 48 --k 40 --n 36`, recorded on main before the
+// ECC existed (commit cd6fc2a: 4772; 16x16: 772). ECC adds no cycle.
+TEST(ChipEcc, NoFaultsSameCyclesAsBeforeEcc) {
+  ChipDriver drv("4x4");
+  std::vector<uint32_t> want;
+  const MatmulRun r = run_matmul(drv, 48, 40, 36, 1, &want);
+  EXPECT_EQ(r.c_bits, want);
+  EXPECT_EQ(r.prog.cycles, 4772u);
+  EXPECT_EQ(r.prog.delta[kStatEccCorrected], 0u);
+  EXPECT_EQ(r.prog.delta[kStatEccUncorr], 0u);
+}
+
+TEST(ChipEcc, SingleBitFlipsDuringAMatmulAreCorrected) {
+  FaultConfig f;
+  f.seed = 3;
+  f.hbm_single_bit_rate = 2e-3;
+  ChipDriver drv("4x4", HbmConfig{}, "", f);
+  std::vector<uint32_t> want;
+  const MatmulRun r = run_matmul(drv, 48, 40, 36, 1, &want);
+  EXPECT_EQ(r.c_bits, want) << "a corrected word must give the same bits";
+  const ChipCounters c = drv.counters();
+  EXPECT_GT(c[kStatEccCorrected], 0u);
+  EXPECT_EQ(c[kStatEccUncorr], 0u);
+  EXPECT_EQ(r.prog.cycles, 4772u) << "correction adds no cycle";
+}
+
+// Every flip the device injects on a read is counted by the chip: host-port reads at a rate.
+TEST(ChipEcc, EveryInjectedFlipIsCounted) {
+  PodParams p;
+  p.topo = Topology::mesh({1});
+  p.variant = "4x4";
+  p.faults.seed = 4;
+  p.faults.hbm_single_bit_rate = 0.01;
+  CppPodHost h(p);
+  std::vector<uint8_t> in(65536), out(65536);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i * 13 + 1);
+  h.write(0, 0, in.data(), in.size());
+  h.read(0, 0, out.data(), out.size());
+  EXPECT_EQ(out, in);
+  const uint32_t injected = h.core().chip(0).hbm_injected_single();
+  EXPECT_GT(injected, 20u);
+  EXPECT_EQ(h.counters(0)[kStatEccCorrected], injected);
+}
+
+// The same seed gives the same flips; another seed others.
+TEST(ChipEcc, FaultsAreReproducible) {
+  auto corrected = [](uint64_t seed) {
+    FaultConfig f;
+    f.seed = seed;
+    f.hbm_single_bit_rate = 5e-3;
+    ChipDriver drv("4x4", HbmConfig{}, "", f);
+    std::vector<uint32_t> want;
+    run_matmul(drv, 32, 32, 32, 2, &want);
+    return drv.counters()[kStatEccCorrected];
+  };
+  const uint64_t a = corrected(9);
+  EXPECT_GT(a, 0u);
+  EXPECT_EQ(corrected(9), a);
+}
+
+TEST(ChipEcc, DoubleBitFlipReadByADmaIsAChipError) {
+  ChipDriver probe("4x4");
+  const uint64_t src = probe.alloc(4096);
+  const uint64_t bad = src + 2 * 64 + 3 * 8;  // word 3 of the third burst
+  FaultConfig f;
+  f.hbm_flip_at.push_back(HbmFlip{0, bad, (uint64_t{1} << 5) | (uint64_t{1} << 40), 0, 0});
+  ChipDriver drv("4x4", HbmConfig{}, "", f);
+  ASSERT_EQ(drv.alloc(4096), src);
+  std::vector<uint8_t> in(4096, 0x3C);
+  drv.write(src, in.data(), in.size());  // writes re-encode; the flip waits for the next read
+  const std::vector<ChipCmd> prog = {
+      cmd_nop(), cmd_dma(DmaDir::kHbmToVmem, false, 0, 1, 4096, static_cast<uint32_t>(src), 0),
+      cmd_nop(), cmd_halt()};
+  const ProgramResult r = drv.run(prog, false);
+  EXPECT_EQ(r.err, static_cast<unsigned>(ChipErr::kHbmUncorr));
+  EXPECT_EQ(r.err_cmd, 1u) << "the DMA's command index";
+  EXPECT_EQ(r.err_addr, bad);
+  EXPECT_EQ(r.delta[kStatEccUncorr], 1u);
+  // Thrown by the driver: chip, code and address named.
+  FaultConfig f2 = f;
+  ChipDriver drv2("4x4", HbmConfig{}, "", f2);
+  drv2.write(src, in.data(), in.size());
+  try {
+    drv2.run(prog);
+    FAIL() << "no error";
+  } catch (const ChipError& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(e.code(), static_cast<unsigned>(ChipErr::kHbmUncorr));
+    EXPECT_EQ(e.cmd(), 1u);
+    EXPECT_NE(m.find("chip 0"), std::string::npos) << m;
+    EXPECT_NE(m.find("hbm_uncorrectable"), std::string::npos) << m;
+    char hex[32];
+    std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(bad));
+    EXPECT_NE(m.find(hex), std::string::npos) << m;
+  }
+}
+
+TEST(ChipEcc, DoubleBitFlipReadByTheHostPortIsAnError) {
+  FaultConfig f;
+  f.hbm_flip_at.push_back(HbmFlip{0, 1024 + 8, 0, 0x03, 0});  // two check bits of word 1
+  ChipDriver drv("4x4", HbmConfig{}, "", f);
+  std::vector<uint8_t> in(2048, 0x11), out(2048);
+  drv.write(0, in.data(), in.size());
+  try {
+    drv.read(0, out.data(), out.size());
+    FAIL() << "no error";
+  } catch (const ChipError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("chip 0"), std::string::npos) << m;
+    EXPECT_NE(m.find("0x408"), std::string::npos) << m;
+    EXPECT_NE(m.find("hbm_uncorrectable"), std::string::npos) << m;
+  }
+}
+
+TEST(ChipEcc, SingleBitFlipAtAnAddressIsCorrectedOnce) {
+  FaultConfig f;
+  f.hbm_flip_at.push_back(HbmFlip{0, 512, 0, 0, 1});  // one bit, chosen by the seed
+  ChipDriver drv("4x4", HbmConfig{}, "", f);
+  // 8 KiB written, so the first KiB has left the controller's write buffer (a read of a buffered
+  // block is answered from the buffer and never reaches the device).
+  std::vector<uint8_t> in(8192), out(8192);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i * 7);
+  drv.write(0, in.data(), in.size());
+  in.resize(1024);
+  out.resize(1024);
+  drv.read(0, out.data(), out.size());
+  EXPECT_EQ(out, in);
+  EXPECT_EQ(drv.counters()[kStatEccCorrected], 1u);
+  drv.read(0, out.data(), out.size());
+  EXPECT_EQ(drv.counters()[kStatEccCorrected], 1u) << "a one-time flip";
+}
+
+// The backdoor stores the check bits of what it writes: a DMA reads it without an ECC event,
+// and a backdoor read returns it.
+TEST(ChipEcc, BackdoorWritesCheckBits) {
+  ChipDriver drv("4x4");
+  std::vector<uint8_t> in(4096), out(4096);
+  std::mt19937_64 rng(5);
+  for (auto& b : in) b = static_cast<uint8_t>(rng());
+  drv.port().backdoor_write(0, 0, in.data(), in.size());
+  const ProgramResult r = drv.run(
+      {cmd_dma(DmaDir::kHbmToVmem, false, 0, 1, 4096, 0, 0),
+       cmd_dma(DmaDir::kVmemToHbm, false, 0, 1, 4096, 8192, 0), cmd_halt()});
+  EXPECT_EQ(r.err, 0u);
+  EXPECT_EQ(r.delta[kStatEccCorrected] + r.delta[kStatEccUncorr], 0u);
+  drv.port().backdoor_read(0, 8192, out.data(), out.size());
+  EXPECT_EQ(out, in);
+}
+
+}  // namespace
+}  // namespace tpu

@@ -1,0 +1,146 @@
+// tpusim with HBM faults (docs/hbm.md): the faults: section of a config and --fault KEY=VALUE,
+// the report's hbm.ecc_corrected / hbm.ecc_uncorrectable, an uncorrectable word read by a DMA
+// (exit 3, chip, address and code named), and bad faults: keys and values (exit 2, file/flag
+// and key named).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct CliRun {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+CliRun tpusim(const std::string& args) {
+  const std::string cmd = std::string(TPUSIM) + " " + args + " 2>&1";
+  CliRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string tmp(const std::string& name) { return ::testing::TempDir() + "tpusim_faults_" + name; }
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const std::string kSrc = TPU_SOURCE_DIR;
+const std::string kChip4 = "--config " + kSrc + "/configs/chip_4x4.yaml";
+
+// The checked-in example: single-bit flips at a rate, corrected, reported.
+TEST(TpusimFaults, ExampleConfigIsCorrectedAndReported) {
+  const std::string json = tmp("example.json");
+  const CliRun r = tpusim("matmul --config " + kSrc +
+                          "/configs/faults_example.yaml --m 48 --k 40 --n 36 --quiet --json " +
+                          json);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("golden check: PASS"), std::string::npos) << r.out;
+  const std::string rep = slurp(json);
+  EXPECT_NE(rep.find("\"ecc_corrected\""), std::string::npos) << rep;
+  EXPECT_EQ(rep.find("\"ecc_corrected\": 0,"), std::string::npos) << "nothing corrected: " << rep;
+  EXPECT_NE(rep.find("\"ecc_uncorrectable\": 0"), std::string::npos) << rep;
+}
+
+// No faults: the counters are in the report, zero, and the cycles are those of before ECC
+// (main at cd6fc2a: 4772 cycles for this shape on the 4x4 chip).
+TEST(TpusimFaults, NoFaultsZeroCountersSameCycles) {
+  const std::string json = tmp("none.json");
+  const CliRun r = tpusim("matmul " + kChip4 + " --m 48 --k 40 --n 36 --quiet --json " + json);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string rep = slurp(json);
+  EXPECT_NE(rep.find("\"cycles\": 4772,"), std::string::npos) << rep;
+  EXPECT_NE(rep.find("\"ecc_corrected\": 0,"), std::string::npos) << rep;
+  EXPECT_NE(rep.find("\"ecc_uncorrectable\": 0"), std::string::npos) << rep;
+}
+
+TEST(TpusimFaults, UncorrectableWordReadByADmaIsASimulationError) {
+  const CliRun r = tpusim("matmul " + kChip4 + " --m 16 --k 16 --n 16 --quiet --fault seed=3 " +
+                          "--fault hbm_flip_at=0:2");
+  EXPECT_EQ(r.code, 3) << r.out;
+  for (const char* s : {"chip 0", "hbm_uncorrectable", "HBM address 0x"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << " not in:\n" << r.out;
+}
+
+TEST(TpusimFaults, PodCommandsTakeFaultFlags) {
+  const CliRun r = tpusim("allreduce --config " + kSrc +
+                          "/configs/pod_2x2.yaml --engine cpp --bytes 16384 --quiet " +
+                          "--fault hbm_single_bit_rate=1e-3 --fault seed=5");
+  EXPECT_EQ(r.code, 0) << r.out;
+}
+
+TEST(TpusimFaults, BadFaultsAreClearErrorsWithExitCode2) {
+  struct Bad {
+    const char* name;
+    std::string yaml;  // the faults: section, or "" for a flag case
+    std::string flag;
+    std::string expect;
+  };
+  const std::vector<Bad> cases = {
+      {"unknown key", "faults:\n  link_bit_error_rate: 1e-6\n", "",
+       "key 'faults.link_bit_error_rate': unknown key"},
+      {"rate not a number", "faults:\n  hbm_single_bit_rate: often\n", "",
+       "key 'faults.hbm_single_bit_rate': must be a probability"},
+      {"rate above 1", "faults:\n  hbm_double_bit_rate: 2\n", "",
+       "key 'faults.hbm_double_bit_rate': must be a probability from 0 to 1"},
+      {"sum above 1", "faults:\n  hbm_single_bit_rate: 0.7\n  hbm_double_bit_rate: 0.7\n", "",
+       "at most 1"},
+      {"negative seed", "faults:\n  seed: -3\n", "", "key 'faults.seed'"},
+      {"not a list", "faults:\n  hbm_flip_at: 12\n", "",
+       "key 'faults.hbm_flip_at': must be a list"},
+      {"address beyond HBM", "faults:\n  hbm_flip_at: [0x40000000]\n", "",
+       "key 'faults.hbm_flip_at[0]': must be a byte address inside the HBM"},
+      {"bit out of range", "faults:\n  hbm_flip_at:\n    - {addr: 0, bits: [72]}\n", "",
+       "key 'faults.hbm_flip_at[0].bits'"},
+      {"zero bits", "faults:\n  hbm_flip_at:\n    - {addr: 0, bits: 0}\n", "",
+       "key 'faults.hbm_flip_at[0].bits': must flip at least one bit"},
+      {"entry key", "faults:\n  hbm_flip_at:\n    - {address: 0}\n", "",
+       "key 'faults.hbm_flip_at[0].address': unknown key"},
+      {"chip of a chip", "faults:\n  hbm_flip_at:\n    - {addr: 0, chip: 1}\n", "",
+       "key 'faults.hbm_flip_at[0].chip'"},
+      {"not a mapping", "faults: 3\n", "", "key 'faults': must be a mapping"},
+      {"flag unknown key", "", "--fault hbm_triple_bit_rate=1",
+       "unknown key 'hbm_triple_bit_rate'"},
+      {"flag no value", "", "--fault seed", "--fault seed: must be KEY=VALUE"},
+      {"flag bad rate", "", "--fault hbm_single_bit_rate=x", "--fault hbm_single_bit_rate=x"},
+      {"flag bad address", "", "--fault hbm_flip_at=0x7fffffff", "outside the HBM"},
+  };
+  for (const Bad& c : cases) {
+    std::string config = kChip4;
+    if (!c.yaml.empty()) {
+      const std::string path = tmp("bad.yaml");
+      std::ofstream(path) << "chip:\n  variant: 4x4\n" << c.yaml;
+      config = "--config " + path;
+    }
+    const CliRun r = tpusim("matmul " + config + " --m 4 --k 4 --n 4 --quiet " + c.flag);
+    EXPECT_EQ(r.code, 2) << c.name << ": " << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos)
+        << c.name << ": expected '" << c.expect << "' in:\n" << r.out;
+    if (!c.yaml.empty()) {
+      EXPECT_NE(r.out.find("bad.yaml"), std::string::npos) << c.name << ": file not named";
+    }
+  }
+  // A pod's flips name chips of the pod.
+  const std::string pod = tmp("bad_pod.yaml");
+  std::ofstream(pod) << slurp(kSrc + "/configs/pod_2x2.yaml")
+                     << "\nfaults:\n  hbm_flip_at:\n    - {addr: 0, chip: 4}\n";
+  const CliRun r = tpusim("allreduce --config " + pod + " --engine cpp --quiet");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("faults.hbm_flip_at[0].chip"), std::string::npos) << r.out;
+}
+
+}  // namespace
