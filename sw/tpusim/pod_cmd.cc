@@ -56,6 +56,8 @@ const char* kPodUsage =
     "  --trace FILE         write the timeline (Chrome trace-event JSON: ui.perfetto.dev)\n"
     "  --trace-cycles A:B   only the events that overlap pod cycles [A, B)\n"
     "  --quiet              no progress line\n"
+    "  --watchdog CYCLES    stop as hung (exit 3) after this many cycles without progress\n"
+    "                       (default: the config's watchdog_cycles, 1000000; 0: off)\n"
     "usage: tpusim pod [options]            the pod job: a matmul on every chip at once, then\n"
     "                                       an all-reduce (sum) of the results in HBM\n"
     "  --config FILE --engine E --waves-chips LIST --json FILE --seed S --algo A --quiet\n"
@@ -73,7 +75,9 @@ Opts parse_options(const std::vector<std::string>& args, const std::vector<std::
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     const bool flag = std::find(flags.begin(), flags.end(), a) != flags.end();
-    const bool val = std::find(valued.begin(), valued.end(), a) != valued.end();
+    // --watchdog: every command that runs the pod takes it (with_pod applies it).
+    const bool val = std::find(valued.begin(), valued.end(), a) != valued.end() ||
+                     a == "--watchdog";
     if (!flag && !val) throw std::invalid_argument("unknown option '" + a + "'\n" + usage);
     if (opt.count(a)) throw std::invalid_argument(a + " is given twice");
     if (flag) {
@@ -83,13 +87,8 @@ Opts parse_options(const std::vector<std::string>& args, const std::vector<std::
     if (i + 1 >= args.size()) throw std::invalid_argument(a + " needs a value");
     opt[a] = args[++i];
   }
-  for (const std::string& k : out_paths) {
-    if (!opt.count(k)) continue;
-    const std::filesystem::path dir = std::filesystem::path(opt.at(k)).parent_path();
-    if (!dir.empty() && !std::filesystem::is_directory(dir))
-      throw std::invalid_argument(k + " " + opt.at(k) + ": directory '" + dir.string() +
-                                  "' does not exist");
-  }
+  for (const std::string& k : out_paths)
+    if (opt.count(k)) check_output_path(k, opt.at(k));
   return opt;
 }
 
@@ -127,6 +126,8 @@ TraceOptions trace_options(const Opts& opt) {
 void with_pod(const Opts& opt, PodParams params, double clock_ghz,
               const std::function<void(HostPort&)>& job) {
   if (opt.count("--waves-chips")) params.wave_chips = parse_chips(opt.at("--waves-chips"));
+  if (opt.count("--watchdog"))
+    params.watchdog_cycles = parse_uint("--watchdog", opt.at("--watchdog"), 0, uint64_t{1} << 40);
   const std::string engine = get(opt, "--engine", "systemc");
   const TraceOptions topt = trace_options(opt);
   auto traced = [&](HostPort& h) {
