@@ -262,7 +262,11 @@ HbmConfig parse_hbm_config(const std::string& yaml_text, const std::string& sour
   if (!root.IsMap()) throw HbmConfigError(source + ": hbm: the file must be a map with 'hbm:'");
   const std::string dup = yaml_duplicate_key(root);  // yaml-cpp keeps duplicates silently
   if (!dup.empty()) throw HbmConfigError(source + ": " + dup);
-  return hbm_config_from_node(root["hbm"], source);
+  try {
+    return hbm_config_from_node(root["hbm"], source);
+  } catch (const YAML::Exception& e) {  // a conversion no rule foresaw (a key that is a list)
+    throw HbmConfigError(source + ": " + e.what());
+  }
 }
 
 HbmConfig load_hbm_config(const std::string& path) {
