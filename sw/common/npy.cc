@@ -6,6 +6,8 @@
 #include <limits>
 #include <memory>
 
+#include <sys/stat.h>
+
 #include "tpu/bf16.h"
 
 // Element bytes are copied as-is, so the host must store them the way the file does.
@@ -53,7 +55,13 @@ using File = std::unique_ptr<std::FILE, FileCloser>;
 std::vector<uint8_t> read_file(const std::string& path) {
   File f(std::fopen(path.c_str(), "rb"));
   if (!f) fail(path, std::string("cannot open for reading (") + std::strerror(errno) + ")");
+  // The whole file is read, so memory is bounded by its size, never by what a header claims;
+  // a device such as /dev/zero has no end and is refused.
+  struct stat st {};
+  if (::fstat(::fileno(f.get()), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
+    fail(path, "not a regular file");
   std::vector<uint8_t> bytes;
+  if (S_ISREG(st.st_mode)) bytes.reserve(static_cast<size_t>(st.st_size));
   uint8_t buf[1 << 16];
   size_t got;
   while ((got = std::fread(buf, 1, sizeof buf, f.get())) > 0)

@@ -256,8 +256,10 @@ void Report::write(const std::string& path) const {
                              "' for writing: " + std::strerror(errno));
   }
   f << json().dump(2) << "\n";
-  f.close();
-  if (!f) throw std::runtime_error("report: writing '" + path + "' failed");
+  f.close();  // flushes: a full disk or a short write shows up here
+  if (!f)
+    throw std::runtime_error("report: writing '" + path + "' failed (" + std::strerror(errno) +
+                             ")");
 }
 
 }  // namespace tpu

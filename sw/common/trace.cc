@@ -1,5 +1,7 @@
 #include "trace.h"
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <stdexcept>
 
@@ -144,7 +146,9 @@ void write_trace(const std::string& path, const std::vector<TraceEvent>& events,
   std::ofstream f(path, std::ios::binary);
   if (!f) throw std::runtime_error(path + ": cannot open the trace file for writing");
   f << text << '\n';
-  if (!f) throw std::runtime_error(path + ": writing the trace failed");
+  f.close();  // the last buffer is written here: a full disk shows up now, not never
+  if (!f) throw std::runtime_error(path + ": writing the trace failed (" + std::strerror(errno) +
+                                   ")");
 }
 
 }  // namespace tpu

@@ -8,6 +8,7 @@
 
 #include "chip_dut.h"
 #include "mxu_dut.h"
+#include "yaml_keys.h"
 
 namespace tpu {
 
@@ -29,6 +30,21 @@ void check_keys(const YAML::Node& map, const std::string& file, const std::strin
   }
 }
 
+// watchdog_cycles: cycles without progress before a run stops as hung; 0 turns it off.
+uint64_t watchdog_of(const YAML::Node& n, const std::string& file, const std::string& where) {
+  long long v = -1;
+  try {
+    v = n.as<long long>();
+  } catch (const YAML::Exception&) {
+  }
+  if (v < 0 || v > (1ll << 40))
+    fail(file, where + "watchdog_cycles",
+         "must be an integer number of cycles from 0 (off) to 2^40 (got '" +
+             (n.IsScalar() ? n.Scalar() : std::string("a ") + (n.IsMap() ? "mapping" : "list")) +
+             "')");
+  return static_cast<uint64_t>(v);
+}
+
 std::string get_string(const YAML::Node& node, const std::string& file, const std::string& key) {
   if (!node.IsScalar()) fail(file, key, "must be a string");
   return node.as<std::string>();
@@ -38,26 +54,47 @@ std::string get_string(const YAML::Node& node, const std::string& file, const st
 
 namespace {
 YAML::Node load_yaml(const std::string& path) {
+  YAML::Node root;
   try {
-    return YAML::LoadFile(path);
+    root = YAML::LoadFile(path);
   } catch (const YAML::BadFile&) {
     throw ConfigError(path + ": cannot open the configuration file");
-  } catch (const YAML::ParserException& e) {
+  } catch (const YAML::Exception& e) {
     throw ConfigError(path + ": not valid YAML: " + e.what());
   }
+  const std::string dup = yaml_duplicate_key(root);  // yaml-cpp keeps duplicates silently
+  if (!dup.empty()) throw ConfigError(path + ": " + dup);
+  return root;
 }
 
 ChipConfig chip_config_from(const YAML::Node& root, const std::string& path);
 }  // namespace
 
+namespace {
+PodConfig pod_config_from(const std::string& path);
+}  // namespace
+
 ChipConfig load_chip_config(const std::string& path) {
-  const YAML::Node root = load_yaml(path);
-  if (!root.IsMap()) fail(path, "", "the top level must be a mapping with a 'chip' section");
-  check_keys(root, path, "", {"chip", "hbm", "faults"});
-  return chip_config_from(root, path);
+  try {
+    const YAML::Node root = load_yaml(path);
+    if (!root.IsMap()) fail(path, "", "the top level must be a mapping with a 'chip' section");
+    check_keys(root, path, "", {"chip", "hbm", "faults"});
+    return chip_config_from(root, path);
+  } catch (const YAML::Exception& e) {  // a conversion no rule above foresaw (a key that is a list)
+    throw ConfigError(path + ": " + e.what());
+  }
 }
 
 PodConfig load_pod_config(const std::string& path) {
+  try {
+    return pod_config_from(path);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(path + ": " + e.what());
+  }
+}
+
+namespace {
+PodConfig pod_config_from(const std::string& path) {
   const YAML::Node root = load_yaml(path);
   if (!root.IsMap())
     fail(path, "", "the top level must be a mapping with 'pod' and 'chip' sections");
@@ -77,10 +114,12 @@ PodConfig load_pod_config(const std::string& path) {
   if (!pod) fail(path, "pod", "missing section");
   if (!pod.IsMap()) fail(path, "pod", "must be a mapping");
   check_keys(pod, path, "pod.", {"shape", "wrap", "link_latency", "link_width_bytes",
-                                 "host_bytes_per_cycle"});
+                                 "host_bytes_per_cycle", "watchdog_cycles"});
   PodParams& p = pc.params;
   p.variant = pc.chip.variant;
   p.hbm = pc.chip.hbm;
+  p.watchdog_cycles = pc.chip.watchdog_cycles;
+  if (const YAML::Node w = pod["watchdog_cycles"]) p.watchdog_cycles = watchdog_of(w, path, "pod.");
   const YAML::Node shape = pod["shape"];
   if (!shape) fail(path, "pod.shape", "missing: chips per dimension, x first, e.g. [4, 4]");
   if (!shape.IsSequence() || shape.size() < 1 || shape.size() > 3)
@@ -219,6 +258,7 @@ PodConfig load_pod_config(const std::string& path) {
   }
   return pc;
 }
+}  // namespace
 
 namespace {
 
@@ -331,7 +371,8 @@ ChipConfig chip_config_from(const YAML::Node& root, const std::string& path) {
   const YAML::Node chip = root["chip"];
   if (!chip) fail(path, "chip", "missing section");
   if (!chip.IsMap()) fail(path, "chip", "must be a mapping");
-  check_keys(chip, path, "chip.", {"variant", "clock_ghz"});
+  check_keys(chip, path, "chip.", {"variant", "clock_ghz", "watchdog_cycles"});
+  if (const YAML::Node w = chip["watchdog_cycles"]) cfg.watchdog_cycles = watchdog_of(w, path, "chip.");
   if (chip["variant"]) cfg.variant = get_string(chip["variant"], path, "chip.variant");
   if (const YAML::Node g = chip["clock_ghz"]) {
     double v = 0;

@@ -26,6 +26,9 @@ struct ChipConfig {
   double clock_ghz = 1.0;             // chip.clock_ghz: the chip (and pod) clock, for the
                                       // timeline's microseconds (docs/profiling.md)
   FaultConfig faults;                 // faults: fault injection (none by default; docs/hbm.md)
+  uint64_t watchdog_cycles = kDefaultWatchdogCycles;  // chip.watchdog_cycles: cycles without
+                                      // progress before a run stops as hung (0: off;
+                                      // docs/errors.md)
 };
 
 // Reads `path`. Unknown keys, wrong types, impossible values and variants that were not built

@@ -170,6 +170,10 @@ ProgramResult ChipDriver::run(const std::vector<ChipCmd>& prog, bool throw_on_er
     st = port_->run_until_idle(max_cycles, /*stop_on_error=*/false);
   } catch (const ChipError&) {
     throw;
+  } catch (const HangError&) {  // the watchdog's diagnosis, as it is
+    port_->progress = saved;
+    port_->progress_every = every;
+    throw;
   } catch (const PodError& e) {
     port_->progress = saved;
     port_->progress_every = every;

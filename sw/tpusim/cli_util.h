@@ -4,7 +4,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fcntl.h>
+#include <unistd.h>
 #include <stdexcept>
 #include <string>
 
@@ -75,13 +80,41 @@ class ProgressLine {
   std::chrono::steady_clock::time_point last_ = t0_;
 };
 
-// Writes rep (indented) to path; std::invalid_argument if the file cannot be opened.
+// Writes rep (indented) to path; std::invalid_argument if the file cannot be opened or the
+// write fails or is cut short (a full disk).
 inline void write_json_report(const std::string& path, const Json& rep) {
   FILE* f = std::fopen(path.c_str(), "w");
   if (!f) throw std::invalid_argument(path + ": cannot open the report for writing");
   const std::string text = rep.dump(2) + "\n";
-  std::fwrite(text.data(), 1, text.size(), f);
-  std::fclose(f);
+  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok) throw std::invalid_argument(path + ": writing the report failed (" +
+                                       std::strerror(errno) + ")");
+}
+
+// An output path, checked before a long run: its directory exists and is writable, and the
+// path is not a directory or a read-only file. std::invalid_argument naming the flag and path.
+inline void check_output_path(const std::string& flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(path);
+  const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  if (!fs::is_directory(dir, ec))
+    throw std::invalid_argument(flag + " " + path + ": directory '" + dir.string() +
+                                "' does not exist");
+  if (fs::is_directory(p, ec))
+    throw std::invalid_argument(flag + " " + path + ": is a directory");
+  // Opened for writing now (not truncated; a file made for the test is removed again), which
+  // also catches what permission bits do not say (a read-only file system, root's rights).
+  const bool existed = fs::exists(p, ec);
+  if (existed && !fs::is_regular_file(p, ec) && !fs::is_character_file(p, ec)) return;
+  const int fd = existed ? ::open(path.c_str(), O_WRONLY | O_NONBLOCK)
+                         : ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd < 0)
+    throw std::invalid_argument(flag + " " + path + ": cannot be written (" +
+                                std::strerror(errno) + ")");
+  ::close(fd);
+  if (!existed) ::unlink(path.c_str());
 }
 
 }  // namespace tpu

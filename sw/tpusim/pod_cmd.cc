@@ -62,6 +62,8 @@ const char* kPodUsage =
     "  --fault KEY=VALUE    fault injection, repeatable (every pod command): seed=S,\n"
     "                       hbm_single_bit_rate=P, hbm_double_bit_rate=P (per 64-bit word read),\n"
     "                       hbm_flip_at=ADDR[:BITS][@CHIP] (docs/hbm.md)\n"
+    "  --watchdog CYCLES    stop as hung (exit 3) after this many cycles without progress\n"
+    "                       (default: the config's watchdog_cycles, 1000000; 0: off)\n"
     "usage: tpusim pod [options]            the pod job: a matmul on every chip at once, then\n"
     "                                       an all-reduce (sum) of the results in HBM\n"
     "  --config FILE --engine E --waves-chips LIST --json FILE --seed S --algo A --quiet\n"
@@ -84,7 +86,9 @@ Opts parse_options(const std::vector<std::string>& args, const std::vector<std::
       continue;
     }
     const bool flag = std::find(flags.begin(), flags.end(), a) != flags.end();
-    const bool val = std::find(valued.begin(), valued.end(), a) != valued.end();
+    // --watchdog: every command that runs the pod takes it (with_pod applies it).
+    const bool val = std::find(valued.begin(), valued.end(), a) != valued.end() ||
+                     a == "--watchdog";
     if (!flag && !val) throw std::invalid_argument("unknown option '" + a + "'\n" + usage);
     if (opt.count(a)) throw std::invalid_argument(a + " is given twice");
     if (flag) {
@@ -94,13 +98,8 @@ Opts parse_options(const std::vector<std::string>& args, const std::vector<std::
     if (i + 1 >= args.size()) throw std::invalid_argument(a + " needs a value");
     opt[a] = args[++i];
   }
-  for (const std::string& k : out_paths) {
-    if (!opt.count(k)) continue;
-    const std::filesystem::path dir = std::filesystem::path(opt.at(k)).parent_path();
-    if (!dir.empty() && !std::filesystem::is_directory(dir))
-      throw std::invalid_argument(k + " " + opt.at(k) + ": directory '" + dir.string() +
-                                  "' does not exist");
-  }
+  for (const std::string& k : out_paths)
+    if (opt.count(k)) check_output_path(k, opt.at(k));
   return opt;
 }
 
@@ -145,6 +144,8 @@ void with_pod(const Opts& opt, PodParams params, double clock_ghz,
     check_fault_flags(params.faults, chip_shape(params.variant).hbm_bytes,
                       params.topo.num_chips());
   }
+  if (opt.count("--watchdog"))
+    params.watchdog_cycles = parse_uint("--watchdog", opt.at("--watchdog"), 0, uint64_t{1} << 40);
   const std::string engine = get(opt, "--engine", "systemc");
   // Threads stepping the chips: plain C++ only (the SystemC kernel runs one process at a time).
   if (opt.count("--threads") && engine != "cpp")

@@ -34,7 +34,8 @@ const char* kShardUsage =
     "  --trace FILE         the timeline (Chrome trace-event JSON: ui.perfetto.dev); each\n"
     "                       command labelled with its phase\n"
     "  --trace-cycles A:B   only the events that overlap pod cycles [A, B)\n"
-    "  --seed S --engine systemc|cpp --threads N --waves-chips LIST --json FILE --quiet\n";
+    "  --seed S --engine systemc|cpp --threads N --waves-chips LIST --json FILE --quiet\n"
+    "  --watchdog CYCLES    cycles without progress before the run stops as hung (exit 3)\n";
 
 namespace {
 

@@ -7,10 +7,16 @@
 //
 // Runs C = A x W on the MXU of the configured chip variant, checks every output bit for bit
 // against the golden model, and reports cycles, ideal cycles, utilization and mismatches.
+#include <sys/statvfs.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <csignal>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <random>
@@ -22,6 +28,7 @@
 #include "chip_driver.h"
 #include "cli_util.h"
 #include "json.h"
+#include "pod_cli.h"
 #include "pod_cmd.h"
 #include "shard_cmd.h"
 #include "train_cmd.h"
@@ -65,17 +72,53 @@ const char* kUsage =
     "  --quiet             no progress line\n"
     "  --fault KEY=VALUE   fault injection, repeatable, over the config's faults: section:\n"
     "                      seed=S, hbm_single_bit_rate=P, hbm_double_bit_rate=P (per 64-bit\n"
-    "                      word read), hbm_flip_at=ADDR[:BITS] (docs/hbm.md)\n";
+    "                      word read), hbm_flip_at=ADDR[:BITS] (docs/hbm.md)\n"
+    "  --watchdog CYCLES   stop as hung (exit 3) after this many cycles without progress\n"
+    "                      (default: the config's chip.watchdog_cycles, 1000000; 0: off)\n"
+    "exit codes: 0 pass, 1 golden mismatch, 2 bad input or output, 3 hang or chip error\n";
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// FST waves (docs/errors.md): Verilator's FST writer neither reports a failed write nor
+// survives a full disk (its memory-mapped temporary files raise SIGBUS). So: the file system
+// must have room before the run starts, a SIGBUS ends the tool with exit 2 and a message naming
+// the dump, and a disk found full after the dump is an error.
+constexpr uint64_t kWavesMinFree = 64ull << 20;
+char g_sigbus_msg[512] = "tpusim: error: SIGBUS: a memory-mapped file could not be written\n";
+
+extern "C" void on_sigbus(int) {
+  const ssize_t n = ::write(2, g_sigbus_msg, std::strlen(g_sigbus_msg));
+  (void)n;
+  ::_exit(kExitUsage);
+}
+
+uint64_t free_bytes(const std::string& path) {
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  struct statvfs v {};
+  if (::statvfs(dir.c_str(), &v) != 0) return ~0ull;  // unknown: the write itself will tell
+  return static_cast<uint64_t>(v.f_bavail) * v.f_frsize;
+}
+
+void prepare_waves(const std::string& path) {
+  const uint64_t room = free_bytes(path);
+  if (room < kWavesMinFree)
+    throw UsageError("--waves " + path + ": only " + std::to_string(room >> 20) +
+                     " MiB free on its file system (an FST dump needs at least " +
+                     std::to_string(kWavesMinFree >> 20) + " MiB)");
+  std::snprintf(g_sigbus_msg, sizeof g_sigbus_msg,
+                "tpusim: error: --waves %s: writing the FST dump failed (SIGBUS: is the disk "
+                "full?); the run's summary is lost\n",
+                path.c_str());
+}
+
 // The end of both matmul commands: golden verdict, host time and speed, the files written, the
 // JSON and the summary, the first mismatch; returns the exit code.
 int finish_matmul_report(Report& rep, std::map<std::string, std::string>& opt, double wall,
                          uint64_t cycles, const MatmulShape& sh, const std::vector<uint32_t>& got,
-                         const std::vector<uint32_t>& want) {
+                         const std::vector<uint32_t>& want, const std::function<void()>& files) {
   std::size_t mismatches = 0;
   long first_bad = -1;
   for (std::size_t i = 0; i < want.size(); ++i)
@@ -90,7 +133,6 @@ int finish_matmul_report(Report& rep, std::map<std::string, std::string>& opt, d
              "cycles/s", "simulated cycles per host second");
   for (const char* k : {"--out", "--waves", "--trace"})
     if (opt.count(k)) rep.field(k + 2, opt[k]);
-  if (opt.count("--json")) rep.write(opt["--json"]);
   std::fputs(rep.summary().c_str(), stdout);
   std::printf("  golden check: %s (%zu of %zu outputs differ)\n", pass ? "PASS" : "FAIL",
               mismatches, want.size());
@@ -99,6 +141,9 @@ int finish_matmul_report(Report& rep, std::map<std::string, std::string>& opt, d
     std::printf("  first mismatch at [%zu,%zu]: got %08x, golden %08x\n", i / sh.n, i % sh.n,
                 got[i], want[i]);
   }
+  std::fflush(stdout);  // the summary stays even if a file cannot be written
+  files();              // --out, --trace: a failed write is an error naming the path (exit 2)
+  if (opt.count("--json")) rep.write(opt["--json"]);
   return pass ? kExitOk : kExitMismatch;
 }
 
@@ -148,6 +193,9 @@ int run_chip(const ChipConfig& cfg, const std::string& config_path, const Matmul
     topt.to = parse_uint("--trace-cycles TO", v.substr(colon + 1), topt.from + 1, ~0ull);
   }
   if (topt.enabled) drv->port().set_trace(topt);
+  drv->port().set_watchdog(has("--watchdog")
+                               ? parse_uint("--watchdog", opt["--watchdog"], 0, uint64_t{1} << 40)
+                               : cfg.watchdog_cycles);
   const auto t0 = std::chrono::steady_clock::now();
   MatmulRun r;
   {
@@ -159,14 +207,12 @@ int run_chip(const ChipConfig& cfg, const std::string& config_path, const Matmul
     drv->progress = nullptr;  // `line` ends here
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (topt.enabled)
-    write_trace(opt["--trace"], drv->port().take_trace(), drv->port().info(), cfg.clock_ghz);
+  std::vector<TraceEvent> events;
+  if (topt.enabled) events = drv->port().take_trace();
   const auto want = golden_chip_matmul(a, w, sh.m, sh.k, sh.n, mo);
   std::vector<float> c(r.c_bits.size());
   for (std::size_t i = 0; i < c.size(); ++i)
     c[i] = mo.out_bf16 ? bf16_to_f32(static_cast<bf16_t>(r.c_bits[i])) : f32_from_bits(r.c_bits[i]);
-  if (has("--out")) write_npy_f32(opt["--out"], c, {sh.m, sh.n});
-
   const ChipShape& s = drv->shape();
   const ProgramResult& p = r.prog;
   const uint64_t cycles = p.cycles;
@@ -213,7 +259,10 @@ int run_chip(const ChipConfig& cfg, const std::string& config_path, const Matmul
               "cycles", "the HBM traffic at peak");
   roof.metric("bound_cycles", r.roofline_cycles, "cycles", "the larger of the two", true);
   roof.metric("achieved_fraction", frac, "fraction", "bound / cycles", true);
-  return finish_matmul_report(rep, opt, wall, cycles, sh, r.c_bits, want);
+  return finish_matmul_report(rep, opt, wall, cycles, sh, r.c_bits, want, [&] {
+    if (has("--out")) write_npy_f32(opt["--out"], c, {sh.m, sh.n});
+    if (topt.enabled) write_trace(opt["--trace"], events, drv->port().info(), cfg.clock_ghz);
+  });
 }
 
 int cmd_matmul(const std::vector<std::string>& args) {
@@ -223,7 +272,7 @@ int cmd_matmul(const std::vector<std::string>& args) {
                                            "--n",      "--seed",    "--dist", "--a",
                                            "--w",      "--out",     "--json", "--waves",
                                            "--bias",   "--out-dtype", "--trace",
-                                           "--trace-cycles"};
+                                           "--trace-cycles", "--watchdog"};
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--quiet") {
@@ -252,13 +301,8 @@ int cmd_matmul(const std::vector<std::string>& args) {
   }
   auto has = [&](const char* k) { return opt.count(k) > 0; };
   // Output paths are checked before a long simulation, not after it.
-  for (const char* k : {"--out", "--json", "--waves", "--trace"}) {
-    if (!has(k)) continue;
-    const std::filesystem::path dir = std::filesystem::path(opt[k]).parent_path();
-    if (!dir.empty() && !std::filesystem::is_directory(dir))
-      throw UsageError(std::string(k) + " " + opt[k] + ": directory '" + dir.string() +
-                       "' does not exist");
-  }
+  for (const char* k : {"--out", "--json", "--waves", "--trace"})
+    if (has(k)) check_output_path(k, opt[k]);
 
   const std::string config_path = has("--config") ? opt["--config"] : source_file("configs/default.yaml");
   ChipConfig cfg = load_chip_config(config_path);
@@ -316,7 +360,14 @@ int cmd_matmul(const std::vector<std::string>& args) {
     inputs = "random: seed=" + std::to_string(seed) + " dist=" + dist;
   }
 
-  if (!has("--mxu-only")) return run_chip(cfg, config_path, sh, a, w, inputs, opt);
+  if (has("--waves")) prepare_waves(opt["--waves"]);
+  if (!has("--mxu-only")) {
+    const int rc = run_chip(cfg, config_path, sh, a, w, inputs, opt);  // the dump is closed now
+    if (has("--waves") && free_bytes(opt["--waves"]) == 0)
+      throw UsageError("--waves " + opt["--waves"] +
+                       ": the disk is full after the dump; the FST file may be cut short");
+    return rc;
+  }
   for (const char* k : {"--bias", "--relu", "--out-dtype", "--trace", "--trace-cycles"})
     if (has(k)) throw UsageError(std::string(k) + " needs the whole chip (drop --mxu-only)");
 
@@ -344,8 +395,6 @@ int cmd_matmul(const std::vector<std::string>& args) {
 
   const auto want = golden_matmul(a, w, sh.m, sh.k, sh.n);
 
-  if (has("--out")) write_npy_f32(opt["--out"], res.c, {sh.m, sh.n});
-
   const MxuRunStats& st = res.stats;
   Report rep("matmul " + std::to_string(sh.m) + "x" + std::to_string(sh.k) + "x" +
              std::to_string(sh.n) + " (M x K x N) on MXU " + cfg.variant + ": " +
@@ -366,7 +415,26 @@ int cmd_matmul(const std::vector<std::string>& args) {
   std::vector<uint32_t> got(res.c.size()), want_bits(want.size());
   for (std::size_t i = 0; i < got.size(); ++i) got[i] = f32_bits(res.c[i]);
   for (std::size_t i = 0; i < want_bits.size(); ++i) want_bits[i] = f32_bits(want[i]);
-  return finish_matmul_report(rep, opt, wall, st.cycles, sh, got, want_bits);
+  return finish_matmul_report(rep, opt, wall, st.cycles, sh, got, want_bits, [&] {
+    if (has("--out")) write_npy_f32(opt["--out"], res.c, {sh.m, sh.n});
+  });
+}
+
+// tpusim hang: a deliberate deadlock, to test the watchdog and exit code 3 (docs/errors.md):
+// chip 1 of the pod waits on ICI counter 5 for a row that no chip sends. Not in the usage.
+int cmd_hang(const std::vector<std::string>& args) {
+  const char* usage = "usage: tpusim hang [--config POD.yaml] [--engine systemc|cpp] "
+                      "[--watchdog CYCLES]\n";
+  const Opts opt = parse_options(args, {"--config", "--engine"}, {}, usage);
+  const PodConfig cfg = load_pod_config(get(opt, "--config", source_file("configs/pod_2x2.yaml")));
+  if (cfg.params.topo.num_chips() < 2)
+    throw std::invalid_argument("hang: the pod needs two chips or more");
+  with_pod(opt, cfg.params, cfg.chip.clock_ghz, [](HostPort& h) {
+    h.push(1, {cmd_ici_wait(5, 1)});
+    h.run_until_idle();
+  });
+  std::puts("tpusim hang: the run ended (the watchdog is off?)");
+  return kExitOk;
 }
 
 }  // namespace
@@ -383,6 +451,7 @@ int main(int argc, char** argv) {
 }
 
 int sc_main(int argc, char** argv) {
+  std::signal(SIGBUS, on_sigbus);
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::cout << kUsage << kTrafficUsage << kPodUsage << kShardUsage << kTrainUsage;
@@ -400,13 +469,14 @@ int sc_main(int argc, char** argv) {
       }
     }
     const bool pod_cmd = cmd == "allreduce" || cmd == "collective" || cmd == "pod" ||
-                         cmd == "shard" || cmd == "train";
+                         cmd == "shard" || cmd == "train" || cmd == "hang";
     if (pod_cmd && args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
       std::cout << (cmd == "shard" ? kShardUsage : cmd == "train" ? kTrainUsage : kPodUsage);
       return kExitOk;
     }
     if (pod_cmd) {
       try {
+        if (cmd == "hang") return cmd_hang(args);
         if (cmd == "shard") return cmd_shard(args);
         if (cmd == "train") return cmd_train(args);
         if (cmd == "allreduce") return cmd_allreduce(args);
@@ -429,6 +499,9 @@ int sc_main(int argc, char** argv) {
   } catch (const NpyError& e) {
     std::cerr << "tpusim: error: " << e.what() << "\n";
     return kExitUsage;
+  } catch (const HangError& e) {
+    std::cerr << "tpusim: hang: " << e.what() << "\n";
+    return kExitSim;
   } catch (const PodError& e) {
     std::cerr << "tpusim: simulation error: " << e.what() << "\n";
     return kExitSim;

@@ -23,12 +23,15 @@ const char* kTrafficUsage =
     "  --cycles N            measured cycles after 1000 warm-up cycles (default 4000)\n"
     "  --link-latency C      cycles per link (default 1)\n"
     "  --seed S              traffic seed (default 1)\n"
-    "  --json FILE           write the JSON report\n";
+    "  --json FILE           write the JSON report\n"
+    "  --watchdog CYCLES     stop as hung (exit 3) when no flit enters or leaves the network\n"
+    "                        for this many cycles (default 2000)\n";
 
 int cmd_traffic(const std::vector<std::string>& args) {
   std::map<std::string, std::string> opt;
   const std::vector<std::string> valued = {"--topology", "--pattern",      "--rate", "--length",
-                                           "--cycles",   "--link-latency", "--seed", "--json"};
+                                           "--cycles",   "--link-latency", "--seed", "--json",
+                                           "--watchdog"};
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--mesh") {
@@ -91,13 +94,15 @@ int cmd_traffic(const std::vector<std::string>& args) {
   }
   cfg.seed = static_cast<unsigned>(parse_uint("--seed", get("--seed", "1"), 0, 0x7fffffff));
   const uint64_t cycles = parse_uint("--cycles", get("--cycles", "4000"), 1, 100000000);
+  const uint64_t watchdog = parse_uint("--watchdog", get("--watchdog", "2000"), 1, uint64_t{1} << 40);
+  if (opt.count("--json")) check_output_path("--json", opt["--json"]);  // before the run
 
   std::fprintf(stderr, "[tpusim] traffic: %s, %s, %s flits, offered %.3f, %llu cycles\n",
                topo.name().c_str(), pattern.c_str(), len.c_str(), cfg.rate,
                static_cast<unsigned long long>(cycles));
   IciNet net(topo);
   IciScoreboard sb(net);
-  const IciRunStats st = ici_run(net, sb, cfg, 1000, cycles, 100000 + 10 * cycles);
+  const IciRunStats st = ici_run(net, sb, cfg, 1000, cycles, 100000 + 10 * cycles, watchdog);
   const bool ok = st.completed && sb.errors().empty();
 
   Report rep("traffic on " + topo.name() + ": " + pattern + ", " + len + "-flit packets");
@@ -119,7 +124,6 @@ int cmd_traffic(const std::vector<std::string>& args) {
   if (!st.error.empty()) errs.push_back(st.error);
   for (const auto& e : sb.errors()) errs.push_back(e);
   rep.field("errors", std::move(errs));
-  if (opt.count("--json")) rep.write(opt["--json"]);
   std::fputs(rep.summary().c_str(), stdout);
   std::printf("  delivery check: %s (%llu of %llu packets delivered once, in order, intact)\n",
               ok ? "PASS" : "FAIL", static_cast<unsigned long long>(sb.checked()),
@@ -128,6 +132,9 @@ int cmd_traffic(const std::vector<std::string>& args) {
     if (!st.error.empty()) std::printf("  %s\n", st.error.c_str());
     for (const auto& e : sb.errors()) std::printf("  %s\n", e.c_str());
   }
+  std::fflush(stdout);  // the summary stays even if the report cannot be written
+  if (opt.count("--json")) rep.write(opt["--json"]);
+  if (!st.completed && !st.error.empty()) return 3;  // the watchdog: a deadlock or livelock
   return ok ? 0 : 1;
 }
 

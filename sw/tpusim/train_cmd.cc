@@ -42,7 +42,8 @@ const char* kTrainUsage =
     "  --trace FILE         the timeline of the steps --trace-steps picks (Chrome trace-event\n"
     "                       JSON: ui.perfetto.dev), each command labelled with its phase\n"
     "  --trace-steps A:B    steps [A, B) (default 0:1)\n"
-    "  --engine systemc|cpp --threads N --waves-chips LIST --json FILE --quiet\n";
+    "  --engine systemc|cpp --threads N --waves-chips LIST --json FILE --quiet\n"
+    "  --watchdog CYCLES    cycles without progress before the run stops as hung (exit 3)\n";
 
 namespace {
 

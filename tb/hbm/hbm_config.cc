@@ -1,5 +1,7 @@
 #include "hbm_config.h"
 
+#include "yaml_keys.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
@@ -258,7 +260,13 @@ HbmConfig parse_hbm_config(const std::string& yaml_text, const std::string& sour
     throw HbmConfigError(source + ": not valid YAML: " + e.what());
   }
   if (!root.IsMap()) throw HbmConfigError(source + ": hbm: the file must be a map with 'hbm:'");
-  return hbm_config_from_node(root["hbm"], source);
+  const std::string dup = yaml_duplicate_key(root);  // yaml-cpp keeps duplicates silently
+  if (!dup.empty()) throw HbmConfigError(source + ": " + dup);
+  try {
+    return hbm_config_from_node(root["hbm"], source);
+  } catch (const YAML::Exception& e) {  // a conversion no rule foresaw (a key that is a list)
+    throw HbmConfigError(source + ": " + e.what());
+  }
 }
 
 HbmConfig load_hbm_config(const std::string& path) {

@@ -25,6 +25,18 @@ class PodError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The watchdog saw no progress (no command issued or retired, no flit or credit on a link, no
+// host-port beat, no work counter changing) for watchdog_cycles while the machine was not idle:
+// a deadlock, a credit leak, a wait nobody answers. The message names the chips and units still
+// busy, their queue heads, ICI waits, host copies and links short of credits (docs/errors.md).
+class HangError : public PodError {
+ public:
+  using PodError::PodError;
+};
+
+// The watchdog's default bound (PodParams::watchdog_cycles, the configs' watchdog_cycles).
+constexpr uint64_t kDefaultWatchdogCycles = 1'000'000;
+
 // A chip stopped with its sticky error register set (code, failing command index), or hung
 // (code 0). The message names the chip, the code (chip_err_name) and the command, and for
 // hbm_uncorrectable the HBM address (also raised, with command 0, when a host-port read or a
@@ -119,9 +131,13 @@ class HostPort {
 
   // Runs until every chip is idle, every router empty and every link quiet. A chip whose error
   // register is set stops the run with a ChipError (its code and command index) when
-  // stop_on_error, else it just drains its queue and the run goes on; a hang (max_cycles) is a
-  // PodError that lists what every chip is doing.
+  // stop_on_error, else it just drains its queue and the run goes on. No progress for the
+  // watchdog's cycles (set_watchdog) is a HangError naming what is stuck; max_cycles is the
+  // outer bound (a PodError that lists what every chip is doing). Every wait of the machine
+  // (copy() too) is bounded by the watchdog.
   virtual RunStats run_until_idle(uint64_t max_cycles = 50'000'000, bool stop_on_error = true) = 0;
+  // The watchdog's bound in cycles (0: off); PodParams::watchdog_cycles sets it at first.
+  virtual void set_watchdog(uint64_t /*cycles*/) {}
 
   // Registers.
   virtual ChipStatus status(int chip) = 0;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 namespace tpu {
 
@@ -43,6 +44,7 @@ void IciLink::send_flit(uint64_t t, bool valid, unsigned vc, const uint32_t* fli
     std::memcpy(&data_[s * words_], flit, words_ * sizeof(uint32_t));
     ++flits_;
     flit_activity_ = t + 1;
+    ++vc_flits_[vc & 3u];
   }
 }
 
@@ -55,7 +57,10 @@ bool IciLink::flit_at(uint64_t t, unsigned* vc, const uint32_t** flit) const {
 
 void IciLink::send_credit(uint64_t t, bool valid, unsigned vc) {
   cr_[(t + latency_) % cr_.size()] = {valid, vc};
-  if (valid) credit_activity_ = t + 1;
+  if (valid) {
+    credit_activity_ = t + 1;
+    ++vc_credits_[vc & 3u];
+  }
 }
 
 bool IciLink::credit_at(uint64_t t, unsigned* vc) const {
@@ -119,11 +124,22 @@ void HostAgent::drive(ChipDut& d) {
 
 void HostAgent::observe(ChipDut& d, uint64_t t) {
   if (req_op_ && req_op_->first == ~0ull) req_op_->first = t;
+  moved_ = false;
   if (cmd_valid_ && d.cmd_ready()) {
+    if (clearing_) {  // the clear restarts the chip's command indices
+      taken_.clear();
+      taken_base_ = 0;
+    }
+    taken_.push_back(cmds_.front());
     cmds_.pop_front();
     ++pushed_;
+    moved_ = true;
+  } else if (clearing_) {
+    taken_.clear();
+    taken_base_ = 0;
   }
   if (d.hm_rsp_valid()) {
+    moved_ = true;
     const unsigned tg = d.hm_rsp_tag() % static_cast<unsigned>(tag_op_.size());
     if (!tag_op_[tg]) throw PodError("host port: HBM response with an unknown tag");
     MemOp& op = *tag_op_[tg];
@@ -140,6 +156,7 @@ void HostAgent::observe(ChipDut& d, uint64_t t) {
     tag_op_[tg].reset();
   }
   if (req_valid_ && d.hm_req_ready()) {
+    moved_ = true;
     credit_ -= 64;
     for (const auto& o : ops_) {
       if (o->issued * 64 < o->data.size()) {
@@ -161,6 +178,24 @@ void HostAgent::observe(ChipDut& d, uint64_t t) {
   }
 }
 
+void HostAgent::issued_below(uint64_t idx) {
+  while (!taken_.empty() && taken_base_ < idx) {
+    taken_.pop_front();
+    ++taken_base_;
+  }
+}
+
+std::string HostAgent::describe_copies() const {
+  std::string s;
+  for (const auto& o : ops_) {
+    s += std::string(s.empty() ? "" : "; ") + (o->write ? "write" : "read") + " of " +
+         std::to_string(o->data.size()) + " bytes at HBM " + std::to_string(o->addr) + ": " +
+         std::to_string(o->issued) + " of " + std::to_string(o->data.size() / 64) +
+         " bursts requested, " + std::to_string(o->done) + " answered";
+  }
+  return s;
+}
+
 // ---------------------------------------------------------------------------------------------
 // PodCore
 // ---------------------------------------------------------------------------------------------
@@ -179,6 +214,8 @@ PodCore::PodCore(const PodParams& p) : p_(p) {
   agents_.resize(static_cast<std::size_t>(n));
   for (auto& a : agents_) a.set_bytes_per_cycle(p_.host_bytes_per_cycle);
   last_busy_.assign(static_cast<std::size_t>(n), 0);
+  chip_progress_.assign(static_cast<std::size_t>(n), 0);
+  head_.assign(static_cast<std::size_t>(n), Head{});
   ports_.resize(static_cast<std::size_t>(n));
   words_ = chips_[0]->flit_words();
   const unsigned row = chips_[0]->shape().cols * 4;
@@ -273,9 +310,16 @@ void PodCore::step_chip(int i) {
     d.set_ici_tx_cr(dir, cv, cvc);
   }
   d.eval();
+  // Progress at the chip's ports this cycle (the watchdog, docs/errors.md): a command issued or
+  // completed, a flit or a credit sent on a link, the host port moving.
+  const ChipTracePort tp = d.trace_port();
+  bool moved = tp.issue || tp.done != 0;
+  agents_[i].issued_below(tp.index);
+  head_[i] = {tp.index, tp.wait};
   for (unsigned dir = 0; dir < 6; ++dir) {
     const Port& p = ports_[i][dir];
     const bool tv = d.ici_tx_valid(dir);
+    moved = moved || tv || (p.in && d.ici_rx_cr_valid(dir));
     if (p.out) {
       p.out->send_flit(t, tv, d.ici_tx_vc(dir), tv ? d.ici_tx_flit(dir) : nullptr);
     } else if (tv) {
@@ -293,7 +337,8 @@ void PodCore::step_chip(int i) {
                         chip_err_name(code) + ")",
                     code, i, 0);
   }
-  if (agents_[i].trace.on()) agents_[i].trace.on_cycle(t, d.trace_port());
+  if (moved || agents_[i].moved()) chip_progress_[i] = t + 1;  // per chip: threads
+  if (agents_[i].trace.on()) agents_[i].trace.on_cycle(t, tp);
   if (!agents_[i].idle() || d.busy() || !d.hbm_idle()) last_busy_[i] = t + 1;
   try {
     d.tick();
@@ -451,6 +496,141 @@ std::string PodCore::describe_hang(uint64_t cycles) {
   return what;
 }
 
+namespace {
+// A command word as "name field=value ...", from the contract's field table.
+template <std::size_t I = 0>
+std::string describe_cmd(const ChipCmd& c) {
+  if constexpr (I < std::tuple_size_v<ChipCmdTypes>) {
+    using T = std::tuple_element_t<I, ChipCmdTypes>;
+    if (c.op() != T::kOp) return describe_cmd<I + 1>(c);
+    std::string s = T::kName;
+    for (const CmdField& f : T::kFields)
+      s += std::string(" ") + f.name + "=" + std::to_string(c.get(f.lsb, f.width));
+    return s;
+  } else {
+    return "opcode " + std::to_string(static_cast<unsigned>(c.op()));
+  }
+}
+
+// Counters that count work done (not cycles): one of them changing is progress.
+constexpr unsigned kWorkStats[] = {kStatMxuBeats,    kStatDmaRdBytes,  kStatDmaWrBytes,
+                                   kStatCmdsDone,    kStatHostRdBytes, kStatHostWrBytes,
+                                   kStatWeightBeats, kStatIciTxFlits,  kStatIciRxFlits};
+// Counters of cycles a unit was in flight: one rising between two checks names the unit busy.
+struct UnitStat {
+  unsigned stat;
+  const char* what;
+};
+constexpr UnitStat kUnitStats[] = {{kStatDmaFlight, "DMA in flight"},
+                                   {kStatLoadWFlight, "LOADW in flight"},
+                                   {kStatMatmulFlight, "MATMUL in flight"},
+                                   {kStatMxuStarved, "MATMUL starved of activations"},
+                                   {kStatVpuFlight, "VPU in flight"},
+                                   {kStatSendFlight, "ICI_SEND in flight"},
+                                   {kStatIciWait, "ICI_WAIT blocking the queue"},
+                                   {kStatIciRxBusy, "router ejection port holding a flit"},
+                                   {kStatHostBusy, "host port waiting on HBM"}};
+const char* const kDirName[6] = {"+x", "-x", "+y", "-y", "+z", "-z"};
+}  // namespace
+
+bool PodCore::work_changed() {
+  const auto n = static_cast<std::size_t>(num_chips());
+  prev_ctr_.swap(check_ctr_);
+  prev_check_ = last_check_;
+  check_ctr_.resize(n);
+  bool changed = prev_ctr_.size() != n;
+  for (std::size_t i = 0; i < n; ++i) {
+    check_ctr_[i] = counters(static_cast<int>(i));
+    if (changed) continue;
+    for (unsigned s : kWorkStats) changed = changed || check_ctr_[i][s] != prev_ctr_[i][s];
+  }
+  last_check_ = cycle_;
+  return changed;
+}
+
+void PodCore::watch() {
+  const uint64_t w = p_.watchdog_cycles;
+  if (w == 0) return;
+  const uint64_t t = cycle_;
+  for (uint64_t v : chip_progress_) last_progress_ = std::max(last_progress_, v);
+  // Counters are read at most every k cycles, and only while the ports show no progress.
+  const uint64_t k = std::clamp<uint64_t>(w / 16, 1, 1024);
+  if (t - last_progress_ < k) return;
+  if (idle()) {  // nothing to do is not a hang
+    last_progress_ = t;
+    return;
+  }
+  if (t - last_check_ < k) return;
+  if (work_changed()) {
+    last_progress_ = t;
+    return;
+  }
+  if (t - last_progress_ >= w) throw HangError(describe_stall(t - last_progress_));
+}
+
+std::string PodCore::describe_stall(uint64_t stalled) {
+  std::string s = "watchdog: no progress for " + std::to_string(stalled) +
+                  " cycles (watchdog_cycles " + std::to_string(p_.watchdog_cycles) +
+                  ") at cycle " + std::to_string(cycle_) +
+                  ": no command issued or completed, no flit or credit on a link, no host-port "
+                  "beat, no work counter changed (a deadlock, a credit leak or a wait nobody "
+                  "answers). Still busy:";
+  const bool deltas = prev_ctr_.size() == chips_.size() && check_ctr_.size() == chips_.size() &&
+                      last_check_ > prev_check_;
+  std::string idle_chips;
+  for (int i = 0; i < num_chips(); ++i) {
+    const auto u = static_cast<std::size_t>(i);
+    ChipDut& d = *chips_[u];
+    if (agents_[u].idle() && !d.busy() && d.ici_idle() && d.hbm_idle()) {
+      idle_chips += (idle_chips.empty() ? "" : ", ") + std::to_string(i);
+      continue;
+    }
+    s += "\n  " + describe_chip(i) + (d.hbm_idle() ? "" : ", HBM controller holding requests");
+    // The queue head: the command the sequencer cannot issue.
+    const uint64_t idx = head_[u].index;
+    if (const ChipCmd* c = agents_[u].taken(idx)) {
+      s += "\n    queue head: command " + std::to_string(idx) + ": " + describe_cmd(*c);
+      if (head_[u].wait && c->op() == ChipOp::kIciWait) {
+        const CmdIciWait w = CmdIciWait::decode(*c);
+        s += " (blocked: ICI counter " + std::to_string(w.counter) + " is short of " +
+             std::to_string(w.value) + " rows; " + std::to_string(check_ctr_.size() > u
+                                                                     ? check_ctr_[u][kStatIciRxFlits]
+                                                                     : 0) +
+             " flits received so far)";
+      }
+      s += "; " + std::to_string(agents_[u].taken_count() - idx) + " commands in the chip's queue";
+    } else if (d.busy()) {
+      s += "\n    queue: empty, commands in flight";
+    }
+    if (deltas) {
+      std::string units;
+      for (const UnitStat& us : kUnitStats)
+        if (check_ctr_[u][us.stat] != prev_ctr_[u][us.stat])
+          units += std::string(units.empty() ? "" : ", ") + us.what;
+      if (!units.empty()) s += "\n    units: " + units;
+    }
+    const std::string copies = agents_[u].describe_copies();
+    if (!copies.empty()) s += "\n    host copies: " + copies;
+  }
+  // Links whose sender is short of credits: flits sitting in the receiver's buffers (a router
+  // that cannot forward them) or credits that never came back (a leak).
+  for (std::size_t l = 0; l < links_.size(); ++l) {
+    std::string vcs;
+    uint64_t total = 0;
+    for (unsigned vc = 0; vc < 4; ++vc) {
+      const uint64_t n = links_[l]->uncredited(vc);
+      total += n;
+      if (n) vcs += (vcs.empty() ? "vc" : ", vc") + std::to_string(vc) + " " + std::to_string(n);
+    }
+    if (total == 0) continue;
+    const LinkStat& id = link_ids_[l];
+    s += "\n  link " + chip_name(p_.topo, id.chip) + " " + kDirName[id.dir] + ": " +
+         std::to_string(total) + " flits not credited back (" + vcs + ")";
+  }
+  if (!idle_chips.empty()) s += "\n  idle: chips " + idle_chips;
+  return s;
+}
+
 RunStats PodCore::finish_run(uint64_t start, bool chip_errors) {
   check_errors(chip_errors);
   RunStats r;
@@ -592,7 +772,9 @@ uint64_t CppPodHost::copy(const std::vector<HostCopy>& ops) {
       progress(t - start);
       next_progress += progress_every;
     }
-    if (t - start > 100'000'000) throw PodError("host port copies hung");
+    core_.watch();
+    if (t - start > 100'000'000)
+      throw PodError(core_.describe_hang(100'000'000) + "\n(host port copies still running)");
   }
   for (std::size_t i = 0; i < ops.size(); ++i)
     if (!ops[i].write && ops[i].n) std::memcpy(ops[i].data, mops[i]->data.data(), ops[i].n);
@@ -618,6 +800,7 @@ void CppPodHost::push(int chip, const std::vector<ChipCmd>& cmds) {
 void CppPodHost::clear(int chip) {
   core_.agent(chip).request_clear();
   core_.step(reverse_step_order);
+  core_.watch();
 }
 
 RunStats CppPodHost::run_until_idle(uint64_t max_cycles, bool stop_on_error) {
@@ -631,6 +814,7 @@ RunStats CppPodHost::run_until_idle(uint64_t max_cycles, bool stop_on_error) {
       progress(t - start);
       next_progress += progress_every;
     }
+    core_.watch();
     if (t - start > max_cycles) throw PodError(core_.describe_hang(max_cycles));
   }
   return core_.finish_run(start, stop_on_error);

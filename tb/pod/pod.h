@@ -45,6 +45,9 @@ struct PodParams {
   std::string wave_dir = "waves";  // dumps go to wave_dir/pod_chipN.fst
   std::string wave_path;           // a pod of one chip: its dump file instead, if set
   unsigned threads = 1;            // plain C++ stepping: threads stepping the chips (PodCore)
+  // The watchdog (docs/errors.md): a run in which nothing makes progress for this many cycles
+  // stops with a HangError that says what every chip still holds. 0: off.
+  uint64_t watchdog_cycles = kDefaultWatchdogCycles;
 };
 
 // One direction of one link. Sender side at cycle t: send_flit/credit_at; receiver side at
@@ -60,6 +63,9 @@ class IciLink {
     return t >= std::max(flit_activity_, credit_activity_) + latency_;
   }
   uint64_t flits() const { return flits_; }
+  // Flits sent on virtual channel vc whose credit has not come back (in the receiver's buffer,
+  // or on the wire either way): the credits the sender is short of.
+  uint64_t uncredited(unsigned vc) const { return vc < 4 ? vc_flits_[vc] - vc_credits_[vc] : 0; }
 
  private:
   struct Slot {
@@ -72,6 +78,7 @@ class IciLink {
   // The sender writes flits and the receiver credits, possibly from two threads in one cycle:
   // each side keeps its own activity time (and writes slots the other side reads only later).
   uint64_t flits_ = 0, flit_activity_ = 0, credit_activity_ = 0;
+  std::array<uint64_t, 4> vc_flits_{}, vc_credits_{};
 };
 
 // A chip's host port: commands in order, HBM bursts (64-byte aligned), status.
@@ -94,6 +101,17 @@ class HostAgent {
   // Queues a copy; returns it (owned here until finished and taken).
   std::shared_ptr<MemOp> mem(bool write, uint64_t addr, const void* data, std::size_t n);
   bool idle() const { return cmds_.empty() && ops_.empty() && !clear_; }
+  // Whether the last observe() saw the port move: a command taken, a burst requested or answered.
+  bool moved() const { return moved_; }
+  // The command the chip's queue holds at index `idx` (since reset or clear), if the agent still
+  // has it (it keeps those not issued yet), for hang reports.
+  const ChipCmd* taken(uint64_t idx) const {
+    return idx >= taken_base_ && idx - taken_base_ < taken_.size() ? &taken_[idx - taken_base_]
+                                                                    : nullptr;
+  }
+  uint64_t taken_count() const { return taken_base_ + taken_.size(); }  // since reset or clear
+  void issued_below(uint64_t idx);  // the chip's queue head is at idx: forget what issued
+  std::string describe_copies() const;  // the copies in flight, for hang reports
   void set_bytes_per_cycle(unsigned b) { bpc_ = b; }
   void request_clear() {  // drives clear_i for the next cycle
     clear_ = true;
@@ -130,6 +148,9 @@ class HostAgent {
   bool clear_ = false, clearing_ = false;
   bool ecc_error_ = false;
   uint64_t ecc_addr_ = 0;
+  bool moved_ = false;
+  std::deque<ChipCmd> taken_;  // commands the chip took and has not issued
+  uint64_t taken_base_ = 0;    // index of taken_.front()
 };
 
 class PodCore {
@@ -164,6 +185,19 @@ class PodCore {
   void check_errors(bool chip_errors = true);
   std::string describe_chip(int i);  // coordinate, busy, commands waiting: for hang reports
   std::string describe_hang(uint64_t cycles);  // every chip, for a PodError
+  // The watchdog (docs/errors.md), called by whoever runs the pod after each end_cycle(): a
+  // HangError when nothing made progress for watchdog_cycles (see set_watchdog).
+  void watch();
+  void set_watchdog(uint64_t cycles) { p_.watchdog_cycles = cycles; }
+  uint64_t watchdog() const { return p_.watchdog_cycles; }
+  uint64_t last_progress() const {  // the cycle after the last progress
+    uint64_t v = last_progress_;
+    for (uint64_t c : chip_progress_) v = std::max(v, c);
+    return v;
+  }
+  // What is stuck, after `stalled` cycles without progress: every chip that is not idle (its
+  // queue head, the units still in flight, its host copies), links short of credits.
+  std::string describe_stall(uint64_t stalled);
   ChipCounters counters(int i);       // every statistic of chip i (between cycles)
   std::vector<LinkStat> link_stats() const;
   ChipStatus status(int i) const;
@@ -174,6 +208,14 @@ class PodCore {
     return ports_[i][dir].out ? ports_[i][dir].out->flits() : 0;
   }
   uint64_t last_busy(int i) const { return last_busy_[i]; }  // cycle after its last busy one
+  // Flits sent on every link whose credits have not come back: 0 in an idle pod (credits are
+  // conserved), the flits held in routers' buffers during a run.
+  uint64_t uncredited_flits() const {
+    uint64_t n = 0;
+    for (const auto& l : links_)
+      for (unsigned vc = 0; vc < 4; ++vc) n += l->uncredited(vc);
+    return n;
+  }
   void check_copy(const HostCopy& c) const;  // std::invalid_argument naming the rule
   // The backdoor: HBM bytes in or out in zero simulated time (the chip must be idle).
   void backdoor(int chip, bool write, uint64_t addr, void* data, std::size_t n);
@@ -206,6 +248,18 @@ class PodCore {
   ~PodCore();
   PodCore(const PodCore&) = delete;
   PodCore& operator=(const PodCore&) = delete;
+  // The watchdog's state: the cycle after the last one with progress seen at the ports; the
+  // work counters of every chip at the last check (progress the ports do not show: a long DMA
+  // or MATMUL), the cycle of that check and the one before.
+  uint64_t last_progress_ = 0, last_check_ = 0, prev_check_ = 0;
+  std::vector<uint64_t> chip_progress_;  // per chip (written by the thread stepping it)
+  struct Head {
+    uint32_t index = 0;  // the chip's queue head (trace port), since reset or clear
+    bool wait = false;   // an ICI_WAIT whose counter is short
+  };
+  std::vector<Head> head_;
+  std::vector<ChipCounters> check_ctr_, prev_ctr_;
+  bool work_changed();  // reads the counters; true if a work counter moved since the last check
 };
 
 // The pod stepped from plain C++ (no SystemC): a chip alone, tests, the SystemC overhead bench.
@@ -219,6 +273,7 @@ class CppPodHost final : public HostPort {
   void backdoor_read(int chip, uint64_t addr, void* data, std::size_t n) override;
   void push(int chip, const std::vector<ChipCmd>& cmds) override;
   RunStats run_until_idle(uint64_t max_cycles = 50'000'000, bool stop_on_error = true) override;
+  void set_watchdog(uint64_t cycles) override { core_.set_watchdog(cycles); }
   ChipStatus status(int chip) override { return core_.status(chip); }
   ChipCounters counters(int chip) override { return core_.counters(chip); }
   std::vector<LinkStat> link_stats() override { return core_.link_stats(); }

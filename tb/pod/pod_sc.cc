@@ -162,6 +162,7 @@ void ScPod::on_negedge() {
   core_.end_cycle();
   try {
     if ((core_.cycle() & 1023) == 0) core_.check_errors(false);  // chip errors: the host's
+    core_.watch();  // a HangError ends the job: every wait of the host is bounded by it
   } catch (...) {
     fail(std::current_exception());
     return;

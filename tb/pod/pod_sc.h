@@ -85,6 +85,7 @@ class ScPod : public sc_core::sc_module, public HostPort {
   void backdoor_read(int chip, uint64_t addr, void* data, std::size_t n) override;
   void push(int chip, const std::vector<ChipCmd>& cmds) override;
   RunStats run_until_idle(uint64_t max_cycles = 50'000'000, bool stop_on_error = true) override;
+  void set_watchdog(uint64_t cycles) override { core_.set_watchdog(cycles); }
   ChipStatus status(int chip) override;
   ChipCounters counters(int chip) override;
   std::vector<LinkStat> link_stats() override;

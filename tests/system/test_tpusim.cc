@@ -463,5 +463,114 @@ TEST(TpusimTrain, BadInputIsAClearErrorWithExitCode2) {
   EXPECT_NE(h.out.find("usage: tpusim train"), std::string::npos) << h.out;
 }
 
+// ------------------------------------------------------------------------------------------
+// Exit codes (docs/errors.md): 3 for a hang the watchdog stopped, 2 for a failed output write
+// or a bad input file; never a signal.
+// ------------------------------------------------------------------------------------------
+void put(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+// `tpusim hang` is the deliberate deadlock (chip 1 waits on an ICI counter nobody sends to),
+// on both engines; watchdog_cycles from the config, or --watchdog.
+TEST(TpusimWatchdog, AHangExitsThreeNamingTheChipAndTheCounter) {
+  const std::string cfg = tmp("hang_pod.yaml");
+  put(cfg, "pod: {shape: [2, 2], watchdog_cycles: 2500}\nchip: {variant: 4x4}\n");
+  for (const char* engine : {"cpp", "systemc"}) {
+    const CliRun r = tpusim(std::string("hang --config ") + cfg + " --engine " + engine);
+    EXPECT_EQ(r.code, 3) << engine << ": " << r.out;
+    for (const char* want : {"tpusim: hang: watchdog: no progress for ", "(watchdog_cycles 2500)",
+                             "chip 1 (1,0,0): busy", "ici_wait counter=5 value=1",
+                             "ICI counter 5 is short of 1 rows", "idle: chips 0, 2, 3"})
+      EXPECT_NE(r.out.find(want), std::string::npos) << engine << ": " << want << "\n" << r.out;
+  }
+  const CliRun f = tpusim("hang --config " + cfg + " --engine cpp --watchdog 1000");
+  EXPECT_EQ(f.code, 3) << f.out;
+  EXPECT_NE(f.out.find("(watchdog_cycles 1000)"), std::string::npos) << f.out;
+  const CliRun bad = tpusim("hang --config " + cfg + " --watchdog soon");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--watchdog soon"), std::string::npos) << bad.out;
+  std::remove(cfg.c_str());
+}
+
+// A write that fails (ENOSPC on /dev/full) is exit 2 naming the path, after the summary; a path
+// that cannot be written is refused before the run.
+TEST(TpusimOutputs, FailedWritesExitTwoNamingThePath) {
+  const std::string run = "matmul " + kConfig4 + " --m 8 --k 8 --n 8 --quiet ";
+  for (const char* flag : {"--json", "--out", "--trace"}) {
+    const CliRun r = tpusim(run + flag + " /dev/full");
+    EXPECT_EQ(r.code, 2) << flag << ": " << r.out;
+    EXPECT_NE(r.out.find("/dev/full"), std::string::npos) << flag << ": " << r.out;
+    EXPECT_NE(r.out.find("golden check: PASS"), std::string::npos) << flag << ": " << r.out;
+  }
+  for (const std::string& path : {std::string("/proc/tpusim_no/r.json"),
+                                  std::string("/proc/tpusim_r.json"), ::testing::TempDir()}) {
+    const CliRun r = tpusim(run + "--json " + path);
+    EXPECT_EQ(r.code, 2) << path << ": " << r.out;
+    EXPECT_NE(r.out.find("--json " + path), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("golden check"), std::string::npos) << "ran first: " << r.out;
+  }
+  const CliRun t = tpusim("traffic --topology 2x2 --cycles 200 --json /dev/full");
+  EXPECT_EQ(t.code, 2) << t.out;
+  EXPECT_NE(t.out.find("/dev/full"), std::string::npos) << t.out;
+  const CliRun t2 = tpusim("traffic --topology 2x2 --cycles 200 --json /proc/tpusim_t.json");
+  EXPECT_EQ(t2.code, 2) << t2.out;
+  const CliRun p = tpusim("allreduce --config " + std::string(TPU_SOURCE_DIR) +
+                          "/configs/pod_2x2.yaml --engine cpp --bytes 4096 --quiet --json /dev/full");
+  EXPECT_EQ(p.code, 2) << p.out;
+  EXPECT_NE(p.out.find("/dev/full"), std::string::npos) << p.out;
+}
+
+// Mutated input files: exit 2 with the path in the message, never a signal or another code.
+TEST(TpusimInputs, MutatedFilesExitTwo) {
+  const std::string src = std::string(TPU_SOURCE_DIR) + "/configs/";
+  std::ifstream in(src + "chip_4x4.yaml");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string chip = ss.str();
+  struct Case {
+    std::string name, text, cmd;
+  };
+  std::vector<Case> cases = {
+      {"dup.yaml", chip + "chip:\n  variant: 4x4\n", "matmul --m 4 --k 4 --n 4 --config "},
+      {"cut.yaml", chip.substr(0, chip.size() / 3) + "\n  : [\n", "matmul --config "},
+      {"huge.yaml", "chip: {variant: 4x4, watchdog_cycles: 1e999}\n", "matmul --config "},
+      {"deep.yaml", "chip: " + std::string(3000, '[') + std::string(3000, ']') + "\n",
+       "matmul --config "},
+      {"podbad.yaml", "pod: {shape: [2, 2], link_latency: {a: 1}}\nchip: {variant: 4x4}\n",
+       "allreduce --engine cpp --config "},
+      {"poddup.yaml", "pod: {shape: [2]}\nchip: {variant: 4x4}\npod: {shape: [4]}\n",
+       "allreduce --engine cpp --config "}};
+  const std::string pre = "\x93NUMPY\x01\x00";
+  auto npy = [&](const std::string& header, std::size_t data) {
+    std::string h = header;
+    h.append((64 - (10 + h.size() + 1) % 64) % 64, ' ');
+    h += '\n';
+    std::string s = pre;
+    s += static_cast<char>(h.size() & 0xFF);
+    s += static_cast<char>(h.size() >> 8);
+    return s + h + std::string(data, '\0');
+  };
+  const std::string a_ok = npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }", 16);
+  put(tmp("ok_w.npy"), a_ok);
+  const std::string wflag = " --w " + tmp("ok_w.npy") + " --quiet --a ";
+  cases.push_back({"lie.npy", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (99999, 99999), }", 16),
+                   "matmul" + wflag});
+  cases.push_back({"magic.npy", "\x93NUMPX" + a_ok.substr(6), "matmul" + wflag});
+  cases.push_back({"dtype.npy", npy("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2), }", 32),
+                   "matmul" + wflag});
+  cases.push_back({"short.npy", a_ok.substr(0, a_ok.size() - 5), "matmul" + wflag});
+  cases.push_back({"ver.npy", "\x93NUMPY\x09\x00" + a_ok.substr(8), "matmul" + wflag});
+  for (const Case& c : cases) {
+    const std::string path = tmp(c.name);
+    put(path, c.text);
+    const CliRun r = tpusim(c.cmd + path);
+    EXPECT_EQ(r.code, 2) << c.name << ": " << r.out;
+    EXPECT_NE(r.out.find(path), std::string::npos) << c.name << ": " << r.out;
+    std::remove(path.c_str());
+  }
+}
+
 }  // namespace
 }  // namespace tpu
