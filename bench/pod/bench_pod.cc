@@ -14,6 +14,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_main.h"
@@ -259,6 +260,38 @@ Report speed_case(const char* self, const std::string& shape, const std::string&
   return rep;
 }
 
+// Threads (plain C++ stepping): the same job on 1 thread and on `n`, in one process; the same
+// cycles are required (the engine is exact), the speed-up is the ratio of the wall times.
+Report threads_case(const std::string& shape, const std::string& variant, unsigned n) {
+  const Topology topo = parse_topo(shape);
+  const CollectiveSpec s = speed_spec(variant);
+  Speed run[2];
+  for (int k = 0; k < 2; ++k) {
+    PodParams pp = make_params(topo, variant);
+    pp.threads = k == 0 ? 1 : n;
+    CppPodHost host(pp);
+    CollectiveSpec sg = s;
+    sg.granule = PodDriver(host).granule(s.dtype);
+    run[k] = speed_run(host, s, inputs(make_plan(topo, sg)));
+  }
+  Report rep("threads: all-reduce of " + std::to_string(s.n) + " f32 with host copies on " +
+             topo.name() + " of " + variant + " chips, 1 thread against " + std::to_string(n));
+  rep.field("bench", "threads").field("topology", topo.name()).field("variant", variant);
+  rep.metric("threads", static_cast<uint64_t>(n), "", "threads stepping the chips", true);
+  rep.metric("hardware_threads", static_cast<uint64_t>(std::thread::hardware_concurrency()), "",
+             "what this machine has");
+  rep.metric("pod_cycles", run[0].cycles, "cycles", "every simulated cycle, host copies included");
+  rep.metric("same_cycles", run[0].cycles == run[1].cycles, "", "the two runs took the same cycles",
+             true);
+  rep.metric("cycles_per_second_1", static_cast<double>(run[0].cycles) / run[0].wall, "cycles/s",
+             "one thread", true);
+  rep.metric("cycles_per_second_n", static_cast<double>(run[1].cycles) / run[1].wall, "cycles/s",
+             "n threads", true);
+  rep.metric("speedup", run[1].wall > 0 ? run[0].wall / run[1].wall : 0.0, "fraction",
+             "wall time of 1 thread / of n (target >= 1.7 for 2 threads on 2 cores)", true);
+  return rep;
+}
+
 int systemc_speed(const std::string& shape, const std::string& variant) {
   const Topology topo = parse_topo(shape);
   const CollectiveSpec s = speed_spec(variant);
@@ -320,6 +353,8 @@ std::vector<Case> cases() {
        [](const char* self) { return speed_case(self, "4x4", "16x16"); }},
       {"speed4x4x4", "simulation speed on 4x4x4 of 4x4 chips",
        [](const char* self) { return speed_case(self, "4x4x4", "4x4"); }},
+      {"threads4x4x4", "plain C++ on 4x4x4 of 4x4 chips: 1 thread against 2 (target 1.7x)",
+       [](const char*) { return threads_case("4x4x4", "4x4", 2); }},
   };
 }
 
@@ -331,7 +366,8 @@ extern "C" int sc_main(int argc, char** argv) {
   std::vector<BenchCase> bc;
   for (const Case& c : cases())
     bc.push_back({c.name, c.what, [&c, argv] { return c.run(argv[0]); },
-                  std::string(c.name).rfind("speed4", 0) != 0});
+                  std::string(c.name).rfind("speed4", 0) != 0 &&
+                      std::string(c.name) != "threads4x4x4"});
   return bench_main("bench_pod", argc, argv, bc);
 }
 
