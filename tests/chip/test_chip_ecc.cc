@@ -10,21 +10,12 @@
 #include <vector>
 
 #include "chip_driver.h"
+#include "chip_test_util.h"
 #include "pod.h"
 #include "tpu/vector.h"
 
 namespace tpu {
 namespace {
-
-std::vector<bf16_t> random_bf16(std::size_t n, std::mt19937_64& rng) {
-  std::vector<bf16_t> v(n);
-  for (auto& x : v) {
-    const auto sign = static_cast<uint16_t>((rng() & 1u) << 15);
-    const auto e = static_cast<uint16_t>(127 - 4 + rng() % 9);
-    x = static_cast<bf16_t>(sign | (e << 7) | (rng() & 0x7Fu));
-  }
-  return v;
-}
 
 MatmulRun run_matmul(ChipDriver& drv, std::size_t m, std::size_t k, std::size_t n,
                      uint64_t seed, std::vector<uint32_t>* want) {

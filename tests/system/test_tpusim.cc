@@ -1,6 +1,8 @@
 // The user's first command: `tpusim matmul`, from random inputs and from .npy files, its report,
 // and the errors it gives for inputs that do not fit.
 #include <gtest/gtest.h>
+
+#include "cli_run.h"
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -16,32 +18,7 @@
 namespace tpu {
 namespace {
 
-struct CliRun {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
-
-CliRun tpusim(const std::string& args) {
-  const std::string cmd = std::string(TPUSIM) + " " + args + " 2>&1";
-  CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
 std::string tmp(const std::string& name) { return ::testing::TempDir() + "tpusim_" + name; }
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 const std::string kConfig4 = std::string("--config ") + TPU_SOURCE_DIR + "/configs/chip_4x4.yaml";
 

@@ -4,6 +4,8 @@
 // and key named).
 #include <gtest/gtest.h>
 
+#include "cli_run.h"
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -12,32 +14,11 @@
 
 namespace {
 
-struct CliRun {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
-
-CliRun tpusim(const std::string& args) {
-  const std::string cmd = std::string(TPUSIM) + " " + args + " 2>&1";
-  CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  std::size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using tpu::CliRun;
+using tpu::slurp;
+using tpu::tpusim;
 
 std::string tmp(const std::string& name) { return ::testing::TempDir() + "tpusim_faults_" + name; }
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 const std::string kSrc = TPU_SOURCE_DIR;
 const std::string kChip4 = "--config " + kSrc + "/configs/chip_4x4.yaml";
