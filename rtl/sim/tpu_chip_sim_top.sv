@@ -62,7 +62,7 @@ module tpu_chip_sim_top
   output logic [7:0]   err_o,
   output logic [31:0]  err_cmd_o,
   output logic [31:0]  err_addr_o,
-  input  logic [4:0]   stat_id_i,
+  input  logic [$bits(chip_stat_e)-1:0] stat_id_i,  // as wide as the statistics need
   output logic [63:0]  stat_o,
   // trace port (tpu_chip: trc_*)
   output logic         trc_issue_o,
