@@ -18,7 +18,9 @@
 #include <vector>
 
 #include "chip_driver.h"
+#include "profile.h"
 #include "report.h"
+#include "tpu/perf.h"
 
 namespace {
 
@@ -150,6 +152,9 @@ int main(int argc, char** argv) {
                "cycles with both the DMA and the MXU busy");
     rep.metric(report_key::kGolden, ok ? "pass" : "fail", "",
                "C bit for bit against golden_chip_matmul", true);
+    // MFU, the breakdown and the HBM counters (ECC included), as tpusim reports them.
+    report_profile(rep, {r.prog.delta}, r.prog.cycles, matmul_useful_macs(s.m, s.k, s.n),
+                   peak_macs_per_cycle(drv.shape().rows, drv.shape().cols));
     rep.metric("wall_seconds", wall, "s", "host time of the matmul");
     out.add(rep);
   }
