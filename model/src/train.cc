@@ -7,6 +7,7 @@
 #include <string>
 
 #include "tpu/matmul.h"
+#include "tpu/splitmix.h"
 #include "tpu/vector.h"
 
 namespace tpu {
@@ -68,12 +69,8 @@ std::size_t MlpSpec::width_multiple() const { return std::lcm<std::size_t>(lanes
 
 namespace {
 
-uint64_t mix(uint64_t seed, uint64_t salt) {
-  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (salt + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+// A seed per use (teacher, data batch, initial weights) from the run's seed.
+uint64_t mix(uint64_t seed, uint64_t salt) { return splitmix64(seed + 0x9E3779B97F4A7C15ull * salt); }
 
 // The teacher: He-normal hidden layers, N(0, 1/in) output layer, biases N(0, 0.1^2), in f64.
 struct Teacher {

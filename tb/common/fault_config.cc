@@ -1,5 +1,6 @@
 #include "fault_config.h"
 
+#include "tpu/splitmix.h"
 
 namespace tpu {
 
@@ -8,15 +9,6 @@ const std::vector<std::string>& FaultConfig::keys() {
                                              "hbm_double_bit_rate", "hbm_flip_at"};
   return k;
 }
-
-namespace {
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-}  // namespace
 
 uint64_t hbm_fault_seed(const FaultConfig& f, int chip) {
   const uint64_t s = splitmix64(f.seed ^ splitmix64(static_cast<uint64_t>(chip) + 1));

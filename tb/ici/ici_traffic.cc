@@ -2,16 +2,9 @@
 
 #include <sstream>
 
-namespace tpu {
+#include "tpu/splitmix.h"
 
-namespace {
-uint64_t splitmix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-}  // namespace
+namespace tpu {
 
 IciScoreboard::IciScoreboard(IciNet& net) : net_(net) {
   net_.on_deliver([this](const IciPacket& p) { check(p); });
@@ -19,7 +12,7 @@ IciScoreboard::IciScoreboard(IciNet& net) : net_(net) {
 IciScoreboard::~IciScoreboard() { net_.on_deliver(nullptr); }
 
 uint64_t IciScoreboard::payload_word(unsigned src, unsigned dst, uint32_t seq, unsigned i) {
-  return splitmix((uint64_t{src} << 48) ^ (uint64_t{dst} << 36) ^ (uint64_t{seq} << 8) ^ i);
+  return splitmix64((uint64_t{src} << 48) ^ (uint64_t{dst} << 36) ^ (uint64_t{seq} << 8) ^ i);
 }
 
 void IciScoreboard::send(unsigned src, unsigned dst, unsigned flits, IciType type) {
