@@ -70,41 +70,17 @@ const char* kPodUsage =
     "  --trace FILE --trace-cycles A:B\n"
     "  --m M --k K --n N    matmul shape on every chip (default 64 64 64)\n";
 
-namespace {
-
-}  // namespace
-
 Opts parse_options(const std::vector<std::string>& args, const std::vector<std::string>& valued,
                    const std::vector<std::string>& flags, const char* usage,
                    const std::vector<std::string>& out_paths) {
-  Opts opt;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--fault") {  // every pod command takes it, as often as needed
-      if (i + 1 >= args.size()) throw std::invalid_argument(a + " needs KEY=VALUE");
-      opt[a] += (opt[a].empty() ? "" : "\n") + args[++i];
-      continue;
-    }
-    const bool flag = std::find(flags.begin(), flags.end(), a) != flags.end();
-    // --watchdog: every command that runs the pod takes it (with_pod applies it).
-    const bool val = std::find(valued.begin(), valued.end(), a) != valued.end() ||
-                     a == "--watchdog";
-    if (!flag && !val) throw std::invalid_argument("unknown option '" + a + "'\n" + usage);
-    if (opt.count(a)) throw std::invalid_argument(a + " is given twice");
-    if (flag) {
-      opt[a] = "1";
-      continue;
-    }
-    if (i + 1 >= args.size()) throw std::invalid_argument(a + " needs a value");
-    opt[a] = args[++i];
-  }
-  for (const std::string& k : out_paths)
-    if (opt.count(k)) check_output_path(k, opt.at(k));
-  return opt;
-}
-
-std::string get(const Opts& opt, const char* k, const std::string& d) {
-  return opt.count(k) ? opt.at(k) : d;
+  CliSpec spec;
+  spec.valued = valued;
+  spec.valued.push_back("--watchdog");  // every command that runs the pod takes it (with_pod)
+  spec.flags = flags;
+  spec.repeatable = {"--fault"};        // every pod command takes it, as often as needed
+  spec.out_paths = out_paths;
+  spec.usage = usage;
+  return parse_cli(args, spec);
 }
 
 std::vector<int> parse_chips(const std::string& v) {
@@ -341,7 +317,9 @@ int run_collective(const Opts& opt, Collective kind) {
   }
   const Topology gtopo = group_topology(topo, spec.group_dims);
   const std::string def_algo = gtopo.active_dims().size() >= 2 ? "torus" : "biring";
-  spec.algorithm = kind == Collective::kAllReduce ? get(opt, "--algo", def_algo) : "ring";
+  // An --algo that does not apply to the collective (torus for a reduce-scatter, say) is refused
+  // by the plan's checks, not ignored.
+  spec.algorithm = get(opt, "--algo", kind == Collective::kAllReduce ? def_algo : "ring");
   spec.root = static_cast<int>(parse_uint("--root", get(opt, "--root", "0"), 0, 511));
   PodCollectiveOptions po;
   po.block_rows =
