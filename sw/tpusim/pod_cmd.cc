@@ -52,8 +52,8 @@ const char* kPodUsage =
     "                       (default), or the backdoor (no simulated time)\n"
     "  --seed S             seed of the random inputs (default 1)\n"
     "  --engine systemc|cpp SystemC pod with TLM host sockets (default) or plain C++ stepping\n"
-    "  --threads N          cpp engine: threads stepping the chips (default: the cores; the\n"
-    "                       same bits and cycles for any N)\n"
+    "  --threads N          threads stepping the chips, either engine (default: the cores;\n"
+    "                       the same bits and cycles for any N)\n"
     "  --waves-chips LIST   FST waves of these chips, e.g. 0,3 (waves/pod_chipN.fst)\n"
     "  --json FILE          write the JSON report\n"
     "  --trace FILE         write the timeline (Chrome trace-event JSON: ui.perfetto.dev)\n"
@@ -109,6 +109,12 @@ TraceOptions trace_options(const Opts& opt) {
 }
 
 // Runs job on the pod the options ask for: the SystemC pod (TLM host sockets) or plain C++.
+unsigned pod_threads(const Opts& opt) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<unsigned>(
+      parse_uint("--threads", get(opt, "--threads", std::to_string(cores)), 1, 256));
+}
+
 // With --trace, the timeline is recorded over the whole job and written at its end.
 void with_pod(const Opts& opt, PodParams params, double clock_ghz,
               const std::function<void(HostPort&)>& job) {
@@ -123,14 +129,9 @@ void with_pod(const Opts& opt, PodParams params, double clock_ghz,
   if (opt.count("--watchdog"))
     params.watchdog_cycles = parse_uint("--watchdog", opt.at("--watchdog"), 0, uint64_t{1} << 40);
   const std::string engine = get(opt, "--engine", "systemc");
-  // Threads stepping the chips: plain C++ only (the SystemC kernel runs one process at a time).
-  if (opt.count("--threads") && engine != "cpp")
-    throw std::invalid_argument("--threads needs --engine cpp (the SystemC kernel steps one chip "
-                                "at a time)");
-  params.threads = static_cast<unsigned>(parse_uint(
-      "--threads",
-      get(opt, "--threads", std::to_string(std::max(1u, std::thread::hardware_concurrency()))), 1,
-      256));
+  // Threads stepping the chips, either engine (the SystemC pod then steps every chip from one
+  // process on the worker threads).
+  params.threads = pod_threads(opt);
   const TraceOptions topt = trace_options(opt);
   auto traced = [&](HostPort& h) {
     if (topt.enabled) h.set_trace(topt);
@@ -203,11 +204,7 @@ ReportGroup& add_links(Report& rep, const std::vector<LinkStat>& flits, uint64_t
 void add_pod(Report& rep, const PodConfig& cfg, const MachineInfo& mi, const Opts& opt) {
   rep.field("tool", "tpusim").field("config", cfg.source);
   rep.field("engine", get(opt, "--engine", "systemc"));
-  if (get(opt, "--engine", "systemc") == "cpp")
-    rep.field("threads", static_cast<uint64_t>(parse_uint(
-        "--threads",
-        get(opt, "--threads", std::to_string(std::max(1u, std::thread::hardware_concurrency()))),
-        1, 256)));
+  rep.field("threads", static_cast<uint64_t>(pod_threads(opt)));
   ReportGroup& g = rep.group("pod");
   g.field("topology", cfg.params.topo.name());
   g.metric("chips", mi.num_chips(), "", "chips in the pod");
