@@ -728,7 +728,7 @@ module tpu_chip
                          ici_wr_addr, ici_rx_drop, ici_stat, ici_credits_full, ici_inj_ready,
                          c_lw.rsvd_80, c_lw.rsvd_32, c_lw.rsvd_5, c_lw.op, c_mm.rsvd_80,
                          c_mm.rsvd_5, c_mm.op, c_vpu.rsvd_96, c_vpu.op, c_send.rsvd_88,
-                         c_send.rsvd_73, c_send.rsvd_8, c_send.op, c_wait.rsvd_96,
+                         c_send.rsvd_76, c_send.rsvd_8, c_send.op, c_wait.rsvd_96,
                          c_wait.rsvd_32, c_wait.rsvd_4, c_wait.op,
                          c_wait.counter[15:$clog2(IciNumCnt)], c_dma.rsvd_7, c_dma.op};
 

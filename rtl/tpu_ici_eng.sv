@@ -12,7 +12,7 @@
 // the context of the destination `dst_i` (and hint) has room, `eng_o` which one it is. A send
 // moves `rows_i` memory rows from `src_row_i` of VMEM or AMEM to chip `dst_i` as remote-write
 // packets of up to PktRows rows: a head flit (tpu_ici_pkg::ici_hdr_t in data[63:0], ptype
-// ICI_WRITE, addr = {cnt, 7'b0, dst_mem, dst_row}, len = rows in the packet, tie = the hint) and
+// ICI_WRITE, addr = {cnt, 1'b0, dst_mem, dst_row}, len = rows in the packet, tie = the hint) and
 // one flit per row (the whole row in data). Every cycle one context whose local VC has room
 // sends one flit (round robin), reading its row through the one memory read port; done_o[e]
 // pulses in the cycle context e's last flit is taken (the source rows are read by then; the
@@ -20,8 +20,8 @@
 // Receive: every packet ejected by the router is taken at once (ej_ready_o is always 1), with
 // a packet state per ejection VC (the router interleaves packets of different VCs). A
 // WRITE writes its rows into the memory and row its header names, one row per cycle, and adds
-// its row count to counter `addr[31:24]` when its tail flit is written. A CNT_INC adds 1 to
-// counter `addr[31:24]`. Other packet types are dropped (counted in rx_drop_o).
+// its row count to counter `addr[25:18]` when its tail flit is written. A CNT_INC adds 1 to
+// counter `addr[25:18]`. Other packet types are dropped (counted in rx_drop_o).
 // Counters: NumCnt x 32 bits, reset to 0. ICI_WAIT asks `wait_ok_o` (counter `wait_cnt_i` >=
 // `wait_val_i`) and, when it issues, pulses `wait_take_i`: the counter drops by `wait_val_i` in
 // the same cycle as any increment (a semaphore). A counter id >= NumCnt in a packet is ignored
@@ -164,7 +164,7 @@ module tpu_ici_eng
   end
 
   assign pkt_rows = (left_q[sel] > 16'(PktRows)) ? 16'(PktRows) : left_q[sel];
-  assign hdr = '{addr: {cnt_q[sel], 7'b0, dst_mem_q[sel], dst_row_q[sel]}, len: pkt_rows[7:0],
+  assign hdr = '{addr: {cnt_q[sel], 1'b0, dst_mem_q[sel], dst_row_q[sel]}, len: pkt_rows[7:0],
                  ptype: ICI_WRITE, tie: tie_q[sel], src: me_i, dst: dst_q[sel]};
   assign rd_mem_o    = src_mem_q[sel];
   assign rd_addr_o   = row_q[sel];
@@ -263,7 +263,7 @@ module tpu_ici_eng
     if (ej_valid_i && ej_head) begin
       if (ej_hdr.ptype == ICI_CNT_INC) begin
         inc    = ej_tail;  // a one-flit CNT_INC; a longer one counts at its tail
-        inc_id = ej_hdr.addr[31:24];
+        inc_id = ej_hdr.addr[25:18];
         inc_by = 32'd1;
       end else if (ej_hdr.ptype != ICI_WRITE) begin
         rx_drop_o = 1'b1;
@@ -290,7 +290,7 @@ module tpu_ici_eng
         rx_mem_q[ej_vc_i]   <= ej_hdr.addr[16];
         rx_write_q[ej_vc_i] <= ej_hdr.ptype == ICI_WRITE;
         rx_row_q[ej_vc_i]   <= ej_hdr.addr[15:0];
-        rx_cnt_q[ej_vc_i]   <= ej_hdr.addr[31:24];
+        rx_cnt_q[ej_vc_i]   <= ej_hdr.addr[25:18];
         rx_len_q[ej_vc_i]   <= ej_hdr.len;
       end else begin
         rx_row_q[ej_vc_i] <= rx_row_q[ej_vc_i] + 16'd1;

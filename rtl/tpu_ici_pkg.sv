@@ -1,7 +1,8 @@
 // tpu_ici_pkg: types and helpers of the inter-chip interconnect (ICI): the flit, the packet header,
 // the packet types, the port numbering, the run-time topology and the dimension-order route.
 //
-// Compile-time shape: CoordW bits per coordinate (rings of up to MaxK = 8 nodes per dimension),
+// Compile-time shape: CoordW bits per coordinate (rings of up to MaxK = 16 nodes per dimension:
+// 16x16x16 = 4096 chips, a TPU v4 pod),
 // IciDataW bits of flit payload. The header of a packet lives in the low bits of its head flit.
 // The router modules take `parameter type flit_t = ici_flit_t`: any packed struct with fields
 // `head`, `tail` and `data` (data at least $bits(ici_hdr_t) wide) works, so the flit width is a
@@ -9,8 +10,8 @@
 package tpu_ici_pkg;
 
   // ---- Compile-time shape ----
-  localparam int unsigned CoordW = 3;              // bits per coordinate
-  localparam int unsigned MaxK = 1 << CoordW;      // largest ring per dimension (8)
+  localparam int unsigned CoordW = 4;              // bits per coordinate
+  localparam int unsigned MaxK = 1 << CoordW;      // largest ring per dimension (16)
   localparam int unsigned NumDims = 3;             // X, Y, Z
   localparam int unsigned NumDirs = 2 * NumDims;   // +X -X +Y -Y +Z -Z
   localparam int unsigned NumPorts = NumDirs + 1;  // local + one per direction
@@ -53,9 +54,10 @@ package tpu_ici_pkg;
 
   // The header, carried in data[63:0] of a head flit. `len` counts the payload flits that follow
   // the head (0 = a single-flit packet whose head is also its tail). The routers read `dst` and
-  // `tie` only.
+  // `tie` only. 26 address bits leave room for 3 x 4-bit coordinates in 64 bits (the chip's ICI
+  // engine uses 25: a counter, a memory and a row). tb/common/ici_fields.h mirrors it for C++.
   typedef struct packed {
-    logic [31:0] addr;
+    logic [25:0] addr;
     logic [7:0]  len;
     ici_type_e   ptype;
     ici_tie_t    tie;    // direction hint for ties (zero: the parity rule); was reserved

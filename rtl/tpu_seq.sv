@@ -134,7 +134,7 @@ module tpu_seq
   logic [31:0]      dma_idx_d [DmaQ];
 
   // The pod shape, registered (held constant after reset).
-  logic [2:0][3:0] pod_k_q;  // chips per dimension
+  logic [2:0][tpu_ici_pkg::CoordW:0] pod_k_q;  // chips per dimension
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) pod_k_q <= '0;
     else         pod_k_q <= topo_i.k;
@@ -165,11 +165,11 @@ module tpu_seq
   endfunction
 
   // A destination coordinate inside the pod's shape.
-  function automatic logic dst_in_pod(logic [8:0] dst);
+  function automatic logic dst_in_pod(tpu_ici_pkg::ici_coord_t dst);
     logic ok;
     ok = 1'b1;
     for (int unsigned d = 0; d < 3; d++) begin
-      if ({1'b0, dst[3*d +: 3]} >= pod_k_q[d]) ok = 1'b0;
+      if ({1'b0, dst[d]} >= pod_k_q[d]) ok = 1'b0;
     end
     return ok;
   endfunction
@@ -195,7 +195,7 @@ module tpu_seq
                              h_lw.transpose,
                              h_lw.op, h_mm.rsvd_80, h_mm.rsvd_5, h_mm.op, h_vpu.rsvd_96,
                              h_vpu.src_bf16, h_vpu.dst_bf16, h_vpu.op, h_send.rsvd_88,
-                             h_send.rsvd_73, h_send.rsvd_8, h_send.tie, h_send.op, h_wait.rsvd_96,
+                             h_send.rsvd_76, h_send.rsvd_8, h_send.tie, h_send.op, h_wait.rsvd_96,
                              h_wait.value, h_wait.rsvd_32, h_wait.rsvd_4, h_wait.op};
 
   always_comb begin
@@ -267,7 +267,7 @@ module tpu_seq
         // The destination rows are checked against this chip's memory: every chip of a pod is
         // the same variant.
         if (h_send.rows == '0 || 32'(h_send.counter) >= NumCnt ||
-            !dst_in_pod({h_send.dst_z, h_send.dst_y, h_send.dst_x}))
+            !dst_in_pod(tpu_ici_pkg::ici_coord_t'({h_send.dst_z, h_send.dst_y, h_send.dst_x})))
           chk = ErrBadField;
         else if (!range_ok(h_send.src_row, 32'(h_send.rows), h_send.src_mem ? AmemRows : VmemRows))
           chk = h_send.src_mem ? ErrAmemRange : ErrVmemRange;

@@ -5,7 +5,7 @@
 //   bench_ici [--topology 4x4,4x4x4,8x8] [--model auto|grid|nodes] [--cycles N]
 //             [--waves FILE.fst]
 //
-// For each topology (default: the 4x4, 4x4x4 and 8x8 tori; any XxYxZ torus of up to 8 per
+// For each topology (default: the 4x4, 4x4x4 and 8x8 tori; any XxYxZ torus of up to 16 per
 // dimension) and packet length (1 and 4 flits), uniform random traffic:
 //   zero_load_latency  mean packet latency (tail ejected - packet created) at 0.02 flits/node/
 //                      cycle, next to the analytic zero-load value: average minimal hops H,

@@ -387,7 +387,7 @@ void Topology::validate() const {
   for (std::size_t d = 0; d < size.size(); ++d) {
     if (size[d] < 1 || size[d] > kPodMaxPerDim) {
       bad("topology.size[" + std::to_string(d) + "]: " + std::to_string(size[d]) +
-          " chips; each dimension has 1 to 8 chips");
+          " chips; each dimension has 1 to " + std::to_string(kPodMaxPerDim) + " chips");
     }
   }
 }

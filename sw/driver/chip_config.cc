@@ -130,9 +130,12 @@ PodConfig pod_config_from(const std::string& path) {
     try {
       v = n.as<int>();
     } catch (const YAML::Exception&) {
-      fail(path, "pod.shape", "every size must be an integer from 1 to 8");
+      fail(path, "pod.shape",
+           "every size must be an integer from 1 to " + std::to_string(kPodMaxPerDim));
     }
-    if (v < 1 || v > 8) fail(path, "pod.shape", "every size must be from 1 to 8 (got " + std::to_string(v) + ")");
+    if (v < 1 || v > kPodMaxPerDim)
+      fail(path, "pod.shape", "every size must be from 1 to " + std::to_string(kPodMaxPerDim) +
+                                  " (got " + std::to_string(v) + ")");
     p.topo.size.push_back(v);
   }
   p.topo.wrap.assign(p.topo.size.size(), true);

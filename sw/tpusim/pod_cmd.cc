@@ -88,7 +88,7 @@ std::vector<int> parse_chips(const std::string& v) {
   std::stringstream ss(v);
   std::string item;
   while (std::getline(ss, item, ','))
-    out.push_back(static_cast<int>(parse_uint("--waves-chips", item, 0, 511)));
+    out.push_back(static_cast<int>(parse_uint("--waves-chips", item, 0, 4095)));
   return out;
 }
 
@@ -317,7 +317,7 @@ int run_collective(const Opts& opt, Collective kind) {
   // An --algo that does not apply to the collective (torus for a reduce-scatter, say) is refused
   // by the plan's checks, not ignored.
   spec.algorithm = get(opt, "--algo", kind == Collective::kAllReduce ? def_algo : "ring");
-  spec.root = static_cast<int>(parse_uint("--root", get(opt, "--root", "0"), 0, 511));
+  spec.root = static_cast<int>(parse_uint("--root", get(opt, "--root", "0"), 0, 4095));
   PodCollectiveOptions po;
   po.block_rows =
       static_cast<unsigned>(parse_uint("--block-rows", get(opt, "--block-rows", "0"), 0, 4096));

@@ -45,7 +45,7 @@ int cmd_traffic(const std::vector<std::string>& args) {
     while (true) {
       const std::size_t x = t.find('x', start);
       if (dim == 3) throw std::invalid_argument("--topology " + t + ": at most 3 dimensions");
-      k[dim++] = static_cast<unsigned>(parse_uint("--topology", t.substr(start, x - start), 1, 8));
+      k[dim++] = static_cast<unsigned>(parse_uint("--topology", t.substr(start, x - start), 1, kIciMaxK));
       if (x == std::string::npos) break;
       start = x + 1;
     }

@@ -1,6 +1,7 @@
 #include "chip_dut.h"
 
 #include "hbm_ports.h"
+#include "ici_fields.h"
 #include "tpu_contract.h"
 #include "verilated_model.h"
 
@@ -143,14 +144,13 @@ class ChipDutImpl final : public ChipDut {
   void set_ici_config(const std::array<int, 3>& me, const std::array<int, 3>& k,
                       const std::array<bool, 3>& wrap, unsigned link_gap) override {
     m_->ici_link_gap_i = static_cast<uint8_t>(link_gap & 15u);
-    uint32_t c = 0, t = 0;
+    std::array<unsigned, 3> c{}, kk{};
     for (unsigned d = 0; d < 3; ++d) {
-      c |= (static_cast<uint32_t>(me[d]) & 7u) << (3 * d);
-      t |= (static_cast<uint32_t>(k[d]) & 15u) << (4 * d);
-      t |= (wrap[d] ? 1u : 0u) << (12 + d);
+      c[d] = static_cast<unsigned>(me[d]);
+      kk[d] = static_cast<unsigned>(k[d]);
     }
-    m_->ici_me_i = static_cast<uint16_t>(c);
-    m_->ici_topo_i = static_cast<uint16_t>(t);
+    m_->ici_me_i = static_cast<uint16_t>(ici_pack_coord(c));
+    m_->ici_topo_i = static_cast<uint32_t>(ici_pack_topo(kk, wrap, false));
   }
   unsigned flit_words() const override { return kRowWords + 1; }
   bool ici_tx_valid(unsigned d) const override { return (m_->ici_tx_valid_o >> d) & 1u; }

@@ -7,20 +7,6 @@
 
 namespace tpu {
 
-constexpr unsigned kCoordW = 3;
-
-uint64_t ici_pack_coord(const std::array<unsigned, 3>& c) {
-  return uint64_t{c[0]} | (uint64_t{c[1]} << kCoordW) | (uint64_t{c[2]} << (2 * kCoordW));
-}
-
-namespace {
-
-std::array<unsigned, 3> unpack_coord(uint64_t v) {
-  return {static_cast<unsigned>(v & 7), static_cast<unsigned>((v >> 3) & 7),
-          static_cast<unsigned>((v >> 6) & 7)};
-}
-
-}  // namespace
 
 const char* ici_model_name(IciModelKind m) {
   switch (m) {
@@ -127,9 +113,13 @@ std::array<uint64_t, 2> IciNet::flit_words(const IciPacket& p, unsigned i) const
   const bool tail = i + 1 == p.flits();
   uint64_t data;
   if (head) {
-    data = ici_pack_coord(topo_.coord(p.dst)) | (ici_pack_coord(topo_.coord(p.src)) << 9) |
-           (uint64_t{static_cast<uint8_t>(p.type)} << 20) | (uint64_t{p.payload.size()} << 24) |
-           (uint64_t{p.addr} << 32);
+    IciHeader h;
+    h.dst = ici_pack_coord(topo_.coord(p.dst));
+    h.src = ici_pack_coord(topo_.coord(p.src));
+    h.ptype = static_cast<uint8_t>(p.type);
+    h.len = static_cast<unsigned>(p.payload.size());
+    h.addr = p.addr;
+    data = ici_pack_header(h);
   } else {
     data = p.payload[i - 1];
   }
@@ -202,10 +192,11 @@ void IciNet::tick(uint64_t n) {
         if (k.open) ++assert_failures_;  // framing broken at the ejection port
         k.open = true;
         k.p = IciPacket();
-        k.p.dst = topo_.node(unpack_coord(data & 0x1ff));
-        k.p.src = topo_.node(unpack_coord((data >> 9) & 0x1ff));
-        k.p.type = static_cast<IciType>((data >> 20) & 0xf);
-        k.p.addr = static_cast<uint32_t>(data >> 32);
+        const IciHeader h = ici_unpack_header(data);
+        k.p.dst = topo_.node(ici_unpack_coord(h.dst));
+        k.p.src = topo_.node(ici_unpack_coord(h.src));
+        k.p.type = static_cast<IciType>(h.ptype);
+        k.p.addr = h.addr;
         k.p.head_out = cycle_;
         k.p.eject_node = nd;
       } else if (!k.open) {

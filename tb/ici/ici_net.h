@@ -14,6 +14,8 @@
 #include <tuple>
 #include <vector>
 
+#include "ici_fields.h"  // kIciMaxK, the coordinate and header packing (tb/common)
+
 namespace tpu {
 
 class IciNetModel;
@@ -26,7 +28,6 @@ class IciNetModel;
 #define TPU_ICI_MAX_LAT 4
 #endif
 constexpr unsigned kIciNodes = TPU_ICI_NODES;  // routers in the grid model (IciModelKind)
-constexpr unsigned kIciMaxK = 8;                 // nodes per dimension (tpu_ici_pkg::MaxK)
 constexpr unsigned kIciNumVc = TPU_ICI_VCS;
 constexpr unsigned kIciDepth = TPU_ICI_DEPTH;
 constexpr unsigned kIciMaxLat = TPU_ICI_MAX_LAT;
@@ -49,7 +50,7 @@ const char* ici_model_name(IciModelKind m);  // "auto", "grid", "nodes"
 
 // A run-time topology: nodes per dimension, ring (torus) or line (mesh) per dimension.
 struct IciTopology {
-  std::array<unsigned, 3> k{4, 1, 1};          // nodes per dimension, 1..8 (up to 512 nodes)
+  std::array<unsigned, 3> k{4, 1, 1};          // nodes per dimension, 1..16 (up to 4096 nodes)
   std::array<bool, 3> wrap{true, true, true};  // ring per dimension (ignored where k == 1)
   unsigned link_latency = 1;                   // cycles per link and direction, 1..kIciMaxLat
   bool dateline = true;                        // false: every hop in VC class 0 (can deadlock)
@@ -58,7 +59,7 @@ struct IciTopology {
   std::array<unsigned, 3> coord(unsigned node) const;  // logical node -> (x, y, z)
   unsigned node(const std::array<unsigned, 3>& c) const;
   std::string name() const;  // "4x4 torus", "3x3 mesh", "4 ring"
-  // Throws std::invalid_argument naming the rule broken (a dimension over 8, the latency ...).
+  // Throws std::invalid_argument naming the rule broken (a dimension over 16, the latency ...).
   void validate() const;
 };
 IciTopology ici_ring(unsigned k, bool wrap = true);
@@ -70,7 +71,7 @@ struct IciPacket {
   unsigned src = 0;
   unsigned dst = 0;
   IciType type = IciType::kWrite;
-  uint32_t addr = 0;
+  uint32_t addr = 0;              // 26 bits (ici_hdr_t.addr): the harness numbers packets
   std::vector<uint64_t> payload;  // the flits after the head (at most 255)
   uint64_t created = 0;           // cycle it was queued at the source
   uint64_t injected = 0;          // cycle its head entered the router

@@ -53,16 +53,15 @@ class IciGridModel final : public IciNetModel {
       throw std::invalid_argument(s.str());
     }
     auto& t = m_.top();
-    uint32_t k = 0;
-    for (unsigned d = 0; d < 3; ++d) k |= topo.k[d] << (4 * d);
-    t.k_i = static_cast<uint16_t>(k);
+    t.k_i = static_cast<uint16_t>(ici_pack_k(topo.k));
     t.wrap_i = static_cast<uint8_t>((topo.wrap[0] ? 1 : 0) | (topo.wrap[1] ? 2 : 0) |
                                     (topo.wrap[2] ? 4 : 0));
     t.no_dateline_i = topo.dateline ? 0 : 1;
     t.link_lat_i = static_cast<uint8_t>(topo.link_latency);
     for (unsigned n = 0; n < kIciNodes; ++n) {
       const uint64_t c = n < topo.nodes() ? ici_pack_coord(topo.coord(n)) : 0;
-      for (unsigned b = 0; b < 9; ++b) set_bit(t.coord_i, 9 * n + b, (c >> b) & 1);
+      for (unsigned b = 0; b < kIciCoordBits; ++b)
+        set_bit(t.coord_i, kIciCoordBits * n + b, (c >> b) & 1);
     }
     t.inj_valid_i = 0;
     t.ej_ready_i = 0;

@@ -49,7 +49,5 @@ std::unique_ptr<IciNetModel> make_ici_grid_model(const IciTopology& t);
 // One verilated router model per node, wired in C++ like the grid; any validated topology.
 std::unique_ptr<IciNetModel> make_ici_node_model(const IciTopology& t);
 
-// A coordinate packed as tpu_ici_pkg::ici_coord_t ({z, y, x}, 3 bits each).
-uint64_t ici_pack_coord(const std::array<unsigned, 3>& c);
 
 }  // namespace tpu

@@ -27,8 +27,7 @@ class IciNodeModel final : public IciNetModel {
   explicit IciNodeModel(const IciTopology& topo) : topo_(topo) {
     const unsigned n = topo.nodes();
     nb_.resize(n);
-    uint16_t k = 0;
-    for (unsigned d = 0; d < 3; ++d) k = static_cast<uint16_t>(k | (topo.k[d] << (4 * d)));
+    const auto k = static_cast<uint16_t>(ici_pack_k(topo.k));
     for (unsigned i = 0; i < n; ++i) {
       nodes_.push_back(std::make_unique<Model>());
       auto& t = nodes_.back()->top();

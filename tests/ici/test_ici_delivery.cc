@@ -90,6 +90,47 @@ INSTANTIATE_TEST_SUITE_P(Topologies, IciZeroLoad,
                                   std::to_string(std::get<1>(i.param));
                          });
 
+// 16 nodes per dimension (4-bit coordinates, tb/common/ici_fields.h and tpu_ici_pkg): every
+// pair of a 16-ring, and on a 16x2x2 torus every node to the corners, delivered exactly once;
+// zero-load latency over the longest ring path (8 hops each way).
+TEST(IciTopology, SixteenPerDimension) {
+  {
+    IciNet net(ici_ring(16));
+    IciScoreboard sb(net);
+    for (unsigned s = 0; s < 16; ++s)
+      for (unsigned d = 0; d < 16; ++d) sb.send(s, d, 2);
+    ASSERT_TRUE(net.drain(200000)) << net.in_flight() << " packets stuck";
+    EXPECT_EQ(sb.checked(), 256u);
+    expect_clean(net, sb);
+  }
+  {
+    IciNet net(ici_3d(16, 2, 2));
+    IciScoreboard sb(net);
+    const unsigned n = net.nodes(), far = n - 1;  // (15, 1, 1)
+    for (unsigned s = 0; s < n; ++s) {
+      sb.send(s, far, 3);
+      sb.send(far, s, 1);
+    }
+    ASSERT_TRUE(net.drain(200000)) << net.in_flight() << " packets stuck";
+    EXPECT_EQ(sb.checked(), 2u * n);
+    EXPECT_EQ(sb.delivered(0, far), 1u);
+    expect_clean(net, sb);
+  }
+  {
+    IciNet net(ici_ring(16));
+    uint64_t measured = 0;
+    net.on_deliver([&](const IciPacket& p) { measured = p.head_out - p.injected; });
+    for (unsigned d : {8u, 15u}) {
+      IciPacket p;
+      p.src = 0;
+      p.dst = d;
+      net.send(p);
+      ASSERT_TRUE(net.drain(1000));
+      EXPECT_EQ(measured, (d == 8 ? 8u : 1u) * 2 + 2) << "0->" << d;
+    }
+  }
+}
+
 TEST(IciTopology, RejectsAShapeLargerThanTheBuild) {
   IciTopology t = ici_ring(kIciMaxK + 1);
   EXPECT_THROW(t.validate(), std::invalid_argument);

@@ -283,9 +283,24 @@ TEST(PodWaves, ChosenChipsDumpAndTheGtkwOpens) {
   std::filesystem::remove(dir);
 }
 
+// 16 chips per dimension (4-bit coordinates in the ICI header and in ICI_SEND, room for a
+// 16x16x16 pod): a ring of 16 and a 16x2 torus all-reduce bit-exact, the chips at coordinate 15
+// included; 17 is refused by the topology's rule.
+TEST(PodScale, SixteenChipsPerDimension) {
+  for (const Topology& t : {Topology::torus({16}), Topology::torus({16, 2})}) {
+    CppPodHost host(params(t));
+    PodDriver drv(host);
+    CollectiveSpec s;
+    s.n = 16 * 64;
+    s.algorithm = t.active_dims().size() >= 2 ? "torus" : "biring";
+    check(drv, s, 16);
+  }
+  EXPECT_THROW(Topology::torus({17}).validate(), std::invalid_argument);
+}
+
 // Bad input is a clear error, not a hang or a crash.
 TEST(PodErrors, ClearMessages) {
-  EXPECT_THROW(CppPodHost(params(Topology::torus({2, 9}))), std::invalid_argument);
+  EXPECT_THROW(CppPodHost(params(Topology::torus({2, 17}))), std::invalid_argument);
   PodParams p = params(Topology::torus({2}));
   p.link_width = 3;  // does not divide the 16-byte row of a 4x4 chip
   EXPECT_THROW(CppPodHost{p}, std::invalid_argument);
@@ -342,7 +357,7 @@ TEST(PodConfig, ReadsTheShippedFilesAndRejectsBadOnes) {
   };
   bad("pod: {shape: [2, 2], wrap: [true]}\nchip: {variant: 4x4}\n", "pod.wrap");
   bad("pod: {shape: [2, 2, 2, 2]}\nchip: {variant: 4x4}\n", "pod.shape");
-  bad("pod: {shape: [9]}\nchip: {variant: 4x4}\n", "pod.shape");
+  bad("pod: {shape: [17]}\nchip: {variant: 4x4}\n", "pod.shape");
   bad("pod: {shape: [2], link_latency: 0}\nchip: {variant: 4x4}\n", "pod.link_latency");
   bad("pod: {shape: [2], link_width_bytes: 5}\nchip: {variant: 4x4}\n", "pod.link_width_bytes");
   bad("pod: {shape: [2], host_bytes_per_cycle: 0}\nchip: {variant: 4x4}\n",

@@ -58,7 +58,7 @@ TEST(BenchCli, BadValuesNameTheFlagAndTheRule) {
       {std::string(BENCH_CHIP) + " --shapes round", "--shapes: unknown shape 'round'"},
       {std::string(BENCH_ICI) + " --cycles abc", "--cycles abc: must be an integer"},
       {std::string(BENCH_ICI) + " --model mesh", "--model mesh: must be auto, grid or nodes"},
-      {std::string(BENCH_ICI) + " --topology 9x9", "--topology 9x9"},
+      {std::string(BENCH_ICI) + " --topology 17x17", "--topology 17x17"},
       {std::string(BENCH_HBM) + " --cycles abc", "--cycles abc: must be an integer"},
       {std::string(BENCH_HBM) + " --cycles 5 --cycles 6", "--cycles is given twice"},
       {std::string(BENCH_HBM) + " --waves /nonexistent_dir/x.fst", "does not exist"},

@@ -141,7 +141,7 @@ TEST(Tpusim, TrafficDeliversEveryPacketAndReports) {
 TEST(Tpusim, TrafficBadOptionsAreClearErrors) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"--topology 4x4x4x2", "at most 3 dimensions"},
-      {"--topology 9x9", "--topology 9"},
+      {"--topology 17x17", "--topology 17"},
       {"--link-latency 5", "rebuild with -DTPU_ICI_MAX_LAT"},
       {"--rate 1.5", "--rate 1.5: must be a number in (0, 1]"},
       {"--pattern zigzag", "--pattern zigzag: must be"},

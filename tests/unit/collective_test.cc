@@ -877,8 +877,8 @@ TEST(CollectiveErrors, InvalidInputNamesTheParameterAndTheRule) {
   const auto plan_on = [&](Topology t) { return [t, &spec] { make_plan(t, spec); }; };
   expect_invalid(plan_on(Topology::torus({})), {"topology.size", "1 to 3 dimensions"});
   expect_invalid(plan_on(Topology::torus({2, 2, 2, 2})), {"topology.size", "1 to 3"});
-  expect_invalid(plan_on(Topology::torus({4, 9})), {"topology.size[1]", "1 to 8 chips"});
-  expect_invalid(plan_on(Topology::mesh({0})), {"topology.size[0]", "1 to 8 chips"});
+  expect_invalid(plan_on(Topology::torus({4, 17})), {"topology.size[1]", "1 to 16 chips"});
+  expect_invalid(plan_on(Topology::mesh({0})), {"topology.size[0]", "1 to 16 chips"});
   Topology bad_wrap = Topology::torus({4, 4});
   bad_wrap.wrap.pop_back();
   expect_invalid(plan_on(bad_wrap), {"topology.wrap", "one per dimension"});

@@ -125,12 +125,14 @@ TEST(Contract, EncodersGiveTheWordsTheyAlwaysGave) {
                                          (v.dst_row & 0xFFFFu) | ((v.dst_stride & 0xFFFFu) << 16),
                                          0)
                                 .w);
-    const std::array<int, 3> dst{static_cast<int>(u(7)), static_cast<int>(u(7)),
-                                 static_cast<int>(u(7))};
+    // The destination's coordinates: 4 bits each since the pod grew to 16 per dimension (3
+    // before; the counter stayed at w2[23:16]).
+    const std::array<int, 3> dst{static_cast<int>(u(15)), static_cast<int>(u(15)),
+                                 static_cast<int>(u(15))};
     const int tie = static_cast<int>(u(3)) - 1;
     const uint32_t sm = u(1), dm = u(1), cnt = u(0x1FF);
-    const uint32_t coord = static_cast<uint32_t>(dst[0]) | (static_cast<uint32_t>(dst[1]) << 3) |
-                           (static_cast<uint32_t>(dst[2]) << 6);
+    const uint32_t coord = static_cast<uint32_t>(dst[0]) | (static_cast<uint32_t>(dst[1]) << 4) |
+                           (static_cast<uint32_t>(dst[2]) << 8);
     const uint32_t hint = tie > 0 ? 0x4u : tie < 0 ? 0xCu : 0u;
     EXPECT_EQ(cmd_ici_send(static_cast<Mem>(sm), a, b, dst, static_cast<Mem>(dm), c, cnt, tie).w,
               legacy::make(7, sm | (dm << 1) | hint, a, b, c, coord | ((cnt & 0xFFu) << 16), 0).w);
@@ -151,6 +153,13 @@ TEST(Contract, DecodeReadsTheEncodersFields) {
   EXPECT_EQ(s.dst_y, 2u);
   EXPECT_EQ(s.dst_z, 3u);
   EXPECT_EQ(s.counter, 5u);
+  // The destination's coordinates take 4 bits each (16 chips per dimension).
+  const CmdIciSend far =
+      CmdIciSend::decode(cmd_ici_send(Mem::kVmem, 0, 1, {15, 14, 13}, Mem::kVmem, 0, 63));
+  EXPECT_EQ(far.dst_x, 15u);
+  EXPECT_EQ(far.dst_y, 14u);
+  EXPECT_EQ(far.dst_z, 13u);
+  EXPECT_EQ(far.counter, 63u);
   const CmdDma d = CmdDma::decode(cmd_dma(DmaDir::kAmemToHbm, true, 7, 3, 128, 4096, 256, 5));
   EXPECT_EQ(d.dir, static_cast<uint32_t>(DmaDir::kAmemToHbm));
   EXPECT_EQ(d.bf16, 1u);

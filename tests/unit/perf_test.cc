@@ -226,9 +226,9 @@ TEST(PerfErrors, InvalidInputNamesTheParameterAndTheRule) {
   expect_invalid([] { topology_links_per_chip(Topology::torus({})); }, {"topology.size"});
   expect_invalid(
       [] {
-        topology_links_per_chip(Topology::torus({4, 9}));
+        topology_links_per_chip(Topology::torus({4, 17}));
       },
-      {"topology.size[1]", "1 to 8 chips"});
+      {"topology.size[1]", "1 to 16 chips"});
 }
 
 }  // namespace

@@ -15,11 +15,11 @@
 namespace tpu {
 
 constexpr int kPodMaxDims = 3;      // x, y, z
-constexpr int kPodMaxPerDim = 8;    // chips per dimension (3-bit coordinates in the ICI header)
+constexpr int kPodMaxPerDim = 16;   // chips per dimension (4-bit coordinates in the ICI header)
 
 using PodCoord = std::array<int, kPodMaxDims>;  // {x, y, z}; unused dimensions are 0
 
-// The shape of a pod: 1 to 3 dimensions of 1..8 chips; per dimension a ring (wrap-around link,
+// The shape of a pod: 1 to 3 dimensions of 1..16 chips (up to 4096, a TPU v4 pod); per dimension a ring (wrap-around link,
 // torus) or a line (no wrap link, mesh). Chips are numbered x fastest.
 struct Topology {
   std::vector<int> size;   // chips per dimension, x first
