@@ -72,8 +72,29 @@ TEST(TpusimFaults, BadFaultsAreClearErrorsWithExitCode2) {
     std::string expect;
   };
   const std::vector<Bad> cases = {
-      {"unknown key", "faults:\n  link_bit_error_rate: 1e-6\n", "",
-       "key 'faults.link_bit_error_rate': unknown key"},
+      {"unknown key", "faults:\n  link_jitter: 1e-6\n", "",
+       "key 'faults.link_jitter': unknown key"},
+      {"link rate above 1", "faults:\n  link_bit_error_rate: 1.5\n", "",
+       "key 'faults.link_bit_error_rate': must be a probability per bit on a link, from 0 to 1"},
+      {"link rate negative", "faults:\n  link_drop_rate: -0.1\n", "",
+       "key 'faults.link_drop_rate': must be a probability per word"},
+      {"link rate not a number", "faults:\n  link_burst_rate: often\n", "",
+       "key 'faults.link_burst_rate': must be a probability per word"},
+      {"link_down not a list", "faults:\n  link_down: 3\n", "",
+       "key 'faults.link_down': must be a list"},
+      {"link_down unknown port", "faults:\n  link_down:\n    - {chip: 0, port: +W, cycle: 5}\n",
+       "", "key 'faults.link_down[0].port': must be one of +X -X +Y -Y +Z -Z"},
+      {"link_down missing cycle", "faults:\n  link_down:\n    - {chip: 0, port: +X}\n", "",
+       "key 'faults.link_down[0].cycle': missing"},
+      {"link_down entry key", "faults:\n  link_down:\n    - {chip: 0, port: +X, cycle: 1, "
+       "dir: 2}\n", "", "key 'faults.link_down[0].dir': unknown key"},
+      {"flag link rate", "", "--fault link_bit_error_rate=2",
+       "--fault link_bit_error_rate=2: must be a probability per bit on a link"},
+      {"flag link_down form", "", "--fault link_down=1+X",
+       "must be CHIP:PORT@CYCLE"},
+      {"flag link_down port", "", "--fault link_down=0:+Q@10", "unknown port '+Q'"},
+      {"flag link_down chip", "", "--fault link_down=3:+X@10",
+       "--fault link_down: chip 3 is not in the machine"},
       {"rate not a number", "faults:\n  hbm_single_bit_rate: often\n", "",
        "key 'faults.hbm_single_bit_rate': must be a probability"},
       {"rate above 1", "faults:\n  hbm_double_bit_rate: 2\n", "",
@@ -122,6 +143,46 @@ TEST(TpusimFaults, BadFaultsAreClearErrorsWithExitCode2) {
   const CliRun r = tpusim("allreduce --config " + pod + " --engine cpp --quiet");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("faults.hbm_flip_at[0].chip"), std::string::npos) << r.out;
+  // A pod's link_down names a chip of the pod, and a link that chip has.
+  std::ofstream(pod) << slurp(kSrc + "/configs/pod_2x2.yaml")
+                     << "\nfaults:\n  link_down:\n    - {chip: 4, port: +X, cycle: 9}\n";
+  const CliRun r2 = tpusim("allreduce --config " + pod + " --engine cpp --quiet");
+  EXPECT_EQ(r2.code, 2) << r2.out;
+  EXPECT_NE(r2.out.find("faults.link_down[0].chip"), std::string::npos) << r2.out;
+  const CliRun r3 = tpusim("allreduce --config " + kSrc +
+                           "/configs/pod_2x2.yaml --engine cpp --quiet --fault link_down=0:+Z@9");
+  EXPECT_EQ(r3.code, 2) << r3.out;
+  EXPECT_NE(r3.out.find("has no link +Z"), std::string::npos) << r3.out;
+}
+
+// Link bit errors on a pod collective: bit-exact, the report's per-link counters show the
+// retransmissions, and cycles rise against the fault-free run.
+TEST(TpusimFaults, LinkBitErrorsAreRetransmittedAndReported) {
+  const std::string clean = tmp("link_clean.json"), noisy = tmp("link_noisy.json");
+  const std::string base = "allreduce --config " + kSrc +
+                           "/configs/pod_2x2.yaml --engine cpp --bytes 16384 --quiet --json ";
+  const CliRun a = tpusim(base + clean);
+  ASSERT_EQ(a.code, 0) << a.out;
+  const CliRun b = tpusim(base + noisy + " --fault seed=4 --fault link_bit_error_rate=1e-4");
+  ASSERT_EQ(b.code, 0) << b.out;  // 1 if the golden check failed
+  EXPECT_NE(b.out.find("golden.verdict                      pass"), std::string::npos) << b.out;
+  const std::string rc = slurp(clean), rn = slurp(noisy);
+  for (const char* k : {"\"crc_errors\": 0", "\"replays\": 0", "\"replayed_flits\": 0",
+                        "\"link_down\": 0"})
+    EXPECT_NE(rc.find(k), std::string::npos) << k << " not in " << rc;
+  EXPECT_EQ(rn.find("\"replays\": 0,"), std::string::npos) << "no replay: " << rn;
+  EXPECT_NE(rn.find("\"replayed_flits\""), std::string::npos) << rn;
+}
+
+// A link taken down: exit 3 (a simulation error), the chip and the link named, no hang.
+TEST(TpusimFaults, LinkDownIsASimulationErrorNamingChipAndLink) {
+  const CliRun r = tpusim("allreduce --config " + kSrc +
+                          "/configs/pod_2x2.yaml --engine cpp --bytes 65536 --quiet "
+                          "--fault link_down=1:+X@0");
+  EXPECT_EQ(r.code, 3) << r.out;
+  for (const char* s : {"simulation error", "chip 1 (1,0,0): ICI link +X to chip 0 (0,0,0) is down",
+                        "ici_link_down"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << " not in:\n" << r.out;
 }
 
 }  // namespace
