@@ -132,8 +132,7 @@ bool IciLink::flit_at(uint64_t t, unsigned* vc, const uint32_t** flit) const {
 }
 
 // A control word on the wire: the payload's kIciCtlBits bits, then the CRC's 32.
-void IciLink::send_ctl(uint64_t t, bool valid, const uint32_t* ctl, bool cr_valid,
-                       unsigned cr_vc) {
+void IciLink::send_ctl(uint64_t t, bool valid, const uint32_t* ctl, bool cr_valid, unsigned cr_vc) {
   const std::size_t s = (t + latency_) % cr_.size();
   if (cr_valid) ++vc_credits_[cr_vc & 3u];
   if (valid) {
@@ -351,10 +350,10 @@ PodCore::PodCore(const PodParams& p) : p_(p) {
           for (const LinkDown& ld : f.link_down)
             if (ld.chip == i && ld.dir == dir) down_at = std::min(down_at, ld.cycle);
           links_.back()->set_faults(
-              LinkFaultGen(link_fault_seed(f, i, dir, 0), f.link_bit_error_rate,
-                           f.link_burst_rate, f.link_drop_rate),
-              LinkFaultGen(link_fault_seed(f, i, dir, 1), f.link_bit_error_rate,
-                           f.link_burst_rate, f.link_drop_rate),
+              LinkFaultGen(link_fault_seed(f, i, dir, 0), f.link_bit_error_rate, f.link_burst_rate,
+                           f.link_drop_rate),
+              LinkFaultGen(link_fault_seed(f, i, dir, 1), f.link_bit_error_rate, f.link_burst_rate,
+                           f.link_drop_rate),
               down_at);
         }
       }

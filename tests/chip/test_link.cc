@@ -83,7 +83,7 @@ TEST(LinkCrc, RtlMatchesKnownVectorsAndSoftwareCrc) {
 uint32_t flit_word_crc(const uint32_t* w, unsigned vc, unsigned row_words) {
   std::vector<bool> bits;
   for (unsigned i = 0; i < row_words; ++i) push_bits(bits, w[i], 32);
-  push_bits(bits, w[row_words] & 3u, 2);           // tail, head
+  push_bits(bits, w[row_words] & 3u, 2);  // tail, head
   push_bits(bits, vc, 2);
   push_bits(bits, (w[row_words] >> 8) & 0xFFu, 8);  // seq
   return crc32c_bits(bits);
@@ -265,8 +265,8 @@ TEST(LinkFaults, ALinkDownIsAnErrorNamingChipAndLinkNotAHang) {
     const std::string m = e.what();
     EXPECT_EQ(e.code(), static_cast<unsigned>(ChipErr::kIciLinkDown));
     EXPECT_EQ(e.chip(), busiest.chip);
-    const std::string want = chip_name(p.topo, busiest.chip) + ": ICI link " +
-                             link_dir_name(busiest.dir) + " to ";
+    const std::string want =
+        chip_name(p.topo, busiest.chip) + ": ICI link " + link_dir_name(busiest.dir) + " to ";
     EXPECT_NE(m.find(want), std::string::npos) << m;
     EXPECT_NE(m.find("is down"), std::string::npos) << m;
     EXPECT_NE(m.find("ici_link_down"), std::string::npos) << m;
