@@ -226,13 +226,15 @@ TEST(TpusimFaults, NoLinkFaultsSameCyclesAsBeforeTheLinkLayer4x4And4x4x4) {
 
 // A link taken down: exit 3 (a simulation error), the chip and the link named, no hang.
 TEST(TpusimFaults, LinkDownIsASimulationErrorNamingChipAndLink) {
-  const CliRun r = tpusim("allreduce --config " + kSrc +
-                          "/configs/pod_2x2.yaml --engine cpp --bytes 65536 --quiet "
-                          "--fault link_down=1:+X@0");
-  EXPECT_EQ(r.code, 3) << r.out;
-  for (const char* s : {"simulation error", "chip 1 (1,0,0): ICI link +X to chip 0 (0,0,0) is down",
-                        "ici_link_down"})
-    EXPECT_NE(r.out.find(s), std::string::npos) << s << " not in:\n" << r.out;
+  for (const char* engine : {"cpp", "systemc"}) {
+    const CliRun r = tpusim("allreduce --config " + kSrc + "/configs/pod_2x2.yaml --engine " +
+                            engine + " --bytes 65536 --quiet --fault link_down=1:+X@0");
+    EXPECT_EQ(r.code, 3) << engine << ": " << r.out;
+    for (const char* s :
+         {"simulation error", "chip 1 (1,0,0): ICI link +X to chip 0 (0,0,0) is down",
+          "ici_link_down"})
+      EXPECT_NE(r.out.find(s), std::string::npos) << engine << ": " << s << " not in:\n" << r.out;
+  }
 }
 
 }  // namespace
