@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_main.h"
 #include "chip_driver.h"
 #include "profile.h"
 #include "report.h"
@@ -44,31 +45,18 @@ class ReportArray {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(const tpu::Opts& opt) {
   using namespace tpu;
-  std::string variant = "16x16", shapes = "dma,square,wide,skinny,skinny16";
-  bool small = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--variant" && i + 1 < argc) variant = argv[++i];
-    else if (a == "--shapes" && i + 1 < argc) shapes = argv[++i];
-    else if (a == "--small") small = true;
-    else {
-      std::fprintf(stderr, "usage: bench_chip [--variant V] [--shapes LIST] [--small]\n");
-      return 2;
-    }
-  }
+  const std::string variant = get(opt, "--variant", "16x16");
+  const std::string shapes = get(opt, "--shapes", "dma,square,wide,skinny,skinny16");
+  const bool small = opt.count("--small") > 0;
+  chip_shape(variant);  // an unknown or unbuilt variant: std::invalid_argument, exit 2
   std::set<std::string> wanted;
-  {
-    std::stringstream ss(shapes);
-    for (std::string s; std::getline(ss, s, ',');) wanted.insert(s);
-    for (const std::string& s : wanted)
-      if (s != "dma" && s != "square" && s != "wide" && s != "skinny" && s != "skinny16") {
-        std::fprintf(stderr,
-                     "bench_chip: unknown shape '%s' (dma, square, wide, skinny, skinny16)\n",
-                     s.c_str());
-        return 2;
-      }
+  for (const std::string& sh : parse_list("--shapes", shapes)) {
+    if (sh != "dma" && sh != "square" && sh != "wide" && sh != "skinny" && sh != "skinny16")
+      throw std::invalid_argument("--shapes: unknown shape '" + sh +
+                                  "' (dma, square, wide, skinny, skinny16)");
+    wanted.insert(sh);
   }
   struct Shape { const char* name; std::size_t m, k, n; };
   const std::size_t d = small ? 4 : 1;
@@ -159,4 +147,12 @@ int main(int argc, char** argv) {
     out.add(rep);
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  tpu::CliSpec spec;
+  spec.valued = {"--variant", "--shapes"};
+  spec.flags = {"--small"};
+  spec.usage = "usage: bench_chip [--variant 16x16] [--shapes dma,square,wide,skinny,skinny16] [--small]\n";
+  return tpu::bench_cli("bench_chip", argc, argv, spec, run);
 }

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_main.h"
 #include "hbm_config.h"
 #include "hbm_harness.h"
 #include "json.h"
@@ -136,25 +137,11 @@ void add_stats(ReportGroup& g, const Result& r) {
   }
 }
 
-int usage(const char* argv0) {
-  std::fprintf(stderr, "usage: %s [--config FILE.yaml] [--cycles N] [--waves FILE.fst]\n", argv0);
-  return 2;
-}
-
-int run(int argc, char** argv) {
+int run(const Opts& o) {
   Options opt;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--config" && i + 1 < argc) {
-      opt.config = argv[++i];
-    } else if (a == "--cycles" && i + 1 < argc) {
-      opt.cycles = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--waves" && i + 1 < argc) {
-      opt.waves = argv[++i];
-    } else {
-      return usage(argv[0]);
-    }
-  }
+  opt.config = get(o, "--config", "");
+  opt.waves = get(o, "--waves", "");
+  opt.cycles = parse_uint("--cycles", get(o, "--cycles", "0"), 0, uint64_t{1} << 32);
   HbmConfig cfg;
   if (!opt.config.empty()) cfg = load_hbm_config(opt.config);
   const HbmTiming& t = cfg.timing;
@@ -249,10 +236,10 @@ int run(int argc, char** argv) {
 }  // namespace tpu
 
 int main(int argc, char** argv) {
-  try {
-    return tpu::run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_hbm: %s\n", e.what());
-    return 1;
-  }
+  tpu::CliSpec spec;
+  spec.valued = {"--config", "--cycles", "--waves"};
+  spec.out_paths = {"--waves"};
+  spec.usage = "usage: bench_hbm [--config FILE.yaml] [--cycles N (0: ten refresh intervals)] "
+               "[--waves FILE.fst]\n";
+  return tpu::bench_cli("bench_hbm", argc, argv, spec, tpu::run);
 }

@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_main.h"
 #include "ici_net.h"
 #include "ici_traffic.h"
 #include "json.h"
@@ -135,39 +136,20 @@ IciRunStats point(const IciTopology& t, IciLength len, double rate, const Option
   return st;
 }
 
-int main_impl(int argc, char** argv) {
+int run(const Opts& o) {
   Options opt;
-  const char* usage =
-      "usage: bench_ici [--topology 4x4,4x4x4,8x8] [--model auto|grid|nodes] [--cycles N] "
-      "[--waves FILE.fst]\n";
-  try {
-    opt.topos = parse_topologies("4x4,4x4x4,8x8");
-    for (int i = 1; i < argc; ++i) {
-      if (!std::strcmp(argv[i], "--cycles") && i + 1 < argc) {
-        opt.cycles = std::strtoull(argv[++i], nullptr, 10);
-      } else if (!std::strcmp(argv[i], "--waves") && i + 1 < argc) {
-        opt.waves = argv[++i];
-      } else if (!std::strcmp(argv[i], "--topology") && i + 1 < argc) {
-        opt.topos = parse_topologies(argv[++i]);
-      } else if (!std::strcmp(argv[i], "--model") && i + 1 < argc) {
-        const std::string m = argv[++i];
-        if (m == "auto")
-          opt.model = IciModelKind::kAuto;
-        else if (m == "grid")
-          opt.model = IciModelKind::kGrid;
-        else if (m == "nodes")
-          opt.model = IciModelKind::kNodes;
-        else
-          throw std::invalid_argument("--model " + m + ": must be auto, grid or nodes");
-      } else {
-        std::fputs(usage, stderr);
-        return 2;
-      }
-    }
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "bench_ici: %s\n%s", e.what(), usage);
-    return 2;
-  }
+  opt.topos = parse_topologies(get(o, "--topology", "4x4,4x4x4,8x8"));
+  opt.cycles = parse_uint("--cycles", get(o, "--cycles", "4000"), 1, 100000000);
+  opt.waves = get(o, "--waves", "");
+  const std::string m = get(o, "--model", "auto");
+  if (m == "auto")
+    opt.model = IciModelKind::kAuto;
+  else if (m == "grid")
+    opt.model = IciModelKind::kGrid;
+  else if (m == "nodes")
+    opt.model = IciModelKind::kNodes;
+  else
+    throw std::invalid_argument("--model " + m + ": must be auto, grid or nodes");
   uint64_t asserts = 0;
   Report out("bench_ici: uniform random traffic");
   out.field("bench", "ici");
@@ -236,4 +218,11 @@ int main_impl(int argc, char** argv) {
 }  // namespace
 }  // namespace tpu
 
-int main(int argc, char** argv) { return tpu::main_impl(argc, argv); }
+int main(int argc, char** argv) {
+  tpu::CliSpec spec;
+  spec.valued = {"--topology", "--model", "--cycles", "--waves"};
+  spec.out_paths = {"--waves"};
+  spec.usage = "usage: bench_ici [--topology 4x4,4x4x4,8x8] [--model auto|grid|nodes] [--cycles N] "
+               "[--waves FILE.fst]\n";
+  return tpu::bench_cli("bench_ici", argc, argv, spec, tpu::run);
+}

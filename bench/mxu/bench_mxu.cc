@@ -14,6 +14,7 @@
 #include <sstream>
 #include <string>
 
+#include "bench_main.h"
 #include "json.h"
 #include "mxu_dut.h"
 #include "mxu_runner.h"
@@ -72,22 +73,10 @@ Report run_case(const std::string& variant, const std::string& name, const Matmu
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  std::vector<std::string> variants = {"8x8", "16x16"};
-  std::size_t m = 1024;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--variants") {
-      variants.clear();
-      std::stringstream ss(v);
-      for (std::string s; std::getline(ss, s, ',');) variants.push_back(s);
-    } else if (k == "--m") {
-      m = std::stoul(v);
-    } else {
-      std::cerr << "usage: bench_mxu [--variants 8x8,16x16] [--m 1024]\n";
-      return 2;
-    }
-  }
+static int run(const Opts& opt) {
+  const std::vector<std::string> variants = parse_list("--variants", get(opt, "--variants", "8x8,16x16"));
+  const std::size_t m = parse_uint("--m", get(opt, "--m", "1024"), 1, 1u << 20);
+  for (const std::string& v : variants) make_mxu(v);  // an unknown or unbuilt variant: exit 2
   Report out("bench_mxu: back-to-back weight tiles");
   out.field("benchmark", "mxu_back_to_back_tiles");
   out.metric("target_utilization", 0.98, "fraction", "what utilization should reach", true);
@@ -114,4 +103,11 @@ int main(int argc, char** argv) {
   std::cerr << out.summary();
   std::cout << Json::array().push_back(out.json()).dump(2) << "\n";
   return ok ? 0 : 1;  // any mismatch fails the benchmark
+}
+
+int main(int argc, char** argv) {
+  tpu::CliSpec spec;
+  spec.valued = {"--variants", "--m"};
+  spec.usage = "usage: bench_mxu [--variants 8x8,16x16] [--m 1024]\n";
+  return tpu::bench_cli("bench_mxu", argc, argv, spec, run);
 }

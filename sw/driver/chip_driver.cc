@@ -65,15 +65,48 @@ void ChipDriver::release(uint64_t mark) {
   if (ident_.addr >= mark) ident_ = HbmMatrix{};
 }
 
+namespace {
+// The smallest legal pitch of a matrix of `cols` columns: a whole number of lanes and of bursts.
+std::size_t matrix_pitch(const ChipShape& s, std::size_t cols, Dtype dtype) {
+  return round_up(cols, std::max<uint64_t>(s.cols, kBurst / dtype_bytes(dtype)));
+}
+}  // namespace
+
 HbmMatrix ChipDriver::alloc_matrix(std::size_t rows, std::size_t cols, Dtype dtype) {
   if (rows == 0 || cols == 0) throw std::invalid_argument("alloc_matrix: rows and cols must be >= 1");
   HbmMatrix m;
   m.rows = rows;
   m.cols = cols;
   m.dtype = dtype;
-  m.pitch = round_up(cols, std::max<uint64_t>(shape().cols, kBurst / dtype_bytes(dtype)));
+  m.pitch = matrix_pitch(shape(), cols, dtype);
   m.addr = alloc(m.bytes());
   return m;
+}
+
+uint64_t matmul_hbm_bytes(const ChipShape& s, std::size_t m, std::size_t k, std::size_t n,
+                          const MatmulOptions& opt) {
+  // Saturating: shapes from the command line may multiply past 64 bits.
+  const uint64_t top = ~uint64_t{0};
+  auto mul = [&](uint64_t a, uint64_t b) { return b != 0 && a > top / b ? top : a * b; };
+  auto add = [&](uint64_t a, uint64_t b) { return a > top - b ? top : a + b; };
+  auto bytes = [&](std::size_t rows, std::size_t cols, Dtype d) {
+    return mul(mul(rows, matrix_pitch(s, cols, d)), dtype_bytes(d));  // whole bursts already
+  };
+  uint64_t total = add(add(bytes(m, k, Dtype::kBf16), bytes(k, n, Dtype::kBf16)),
+                       bytes(m, n, opt.out_bf16 ? Dtype::kBf16 : Dtype::kF32));
+  if (opt.bias) total = add(total, bytes(1, n, Dtype::kF32));
+  return total;
+}
+
+void check_matmul_fits(const ChipShape& s, std::size_t m, std::size_t k, std::size_t n,
+                       const MatmulOptions& opt) {
+  const uint64_t need = matmul_hbm_bytes(s, m, k, n, opt);
+  if (need > s.hbm_bytes)
+    throw std::invalid_argument(
+        "matmul " + std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n) +
+        ": A, W and C need " + std::to_string(need) + " bytes of HBM, the chip has " +
+        std::to_string(s.hbm_bytes) + " (rule: the operands of a one-chip matmul fit its HBM; "
+        "tpusim shard splits larger ones over a pod)");
 }
 
 namespace {
@@ -258,6 +291,7 @@ MatmulRun ChipDriver::matmul(const std::vector<bf16_t>& a, const std::vector<bf1
   if (w.size() != K * N) throw std::invalid_argument("matmul: W must hold K x N values");
   if (opt.bias && opt.bias->size() != N)
     throw std::invalid_argument("matmul: the bias must hold N values");
+  check_matmul_fits(shape(), M, K, N, opt);
   const uint64_t mark = allocated();
   try {
     const HbmMatrix am = alloc_matrix(M, K, Dtype::kBf16), wm = alloc_matrix(K, N, Dtype::kBf16);

@@ -60,6 +60,15 @@ struct MatmulOptions {
   bool out_bf16 = false;                     // round the result to bf16 (VPU), else f32
 };
 
+// The HBM bytes ChipDriver::matmul from host vectors allocates on a chip of shape s (A, W, C and
+// the bias row, each with its legal pitch and rounded to a burst), and the check made before
+// anything is allocated or generated: std::invalid_argument naming the shape and what it needs
+// when that exceeds the chip's HBM.
+uint64_t matmul_hbm_bytes(const ChipShape& s, std::size_t m, std::size_t k, std::size_t n,
+                          const MatmulOptions& opt);
+void check_matmul_fits(const ChipShape& s, std::size_t m, std::size_t k, std::size_t n,
+                       const MatmulOptions& opt);
+
 struct MatmulRun {
   std::vector<ChipCmd> program;  // the on-chip program (ends with HALT)
   std::vector<uint32_t> c_bits;  // host-vector matmul only: M x N f32 bits, or bf16 bits (low 16)

@@ -1,4 +1,4 @@
-// Helpers the tpusim commands share: integer options, the shipped configuration files, a
+// Helpers the tpusim commands share (options: sw/common/cli.h): the shipped configuration files, a
 // progress line for long runs, and writing a JSON report.
 #pragma once
 
@@ -13,25 +13,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "cli.h"
 #include "json.h"
 
 namespace tpu {
-
-// The value of option `flag`: an integer from lo to hi, else std::invalid_argument naming both.
-inline uint64_t parse_uint(const std::string& flag, const std::string& v, uint64_t lo,
-                           uint64_t hi) {
-  std::size_t pos = 0;
-  unsigned long long x = 0;
-  try {
-    x = std::stoull(v, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  if (pos != v.size() || v.empty() || v[0] == '-' || x < lo || x > hi)
-    throw std::invalid_argument(flag + " " + v + ": must be an integer from " +
-                                std::to_string(lo) + " to " + std::to_string(hi));
-  return x;
-}
 
 // A file of the source tree (e.g. "configs/default.yaml"): relative to the working directory
 // when it is there, else in the tree tpusim was built from.
@@ -90,31 +75,6 @@ inline void write_json_report(const std::string& path, const Json& rep) {
   ok = std::fclose(f) == 0 && ok;
   if (!ok) throw std::invalid_argument(path + ": writing the report failed (" +
                                        std::strerror(errno) + ")");
-}
-
-// An output path, checked before a long run: its directory exists and is writable, and the
-// path is not a directory or a read-only file. std::invalid_argument naming the flag and path.
-inline void check_output_path(const std::string& flag, const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path p(path);
-  const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
-  if (!fs::is_directory(dir, ec))
-    throw std::invalid_argument(flag + " " + path + ": directory '" + dir.string() +
-                                "' does not exist");
-  if (fs::is_directory(p, ec))
-    throw std::invalid_argument(flag + " " + path + ": is a directory");
-  // Opened for writing now (not truncated; a file made for the test is removed again), which
-  // also catches what permission bits do not say (a read-only file system, root's rights).
-  const bool existed = fs::exists(p, ec);
-  if (existed && !fs::is_regular_file(p, ec) && !fs::is_character_file(p, ec)) return;
-  const int fd = existed ? ::open(path.c_str(), O_WRONLY | O_NONBLOCK)
-                         : ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
-  if (fd < 0)
-    throw std::invalid_argument(flag + " " + path + ": cannot be written (" +
-                                std::strerror(errno) + ")");
-  ::close(fd);
-  if (!existed) ::unlink(path.c_str());
 }
 
 }  // namespace tpu

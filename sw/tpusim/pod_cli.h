@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "chip_config.h"
+#include "cli.h"
 #include "host_port.h"
 #include "json.h"
 #include "pod.h"
@@ -16,17 +17,17 @@
 
 namespace tpu {
 
-using Opts = std::map<std::string, std::string>;
-
-// The options of a command: `valued` take a value, `flags` none. An unknown option (the message
-// ends with `usage`), a missing value or an option given twice is std::invalid_argument; each
+// The options of a pod command (parse_cli, sw/common/cli.h, plus --watchdog N and the repeatable
+// --fault KEY=VALUE): `valued` take a value, `flags` none. An unknown option (the message
+// ends with `usage`), a missing value or an option given twice is std::invalid_argument, --help
+// is HelpRequested; each
 // of `out_paths` that is given must name a file in a directory that exists (checked before any
 // simulation, so a long run does not end in a failed write).
 Opts parse_options(const std::vector<std::string>& args, const std::vector<std::string>& valued,
                    const std::vector<std::string>& flags, const char* usage,
                    const std::vector<std::string>& out_paths = {"--json", "--trace"});
-// Option `k`, or `d` when it was not given.
-std::string get(const Opts& opt, const char* k, const std::string& d);
+// --threads N (1..256; default: the machine's cores): threads stepping the chips.
+unsigned pod_threads(const Opts& opt);
 // "0,3" -> {0, 3} (--waves-chips).
 std::vector<int> parse_chips(const std::string& v);
 // --trace FILE and --trace-cycles FROM:TO: the timeline's options.

@@ -52,6 +52,19 @@ constexpr int kExitMismatch = 1;  // the run finished but the golden check faile
 constexpr int kExitUsage = 2;     // bad command line, file or configuration
 constexpr int kExitSim = 3;       // the RTL reported an error or hung
 
+// `tpusim --help` (and tpusim with no command) starts with this list.
+const char* kCommands =
+    "usage: tpusim COMMAND [options]     (tpusim COMMAND --help: that command's options)\n"
+    "commands:\n"
+    "  matmul      one bf16 matmul on one chip, golden-checked\n"
+    "  traffic     synthetic traffic on an ICI router network\n"
+    "  allreduce   an all-reduce on a pod (HBM in and out, any size, mesh axes)\n"
+    "  collective  any collective on a pod (--kind)\n"
+    "  pod         the pod job: a matmul on every chip at once, then an all-reduce of the results\n"
+    "  shard       one matmul sharded over a named mesh of the pod\n"
+    "  train       data-parallel (and tensor-parallel) SGD of an MLP on the pod\n"
+    "exit codes: 0 ok, 1 golden mismatch, 2 bad input, 3 simulation error or hang\n\n";
+
 const char* kUsage =
     "usage: tpusim matmul [options]\n"
     "  --config FILE       chip configuration (default: configs/default.yaml)\n"
@@ -157,10 +170,17 @@ int run_chip(const ChipConfig& cfg, const std::string& config_path, const Matmul
   if (has("--bias")) {
     const NpyArray arr = read_npy(opt["--bias"]);  // shape (N,) or (1, N), float32
     if (arr.dtype != "<f4") throw UsageError(opt["--bias"] + ": the bias must be float32");
+    const bool row = arr.shape.size() == 1 ? arr.shape[0] == sh.n
+                                           : arr.shape.size() == 2 && arr.shape[0] == 1 &&
+                                                 arr.shape[1] == sh.n;
+    if (!row) {
+      std::string got;
+      for (const size_t d : arr.shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
+      throw UsageError(opt["--bias"] + ": the bias must have shape (" + std::to_string(sh.n) +
+                       ",) or (1, " + std::to_string(sh.n) + ") for N = " +
+                       std::to_string(sh.n) + " (it has shape (" + got + "))");
+    }
     bias = arr.as_f32();
-    if (bias.size() != sh.n)
-      throw UsageError(opt["--bias"] + ": the bias must hold N = " + std::to_string(sh.n) +
-                       " values (it holds " + std::to_string(bias.size()) + ")");
     mo.bias = &bias;
   }
   mo.relu = has("--relu");
@@ -266,43 +286,24 @@ int run_chip(const ChipConfig& cfg, const std::string& config_path, const Matmul
 }
 
 int cmd_matmul(const std::vector<std::string>& args) {
-  std::map<std::string, std::string> opt;
-  bool quiet = false;
-  const std::vector<std::string> valued = {"--config", "--variant", "--m",   "--k",
-                                           "--n",      "--seed",    "--dist", "--a",
-                                           "--w",      "--out",     "--json", "--waves",
-                                           "--bias",   "--out-dtype", "--trace",
-                                           "--trace-cycles", "--watchdog"};
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--quiet") {
-      quiet = true;
-      opt[a] = "1";
-      continue;
-    }
-    if (a == "--relu" || a == "--mxu-only") {
-      opt[a] = "1";
-      continue;
-    }
-    if (a == "--fault") {  // repeatable
-      if (i + 1 >= args.size()) throw UsageError(a + " needs KEY=VALUE");
-      opt[a] += (opt[a].empty() ? "" : "\n") + args[++i];
-      continue;
-    }
-    if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
-      std::exit(kExitOk);
-    }
-    bool known = false;
-    for (const auto& v : valued) known = known || v == a;
-    if (!known) throw UsageError("unknown option '" + a + "'");
-    if (i + 1 >= args.size()) throw UsageError(a + " needs a value");
-    opt[a] = args[++i];
-  }
-  auto has = [&](const char* k) { return opt.count(k) > 0; };
+  CliSpec spec;
+  spec.valued = {"--config", "--variant", "--m",   "--k",         "--n",
+                 "--seed",   "--dist",    "--a",   "--w",         "--out",
+                 "--json",   "--waves",   "--bias", "--out-dtype", "--trace",
+                 "--trace-cycles", "--watchdog"};
+  spec.flags = {"--quiet", "--relu", "--mxu-only"};
+  spec.repeatable = {"--fault"};
   // Output paths are checked before a long simulation, not after it.
-  for (const char* k : {"--out", "--json", "--waves", "--trace"})
-    if (has(k)) check_output_path(k, opt[k]);
+  spec.out_paths = {"--out", "--json", "--waves", "--trace"};
+  spec.usage = kUsage;
+  Opts opt;
+  try {
+    opt = parse_cli(args, spec);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  const bool quiet = opt.count("--quiet") > 0;
+  auto has = [&](const char* k) { return opt.count(k) > 0; };
 
   const std::string config_path = has("--config") ? opt["--config"] : source_file("configs/default.yaml");
   ChipConfig cfg = load_chip_config(config_path);
@@ -346,6 +347,36 @@ int cmd_matmul(const std::vector<std::string>& args) {
     const std::string dist = has("--dist") ? opt["--dist"] : "narrow";
     if (dist != "narrow" && dist != "wide")
       throw UsageError("--dist " + dist + ": must be 'narrow' or 'wide'");
+    // Capacity first: a shape the chip's HBM cannot hold is refused before gigabytes of
+    // inputs are generated (the variant's own errors come later, with their wording).
+    if (!has("--mxu-only")) {
+      bool known = true;
+      ChipShape cs;
+      try {
+        cs = chip_shape(cfg.variant);
+      } catch (const std::invalid_argument&) {
+        known = false;
+      }
+      MatmulOptions need;
+      need.out_bf16 = has("--out-dtype") && opt["--out-dtype"] == "bf16";
+      std::vector<float> no_bias;
+      if (has("--bias")) need.bias = &no_bias;
+      if (known) {
+        try {
+          check_matmul_fits(cs, sh.m, sh.k, sh.n, need);
+        } catch (const std::invalid_argument& e) {
+          throw UsageError(e.what());
+        }
+      }
+    } else {
+      // The MXU alone has no HBM: the operands and the result live in host memory.
+      const uint64_t host = 2 * (uint64_t{sh.m} * sh.k + uint64_t{sh.k} * sh.n) +
+                            8 * uint64_t{sh.m} * sh.n;
+      if (host > (uint64_t{1} << 31))
+        throw UsageError("matmul " + std::to_string(sh.m) + "x" + std::to_string(sh.k) + "x" +
+                         std::to_string(sh.n) + " --mxu-only: the operands and results need " +
+                         std::to_string(host) + " bytes of host memory (limit 2 GiB)");
+    }
     std::mt19937_64 rng(seed);
     auto draw = [&]() -> bf16_t {
       const auto sign = static_cast<uint16_t>((rng() & 1u) << 15);
@@ -454,7 +485,8 @@ int sc_main(int argc, char** argv) {
   std::signal(SIGBUS, on_sigbus);
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::cout << kUsage << kTrafficUsage << kPodUsage << kShardUsage << kTrainUsage;
+    (args.empty() ? std::cerr : std::cout)
+        << kCommands << kUsage << kTrafficUsage << kPodUsage << kShardUsage << kTrainUsage;
     return args.empty() ? kExitUsage : kExitOk;
   }
   const std::string cmd = args[0];
@@ -470,10 +502,6 @@ int sc_main(int argc, char** argv) {
     }
     const bool pod_cmd = cmd == "allreduce" || cmd == "collective" || cmd == "pod" ||
                          cmd == "shard" || cmd == "train" || cmd == "hang";
-    if (pod_cmd && args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
-      std::cout << (cmd == "shard" ? kShardUsage : cmd == "train" ? kTrainUsage : kPodUsage);
-      return kExitOk;
-    }
     if (pod_cmd) {
       try {
         if (cmd == "hang") return cmd_hang(args);
@@ -487,9 +515,11 @@ int sc_main(int argc, char** argv) {
       }
     }
     std::cerr << "tpusim: unknown command '" << cmd
-              << "' (commands: matmul, traffic, allreduce, collective, pod, shard, train)\n"
-              << kUsage << kTrafficUsage << kPodUsage;
+              << "'\n" << kCommands;
     return kExitUsage;
+  } catch (const HelpRequested& h) {  // --help anywhere on a command's line
+    std::cout << h.what();
+    return kExitOk;
   } catch (const UsageError& e) {
     std::cerr << "tpusim: error: " << e.what() << "\n";
     return kExitUsage;

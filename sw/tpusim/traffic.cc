@@ -28,23 +28,14 @@ const char* kTrafficUsage =
     "                        for this many cycles (default 2000)\n";
 
 int cmd_traffic(const std::vector<std::string>& args) {
-  std::map<std::string, std::string> opt;
-  const std::vector<std::string> valued = {"--topology", "--pattern",      "--rate", "--length",
-                                           "--cycles",   "--link-latency", "--seed", "--json",
-                                           "--watchdog"};
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--mesh") {
-      opt[a] = "1";
-      continue;
-    }
-    bool known = false;
-    for (const auto& v : valued) known = known || v == a;
-    if (!known) throw std::invalid_argument("unknown option '" + a + "'\n" + kTrafficUsage);
-    if (i + 1 >= args.size()) throw std::invalid_argument(a + " needs a value");
-    opt[a] = args[++i];
-  }
-  auto get = [&](const char* k, const char* d) { return opt.count(k) ? opt[k] : std::string(d); };
+  CliSpec spec;
+  spec.valued = {"--topology", "--pattern", "--rate", "--length", "--cycles", "--link-latency",
+                 "--seed", "--json", "--watchdog"};
+  spec.flags = {"--mesh"};
+  spec.out_paths = {"--json"};  // before the run
+  spec.usage = kTrafficUsage;
+  const Opts opt = parse_cli(args, spec);
+  auto get = [&](const char* k, const char* d) { return tpu::get(opt, k, d); };
 
   IciTopology topo;
   {
@@ -81,21 +72,17 @@ int cmd_traffic(const std::vector<std::string>& args) {
   else throw std::invalid_argument("--length " + len + ": must be 1, 4 or mixed");
   {
     const std::string r = get("--rate", "0.3");
-    std::size_t pos = 0;
-    double x = -1;
     try {
-      x = std::stod(r, &pos);
-    } catch (const std::exception&) {
-      pos = 0;
+      cfg.rate = parse_real("--rate", r, 0.0, 1.0);
+    } catch (const std::invalid_argument&) {
+      cfg.rate = 0;
     }
-    if (pos != r.size() || !(x > 0.0 && x <= 1.0))
+    if (!(cfg.rate > 0.0))
       throw std::invalid_argument("--rate " + r + ": must be a number in (0, 1]");
-    cfg.rate = x;
   }
   cfg.seed = static_cast<unsigned>(parse_uint("--seed", get("--seed", "1"), 0, 0x7fffffff));
   const uint64_t cycles = parse_uint("--cycles", get("--cycles", "4000"), 1, 100000000);
   const uint64_t watchdog = parse_uint("--watchdog", get("--watchdog", "2000"), 1, uint64_t{1} << 40);
-  if (opt.count("--json")) check_output_path("--json", opt["--json"]);  // before the run
 
   std::fprintf(stderr, "[tpusim] traffic: %s, %s, %s flits, offered %.3f, %llu cycles\n",
                topo.name().c_str(), pattern.c_str(), len.c_str(), cfg.rate,
@@ -133,7 +120,7 @@ int cmd_traffic(const std::vector<std::string>& args) {
     for (const auto& e : sb.errors()) std::printf("  %s\n", e.c_str());
   }
   std::fflush(stdout);  // the summary stays even if the report cannot be written
-  if (opt.count("--json")) rep.write(opt["--json"]);
+  if (opt.count("--json")) rep.write(opt.at("--json"));
   if (!st.completed && !st.error.empty()) return 3;  // the watchdog: a deadlock or livelock
   return ok ? 0 : 1;
 }

@@ -542,6 +542,11 @@ void PodCore::set_threads(unsigned n) {
 }
 
 void PodCore::step(bool reverse) {
+  step_chips(reverse);
+  end_cycle();
+}
+
+void PodCore::step_chips(bool reverse) {
   if (pool_) {
     Pool& p = *pool_;
     p.done.store(0, std::memory_order_relaxed);
@@ -563,7 +568,6 @@ void PodCore::step(bool reverse) {
         for (auto& f : p.errors) f = nullptr;
         std::rethrow_exception(x);
       }
-    end_cycle();
     return;
   }
   if (reverse) {
@@ -571,7 +575,6 @@ void PodCore::step(bool reverse) {
   } else {
     for (int i = 0; i < num_chips(); ++i) step_chip(i);
   }
-  end_cycle();
 }
 
 bool PodCore::idle() const {

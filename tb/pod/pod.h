@@ -45,7 +45,7 @@ struct PodParams {
   std::vector<int> wave_chips;   // chips that dump FST waves
   std::string wave_dir = "waves";  // dumps go to wave_dir/pod_chipN.fst
   std::string wave_path;           // a pod of one chip: its dump file instead, if set
-  unsigned threads = 1;            // plain C++ stepping: threads stepping the chips (PodCore)
+  unsigned threads = 1;            // threads stepping the chips (PodCore; both engines)
   // The watchdog (docs/errors.md): a run in which nothing makes progress for this many cycles
   // stops with a HangError that says what every chip still holds. 0: off.
   uint64_t watchdog_cycles = kDefaultWatchdogCycles;
@@ -215,7 +215,9 @@ class PodCore {
   // Every chip once per cycle (any order), then end_cycle().
   void step_chip(int i);
   void end_cycle();
-  void step(bool reverse = false);  // every chip (0 up, or down), then end_cycle()
+  // Every chip's part of the cycle: on the threads (set_threads), else one by one (0 up, or down).
+  void step_chips(bool reverse = false);
+  void step(bool reverse = false);  // step_chips, then end_cycle()
   // Threads that step the chips of a cycle (each a fixed slab of chips; the caller steps the
   // first). Bit- and cycle-identical for any count: within a cycle a chip reads only what its
   // links carried from earlier cycles and writes only its own state and its links' later slots

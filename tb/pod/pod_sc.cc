@@ -14,9 +14,13 @@ using sc_core::sc_time;
 ScChip::ScChip(sc_core::sc_module_name name, ScPod& pod, int id)
     : sc_module(name), clk("clk"), host("host"), pod_(pod), id_(id) {
   SC_HAS_PROCESS(ScChip);
-  SC_METHOD(on_clock);
-  sensitive << clk.pos();
-  dont_initialize();
+  // With several threads the pod steps its chips together (ScPod::on_posedge); else each chip
+  // is a process of its own.
+  if (pod_.core_.threads() <= 1) {
+    SC_METHOD(on_clock);
+    sensitive << clk.pos();
+    dont_initialize();
+  }
   host.register_b_transport(this, &ScChip::b_transport);
   host.register_transport_dbg(this, &ScChip::transport_dbg);
 }
@@ -150,10 +154,27 @@ ScPod::ScPod(sc_core::sc_module_name name, const PodParams& p)
     const std::string ln = "lane" + std::to_string(i);
     lanes_.push_back(std::make_unique<ScHostLane>(ln.c_str(), *this, i));
   }
+  if (core_.threads() > 1) {
+    SC_METHOD(on_posedge);
+    sensitive << clk_.posedge_event();
+    dont_initialize();
+  }
   SC_METHOD(on_negedge);
   sensitive << clk_.negedge_event();
   dont_initialize();
   SC_THREAD(host_thread);
+}
+
+// Several threads (PodParams::threads): one process steps every chip at the rising edge on
+// PodCore's worker threads (the same chips, the same order of effects: bits and cycles equal
+// to one process per chip). The kernel runs this one process while the workers step.
+void ScPod::on_posedge() {
+  if (err_) return;
+  try {
+    core_.step_chips();
+  } catch (...) {
+    fail(std::current_exception());
+  }
 }
 
 ScPod::~ScPod() = default;

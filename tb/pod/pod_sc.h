@@ -1,4 +1,5 @@
-// The SystemC pod: every chip an sc_module clocked by one sc_clock (1 ns = 1 cycle), its host
+// The SystemC pod: every chip an sc_module clocked by one sc_clock (1 ns = 1 cycle; with
+// PodParams::threads > 1 one process steps them all on PodCore's worker threads), its host
 // port a TLM-2.0 target socket (b_transport; transport_dbg for the backdoor), the ICI links the
 // latency channels of PodCore (docs/pod.md). The host runs as an SC_THREAD: ScPod::run(job)
 // executes job(HostPort&) inside the simulation, where every HostPort call is a transaction on
@@ -106,6 +107,7 @@ class ScPod : public sc_core::sc_module, public HostPort {
   friend class ScHostLane;
   void transport(int chip, tlm::tlm_command cmd, uint64_t addr, void* data, std::size_t n,
                  bool debug = false);
+  void on_posedge();  // threads > 1: every chip at once
   void on_negedge();
   void host_thread();
   void fail(std::exception_ptr e);

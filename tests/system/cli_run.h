@@ -1,5 +1,5 @@
-// What the command-line tests share: run the tpusim binary (TPUSIM, a compile definition) with
-// arguments, and read a file whole.
+// What the command-line tests share: run a command line or the tpusim binary (TPUSIM, a compile
+// definition) with arguments, and read a file whole.
 #pragma once
 
 #include <sys/wait.h>
@@ -16,8 +16,9 @@ struct CliRun {
   std::string out;   // stdout and stderr together
 };
 
-inline CliRun tpusim(const std::string& args) {
-  const std::string cmd = std::string(TPUSIM) + " " + args + " 2>&1";
+// Runs a shell command line; its stdout and stderr together, and its exit status.
+inline CliRun run_command(const std::string& line) {
+  const std::string cmd = line + " 2>&1";
   CliRun r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -28,6 +29,10 @@ inline CliRun tpusim(const std::string& args) {
   r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
 }
+
+#ifdef TPUSIM
+inline CliRun tpusim(const std::string& args) { return run_command(std::string(TPUSIM) + " " + args); }
+#endif
 
 inline std::string slurp(const std::string& path) {
   std::ifstream in(path);

@@ -79,6 +79,7 @@ TEST(Tpusim, BadInputsAreClearErrors) {
   write_npy_f32(tmp("W33.npy"), m33, {3, 3});
   write_npy_f32(tmp("W23.npy"), m23, {2, 3});
   write_npy_f32(tmp("R3.npy"), r3, {2, 2, 2});
+  write_npy_f32(tmp("B25.npy"), std::vector<float>(10, 1.0f), {2, 5});  // 10 values, not a row
   {
     std::ofstream f(tmp("F8.npy"), std::ios::binary);
     const std::string hdr = "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1), }";
@@ -109,6 +110,12 @@ TEST(Tpusim, BadInputsAreClearErrors) {
       {"unbuilt variant", "--config " + tmp("big.yaml"), "TPU_BUILD_MXU128=ON"},
       {"missing config", "--config " + tmp("none.yaml"), "none.yaml: cannot open"},
       {"no output dir", "--out " + tmp("nodir/C.npy"), "nodir' does not exist"},
+      {"beyond HBM, refused before inputs", "--m 65536 --k 65536 --n 64",
+       "matmul 65536x65536x64: A, W and C need"},
+      {"beyond host memory, MXU alone", "--m 65536 --k 65536 --n 64 --mxu-only",
+       "bytes of host memory (limit 2 GiB)"},
+      {"bias not a row", "--m 3 --k 4 --n 10 --bias " + tmp("B25.npy"),
+       "B25.npy: the bias must have shape (10,) or (1, 10) for N = 10 (it has shape (2, 5))"},
   };
   for (const auto& c : cases) {
     const std::string args = c.args.find("--config") == 0 ? c.args : kConfig4 + " " + c.args;
@@ -204,6 +211,20 @@ TEST(TpusimPod, CollectiveOverAMeshAxisReports) {
     EXPECT_NE(rep.find(key), std::string::npos) << key << " not in " << rep;
 }
 
+// --algo is honoured by every collective it applies to (a bidirectional ring for a
+// reduce-scatter, an all-gather, a broadcast), not silently replaced by a ring.
+TEST(TpusimPod, AlgoIsHonouredBeyondAllReduce) {
+  for (const char* kind : {"reduce_scatter", "all_gather", "broadcast"}) {
+    const std::string json = tmp(std::string("algo_") + kind + ".json");
+    const CliRun r = tpusim(std::string("collective --kind ") + kind + " --algo biring --bytes 8192 " +
+                            kPod22 + " --engine cpp --quiet --json " + json);
+    ASSERT_EQ(r.code, 0) << kind << ": " << r.out;
+    const std::string rep = slurp(json);
+    for (const char* key : {"\"algorithm\": \"biring\"", "\"verdict\": \"pass\""})
+      EXPECT_NE(rep.find(key), std::string::npos) << kind << ": " << key << " not in " << rep;
+  }
+}
+
 TEST(TpusimPod, BadInputIsAClearErrorWithExitCode2) {
   struct Bad {
     const char* name;
@@ -220,6 +241,9 @@ TEST(TpusimPod, BadInputIsAClearErrorWithExitCode2) {
       {"all_to_all blocks", "collective --kind all_to_all --bytes 4100", "all_to_all"},
       {"empty trace window", "allreduce --trace x.json --trace-cycles 5:3", "--trace-cycles TO"},
       {"window without trace", "allreduce --trace-cycles 0:10", "needs --trace FILE"},
+      {"algo that does not apply", "collective --kind reduce_scatter --algo torus",
+       "'torus' is defined for all_reduce only, not reduce_scatter"},
+      {"unknown algo", "collective --kind all_gather --algo bogus", "unknown 'bogus'"},
   };
   for (const Bad& c : cases) {
     const std::string json = tmp("bad_pod.json");
@@ -267,12 +291,19 @@ TEST(TpusimShard, ReportTraceAndGatheredY) {
 }
 
 TEST(TpusimShard, HelpPrintsTheUsage) {
-  for (const char* cmd : {"shard --help", "pod -h", "allreduce --help"}) {
+  // --help anywhere on the line, for every command.
+  for (const char* cmd : {"shard --help", "pod -h", "allreduce --help", "allreduce --bytes 64 -h",
+                          "collective --kind all_gather --help", "train --help", "matmul --help",
+                          "traffic --help", "--help"}) {
     const CliRun r = tpusim(cmd);
     EXPECT_EQ(r.code, 0) << cmd << ": " << r.out;
     EXPECT_NE(r.out.find("usage: tpusim"), std::string::npos) << cmd << ": " << r.out;
-    EXPECT_EQ(r.out.find("error"), std::string::npos) << cmd << ": " << r.out;
+    EXPECT_EQ(r.out.find("error:"), std::string::npos) << cmd << ": " << r.out;
   }
+  // tpusim --help: the list of commands comes first.
+  const CliRun r = tpusim("--help");
+  ASSERT_NE(r.out.find("commands:"), std::string::npos) << r.out;
+  EXPECT_LT(r.out.find("commands:"), r.out.find("usage: tpusim matmul")) << r.out;
 }
 
 TEST(TpusimShard, BadInputIsAClearErrorWithExitCode2) {
