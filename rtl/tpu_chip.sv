@@ -21,14 +21,24 @@
 //                 its uncorrectable words on hm_rsp_ue_o (the driver raises the error).
 // ICI:            the chip's router (tpu_ici_router, NumVc 4, IciDepth flits per VC) with one
 //                 link port per torus direction (+X -X +Y -Y +Z -Z, index d = 0..5): flits out
-//                 `ici_tx_*` with their credits back `ici_tx_cr_*`, flits in `ici_rx_*` with
-//                 the credits sent back `ici_rx_cr_*`. A flit is {head, tail, data[RowW-1:0]}:
+//                 `ici_tx_*` with their control words back `ici_tx_ctl_*`, flits in `ici_rx_*`
+//                 with the control words sent back `ici_rx_ctl_*`. A flit is {head, tail,
+//                 data[RowW-1:0]}:
 //                 one memory row per flit. No ready crosses a link and every link output is a
 //                 register, so chips couple only through >= 1-cycle link channels (docs/ici.md).
 //                 `ici_me_i` / `ici_topo_i` (the chip's coordinate and the pod shape) and
 //                 `ici_link_gap_i` (cycles a link needs per flit: a link narrower than a row)
-//                 are held constant after reset. Unused directions: tie rx_valid and tx_cr_valid to 0.
+//                 are held constant after reset. Unused directions: tie rx_valid and
+//                 tx_ctl_valid to 0.
 //                 The ICI engine (tpu_ici_eng) runs ICI_SEND and the counters of ICI_WAIT.
+//                 Link layer (tpu_ici_link_tx/_rx per direction, docs/ici.md): on the wire a flit
+//                 word is {flit, vc, seq} with a CRC-32C (`ici_tx_seq/crc`, `ici_rx_seq/crc`),
+//                 and the reverse channel carries control words (ACK/NAK and credit counts, with
+//                 their own CRC: `ici_tx_ctl_*` in, `ici_rx_ctl_*` out) instead of bare credits.
+//                 `ici_rx_cr_*` still show the router's credits (observation only). Replays
+//                 after `ici_replay_timeout_i` cycles without an ACK; a link whose replays fail
+//                 8 times in a row is down (`ici_link_down_o`, error ErrIciLinkDown). Per-link
+//                 counters: `ici_lstat_dir_i`/`ici_lstat_sel_i` -> `ici_lstat_o` (link_stat_e).
 // Throughput: the MXU takes one activation row and Cfg.mxu_wrows weight rows per cycle; the DMA
 // moves one memory row per cycle;
 // the VPU one row per cycle; they run concurrently under the sequencer's scoreboard.
@@ -48,7 +58,9 @@ module tpu_chip
   localparam int unsigned        WRows     = Cfg.mxu_wrows,
   localparam int unsigned        NumVRd    = 6 + WRows,  // VMEM read ports
   localparam int unsigned        NumDirs   = tpu_ici_pkg::NumDirs,
-  localparam int unsigned        IciVcW    = 2   // 4 VCs per link (2 dateline classes x 2)
+  localparam int unsigned        IciVcW    = 2,  // 4 VCs per link (2 dateline classes x 2)
+  localparam int unsigned        LinkSeqW  = tpu_ici_pkg::LinkSeqW,
+  localparam int unsigned        CtlW      = tpu_ici_pkg::link_ctl_width(4)
 ) (
   input  logic                      clk_i,
   input  logic                      rst_ni,
@@ -92,16 +104,29 @@ module tpu_chip
   input  tpu_ici_pkg::ici_coord_t   ici_me_i,
   input  tpu_ici_pkg::ici_topo_t    ici_topo_i,
   input  logic [3:0]                ici_link_gap_i,  // cycles per flit on a link (0, 1: every)
+  input  logic [15:0]               ici_replay_timeout_i,  // link layer: cycles without ACK
   output logic [NumDirs-1:0]        ici_tx_valid_o,
   output logic [NumDirs-1:0][IciVcW-1:0] ici_tx_vc_o,
   output logic [NumDirs-1:0][FlitW-1:0] ici_tx_flit_o,
-  input  logic [NumDirs-1:0]        ici_tx_cr_valid_i,
-  input  logic [NumDirs-1:0][IciVcW-1:0] ici_tx_cr_vc_i,
+  output logic [NumDirs-1:0][LinkSeqW-1:0] ici_tx_seq_o,
+  output logic [NumDirs-1:0][31:0]  ici_tx_crc_o,
+  input  logic [NumDirs-1:0]        ici_tx_ctl_valid_i,
+  input  logic [NumDirs-1:0][CtlW-1:0] ici_tx_ctl_i,
+  input  logic [NumDirs-1:0][31:0]  ici_tx_ctl_crc_i,
   input  logic [NumDirs-1:0]        ici_rx_valid_i,
   input  logic [NumDirs-1:0][IciVcW-1:0] ici_rx_vc_i,
   input  logic [NumDirs-1:0][FlitW-1:0] ici_rx_flit_i,
-  output logic [NumDirs-1:0]        ici_rx_cr_valid_o,
+  input  logic [NumDirs-1:0][LinkSeqW-1:0] ici_rx_seq_i,
+  input  logic [NumDirs-1:0][31:0]  ici_rx_crc_i,
+  output logic [NumDirs-1:0]        ici_rx_ctl_valid_o,
+  output logic [NumDirs-1:0][CtlW-1:0] ici_rx_ctl_o,
+  output logic [NumDirs-1:0][31:0]  ici_rx_ctl_crc_o,
+  output logic [NumDirs-1:0]        ici_rx_cr_valid_o,  // observation: the router's credits
   output logic [NumDirs-1:0][IciVcW-1:0] ici_rx_cr_vc_o,
+  output logic [NumDirs-1:0]        ici_link_down_o,
+  input  tpu_ici_pkg::link_stat_e   ici_lstat_sel_i,
+  input  logic [2:0]                ici_lstat_dir_i,
+  output logic [31:0]               ici_lstat_o,
   output logic                      ici_idle_o,   // no flit buffered in the router
   // HBM PHY side
   output hbm_cmd_t      [NumCh-1:0] hbm_cmd_o,
@@ -173,6 +198,8 @@ module tpu_chip
     .dma_done_i (dma_done),
     .dma_ecc_err_i(dma_ecc_err),
     .dma_ecc_addr_i(dma_ecc_addr),
+    .link_down_i   (link_down),
+    .link_down_dir_i(link_down_dir),
     .lw_start_o (lw_start),
     .lw_ready_i (lw_ready),
     .lw_done_i  (lw_done),
@@ -478,6 +505,9 @@ module tpu_chip
   row_flit_t        ici_inj_flit, ici_ej_flit;
   row_flit_t [NumDirs-1:0] ici_tx_flit, ici_rx_flit;
   logic [tpu_ici_pkg::StatW-1:0] ici_stat;
+  logic             ici_rt_idle;
+  // Idle: no flit in the router, none unacknowledged, no ACK or NAK waiting to go out.
+  assign ici_idle_o = ici_rt_idle && (&lk_tx_idle) && (&lk_rx_idle);
 
   tpu_ici_eng #(
     .Lanes  (Lanes),
@@ -527,9 +557,91 @@ module tpu_chip
     .rx_drop_o     (ici_rx_drop)
   );
 
+  // The link layer between each router link port and the wire.
+  logic [NumDirs-1:0]             rt_tx_valid, rt_tx_cr_valid, rt_rx_valid, rt_rx_cr_valid;
+  logic [NumDirs-1:0][IciVcW-1:0] rt_tx_vc, rt_tx_cr_vc, rt_rx_vc, rt_rx_cr_vc;
+  logic [NumDirs-1:0]             lk_tx_idle, lk_rx_idle;
+  logic [NumDirs-1:0][31:0]       lk_replays, lk_replayed, lk_ctl_err, lk_crc_err;
+  row_flit_t [NumDirs-1:0]        w_tx_flit;
   for (genvar d = 0; d < NumDirs; d++) begin : gen_link
-    assign ici_tx_flit_o[d] = ici_tx_flit[d];
-    assign ici_rx_flit[d]   = ici_rx_flit_i[d];
+    tpu_ici_link_tx #(
+      .flit_t    (row_flit_t),
+      .NumVc     (4),
+      .Depth     (IciDepth),
+      .MaxReplays(8)
+    ) i_link_tx (
+      .clk_i        (clk_i),
+      .rst_ni       (rst_ni),
+      .link_gap_i   (ici_link_gap_i),
+      .timeout_i    (ici_replay_timeout_i),
+      .tx_valid_i   (rt_tx_valid[d]),
+      .tx_vc_i      (rt_tx_vc[d]),
+      .tx_flit_i    (ici_tx_flit[d]),
+      .tx_cr_valid_o(rt_tx_cr_valid[d]),
+      .tx_cr_vc_o   (rt_tx_cr_vc[d]),
+      .w_valid_o    (ici_tx_valid_o[d]),
+      .w_vc_o       (ici_tx_vc_o[d]),
+      .w_flit_o     (w_tx_flit[d]),
+      .w_seq_o      (ici_tx_seq_o[d]),
+      .w_crc_o      (ici_tx_crc_o[d]),
+      .c_valid_i    (ici_tx_ctl_valid_i[d]),
+      .c_ctl_i      (ici_tx_ctl_i[d]),
+      .c_crc_i      (ici_tx_ctl_crc_i[d]),
+      .down_o       (ici_link_down_o[d]),
+      .idle_o       (lk_tx_idle[d]),
+      .st_replays_o (lk_replays[d]),
+      .st_replayed_o(lk_replayed[d]),
+      .st_ctl_err_o (lk_ctl_err[d])
+    );
+    assign ici_tx_flit_o[d] = w_tx_flit[d];
+
+    tpu_ici_link_rx #(
+      .flit_t(row_flit_t),
+      .NumVc (4)
+    ) i_link_rx (
+      .clk_i        (clk_i),
+      .rst_ni       (rst_ni),
+      .w_valid_i    (ici_rx_valid_i[d]),
+      .w_vc_i       (ici_rx_vc_i[d]),
+      .w_flit_i     (row_flit_t'(ici_rx_flit_i[d])),
+      .w_seq_i      (ici_rx_seq_i[d]),
+      .w_crc_i      (ici_rx_crc_i[d]),
+      .c_valid_o    (ici_rx_ctl_valid_o[d]),
+      .c_ctl_o      (ici_rx_ctl_o[d]),
+      .c_crc_o      (ici_rx_ctl_crc_o[d]),
+      .rx_valid_o   (rt_rx_valid[d]),
+      .rx_vc_o      (rt_rx_vc[d]),
+      .rx_flit_o    (ici_rx_flit[d]),
+      .rx_cr_valid_i(rt_rx_cr_valid[d]),
+      .rx_cr_vc_i   (rt_rx_cr_vc[d]),
+      .idle_o       (lk_rx_idle[d]),
+      .st_crc_err_o (lk_crc_err[d])
+    );
+  end
+  assign ici_rx_cr_valid_o = rt_rx_cr_valid;
+  assign ici_rx_cr_vc_o    = rt_rx_cr_vc;
+
+  always_comb begin
+    ici_lstat_o = '0;
+    if (32'(ici_lstat_dir_i) < NumDirs) begin
+      unique case (ici_lstat_sel_i)
+        tpu_ici_pkg::LINK_ST_CRC_ERR:  ici_lstat_o = lk_crc_err[ici_lstat_dir_i];
+        tpu_ici_pkg::LINK_ST_CTL_ERR:  ici_lstat_o = lk_ctl_err[ici_lstat_dir_i];
+        tpu_ici_pkg::LINK_ST_REPLAYS:  ici_lstat_o = lk_replays[ici_lstat_dir_i];
+        tpu_ici_pkg::LINK_ST_REPLAYED: ici_lstat_o = lk_replayed[ici_lstat_dir_i];
+        tpu_ici_pkg::LINK_ST_DOWN:     ici_lstat_o = 32'(ici_link_down_o[ici_lstat_dir_i]);
+        default:                       ici_lstat_o = '0;
+      endcase
+    end
+  end
+
+  // A link down stops the program (tpu_seq): the lowest direction that is down.
+  logic       link_down;
+  logic [2:0] link_down_dir;
+  always_comb begin
+    link_down     = |ici_link_down_o;
+    link_down_dir = '0;
+    for (int d = NumDirs - 1; d >= 0; d--) if (ici_link_down_o[d]) link_down_dir = 3'(d);
   end
 
   tpu_ici_router #(
@@ -544,16 +656,16 @@ module tpu_chip
     .me_i          (ici_me_i),
     .topo_i        (ici_topo_i),
     .link_gap_i    (ici_link_gap_i),
-    .tx_valid_o    (ici_tx_valid_o),
-    .tx_vc_o       (ici_tx_vc_o),
+    .tx_valid_o    (rt_tx_valid),
+    .tx_vc_o       (rt_tx_vc),
     .tx_flit_o     (ici_tx_flit),
-    .tx_cr_valid_i (ici_tx_cr_valid_i),
-    .tx_cr_vc_i    (ici_tx_cr_vc_i),
-    .rx_valid_i    (ici_rx_valid_i),
-    .rx_vc_i       (ici_rx_vc_i),
+    .tx_cr_valid_i (rt_tx_cr_valid),
+    .tx_cr_vc_i    (rt_tx_cr_vc),
+    .rx_valid_i    (rt_rx_valid),
+    .rx_vc_i       (rt_rx_vc),
     .rx_flit_i     (ici_rx_flit),
-    .rx_cr_valid_o (ici_rx_cr_valid_o),
-    .rx_cr_vc_o    (ici_rx_cr_vc_o),
+    .rx_cr_valid_o (rt_rx_cr_valid),
+    .rx_cr_vc_o    (rt_rx_cr_vc),
     .inj_valid_i   (ici_inj_valid),
     .inj_ready_o   (ici_inj_ready),
     .inj_flit_i    (ici_inj_flit),
@@ -567,7 +679,7 @@ module tpu_chip
     .stat_vc_i     (2'd0),
     .stat_sel_i    (tpu_ici_pkg::ICI_ST_FLITS_IN),
     .stat_o        (ici_stat),
-    .idle_o        (ici_idle_o),
+    .idle_o        (ici_rt_idle),
     .credits_full_o(ici_credits_full)
   );
 

@@ -170,4 +170,23 @@ package tpu_ici_pkg;
     return int'(dst[0]) + int'(dst[1]) + int'(dst[2]);
   endfunction
 
+  // ---- Link layer (tpu_ici_link_tx / tpu_ici_link_rx, docs/ici.md "Link layer") ----
+  // A flit word on the wire carries {seq, vc, flit} and a CRC-32C of them; the control word that
+  // comes back carries the cumulative ACK (the next sequence number the receiver expects), a NAK
+  // bit and, per VC, the receiver's count of credits returned (mod 2^LinkCntW), with its own
+  // CRC-32C. LinkSeqW covers twice the largest replay buffer (64 flits: 4 VCs x 16).
+  localparam int unsigned LinkSeqW = 8;
+  localparam int unsigned LinkCntW = 5;  // > log2(Depth): a VC never owes more than Depth
+  function automatic int unsigned link_ctl_width(int unsigned num_vc);
+    return LinkSeqW + 1 + num_vc * LinkCntW;
+  endfunction
+  // Per-link counters (the link stat port of tpu_chip).
+  typedef enum logic [2:0] {
+    LINK_ST_CRC_ERR  = 3'd0,  // flit words received on this port whose CRC failed
+    LINK_ST_CTL_ERR  = 3'd1,  // control words for this port's flits whose CRC failed
+    LINK_ST_REPLAYS  = 3'd2,  // replays started (a NAK or a time-out)
+    LINK_ST_REPLAYED = 3'd3,  // flits sent again
+    LINK_ST_DOWN     = 3'd4   // 1: this port's outgoing link was declared down
+  } link_stat_e;
+
 endpackage

@@ -8,7 +8,8 @@
 // without issuing, so the host never blocks and nothing hangs. clear_i clears error and halt.
 // A DMA that reads an uncorrectable HBM word (dma_ecc_err_i) sets ErrHbmUncorr the same way,
 // with that DMA's own command index (kept per DMA scoreboard slot) and the word's byte address
-// on err_addr_o (zero for every other error).
+// on err_addr_o (zero for every other error). An ICI link declared down (link_down_i) sets
+// ErrIciLinkDown with the head's index and the link's direction on err_addr_o.
 // A legal head issues to its unit when the unit can take it and its ranges do not overlap a
 // range written by an in-flight command, nor write a range an in-flight command reads or writes
 // (RAW, WAR, WAW on VMEM and AMEM). The scoreboard has DmaQ entries for DMAs (queued in front of
@@ -47,6 +48,8 @@ module tpu_seq
   input  logic       dma_done_i,
   input  logic       dma_ecc_err_i,   // the running DMA read an uncorrectable HBM word
   input  logic [31:0] dma_ecc_addr_i,  // its byte address
+  input  logic       link_down_i,     // an ICI link of this chip is down (tpu_ici_link_tx)
+  input  logic [2:0] link_down_dir_i, // the lowest such direction (0..5: +X -X +Y -Y +Z -Z)
   output logic       lw_start_o,
   input  logic       lw_ready_i,
   input  logic       lw_done_i,
@@ -423,6 +426,13 @@ module tpu_seq
       err_d      = ErrHbmUncorr;
       err_cmd_d  = dma_idx_q[dma_head_q];
       err_addr_d = dma_ecc_addr_i;
+    end
+    // A link declared down stops the program the same way (the command at the head; err_addr_o
+    // names the direction). It stays down until reset, so it is raised again after a clear.
+    if (link_down_i && err_d == ErrNone) begin
+      err_d      = ErrIciLinkDown;
+      err_cmd_d  = cmd_idx_q;
+      err_addr_d = 32'(link_down_dir_i);
     end
 
     if (clear_i) begin

@@ -29,7 +29,7 @@ rtl/tpu_ici_input.sv rtl/tpu_ici_output.sv rtl/tpu_ici_swalloc.sv rtl/tpu_ici_xb
 rtl/tpu_ici_router.sv"
 CHIP="rtl/tpu_vpu_pkg.sv rtl/tpu_chip_pkg.sv $HBM rtl/tpu_ici_pkg.sv rtl/tpu_ici_input.sv \
 rtl/tpu_ici_output.sv rtl/tpu_ici_swalloc.sv rtl/tpu_ici_xbar.sv rtl/tpu_ici_router.sv \
-rtl/tpu_ici_eng.sv \
+rtl/tpu_ici_crc.sv rtl/tpu_ici_link_tx.sv rtl/tpu_ici_link_rx.sv rtl/tpu_ici_eng.sv \
 rtl/tpu_mac_pkg.sv rtl/tpu_shift.sv rtl/tpu_mxu.sv rtl/tpu_fma32.sv rtl/tpu_vpu_lane.sv \
 rtl/tpu_vpu_tree.sv rtl/tpu_vpu.sv rtl/tpu_mem.sv rtl/tpu_dma.sv rtl/tpu_mxu_unit.sv \
 rtl/tpu_vpu_unit.sv rtl/tpu_seq.sv rtl/tpu_chip.sv"
@@ -47,6 +47,9 @@ rtl/tpu_vpu_unit.sv rtl/tpu_seq.sv rtl/tpu_chip.sv"
   lint "hbm_secded_tb_top (sim)" hbm_secded_tb_top rtl/tpu_hbm_pkg.sv \
     rtl/sim/hbm_secded_tb_top.sv
   lint tpu_ici_router tpu_ici_router $ICI
+  lint tpu_ici_link_tx tpu_ici_link_tx rtl/tpu_ici_pkg.sv rtl/tpu_ici_crc.sv rtl/tpu_ici_link_tx.sv
+  lint tpu_ici_link_rx tpu_ici_link_rx rtl/tpu_ici_pkg.sv rtl/tpu_ici_crc.sv rtl/tpu_ici_link_rx.sv
+  lint "ici_crc_tb_top (sim)" ici_crc_tb_top rtl/tpu_ici_crc.sv rtl/sim/ici_crc_tb_top.sv
   lint "ici_net_tb_top (sim, 16 routers)" ici_net_tb_top -GN=16 $ICI rtl/sim/ici_net_tb_top.sv
   lint "ici_node_tb_top (sim)" ici_node_tb_top $ICI rtl/sim/ici_node_tb_top.sv
   for id in 0 2; do

@@ -3,7 +3,9 @@
 // Flat ports so that C++ drives them by name: HBM timing and controller configuration (held
 // constant after reset), the chip's host port (commands, HBM access, status) and the device
 // checker's violation count; the ICI configuration and links, per direction d (+X -X +Y -Y +Z
-// -Z) a flit's row in `*_data[d]` and its {head, tail} bits in `*_ht[d]` (word-aligned for C++).
+// -Z) a flit's row in `*_data[d]` and its {head, tail} bits in `*_ht[d]` (word-aligned for C++),
+// its link sequence number and CRC in `*_seq[d]`, `*_crc[d]`; the link's control words (CtlW bits
+// in 32) and their CRC in `ici_tx_ctl*` / `ici_rx_ctl*`.
 // See tpu_chip for the handshakes and latencies.
 module tpu_chip_sim_top
   import tpu_hbm_pkg::*;
@@ -76,18 +78,31 @@ module tpu_chip_sim_top
   input  logic [$bits(tpu_ici_pkg::ici_coord_t)-1:0] ici_me_i,    // {z, y, x}
   input  logic [$bits(tpu_ici_pkg::ici_topo_t)-1:0]  ici_topo_i,  // tpu_ici_pkg::ici_topo_t
   input  logic [3:0]       ici_link_gap_i,
+  input  logic [15:0]      ici_replay_timeout_i,
   output logic [5:0]       ici_tx_valid_o,
   output logic [11:0]      ici_tx_vc_o,     // 2 bits per direction
   output logic [5:0][RowW-1:0] ici_tx_data_o,
   output logic [5:0][1:0]  ici_tx_ht_o,
-  input  logic [5:0]       ici_tx_cr_valid_i,
-  input  logic [11:0]      ici_tx_cr_vc_i,
+  output logic [5:0][7:0]  ici_tx_seq_o,
+  output logic [5:0][31:0] ici_tx_crc_o,
+  input  logic [5:0]       ici_tx_ctl_valid_i,
+  input  logic [5:0][31:0] ici_tx_ctl_i,    // CtlW bits used, the rest zero
+  input  logic [5:0][31:0] ici_tx_ctl_crc_i,
   input  logic [5:0]       ici_rx_valid_i,
   input  logic [11:0]      ici_rx_vc_i,
   input  logic [5:0][RowW-1:0] ici_rx_data_i,
   input  logic [5:0][1:0]  ici_rx_ht_i,
-  output logic [5:0]       ici_rx_cr_valid_o,
+  input  logic [5:0][7:0]  ici_rx_seq_i,
+  input  logic [5:0][31:0] ici_rx_crc_i,
+  output logic [5:0]       ici_rx_ctl_valid_o,
+  output logic [5:0][31:0] ici_rx_ctl_o,
+  output logic [5:0][31:0] ici_rx_ctl_crc_o,
+  output logic [5:0]       ici_rx_cr_valid_o,  // the router's credits (observation)
   output logic [11:0]      ici_rx_cr_vc_o,
+  output logic [5:0]       ici_link_down_o,
+  input  logic [2:0]       ici_lstat_sel_i,    // tpu_ici_pkg::link_stat_e
+  input  logic [2:0]       ici_lstat_dir_i,
+  output logic [31:0]      ici_lstat_o,
   output logic             ici_idle_o,
   // Backdoor into the HBM device (no simulated time; see hbm_device): a rising edge of bd_stb_i
   // between clock cycles writes bd_wdata_i at byte address bd_addr_i (64-byte block, decoded
@@ -110,10 +125,14 @@ module tpu_chip_sim_top
   output logic [31:0]      fi_dbe_o
 );
 
+  localparam int unsigned CtlW = tpu_ici_pkg::link_ctl_width(4);
   logic [5:0][RowW+1:0] tx_flit, rx_flit;
+  logic [5:0][CtlW-1:0] tx_ctl, rx_ctl;
   for (genvar d = 0; d < 6; d++) begin : gen_link
     assign {ici_tx_ht_o[d], ici_tx_data_o[d]} = tx_flit[d];
     assign rx_flit[d] = {ici_rx_ht_i[d], ici_rx_data_i[d]};
+    assign tx_ctl[d] = ici_tx_ctl_i[d][CtlW-1:0];
+    assign ici_rx_ctl_o[d] = 32'(rx_ctl[d]);
   end
 
   hbm_timing_t timing;
@@ -181,16 +200,29 @@ module tpu_chip_sim_top
     .ici_me_i      (tpu_ici_pkg::ici_coord_t'(ici_me_i)),
     .ici_topo_i    (tpu_ici_pkg::ici_topo_t'(ici_topo_i)),
     .ici_link_gap_i(ici_link_gap_i),
+    .ici_replay_timeout_i(ici_replay_timeout_i),
     .ici_tx_valid_o(ici_tx_valid_o),
     .ici_tx_vc_o   (ici_tx_vc_o),
     .ici_tx_flit_o (tx_flit),
-    .ici_tx_cr_valid_i(ici_tx_cr_valid_i),
-    .ici_tx_cr_vc_i(ici_tx_cr_vc_i),
+    .ici_tx_seq_o  (ici_tx_seq_o),
+    .ici_tx_crc_o  (ici_tx_crc_o),
+    .ici_tx_ctl_valid_i(ici_tx_ctl_valid_i),
+    .ici_tx_ctl_i  (tx_ctl),
+    .ici_tx_ctl_crc_i(ici_tx_ctl_crc_i),
     .ici_rx_valid_i(ici_rx_valid_i),
     .ici_rx_vc_i   (ici_rx_vc_i),
     .ici_rx_flit_i (rx_flit),
+    .ici_rx_seq_i  (ici_rx_seq_i),
+    .ici_rx_crc_i  (ici_rx_crc_i),
+    .ici_rx_ctl_valid_o(ici_rx_ctl_valid_o),
+    .ici_rx_ctl_o  (rx_ctl),
+    .ici_rx_ctl_crc_o(ici_rx_ctl_crc_o),
     .ici_rx_cr_valid_o(ici_rx_cr_valid_o),
     .ici_rx_cr_vc_o(ici_rx_cr_vc_o),
+    .ici_link_down_o(ici_link_down_o),
+    .ici_lstat_sel_i(tpu_ici_pkg::link_stat_e'(ici_lstat_sel_i)),
+    .ici_lstat_dir_i(ici_lstat_dir_i),
+    .ici_lstat_o   (ici_lstat_o),
     .ici_idle_o    (ici_idle_o),
     .hbm_cmd_o     (hbm_cmd),
     .hbm_wvalid_o  (wvalid),
@@ -238,6 +270,10 @@ module tpu_chip_sim_top
   );
 
   logic unused_bits;
-  assign unused_bits = ^{viol_mask, viol_last};
+  logic [5:0][31-CtlW:0] unused_ctl;
+  for (genvar d = 0; d < 6; d++) begin : gen_unused
+    assign unused_ctl[d] = ici_tx_ctl_i[d][31:CtlW];
+  end
+  assign unused_bits = ^{viol_mask, viol_last, unused_ctl};
 
 endmodule

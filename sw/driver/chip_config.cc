@@ -194,6 +194,13 @@ PodConfig pod_config_from(const std::string& path) {
            "chip " + std::to_string(c) + " is not in the pod (0.." +
                std::to_string(p.topo.num_chips() - 1) + ")");
   }
+  for (std::size_t i = 0; i < pc.chip.faults.link_down.size(); ++i) {
+    const int c = pc.chip.faults.link_down[i].chip;
+    if (c >= p.topo.num_chips())
+      fail(path, "faults.link_down[" + std::to_string(i) + "].chip",
+           "chip " + std::to_string(c) + " is not in the pod (0.." +
+               std::to_string(p.topo.num_chips() - 1) + ")");
+  }
   p.faults = pc.chip.faults;
   // The named mesh over the pod's dimensions: "data=2,model=2" (tpu::parse_mesh).
   if (const YAML::Node m = root["mesh"]) {
@@ -300,7 +307,8 @@ double get_rate(const YAML::Node& n, const std::string& file, const std::string&
 FaultConfig faults_from(const YAML::Node& f, const std::string& path, uint64_t hbm_bytes) {
   FaultConfig fc;
   if (!f.IsMap()) fail(path, "faults", "must be a mapping (keys: seed, hbm_single_bit_rate, "
-                                       "hbm_double_bit_rate, hbm_flip_at)");
+                                       "hbm_double_bit_rate, hbm_flip_at, link_bit_error_rate, "
+                                       "link_burst_rate, link_drop_rate, link_down)");
   const auto& k = FaultConfig::keys();
   check_keys(f, path, "faults.", std::set<std::string>(k.begin(), k.end()));
   if (const YAML::Node s = f["seed"])
@@ -309,6 +317,50 @@ FaultConfig faults_from(const YAML::Node& f, const std::string& path, uint64_t h
     fc.hbm_single_bit_rate = get_rate(r, path, "faults.hbm_single_bit_rate");
   if (const YAML::Node r = f["hbm_double_bit_rate"])
     fc.hbm_double_bit_rate = get_rate(r, path, "faults.hbm_double_bit_rate");
+  auto link_rate = [&](const char* key, const std::string& per) {
+    double v = -1;
+    const YAML::Node r = f[key];
+    try {
+      v = r.as<double>();
+    } catch (const YAML::Exception&) {
+      v = -1;
+    }
+    if (!(v >= 0 && v <= 1))
+      fail(path, std::string("faults.") + key,
+           "must be a probability per " + per + " on a link, from 0 to 1 (got " +
+               r.as<std::string>() + ")");
+    return v;
+  };
+  if (f["link_bit_error_rate"]) fc.link_bit_error_rate = link_rate("link_bit_error_rate", "bit");
+  if (f["link_burst_rate"]) fc.link_burst_rate = link_rate("link_burst_rate", "word");
+  if (f["link_drop_rate"]) fc.link_drop_rate = link_rate("link_drop_rate", "word");
+  if (const YAML::Node l = f["link_down"]) {
+    if (!l.IsSequence())
+      fail(path, "faults.link_down",
+           "must be a list of {chip, port, cycle} entries, e.g. [{chip: 1, port: +X, cycle: 500}]");
+    for (std::size_t i = 0; i < l.size(); ++i) {
+      const std::string key = "faults.link_down[" + std::to_string(i) + "]";
+      const YAML::Node e = l[i];
+      if (!e.IsMap()) fail(path, key, "must be a mapping {chip, port, cycle}");
+      check_keys(e, path, key + ".", {"chip", "port", "cycle"});
+      for (const char* need : {"chip", "port", "cycle"})
+        if (!e[need]) fail(path, key + "." + need, "missing (an entry names chip, port and cycle)");
+      LinkDown ld;
+      ld.chip = static_cast<int>(get_uint(e["chip"], path, key + ".chip", 4095, "a chip id"));
+      std::string port;
+      try {
+        port = e["port"].as<std::string>();
+      } catch (const YAML::Exception&) {
+        port.clear();
+      }
+      ld.dir = link_dir_from_name(port);
+      if (ld.dir < 0)
+        fail(path, key + ".port", "must be one of +X -X +Y -Y +Z -Z (got '" + port + "')");
+      ld.cycle = get_uint(e["cycle"], path, key + ".cycle", ~0ull >> 1,
+                          "the cycle from which the link carries nothing");
+      fc.link_down.push_back(ld);
+    }
+  }
   if (fc.hbm_single_bit_rate + fc.hbm_double_bit_rate > 1)
     fail(path, "faults.hbm_double_bit_rate",
          "hbm_single_bit_rate + hbm_double_bit_rate must be at most 1 (one draw per word)");
@@ -457,8 +509,40 @@ void apply_fault_flag(FaultConfig& f, const std::string& kv) {
       bad("must be a probability per 64-bit word read, from 0 to 1");
     return v;
   };
+  auto to_link_rate = [&]() {
+    double v = -1;
+    std::size_t used = 0;
+    try {
+      v = std::stod(val, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != val.size() || !(v >= 0 && v <= 1))
+      bad(key == "link_bit_error_rate" ? "must be a probability per bit on a link, from 0 to 1"
+                                       : "must be a probability per word on a link, from 0 to 1");
+    return v;
+  };
   if (key == "seed") {
     f.seed = to_uint(val, ~0ull >> 1, "the seed");
+  } else if (key == "link_bit_error_rate") {
+    f.link_bit_error_rate = to_link_rate();
+  } else if (key == "link_burst_rate") {
+    f.link_burst_rate = to_link_rate();
+  } else if (key == "link_drop_rate") {
+    f.link_drop_rate = to_link_rate();
+  } else if (key == "link_down") {  // link_down=CHIP:PORT@CYCLE
+    const auto colon = val.find(':');
+    const auto at = val.find('@');
+    if (colon == std::string::npos || at == std::string::npos || at < colon)
+      bad("must be CHIP:PORT@CYCLE, e.g. link_down=1:+X@500 (PORT: +X -X +Y -Y +Z -Z)");
+    LinkDown ld;
+    ld.chip = static_cast<int>(to_uint(val.substr(0, colon), 4095, "the chip"));
+    ld.dir = link_dir_from_name(val.substr(colon + 1, at - colon - 1));
+    if (ld.dir < 0)
+      bad("unknown port '" + val.substr(colon + 1, at - colon - 1) +
+          "' (ports: +X -X +Y -Y +Z -Z)");
+    ld.cycle = to_uint(val.substr(at + 1), ~0ull >> 1, "the cycle");
+    f.link_down.push_back(ld);
   } else if (key == "hbm_single_bit_rate") {
     f.hbm_single_bit_rate = to_rate();
   } else if (key == "hbm_double_bit_rate") {
@@ -486,6 +570,10 @@ void apply_fault_flag(FaultConfig& f, const std::string& kv) {
 }
 
 void check_fault_flags(const FaultConfig& f, uint64_t hbm_bytes, int chips) {
+  for (const LinkDown& ld : f.link_down)
+    if (ld.chip >= chips)
+      throw std::invalid_argument("--fault link_down: chip " + std::to_string(ld.chip) +
+                                  " is not in the machine (0.." + std::to_string(chips - 1) + ")");
   for (const HbmFlip& fl : f.hbm_flip_at) {
     if (fl.addr >= hbm_bytes)
       throw std::invalid_argument("--fault hbm_flip_at: address " + std::to_string(fl.addr) +

@@ -49,7 +49,9 @@ struct PodConfig {
 PodConfig load_pod_config(const std::string& path);
 
 // tpusim's --fault KEY=VALUE: one key of a `faults:` section (seed, hbm_single_bit_rate,
-// hbm_double_bit_rate, hbm_flip_at=ADDR[:BITS][@CHIP], which adds one flip). Then the whole
+// hbm_double_bit_rate, hbm_flip_at=ADDR[:BITS][@CHIP], which adds one flip,
+// link_bit_error_rate, link_burst_rate, link_drop_rate, link_down=CHIP:PORT@CYCLE, which adds
+// one link). Then the whole
 // set is checked against the machine (HBM bytes, chips). Both throw std::invalid_argument
 // naming the flag and the rule.
 void apply_fault_flag(FaultConfig& f, const std::string& key_value);

@@ -903,8 +903,12 @@ PodProgramRun PodDriver::run_programs(const std::vector<std::vector<ChipCmd>>& p
   res.run = host_.run_until_idle();
   for (int c = 0; c < P; ++c) res.chip_delta.push_back(host_.counters(c) - cbefore[c]);
   res.link_flits = host_.link_stats();
-  for (std::size_t i = 0; i < res.link_flits.size() && i < before.size(); ++i)
+  for (std::size_t i = 0; i < res.link_flits.size() && i < before.size(); ++i) {
     res.link_flits[i].flits -= before[i].flits;
+    res.link_flits[i].crc_errors -= before[i].crc_errors;
+    res.link_flits[i].replays -= before[i].replays;
+    res.link_flits[i].replayed_flits -= before[i].replayed_flits;
+  }
   return res;
 }
 

@@ -61,7 +61,10 @@ const char* kPodUsage =
     "  --quiet              no progress line\n"
     "  --fault KEY=VALUE    fault injection, repeatable (every pod command): seed=S,\n"
     "                       hbm_single_bit_rate=P, hbm_double_bit_rate=P (per 64-bit word read),\n"
-    "                       hbm_flip_at=ADDR[:BITS][@CHIP] (docs/hbm.md)\n"
+    "                       hbm_flip_at=ADDR[:BITS][@CHIP] (docs/hbm.md);\n"
+    "                       link_bit_error_rate=P (per bit), link_burst_rate=P,\n"
+    "                       link_drop_rate=P (per word), link_down=CHIP:PORT@CYCLE (PORT: +X\n"
+    "                       -X +Y -Y +Z -Z; docs/ici.md \"Link faults\")\n"
     "  --watchdog CYCLES    stop as hung (exit 3) after this many cycles without progress\n"
     "                       (default: the config's watchdog_cycles, 1000000; 0: off)\n"
     "usage: tpusim pod [options]            the pod job: a matmul on every chip at once, then\n"
@@ -181,22 +184,34 @@ std::vector<int> group_of(const Topology& t, const std::vector<int>& dims, int c
 ReportGroup& add_links(Report& rep, const std::vector<LinkStat>& flits, uint64_t row_bytes,
                        const Topology& topo) {
   Json links = Json::array();
-  uint64_t mx = 0, total = 0;
+  uint64_t mx = 0, total = 0, crc = 0, replays = 0, replayed = 0, down = 0;
   for (const LinkStat& l : flits) {
     const uint64_t b = l.flits * row_bytes;
     mx = std::max(mx, b);
     total += b;
+    crc += l.crc_errors;
+    replays += l.replays;
+    replayed += l.replayed_flits;
+    down += l.link_down;
     const PodCoord c = topo.coord(l.chip);
     links.push_back(Json::object()
                         .set("chip", l.chip)
                         .set("coord", Json::array().push_back(c[0]).push_back(c[1]).push_back(c[2]))
                         .set("dir", kDirNames[l.dir])
                         .set("flits", l.flits)
-                        .set("bytes", b));
+                        .set("bytes", b)
+                        .set("crc_errors", l.crc_errors)
+                        .set("replays", l.replays)
+                        .set("replayed_flits", l.replayed_flits)
+                        .set("link_down", l.link_down));
   }
   ReportGroup& g = rep.group("ici");
   g.metric("total_bytes", total, "bytes", "bytes all links carried (flits x row bytes)");
   g.metric("max_link_bytes", mx, "bytes", "bytes of the busiest directed link", true);
+  g.metric("crc_errors", crc, "", "link words whose CRC failed (every link, flit and control)");
+  g.metric("replays", replays, "", "link-layer replays started (every link)");
+  g.metric("replayed_flits", replayed, "", "flits sent again by the link layer (every link)");
+  g.metric("links_down", down, "", "links declared down");
   g.field("links", links);
   return g;
 }

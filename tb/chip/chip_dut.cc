@@ -5,6 +5,7 @@
 #include "tpu_contract.h"
 #include "verilated_model.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -99,7 +100,7 @@ class ChipDutImpl final : public ChipDut {
     m_->hm_rsp_ready_i = 1;
     m_->clear_i = 0;
     m_->ici_rx_valid_i = 0;
-    m_->ici_tx_cr_valid_i = 0;
+    m_->ici_tx_ctl_valid_i = 0;
     m_->bd_stb_i = 0;
     if (!m_.reset(cycles))
       throw ChipRtlError("chip " + variant_ + ": RTL assertion failed during reset");
@@ -152,17 +153,27 @@ class ChipDutImpl final : public ChipDut {
     m_->ici_me_i = static_cast<uint16_t>(ici_pack_coord(c));
     m_->ici_topo_i = static_cast<uint32_t>(ici_pack_topo(kk, wrap, false));
   }
-  unsigned flit_words() const override { return kRowWords + 1; }
+  void set_ici_replay_timeout(unsigned cycles) override {
+    m_->ici_replay_timeout_i = static_cast<uint16_t>(std::min(cycles, 0xFFFFu));
+  }
+  unsigned flit_words() const override { return kRowWords + 2; }
   bool ici_tx_valid(unsigned d) const override { return (m_->ici_tx_valid_o >> d) & 1u; }
   unsigned ici_tx_vc(unsigned d) const override { return (m_->ici_tx_vc_o >> (2 * d)) & 3u; }
   const uint32_t* ici_tx_flit(unsigned d) const override {
     std::memcpy(tx_buf_[d], m_->ici_tx_data_o.data() + d * kRowWords, kRowWords * 4);
-    tx_buf_[d][kRowWords] = (m_->ici_tx_ht_o >> (2 * d)) & 3u;
+    tx_buf_[d][kRowWords] = ((m_->ici_tx_ht_o >> (2 * d)) & 3u) |
+                            static_cast<uint32_t>((m_->ici_tx_seq_o >> (8 * d)) & 0xFFu) << 8;
+    tx_buf_[d][kRowWords + 1] = m_->ici_tx_crc_o[d];
     return tx_buf_[d];
   }
   bool ici_rx_cr_valid(unsigned d) const override { return (m_->ici_rx_cr_valid_o >> d) & 1u; }
   unsigned ici_rx_cr_vc(unsigned d) const override {
     return (m_->ici_rx_cr_vc_o >> (2 * d)) & 3u;
+  }
+  bool ici_rx_ctl(unsigned d, uint32_t ctl[2]) const override {
+    ctl[0] = m_->ici_rx_ctl_o[d];
+    ctl[1] = m_->ici_rx_ctl_crc_o[d];
+    return (m_->ici_rx_ctl_valid_o >> d) & 1u;
   }
   void set_ici_rx(unsigned d, bool valid, unsigned vc, const uint32_t* flit) override {
     set_bit(m_->ici_rx_valid_i, d, valid);
@@ -171,11 +182,24 @@ class ChipDutImpl final : public ChipDut {
       std::memcpy(m_->ici_rx_data_i.data() + d * kRowWords, flit, kRowWords * 4);
       const uint32_t ht = (flit[kRowWords] & 3u) << (2 * d);
       m_->ici_rx_ht_i = static_cast<uint16_t>((m_->ici_rx_ht_i & ~(3u << (2 * d))) | ht);
+      const uint64_t seq = static_cast<uint64_t>((flit[kRowWords] >> 8) & 0xFFu) << (8 * d);
+      m_->ici_rx_seq_i = (m_->ici_rx_seq_i & ~(uint64_t{0xFF} << (8 * d))) | seq;
+      m_->ici_rx_crc_i[d] = flit[kRowWords + 1];
     }
   }
-  void set_ici_tx_cr(unsigned d, bool valid, unsigned vc) override {
-    set_bit(m_->ici_tx_cr_valid_i, d, valid);
-    set_vc(m_->ici_tx_cr_vc_i, d, vc);
+  void set_ici_tx_ctl(unsigned d, bool valid, const uint32_t* ctl) override {
+    set_bit(m_->ici_tx_ctl_valid_i, d, valid);
+    if (ctl) {
+      m_->ici_tx_ctl_i[d] = ctl[0];
+      m_->ici_tx_ctl_crc_i[d] = ctl[1];
+    }
+  }
+  bool ici_link_down(unsigned d) const override { return (m_->ici_link_down_o >> d) & 1u; }
+  uint32_t ici_link_stat(unsigned d, unsigned sel) override {
+    m_->ici_lstat_dir_i = static_cast<uint8_t>(d & 7u);
+    m_->ici_lstat_sel_i = static_cast<uint8_t>(sel & 7u);
+    m_.eval();
+    return m_->ici_lstat_o;
   }
   bool ici_idle() const override { return m_->ici_idle_o; }
 
@@ -203,7 +227,7 @@ class ChipDutImpl final : public ChipDut {
   }
   static constexpr unsigned kRowWords =
       sizeof(std::declval<VTop>().ici_tx_data_o) / sizeof(uint32_t) / 6;
-  mutable uint32_t tx_buf_[6][kRowWords + 1] = {};
+  mutable uint32_t tx_buf_[6][kRowWords + 2] = {};
 
   std::string variant_;
   ChipShape shape_;

@@ -42,6 +42,16 @@ struct ChipTracePort {
   bool wait = false;    // the head is an ICI_WAIT whose counter is short
 };
 
+// Per-link counters of the chip's link layer (tpu_ici_pkg::link_stat_e).
+enum LinkStatSel : unsigned {
+  kLinkStCrcErr = 0,   // flit words received on the port whose CRC failed
+  kLinkStCtlErr = 1,   // control words for the port's outgoing flits whose CRC failed
+  kLinkStReplays = 2,  // replays started by the port's sender
+  kLinkStReplayed = 3, // flits it sent again
+  kLinkStDown = 4,     // 1: its outgoing link is down
+  kNumLinkStats = 5
+};
+
 class ChipDut {
  public:
   virtual ~ChipDut() = default;
@@ -111,17 +121,31 @@ class ChipDut {
   // link 1/link_gap as wide as a row). Held from now on (set them before traffic).
   virtual void set_ici_config(const std::array<int, 3>& me, const std::array<int, 3>& k,
                               const std::array<bool, 3>& wrap, unsigned link_gap = 1) = 0;
-  // Link ports, direction d = 0..5 (+X -X +Y -Y +Z -Z). A flit is flit_words() 32-bit words:
-  // the memory row (lanes x 32 bits, lane 0 first), then one word with tail (bit 0) and head
-  // (bit 1).
+  // Link layer (docs/ici.md "Link layer"): cycles without an ACK before a replay (0: never).
+  virtual void set_ici_replay_timeout(unsigned cycles) = 0;
+  // Link ports, direction d = 0..5 (+X -X +Y -Y +Z -Z), as the wire carries them. A flit word is
+  // flit_words() 32-bit words: the memory row (lanes x 32 bits, lane 0 first), one word with
+  // tail (bit 0), head (bit 1) and the link sequence number (bits 15:8), then the CRC-32C; its VC
+  // beside it. A control word (ACK/NAK, credit counts; for the flits sent on d) is
+  // kIciCtlWords words: the payload (kIciCtlBits bits), then its CRC-32C.
+  static constexpr unsigned kIciCtlWords = 2;
+  static constexpr unsigned kIciCtlBits = 29;
   virtual unsigned flit_words() const = 0;
   virtual bool ici_tx_valid(unsigned d) const = 0;
   virtual unsigned ici_tx_vc(unsigned d) const = 0;
   virtual const uint32_t* ici_tx_flit(unsigned d) const = 0;  // valid until the next eval/tick
-  virtual bool ici_rx_cr_valid(unsigned d) const = 0;  // a credit for a flit received on d
+  // The router's credit for a flit received on d (observation: it travels in the control word).
+  virtual bool ici_rx_cr_valid(unsigned d) const = 0;
   virtual unsigned ici_rx_cr_vc(unsigned d) const = 0;
+  // The control word the chip sends back for the flits it received on d.
+  virtual bool ici_rx_ctl(unsigned d, uint32_t ctl[kIciCtlWords]) const = 0;
   virtual void set_ici_rx(unsigned d, bool valid, unsigned vc, const uint32_t* flit) = 0;
-  virtual void set_ici_tx_cr(unsigned d, bool valid, unsigned vc) = 0;  // credit back for tx d
+  // The control word that came back for the flits sent on d.
+  virtual void set_ici_tx_ctl(unsigned d, bool valid, const uint32_t* ctl) = 0;
+  // The outgoing link on d was declared down (its replays failed); sticky until reset.
+  virtual bool ici_link_down(unsigned d) const = 0;
+  // A per-link counter of direction d (sel: tpu_ici_pkg::link_stat_e, kLinkSt*), between cycles.
+  virtual uint32_t ici_link_stat(unsigned d, unsigned sel) = 0;
   virtual bool ici_idle() const = 0;  // no flit buffered in the router
 };
 

@@ -5,13 +5,35 @@
 namespace tpu {
 
 const std::vector<std::string>& FaultConfig::keys() {
-  static const std::vector<std::string> k = {"seed", "hbm_single_bit_rate",
-                                             "hbm_double_bit_rate", "hbm_flip_at"};
+  static const std::vector<std::string> k = {
+      "seed",           "hbm_single_bit_rate", "hbm_double_bit_rate", "hbm_flip_at",
+      "link_bit_error_rate", "link_burst_rate", "link_drop_rate",     "link_down"};
   return k;
 }
 
 uint64_t hbm_fault_seed(const FaultConfig& f, int chip) {
   const uint64_t s = splitmix64(f.seed ^ splitmix64(static_cast<uint64_t>(chip) + 1));
+  return s != 0 ? s : 1;
+}
+
+int link_dir_from_name(const std::string& name) {
+  static const char* const n[6] = {"+x", "-x", "+y", "-y", "+z", "-z"};
+  std::string l = name;
+  for (char& c : l) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  for (int d = 0; d < 6; ++d)
+    if (l == n[d]) return d;
+  return -1;
+}
+
+const char* link_dir_name(int dir) {
+  static const char* const n[6] = {"+X", "-X", "+Y", "-Y", "+Z", "-Z"};
+  return dir >= 0 && dir < 6 ? n[dir] : "?";
+}
+
+uint64_t link_fault_seed(const FaultConfig& f, int chip, int dir, int which) {
+  const uint64_t id = 0x4C494E4B00000000ull + static_cast<uint64_t>(chip) * 16 +
+                      static_cast<uint64_t>(dir) * 2 + static_cast<uint64_t>(which);
+  const uint64_t s = splitmix64(f.seed ^ splitmix64(id));
   return s != 0 ? s : 1;
 }
 

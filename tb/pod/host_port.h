@@ -81,10 +81,18 @@ struct ChipStatus {
 };
 
 // Statistics of one directed ICI link.
+// flits: flit words the sender put on the wire (resent ones included). The link layer's
+// counters (docs/ici.md "Link layer"): words of this link whose CRC failed (flit words at the
+// receiver, control words back at the sender), replays the sender started, flits it resent, and
+// whether the link was declared down (0 or 1).
 struct LinkStat {
   int chip = 0;  // sender
   int dir = 0;   // 0..5: +X -X +Y -Y +Z -Z
   uint64_t flits = 0;
+  uint64_t crc_errors = 0;
+  uint64_t replays = 0;
+  uint64_t replayed_flits = 0;
+  uint64_t link_down = 0;
 };
 
 // One copy through a chip's host port: 64-byte aligned address and length. data: n bytes

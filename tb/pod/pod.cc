@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cmath>
 #include <cstring>
 #include <deque>
 #include <cstdio>
@@ -31,21 +32,96 @@ std::string chip_name(const Topology& topo, int id) {
 // ---------------------------------------------------------------------------------------------
 // IciLink
 // ---------------------------------------------------------------------------------------------
+LinkFaultGen::LinkFaultGen(uint64_t seed, double bit_rate, double burst_rate, double drop_rate)
+    : on_(bit_rate > 0 || burst_rate > 0 || drop_rate > 0), st_(seed), bit_(bit_rate),
+      burst_(burst_rate), drop_(drop_rate) {
+  if (bit_ > 0) to_next_ = geometric();
+}
+
+uint64_t LinkFaultGen::geometric() {
+  if (bit_ >= 1) return 0;
+  // Bits before the next error of a Bernoulli(bit_) stream: floor(log(u) / log(1 - p)).
+  const double u = 1.0 - uniform();  // (0, 1]
+  const double g = std::floor(std::log(u) / std::log1p(-bit_));
+  return g >= 1.8e19 ? ~0ull : static_cast<uint64_t>(g);
+}
+
+template <class Flip>
+bool LinkFaultGen::apply(unsigned bits, Flip&& flip) {
+  if (!on_) return true;
+  if (drop_ > 0 && uniform() < drop_) {
+    ++dropped;
+    return false;
+  }
+  bool hit = false;
+  if (burst_left_ == 0 && burst_ > 0 && uniform() < burst_) burst_left_ = kLinkBurstWords;
+  if (burst_left_ > 0) {
+    --burst_left_;
+    const unsigned n = std::min(kLinkBurstBits, bits);
+    const unsigned at = static_cast<unsigned>(next() % (bits - n + 1));
+    for (unsigned k = 0; k < n; ++k) flip(at + k);
+    bits_flipped += n;
+    hit = true;
+  }
+  if (bit_ > 0) {
+    while (to_next_ < bits) {
+      flip(static_cast<unsigned>(to_next_));
+      ++bits_flipped;
+      hit = true;
+      const uint64_t g = geometric();
+      to_next_ = g >= ~0ull - to_next_ - 1 ? ~0ull : to_next_ + 1 + g;
+    }
+    to_next_ -= bits;
+  }
+  if (hit) ++corrupted;
+  return true;
+}
+
 IciLink::IciLink(unsigned latency, unsigned flit_words)
     : latency_(latency), words_(flit_words), fl_(latency + 1), cr_(latency + 1),
-      data_(static_cast<std::size_t>(latency + 1) * flit_words, 0) {
+      data_(static_cast<std::size_t>(latency + 1) * flit_words, 0),
+      ctl_(static_cast<std::size_t>(latency + 1) * kCtlWords, 0) {
   if (latency == 0) throw std::invalid_argument("an ICI link needs a latency of >= 1 cycle");
 }
 
+void IciLink::set_faults(const LinkFaultGen& flit_fault, const LinkFaultGen& ctl_fault,
+                         uint64_t down_at) {
+  ff_ = flit_fault;
+  cf_ = ctl_fault;
+  down_at_ = down_at;
+}
+
+// The bits of a flit word on the wire, in the order faults number them: the row (words 0..R-1),
+// tail and head (word R bits 0, 1), the sequence number (word R bits 8..15), the CRC (word R+1),
+// the VC (2 bits).
 void IciLink::send_flit(uint64_t t, bool valid, unsigned vc, const uint32_t* flit) {
   const std::size_t s = (t + latency_) % fl_.size();
-  fl_[s] = {valid, vc};
   if (valid) {
     std::memcpy(&data_[s * words_], flit, words_ * sizeof(uint32_t));
     ++flits_;
     flit_activity_ = t + 1;
-    ++vc_flits_[vc & 3u];
+    // New flits (not resent ones) against the credits: a replay carries a sequence number below
+    // the next new one.
+    const unsigned seq = (flit[words_ - 2] >> 8) & 0xFFu;
+    if (seq == next_seq_) {
+      ++vc_flits_[vc & 3u];
+      next_seq_ = (next_seq_ + 1) & 0xFFu;
+    }
+    if (t >= down_at_) {
+      valid = false;
+    } else if (ff_.on()) {
+      uint32_t* w = &data_[s * words_];
+      const unsigned rw = (words_ - 2) * 32;
+      valid = ff_.apply(rw + 44, [&](unsigned k) {
+        if (k < rw) w[k / 32] ^= 1u << (k % 32);
+        else if (k < rw + 2) w[words_ - 2] ^= 1u << (k - rw);
+        else if (k < rw + 10) w[words_ - 2] ^= 1u << (8 + k - rw - 2);
+        else if (k < rw + 42) w[words_ - 1] ^= 1u << (k - rw - 10);
+        else vc ^= 1u << (k - rw - 42);
+      });
+    }
   }
+  fl_[s] = {valid, vc & 3u};
 }
 
 bool IciLink::flit_at(uint64_t t, unsigned* vc, const uint32_t** flit) const {
@@ -55,18 +131,31 @@ bool IciLink::flit_at(uint64_t t, unsigned* vc, const uint32_t** flit) const {
   return fl_[s].valid;
 }
 
-void IciLink::send_credit(uint64_t t, bool valid, unsigned vc) {
-  cr_[(t + latency_) % cr_.size()] = {valid, vc};
+// A control word on the wire: the payload's kIciCtlBits bits, then the CRC's 32.
+void IciLink::send_ctl(uint64_t t, bool valid, const uint32_t* ctl, bool cr_valid, unsigned cr_vc) {
+  const std::size_t s = (t + latency_) % cr_.size();
+  if (cr_valid) ++vc_credits_[cr_vc & 3u];
   if (valid) {
+    std::memcpy(&ctl_[s * kCtlWords], ctl, kCtlWords * sizeof(uint32_t));
     credit_activity_ = t + 1;
-    ++vc_credits_[vc & 3u];
+    if (t >= down_at_) {
+      valid = false;
+    } else if (cf_.on()) {
+      uint32_t* w = &ctl_[s * kCtlWords];
+      constexpr unsigned kP = ChipDut::kIciCtlBits;
+      valid = cf_.apply(kP + 32, [&](unsigned k) {
+        if (k < kP) w[0] ^= 1u << k;
+        else w[1] ^= 1u << (k - kP);
+      });
+    }
   }
+  cr_[s] = {valid, 0};
 }
 
-bool IciLink::credit_at(uint64_t t, unsigned* vc) const {
-  const Slot& s = cr_[t % cr_.size()];
-  *vc = s.vc;
-  return s.valid;
+bool IciLink::ctl_at(uint64_t t, const uint32_t** ctl) const {
+  const std::size_t s = t % cr_.size();
+  *ctl = &ctl_[s * kCtlWords];
+  return cr_[s].valid;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -236,6 +325,9 @@ PodCore::PodCore(const PodParams& p) : p_(p) {
     const PodCoord c = p_.topo.coord(i);
     for (int d = 0; d < 3; ++d) me[d] = c[d];
     chips_[i]->set_ici_config(me, k, wrap, gap_);
+    // The link layer's replay time-out: an ACK comes back 2L + 1 cycles after its flit left;
+    // after a replay starts, its first flit may wait for the wire up to gap - 1 cycles.
+    chips_[i]->set_ici_replay_timeout(2 * p_.link_latency + gap_ + 8);
     for (int d = 0; d < 3; ++d) {
       if (k[d] < 2) continue;
       for (int s = 0; s < 2; ++s) {  // s = 0: + neighbour, 1: - neighbour
@@ -249,8 +341,21 @@ PodCore::PodCore(const PodParams& p) : p_(p) {
         const int j = p_.topo.id(nb);
         links_.push_back(std::make_unique<IciLink>(p_.link_latency, words_));
         ports_[i][dir].out = links_.back().get();
+        ports_[i][dir].peer = j;
         ports_[j][dir ^ 1].in = links_.back().get();
         link_ids_.push_back({i, dir, 0});
+        const FaultConfig& f = p_.faults;
+        if (f.any_link()) {
+          uint64_t down_at = ~0ull;
+          for (const LinkDown& ld : f.link_down)
+            if (ld.chip == i && ld.dir == dir) down_at = std::min(down_at, ld.cycle);
+          links_.back()->set_faults(
+              LinkFaultGen(link_fault_seed(f, i, dir, 0), f.link_bit_error_rate, f.link_burst_rate,
+                           f.link_drop_rate),
+              LinkFaultGen(link_fault_seed(f, i, dir, 1), f.link_bit_error_rate, f.link_burst_rate,
+                           f.link_drop_rate),
+              down_at);
+        }
       }
     }
   }
@@ -281,6 +386,17 @@ PodCore::PodCore(const PodParams& p) : p_(p) {
                                 fault_rate_threshold(p_.faults.hbm_single_bit_rate),
                                 fault_rate_threshold(p_.faults.hbm_double_bit_rate));
   }
+  for (std::size_t li = 0; li < p_.faults.link_down.size(); ++li) {
+    const LinkDown& ld = p_.faults.link_down[li];
+    const std::string key = "faults.link_down[" + std::to_string(li) + "]";
+    if (ld.chip < 0 || ld.chip >= n)
+      throw std::invalid_argument("pod: " + key + ": chip " + std::to_string(ld.chip) +
+                                  " is not in the pod (0.." + std::to_string(n - 1) + ")");
+    if (ld.dir < 0 || ld.dir >= 6 || !ports_[ld.chip][ld.dir].out)
+      throw std::invalid_argument("pod: " + key + ": " + chip_name(p_.topo, ld.chip) +
+                                  " has no link " + link_dir_name(ld.dir) + " in topology " +
+                                  p_.topo.name());
+  }
   for (auto& c : chips_) c->reset(4);
   for (std::size_t fi = 0; fi < p_.faults.hbm_flip_at.size(); ++fi) {
     const HbmFlip& f = p_.faults.hbm_flip_at[fi];
@@ -305,9 +421,9 @@ void PodCore::step_chip(int i) {
     const uint32_t* f = nullptr;
     const bool fv = p.in && p.in->flit_at(t, &vc, &f);
     d.set_ici_rx(dir, fv, vc, fv ? f : nullptr);
-    unsigned cvc = 0;
-    const bool cv = p.out && p.out->credit_at(t, &cvc);
-    d.set_ici_tx_cr(dir, cv, cvc);
+    const uint32_t* c = nullptr;
+    const bool cv = p.out && p.out->ctl_at(t, &c);
+    d.set_ici_tx_ctl(dir, cv, cv ? c : nullptr);
   }
   d.eval();
   // Progress at the chip's ports this cycle (the watchdog, docs/errors.md): a command issued or
@@ -326,8 +442,14 @@ void PodCore::step_chip(int i) {
       throw PodError(chip_name(p_.topo, i) + ": a flit left on direction " + std::to_string(dir) +
                      ", which has no link (routing bug)");
     }
-    if (p.in) p.in->send_credit(t, d.ici_rx_cr_valid(dir), d.ici_rx_cr_vc(dir));
+    if (p.in) {
+      uint32_t c[IciLink::kCtlWords];
+      const bool cv = d.ici_rx_ctl(dir, c);
+      p.in->send_ctl(t, cv, c, d.ici_rx_cr_valid(dir), d.ici_rx_cr_vc(dir));
+    }
   }
+  // A link declared down ends the run with its error at once, whatever the host waits for.
+  if (d.err() == static_cast<unsigned>(ChipErr::kIciLinkDown)) link_down_error(i);
   agents_[i].observe(d, t);
   uint64_t ecc_addr = 0;
   if (agents_[i].take_ecc_error(&ecc_addr)) {
@@ -470,6 +592,7 @@ bool PodCore::idle() const {
 void PodCore::check_errors(bool chip_errors) {
   for (int i = 0; i < num_chips(); ++i) {
     const unsigned e = chips_[i]->err();
+    if (e == static_cast<unsigned>(ChipErr::kIciLinkDown)) link_down_error(i);
     if (e != 0 && chip_errors)
       throw ChipError(chip_name(p_.topo, i) + ": error register " + std::to_string(e) + " (" +
                           chip_err_name(e) + ") at command " +
@@ -482,6 +605,19 @@ void PodCore::check_errors(bool chip_errors) {
       throw PodError(chip_name(p_.topo, i) + ": the HBM device checker saw " +
                      std::to_string(chips_[i]->hbm_violations()) + " violations");
   }
+}
+
+void PodCore::link_down_error(int i) {
+  const auto code = static_cast<unsigned>(ChipErr::kIciLinkDown);
+  const int dir = static_cast<int>(chips_[i]->err_addr());
+  const int peer = dir >= 0 && dir < 6 ? ports_[i][dir].peer : -1;
+  throw ChipError(chip_name(p_.topo, i) + ": ICI link " + link_dir_name(dir) +
+                      (peer >= 0 ? " to " + chip_name(p_.topo, peer) : std::string()) +
+                      " is down (error register " + std::to_string(code) + ", " +
+                      chip_err_name(code) + ", at command " +
+                      std::to_string(chips_[i]->err_cmd()) +
+                      "): 8 replays in a row brought no acknowledgement",
+                  code, i, chips_[i]->err_cmd());
 }
 
 std::string PodCore::describe_chip(int i) {
@@ -736,7 +872,20 @@ void PodCore::trace_label(int chip, const std::string& label) {
 std::vector<LinkStat> PodCore::link_stats() const {
   std::vector<LinkStat> v = link_ids_;
   for (std::size_t i = 0; i < v.size(); ++i) v[i].flits = links_[i]->flits();
+  fill_link_errors(v, [this](int c, int d, unsigned sel) { return link_counter(c, d, sel); });
   return v;
+}
+
+void PodCore::fill_link_errors(std::vector<LinkStat>& v,
+                               const std::function<uint64_t(int, int, unsigned)>& counter) const {
+  for (LinkStat& l : v) {
+    const int peer = ports_[l.chip][l.dir].peer;
+    l.crc_errors = counter(l.chip, l.dir, kLinkStCtlErr) +
+                   (peer >= 0 ? counter(peer, l.dir ^ 1, kLinkStCrcErr) : 0);
+    l.replays = counter(l.chip, l.dir, kLinkStReplays);
+    l.replayed_flits = counter(l.chip, l.dir, kLinkStReplayed);
+    l.link_down = counter(l.chip, l.dir, kLinkStDown);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

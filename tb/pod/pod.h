@@ -29,6 +29,7 @@
 #include "hbm_config.h"
 #include "host_port.h"
 #include "tpu/collective.h"
+#include "tpu/splitmix.h"
 
 namespace tpu {
 
@@ -50,15 +51,52 @@ struct PodParams {
   uint64_t watchdog_cycles = kDefaultWatchdogCycles;
 };
 
-// One direction of one link. Sender side at cycle t: send_flit/credit_at; receiver side at
-// cycle t: flit_at/send_credit. What is sent at t arrives at t + latency.
+// Faults on one direction of a link's wire (tb/common/fault_config.h): a SplitMix64 generator of
+// its own, drawn only for words that travel, in cycle order, so a run is reproducible and the
+// same in the C++ and the SystemC pod (the chip that sends on it is the only one that draws).
+class LinkFaultGen {
+ public:
+  LinkFaultGen() = default;
+  LinkFaultGen(uint64_t seed, double bit_rate, double burst_rate, double drop_rate);
+  bool on() const { return on_; }
+  // A valid word of `bits` bits (bit k flipped by flip(k)) goes out: returns false if it is
+  // dropped, else flips the bits the wire corrupts.
+  template <class Flip>
+  bool apply(unsigned bits, Flip&& flip);
+  uint64_t corrupted = 0, dropped = 0, bits_flipped = 0;  // words, words, bits
+
+ private:
+  uint64_t next() {
+    const uint64_t r = splitmix64(st_);
+    st_ += 0x9E3779B97F4A7C15ull;
+    return r;
+  }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
+  uint64_t geometric();  // error-free bits before the next bit error
+  bool on_ = false;
+  uint64_t st_ = 0;
+  double bit_ = 0, burst_ = 0, drop_ = 0;
+  uint64_t to_next_ = 0;   // bits until the next bit error
+  unsigned burst_left_ = 0;
+};
+
+// One direction of one link. Sender side at cycle t: send_flit/ctl_at; receiver side at cycle t:
+// flit_at/send_ctl. What is sent at t arrives at t + latency. Flit words carry the link layer's
+// sequence number and CRC; control words (ACK/NAK, credit counts, their CRC) go back. Faults
+// (set_faults) corrupt or drop words on their way, or stop the link from a cycle on.
 class IciLink {
  public:
+  static constexpr unsigned kCtlWords = ChipDut::kIciCtlWords;
   IciLink(unsigned latency, unsigned flit_words);
+  // flit_fault: for the flit words; ctl_fault: for the control words; down_at: the cycle from
+  // which nothing travels (~0: never).
+  void set_faults(const LinkFaultGen& flit_fault, const LinkFaultGen& ctl_fault, uint64_t down_at);
   void send_flit(uint64_t t, bool valid, unsigned vc, const uint32_t* flit);
   bool flit_at(uint64_t t, unsigned* vc, const uint32_t** flit) const;
-  void send_credit(uint64_t t, bool valid, unsigned vc);
-  bool credit_at(uint64_t t, unsigned* vc) const;
+  // The receiver's control word; cr_valid/cr_vc: the credit its router returned this cycle (for
+  // the credit accounting below; the word itself carries the counts).
+  void send_ctl(uint64_t t, bool valid, const uint32_t* ctl, bool cr_valid, unsigned cr_vc);
+  bool ctl_at(uint64_t t, const uint32_t** ctl) const;
   bool quiet_after(uint64_t t) const {
     return t >= std::max(flit_activity_, credit_activity_) + latency_;
   }
@@ -66,6 +104,8 @@ class IciLink {
   // Flits sent on virtual channel vc whose credit has not come back (in the receiver's buffer,
   // or on the wire either way): the credits the sender is short of.
   uint64_t uncredited(unsigned vc) const { return vc < 4 ? vc_flits_[vc] - vc_credits_[vc] : 0; }
+  const LinkFaultGen& flit_faults() const { return ff_; }
+  const LinkFaultGen& ctl_faults() const { return cf_; }
 
  private:
   struct Slot {
@@ -74,10 +114,14 @@ class IciLink {
   };
   unsigned latency_, words_;
   std::vector<Slot> fl_, cr_;
-  std::vector<uint32_t> data_;
-  // The sender writes flits and the receiver credits, possibly from two threads in one cycle:
-  // each side keeps its own activity time (and writes slots the other side reads only later).
+  std::vector<uint32_t> data_, ctl_;
+  LinkFaultGen ff_, cf_;
+  uint64_t down_at_ = ~0ull;
+  // The sender writes flits and the receiver control words, possibly from two threads in one
+  // cycle: each side keeps its own activity time (and writes slots the other side reads only
+  // later), and its own fault generator.
   uint64_t flits_ = 0, flit_activity_ = 0, credit_activity_ = 0;
+  unsigned next_seq_ = 0;  // the sequence number of the sender's next new flit
   std::array<uint64_t, 4> vc_flits_{}, vc_credits_{};
 };
 
@@ -202,6 +246,14 @@ class PodCore {
   std::string describe_stall(uint64_t stalled);
   ChipCounters counters(int i);       // every statistic of chip i (between cycles)
   std::vector<LinkStat> link_stats() const;
+  // The link layer's counters of the links in v (chip, dir set), from `counter(chip, dir, sel)`
+  // (ChipDut::ici_link_stat of a chip's port): the SystemC pod reads them through its sockets.
+  void fill_link_errors(std::vector<LinkStat>& v,
+                        const std::function<uint64_t(int, int, unsigned)>& counter) const;
+  uint64_t link_counter(int chip, int dir, unsigned sel) const {
+    return chips_[chip]->ici_link_stat(static_cast<unsigned>(dir), sel);
+  }
+  const IciLink* link(int chip, int dir) const { return ports_[chip][dir].out; }
   ChipStatus status(int i) const;
   // The end of a run that began at cycle `start`, the pod idle: the errors checked, the cycles.
   RunStats finish_run(uint64_t start, bool chip_errors);
@@ -231,7 +283,9 @@ class PodCore {
   struct Port {
     IciLink* out = nullptr;  // this chip's tx on the direction (nullptr: tied off)
     IciLink* in = nullptr;   // the neighbour's tx that arrives here
+    int peer = -1;           // the neighbour
   };
+  [[noreturn]] void link_down_error(int chip);
   PodParams p_;
   MachineInfo info_;
   std::vector<uint64_t> last_busy_;

@@ -68,6 +68,14 @@ void ScChip::b_transport(tlm::tlm_generic_payload& t, sc_time& delay) {
       const uint64_t f = core.link_flits(id_, static_cast<int>((a - kTlmLinks) / 8 + i));
       std::memcpy(p + 8 * i, &f, 8);
     }
+  } else if (a >= kTlmLinkStats && a % 8 == 0 && n % 8 == 0 && n > 0 &&
+             a + n <= kTlmLinkStats + 8 * 6 * kNumLinkStats && t.is_read()) {
+    for (std::size_t i = 0; i < n / 8; ++i) {
+      const uint64_t k = (a - kTlmLinkStats) / 8 + i;
+      const uint64_t v = core.link_counter(id_, static_cast<int>(k / kNumLinkStats),
+                                           static_cast<unsigned>(k % kNumLinkStats));
+      std::memcpy(p + 8 * i, &v, 8);
+    }
   } else if (a == kTlmControl && t.is_write() && n == 4) {
     uint32_t v = 0;
     std::memcpy(&v, p, 4);
@@ -314,12 +322,19 @@ ChipCounters ScPod::counters(int chip) {
 
 std::vector<LinkStat> ScPod::link_stats() {
   std::vector<LinkStat> v;
+  std::vector<std::array<uint64_t, 6 * kNumLinkStats>> ctr(
+      static_cast<std::size_t>(core_.num_chips()));
   for (int i = 0; i < core_.num_chips(); ++i) {
     uint64_t f[6];
     transport(i, tlm::TLM_READ_COMMAND, kTlmLinks, f, sizeof f);
+    auto& c = ctr[static_cast<std::size_t>(i)];
+    transport(i, tlm::TLM_READ_COMMAND, kTlmLinkStats, c.data(), sizeof(uint64_t) * c.size());
     for (int d = 0; d < 6; ++d)
       if (core_.has_link(i, d)) v.push_back(LinkStat{i, d, f[d]});
   }
+  core_.fill_link_errors(v, [&](int c, int d, unsigned sel) {
+    return ctr[static_cast<std::size_t>(c)][static_cast<std::size_t>(d) * kNumLinkStats + sel];
+  });
   return v;
 }
 

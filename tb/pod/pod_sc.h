@@ -29,6 +29,8 @@ constexpr uint64_t kTlmStatus = 0x1'0001'0000ull;     // read 16 bytes: see TlmS
 constexpr uint64_t kTlmCounters = 0x1'0002'0000ull;   // read 8 bytes per statistic from + 8 * id
 constexpr uint64_t kTlmLinks = 0x1'0003'0000ull;      // read 8 bytes per direction: flits sent
 constexpr uint64_t kTlmControl = 0x1'0004'0000ull;    // write 4 bytes: bit 0 clears the error
+// read 8 bytes per link-layer counter: + 8 * (direction * kNumLinkStats + ChipDut LinkStatSel)
+constexpr uint64_t kTlmLinkStats = 0x1'0005'0000ull;
 
 struct TlmStatus {
   uint32_t flags = 0;         // bit 0 busy, 1 halted, 2 router empty, 3 host queue empty

@@ -72,8 +72,29 @@ TEST(TpusimFaults, BadFaultsAreClearErrorsWithExitCode2) {
     std::string expect;
   };
   const std::vector<Bad> cases = {
-      {"unknown key", "faults:\n  link_bit_error_rate: 1e-6\n", "",
-       "key 'faults.link_bit_error_rate': unknown key"},
+      {"unknown key", "faults:\n  link_jitter: 1e-6\n", "",
+       "key 'faults.link_jitter': unknown key"},
+      {"link rate above 1", "faults:\n  link_bit_error_rate: 1.5\n", "",
+       "key 'faults.link_bit_error_rate': must be a probability per bit on a link, from 0 to 1"},
+      {"link rate negative", "faults:\n  link_drop_rate: -0.1\n", "",
+       "key 'faults.link_drop_rate': must be a probability per word"},
+      {"link rate not a number", "faults:\n  link_burst_rate: often\n", "",
+       "key 'faults.link_burst_rate': must be a probability per word"},
+      {"link_down not a list", "faults:\n  link_down: 3\n", "",
+       "key 'faults.link_down': must be a list"},
+      {"link_down unknown port", "faults:\n  link_down:\n    - {chip: 0, port: +W, cycle: 5}\n",
+       "", "key 'faults.link_down[0].port': must be one of +X -X +Y -Y +Z -Z"},
+      {"link_down missing cycle", "faults:\n  link_down:\n    - {chip: 0, port: +X}\n", "",
+       "key 'faults.link_down[0].cycle': missing"},
+      {"link_down entry key", "faults:\n  link_down:\n    - {chip: 0, port: +X, cycle: 1, "
+       "dir: 2}\n", "", "key 'faults.link_down[0].dir': unknown key"},
+      {"flag link rate", "", "--fault link_bit_error_rate=2",
+       "--fault link_bit_error_rate=2: must be a probability per bit on a link"},
+      {"flag link_down form", "", "--fault link_down=1+X",
+       "must be CHIP:PORT@CYCLE"},
+      {"flag link_down port", "", "--fault link_down=0:+Q@10", "unknown port '+Q'"},
+      {"flag link_down chip", "", "--fault link_down=3:+X@10",
+       "--fault link_down: chip 3 is not in the machine"},
       {"rate not a number", "faults:\n  hbm_single_bit_rate: often\n", "",
        "key 'faults.hbm_single_bit_rate': must be a probability"},
       {"rate above 1", "faults:\n  hbm_double_bit_rate: 2\n", "",
@@ -122,6 +143,98 @@ TEST(TpusimFaults, BadFaultsAreClearErrorsWithExitCode2) {
   const CliRun r = tpusim("allreduce --config " + pod + " --engine cpp --quiet");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("faults.hbm_flip_at[0].chip"), std::string::npos) << r.out;
+  // A pod's link_down names a chip of the pod, and a link that chip has.
+  std::ofstream(pod) << slurp(kSrc + "/configs/pod_2x2.yaml")
+                     << "\nfaults:\n  link_down:\n    - {chip: 4, port: +X, cycle: 9}\n";
+  const CliRun r2 = tpusim("allreduce --config " + pod + " --engine cpp --quiet");
+  EXPECT_EQ(r2.code, 2) << r2.out;
+  EXPECT_NE(r2.out.find("faults.link_down[0].chip"), std::string::npos) << r2.out;
+  const CliRun r3 = tpusim("allreduce --config " + kSrc +
+                           "/configs/pod_2x2.yaml --engine cpp --quiet --fault link_down=0:+Z@9");
+  EXPECT_EQ(r3.code, 2) << r3.out;
+  EXPECT_NE(r3.out.find("has no link +Z"), std::string::npos) << r3.out;
+}
+
+// Link bit errors on a pod collective: bit-exact, the report's per-link counters show the
+// retransmissions, and cycles rise against the fault-free run.
+TEST(TpusimFaults, LinkBitErrorsAreRetransmittedAndReported) {
+  const std::string clean = tmp("link_clean.json"), noisy = tmp("link_noisy.json");
+  const std::string base = "allreduce --config " + kSrc +
+                           "/configs/pod_2x2.yaml --engine cpp --bytes 16384 --quiet --json ";
+  const CliRun a = tpusim(base + clean);
+  ASSERT_EQ(a.code, 0) << a.out;
+  const CliRun b = tpusim(base + noisy + " --fault seed=4 --fault link_bit_error_rate=1e-4");
+  ASSERT_EQ(b.code, 0) << b.out;  // 1 if the golden check failed
+  EXPECT_NE(b.out.find("golden.verdict                      pass"), std::string::npos) << b.out;
+  const std::string rc = slurp(clean), rn = slurp(noisy);
+  for (const char* k : {"\"crc_errors\": 0", "\"replays\": 0", "\"replayed_flits\": 0",
+                        "\"link_down\": 0"})
+    EXPECT_NE(rc.find(k), std::string::npos) << k << " not in " << rc;
+  // The ici group's totals (4 spaces in: the per-link entries sit deeper).
+  auto total = [&](const std::string& key) {
+    const std::string k = "\n    \"" + key + "\": ";
+    const auto at = rn.find(k);
+    return at == std::string::npos ? -1L : std::stol(rn.substr(at + k.size()));
+  };
+  EXPECT_GT(total("crc_errors"), 0L) << rn;
+  EXPECT_GT(total("replays"), 0L) << rn;
+  EXPECT_GE(total("replayed_flits"), total("replays")) << rn;
+  EXPECT_EQ(total("links_down"), 0L) << rn;
+}
+
+// No link faults: the link layer adds no cycle. Cycles and ICI bytes of pod runs recorded on
+// main at 7e5b331, before the link layer existed (the same commands, the same builds' defaults):
+// 16x16 chips on 16-byte links of latency 2 (a flit every 4 cycles) and 4x4 chips on whole-row
+// links of latency 1; both engines (their 1-cycle difference predates the link layer).
+struct Pinned {
+  std::string args;
+  const char* cycles;
+  const char* bytes;
+};
+
+void expect_pinned(const std::vector<Pinned>& cases) {
+  for (const Pinned& c : cases) {
+    const std::string json = tmp("pinned.json");
+    const CliRun r = tpusim(c.args + " --quiet --json " + json);
+    ASSERT_EQ(r.code, 0) << c.args << ":\n" << r.out;
+    const std::string rep = slurp(json);
+    EXPECT_NE(rep.find(c.cycles), std::string::npos) << c.args << ": want " << c.cycles;
+    EXPECT_NE(rep.find(c.bytes), std::string::npos) << c.args << ": want " << c.bytes;
+    EXPECT_NE(rep.find("\"replays\": 0"), std::string::npos) << c.args;
+  }
+}
+
+TEST(TpusimFaults, NoLinkFaultsSameCyclesAsBeforeTheLinkLayer2x2) {
+  const std::string k2x2 = kSrc + "/configs/pod_2x2.yaml";
+  expect_pinned({
+      {"allreduce --config " + k2x2 + " --engine cpp --bytes 65536", "\"cycles\": 4115,",
+       "\"total_bytes\": 405504,"},
+      {"allreduce --config " + k2x2 + " --bytes 65536", "\"cycles\": 4114,",
+       "\"total_bytes\": 405504,"},
+      {"pod --config " + k2x2 + " --engine cpp", "\"cycles\": 2537,", "\"total_bytes\": 104448,"},
+  });
+}
+
+TEST(TpusimFaults, NoLinkFaultsSameCyclesAsBeforeTheLinkLayer4x4And4x4x4) {
+  expect_pinned({
+      {"allreduce --config " + kSrc + "/configs/pod_4x4.yaml --engine cpp --bytes 16384",
+       "\"cycles\": 1318,", "\"total_bytes\": 540672,"},
+      {"allreduce --config " + kSrc + "/configs/pod_4x4x4.yaml --engine cpp --bytes 4096",
+       "\"cycles\": 1227,", "\"total_bytes\": 583680,"},
+  });
+}
+
+// A link taken down: exit 3 (a simulation error), the chip and the link named, no hang.
+TEST(TpusimFaults, LinkDownIsASimulationErrorNamingChipAndLink) {
+  for (const char* engine : {"cpp", "systemc"}) {
+    const CliRun r = tpusim("allreduce --config " + kSrc + "/configs/pod_2x2.yaml --engine " +
+                            engine + " --bytes 65536 --quiet --fault link_down=1:+X@0");
+    EXPECT_EQ(r.code, 3) << engine << ": " << r.out;
+    for (const char* s :
+         {"simulation error", "chip 1 (1,0,0): ICI link +X to chip 0 (0,0,0) is down",
+          "ici_link_down"})
+      EXPECT_NE(r.out.find(s), std::string::npos) << engine << ": " << s << " not in:\n" << r.out;
+  }
 }
 
 }  // namespace

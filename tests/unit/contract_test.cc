@@ -176,6 +176,7 @@ TEST(Contract, ErrorAndStatisticNamesAreTheReportNames) {
   EXPECT_STREQ(chip_err_name(static_cast<unsigned>(ChipErr::kWeightsFull)), "weights_overflow");
   EXPECT_STREQ(chip_err_name(200), "unknown");
   EXPECT_STREQ(chip_err_name(static_cast<unsigned>(ChipErr::kHbmUncorr)), "hbm_uncorrectable");
+  EXPECT_STREQ(chip_err_name(static_cast<unsigned>(ChipErr::kIciLinkDown)), "ici_link_down");
   EXPECT_EQ(static_cast<unsigned>(kNumChipStats), 32u);
   EXPECT_STREQ(chip_stat_name(kStatEccCorrected), "ecc_corrected");
   EXPECT_STREQ(chip_stat_name(kStatEccUncorr), "ecc_uncorrectable");

@@ -1,0 +1,279 @@
+// tpu_ici_link_tx: the sending half of the ICI link layer, between a router's link output and
+// the wire (docs/ici.md "Link layer"). Go-back-N retransmission, as in PCIe's data link layer.
+//
+// Every flit the router sends gets the next sequence number (LinkSeqW bits) and goes on the wire
+// with a CRC-32C (tpu_ici_crc) over {seq, vc, flit}; it stays in the replay buffer until the
+// receiver acknowledges it. Control words come back on the reverse channel (their own CRC-32C;
+// a bad one is ignored and counted): a cumulative ACK (the next sequence number the receiver
+// expects), a NAK (go back to that number and resend from there) and the receiver's per-VC count
+// of credits returned, which this side turns back into one credit per cycle for the router
+// (`tx_cr_*`). No ACK progress for `timeout_i` cycles while a flit is unacknowledged resends from
+// the oldest one. A replay that is followed by another with no ACK progress in between has
+// failed; when MaxReplays replays have failed in a row and another is due, the link is down: it
+// sends nothing more (`down_o`, sticky until reset).
+//
+// Replay buffer: NumVc x Depth entries (rounded up to a power of two). Enough because a flit is
+// acknowledged no later than its credit comes back: the receiver sends a credit only for a flit
+// that has left its buffer, so the flit was accepted at least one cycle earlier, and every
+// control word carries the ACK of everything accepted before it; the ACK and the credit count
+// travel in the same word, so whenever the router gets a credit back, the flit it stands for
+// (and every earlier one) is acknowledged. The router never has more than NumVc x Depth flits
+// without their credit, hence never more than that many unacknowledged (SVA a_replay_room).
+//
+// Latency and the good path: the wire outputs are a function of registered state (the router's
+// link outputs, themselves registered state, or a buffer entry at a registered pointer), and with
+// nothing to replay a router flit goes straight to the wire in the same cycle (bypass), so no
+// cycle is added; a credit reaches the router in the cycle its control word arrives, as it did
+// without the link layer. `link_gap_i` paces the wire like the router's output (one flit per
+// gap cycles), replays included; router flits that arrive during a replay wait in the buffer.
+module tpu_ici_link_tx
+  import tpu_ici_pkg::*;
+#(
+  parameter type         flit_t     = ici_flit_t,
+  parameter int unsigned NumVc      = 4,
+  parameter int unsigned Depth      = 16,
+  parameter int unsigned MaxReplays = 8,
+  localparam int unsigned VcW  = vc_width(NumVc),
+  localparam int unsigned CtlW = link_ctl_width(NumVc),
+  localparam int unsigned SeqW = LinkSeqW
+) (
+  input  logic                clk_i,
+  input  logic                rst_ni,
+  input  logic [3:0]          link_gap_i,   // cycles per flit on the wire (0, 1: every cycle)
+  input  logic [15:0]         timeout_i,    // cycles without ACK progress before a replay (0: off)
+  // router side
+  input  logic                tx_valid_i,
+  input  logic [VcW-1:0]      tx_vc_i,
+  input  flit_t               tx_flit_i,
+  output logic                tx_cr_valid_o,
+  output logic [VcW-1:0]      tx_cr_vc_o,
+  // wire: flit words out, control words back
+  output logic                w_valid_o,
+  output logic [VcW-1:0]      w_vc_o,
+  output flit_t               w_flit_o,
+  output logic [SeqW-1:0]     w_seq_o,
+  output logic [31:0]         w_crc_o,
+  input  logic                c_valid_i,
+  input  logic [CtlW-1:0]     c_ctl_i,
+  input  logic [31:0]         c_crc_i,
+  // status and counters
+  output logic                down_o,
+  output logic                idle_o,       // every flit acknowledged
+  output logic [StatW-1:0]    st_replays_o,
+  output logic [StatW-1:0]    st_replayed_o,
+  output logic [StatW-1:0]    st_ctl_err_o
+);
+
+  localparam int unsigned BufW = $clog2(NumVc * Depth);
+  localparam int unsigned BufN = 1 << BufW;
+  localparam int unsigned CntW = LinkCntW;
+  localparam int unsigned FailW = $clog2(MaxReplays + 1);
+
+  typedef struct packed {
+    logic [VcW-1:0] vc;
+    flit_t          flit;
+  } ent_t;
+  typedef struct packed {
+    logic [SeqW-1:0]                ack;  // the next sequence number the receiver expects
+    logic                           nak;  // resend from `ack`
+    logic [NumVc-1:0][CntW-1:0]     cnt;  // credits returned per VC (mod 2^CntW)
+  } ctl_t;
+
+  ent_t            buf_q[BufN];
+  logic [SeqW-1:0] wr_q, wr_d;    // the next new flit's sequence number
+  logic [SeqW-1:0] snd_q, snd_d;  // the next one to put on the wire
+  logic [SeqW-1:0] ack_q, ack_d;  // the oldest unacknowledged one
+  logic [SeqW-1:0] hi_q, hi_d;    // one past the highest ever sent (below: a resend)
+  logic [3:0]      gap_q, busy_q, busy_d;
+  logic [15:0]     tmr_q, tmr_d;
+  logic [FailW-1:0] fails_q, fails_d;
+  logic            down_q, down_d;
+  logic [NumVc-1:0][CntW-1:0] got_q, got_d, out_q, out_d;
+  logic [StatW-1:0] replays_q, replays_d, replayed_q, replayed_d, ctl_err_q, ctl_err_d;
+
+  // ---- Control word in ----
+  ctl_t        ctl;
+  logic [31:0] ctl_crc;
+  logic        c_ok, c_bad;
+  assign ctl = ctl_t'(c_ctl_i);
+  tpu_ici_crc #(
+    .Width(CtlW)
+  ) i_ctl_crc (
+    .data_i(c_ctl_i),
+    .crc_o (ctl_crc)
+  );
+  assign c_ok  = c_valid_i && !down_q && (ctl_crc == c_crc_i);
+  assign c_bad = c_valid_i && !down_q && (ctl_crc != c_crc_i);
+
+  // The ACK, as an offset from the oldest unacknowledged flit: it may acknowledge up to
+  // everything ever sent (hi_q), past snd_q when flits sent before a time-out's go-back arrive.
+  logic [SeqW-1:0] a_off, hi_off, snd_off, wr_off;
+  logic            a_in, progress;
+  assign a_off    = ctl.ack - ack_q;
+  assign hi_off   = hi_q - ack_q;
+  assign snd_off  = snd_q - ack_q;
+  assign wr_off   = wr_q - ack_q;
+  assign a_in     = c_ok && (a_off <= hi_off);
+  assign progress = a_in && (a_off != '0);
+
+  // ---- Wire out: the buffer at snd_q while it is behind, else the router's flit ----
+  logic from_buf, send;
+  ent_t out_e;
+  assign from_buf = snd_q != wr_q;
+  assign send     = !down_q && (busy_q == '0) && (from_buf || tx_valid_i);
+  assign out_e    = from_buf ? buf_q[snd_q[BufW-1:0]] : '{vc: tx_vc_i, flit: tx_flit_i};
+  assign w_valid_o = send;
+  assign w_vc_o    = out_e.vc;
+  assign w_flit_o  = out_e.flit;
+  assign w_seq_o   = snd_q;
+  tpu_ici_crc #(
+    .Width(SeqW + VcW + $bits(flit_t))
+  ) i_flit_crc (
+    .data_i({snd_q, out_e.vc, out_e.flit}),
+    .crc_o (w_crc_o)
+  );
+
+  // ---- Replays ----
+  logic unacked, tmo, nak_go, replay, give_up;
+  logic [SeqW-1:0] back;
+  assign unacked = ack_q != wr_q;
+  assign tmo     = !down_q && unacked && (timeout_i != '0) && (tmr_q >= timeout_i);
+  assign nak_go  = a_in && ctl.nak && (ctl.ack != snd_q);
+  assign replay  = nak_go || (tmo && !progress);
+  assign back    = nak_go ? ctl.ack : ack_q;
+  assign give_up = replay && !progress && (32'(fails_q) >= MaxReplays);
+
+  // ---- Credits for the router: one per cycle, from the counts in good control words ----
+  logic [NumVc-1:0][CntW-1:0] cnt_now;
+  logic [NumVc-1:0]           pend;
+  assign cnt_now = c_ok ? ctl.cnt : got_q;
+  always_comb begin
+    tx_cr_valid_o = 1'b0;
+    tx_cr_vc_o    = '0;
+    for (int unsigned v = 0; v < NumVc; v++) begin
+      pend[v] = cnt_now[v] != out_q[v];
+      if (pend[v] && !tx_cr_valid_o) begin
+        tx_cr_valid_o = 1'b1;
+        tx_cr_vc_o    = VcW'(v);
+      end
+    end
+  end
+
+  always_comb begin
+    wr_d       = wr_q;
+    snd_d      = snd_q;
+    ack_d      = ack_q;
+    hi_d       = hi_q;
+    busy_d     = busy_q;
+    tmr_d      = tmr_q;
+    fails_d    = fails_q;
+    down_d     = down_q;
+    got_d      = cnt_now;
+    out_d      = out_q;
+    replays_d  = replays_q;
+    replayed_d = replayed_q;
+    ctl_err_d  = ctl_err_q + StatW'(c_bad);
+    if (tx_valid_i && !down_q) wr_d = wr_q + 1'b1;
+    if (tx_cr_valid_o) out_d[tx_cr_vc_o] = out_q[tx_cr_vc_o] + 1'b1;
+    if (send) begin
+      snd_d  = snd_q + 1'b1;
+      busy_d = gap_q - 4'd1;
+      if (snd_q == hi_q) hi_d = hi_q + 1'b1;
+      else replayed_d = replayed_q + 1'b1;
+    end else if (busy_q != '0) begin
+      busy_d = busy_q - 4'd1;
+    end
+    if (a_in) begin
+      ack_d = ctl.ack;
+      if (!ctl.nak && a_off > snd_off) snd_d = ctl.ack;  // acknowledged before it was resent
+    end
+    if (replay) begin
+      if (give_up) begin
+        down_d = 1'b1;
+      end else begin
+        snd_d     = back;
+        replays_d = replays_q + 1'b1;
+        fails_d   = progress ? FailW'(1) : fails_q + 1'b1;
+      end
+    end else if (progress) begin
+      fails_d = '0;
+    end
+    if (!unacked || progress || replay || down_q) tmr_d = '0;
+    else if (tmr_q != '1) tmr_d = tmr_q + 1'b1;
+  end
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      wr_q       <= '0;
+      snd_q      <= '0;
+      ack_q      <= '0;
+      hi_q       <= '0;
+      gap_q      <= 4'd1;
+      busy_q     <= '0;
+      tmr_q      <= '0;
+      fails_q    <= '0;
+      down_q     <= 1'b0;
+      got_q      <= '0;
+      out_q      <= '0;
+      replays_q  <= '0;
+      replayed_q <= '0;
+      ctl_err_q  <= '0;
+    end else begin
+      wr_q       <= wr_d;
+      snd_q      <= snd_d;
+      ack_q      <= ack_d;
+      hi_q       <= hi_d;
+      gap_q      <= (link_gap_i == '0) ? 4'd1 : link_gap_i;
+      busy_q     <= busy_d;
+      tmr_q      <= tmr_d;
+      fails_q    <= fails_d;
+      down_q     <= down_d;
+      got_q      <= got_d;
+      out_q      <= out_d;
+      replays_q  <= replays_d;
+      replayed_q <= replayed_d;
+      ctl_err_q  <= ctl_err_d;
+    end
+  end
+
+  // The buffer needs no reset: only entries between ack_q and wr_q are read.
+  always_ff @(posedge clk_i) begin
+    if (tx_valid_i && !down_q) buf_q[wr_q[BufW-1:0]] <= '{vc: tx_vc_i, flit: tx_flit_i};
+  end
+
+  assign down_o        = down_q;
+  assign idle_o        = !unacked;
+  assign st_replays_o  = replays_q;
+  assign st_replayed_o = replayed_q;
+  assign st_ctl_err_o  = ctl_err_q;
+
+  // ---- Assertions ----
+  // The sequence space holds twice the buffer, so a late ACK is never mistaken for a new one.
+  a_seq_space: assert property (@(posedge clk_i) 2 * BufN <= (1 << SeqW))
+  else $error("tpu_ici_link_tx: %0d sequence numbers for a %0d-flit buffer", 1 << SeqW, BufN);
+  // The replay buffer never overflows (the credit argument above).
+  a_replay_room: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      tx_valid_i && !down_q |-> 32'(wr_off) < BufN)
+  else $error("tpu_ici_link_tx: replay buffer full (%0d unacknowledged flits)", wr_off);
+  // Pointers in order: ack <= snd <= wr and ack <= hi <= wr (mod 2^SeqW).
+  a_ptr_order: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      snd_off <= wr_off && hi_off <= wr_off)
+  else $error("tpu_ici_link_tx: pointers out of order (ack %0d snd %0d hi %0d wr %0d)",
+              ack_q, snd_q, hi_q, wr_q);
+  // A good control word acknowledges only flits that were sent.
+  a_ack_in_range: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      c_ok |-> a_off <= hi_off)
+  else $error("tpu_ici_link_tx: control word acknowledges sequence number %0d, only up to %0d sent",
+              ctl.ack, hi_q);
+  // Nothing leaves while the wire is serializing the previous flit, or after the link is down.
+  a_wire_gap: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      w_valid_o |-> busy_q == '0 && !down_q)
+  else $error("tpu_ici_link_tx: flit sent while the wire is busy or down");
+  // A credit count never runs ahead by more than a VC's buffer.
+  for (genvar v = 0; v < NumVc; v++) begin : gen_sva_cr
+    a_credit_bound: assert property (@(posedge clk_i) disable iff (!rst_ni)
+        32'(CntW'(cnt_now[v] - out_q[v])) <= Depth)
+    else $error("tpu_ici_link_tx: VC %0d owes more than %0d credits", v, Depth);
+  end
+
+endmodule
