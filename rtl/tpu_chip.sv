@@ -293,8 +293,8 @@ module tpu_chip
   // ---------------------------------------------------------------------------------------------
   // DMA
   // ---------------------------------------------------------------------------------------------
-  logic        dma_req_valid, dma_req_ready, dma_rsp_valid, dma_rsp_ready;
-  hbm_req_t    dma_req;
+  logic     [1:0] dma_req_valid, dma_req_ready, dma_rsp_valid, dma_rsp_ready;
+  hbm_req_t [1:0] dma_req;
   logic [1:0]  dma_we;
   logic [1:0][15:0] dma_rd_addr, dma_wr_addr;
   logic [1:0][RowW-1:0] dma_wr_data;
@@ -326,7 +326,7 @@ module tpu_chip
 
   tpu_dma #(
     .Lanes  (Lanes),
-    .NumTags(64)
+    .NumTags(128)
   ) i_dma (
     .clk_i         (clk_i),
     .rst_ni        (rst_ni),
@@ -684,38 +684,48 @@ module tpu_chip
   );
 
   // ---------------------------------------------------------------------------------------------
-  // HBM controller, shared by the DMA and the host port. Requests: the host when it asks, else
-  // the DMA; a choice holds while its request waits (payload stability). Responses go back by
-  // tag bit 7 (1: host).
+  // HBM controller, two request and two response ports, shared by the DMA (its two lanes) and
+  // the host port. Port 0: the host when it asks, else DMA lane 0; a choice holds while its
+  // request waits (payload stability). Port 1: DMA lane 1. Responses go back by tag bit 7
+  // (1: host); the host takes one a cycle (port 0's first), its choice held while it waits.
   // ---------------------------------------------------------------------------------------------
-  logic     ctrl_req_valid, ctrl_req_ready, ctrl_rsp_valid, ctrl_rsp_ready, ctrl_idle;
-  hbm_req_t ctrl_req, host_req;
-  hbm_rsp_t ctrl_rsp;
+  logic     [1:0] ctrl_req_valid, ctrl_req_ready, ctrl_rsp_valid, ctrl_rsp_ready, rsp_host;
+  logic     ctrl_idle;
+  hbm_req_t [1:0] ctrl_req;
+  hbm_req_t host_req;
+  hbm_rsp_t [1:0] ctrl_rsp;
   logic     grant_host, lock_q, lock_d, lock_host_q, lock_host_d;
+  logic     hsel, hsel_q, hlock_q;  // the response port the host is shown
   logic [NumCh-1:0] ref_pending;
 
   assign host_req = '{write: hm_req_write_i, addr: hm_req_addr_i, tag: {1'b1, hm_req_tag_i},
                       data: hm_req_data_i};
-  assign grant_host     = lock_q ? lock_host_q : hm_req_valid_i;
-  assign ctrl_req_valid = grant_host ? hm_req_valid_i : dma_req_valid;
-  assign ctrl_req       = grant_host ? host_req : dma_req;
-  assign hm_req_ready_o = grant_host && ctrl_req_ready;
-  assign dma_req_ready  = !grant_host && ctrl_req_ready;
-  assign lock_d         = ctrl_req_valid && !ctrl_req_ready;
-  assign lock_host_d    = grant_host;
+  assign grant_host        = lock_q ? lock_host_q : hm_req_valid_i;
+  assign ctrl_req_valid[0] = grant_host ? hm_req_valid_i : dma_req_valid[0];
+  assign ctrl_req[0]       = grant_host ? host_req : dma_req[0];
+  assign ctrl_req_valid[1] = dma_req_valid[1];
+  assign ctrl_req[1]       = dma_req[1];
+  assign hm_req_ready_o    = grant_host && ctrl_req_ready[0];
+  assign dma_req_ready     = {ctrl_req_ready[1], !grant_host && ctrl_req_ready[0]};
+  assign lock_d            = ctrl_req_valid[0] && !ctrl_req_ready[0];
+  assign lock_host_d       = grant_host;
 
-  assign hm_rsp_valid_o = ctrl_rsp_valid && ctrl_rsp.tag[7];
-  assign dma_rsp_valid  = ctrl_rsp_valid && !ctrl_rsp.tag[7];
-  assign ctrl_rsp_ready = ctrl_rsp.tag[7] ? hm_rsp_ready_i : dma_rsp_ready;
-  assign hm_rsp_write_o = ctrl_rsp.write;
-  assign hm_rsp_tag_o   = ctrl_rsp.tag[6:0];
-  assign hm_rsp_data_o  = ctrl_rsp.data;
-  assign hm_rsp_ue_o    = ctrl_rsp.ue;
+  assign rsp_host       = {ctrl_rsp[1].tag[7], ctrl_rsp[0].tag[7]};
+  assign hsel           = hlock_q ? hsel_q : !(ctrl_rsp_valid[0] && rsp_host[0]);
+  assign hm_rsp_valid_o = ctrl_rsp_valid[hsel] && rsp_host[hsel];
+  assign dma_rsp_valid  = ctrl_rsp_valid & ~rsp_host;
+  assign ctrl_rsp_ready = {rsp_host[1] ? hm_rsp_ready_i && hsel : dma_rsp_ready[1],
+                           rsp_host[0] ? hm_rsp_ready_i && !hsel : dma_rsp_ready[0]};
+  assign hm_rsp_write_o = ctrl_rsp[hsel].write;
+  assign hm_rsp_tag_o   = ctrl_rsp[hsel].tag[6:0];
+  assign hm_rsp_data_o  = ctrl_rsp[hsel].data;
+  assign hm_rsp_ue_o    = ctrl_rsp[hsel].ue;
 
   hbm_ctr_t hbm_stat;
   logic [7:0] ecc_ce, ecc_ue;
   tpu_hbm_ctrl #(
     .NumCh      (NumCh),
+    .NumPorts   (2),
     .RowsPerBank(Cfg.hbm_rows_per_bank)
   ) i_hbm_ctrl (
     .clk_i        (clk_i),
@@ -749,12 +759,13 @@ module tpu_chip
   // ---------------------------------------------------------------------------------------------
   logic [63:0] stats_q [CHIP_NUM_STATS];
   logic [63:0] stats_d [CHIP_NUM_STATS];
-  logic        dma_req_fire, host_req_fire, host_rsp_fire, host_busy;
+  logic [1:0]  dma_req_fire;
+  logic        host_req_fire, host_rsp_fire, host_busy;
   logic        cls_compute, cls_comm, cls_mem, cls_idle;
   logic [7:0]  host_out_q, host_out_d;  // host-port HBM requests outstanding (<= 128 tags)
   localparam longint unsigned MacsPerBeat = longint'(Cfg.mxu_rows) * Cfg.mxu_cols;
 
-  assign dma_req_fire  = dma_req_valid && dma_req_ready;
+  assign dma_req_fire  = dma_req_valid & dma_req_ready;
   assign host_req_fire = hm_req_valid_i && hm_req_ready_o;
   assign host_rsp_fire = hm_rsp_valid_o && hm_rsp_ready_i;
   assign host_out_d    = host_out_q + 8'(host_req_fire) - 8'(host_rsp_fire);
@@ -773,10 +784,12 @@ module tpu_chip
     if (mxu_a_beat) stats_d[StatMxuBeats] = stats_q[StatMxuBeats] + 64'd1;
     if (vpu_busy) stats_d[StatVpuBusy] = stats_q[StatVpuBusy] + 64'd1;
     if (dma_busy) stats_d[StatDmaBusy] = stats_q[StatDmaBusy] + 64'd1;
-    if (dma_req_fire && !dma_req.write)
-      stats_d[StatDmaRdBytes] = stats_q[StatDmaRdBytes] + 64'(HBM_BURST_BYTES);
-    if (dma_req_fire && dma_req.write)
-      stats_d[StatDmaWrBytes] = stats_q[StatDmaWrBytes] + 64'(HBM_BURST_BYTES);
+    for (int unsigned l = 0; l < 2; l++) begin
+      if (dma_req_fire[l] && !dma_req[l].write)
+        stats_d[StatDmaRdBytes] = stats_d[StatDmaRdBytes] + 64'(HBM_BURST_BYTES);
+      if (dma_req_fire[l] && dma_req[l].write)
+        stats_d[StatDmaWrBytes] = stats_d[StatDmaWrBytes] + 64'(HBM_BURST_BYTES);
+    end
     if (dma_busy && mxu_busy) stats_d[StatOverlap] = stats_q[StatOverlap] + 64'd1;
     stats_d[StatCmdsDone] = stats_q[StatCmdsDone] + 64'(retired);
     if (host_req_fire && !hm_req_write_i)
@@ -811,11 +824,15 @@ module tpu_chip
     if (!rst_ni) begin
       lock_q      <= 1'b0;
       lock_host_q <= 1'b0;
+      hsel_q      <= 1'b0;
+      hlock_q     <= 1'b0;
       host_out_q  <= '0;
       for (int unsigned s = 0; s < CHIP_NUM_STATS; s++) stats_q[s] <= '0;
     end else begin
       lock_q      <= lock_d;
       lock_host_q <= lock_host_d;
+      hsel_q      <= hsel;
+      hlock_q     <= hm_rsp_valid_o && !hm_rsp_ready_i;
       host_out_q  <= host_out_d;
       for (int unsigned s = 0; s < CHIP_NUM_STATS; s++) stats_q[s] <= stats_d[s];
     end
@@ -852,6 +869,9 @@ module tpu_chip
                                                      hm_req_tag_i, hm_req_data_i}));
   HostRspHeld: assert property (@(posedge clk_i) disable iff (!rst_ni)
       hm_rsp_valid_o && !hm_rsp_ready_i |=> hm_rsp_valid_o);
+  HostRspStable: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      hm_rsp_valid_o && !hm_rsp_ready_i |=> $stable({hm_rsp_write_o, hm_rsp_tag_o, hm_rsp_data_o,
+                                                     hm_rsp_ue_o}));
   HostOutNoWrap: assert property (@(posedge clk_i) disable iff (!rst_ni)
       !(host_rsp_fire && !host_req_fire && host_out_q == '0) &&
       !(host_req_fire && !host_rsp_fire && host_out_q == '1));

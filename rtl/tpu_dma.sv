@@ -6,22 +6,28 @@
 // 2 bytes each (bf16: lane bits [15:0], upper bits zero on the way in, dropped on the way out) or
 // 4 bytes (f32). The sequencer checks every rule before start_i (docs/isa.md): pieces aligned,
 // seg_bytes a multiple of the piece, and for writes to HBM whole 64-byte bursts.
+// Two HBM lanes: a burst goes out on lane (address bit 6), i.e. even bursts on request port 0
+// and odd bursts on port 1, so consecutive bursts of a stream go out side by side, to different
+// channels under the default address map, and the requests for one burst address always take one
+// port (in order). Each lane has its own request register and its own half of the tags (tag
+// bit 0 = lane). Responses come back on either response port.
 //   HBM -> VMEM: pieces that are contiguous within one 64-byte burst share one read request.
 //     Responses come back out of order; a tag table maps each to its rows. A response's first
-//     two pieces are written in the cycle it is taken (two write ports), further pieces two per
-//     cycle. With tail_i != 0,
+//     pieces are written in the cycle it is taken (two write ports: two one-piece responses, or
+//     two pieces of one), further pieces two per cycle. With tail_i != 0,
 //     the last piece of every segment keeps only its first tail_i lanes: the others are written
 //     as -0 (bf16 0x8000, f32 0x80000000), the neutral padding of a K tile (docs/isa.md), so an
 //     edge tile is padded on chip whatever the bytes beyond the matrix's columns hold.
-//   VMEM/AMEM -> HBM: up to two rows read per cycle (two read ports) are packed into a burst
-//     buffer; a full burst is sent as a write request; the command completes when every write is
-//     acknowledged.
-// Throughput: two on-chip rows per cycle when they lie in one segment and one 64-byte burst
-// (bf16 rows of <= 16 lanes, f32 rows of <= 8), else one: up to 64 B/cycle, one burst per cycle,
-// the rate of the HBM controller's port. NumTags requests in flight (the chip uses 64: at one
-// burst per cycle, 32 did not cover a row miss plus queueing). Handshakes: valid/ready to the
-// HBM controller (payload held while waiting); start_i is taken when ready_o is high; done_o pulses for one cycle when the command has completed (all
-// data in memory, or all writes acknowledged and so visible in HBM).
+//   VMEM/AMEM -> HBM: up to two rows read per cycle (two read ports) are packed into bursts; a
+//     full burst is sent as a write request on its lane; the command completes when every write
+//     is acknowledged.
+// Throughput: two on-chip rows per cycle when they lie in one segment (else one), in one burst
+// or two: up to two bursts (128 B) per cycle when a row is a whole burst (f32 rows of 16 lanes),
+// else two rows' bytes per cycle (bf16 rows of 16 lanes: 64 B/cycle). NumTags requests in flight
+// (the chip uses 128, 64 per lane: at one burst per cycle a lane, 32 did not cover a row miss
+// plus queueing). Handshakes: valid/ready to the HBM controller (payload held while waiting);
+// start_i is taken when ready_o is high; done_o pulses for one cycle when the command has
+// completed (all data in memory, or all writes acknowledged and so visible in HBM).
 // ECC: a read response with an uncorrectable word (rsp_i.ue, tpu_hbm_ctrl) is still written (the
 // data as read), and `ecc_err_o` pulses with `ecc_addr_o`, the byte address of its first such
 // word, so that the sequencer stops the program with ErrHbmUncorr naming this DMA.
@@ -52,14 +58,13 @@ module tpu_dma
   output logic                busy_o,
   output logic                ecc_err_o,
   output logic [31:0]         ecc_addr_o,
-  // HBM controller port
-  output logic                req_valid_o,
-  input  logic                req_ready_i,
-  output hbm_req_t            req_o,
-  input  logic                rsp_valid_i,
-  output logic                rsp_ready_o,
-  input  hbm_rsp_t            rsp_i,
-  // on-chip memories
+  // HBM controller ports (two lanes: even bursts on 0, odd bursts on 1)
+  output logic     [1:0]      req_valid_o,
+  input  logic     [1:0]      req_ready_i,
+  output hbm_req_t [1:0]      req_o,
+  input  logic     [1:0]      rsp_valid_i,
+  output logic     [1:0]      rsp_ready_o,
+  input  hbm_rsp_t [1:0]      rsp_i,
   // on-chip memories: two read ports (rows mrow, mrow + 1) and two VMEM write ports
   output logic [1:0][MemAddrW-1:0] rd_addr_o,
   input  logic [1:0][RowW-1:0]     vmem_rd_data_i,
@@ -73,6 +78,7 @@ module tpu_dma
   // Most pieces one burst can hold (bf16 pieces of 2 * Lanes bytes).
   localparam int unsigned MaxPieces = (HBM_BURST_BYTES / (2 * Lanes) > 0) ?
                                       HBM_BURST_BYTES / (2 * Lanes) : 1;
+  localparam int unsigned LaneTagW = TagW - 1;  // tags per lane: NumTags / 2
 
   typedef struct packed {
     logic [15:0] row0;  // first on-chip row of the response
@@ -81,6 +87,16 @@ module tpu_dma
     logic [MaxPieces-1:0] last;  // piece i is the last of its segment (tail fill applies)
     logic [31-HBM_OFFSET_W:0] blk;  // the burst's address / 64 (for ECC error reports)
   } tag_ent_t;
+
+  // A read request being built (pieces merged while contiguous in its burst) or waiting to go.
+  typedef struct packed {
+    logic [31:0] addr;  // the burst's address
+    logic [31:0] next;  // byte address right after its last piece
+    logic [15:0] row0;
+    logic [5:0]  off0;
+    logic [6:0]  cnt;
+    logic [MaxPieces-1:0] last;
+  } pend_t;
 
   // ---- Command registers and the walker over the HBM region ----
   logic        active_q, active_d;
@@ -91,59 +107,65 @@ module tpu_dma
   logic [15:0] mrow_q, mrow_d;
   logic [31:0] seg_addr_q, seg_addr_d, stride_q, stride_d;
 
-  logic [31:0] pbytes, pa;
-  logic        walker_has, is_read, absorb, done, seg_end, seg_end1, two;
-  logic [31:0] nbytes;
+  // The walker offers piece 0 at pa and, when the segment has another, piece 1 at pa1.
+  logic [31:0] pbytes, pa, pa1;
+  logic        walker_has, is_read, seg_end, seg_end1, has1, same1;
+  logic        l0, l1;  // the lanes of the pieces' bursts
+  logic        take1, take2;  // absorb piece 0 / pieces 0 and 1 this cycle
 
   assign pbytes     = bf16_q ? 32'(2 * Lanes) : 32'(4 * Lanes);
   assign pa         = seg_addr_q + 32'(off_q);
+  assign pa1        = pa + pbytes;
   assign walker_has = active_q && (seg_left_q != '0);
   assign is_read    = (dir_q == DmaHbmToVmem);
   assign seg_end    = 32'(off_q) + pbytes >= 32'(seg_bytes_q);
   assign seg_end1   = 32'(off_q) + 2 * pbytes >= 32'(seg_bytes_q);
-  // A second piece this cycle: the next one of the same segment, in the same burst.
-  assign two        = walker_has && !seg_end &&
-                      32'(pa[5:0]) + 2 * pbytes <= 32'(HBM_BURST_BYTES);
-  assign nbytes     = two ? 2 * pbytes : pbytes;
+  assign has1       = walker_has && !seg_end;
+  assign same1      = pa1[31:6] == pa[31:6];
+  assign l0         = pa[6];
+  assign l1         = pa1[6];
 
-  // ---- Tags ----
-  logic [NumTags-1:0] tag_busy_q, tag_busy_d;
-  tag_ent_t           tag_tab_q [NumTags];
-  tag_ent_t           tag_tab_d [NumTags];
-  logic [TagW-1:0]    next_tag_q, next_tag_d;
-  logic               tag_ok, send;
+  // ---- Tags: lane l uses the tags with bit 0 = l, in turn ----
+  logic [NumTags-1:0]  tag_busy_q, tag_busy_d;
+  tag_ent_t            tag_tab_q [NumTags];
+  logic [1:0][LaneTagW-1:0] next_tag_q, next_tag_d;
+  logic [1:0][TagW-1:0] lane_tag;
+  logic [1:0]          tag_ok, send, slot_free;
+  tag_ent_t [1:0]      new_ent;
 
-  assign tag_ok = !tag_busy_q[next_tag_q];
+  for (genvar l = 0; l < 2; l++) begin : gen_lane_tag
+    assign lane_tag[l] = {next_tag_q[l], 1'(l)};
+    assign tag_ok[l]   = !tag_busy_q[lane_tag[l]];
+  end
 
-  // ---- Read side: pending (not yet sent) request ----
-  logic        pend_valid_q, pend_valid_d;
-  logic [31:0] pend_addr_q, pend_addr_d, pend_next_q, pend_next_d;
-  logic [15:0] pend_row0_q, pend_row0_d;
-  logic [5:0]  pend_off0_q, pend_off0_d;
-  logic [6:0]  pend_cnt_q, pend_cnt_d;
-  logic [MaxPieces-1:0] pend_last_q, pend_last_d;
-  logic        can_merge;
+  // ---- Read side: per lane, the request being built or waiting to be sent ----
+  logic [1:0] pend_valid_q, pend_valid_d;
+  pend_t [1:0] pend_q, pend_d;
+  logic       merge0;  // piece 0 continues the request of its lane
 
-  assign can_merge = pend_valid_q && walker_has && (pa == pend_next_q) &&
-                     (pa[31:6] == pend_addr_q[31:6]);
+  assign merge0 = pend_valid_q[l0] && walker_has && (pa == pend_q[l0].next) &&
+                  (pa[31:6] == pend_q[l0].addr[31:6]);
 
-  // ---- Write side: burst buffer and the request waiting to be sent ----
-  logic              sreq_valid_q, sreq_valid_d;
-  logic [31:0]       sreq_addr_q, sreq_addr_d;
-  logic [BurstW-1:0] sreq_data_q, sreq_data_d, wbuf_q, wbuf_d;
-  logic [BurstW-1:0] piece_out, piece_mask, wbuf_new;
+  // ---- Write side: the burst being packed, and per lane the request waiting to be sent ----
+  logic [1:0]        sreq_valid_q, sreq_valid_d;
+  logic [1:0][31:0]  sreq_addr_q, sreq_addr_d;
+  logic [1:0][BurstW-1:0] sreq_data_q, sreq_data_d;
+  logic [BurstW-1:0] wbuf_q, wbuf_d;
+  logic [1:0][BurstW-1:0] piece_out, piece_mask;
+  logic [BurstW-1:0] wb_both, wb_first, wb_second;
   logic [1:0][RowW-1:0] src_row;
-  logic              completes;
+  logic              cpl0, cpl01, cpl1;  // the burst completes with piece 0 / with 0 and 1 / 1
 
-  assign completes    = (32'(pa[5:0]) + nbytes) == 32'(HBM_BURST_BYTES);
+  assign cpl0         = (32'(pa[5:0]) + pbytes) == 32'(HBM_BURST_BYTES);
+  assign cpl01        = (32'(pa[5:0]) + 2 * pbytes) == 32'(HBM_BURST_BYTES);
+  assign cpl1         = (32'(pa1[5:0]) + pbytes) == 32'(HBM_BURST_BYTES);
   assign rd_addr_o[0] = MemAddrW'(mrow_q);
   assign rd_addr_o[1] = MemAddrW'(mrow_q + 16'd1);
   assign src_row      = (dir_q == DmaAmemToHbm) ? amem_rd_data_i : vmem_rd_data_i;
 
+  // Piece i (row mrow + i) placed at its offset in its burst.
   always_comb begin
     logic [BurstW-1:0] packed_row, lane_mask;
-    piece_out  = '0;
-    piece_mask = '0;
     for (int unsigned i = 0; i < 2; i++) begin
       packed_row = '0;
       lane_mask  = '0;
@@ -156,61 +178,116 @@ module tpu_dma
           lane_mask[32*l +: 32]  = '1;
         end
       end
-      if (i == 0 || two) begin
-        piece_out  |= packed_row << ((32'(pa[5:0]) + i * pbytes) * 8);
-        piece_mask |= lane_mask << ((32'(pa[5:0]) + i * pbytes) * 8);
-      end
+      piece_out[i]  = packed_row << ((i == 0 ? 32'(pa[5:0]) : 32'(pa1[5:0])) * 8);
+      piece_mask[i] = lane_mask << ((i == 0 ? 32'(pa[5:0]) : 32'(pa1[5:0])) * 8);
     end
-    wbuf_new = (wbuf_q & ~piece_mask) | (piece_out & piece_mask);
+    wb_first  = (wbuf_q & ~piece_mask[0]) | (piece_out[0] & piece_mask[0]);
+    wb_both   = (wb_first & ~piece_mask[1]) | (piece_out[1] & piece_mask[1]);
+    wb_second = (wbuf_q & ~piece_mask[1]) | (piece_out[1] & piece_mask[1]);
+  end
+
+  // ---- Requests ----
+  always_comb begin
+    for (int unsigned l = 0; l < 2; l++) begin
+      req_o[l]     = '0;
+      req_o[l].tag = hbm_tag_t'(lane_tag[l]);  // bit 7 = 0: a DMA tag (the host's have bit 7 = 1)
+      if (is_read) begin
+        // A lane's request goes once the walker has moved past it (piece 0 does not continue it).
+        req_valid_o[l] = pend_valid_q[l] && !(merge0 && l0 == 1'(l)) && tag_ok[l];
+        req_o[l].write = 1'b0;
+        req_o[l].addr  = pend_q[l].addr;
+      end else begin
+        req_valid_o[l] = sreq_valid_q[l] && tag_ok[l];
+        req_o[l].write = 1'b1;
+        req_o[l].addr  = sreq_addr_q[l];
+        req_o[l].data  = sreq_data_q[l];
+      end
+      new_ent[l] = '{row0: pend_q[l].row0, off0: pend_q[l].off0, cnt: pend_q[l].cnt,
+                     last: pend_q[l].last, blk: req_o[l].addr[31:HBM_OFFSET_W]};
+    end
+  end
+  assign send = req_valid_o & req_ready_i;
+
+  // How many pieces the walker hands over this cycle: a piece that starts a burst needs its
+  // lane's register free (or sending now); a piece of a burst already begun follows it.
+  always_comb begin
+    for (int unsigned l = 0; l < 2; l++)
+      slot_free[l] = is_read ? (!pend_valid_q[l] || send[l]) : (!sreq_valid_q[l] || send[l]);
+    if (is_read) begin
+      take1 = walker_has && (merge0 || slot_free[l0]);
+      take2 = take1 && has1 && (same1 || slot_free[l1]);
+    end else begin
+      take1 = walker_has && (!cpl0 || slot_free[l0]);
+      take2 = walker_has && has1 &&
+              (same1 ? (!cpl01 || slot_free[l0]) : (slot_free[l0] && (!cpl1 || slot_free[l1])));
+    end
   end
 
   // ---- Responses and the unpack stage ----
+  // Two write ports. A response's pieces are written two per cycle; the first response taken
+  // writes on port 0 (and 1), a second one-piece-or-more response taken in the same cycle (only
+  // when the first has one piece) on port 1; what is left of the last one taken waits in the
+  // unpack stage, which holds off new responses until it is empty.
   logic              unp_busy;
   logic [6:0]        unp_cnt_q, unp_cnt_d;
   logic [15:0]       unp_row_q, unp_row_d;
   logic [5:0]        unp_off_q, unp_off_d;
   logic [BurstW-1:0] unp_data_q, unp_data_d;
   logic [MaxPieces-1:0] unp_last_q, unp_last_d;
-  logic              rsp_fire;
-  tag_ent_t          rsp_ent;
-  logic [TagW-1:0]   rsp_tag;
-  logic [BurstW-1:0] wr_src;
-  logic [5:0]        wr_off;
-  logic [1:0]        wr_last;
-  logic [15:0]       wr_row;
-  logic [6:0]        wr_left;  // pieces left in the burst being written, this one included
+  logic [1:0]        rsp_fire, rsp_rd;
+  tag_ent_t [1:0]    rsp_ent;
+  logic [1:0][TagW-1:0] rsp_tag;
+  logic              both;  // two read responses taken this cycle
+  logic              lr;    // the response whose rest goes into the unpack stage
+  logic [1:0][BurstW-1:0] w_src;
+  logic [1:0][5:0]   w_off;
+  logic [1:0]        w_last, w_en;
+  logic [1:0][15:0]  w_row;
 
-  assign unp_busy    = unp_cnt_q != '0;
-  assign rsp_ready_o = !unp_busy;
-  assign rsp_fire    = rsp_valid_i && rsp_ready_o;
-  assign rsp_tag     = rsp_i.tag[TagW-1:0];
-  assign rsp_ent     = tag_tab_q[rsp_tag];
+  assign unp_busy = unp_cnt_q != '0;
+  for (genvar p = 0; p < 2; p++) begin : gen_rsp
+    assign rsp_tag[p] = rsp_i[p].tag[TagW-1:0];
+    assign rsp_ent[p] = tag_tab_q[rsp_tag[p]];
+    assign rsp_rd[p]  = rsp_fire[p] && !rsp_i[p].write;
+  end
+  // Port 1 only alongside a port-0 read response of one piece (or an acknowledge, or none).
+  assign rsp_ready_o[0] = !unp_busy;
+  assign rsp_ready_o[1] = !unp_busy &&
+                          (!rsp_valid_i[0] || rsp_i[0].write || rsp_ent[0].cnt == 7'd1);
+  assign rsp_fire = rsp_valid_i & rsp_ready_o;
+  assign both     = rsp_rd[0] && rsp_rd[1];
+  assign lr       = rsp_rd[1];
 
-  // The rows written this cycle: up to two pieces of a fresh read response, or of the latched one.
+  // The rows written this cycle.
   always_comb begin
     logic [BurstW-1:0] sh;
-    vmem_we_o = '0;
-    wr_row    = unp_row_q;
-    wr_src    = unp_data_q;
-    wr_off    = unp_off_q;
-    wr_last   = 2'(unp_last_q);
-    wr_left   = unp_cnt_q;
-    if (rsp_fire && !rsp_i.write) begin
-      wr_row  = rsp_ent.row0;
-      wr_src  = rsp_i.data;
-      wr_off  = rsp_ent.off0;
-      wr_last = 2'(rsp_ent.last);
-      wr_left = rsp_ent.cnt;
-    end else if (!unp_busy) begin
-      wr_left = '0;
+    w_en   = '0;
+    w_row  = {unp_row_q + 16'd1, unp_row_q};
+    w_src  = {unp_data_q, unp_data_q};
+    w_off  = {unp_off_q + 6'(pbytes), unp_off_q};
+    w_last = 2'(unp_last_q);
+    if (unp_busy) begin
+      w_en = {unp_cnt_q > 7'd1, 1'b1};
+    end else if (both) begin
+      w_en   = 2'b11;
+      w_row  = {rsp_ent[1].row0, rsp_ent[0].row0};
+      w_src  = {rsp_i[1].data, rsp_i[0].data};
+      w_off  = {rsp_ent[1].off0, rsp_ent[0].off0};
+      w_last = {rsp_ent[1].last[0], rsp_ent[0].last[0]};
+    end else if (rsp_rd[0] || rsp_rd[1]) begin
+      w_en   = {rsp_ent[lr].cnt > 7'd1, 1'b1};
+      w_row  = {rsp_ent[lr].row0 + 16'd1, rsp_ent[lr].row0};
+      w_src  = {rsp_i[lr].data, rsp_i[lr].data};
+      w_off  = {rsp_ent[lr].off0 + 6'(pbytes), rsp_ent[lr].off0};
+      w_last = 2'(rsp_ent[lr].last);
     end
     wr_data_o = '0;
     for (int unsigned i = 0; i < 2; i++) begin
-      vmem_we_o[i] = 32'(wr_left) > i;
-      wr_addr_o[i] = MemAddrW'(wr_row + 16'(i));
-      sh = wr_src >> ((32'(wr_off) + i * pbytes) * 8);
+      vmem_we_o[i] = w_en[i];
+      wr_addr_o[i] = MemAddrW'(w_row[i]);
+      sh = w_src[i] >> (32'(w_off[i]) * 8);
       for (int unsigned l = 0; l < Lanes; l++) begin
-        if (wr_last[i] && tail_q != '0 && l >= 32'(tail_q))
+        if (w_last[i] && tail_q != '0 && l >= 32'(tail_q))
           wr_data_o[i][32*l +: 32] = bf16_q ? 32'h0000_8000 : 32'h8000_0000;
         else if (bf16_q) wr_data_o[i][32*l +: 32] = {16'h0000, sh[16*l +: 16]};
         else             wr_data_o[i][32*l +: 32] = sh[32*l +: 32];
@@ -218,38 +295,19 @@ module tpu_dma
     end
   end
 
-  // ---- ECC errors of read responses ----
+  // ---- ECC errors of read responses (the first port's, when both have one) ----
   always_comb begin
     logic [2:0] w;
+    logic       p;
+    p = !(rsp_rd[0] && rsp_i[0].ue != '0);
     w = '0;
-    for (int i = HBM_BURST_WORDS - 1; i >= 0; i--) if (rsp_i.ue[i]) w = 3'(i);
-    ecc_err_o  = rsp_fire && !rsp_i.write && (rsp_i.ue != '0);
-    ecc_addr_o = {rsp_ent.blk, HBM_OFFSET_W'(0)} | 32'({w, 3'b000});
+    for (int i = HBM_BURST_WORDS - 1; i >= 0; i--) if (rsp_i[p].ue[i]) w = 3'(i);
+    ecc_err_o  = (rsp_rd[0] && rsp_i[0].ue != '0) || (rsp_rd[1] && rsp_i[1].ue != '0);
+    ecc_addr_o = {rsp_ent[p].blk, HBM_OFFSET_W'(0)} | 32'({w, 3'b000});
   end
 
-  // ---- Request port ----
-  always_comb begin
-    req_o = '0;
-    req_o.tag = hbm_tag_t'(next_tag_q);  // bit 7 = 0: a DMA tag (the host port uses bit 7 = 1)
-    if (is_read) begin
-      req_valid_o = pend_valid_q && !can_merge && tag_ok;
-      req_o.write = 1'b0;
-      req_o.addr  = pend_addr_q;
-    end else begin
-      req_valid_o = sreq_valid_q && tag_ok;
-      req_o.write = 1'b1;
-      req_o.addr  = sreq_addr_q;
-      req_o.data  = sreq_data_q;
-    end
-  end
-  assign send = req_valid_o && req_ready_i;
-
-  always_comb begin
-    if (is_read) absorb = walker_has && (can_merge || !pend_valid_q || send);
-    else         absorb = walker_has && (!completes || !sreq_valid_q || send);
-  end
-
-  assign done   = active_q && !walker_has && !pend_valid_q && !sreq_valid_q &&
+  logic done;
+  assign done   = active_q && !walker_has && (pend_valid_q == '0) && (sreq_valid_q == '0) &&
                   (tag_busy_q == '0) && !unp_busy;
   assign done_o  = done;
   assign ready_o = !active_q;
@@ -257,6 +315,8 @@ module tpu_dma
 
   // ---- Next state ----
   always_comb begin
+    logic [15:0] n_after;
+    n_after      = '0;
     active_d     = active_q;
     dir_d        = dir_q;
     bf16_d       = bf16_q;
@@ -268,15 +328,9 @@ module tpu_dma
     seg_addr_d   = seg_addr_q;
     stride_d     = stride_q;
     tag_busy_d   = tag_busy_q;
-    tag_tab_d    = tag_tab_q;
     next_tag_d   = next_tag_q;
     pend_valid_d = pend_valid_q;
-    pend_addr_d  = pend_addr_q;
-    pend_next_d  = pend_next_q;
-    pend_row0_d  = pend_row0_q;
-    pend_off0_d  = pend_off0_q;
-    pend_cnt_d   = pend_cnt_q;
-    pend_last_d  = pend_last_q;
+    pend_d       = pend_q;
     sreq_valid_d = sreq_valid_q;
     sreq_addr_d  = sreq_addr_q;
     sreq_data_d  = sreq_data_q;
@@ -301,65 +355,93 @@ module tpu_dma
     end
     if (done) active_d = 1'b0;
 
-    // request sent
-    if (send) begin
-      tag_busy_d[next_tag_q] = 1'b1;
-      tag_tab_d[next_tag_q]  = '{row0: pend_row0_q, off0: pend_off0_q, cnt: pend_cnt_q,
-                                 last: pend_last_q, blk: req_o.addr[31:HBM_OFFSET_W]};
-      next_tag_d             = (32'(next_tag_q) == NumTags - 1) ? '0 : next_tag_q + 1'b1;
-      if (is_read) pend_valid_d = 1'b0;
-      else         sreq_valid_d = 1'b0;
+    // requests sent
+    for (int unsigned l = 0; l < 2; l++) begin
+      if (send[l]) begin
+        tag_busy_d[lane_tag[l]] = 1'b1;
+        next_tag_d[l] = next_tag_q[l] + 1'b1;
+        if (is_read) pend_valid_d[l] = 1'b0;
+        else         sreq_valid_d[l] = 1'b0;
+      end
     end
 
-    // walker absorbs one piece, or two (`two`: the second is the last of the segment or not)
-    if (absorb) begin
+    // the walker hands over piece 0, or pieces 0 and 1
+    if (take1) begin
       if (is_read) begin
-        if (can_merge) begin
-          pend_cnt_d  = pend_cnt_q + (two ? 7'd2 : 7'd1);
-          pend_last_d = pend_last_q |
-                        (MaxPieces'({two && seg_end1, seg_end}) << pend_cnt_q);
+        if (merge0) begin
+          pend_d[l0].cnt  = pend_q[l0].cnt + 7'd1;
+          pend_d[l0].last = pend_q[l0].last | (MaxPieces'(seg_end) << pend_q[l0].cnt);
         end else begin
-          pend_valid_d = 1'b1;
-          pend_addr_d  = {pa[31:6], 6'b0};
-          pend_row0_d  = mrow_q;
-          pend_off0_d  = pa[5:0];
-          pend_cnt_d   = two ? 7'd2 : 7'd1;
-          pend_last_d  = MaxPieces'({two && seg_end1, seg_end});
+          pend_valid_d[l0] = 1'b1;
+          pend_d[l0] = '{addr: {pa[31:6], 6'b0}, next: '0, row0: mrow_q, off0: pa[5:0],
+                         cnt: 7'd1, last: MaxPieces'(seg_end)};
         end
-        pend_next_d = pa + nbytes;
+        pend_d[l0].next = pa1;
+        if (take2) begin
+          if (same1) begin
+            pend_d[l0].last = pend_d[l0].last | (MaxPieces'(seg_end1) << pend_d[l0].cnt);
+            pend_d[l0].cnt  = pend_d[l0].cnt + 7'd1;
+            pend_d[l0].next = pa1 + pbytes;
+          end else begin
+            pend_valid_d[l1] = 1'b1;
+            pend_d[l1] = '{addr: {pa1[31:6], 6'b0}, next: pa1 + pbytes, row0: mrow_q + 16'd1,
+                           off0: pa1[5:0], cnt: 7'd1, last: MaxPieces'(seg_end1)};
+          end
+        end
       end else begin
-        wbuf_d = wbuf_new;
-        if (completes) begin
-          sreq_valid_d = 1'b1;
-          sreq_addr_d  = {pa[31:6], 6'b0};
-          sreq_data_d  = wbuf_new;
+        if (take2 && !same1) begin
+          // piece 0 completes its burst, piece 1 starts the next one
+          sreq_valid_d[l0] = 1'b1;
+          sreq_addr_d[l0]  = {pa[31:6], 6'b0};
+          sreq_data_d[l0]  = wb_first;
+          wbuf_d = wb_second;
+          if (cpl1) begin
+            sreq_valid_d[l1] = 1'b1;
+            sreq_addr_d[l1]  = {pa1[31:6], 6'b0};
+            sreq_data_d[l1]  = wb_second;
+          end
+        end else begin
+          wbuf_d = take2 ? wb_both : wb_first;
+          if (take2 ? cpl01 : cpl0) begin
+            sreq_valid_d[l0] = 1'b1;
+            sreq_addr_d[l0]  = {pa[31:6], 6'b0};
+            sreq_data_d[l0]  = take2 ? wb_both : wb_first;
+          end
         end
       end
-      mrow_d = mrow_q + (two ? 16'd2 : 16'd1);
-      if (two ? seg_end1 : seg_end) begin
+      n_after = off_q + 16'(take2 ? 2 * pbytes : pbytes);
+      mrow_d = mrow_q + (take2 ? 16'd2 : 16'd1);
+      if (take2 ? seg_end1 : seg_end) begin
         off_d      = '0;
         seg_addr_d = seg_addr_q + stride_q;
         seg_left_d = seg_left_q - 1'b1;
       end else begin
-        off_d = off_q + 16'(nbytes);
+        off_d = n_after;
       end
     end
 
     // responses
-    if (rsp_fire) begin
-      tag_busy_d[rsp_tag] = 1'b0;
-      if (!rsp_i.write && rsp_ent.cnt > 7'd2) begin
-        unp_cnt_d  = rsp_ent.cnt - 7'd2;
-        unp_row_d  = rsp_ent.row0 + 16'd2;
-        unp_off_d  = rsp_ent.off0 + 6'(2 * pbytes);
-        unp_data_d = rsp_i.data;
-        unp_last_d = rsp_ent.last >> 2;
-      end
-    end else if (unp_busy) begin
+    for (int unsigned p = 0; p < 2; p++) if (rsp_fire[p]) tag_busy_d[rsp_tag[p]] = 1'b0;
+    if (unp_busy) begin
       unp_cnt_d  = (unp_cnt_q > 7'd2) ? unp_cnt_q - 7'd2 : '0;
       unp_last_d = unp_last_q >> 2;
       unp_row_d  = unp_row_q + 16'd2;
       unp_off_d  = unp_off_q + 6'(2 * pbytes);
+    end else if (both) begin
+      // port 0's one piece and port 1's first are written; port 1's rest waits
+      if (rsp_ent[1].cnt > 7'd1) begin
+        unp_cnt_d  = rsp_ent[1].cnt - 7'd1;
+        unp_row_d  = rsp_ent[1].row0 + 16'd1;
+        unp_off_d  = rsp_ent[1].off0 + 6'(pbytes);
+        unp_data_d = rsp_i[1].data;
+        unp_last_d = rsp_ent[1].last >> 1;
+      end
+    end else if ((rsp_rd[0] || rsp_rd[1]) && rsp_ent[lr].cnt > 7'd2) begin
+      unp_cnt_d  = rsp_ent[lr].cnt - 7'd2;
+      unp_row_d  = rsp_ent[lr].row0 + 16'd2;
+      unp_off_d  = rsp_ent[lr].off0 + 6'(2 * pbytes);
+      unp_data_d = rsp_i[lr].data;
+      unp_last_d = rsp_ent[lr].last >> 2;
     end
   end
 
@@ -377,14 +459,9 @@ module tpu_dma
       stride_q     <= '0;
       tag_busy_q   <= '0;
       next_tag_q   <= '0;
-      pend_valid_q <= 1'b0;
-      pend_addr_q  <= '0;
-      pend_next_q  <= '0;
-      pend_row0_q  <= '0;
-      pend_off0_q  <= '0;
-      pend_cnt_q   <= '0;
-      pend_last_q  <= '0;
-      sreq_valid_q <= 1'b0;
+      pend_valid_q <= '0;
+      pend_q       <= '0;
+      sreq_valid_q <= '0;
       sreq_addr_q  <= '0;
       sreq_data_q  <= '0;
       wbuf_q       <= '0;
@@ -393,7 +470,6 @@ module tpu_dma
       unp_off_q    <= '0;
       unp_data_q   <= '0;
       unp_last_q   <= '0;
-      for (int unsigned t = 0; t < NumTags; t++) tag_tab_q[t] <= '0;
     end else begin
       active_q     <= active_d;
       dir_q        <= dir_d;
@@ -408,12 +484,7 @@ module tpu_dma
       tag_busy_q   <= tag_busy_d;
       next_tag_q   <= next_tag_d;
       pend_valid_q <= pend_valid_d;
-      pend_addr_q  <= pend_addr_d;
-      pend_next_q  <= pend_next_d;
-      pend_row0_q  <= pend_row0_d;
-      pend_off0_q  <= pend_off0_d;
-      pend_cnt_q   <= pend_cnt_d;
-      pend_last_q  <= pend_last_d;
+      pend_q       <= pend_d;
       sreq_valid_q <= sreq_valid_d;
       sreq_addr_q  <= sreq_addr_d;
       sreq_data_q  <= sreq_data_d;
@@ -423,21 +494,37 @@ module tpu_dma
       unp_off_q    <= unp_off_d;
       unp_data_q   <= unp_data_d;
       unp_last_q   <= unp_last_d;
-      for (int unsigned t = 0; t < NumTags; t++) tag_tab_q[t] <= tag_tab_d[t];
     end
   end
 
+  // The tag table: a memory written when a lane sends (an entry is read only while its tag is
+  // busy, so it needs no reset; two lanes write two different entries).
+  always_ff @(posedge clk_i) begin
+    for (int unsigned l = 0; l < 2; l++)
+      if (send[l]) tag_tab_q[lane_tag[l]] <= new_ent[l];
+  end
+
   // Assertions
-  ReqValidHeld: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      req_valid_o && !req_ready_i |=> req_valid_o);
-  ReqPayloadStable: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      req_valid_o && !req_ready_i |=> $stable(req_o));
-  ReqAligned: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      req_valid_o |-> req_o.addr[5:0] == 6'b0);
-  RspTagOutstanding: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      rsp_valid_i |-> rsp_i.tag[7:TagW] == '0 && tag_busy_q[rsp_tag]);
-  RspKindMatches: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      rsp_valid_i |-> rsp_i.write == !is_read);
+  for (genvar l = 0; l < 2; l++) begin : gen_sva
+    ReqValidHeld: assert property (@(posedge clk_i) disable iff (!rst_ni)
+        req_valid_o[l] && !req_ready_i[l] |=> req_valid_o[l]);
+    ReqPayloadStable: assert property (@(posedge clk_i) disable iff (!rst_ni)
+        req_valid_o[l] && !req_ready_i[l] |=> $stable(req_o[l]));
+    ReqAligned: assert property (@(posedge clk_i) disable iff (!rst_ni)
+        req_valid_o[l] |-> req_o[l].addr[5:0] == 6'b0);
+    // A burst goes out on the lane of its address bit 6 (one burst address, one port: ordered).
+    ReqLane: assert property (@(posedge clk_i) disable iff (!rst_ni)
+        req_valid_o[l] |-> req_o[l].addr[6] == 1'(l));
+    RspTagOutstanding: assert property (@(posedge clk_i) disable iff (!rst_ni)
+        rsp_valid_i[l] |-> rsp_i[l].tag[7:TagW] == '0 && tag_busy_q[rsp_tag[l]]);
+    RspKindMatches: assert property (@(posedge clk_i) disable iff (!rst_ni)
+        rsp_valid_i[l] |-> rsp_i[l].write == !is_read);
+  end
+  RspTagsDistinct: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      rsp_valid_i[0] && rsp_valid_i[1] |-> rsp_tag[0] != rsp_tag[1]);
+  // At most two rows a cycle reach the two write ports: never a response's piece dropped.
+  RspFitsPorts: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      both |-> rsp_ent[0].cnt == 7'd1);
   StartWhenIdle: assert property (@(posedge clk_i) disable iff (!rst_ni)
       start_i |-> !active_q);
   PieceAligned: assert property (@(posedge clk_i) disable iff (!rst_ni)

@@ -8,7 +8,9 @@
 // Each matmul also reports weight_load_cycles: the cycles the array's weight port took a beat
 // (docs/mxu.md: the rows of a tile load a few per beat), a bound beside the roofline for M < R.
 // dma: one DMA command filling (then emptying) the whole VMEM with bf16 rows from a contiguous
-// HBM region: bytes per cycle against the HBM peak.
+// HBM region, then the same with f32 rows (a 16x16 chip's f32 row is one 64-byte burst, so two
+// rows a cycle are the two HBM ports' 128 B; two bf16 rows are 64 B): bytes per cycle against
+// the HBM peak.
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -65,11 +67,11 @@ static int run(const tpu::Opts& opt) {
     ChipDriver drv(variant);
     const ChipShape& cs = drv.shape();
     const uint64_t piece = 2 * cs.cols, rows = cs.vmem_rows / 64 * 64, seg = 64 * piece;
-    const uint64_t bytes = rows * piece, at = drv.alloc(bytes), back = drv.alloc(bytes);
-    std::vector<uint8_t> data(bytes);
+    const uint64_t bytes = rows * piece, at = drv.alloc(2 * bytes), back = drv.alloc(2 * bytes);
+    std::vector<uint8_t> data(2 * bytes);
     std::mt19937_64 rng(2);
     for (auto& b : data) b = static_cast<uint8_t>(rng());
-    drv.write(at, data.data(), bytes);
+    drv.write(at, data.data(), 2 * bytes);
     const double peak = static_cast<double>(cs.hbm_channels) * 32.0;
     const struct { const char* name; ChipCmd cmd; } runs[] = {
         {"dma_hbm_to_vmem_bf16",
@@ -78,13 +80,23 @@ static int run(const tpu::Opts& opt) {
         {"dma_vmem_to_hbm_bf16",
          cmd_dma(DmaDir::kVmemToHbm, true, 0, static_cast<uint32_t>(rows / 64),
                  static_cast<uint32_t>(seg), static_cast<uint32_t>(back),
-                 static_cast<uint32_t>(seg))}};
+                 static_cast<uint32_t>(seg))},
+        {"dma_hbm_to_vmem_f32",
+         cmd_dma(DmaDir::kHbmToVmem, false, 0, static_cast<uint32_t>(rows / 64),
+                 static_cast<uint32_t>(2 * seg), static_cast<uint32_t>(at),
+                 static_cast<uint32_t>(2 * seg))},
+        {"dma_vmem_to_hbm_f32",
+         cmd_dma(DmaDir::kVmemToHbm, false, 0, static_cast<uint32_t>(rows / 64),
+                 static_cast<uint32_t>(2 * seg), static_cast<uint32_t>(back),
+                 static_cast<uint32_t>(2 * seg))}};
     for (const auto& run : runs) {
+      const bool f32 = std::string(run.name).find("f32") != std::string::npos;
+      const uint64_t moved = f32 ? 2 * bytes : bytes;
       const ProgramResult r = drv.run({run.cmd, cmd_halt()});
-      const double bpc = static_cast<double>(bytes) / static_cast<double>(r.cycles);
+      const double bpc = static_cast<double>(moved) / static_cast<double>(r.cycles);
       Report rep(std::string(run.name) + ", " + variant);
       rep.field("shape", run.name).field("variant", variant);
-      rep.metric("bytes", bytes, "bytes", "moved by the one DMA command");
+      rep.metric("bytes", moved, "bytes", "moved by the one DMA command");
       rep.metric(report_key::kCycles, r.cycles, "cycles", "the command, issue to halt", true);
       rep.metric("bytes_per_cycle", bpc, "B/cycle", "bytes / cycles", true);
       rep.metric("peak_bytes_per_cycle", static_cast<uint64_t>(cs.hbm_channels) * 32, "B/cycle",
@@ -92,8 +104,8 @@ static int run(const tpu::Opts& opt) {
       rep.metric("fraction_of_peak", bpc / peak, "fraction", "bytes_per_cycle / peak", true);
       out.add(rep);
     }
-    std::vector<uint8_t> got(bytes);
-    drv.read(back, got.data(), bytes);
+    std::vector<uint8_t> got(2 * bytes);
+    drv.read(back, got.data(), 2 * bytes);
     if (got != data) {
       std::fprintf(stderr, "bench_chip: the DMA round trip changed the data\n");
       return 1;

@@ -2,7 +2,9 @@
 //
 // Ports are flat scalars and vectors so that C++ can drive them by name: the timing values and
 // controller configuration (hold them constant after reset), the host request / response streams,
-// a statistics read port and the device checker's violation report. With `dev_direct_i` set, the
+// a statistics read port and the device checker's violation report. The controller has two
+// request / response ports (NumPorts = 2, as in the chip): port 0 is req_* / rsp_*, port 1
+// req1_* / rsp1_* (a harness that drives only port 0 holds req1_valid_i low). With `dev_direct_i` set, the
 // harness drives the device's command and write-data buses of channel `dbg_ch_i` itself (the
 // controller's commands are dropped), to prove the checker catches illegal sequences; the
 // monitor outputs show channel `dbg_ch_i`'s command and read-data buses in either mode.
@@ -54,6 +56,19 @@ module hbm_subsys_tb_top
   output logic [7:0]   rsp_tag_o,
   output logic [511:0] rsp_data_o,
   output logic [7:0]   rsp_ue_o,
+  // host request and response, port 1
+  input  logic         req1_valid_i,
+  output logic         req1_ready_o,
+  input  logic         req1_write_i,
+  input  logic [31:0]  req1_addr_i,
+  input  logic [7:0]   req1_tag_i,
+  input  logic [511:0] req1_data_i,
+  output logic         rsp1_valid_o,
+  input  logic         rsp1_ready_i,
+  output logic         rsp1_write_o,
+  output logic [7:0]   rsp1_tag_o,
+  output logic [511:0] rsp1_data_o,
+  output logic [7:0]   rsp1_ue_o,
   // device fault injection (random flips on read; hbm_device.sv)
   input  logic [63:0]  fi_seed_i,
   input  logic [31:0]  fi_sbe_thr_i,
@@ -92,8 +107,8 @@ module hbm_subsys_tb_top
 
   hbm_timing_t timing;
   hbm_ctrl_cfg_t cfg;
-  hbm_req_t req;
-  hbm_rsp_t rsp;
+  hbm_req_t [1:0] req;
+  hbm_rsp_t [1:0] rsp;
   hbm_cmd_t [NumCh-1:0] ctrl_cmd, dev_cmd;
   logic [NumCh-1:0] ctrl_wvalid, dev_wvalid, rvalid;
   hbm_bus_t [NumCh-1:0] ctrl_wdata, dev_wdata, rdata;
@@ -111,21 +126,23 @@ module hbm_subsys_tb_top
                     wtr_l: t_wtr_l_i, rtp: t_rtp_i, rfc: t_rfc_i, refi: t_refi_i};
   assign cfg = '{addr_map: hbm_map_e'(addr_map_i), starve_cap: starve_cap_i, wr_hi: wr_hi_i,
                  wr_lo: wr_lo_i};
-  assign req = '{write: req_write_i, addr: req_addr_i, tag: req_tag_i, data: req_data_i};
+  assign req[0] = '{write: req_write_i, addr: req_addr_i, tag: req_tag_i, data: req_data_i};
+  assign req[1] = '{write: req1_write_i, addr: req1_addr_i, tag: req1_tag_i, data: req1_data_i};
 
   tpu_hbm_ctrl #(
     .NumCh      (NumCh),
+    .NumPorts   (2),
     .RowsPerBank(RowsPerBank)
   ) i_ctrl (
     .clk_i        (clk_i),
     .rst_ni       (rst_ni),
     .timing_i     (timing),
     .cfg_i        (cfg),
-    .req_valid_i  (req_valid_i),
-    .req_ready_o  (req_ready_o),
+    .req_valid_i  ({req1_valid_i, req_valid_i}),
+    .req_ready_o  ({req1_ready_o, req_ready_o}),
     .req_i        (req),
-    .rsp_valid_o  (rsp_valid_o),
-    .rsp_ready_i  (rsp_ready_i),
+    .rsp_valid_o  ({rsp1_valid_o, rsp_valid_o}),
+    .rsp_ready_i  ({rsp1_ready_i, rsp_ready_i}),
     .rsp_o        (rsp),
     .cmd_o        (ctrl_cmd),
     .wvalid_o     (ctrl_wvalid),
@@ -143,10 +160,14 @@ module hbm_subsys_tb_top
     .idle_o       (idle_o)
   );
 
-  assign rsp_write_o = rsp.write;
-  assign rsp_tag_o = rsp.tag;
-  assign rsp_data_o = rsp.data;
-  assign rsp_ue_o = rsp.ue;
+  assign rsp_write_o = rsp[0].write;
+  assign rsp_tag_o = rsp[0].tag;
+  assign rsp_data_o = rsp[0].data;
+  assign rsp_ue_o = rsp[0].ue;
+  assign rsp1_write_o = rsp[1].write;
+  assign rsp1_tag_o = rsp[1].tag;
+  assign rsp1_data_o = rsp[1].data;
+  assign rsp1_ue_o = rsp[1].ue;
 
   // Command / write-data mux: the controller, or the harness on channel dbg_ch_i.
   always_comb begin

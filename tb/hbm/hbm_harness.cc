@@ -122,6 +122,8 @@ HbmHarness::HbmHarness(const HbmConfig& cfg, const std::string& waves_path)
   drive_hbm_config_ports(t, cfg_);
   t.req_valid_i = 0;
   t.rsp_ready_i = 1;
+  t.req1_valid_i = 0;
+  t.rsp1_ready_i = 1;
   t.dev_direct_i = 0;
   t.dbg_ch_i = 0;
   t.dbg_cmd_i = 0;
@@ -132,23 +134,55 @@ HbmHarness::HbmHarness(const HbmConfig& cfg, const std::string& waves_path)
 
 HbmHarness::~HbmHarness() = default;
 
+namespace {
+
+// Drives one request port's flat signals from the head of its queue.
+template <class Valid, class Write, class Addr, class Tag, class Data>
+void drive_port(const std::deque<HbmRequest>& q, Valid& valid, Write& write, Addr& addr, Tag& tag,
+                Data& data) {
+  if (q.empty()) {
+    valid = 0;
+    return;
+  }
+  const HbmRequest& r = q.front();
+  valid = 1;
+  write = r.write;
+  addr = r.addr;
+  tag = r.tag;
+  for (unsigned w = 0; w < 16; ++w) {
+    uint32_t v = 0;
+    for (unsigned b = 0; b < 4; ++b) v |= uint32_t{r.data[w * 4 + b]} << (8 * b);
+    data[w] = v;
+  }
+}
+
+// Reads one response port's flat signals.
+template <class Write, class Tag, class Ue, class Data>
+HbmResponse read_port(Write write, Tag tag, Ue ue, const Data& data, uint64_t cycle) {
+  HbmResponse rsp;
+  rsp.write = write;
+  rsp.tag = tag;
+  rsp.cycle = cycle;
+  rsp.ue = ue;
+  for (unsigned w = 0; w < 16; ++w)
+    for (unsigned b = 0; b < 4; ++b) rsp.data[w * 4 + b] = static_cast<uint8_t>(data[w] >> (8 * b));
+  return rsp;
+}
+
+}  // namespace
+
 void HbmHarness::apply_inputs() {
   auto& t = impl_->m.top();
-  if (!pending_.empty()) {
-    const HbmRequest& r = pending_.front();
-    t.req_valid_i = 1;
-    t.req_write_i = r.write;
-    t.req_addr_i = r.addr;
-    t.req_tag_i = r.tag;
-    for (unsigned w = 0; w < 16; ++w) {
-      uint32_t v = 0;
-      for (unsigned b = 0; b < 4; ++b) v |= uint32_t{r.data[w * 4 + b]} << (8 * b);
-      t.req_data_i[w] = v;
-    }
-  } else {
-    t.req_valid_i = 0;
-  }
+  drive_port(pending_, t.req_valid_i, t.req_write_i, t.req_addr_i, t.req_tag_i, t.req_data_i);
+  drive_port(pending1_, t.req1_valid_i, t.req1_write_i, t.req1_addr_i, t.req1_tag_i,
+             t.req1_data_i);
   t.rsp_ready_i = rsp_ready_ ? rsp_ready_(cycle_) : 1;
+  t.rsp1_ready_i = t.rsp_ready_i;
+}
+
+void HbmHarness::corrupt_pending(unsigned port) {
+  std::deque<HbmRequest>& q = queue(port);
+  if (!q.empty()) q.front().data[0] ^= 1;
 }
 
 void HbmHarness::check_errors() {
@@ -162,17 +196,13 @@ void HbmHarness::tick(uint64_t n) {
     impl_->m.eval();
     // Handshakes of this cycle, sampled before the rising edge.
     const bool req_fire = t.req_valid_i && t.req_ready_o;
+    const bool req1_fire = t.req1_valid_i && t.req1_ready_o;
     const bool rsp_fire = t.rsp_valid_o && t.rsp_ready_i;
-    HbmResponse rsp;
-    if (rsp_fire) {
-      rsp.write = t.rsp_write_o;
-      rsp.tag = t.rsp_tag_o;
-      rsp.cycle = cycle_;
-      rsp.ue = t.rsp_ue_o;
-      for (unsigned w = 0; w < 16; ++w)
-        for (unsigned b = 0; b < 4; ++b)
-          rsp.data[w * 4 + b] = static_cast<uint8_t>(t.rsp_data_o[w] >> (8 * b));
-    }
+    const bool rsp1_fire = t.rsp1_valid_o && t.rsp1_ready_i;
+    HbmResponse rsp, rsp1;
+    if (rsp_fire) rsp = read_port(t.rsp_write_o, t.rsp_tag_o, t.rsp_ue_o, t.rsp_data_o, cycle_);
+    if (rsp1_fire)
+      rsp1 = read_port(t.rsp1_write_o, t.rsp1_tag_o, t.rsp1_ue_o, t.rsp1_data_o, cycle_);
     mon_.cmd = static_cast<HbmCmd>(t.mon_cmd_o);
     mon_.bg = t.mon_bg_o;
     mon_.ba = t.mon_ba_o;
@@ -189,10 +219,15 @@ void HbmHarness::tick(uint64_t n) {
       ++accepted_;
       accept_cycles_.push_back(cycle_);
     }
-    if (rsp_fire) {
+    if (req1_fire) {
+      pending1_.pop_front();
+      ++accepted_;
+    }
+    for (const HbmResponse* r : {rsp_fire ? &rsp : nullptr, rsp1_fire ? &rsp1 : nullptr}) {
+      if (r == nullptr) continue;
       ++rsp_count_;
-      if (on_rsp_) on_rsp_(rsp);
-      if (keep_rsps_) rsps_.push_back(rsp);
+      if (on_rsp_) on_rsp_(*r);
+      if (keep_rsps_) rsps_.push_back(*r);
     }
     ++cycle_;
   }
@@ -201,7 +236,7 @@ void HbmHarness::tick(uint64_t n) {
 bool HbmHarness::idle() {
   auto& t = impl_->m.top();
   impl_->m.eval();
-  return pending_.empty() && t.idle_o;
+  return pending_.empty() && pending1_.empty() && t.idle_o;
 }
 
 bool HbmHarness::drain(uint64_t max_cycles) {

@@ -18,7 +18,7 @@ namespace tpu {
 
 // Compile-time shape of the built model (CMake passes the same values to Verilator's -G).
 #ifndef TPU_HBM_CHANNELS
-#define TPU_HBM_CHANNELS 2
+#define TPU_HBM_CHANNELS 4
 #endif
 #ifndef TPU_HBM_ROWS_PER_BANK
 #define TPU_HBM_ROWS_PER_BANK 64
@@ -161,11 +161,19 @@ class HbmHarness {
   uint64_t cycle() const { return cycle_; }
 
   // ---- host side ----
-  // Queues a request; requests are offered in order, one per cycle, held until accepted.
-  void push(const HbmRequest& r) { pending_.push_back(r); }
-  size_t pending() const { return pending_.size(); }
+  // Queues a request on request port `port` (0 or 1: the controller has two, as in the chip);
+  // each port offers its requests in order, one per cycle, each held until accepted. Requests of
+  // the two ports are not ordered with each other. Responses come back on either response port;
+  // responses() lists them as they are taken, port 0's first within a cycle.
+  void push(const HbmRequest& r, unsigned port = 0) { queue(port).push_back(r); }
+  size_t pending() const { return pending_.size() + pending1_.size(); }
+  size_t pending_on(unsigned port) const { return (port == 0 ? pending_ : pending1_).size(); }
+  // Changes the payload of port `port`'s first queued request (one data bit) while it may be
+  // waiting for ready: a protocol error the controller's assertions must catch.
+  void corrupt_pending(unsigned port);
   uint64_t accepted() const { return accepted_; }
-  // Cycle at which each request was accepted, in push order (cleared by clear_accept_log()).
+  // Cycle at which each port-0 request was accepted, in push order (cleared by
+  // clear_accept_log()).
   const std::vector<uint64_t>& accept_cycles() const { return accept_cycles_; }
   void clear_accept_log() { accept_cycles_.clear(); }
   // Response ready as a function of the cycle (default: always ready).
@@ -222,7 +230,8 @@ class HbmHarness {
   HbmConfig cfg_;
   std::unique_ptr<Impl> impl_;
   uint64_t cycle_ = 0;
-  std::deque<HbmRequest> pending_;
+  std::deque<HbmRequest>& queue(unsigned port) { return port == 0 ? pending_ : pending1_; }
+  std::deque<HbmRequest> pending_, pending1_;
   uint64_t accepted_ = 0;
   std::vector<uint64_t> accept_cycles_;
   std::function<bool(uint64_t)> rsp_ready_;

@@ -24,9 +24,10 @@ class HbmRefDriver {
   }
   ~HbmRefDriver() { h_.on_response(nullptr); }
 
-  // Queues a request if a tag is free; a read's expected data is the reference memory now,
-  // i.e. the last write queued before it. Returns false when every tag is in use.
-  bool issue(bool write, uint32_t addr, std::mt19937_64& rng) {
+  // Queues a request on `port` if a tag is free; a read's expected data is the reference memory
+  // now, i.e. the last write queued before it (so a test keeps each address on one port: the two
+  // ports are not ordered with each other). Returns false when every tag is in use.
+  bool issue(bool write, uint32_t addr, std::mt19937_64& rng, unsigned port = 0) {
     if (free_tags_.empty()) return false;
     HbmRequest r;
     r.write = write;
@@ -46,7 +47,7 @@ class HbmRefDriver {
     }
     out_[r.tag] = o;
     busy_[r.tag] = true;
-    h_.push(r);
+    h_.push(r, port);
     ++issued_;
     return true;
   }
