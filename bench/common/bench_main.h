@@ -56,6 +56,7 @@ inline int run_cases(const char* tool, const std::vector<std::string>& only,
   for (const BenchCase& c : cases) {
     if (only.empty() ? !c.by_default : std::find(only.begin(), only.end(), c.name) == only.end())
       continue;
+    std::fprintf(stderr, "[%s] %s: %s ...\n", tool, c.name, c.what);  // before a long case
     const Report r = c.run();
     std::fputs(r.summary().c_str(), stderr);
     std::printf("%s%s", first ? "" : ",\n", r.json().dump(2).c_str());

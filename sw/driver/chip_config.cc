@@ -497,7 +497,8 @@ void apply_fault_flag(FaultConfig& f, const std::string& kv) {
       bad(what + " must be an integer from 0 to " + std::to_string(hi));
     return v;
   };
-  auto to_rate = [&]() {
+  // A probability; `per` says of what (a word read from HBM, a bit or a word on a link).
+  auto to_rate = [&](const char* per) {
     double v = -1;
     std::size_t used = 0;
     try {
@@ -506,30 +507,17 @@ void apply_fault_flag(FaultConfig& f, const std::string& kv) {
       used = 0;
     }
     if (used == 0 || used != val.size() || !(v >= 0 && v <= 1))
-      bad("must be a probability per 64-bit word read, from 0 to 1");
-    return v;
-  };
-  auto to_link_rate = [&]() {
-    double v = -1;
-    std::size_t used = 0;
-    try {
-      v = std::stod(val, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != val.size() || !(v >= 0 && v <= 1))
-      bad(key == "link_bit_error_rate" ? "must be a probability per bit on a link, from 0 to 1"
-                                       : "must be a probability per word on a link, from 0 to 1");
+      bad(std::string("must be a probability per ") + per + ", from 0 to 1");
     return v;
   };
   if (key == "seed") {
     f.seed = to_uint(val, ~0ull >> 1, "the seed");
   } else if (key == "link_bit_error_rate") {
-    f.link_bit_error_rate = to_link_rate();
+    f.link_bit_error_rate = to_rate("bit on a link");
   } else if (key == "link_burst_rate") {
-    f.link_burst_rate = to_link_rate();
+    f.link_burst_rate = to_rate("word on a link");
   } else if (key == "link_drop_rate") {
-    f.link_drop_rate = to_link_rate();
+    f.link_drop_rate = to_rate("word on a link");
   } else if (key == "link_down") {  // link_down=CHIP:PORT@CYCLE
     const auto colon = val.find(':');
     const auto at = val.find('@');
@@ -544,9 +532,9 @@ void apply_fault_flag(FaultConfig& f, const std::string& kv) {
     ld.cycle = to_uint(val.substr(at + 1), ~0ull >> 1, "the cycle");
     f.link_down.push_back(ld);
   } else if (key == "hbm_single_bit_rate") {
-    f.hbm_single_bit_rate = to_rate();
+    f.hbm_single_bit_rate = to_rate("64-bit word read");
   } else if (key == "hbm_double_bit_rate") {
-    f.hbm_double_bit_rate = to_rate();
+    f.hbm_double_bit_rate = to_rate("64-bit word read");
   } else {  // hbm_flip_at=ADDR[:BITS][@CHIP]
     HbmFlip fl;
     std::string a = val;

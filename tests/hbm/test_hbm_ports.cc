@@ -117,7 +117,9 @@ TEST(HbmPorts, TwoPortsStreamTwiceAsFast) {
   EXPECT_GE(one, n);
   const double peak_bursts = kHbmChannels >= 4 ? 2.0 : kHbmChannels / 2.0;
   EXPECT_LE(double(two), 1.15 * n / peak_bursts + 100) << "one port " << one << " cycles";
-  if (kHbmChannels >= 4) EXPECT_LT(double(two), 0.6 * double(one));
+  if (kHbmChannels >= 4) {
+    EXPECT_LT(double(two), 0.6 * double(one));
+  }
 }
 
 // The payload of a waiting request must not change: port 1's assertion catches it.

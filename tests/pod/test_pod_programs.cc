@@ -97,11 +97,10 @@ void check_programs(const PodProgram& pp, const Topology& topo, const ChipShape&
     for (const ChipCmd& k : prog) {
       switch (op_of(k)) {
         case static_cast<uint32_t>(ChipOp::kIciSend): {
-          const uint32_t coord = k.w[2] & 0x1FFu;
-          const int dst =
-              topo.id({static_cast<int>(coord & 7u), static_cast<int>((coord >> 3) & 7u),
-                       static_cast<int>((coord >> 6) & 7u)});
-          sent[{dst, (k.w[2] >> 16) & 0xFFu}] += f2(k);
+          const CmdIciSend send = CmdIciSend::decode(k);  // the contract's own field layout
+          const int dst = topo.id({static_cast<int>(send.dst_x), static_cast<int>(send.dst_y),
+                                   static_cast<int>(send.dst_z)});
+          sent[{dst, send.counter}] += f2(k);
           EXPECT_GE(f1(k), vmem_lo) << "chip " << c << " sends from below its VMEM area";
           EXPECT_LE(f1(k) + f2(k), vmem_hi) << "chip " << c;
           EXPECT_GE(f3(k), vmem_lo) << "chip " << c << " writes below chip " << dst << "'s area";
