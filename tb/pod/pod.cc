@@ -63,6 +63,23 @@ void IciLink::send_credit(uint64_t t, bool valid, unsigned vc) {
   }
 }
 
+void IciLink::import_flit(uint64_t t, bool valid, unsigned vc, const uint32_t* flit) {
+  const std::size_t s = t % fl_.size();
+  fl_[s] = {valid, vc};
+  if (!valid) return;
+  std::memcpy(&data_[s * words_], flit, words_ * sizeof(uint32_t));
+  ++flits_;
+  flit_activity_ = t - latency_ + 1;
+  ++vc_flits_[vc & 3u];
+}
+
+void IciLink::import_credit(uint64_t t, bool valid, unsigned vc) {
+  cr_[t % cr_.size()] = {valid, vc};
+  if (!valid) return;
+  credit_activity_ = t - latency_ + 1;
+  ++vc_credits_[vc & 3u];
+}
+
 bool IciLink::credit_at(uint64_t t, unsigned* vc) const {
   const Slot& s = cr_[t % cr_.size()];
   *vc = s.vc;
@@ -248,6 +265,7 @@ PodCore::PodCore(const PodParams& p) : p_(p) {
         const int dir = 2 * d + s;
         const int j = p_.topo.id(nb);
         links_.push_back(std::make_unique<IciLink>(p_.link_latency, words_));
+        link_rx_.push_back(j);
         ports_[i][dir].out = links_.back().get();
         ports_[j][dir ^ 1].in = links_.back().get();
         link_ids_.push_back({i, dir, 0});
@@ -292,6 +310,7 @@ PodCore::PodCore(const PodParams& p) : p_(p) {
     hbm_flip_bits(p_.faults, fi, &mask, &check);
     chips_[f.chip]->arm_hbm_flip(f.addr, mask, check);
   }
+  for (int i = 0; i < n; ++i) order_.push_back(i);
   set_threads(p_.threads);
 }
 
@@ -382,7 +401,7 @@ void PodCore::set_threads(unsigned n) {
     for (auto& w : pool_->workers) w.join();
     pool_.reset();
   }
-  const unsigned chips = static_cast<unsigned>(num_chips());
+  const unsigned chips = static_cast<unsigned>(order_.size());
   n = std::max(1u, std::min(n, chips));
   if (n == 1) return;
   pool_ = std::make_unique<Pool>();
@@ -409,7 +428,7 @@ void PodCore::set_threads(unsigned n) {
         seen = g;
         if (p.stop.load()) return;
         try {
-          for (int i = p.slabs[k].first; i < p.slabs[k].second; ++i) step_chip(i);
+          for (int i = p.slabs[k].first; i < p.slabs[k].second; ++i) step_chip(order_[i]);
         } catch (...) {
           p.errors[k] = std::current_exception();
         }
@@ -429,7 +448,7 @@ void PodCore::step(bool reverse) {
     }
     p.cv.notify_all();
     try {
-      for (int i = p.slabs[0].first; i < p.slabs[0].second; ++i) step_chip(i);
+      for (int i = p.slabs[0].first; i < p.slabs[0].second; ++i) step_chip(order_[i]);
     } catch (...) {
       p.errors[0] = std::current_exception();
     }
@@ -445,11 +464,34 @@ void PodCore::step(bool reverse) {
     return;
   }
   if (reverse) {
-    for (int i = num_chips() - 1; i >= 0; --i) step_chip(i);
+    for (auto it = order_.rbegin(); it != order_.rend(); ++it) step_chip(*it);
   } else {
-    for (int i = 0; i < num_chips(); ++i) step_chip(i);
+    for (int i : order_) step_chip(i);
   }
   end_cycle();
+}
+
+void PodCore::set_owned(const std::vector<int>& chips) {
+  const unsigned n = threads();
+  order_ = chips;
+  std::sort(order_.begin(), order_.end());
+  set_threads(n);
+}
+
+bool PodCore::idle_part(const std::vector<bool>& mine) const {
+  for (int i : order_) {
+    const auto u = static_cast<std::size_t>(i);
+    if (!agents_[u].idle() || chips_[u]->busy() || !chips_[u]->ici_idle() ||
+        !chips_[u]->hbm_idle())
+      return false;
+  }
+  for (std::size_t l = 0; l < links_.size(); ++l) {
+    if (!mine[static_cast<std::size_t>(link_ids_[l].chip)] &&
+        !mine[static_cast<std::size_t>(link_rx_[l])])
+      continue;
+    if (!links_[l]->quiet_after(cycle_)) return false;
+  }
+  return true;
 }
 
 bool PodCore::idle() const {
@@ -490,8 +532,12 @@ std::string PodCore::describe_chip(int i) {
          (chips_[i]->ici_idle() ? "empty" : "holding flits");
 }
 
+std::string PodCore::hang_header(uint64_t cycles) {
+  return "pod did not become idle in " + std::to_string(cycles) + " cycles:";
+}
+
 std::string PodCore::describe_hang(uint64_t cycles) {
-  std::string what = "pod did not become idle in " + std::to_string(cycles) + " cycles:";
+  std::string what = hang_header(cycles);
   for (int i = 0; i < num_chips(); ++i) what += "\n  " + describe_chip(i);
   return what;
 }
@@ -568,24 +614,35 @@ void PodCore::watch() {
   if (t - last_progress_ >= w) throw HangError(describe_stall(t - last_progress_));
 }
 
+std::string PodCore::stall_header(uint64_t stalled) const {
+  return "watchdog: no progress for " + std::to_string(stalled) + " cycles (watchdog_cycles " +
+         std::to_string(p_.watchdog_cycles) + ") at cycle " + std::to_string(cycle_) +
+         ": no command issued or completed, no flit or credit on a link, no host-port "
+         "beat, no work counter changed (a deadlock, a credit leak or a wait nobody "
+         "answers). Still busy:";
+}
+
 std::string PodCore::describe_stall(uint64_t stalled) {
-  std::string s = "watchdog: no progress for " + std::to_string(stalled) +
-                  " cycles (watchdog_cycles " + std::to_string(p_.watchdog_cycles) +
-                  ") at cycle " + std::to_string(cycle_) +
-                  ": no command issued or completed, no flit or credit on a link, no host-port "
-                  "beat, no work counter changed (a deadlock, a credit leak or a wait nobody "
-                  "answers). Still busy:";
+  std::vector<int> all(chips_.size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+  return compose_stall(stall_header(stalled), {stall_part(all)});
+}
+
+PodCore::StallPart PodCore::stall_part(const std::vector<int>& chips) {
+  StallPart part;
   const bool deltas = prev_ctr_.size() == chips_.size() && check_ctr_.size() == chips_.size() &&
                       last_check_ > prev_check_;
-  std::string idle_chips;
-  for (int i = 0; i < num_chips(); ++i) {
+  std::vector<bool> mine(chips_.size(), false);
+  for (int i : chips) {
+    mine[static_cast<std::size_t>(i)] = true;
     const auto u = static_cast<std::size_t>(i);
     ChipDut& d = *chips_[u];
     if (agents_[u].idle() && !d.busy() && d.ici_idle() && d.hbm_idle()) {
-      idle_chips += (idle_chips.empty() ? "" : ", ") + std::to_string(i);
+      part.idle.push_back(i);
       continue;
     }
-    s += "\n  " + describe_chip(i) + (d.hbm_idle() ? "" : ", HBM controller holding requests");
+    std::string s =
+        "\n  " + describe_chip(i) + (d.hbm_idle() ? "" : ", HBM controller holding requests");
     // The queue head: the command the sequencer cannot issue.
     const uint64_t idx = head_[u].index;
     if (const ChipCmd* c = agents_[u].taken(idx)) {
@@ -611,10 +668,13 @@ std::string PodCore::describe_stall(uint64_t stalled) {
     }
     const std::string copies = agents_[u].describe_copies();
     if (!copies.empty()) s += "\n    host copies: " + copies;
+    part.chips.emplace_back(i, s);
   }
   // Links whose sender is short of credits: flits sitting in the receiver's buffers (a router
   // that cannot forward them) or credits that never came back (a leak).
   for (std::size_t l = 0; l < links_.size(); ++l) {
+    const LinkStat& id = link_ids_[l];
+    if (!mine[static_cast<std::size_t>(id.chip)]) continue;
     std::string vcs;
     uint64_t total = 0;
     for (unsigned vc = 0; vc < 4; ++vc) {
@@ -623,10 +683,29 @@ std::string PodCore::describe_stall(uint64_t stalled) {
       if (n) vcs += (vcs.empty() ? "vc" : ", vc") + std::to_string(vc) + " " + std::to_string(n);
     }
     if (total == 0) continue;
-    const LinkStat& id = link_ids_[l];
-    s += "\n  link " + chip_name(p_.topo, id.chip) + " " + kDirName[id.dir] + ": " +
-         std::to_string(total) + " flits not credited back (" + vcs + ")";
+    part.links.emplace_back(static_cast<int>(l), "\n  link " + chip_name(p_.topo, id.chip) + " " +
+                                                     kDirName[id.dir] + ": " +
+                                                     std::to_string(total) +
+                                                     " flits not credited back (" + vcs + ")");
   }
+  return part;
+}
+
+std::string PodCore::compose_stall(const std::string& header, std::vector<StallPart> parts) {
+  StallPart all;
+  for (StallPart& p : parts) {
+    all.chips.insert(all.chips.end(), p.chips.begin(), p.chips.end());
+    all.links.insert(all.links.end(), p.links.begin(), p.links.end());
+    all.idle.insert(all.idle.end(), p.idle.begin(), p.idle.end());
+  }
+  std::sort(all.chips.begin(), all.chips.end());
+  std::sort(all.links.begin(), all.links.end());
+  std::sort(all.idle.begin(), all.idle.end());
+  std::string s = header;
+  for (const auto& c : all.chips) s += c.second;
+  for (const auto& l : all.links) s += l.second;
+  std::string idle_chips;
+  for (int i : all.idle) idle_chips += (idle_chips.empty() ? "" : ", ") + std::to_string(i);
   if (!idle_chips.empty()) s += "\n  idle: chips " + idle_chips;
   return s;
 }
