@@ -16,8 +16,10 @@ struct CliRun {
   std::string out;   // stdout and stderr together
 };
 
-inline CliRun tpusim(const std::string& args) {
-  const std::string cmd = std::string(TPUSIM) + " " + args + " 2>&1";
+// tpusim under a launcher (e.g. "mpirun -np 2"; "" for none).
+inline CliRun tpusim_with(const std::string& launcher, const std::string& args) {
+  const std::string cmd =
+      (launcher.empty() ? "" : launcher + " ") + std::string(TPUSIM) + " " + args + " 2>&1";
   CliRun r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -28,6 +30,8 @@ inline CliRun tpusim(const std::string& args) {
   r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
 }
+
+inline CliRun tpusim(const std::string& args) { return tpusim_with("", args); }
 
 inline std::string slurp(const std::string& path) {
   std::ifstream in(path);
