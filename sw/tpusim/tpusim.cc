@@ -478,6 +478,7 @@ int sc_main(int argc, char** argv) {
   }
   const int rc = run_tool(std::vector<std::string>(argv + 1, argv + argc));
   std::fflush(stdout);
+  if (rc >= kExitUsage) mpi_end_failed(rc);  // 1 (a golden mismatch) every rank computes alike
   mpi_finalize();
   return rc;
 }

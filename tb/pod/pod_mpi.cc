@@ -1,6 +1,7 @@
 #include "pod_mpi.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -55,7 +56,8 @@ void PodPartition::find_cuts(const PodCore& core) {
 // ---------------------------------------------------------------------------------------------
 namespace {
 MpiWorld g_world;
-bool g_inited = false;
+[[maybe_unused]] bool g_inited = false;
+[[maybe_unused]] bool g_agreed_error = false;  // the last error raised came from agree_errors (every rank)
 
 int env_int(const char* name, int dflt) {
   const char* v = std::getenv(name);
@@ -91,6 +93,17 @@ void mpi_init(int* argc, char*** argv) {
   (void)argc;
   (void)argv;
 #endif
+}
+
+int mpi_end_failed(int code) {
+#ifdef TPU_HAVE_MPI
+  if (g_inited && g_world.size > 1 && g_world.rank == 0 && !g_agreed_error) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+  }
+#endif
+  return code;
 }
 
 void mpi_finalize() {
@@ -348,6 +361,7 @@ void MpiPodHost::agree_errors(std::exception_ptr e, uint64_t at) {
     }
   }
   Buf& b = all[best];
+  g_agreed_error = true;
   const auto k = static_cast<ErrKind>(b.get<uint8_t>());
   const auto cd = b.get<unsigned>();
   const auto cm = b.get<uint32_t>();
@@ -412,6 +426,7 @@ void MpiPodHost::watchdog(uint64_t pod_progress) {
     for (auto n = b.get<uint64_t>(); n > 0; --n) p.idle.push_back(b.get<int>());
     parts.push_back(std::move(p));
   }
+  g_agreed_error = true;
   throw HangError(PodCore::compose_stall(core_.stall_header(t - core_.last_progress_), parts));
 }
 
@@ -495,6 +510,7 @@ void MpiPodHost::run_windows(Done done, uint64_t start, uint64_t max_cycles, boo
         std::sort(lines.begin(), lines.end());
         std::string what = PodCore::hang_header(max_cycles);
         for (const auto& l : lines) what += "\n  " + l.second;
+        g_agreed_error = true;
         throw PodError(what + suffix);
       }
     }

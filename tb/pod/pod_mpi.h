@@ -57,6 +57,11 @@ bool mpi_built();  // this build has MPI support
 // MPI_Init when launched with several ranks (built with MPI); mpi_finalize at the end.
 void mpi_init(int* argc, char*** argv);
 void mpi_finalize();
+// The end of a command that failed (exit code `code`) with several ranks: an error every rank
+// raised together (agreed, e.g. a chip error) finalizes as usual; one met by rank 0 alone (bad
+// input found before the pod ran, a file that cannot be written) aborts the other ranks, which
+// would otherwise wait for rank 0 in their next collective. Returns code.
+int mpi_end_failed(int code);
 
 // What the window protocol cost this process (the reports' "mpi" group), summed over runs.
 struct MpiStats {
