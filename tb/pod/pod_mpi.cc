@@ -20,10 +20,10 @@ namespace tpu {
 PodPartition PodPartition::slabs(const Topology& topo, int ranks) {
   const int n = topo.num_chips();
   if (ranks < 1 || ranks > n)
-    throw std::invalid_argument(
-        "pod: " + std::to_string(ranks) + " MPI ranks for " + std::to_string(n) + " chips (" +
-        topo.name() + "): a rank owns at least one chip, so use at most " + std::to_string(n) +
-        " ranks");
+    throw std::invalid_argument("pod: " + std::to_string(ranks) + " MPI ranks for " +
+                                std::to_string(n) + " chips (" + topo.name() +
+                                "): a rank owns at least one chip, so use at most " +
+                                std::to_string(n) + " ranks");
   PodPartition p;
   p.ranks = ranks;
   int best = 0;
@@ -33,9 +33,9 @@ PodPartition PodPartition::slabs(const Topology& topo, int ranks) {
   p.owner.assign(static_cast<std::size_t>(n), 0);
   p.chips.assign(static_cast<std::size_t>(ranks), {});
   for (int i = 0; i < n; ++i) {
-    const int r = p.dim >= 0 ? topo.coord(i)[static_cast<std::size_t>(p.dim)] * ranks /
-                                   topo.extent(p.dim)
-                             : static_cast<int>(static_cast<int64_t>(i) * ranks / n);
+    const int r = p.dim >= 0
+                      ? topo.coord(i)[static_cast<std::size_t>(p.dim)] * ranks / topo.extent(p.dim)
+                      : static_cast<int>(static_cast<int64_t>(i) * ranks / n);
     p.owner[static_cast<std::size_t>(i)] = r;
     p.chips[static_cast<std::size_t>(r)].push_back(i);
   }
@@ -57,7 +57,8 @@ void PodPartition::find_cuts(const PodCore& core) {
 namespace {
 MpiWorld g_world;
 [[maybe_unused]] bool g_inited = false;
-[[maybe_unused]] bool g_agreed_error = false;  // the last error raised came from agree_errors (every rank)
+// Whether the last error raised came from agree_errors (every rank raised it).
+[[maybe_unused]] bool g_agreed_error = false;
 
 int env_int(const char* name, int dflt) {
   const char* v = std::getenv(name);
@@ -188,11 +189,16 @@ enum class ErrKind : uint8_t { kChip, kHang, kPod, kInvalid, kOther };
 [[noreturn]] void rethrow_as(ErrKind k, const std::string& what, unsigned code, int chip,
                              uint32_t cmd) {
   switch (k) {
-    case ErrKind::kChip: throw ChipError(what, code, chip, cmd);
-    case ErrKind::kHang: throw HangError(what);
-    case ErrKind::kPod: throw PodError(what);
-    case ErrKind::kInvalid: throw std::invalid_argument(what);
-    default: throw std::runtime_error(what);
+    case ErrKind::kChip:
+      throw ChipError(what, code, chip, cmd);
+    case ErrKind::kHang:
+      throw HangError(what);
+    case ErrKind::kPod:
+      throw PodError(what);
+    case ErrKind::kInvalid:
+      throw std::invalid_argument(what);
+    default:
+      throw std::runtime_error(what);
   }
 }
 
@@ -372,8 +378,8 @@ template <class F>
 void MpiPodHost::on_owner(int chip, F f) {
   if (chip < 0 || chip >= core_.num_chips())
     throw std::invalid_argument("host port: chip " + std::to_string(chip) +
-                                " is not in the pod (0.." +
-                                std::to_string(core_.num_chips() - 1) + ")");
+                                " is not in the pod (0.." + std::to_string(core_.num_chips() - 1) +
+                                ")");
   std::exception_ptr e;
   if (owns(chip)) {
     try {

@@ -26,15 +26,15 @@ namespace tpu {
 
 struct PodPartition {
   int ranks = 1;
-  int dim = -1;                          // the dimension cut into slabs (-1: chip-id blocks)
-  std::vector<int> owner;                // per chip: its rank
-  std::vector<std::vector<int>> chips;   // per rank: its chips, increasing
+  int dim = -1;                         // the dimension cut into slabs (-1: chip-id blocks)
+  std::vector<int> owner;               // per chip: its rank
+  std::vector<std::vector<int>> chips;  // per rank: its chips, increasing
   struct Cut {
-    int link = 0;          // PodCore link index
-    int sender = 0;        // the sending chip's rank
-    int receiver = 0;      // the receiving chip's rank
+    int link = 0;      // PodCore link index
+    int sender = 0;    // the sending chip's rank
+    int receiver = 0;  // the receiving chip's rank
   };
-  std::vector<Cut> cut;                  // links whose ends are on different ranks
+  std::vector<Cut> cut;  // links whose ends are on different ranks
 
   // Slabs along the longest dimension (ties: the outermost, whose slabs are contiguous chip
   // ids), as even as the extent allows; more ranks than that extent: blocks of chip ids.
@@ -112,9 +112,7 @@ class MpiPodHost final : public HostPort {
   uint64_t cycle() const override { return core_.cycle(); }
   void set_trace(const TraceOptions& o) override { core_.set_trace(o); }
   std::vector<TraceEvent> take_trace() override;
-  void trace_label(int chip, const std::string& label) override {
-    core_.trace_label(chip, label);
-  }
+  void trace_label(int chip, const std::string& label) override { core_.trace_label(chip, label); }
 
  private:
   // Steps windows until `done` (this rank's part, checked before each cycle; once true it must

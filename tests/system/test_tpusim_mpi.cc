@@ -21,8 +21,8 @@ void put(const std::string& path, const std::string& text) { std::ofstream(path)
 // mpirun with np ranks on this machine (as root, as CI runs, it needs --allow-run-as-root; the
 // ranks may outnumber the cores).
 CliRun mpirun(int np, const std::string& args) {
-  std::string launcher = std::string(MPIRUN) + " -np " + std::to_string(np) +
-                         " --oversubscribe --bind-to none";
+  std::string launcher =
+      std::string(MPIRUN) + " -np " + std::to_string(np) + " --oversubscribe --bind-to none";
   if (::geteuid() == 0) launcher += " --allow-run-as-root";
   return tpusim_with(launcher, args);
 }
@@ -80,7 +80,8 @@ std::string pod_config(const std::string& name, const std::string& shape, int la
 void expect_same(const std::string& what, const std::string& args, int np,
                  const std::string& mpi_extra = "--threads 1", const std::string& one_extra = "") {
   const std::string one = tmp(what + "_1.json"), many = tmp(what + "_n.json");
-  const CliRun a = tpusim(args + " " + one_extra + " --engine cpp --threads 1 --quiet --json " + one);
+  const CliRun a =
+      tpusim(args + " " + one_extra + " --engine cpp --threads 1 --quiet --json " + one);
   ASSERT_EQ(a.code, 0) << a.out;
   const CliRun b = mpirun(np, args + " --engine cpp " + mpi_extra + " --quiet --json " + many);
   ASSERT_EQ(b.code, 0) << b.out;
@@ -94,28 +95,32 @@ void expect_same(const std::string& what, const std::string& args, int np,
 }
 
 TEST(TpusimMpi, AllReduce2x2OnTwoRanksIsTheSingleProcessRun) {
-  expect_same("ar22", "allreduce --config " + pod_config("p22", "[2, 2]", 2) + " --bytes 4096",
-              2);
+  expect_same("ar22", "allreduce --config " + pod_config("p22", "[2, 2]", 2) + " --bytes 4096", 2);
 }
 
 TEST(TpusimMpi, AllReduce2x2OnFourRanksLatency3) {
-  expect_same("ar22_4", "allreduce --config " + pod_config("p22l3", "[2, 2]", 3) +
-                            " --bytes 8192 --dtype bf16", 4);
+  expect_same(
+      "ar22_4",
+      "allreduce --config " + pod_config("p22l3", "[2, 2]", 3) + " --bytes 8192 --dtype bf16", 4);
 }
 
 TEST(TpusimMpi, AllReduce2x2x2OnFourRanksLatency1) {
-  expect_same("ar222", "allreduce --config " + pod_config("p222", "[2, 2, 2]", 1) +
-                           " --bytes 4096 --load backdoor", 4);
+  expect_same(
+      "ar222",
+      "allreduce --config " + pod_config("p222", "[2, 2, 2]", 1) + " --bytes 4096 --load backdoor",
+      4);
 }
 
 TEST(TpusimMpi, AllGather4x4OnTwoRanksWithTwoThreadsEach) {
-  expect_same("ag44", "collective --kind all_gather --config " +
-                          pod_config("p44", "[4, 4]", 2) + " --bytes 4096", 2, "--threads 2");
+  expect_same(
+      "ag44",
+      "collective --kind all_gather --config " + pod_config("p44", "[4, 4]", 2) + " --bytes 4096",
+      2, "--threads 2");
 }
 
 TEST(TpusimMpi, PodJobOnTwoRanks) {
-  expect_same("pod", "pod --config " + pod_config("pod22", "[2, 2]", 2) +
-                         " --m 32 --k 32 --n 24", 2);
+  expect_same("pod", "pod --config " + pod_config("pod22", "[2, 2]", 2) + " --m 32 --k 32 --n 24",
+              2);
 }
 
 // A training step (its golden checked bit for bit inside), with the saved weights compared.
