@@ -40,10 +40,10 @@ awk -v c1="$(num "$WORK/one.json" cycles)" -v cn="$(num "$WORK/many.json" cycles
     -v w1="$(num "$WORK/one.json" run_seconds)" -v wn="$(num "$WORK/many.json" run_seconds)" \
     -v xs="$(num "$WORK/many.json" exchange_share)" -v xb="$(num "$WORK/many.json" bytes_sent)" \
     -v xw="$(num "$WORK/many.json" windows)" -v r="$RANKS" 'BEGIN {
-  p1 = c1 + l1 + s1; pn = cn + ln + sn
+  p1 = c1 + l1 + s1; pn = cn + ln + sn; bpw = (xw > 0) ? xb / xw : 0
   printf "{\"bench\": \"mpi4x4x4\", \"ranks\": %d, \"pod_cycles\": %d, \"same_cycles\": %s, ", r, p1, (p1 == pn) ? "true" : "false"
   printf "\"cycles_per_second_1\": %.1f, \"cycles_per_second_n\": %.1f, \"speedup\": %.3f, ", p1 / w1, pn / wn, w1 / wn
-  printf "\"exchange_share\": %.4f, \"windows\": %d, \"bytes_per_window\": %.1f}\n", xs, xw, xw > 0 ? xb / xw : 0
-  printf "mpi4x4x4: %d pod cycles (%s), 1 rank %.0f cycles/s, %d ranks %.0f cycles/s: %.2fx; exchange %.1f%% of rank 0 time, %.0f bytes sent per window\n", p1, (p1 == pn) ? "the same on both" : "DIFFERENT", p1 / w1, r, pn / wn, w1 / wn, 100 * xs, xw > 0 ? xb / xw : 0 > "/dev/stderr"
+  printf "\"exchange_share\": %.4f, \"windows\": %d, \"bytes_per_window\": %.1f}\n", xs, xw, bpw
+  printf "mpi4x4x4: %d pod cycles (%s), 1 rank %.0f cycles/s, %d ranks %.0f cycles/s: %.2fx; exchange %.1f%% of rank 0 time, %.0f bytes sent per window\n", p1, (p1 == pn) ? "the same on both" : "DIFFERENT", p1 / w1, r, pn / wn, w1 / wn, 100 * xs, bpw > "/dev/stderr"
   if (p1 != pn) exit 1
 }'
