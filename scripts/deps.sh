@@ -4,7 +4,7 @@
 set -euo pipefail
 
 TPU_DEBS=(build-essential cmake ccache verilator libsystemc-dev libyaml-cpp-dev libgtest-dev
-          libeigen3-dev zlib1g-dev gtkwave)
+          libeigen3-dev zlib1g-dev gtkwave libopenmpi-dev openmpi-bin)
 
 tpu_missing_debs() {
   local missing=()

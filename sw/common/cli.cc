@@ -1,5 +1,7 @@
 #include "cli.h"
 
+#include "output.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -96,6 +98,8 @@ void check_output_path(const std::string& flag, const std::string& path) {
     throw std::invalid_argument(flag + " " + path + ": directory '" + dir.string() +
                                 "' does not exist");
   if (fs::is_directory(p, ec)) throw std::invalid_argument(flag + " " + path + ": is a directory");
+  // Rank 0 alone writes files (several MPI ranks): the others would race it on the test file.
+  if (files_muted()) return;
   // Opened for writing now (not truncated; a file made for the test is removed again), which
   // also catches what permission bits do not say (a read-only file system, root's rights).
   const bool existed = fs::exists(p, ec);

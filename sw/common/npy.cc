@@ -1,5 +1,7 @@
 #include "npy.h"
 
+#include "output.h"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -213,6 +215,7 @@ void write_npy(const std::string& path, const char* dtype, const void* data, siz
     fail(path, "data has " + std::to_string(count) + " elements but shape " + shape_str(shape) +
                    " needs " + std::to_string(need));
   }
+  if (files_muted()) return;  // not rank 0 of a pod across processes
   std::string header = std::string("{'descr': '") + dtype +
                        "', 'fortran_order': False, 'shape': " + shape_str(shape) + ", }";
   // Pad with spaces so magic(6) + version(2) + length(2) + header + '\n' is 64-byte aligned.

@@ -1,5 +1,7 @@
 #include "report.h"
 
+#include "output.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -250,6 +252,7 @@ std::string Report::summary() const {
 }
 
 void Report::write(const std::string& path) const {
+  if (files_muted()) return;
   std::ofstream f(path);
   if (!f) {
     throw std::runtime_error("report: cannot open '" + path +

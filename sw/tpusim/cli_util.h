@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "json.h"
+#include "output.h"
 
 namespace tpu {
 
@@ -68,6 +69,7 @@ class ProgressLine {
 // Writes rep (indented) to path; std::invalid_argument if the file cannot be opened or the
 // write fails or is cut short (a full disk).
 inline void write_json_report(const std::string& path, const Json& rep) {
+  if (files_muted()) return;
   FILE* f = std::fopen(path.c_str(), "w");
   if (!f) throw std::invalid_argument(path + ": cannot open the report for writing");
   const std::string text = rep.dump(2) + "\n";

@@ -26,7 +26,8 @@ namespace tpu {
 Opts parse_options(const std::vector<std::string>& args, const std::vector<std::string>& valued,
                    const std::vector<std::string>& flags, const char* usage,
                    const std::vector<std::string>& out_paths = {"--json", "--trace"});
-// --threads N (1..256; default: the machine's cores): threads stepping the chips.
+// --threads N (1..256; default: the machine's cores, shared by the MPI ranks on it): threads
+// stepping the chips.
 unsigned pod_threads(const Opts& opt);
 // "0,3" -> {0, 3} (--waves-chips).
 std::vector<int> parse_chips(const std::string& v);

@@ -32,7 +32,9 @@
 #include "pod_cmd.h"
 #include "shard_cmd.h"
 #include "train_cmd.h"
+#include "output.h"
 #include "pod.h"
+#include "pod_mpi.h"
 #include "profile.h"
 #include "report.h"
 #include "trace.h"
@@ -481,9 +483,39 @@ int main(int argc, char** argv) {
   return sc_core::sc_elab_and_sim(argc, argv);
 }
 
+namespace {
+int run_tool(std::vector<std::string> args);
+}  // namespace
+
+// Under mpirun with several ranks (docs/scale.md) every rank runs the same command: the pod
+// commands split the pod across the ranks (tb/pod/pod_mpi.h) and rank 0 alone prints and writes
+// files; the other commands run in one process and refuse several ranks.
 int sc_main(int argc, char** argv) {
   std::signal(SIGBUS, on_sigbus);
-  std::vector<std::string> args(argv + 1, argv + argc);
+  const int ranks = mpi_launch_size();
+  if (ranks > 1 && !mpi_built()) {
+    std::cerr << "tpusim: error: launched with " << ranks
+              << " MPI ranks (OMPI_COMM_WORLD_SIZE), but this tpusim was built without MPI, so "
+                 "every rank would run the whole job alone; install Open MPI "
+                 "(libopenmpi-dev openmpi-bin: scripts/deps.sh) and rebuild, or run it without "
+                 "mpirun\n";
+    return kExitUsage;
+  }
+  mpi_init(&argc, &argv);
+  if (mpi_world().rank > 0) {  // rank 0 speaks for all
+    if (!std::freopen("/dev/null", "w", stdout) || !std::freopen("/dev/null", "w", stderr))
+      return kExitUsage;
+    set_files_muted(true);
+  }
+  const int rc = run_tool(std::vector<std::string>(argv + 1, argv + argc));
+  std::fflush(stdout);
+  if (rc >= kExitUsage) mpi_end_failed(rc);  // 1 (a golden mismatch) every rank computes alike
+  mpi_finalize();
+  return rc;
+}
+
+namespace {
+int run_tool(std::vector<std::string> args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     (args.empty() ? std::cerr : std::cout)
         << kCommands << kUsage << kTrafficUsage << kPodUsage << kShardUsage << kTrainUsage;
@@ -491,7 +523,14 @@ int sc_main(int argc, char** argv) {
   }
   const std::string cmd = args[0];
   args.erase(args.begin());
+  const bool pod_cmd = cmd == "allreduce" || cmd == "collective" || cmd == "pod" ||
+                       cmd == "shard" || cmd == "train" || cmd == "hang";
   try {
+    if (!pod_cmd && mpi_world().size > 1)
+      throw UsageError("tpusim " + cmd + " runs in one process, not across " +
+                       std::to_string(mpi_world().size) +
+                       " MPI ranks (the pod commands allreduce, collective, pod, shard and "
+                       "train do)");
     if (cmd == "matmul") return cmd_matmul(args);
     if (cmd == "traffic") {
       try {
@@ -546,3 +585,4 @@ int sc_main(int argc, char** argv) {
     return kExitUsage;
   }
 }
+}  // namespace

@@ -96,16 +96,19 @@ void IciLink::set_faults(const LinkFaultGen& flit_fault, const LinkFaultGen& ctl
 // the VC (2 bits).
 void IciLink::send_flit(uint64_t t, bool valid, unsigned vc, const uint32_t* flit) {
   const std::size_t s = (t + latency_) % fl_.size();
+  SlotMeta meta;
   if (valid) {
     std::memcpy(&data_[s * words_], flit, words_ * sizeof(uint32_t));
     ++flits_;
     flit_activity_ = t + 1;
+    meta.sent = true;
     // New flits (not resent ones) against the credits: a replay carries a sequence number below
     // the next new one.
     const unsigned seq = (flit[words_ - 2] >> 8) & 0xFFu;
     if (seq == next_seq_) {
       ++vc_flits_[vc & 3u];
       next_seq_ = (next_seq_ + 1) & 0xFFu;
+      meta.fresh = true;
     }
     if (t >= down_at_) {
       valid = false;
@@ -121,7 +124,7 @@ void IciLink::send_flit(uint64_t t, bool valid, unsigned vc, const uint32_t* fli
       });
     }
   }
-  fl_[s] = {valid, vc & 3u};
+  fl_[s] = {valid, vc & 3u, meta};
 }
 
 bool IciLink::flit_at(uint64_t t, unsigned* vc, const uint32_t** flit) const {
@@ -134,6 +137,10 @@ bool IciLink::flit_at(uint64_t t, unsigned* vc, const uint32_t** flit) const {
 // A control word on the wire: the payload's kIciCtlBits bits, then the CRC's 32.
 void IciLink::send_ctl(uint64_t t, bool valid, const uint32_t* ctl, bool cr_valid, unsigned cr_vc) {
   const std::size_t s = (t + latency_) % cr_.size();
+  SlotMeta meta;
+  meta.sent = valid;
+  meta.cr_valid = cr_valid;
+  meta.cr_vc = cr_vc & 3u;
   if (cr_valid) ++vc_credits_[cr_vc & 3u];
   if (valid) {
     std::memcpy(&ctl_[s * kCtlWords], ctl, kCtlWords * sizeof(uint32_t));
@@ -149,13 +156,33 @@ void IciLink::send_ctl(uint64_t t, bool valid, const uint32_t* ctl, bool cr_vali
       });
     }
   }
-  cr_[s] = {valid, 0};
+  cr_[s] = {valid, 0, meta};
 }
 
 bool IciLink::ctl_at(uint64_t t, const uint32_t** ctl) const {
   const std::size_t s = t % cr_.size();
   *ctl = &ctl_[s * kCtlWords];
   return cr_[s].valid;
+}
+
+void IciLink::import_flit(uint64_t t, bool valid, unsigned vc, const uint32_t* flit,
+                          bool counted, bool is_new) {
+  const std::size_t s = t % fl_.size();
+  fl_[s] = {valid, vc & 3u, {counted, is_new, false, 0}};
+  if (valid) std::memcpy(&data_[s * words_], flit, words_ * sizeof(uint32_t));
+  if (!counted) return;  // the sender's clock: a flit counted there, dropped or not
+  ++flits_;
+  flit_activity_ = t - latency_ + 1;
+  if (is_new) ++vc_flits_[vc & 3u];
+}
+
+void IciLink::import_ctl(uint64_t t, bool valid, const uint32_t* ctl, bool sent, bool cr_valid,
+                         unsigned cr_vc) {
+  const std::size_t s = t % cr_.size();
+  cr_[s] = {valid, 0, {sent, false, cr_valid, cr_vc & 3u}};
+  if (valid) std::memcpy(&ctl_[s * kCtlWords], ctl, kCtlWords * sizeof(uint32_t));
+  if (sent) credit_activity_ = t - latency_ + 1;
+  if (cr_valid) ++vc_credits_[cr_vc & 3u];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -340,6 +367,7 @@ PodCore::PodCore(const PodParams& p) : p_(p) {
         const int dir = 2 * d + s;
         const int j = p_.topo.id(nb);
         links_.push_back(std::make_unique<IciLink>(p_.link_latency, words_));
+        link_rx_.push_back(j);
         ports_[i][dir].out = links_.back().get();
         ports_[i][dir].peer = j;
         ports_[j][dir ^ 1].in = links_.back().get();
@@ -408,6 +436,7 @@ PodCore::PodCore(const PodParams& p) : p_(p) {
     hbm_flip_bits(p_.faults, fi, &mask, &check);
     chips_[f.chip]->arm_hbm_flip(f.addr, mask, check);
   }
+  for (int i = 0; i < n; ++i) order_.push_back(i);
   set_threads(p_.threads);
 }
 
@@ -504,7 +533,7 @@ void PodCore::set_threads(unsigned n) {
     for (auto& w : pool_->workers) w.join();
     pool_.reset();
   }
-  const unsigned chips = static_cast<unsigned>(num_chips());
+  const unsigned chips = static_cast<unsigned>(order_.size());
   n = std::max(1u, std::min(n, chips));
   if (n == 1) return;
   pool_ = std::make_unique<Pool>();
@@ -531,7 +560,7 @@ void PodCore::set_threads(unsigned n) {
         seen = g;
         if (p.stop.load()) return;
         try {
-          for (int i = p.slabs[k].first; i < p.slabs[k].second; ++i) step_chip(i);
+          for (int i = p.slabs[k].first; i < p.slabs[k].second; ++i) step_chip(order_[i]);
         } catch (...) {
           p.errors[k] = std::current_exception();
         }
@@ -556,7 +585,7 @@ void PodCore::step_chips(bool reverse) {
     }
     p.cv.notify_all();
     try {
-      for (int i = p.slabs[0].first; i < p.slabs[0].second; ++i) step_chip(i);
+      for (int i = p.slabs[0].first; i < p.slabs[0].second; ++i) step_chip(order_[i]);
     } catch (...) {
       p.errors[0] = std::current_exception();
     }
@@ -571,10 +600,33 @@ void PodCore::step_chips(bool reverse) {
     return;
   }
   if (reverse) {
-    for (int i = num_chips() - 1; i >= 0; --i) step_chip(i);
+    for (auto it = order_.rbegin(); it != order_.rend(); ++it) step_chip(*it);
   } else {
-    for (int i = 0; i < num_chips(); ++i) step_chip(i);
+    for (int i : order_) step_chip(i);
   }
+}
+
+void PodCore::set_owned(const std::vector<int>& chips) {
+  const unsigned n = threads();
+  order_ = chips;
+  std::sort(order_.begin(), order_.end());
+  set_threads(n);
+}
+
+bool PodCore::idle_part(const std::vector<bool>& mine) const {
+  for (int i : order_) {
+    const auto u = static_cast<std::size_t>(i);
+    if (!agents_[u].idle() || chips_[u]->busy() || !chips_[u]->ici_idle() ||
+        !chips_[u]->hbm_idle())
+      return false;
+  }
+  for (std::size_t l = 0; l < links_.size(); ++l) {
+    if (!mine[static_cast<std::size_t>(link_ids_[l].chip)] &&
+        !mine[static_cast<std::size_t>(link_rx_[l])])
+      continue;
+    if (!links_[l]->quiet_after(cycle_)) return false;
+  }
+  return true;
 }
 
 bool PodCore::idle() const {
@@ -629,8 +681,12 @@ std::string PodCore::describe_chip(int i) {
          (chips_[i]->ici_idle() ? "empty" : "holding flits");
 }
 
+std::string PodCore::hang_header(uint64_t cycles) {
+  return "pod did not become idle in " + std::to_string(cycles) + " cycles:";
+}
+
 std::string PodCore::describe_hang(uint64_t cycles) {
-  std::string what = "pod did not become idle in " + std::to_string(cycles) + " cycles:";
+  std::string what = hang_header(cycles);
   for (int i = 0; i < num_chips(); ++i) what += "\n  " + describe_chip(i);
   return what;
 }
@@ -707,24 +763,35 @@ void PodCore::watch() {
   if (t - last_progress_ >= w) throw HangError(describe_stall(t - last_progress_));
 }
 
+std::string PodCore::stall_header(uint64_t stalled) const {
+  return "watchdog: no progress for " + std::to_string(stalled) + " cycles (watchdog_cycles " +
+         std::to_string(p_.watchdog_cycles) + ") at cycle " + std::to_string(cycle_) +
+         ": no command issued or completed, no flit or credit on a link, no host-port "
+         "beat, no work counter changed (a deadlock, a credit leak or a wait nobody "
+         "answers). Still busy:";
+}
+
 std::string PodCore::describe_stall(uint64_t stalled) {
-  std::string s = "watchdog: no progress for " + std::to_string(stalled) +
-                  " cycles (watchdog_cycles " + std::to_string(p_.watchdog_cycles) +
-                  ") at cycle " + std::to_string(cycle_) +
-                  ": no command issued or completed, no flit or credit on a link, no host-port "
-                  "beat, no work counter changed (a deadlock, a credit leak or a wait nobody "
-                  "answers). Still busy:";
+  std::vector<int> all(chips_.size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+  return compose_stall(stall_header(stalled), {stall_part(all)});
+}
+
+PodCore::StallPart PodCore::stall_part(const std::vector<int>& chips) {
+  StallPart part;
   const bool deltas = prev_ctr_.size() == chips_.size() && check_ctr_.size() == chips_.size() &&
                       last_check_ > prev_check_;
-  std::string idle_chips;
-  for (int i = 0; i < num_chips(); ++i) {
+  std::vector<bool> mine(chips_.size(), false);
+  for (int i : chips) {
+    mine[static_cast<std::size_t>(i)] = true;
     const auto u = static_cast<std::size_t>(i);
     ChipDut& d = *chips_[u];
     if (agents_[u].idle() && !d.busy() && d.ici_idle() && d.hbm_idle()) {
-      idle_chips += (idle_chips.empty() ? "" : ", ") + std::to_string(i);
+      part.idle.push_back(i);
       continue;
     }
-    s += "\n  " + describe_chip(i) + (d.hbm_idle() ? "" : ", HBM controller holding requests");
+    std::string s =
+        "\n  " + describe_chip(i) + (d.hbm_idle() ? "" : ", HBM controller holding requests");
     // The queue head: the command the sequencer cannot issue.
     const uint64_t idx = head_[u].index;
     if (const ChipCmd* c = agents_[u].taken(idx)) {
@@ -750,10 +817,13 @@ std::string PodCore::describe_stall(uint64_t stalled) {
     }
     const std::string copies = agents_[u].describe_copies();
     if (!copies.empty()) s += "\n    host copies: " + copies;
+    part.chips.emplace_back(i, s);
   }
   // Links whose sender is short of credits: flits sitting in the receiver's buffers (a router
   // that cannot forward them) or credits that never came back (a leak).
   for (std::size_t l = 0; l < links_.size(); ++l) {
+    const LinkStat& id = link_ids_[l];
+    if (!mine[static_cast<std::size_t>(id.chip)]) continue;
     std::string vcs;
     uint64_t total = 0;
     for (unsigned vc = 0; vc < 4; ++vc) {
@@ -762,10 +832,29 @@ std::string PodCore::describe_stall(uint64_t stalled) {
       if (n) vcs += (vcs.empty() ? "vc" : ", vc") + std::to_string(vc) + " " + std::to_string(n);
     }
     if (total == 0) continue;
-    const LinkStat& id = link_ids_[l];
-    s += "\n  link " + chip_name(p_.topo, id.chip) + " " + kDirName[id.dir] + ": " +
-         std::to_string(total) + " flits not credited back (" + vcs + ")";
+    part.links.emplace_back(static_cast<int>(l), "\n  link " + chip_name(p_.topo, id.chip) + " " +
+                                                     kDirName[id.dir] + ": " +
+                                                     std::to_string(total) +
+                                                     " flits not credited back (" + vcs + ")");
   }
+  return part;
+}
+
+std::string PodCore::compose_stall(const std::string& header, std::vector<StallPart> parts) {
+  StallPart all;
+  for (StallPart& p : parts) {
+    all.chips.insert(all.chips.end(), p.chips.begin(), p.chips.end());
+    all.links.insert(all.links.end(), p.links.begin(), p.links.end());
+    all.idle.insert(all.idle.end(), p.idle.begin(), p.idle.end());
+  }
+  std::sort(all.chips.begin(), all.chips.end());
+  std::sort(all.links.begin(), all.links.end());
+  std::sort(all.idle.begin(), all.idle.end());
+  std::string s = header;
+  for (const auto& c : all.chips) s += c.second;
+  for (const auto& l : all.links) s += l.second;
+  std::string idle_chips;
+  for (int i : all.idle) idle_chips += (idle_chips.empty() ? "" : ", ") + std::to_string(i);
   if (!idle_chips.empty()) s += "\n  idle: chips " + idle_chips;
   return s;
 }

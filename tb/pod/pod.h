@@ -101,6 +101,25 @@ class IciLink {
     return t >= std::max(flit_activity_, credit_activity_) + latency_;
   }
   uint64_t flits() const { return flits_; }
+  // The multi-process pod (pod_mpi.h) ships the slots of the links its partition cuts: the
+  // slot that arrives at cycle t, read with flit_at / ctl_at on the sending side's process
+  // and written whole into the other's copy of the link, counted there as the sender counted it
+  // (flits, credits, activity), so both copies agree once a window is exchanged.
+  // What the sender did for the slot that arrives at t, beyond the wire: whether it sent a flit
+  // (counted, even if a fault dropped it), whether that flit was new (not a replay), and for a
+  // control word whether one was sent and the credit its router returned.
+  struct SlotMeta {
+    bool sent = false, fresh = false, cr_valid = false;
+    unsigned cr_vc = 0;
+  };
+  SlotMeta flit_meta(uint64_t t) const { return fl_[t % fl_.size()].meta; }
+  SlotMeta ctl_meta(uint64_t t) const { return cr_[t % cr_.size()].meta; }
+  void import_flit(uint64_t t, bool valid, unsigned vc, const uint32_t* flit, bool counted,
+                   bool is_new);
+  void import_ctl(uint64_t t, bool valid, const uint32_t* ctl, bool sent, bool cr_valid,
+                  unsigned cr_vc);
+  unsigned latency() const { return latency_; }
+  unsigned flit_words() const { return words_; }
   // Flits sent on virtual channel vc whose credit has not come back (in the receiver's buffer,
   // or on the wire either way): the credits the sender is short of.
   uint64_t uncredited(unsigned vc) const { return vc < 4 ? vc_flits_[vc] - vc_credits_[vc] : 0; }
@@ -111,6 +130,7 @@ class IciLink {
   struct Slot {
     bool valid = false;
     unsigned vc = 0;
+    SlotMeta meta;  // for the multi-process pod's exchange
   };
   unsigned latency_, words_;
   std::vector<Slot> fl_, cr_;
@@ -226,11 +246,23 @@ class PodCore {
   unsigned threads() const;
 
   bool idle() const;  // no host work, no chip busy, no flit in a router or on a link
+
+  // A process of the multi-process pod (pod_mpi.h) steps only the chips it owns: step (and its
+  // threads) then steps these, in increasing order. Default: every chip.
+  void set_owned(const std::vector<int>& chips);
+  const std::vector<int>& owned() const { return order_; }
+  // idle() for the chips marked in `mine` and every link that leaves or enters one of them.
+  bool idle_part(const std::vector<bool>& mine) const;
+  int num_links() const { return static_cast<int>(links_.size()); }
+  IciLink& link(int l) { return *links_[static_cast<std::size_t>(l)]; }
+  int link_sender(int l) const { return link_ids_[static_cast<std::size_t>(l)].chip; }
+  int link_receiver(int l) const { return link_rx_[static_cast<std::size_t>(l)]; }
   // Throws ChipError if a chip's error register is set (naming it, the code and the command)
   // and chip_errors, PodError if an HBM device checker saw a violation.
   void check_errors(bool chip_errors = true);
   std::string describe_chip(int i);  // coordinate, busy, commands waiting: for hang reports
   std::string describe_hang(uint64_t cycles);  // every chip, for a PodError
+  static std::string hang_header(uint64_t cycles);  // describe_hang's first line
   // The watchdog (docs/errors.md), called by whoever runs the pod after each end_cycle(): a
   // HangError when nothing made progress for watchdog_cycles (see set_watchdog).
   void watch();
@@ -244,6 +276,15 @@ class PodCore {
   // What is stuck, after `stalled` cycles without progress: every chip that is not idle (its
   // queue head, the units still in flight, its host copies), links short of credits.
   std::string describe_stall(uint64_t stalled);
+  // describe_stall in parts, for a pod split across processes: the header, each process's part
+  // (its chips and the links they send on, keyed by chip and link), composed in chip order.
+  struct StallPart {
+    std::vector<std::pair<int, std::string>> chips, links;
+    std::vector<int> idle;
+  };
+  std::string stall_header(uint64_t stalled) const;
+  StallPart stall_part(const std::vector<int>& chips);
+  static std::string compose_stall(const std::string& header, std::vector<StallPart> parts);
   ChipCounters counters(int i);       // every statistic of chip i (between cycles)
   std::vector<LinkStat> link_stats() const;
   // The link layer's counters of the links in v (chip, dir set), from `counter(chip, dir, sel)`
@@ -294,6 +335,8 @@ class PodCore {
   std::vector<std::unique_ptr<IciLink>> links_;
   std::vector<std::array<Port, 6>> ports_;
   std::vector<LinkStat> link_ids_;
+  std::vector<int> link_rx_;  // per link: the receiving chip
+  std::vector<int> order_;    // the chips step() steps (set_owned), increasing
   unsigned words_ = 0;
   unsigned gap_ = 1;
   uint64_t cycle_ = 0;

@@ -13,6 +13,7 @@
 #include "chip_config.h"
 #include "pod.h"
 #include "pod_driver.h"
+#include "pod_mpi.h"
 #include "tpu/bf16.h"
 #include "wave_check.h"
 
@@ -477,6 +478,39 @@ TEST(PodMeshAxes, EveryGroupAtOnce) {
   ag.group_dims = mesh_axis_dims(h3.info().topo, parse_mesh("xy=4,z=2"), "xy");
   ag.n = 500;
   check(d3, ag, 13);
+}
+
+// The partition of a pod across MPI ranks (docs/scale.md): slabs along the longest dimension
+// (ties: the outermost, whose slabs are whole blocks of chip ids), the links it cuts.
+TEST(PodPartition, SlabsAlongTheLongestDimensionCutTheFewestLinks) {
+  const PodPartition a = PodPartition::slabs(Topology::torus({2, 2, 4}), 2);
+  EXPECT_EQ(a.dim, 2);
+  EXPECT_EQ(a.chips[0], (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  const PodPartition b = PodPartition::slabs(Topology::torus({4, 2}), 2);
+  EXPECT_EQ(b.dim, 0);
+  EXPECT_EQ(b.chips[1], (std::vector<int>{2, 3, 6, 7}));
+  const PodPartition c = PodPartition::slabs(Topology::torus({2, 2}), 4);  // more than an extent
+  EXPECT_EQ(c.dim, -1);
+  EXPECT_EQ(c.chips[3], (std::vector<int>{3}));
+  const PodPartition d = PodPartition::slabs(Topology::torus({3, 4, 3}), 3);
+  EXPECT_EQ(d.dim, 1);
+  EXPECT_EQ(d.chips[0].size(), 18u);  // 4 planes in 3 slabs: 2, 1, 1
+  EXPECT_EQ(d.chips[2].size(), 9u);
+  try {
+    (void)PodPartition::slabs(Topology::torus({2, 2}), 5);
+    FAIL() << "5 ranks for 4 chips";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("use at most 4 ranks"), std::string::npos) << e.what();
+  }
+  // A 2x2x4 torus in two slabs along z: two planes of 4 chips cut, each pair both ways.
+  PodCore core(params(Topology::torus({2, 2, 4})));
+  PodPartition p = a;
+  p.find_cuts(core);
+  EXPECT_EQ(p.cut.size(), 16u);
+  for (const PodPartition::Cut& k : p.cut) {
+    EXPECT_NE(k.sender, k.receiver);
+    EXPECT_EQ(k.sender, p.owner[static_cast<std::size_t>(core.link_sender(k.link))]);
+  }
 }
 
 }  // namespace

@@ -31,7 +31,11 @@ inline CliRun run_command(const std::string& line) {
 }
 
 #ifdef TPUSIM
-inline CliRun tpusim(const std::string& args) { return run_command(std::string(TPUSIM) + " " + args); }
+// tpusim under a launcher (e.g. "mpirun -np 2"; "" for none).
+inline CliRun tpusim_with(const std::string& launcher, const std::string& args) {
+  return run_command((launcher.empty() ? "" : launcher + " ") + std::string(TPUSIM) + " " + args);
+}
+inline CliRun tpusim(const std::string& args) { return tpusim_with("", args); }
 #endif
 
 inline std::string slurp(const std::string& path) {
