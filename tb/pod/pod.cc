@@ -980,32 +980,39 @@ void PodCore::fill_link_errors(std::vector<LinkStat>& v,
 // ---------------------------------------------------------------------------------------------
 // CppPodHost
 // ---------------------------------------------------------------------------------------------
+HostCopyQueues::HostCopyQueues(PodCore& core, const std::vector<HostCopy>& ops,
+                               const std::function<bool(int)>& mine)
+    : core_(core),
+      ops_(ops),
+      pending_(static_cast<std::size_t>(core.num_chips())),
+      active_(pending_.size(), ops.size()),
+      mops_(ops.size()) {
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    if (!mine || mine(ops[i].chip)) pending_[static_cast<std::size_t>(ops[i].chip)].push_back(i);
+}
+
+bool HostCopyQueues::advance() {
+  const std::size_t none = ops_.size();
+  bool busy = false;
+  for (std::size_t c = 0; c < pending_.size(); ++c) {
+    if (active_[c] < none && mops_[active_[c]]->finished()) active_[c] = none;
+    if (active_[c] == none && !pending_[c].empty()) {
+      active_[c] = pending_[c].front();
+      pending_[c].pop_front();
+      const HostCopy& o = ops_[active_[c]];
+      mops_[active_[c]] = core_.agent(o.chip).mem(o.write, o.addr, o.data, o.n);
+    }
+    busy = busy || active_[c] < none;
+  }
+  return busy;
+}
+
 uint64_t CppPodHost::copy(const std::vector<HostCopy>& ops) {
   for (const HostCopy& o : ops) core_.check_copy(o);
-  // Each chip takes its copies one after another, the next queued in the cycle the previous
-  // finishes: what the SystemC pod's host lane does with one TLM transaction per copy.
-  std::vector<std::deque<std::size_t>> pending(static_cast<std::size_t>(core_.num_chips()));
-  for (std::size_t i = 0; i < ops.size(); ++i)
-    pending[static_cast<std::size_t>(ops[i].chip)].push_back(i);
-  std::vector<std::shared_ptr<HostAgent::MemOp>> mops(ops.size());
-  std::vector<std::size_t> active(pending.size(), ops.size());  // ops.size(): none
-  auto advance = [&] {
-    bool busy = false;
-    for (std::size_t c = 0; c < pending.size(); ++c) {
-      if (active[c] < ops.size() && mops[active[c]]->finished()) active[c] = ops.size();
-      if (active[c] == ops.size() && !pending[c].empty()) {
-        active[c] = pending[c].front();
-        pending[c].pop_front();
-        const HostCopy& o = ops[active[c]];
-        mops[active[c]] = core_.agent(o.chip).mem(o.write, o.addr, o.data, o.n);
-      }
-      busy = busy || active[c] < ops.size();
-    }
-    return busy;
-  };
+  HostCopyQueues q(core_, ops);
   const uint64_t start = core_.cycle();
   uint64_t next_progress = start + progress_every;
-  while (advance()) {
+  while (q.advance()) {
     core_.step(reverse_step_order);
     const uint64_t t = core_.cycle();
     if ((t & 1023) == 0) core_.check_errors(false);
@@ -1018,7 +1025,7 @@ uint64_t CppPodHost::copy(const std::vector<HostCopy>& ops) {
       throw PodError(core_.describe_hang(100'000'000) + "\n(host port copies still running)");
   }
   for (std::size_t i = 0; i < ops.size(); ++i)
-    if (!ops[i].write && ops[i].n) std::memcpy(ops[i].data, mops[i]->data.data(), ops[i].n);
+    if (!ops[i].write && ops[i].n) std::memcpy(ops[i].data, q.read(i).data(), ops[i].n);
   return core_.cycle() - start;
 }
 

@@ -362,6 +362,27 @@ class PodCore {
 };
 
 // The pod stepped from plain C++ (no SystemC): a chip alone, tests, the SystemC overhead bench.
+// The copies of one HostPort::copy call: each chip takes its copies one after another, the next
+// queued in the cycle the previous finishes (what the SystemC pod's host lane does with one TLM
+// transaction per copy). Only the chips `mine` accepts (all: one process; a rank's own: MPI).
+class HostCopyQueues {
+ public:
+  HostCopyQueues(PodCore& core, const std::vector<HostCopy>& ops,
+                 const std::function<bool(int)>& mine = nullptr);
+  // Between cycles: starts each chip's next copy when the previous one finished; false once
+  // every copy has finished.
+  bool advance();
+  // Copy i's bytes as read (a read that finished on a chip of this process).
+  const std::vector<uint8_t>& read(std::size_t i) const { return mops_[i]->data; }
+
+ private:
+  PodCore& core_;
+  const std::vector<HostCopy>& ops_;
+  std::vector<std::deque<std::size_t>> pending_;          // per chip
+  std::vector<std::size_t> active_;                       // per chip; ops_.size(): none
+  std::vector<std::shared_ptr<HostAgent::MemOp>> mops_;   // per copy
+};
+
 class CppPodHost final : public HostPort {
  public:
   explicit CppPodHost(const PodParams& p) : core_(p) {}

@@ -542,34 +542,15 @@ void MpiPodHost::run_windows(Done done, uint64_t start, uint64_t max_cycles, boo
 
 uint64_t MpiPodHost::copy(const std::vector<HostCopy>& ops) {
   for (const HostCopy& o : ops) core_.check_copy(o);
-  // As CppPodHost::copy, for this rank's chips: each takes its copies one after another.
-  std::vector<std::deque<std::size_t>> pending(static_cast<std::size_t>(core_.num_chips()));
-  for (std::size_t i = 0; i < ops.size(); ++i)
-    if (owns(ops[i].chip)) pending[static_cast<std::size_t>(ops[i].chip)].push_back(i);
-  std::vector<std::shared_ptr<HostAgent::MemOp>> mops(ops.size());
-  std::vector<std::size_t> active(pending.size(), ops.size());
-  auto advance = [&] {
-    bool busy = false;
-    for (int chip : core_.owned()) {
-      const auto c = static_cast<std::size_t>(chip);
-      if (active[c] < ops.size() && mops[active[c]]->finished()) active[c] = ops.size();
-      if (active[c] == ops.size() && !pending[c].empty()) {
-        active[c] = pending[c].front();
-        pending[c].pop_front();
-        const HostCopy& o = ops[active[c]];
-        mops[active[c]] = core_.agent(o.chip).mem(o.write, o.addr, o.data, o.n);
-      }
-      busy = busy || active[c] < ops.size();
-    }
-    return busy;
-  };
+  // As CppPodHost::copy, for this rank's chips.
+  HostCopyQueues q(core_, ops, [this](int chip) { return owns(chip); });
   const uint64_t start = core_.cycle();
-  run_windows([&] { return !advance(); }, start, 100'000'000, false,
+  run_windows([&] { return !q.advance(); }, start, 100'000'000, false,
               "\n(host port copies still running)");
   // What was read, from each chip's owner to every rank.
   for (std::size_t i = 0; i < ops.size(); ++i) {
     if (ops[i].write || !ops[i].n) continue;
-    if (owns(ops[i].chip)) std::memcpy(ops[i].data, mops[i]->data.data(), ops[i].n);
+    if (owns(ops[i].chip)) std::memcpy(ops[i].data, q.read(i).data(), ops[i].n);
     bcast(ops[i].data, ops[i].n, part_.owner[static_cast<std::size_t>(ops[i].chip)]);
   }
   return core_.cycle() - start;
