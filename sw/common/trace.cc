@@ -37,40 +37,49 @@ const char* op_name(unsigned op) {
   return "illegal";
 }
 
-// The command's fields as args (docs/isa.md).
+// The command's fields as args (docs/isa.md), decoded through the contract's per-opcode structs.
 void cmd_args(const TraceEvent& e, Json& a, unsigned row_bytes) {
-  const uint32_t* w = e.cmd.w.data();
-  const uint32_t flags = (w[0] >> 4) & 0xFFFu, f1 = w[0] >> 16, f2 = w[1] & 0xFFFFu,
-                 f3 = w[1] >> 16, w2 = w[2], w3 = w[3];
   static const char* const kMem[2] = {"vmem", "amem"};
   switch (static_cast<ChipOp>(e.op)) {
     case ChipOp::kDma: {
       static const char* const kDir[4] = {"hbm_to_vmem", "vmem_to_hbm", "amem_to_hbm", "?"};
-      a.set("dir", kDir[flags & 3u]).set("mem_row", f1).set("segments", f2);
-      a.set("bytes", static_cast<uint64_t>(f2) * f3).set("hbm_addr", w2).set("hbm_stride", w3);
+      const CmdDma c = CmdDma::decode(e.cmd);
+      a.set("dir", kDir[c.dir & 3u]).set("mem_row", c.mem_row).set("segments", c.rows);
+      a.set("bytes", static_cast<uint64_t>(c.rows) * c.seg_bytes).set("hbm_addr", c.hbm_addr);
+      a.set("hbm_stride", c.stride);
       break;
     }
-    case ChipOp::kLoadW:
-      a.set("vmem_row", f1).set("row_stride", (w2 & 0xFFFFu) ? (w2 & 0xFFFFu) : 1u);
+    case ChipOp::kLoadW: {
+      const CmdLoadW c = CmdLoadW::decode(e.cmd);
+      a.set("vmem_row", c.vmem_row).set("row_stride", c.stride ? c.stride : 1u);
       break;
-    case ChipOp::kMatmul:
-      a.set("a_row", f1).set("rows", f2).set("c_row", f3).set("acc", (flags & 1u) != 0);
+    }
+    case ChipOp::kMatmul: {
+      const CmdMatmul c = CmdMatmul::decode(e.cmd);
+      a.set("a_row", c.a_row).set("rows", c.rows).set("c_row", c.c_row).set("acc", c.acc != 0);
       break;
-    case ChipOp::kVpu:
-      a.set("vpu_op", flags & 0xFu).set("rows", f2).set("x_row", f1).set("y_row", f3);
-      a.set("dst_row", w2 & 0xFFFFu).set("dst", kMem[(flags >> 11) & 1u]);
+    }
+    case ChipOp::kVpu: {
+      const CmdVpu c = CmdVpu::decode(e.cmd);
+      a.set("vpu_op", c.vop).set("rows", c.rows).set("x_row", c.x_row).set("y_row", c.y_row);
+      a.set("dst_row", c.dst_row).set("dst", kMem[c.dst_mem & 1u]);
       break;
-    case ChipOp::kIciSend:
-      a.set("src", kMem[flags & 1u]).set("src_row", f1).set("rows", f2);
-      a.set("bytes", static_cast<uint64_t>(f2) * row_bytes);
-      a.set("dst_chip", "(" + std::to_string(w2 & 7u) + "," + std::to_string((w2 >> 3) & 7u) + "," +
-                            std::to_string((w2 >> 6) & 7u) + ")");
-      a.set("dst", kMem[(flags >> 1) & 1u]).set("dst_row", f3).set("counter", (w2 >> 16) & 0xFFu);
+    }
+    case ChipOp::kIciSend: {
+      const CmdIciSend c = CmdIciSend::decode(e.cmd);
+      a.set("src", kMem[c.src_mem & 1u]).set("src_row", c.src_row).set("rows", c.rows);
+      a.set("bytes", static_cast<uint64_t>(c.rows) * row_bytes);
+      a.set("dst_chip", "(" + std::to_string(c.dst_x) + "," + std::to_string(c.dst_y) + "," +
+                            std::to_string(c.dst_z) + ")");
+      a.set("dst", kMem[c.dst_mem & 1u]).set("dst_row", c.dst_row).set("counter", c.counter);
       a.set("send_context", e.lane);
       break;
-    case ChipOp::kIciWait:
-      a.set("counter", f1).set("value", w2);
+    }
+    case ChipOp::kIciWait: {
+      const CmdIciWait c = CmdIciWait::decode(e.cmd);
+      a.set("counter", c.counter).set("value", c.value);
       break;
+    }
     default:
       break;
   }

@@ -275,6 +275,7 @@ TEST_F(PodTrace, TimelineMatchesCountersAndNeverOverlaps) {
   std::map<std::pair<int, int>, std::string> thread;
   std::map<std::pair<int, int>, std::vector<Span>> spans;
   std::set<std::string> names;
+  std::vector<std::pair<int, std::string>> sends;  // (chip, dst_chip) of every ICI_SEND
   for (const JVal& e : evs->arr) {
     const std::string ph = e.get("ph")->str;
     const int pid = static_cast<int>(e.get("pid")->num);
@@ -288,6 +289,7 @@ TEST_F(PodTrace, TimelineMatchesCountersAndNeverOverlaps) {
     ASSERT_EQ(ph, "X");
     names.insert(e.get("name")->str);
     ASSERT_NE(e.get("args"), nullptr);
+    if (e.get("name")->str == "ICI_SEND") sends.push_back({pid, e.get("args")->get("dst_chip")->str});
     const uint64_t b = static_cast<uint64_t>(std::llround(e.get("ts")->num * 1000.0));
     const uint64_t d = static_cast<uint64_t>(std::llround(e.get("dur")->num * 1000.0));
     spans[{pid, tid}].push_back({b, b + d});
@@ -305,6 +307,19 @@ TEST_F(PodTrace, TimelineMatchesCountersAndNeverOverlaps) {
   }
   for (const char* op : {"DMA", "LOADW", "MATMUL", "VPU", "ICI_SEND", "HALT", "host write"})
     EXPECT_TRUE(names.count(op)) << "no " << op << " event";
+
+  // Every send names a chip of the pod other than its sender, by its coordinate (decoded through
+  // the contract: the fields are CoordW = 4 bits each).
+  std::map<std::string, int> chip_of;  // "(x,y,z)" -> chip
+  for (int c = 0; c < P; ++c) {
+    const std::string n = chip_name(h.info().topo, c);
+    chip_of[n.substr(n.find('('))] = c;
+  }
+  ASSERT_FALSE(sends.empty());
+  for (const auto& [src, dst] : sends) {
+    ASSERT_TRUE(chip_of.count(dst)) << "chip " << src << " sends to " << dst << ", not in the pod";
+    EXPECT_NE(chip_of[dst], src) << dst;
+  }
 
   // No two events of one track overlap.
   for (auto& [key, v] : spans) {
