@@ -5,15 +5,17 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <tuple>
 
 namespace tpu {
 
 namespace {
 
 constexpr uint64_t kBurst = 64;
-// Rounds use VMEM regions in turn: one region for one round, two for two, three from three on
-// (round r in region r % 3: the store of round r - 1 and the load of round r + 1 run beside
-// round r; docs/pod.md).
+// Rounds use VMEM regions in turn, round r in region r % regions: one round at a time needs three
+// (the store of round r - 1 and the load of round r + 1 run beside round r; docs/pod.md), and
+// an all-reduce whose rounds overlap (round r's reduce-scatter beside round r - 1's all-gather)
+// needs four. Fewer rounds use fewer regions.
 constexpr uint32_t kRegions = 3;
 
 [[noreturn]] void bad(const std::string& what) {
@@ -28,7 +30,13 @@ struct Range {
 // One command of a chip's round, with what it touches (for ordering).
 struct Op {
   enum Kind { kSend, kWait, kVpu, kDma } kind = kSend;
-  int step = -1;  // the plan step (numbered across rounds) of a transfer or reduction; -1 none
+  // The step of a transfer or reduction in issue order: rounds that overlap share step numbers
+  // (the scheduler's deadlock rule); -1 none.
+  int step = -1;
+  int plan_step = -1;  // the plan step, numbered across rounds one after another (labels)
+  int slot = 0;        // the program slot the op is issued in (its round, or the round after)
+  int phase = 0;       // within a step: 0 the sends, 1 the arrivals and reductions
+  bool hoist = false;  // a DMA the scheduler moves up like a send (the last round's store)
   std::size_t block = 0;  // block index within its transfer
   int peer = -1;          // send: destination chip; wait: counter
   ChipCmd cmd;
@@ -43,7 +51,12 @@ bool conflicts(const Op& a, const Op& b) {  // a comes after b in plan order
     return false;
   };
   if (any(a.writes, b.reads) || any(a.writes, b.writes) || any(a.reads, b.writes)) return true;
-  if (a.kind == Op::kSend && b.kind == Op::kSend && a.peer == b.peer) return true;
+  // Sends keep their program order among themselves: one that moved up past sends to other
+  // chips bunched the sends by peer, so the queue stalled on one full send context while the
+  // others ran dry (2x2: 0.80 -> 0.88 of the bound). Sends to one chip must stay in order anyway
+  // (its waits take their rows in that order).
+  if (a.kind == Op::kSend && b.kind == Op::kSend) return true;
+  if (a.kind == Op::kDma && b.kind == Op::kDma) return true;  // the engine runs them in order
   if (a.kind == Op::kWait && b.kind == Op::kWait && a.peer == b.peer) return true;
   // Deadlock freedom: a wait of (step s, block k) comes after every send of an earlier step
   // and every send of step s with a block index <= k (docs/pod.md).
@@ -184,6 +197,18 @@ class DmaSpans {
     }
     spans_.push_back({row, rows, hbm});
   }
+  // Reorders a store: cut into pieces of at most `piece` rows, in the order the ops of `writers`
+  // last write them (pieces nothing writes first), merged again where they follow on. With its
+  // ops hoisted, each piece goes out as soon as its rows are final.
+  void in_ready_order(const std::vector<Op>& writers, uint32_t piece) {
+    reorder(piece, [&](const Range& r) {
+      std::size_t last = 0;
+      for (std::size_t i = 0; i < writers.size(); ++i)
+        for (const Range& u : writers[i].writes)
+          if (u.overlaps(r)) last = i + 1;
+      return last;
+    });
+  }
   // As ops: a load writes its rows, a store reads them.
   std::vector<Op> ops() const {
     std::vector<Op> v;
@@ -210,6 +235,22 @@ class DmaSpans {
     uint32_t row, rows;
     uint64_t hbm;
   };
+  // The spans cut into pieces of at most `piece` rows, stably sorted by key(rows of the piece),
+  // merged again where they follow on.
+  template <class Key>
+  void reorder(uint32_t piece, Key key) {
+    piece = std::max(piece / align_ * align_, align_);
+    std::vector<std::pair<std::size_t, Span>> cuts;
+    for (const Span& sp : spans_)
+      for (uint32_t o = 0; o < sp.rows; o += piece) {
+        const Span c{sp.row + o, std::min(piece, sp.rows - o), sp.hbm + uint64_t{o} * rb_};
+        cuts.push_back({key(Range{c.row, c.row + c.rows}), c});
+      }
+    std::stable_sort(cuts.begin(), cuts.end(),
+                     [](const auto& x, const auto& y) { return x.first < y.first; });
+    spans_.clear();
+    for (const auto& [k, c] : cuts) add(c.row, c.rows, c.hbm);
+  }
   DmaDir dir_;
   bool bf16_;
   unsigned lanes_;
@@ -258,8 +299,15 @@ struct ChipRound {
 
 // The transfers of one round's plan as ops on every chip (sends, waits, reductions), landing
 // every transfer in fresh rows of its destination's region.
+// Step si of the round is step `step_base + si` in issue order and `plan_base + si` in the
+// plan; its ops go in slot `round` (or `round + 1` from step `late_from` on).
+struct StepNumbers {
+  int step_base = 0, plan_base = 0, round = 0;
+  std::size_t late_from = ~std::size_t{0};
+};
+
 void emit_transfers(const CollectivePlan& plan, const Pieces& pc, uint32_t block_rows,
-                    int step_base, std::vector<ChipRound>& st, Counters& ctr) {
+                    const StepNumbers& num, std::vector<ChipRound>& st, Counters& ctr) {
   const Topology& topo = plan.topo;
   const unsigned vop = plan.spec.op == ReduceOp::kMax ? 4u : 0u;  // VpuMax / VpuAdd
   auto alloc = [&](int c, uint32_t rows) {
@@ -274,7 +322,14 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, uint32_t block
     return std::array<int, 3>{c[0], c[1], c[2]};
   };
   for (std::size_t si = 0; si < plan.steps.size(); ++si) {
-    const int s = step_base + static_cast<int>(si);
+    const int s = num.step_base + static_cast<int>(si);
+    const int ps = num.plan_base + static_cast<int>(si);
+    const int slot = num.round + (si >= num.late_from ? 1 : 0);
+    auto tag = [&](Op& op, int phase) {
+      op.plan_step = ps;
+      op.slot = slot;
+      op.phase = phase;
+    };
     struct Pending {
       const Transfer* t;
       RowList src, dst;
@@ -328,6 +383,7 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, uint32_t block
             Op op;
             op.kind = Op::kSend;
             op.step = s;
+            tag(op, 0);
             op.block = blk;
             op.peer = t.dst;
             const uint32_t row = a.row + (lo - a.at);
@@ -356,6 +412,7 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, uint32_t block
         Op w;
         w.kind = Op::kWait;
         w.step = s;
+        tag(w, 1);
         w.block = blk;
         w.peer = cnt;
         w.cmd = cmd_ici_wait(static_cast<uint32_t>(cnt), n);
@@ -376,6 +433,7 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, uint32_t block
           Op v;
           v.kind = Op::kVpu;
           v.step = s;
+          tag(v, 1);
           v.block = blk;
           v.cmd = cmd_vpu(a);
           v.reads = {{a.x_row, a.x_row + r.len}, {r.row, r.row + r.len}};
@@ -400,7 +458,7 @@ std::vector<ChipCmd> schedule(const std::vector<Op>& ops, std::vector<int>* step
   std::vector<const Op*> sched;
   for (const Op& op : ops) {
     std::size_t pos = sched.size();
-    if (op.kind == Op::kSend) {  // just after the last op it must follow
+    if (op.kind == Op::kSend || op.hoist) {  // just after the last op it must follow
       while (pos > 0 && !conflicts(op, *sched[pos - 1])) --pos;
     }
     sched.insert(sched.begin() + static_cast<std::ptrdiff_t>(pos), &op);
@@ -409,7 +467,7 @@ std::vector<ChipCmd> schedule(const std::vector<Op>& ops, std::vector<int>* step
   steps->clear();
   for (const Op* op : sched) {
     out.push_back(op->cmd);
-    steps->push_back(op->step);
+    steps->push_back(op->plan_step);
   }
   return out;
 }
@@ -485,6 +543,30 @@ std::vector<HbmRun> hbm_runs(const std::vector<Segment>& segs, const std::vector
 
 std::size_t lcm(std::size_t a, std::size_t b) { return a / std::gcd(a, b) * b; }
 
+// Whether a plan is a reduce-scatter half (only reductions) followed by an all-gather half of as
+// many steps (only copies): the all-gather of one round may then run beside the next round's
+// reduce-scatter, which keeps the VPU (busy at the links' pace in a reduce-scatter, idle in an
+// all-gather) from falling behind at every round's start (docs/pod.md).
+bool halves(const CollectivePlan& plan) {
+  const std::size_t S = plan.steps.size();
+  if (plan.spec.collective != Collective::kAllReduce || S < 2 || S % 2 != 0) return false;
+  for (std::size_t si = 0; si < S; ++si)
+    for (const Transfer& t : plan.steps[si].transfers)
+      if ((t.kind == TransferKind::kReduce) != (si < S / 2)) return false;
+  return true;
+}
+
+// The most links one chip receives on in one step of a plan (distinct routes into it).
+int links_at_once(const CollectivePlan& plan) {
+  int most = 0;
+  for (const Step& st : plan.steps) {
+    std::map<int, std::set<std::pair<int, int>>> in;  // chip -> (dim, dir)
+    for (const Transfer& t : st.transfers) in[t.dst].insert({t.route.dim, t.route.dir});
+    for (const auto& [c, routes] : in) most = std::max(most, static_cast<int>(routes.size()));
+  }
+  return most;
+}
+
 }  // namespace
 
 std::size_t PodDriver::granule(DType dtype) const {
@@ -546,20 +628,32 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     check(bufs.out[c], whole.output_len(c), "output");
   }
 
-  // VMEM: a token row, then three regions; round r uses region r % 3.
+  // Overlapped rounds: round r's second half (its all-gather) is issued in slot r + 1, beside
+  // round r + 1's first half; `lag` slots per round. Worth it where a reduce-scatter step
+  // brings a chip rows at least as fast as the VPU reduces them (one row a cycle): the VPU then
+  // cannot catch up at a round's start unless the all-gather gives it time (2x2 torus: 0.83 ->
+  // 0.88 of the bound); a ring (two links) leaves it slack, and the fourth region only makes
+  // more rounds (ring of 8: 0.93 -> 0.91).
+  const double rows_in_per_cycle =
+      links_at_once(whole) * mi.link_bytes_per_cycle / (static_cast<double>(L) * 4.0);
+  const std::size_t lag = opt.overlap_rounds && halves(whole) && rows_in_per_cycle >= 1.0 ? 2 : 1;
+  const uint32_t max_regions = static_cast<uint32_t>(lag) + 2;
+
+  // VMEM: a token row, then the regions; round r uses region r % regions.
   const uint32_t base = opt.vmem_base;
   const uint32_t avail =
       opt.vmem_rows ? opt.vmem_rows : (shape.vmem_rows > base ? shape.vmem_rows - base : 0);
-  if (base + avail > shape.vmem_rows || avail < 1 + kRegions * 8)
+  if (base + avail > shape.vmem_rows || avail < 1 + max_regions * 8)
     bad("VMEM rows [" + std::to_string(base) + ", " + std::to_string(base + avail) +
         ") do not fit the chip's " + std::to_string(shape.vmem_rows) + " rows or are too few");
   const uint32_t token_row = base;
-  uint32_t nreg = kRegions, region_rows = 0;  // set per attempt: min(3, rounds) regions
+  uint32_t nreg = max_regions, region_rows = 0;  // set per attempt: min(regions, rounds)
   auto set_regions = [&](std::size_t rounds) {
-    nreg = static_cast<uint32_t>(std::min<std::size_t>(kRegions, std::max<std::size_t>(1, rounds)));
+    nreg = static_cast<uint32_t>(
+        std::min<std::size_t>(max_regions, std::max<std::size_t>(1, rounds)));
     region_rows = (avail - 1) / nreg / row_align * row_align;
   };
-  set_regions(kRegions);
+  set_regions(max_regions);
   auto region = [&](std::size_t r) {
     return base + 1 + static_cast<uint32_t>(r % nreg) * region_rows;
   };
@@ -586,7 +680,9 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     bsz.clear();
     st.clear();
     ctr = Counters(P, static_cast<int>(opt.counter_base), ctr_count);
-    int step_base = 0;  // steps are numbered across rounds: the scheduler's deadlock rule
+    // Steps are numbered across rounds (the scheduler's deadlock rule); overlapped rounds
+    // share numbers: round r's step H + j is round r + 1's step j (H = half a round's steps).
+    StepNumbers num;
     for (std::size_t r = 0; r < pp.rounds.size(); ++r) {
       const CollectivePlan& plan = pp.rounds[r].plan;
       pcs.push_back(cut_pieces(plan, L, row_align));
@@ -601,7 +697,9 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
             for (std::size_t j : pc.cover(t.src_offset, t.count)) rows += pc.rows[j];
             smallest = std::min(smallest, rows);
           }
-        block_rows = std::clamp<uint32_t>(smallest, 16, 64);
+        // One round is latency-bound (small blocks pipeline its steps sooner); several rounds
+        // are bandwidth-bound (each block costs a head flit and a VPU op).
+        block_rows = std::clamp<uint32_t>(smallest, pp.rounds.size() > 1 ? 32 : 16, 64);
       }
       bsz.push_back(block_rows);
       std::vector<ChipRound> rs(static_cast<std::size_t>(P));
@@ -612,8 +710,13 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
         s.region_end = region(r) + region_rows;
       }
       try {
-        emit_transfers(plan, pc, block_rows, step_base, rs, ctr);
-        step_base += static_cast<int>(plan.steps.size());
+        if (lag == 2 && (!halves(plan) || plan.steps.size() != whole.steps.size()))
+          bad("internal: round " + std::to_string(r) + " is not two halves like the whole plan");
+        num.round = static_cast<int>(r);
+        num.late_from = lag == 2 ? plan.steps.size() / 2 : plan.steps.size();
+        emit_transfers(plan, pc, block_rows, num, rs, ctr);
+        num.step_base += static_cast<int>(plan.steps.size() / lag);
+        num.plan_base += static_cast<int>(plan.steps.size());
         for (int c = 0; c < P; ++c) {
           ChipRound& s = rs[static_cast<std::size_t>(c)];
           uint32_t out_rows = 0;
@@ -763,6 +866,14 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
       const uint32_t rows = static_cast<uint32_t>((h.count + L - 1) / L);
       v.add(row, rows, bufs.out[c] + h.whole * esz);
     }
+    // The last round's store, nothing behind it to overlap, goes piece by piece as the pieces
+    // become final (hoisted by the scheduler) rather than after the round.
+    if (r + 1 == NR) {
+      v.in_ready_order(at(r, c).ops, 128);
+      std::vector<Op> ops = v.ops();
+      for (Op& op : ops) op.hoist = true;
+      return ops;
+    }
     return v.ops();
   };
 
@@ -783,13 +894,19 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     std::vector<Op> ops;
     auto add = [&](const std::vector<Op>& v) { ops.insert(ops.end(), v.begin(), v.end()); };
     add(load(0, c));
-    for (std::size_t r = 0; r < NR; ++r) {
-      // Round r + 1's landing areas are lent by each receiver's token, sent when it finished
-      // round r - 1 (the last to use the region before it: rounds 0..2 start on free
-      // regions). Waiting for it here, a round early, lets round r + 1's sends go out during
-      // round r; the receiver finished round r - 1 before this chip can finish round r.
-      const std::size_t nx = r + 1;
-      if (nx < NR && nx >= kRegions)
+    // Slot t issues round t (its first half, when rounds overlap) and the second half of round
+    // t + 1 - lag; slot t's body is their ops, step by step: every send of a step (block by
+    // block, the earlier round first) before its arrivals, so each chip waits for the rows of
+    // a counter in the order its sender sent them.
+    const std::size_t slots = NR + lag - 1;
+    for (std::size_t t = 0; t < slots; ++t) {
+      // Round t + 1's landing areas are lent by each receiver's token, sent when the region's
+      // previous round (t + 1 - regions) was stored, at the end of slot t - 1 (the first
+      // `regions` rounds start on free regions). Waiting for it here, a slot early, lets round
+      // t + 1's sends go out during slot t; the receiver finished slot t - 1 before this chip
+      // can finish slot t.
+      const std::size_t nx = t + 1;
+      if (nx < NR && nx >= nreg)
         for (const auto& [src, d] : pairs[nx])
           if (src == c) {
             Op w;
@@ -800,47 +917,56 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
             w.writes.push_back(token_range(nx, d));
             ops.push_back(w);
           }
-      if (r == 0) add(widen_cmds(0, c));
-      // This round's transfers; the DMAs of the next round's load (first, so its sends can
-      // start early) and of the last round's store spread over them, one after each of evenly
-      // spaced waits; then the next round's widening.
-      std::vector<Op> body = at(r, c).ops;
-      for (Op& op : body)
-        if (op.kind == Op::kSend && r >= kRegions) op.reads.push_back(token_range(r, op.peer));
-      // With three regions, round 0 (no store) also loads round 2, whose region is still
-      // fresh, and round 1 only stores: the engine does not run dry between rounds 0 and 1
-      // (docs/pod.md, "What limits them").
-      const bool ahead = nreg == kRegions;
+      if (t == 0) add(widen_cmds(0, c));
+      // This slot's transfers; the DMAs of the next round's load (first, so its sends can
+      // start early) and of the store of the round finished a slot ago spread over them, one
+      // after each of evenly spaced waits; then the next round's widening.
+      std::vector<Op> body;
+      for (std::size_t r = t + 1 >= lag ? t + 1 - lag : 0; r <= t && r < NR; ++r)
+        for (const Op& op : at(r, c).ops)
+          if (op.slot == static_cast<int>(t)) {
+            body.push_back(op);
+            if (op.kind == Op::kSend && r >= nreg) body.back().reads.push_back(token_range(r, op.peer));
+          }
+      std::stable_sort(body.begin(), body.end(), [](const Op& x, const Op& y) {
+        return std::tie(x.step, x.phase, x.block) < std::tie(y.step, y.phase, y.block);
+      });
+      // With three regions and one round at a time, round 0 (no store) also loads round 2,
+      // whose region is still fresh, and round 1 only stores: the engine does not run dry
+      // between rounds 0 and 1 (docs/pod.md, "What limits them").
+      const bool ahead = lag == 1 && nreg == kRegions;
       std::vector<Op> dma;
-      if (r + 1 < NR && !(ahead && r == 1)) add_all(dma, load(r + 1, c));
-      if (ahead && r == 0) add_all(dma, load(2, c));
-      if (r >= 1) add_all(dma, store(r - 1, c));
+      if (t + 1 < NR && !(ahead && t == 1)) add_all(dma, load(t + 1, c));
+      if (ahead && t == 0) add_all(dma, load(2, c));
+      if (t >= lag) add_all(dma, store(t - lag, c));
       add(interleave_ops(body, dma));
-      if (r + 1 < NR) add(widen_cmds(r + 1, c));
-      add(narrow_cmds(r, c));
-      // The region of round r - 1 is free for round r + 2 once everything that reads or
-      // writes it is done (its store, its sends, its reductions): a two-row VPU copy whose
-      // strided write covers the whole region waits for them in the scoreboard (WAR, WAW),
-      // and the tokens that lend the region to the chips sending here in round r + 2 read
-      // its row (RAW). No fence: the rest of the pipeline keeps flowing.
-      if (r >= 1 && r + 2 < NR && r + 2 >= kRegions) {
+      if (t + 1 < NR) add(widen_cmds(t + 1, c));
+      if (t + 1 >= lag) add(narrow_cmds(t + 1 - lag, c));  // its last slot is done
+      // The region of round q = t - lag (stored in this slot) is free for round q + regions
+      // once everything that reads or writes it is done (its store, its sends, its
+      // reductions): a two-row VPU copy whose strided write covers the whole region waits for
+      // them in the scoreboard (WAR, WAW), and the tokens that lend the region to the chips
+      // sending here in round q + regions read its row (RAW). No fence: the rest of the
+      // pipeline keeps flowing.
+      if (t >= lag && t - lag + nreg < NR) {
+        const std::size_t q = t - lag;
         VpuCmdArgs a;
         a.op = 4;  // VpuMax(x, x) == x: a copy
         a.x_mem = a.y_mem = a.dst_mem = Mem::kVmem;
-        a.x_row = a.y_row = a.dst_row = region(r - 1);
+        a.x_row = a.y_row = a.dst_row = region(q);
         a.dst_stride = region_rows - 1;
         a.rows = 2;
         ops.push_back(vpu_op(a, region_rows));
-        for (const auto& [src, d] : pairs[r + 2])
+        for (const auto& [src, d] : pairs[q + nreg])
           if (d == c) {
-            Op t;
-            t.kind = Op::kSend;
-            t.step = -1;
-            t.peer = src;
-            t.cmd = cmd_ici_send(Mem::kVmem, region(r - 1), 1, coord3(src), Mem::kVmem, token_row,
-                                 static_cast<uint32_t>(ctr.get(src, c, kToken)));
-            t.reads.push_back({region(r - 1), region(r - 1) + 1});
-            ops.push_back(t);
+            Op tk;
+            tk.kind = Op::kSend;
+            tk.step = -1;
+            tk.peer = src;
+            tk.cmd = cmd_ici_send(Mem::kVmem, region(q), 1, coord3(src), Mem::kVmem, token_row,
+                                  static_cast<uint32_t>(ctr.get(src, c, kToken)));
+            tk.reads.push_back({region(q), region(q) + 1});
+            ops.push_back(tk);
           }
       }
     }

@@ -125,6 +125,49 @@ TEST(PodAllReduce, RingOfFourF32SumIsBitExact) {
   EXPECT_GT(flits, 0u);
 }
 
+// An all-reduce in rounds issues round r's all-gather beside round r + 1's reduce-scatter
+// (docs/pod.md "Overlapped rounds"), or, asked not to, one round after the other: the same bits
+// either way (the rounds' plans are the same), and the order of the waits shows which ran.
+TEST(PodAllReduce, OverlappedRoundsGiveTheSameBits) {
+  for (const Topology& t : {Topology::torus({2, 2}), Topology::torus({4})}) {
+    for (DType d : {DType::kF32, DType::kBf16}) {
+      CppPodHost host(params(t));
+      PodDriver drv(host);
+      CollectiveSpec s;
+      s.algorithm = t.active_dims().size() >= 2 ? "torus" : "biring";
+      s.dtype = d;
+      s.n = 40 * drv.granule(d) * static_cast<std::size_t>(t.num_chips()) + 3;
+      for (bool overlap : {true, false}) {
+        SCOPED_TRACE(t.name() + " " + dtype_name(d) + (overlap ? " overlapped" : " serial"));
+        PodCollectiveOptions o;
+        o.rounds = 5;
+        o.block_rows = 16;
+        o.overlap_rounds = overlap;
+        const PodCollectiveRun r = check(drv, s, 11, o);
+        ASSERT_EQ(r.rounds.size(), 5u);
+        // Chip 0's waits: overlapped, some wait of round 1's first step comes before the last
+        // wait of round 0; serial, never.
+        CollectiveBuffers b;
+        for (int c = 0; c < t.num_chips(); ++c) {
+          b.in.push_back(0);
+          b.out.push_back(1 << 20);
+        }
+        const PodProgram pp = drv.compile(s, b, o);
+        const std::size_t S = pp.rounds[0].plan.steps.size();
+        std::size_t first_r1 = SIZE_MAX, last_r0 = 0;
+        for (std::size_t i = 0; i < pp.progs[0].size(); ++i) {
+          if (pp.progs[0][i].op() != ChipOp::kIciWait) continue;
+          const int st = pp.cmd_step[0][i];
+          if (st >= 0 && static_cast<std::size_t>(st) < S) last_r0 = i;
+          if (static_cast<std::size_t>(st) == S) first_r1 = std::min(first_r1, i);
+        }
+        ASSERT_NE(first_r1, SIZE_MAX);
+        EXPECT_EQ(first_r1 < last_r0, overlap) << first_r1 << " " << last_r0;
+      }
+    }
+  }
+}
+
 // A buffer far larger than VMEM (a 4x4 chip has 64 KiB) streams through it in rounds.
 TEST(PodAllReduce, BufferLargerThanVmemRunsInRounds) {
   CppPodHost host(params(Topology::torus({2, 2})));

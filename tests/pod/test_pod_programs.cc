@@ -70,7 +70,7 @@ class FakeHostPort final : public HostPort {
   MachineInfo info_;
 };
 
-uint32_t op_of(const ChipCmd& c) { return c.w[0] & 0xFu; }
+uint32_t op_of(const ChipCmd& c) { return static_cast<uint32_t>(c.op()); }
 uint32_t flags(const ChipCmd& c) { return (c.w[0] >> 4) & 0xFFFu; }
 uint32_t f1(const ChipCmd& c) { return c.w[0] >> 16; }
 uint32_t f2(const ChipCmd& c) { return c.w[1] & 0xFFFFu; }
@@ -157,6 +157,7 @@ struct Case {
   DType dtype;
   std::size_t n;
   std::size_t rounds;
+  bool overlap = true;  // PodCollectiveOptions::overlap_rounds
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -181,6 +182,7 @@ TEST_P(PodPrograms, EveryRemoteWriteIsWaitedForAndEveryAccessStaysInside) {
   }
   PodCollectiveOptions o;
   o.rounds = c.rounds;
+  o.overlap_rounds = c.overlap;
   o.vmem_base = 1000;  // beside a matmul's rows, as in the overlap bench
   o.vmem_rows = 6000;
   const PodProgram pp = drv.compile(s, b, o);
@@ -200,6 +202,9 @@ TEST_P(PodPrograms, EveryRemoteWriteIsWaitedForAndEveryAccessStaysInside) {
 INSTANTIATE_TEST_SUITE_P(Fake, PodPrograms,
                          ::testing::Values(Case{"t22_ar_f32_r5", Topology::torus({2, 2}),
                                                 Collective::kAllReduce, DType::kF32, 40000, 5},
+                                           Case{"t22_ar_f32_r5_serial", Topology::torus({2, 2}),
+                                                Collective::kAllReduce, DType::kF32, 40000, 5,
+                                                false},
                                            Case{"t44_ar_bf16_r4", Topology::torus({4, 4}),
                                                 Collective::kAllReduce, DType::kBf16, 30011, 4},
                                            Case{"ring8_rs_f32_r3", Topology::torus({8}),
