@@ -28,6 +28,7 @@ class Fma32Dut {
       : ctx_(std::make_unique<VerilatedContext>()), top_(std::make_unique<Vfma32>(ctx_.get())) {}
   ~Fma32Dut() { top_->final(); }
   uint32_t operator()(uint32_t a, uint32_t b, uint32_t c) {
+    top_->en_i = 1;
     top_->a_i = a;
     top_->b_i = b;
     top_->c_i = c;
