@@ -722,6 +722,20 @@ module tpu_chip
   assign hm_rsp_data_o  = ctrl_rsp[hsel].data;
   assign hm_rsp_ue_o    = ctrl_rsp[hsel].ue;
 
+  // The HBM timing and controller settings, held in registers as configuration registers are
+  // (loaded from the ports every cycle, no reset: hold the ports steady through reset and the
+  // run, as the harness does). Besides being what hardware does, this keeps the scheduler of
+  // every channel off the chip's input ports: a verilated model re-evaluates all logic that
+  // depends combinationally on a top-level input at every eval() (twice a cycle), and the
+  // timing values reach nearly every next-state equation of tpu_hbm_chan (~16% of a 16x16
+  // chip's simulation time before; docs/scale.md, "One core").
+  hbm_timing_t hbm_timing_q;
+  hbm_ctrl_cfg_t hbm_cfg_q;
+  always_ff @(posedge clk_i) begin
+    hbm_timing_q <= hbm_timing_i;
+    hbm_cfg_q <= hbm_cfg_i;
+  end
+
   hbm_ctr_t hbm_stat;
   logic [7:0] ecc_ce, ecc_ue;
   tpu_hbm_ctrl #(
@@ -731,8 +745,8 @@ module tpu_chip
   ) i_hbm_ctrl (
     .clk_i        (clk_i),
     .rst_ni       (rst_ni),
-    .timing_i     (hbm_timing_i),
-    .cfg_i        (hbm_cfg_i),
+    .timing_i     (hbm_timing_q),
+    .cfg_i        (hbm_cfg_q),
     .req_valid_i  (ctrl_req_valid),
     .req_ready_o  (ctrl_req_ready),
     .req_i        (ctrl_req),

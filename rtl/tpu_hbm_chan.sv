@@ -653,31 +653,40 @@ module tpu_hbm_chan
   // ---------------------------------------------------------------------------------------------
   // Statistics
   // ---------------------------------------------------------------------------------------------
-  hbm_ctr_t [HBM_NUM_STATS-1:0] stats_q, stats_d;
-  always_comb begin
+  hbm_ctr_t [HBM_NUM_STATS-1:0] stats_q;
+  // Counted at the clock edge (one process, not a next-state always_comb): the request handshake
+  // comes from the chip's host port, and a verilated model re-evaluates every always_comb that
+  // depends on a top-level input at each eval(), twice a cycle (docs/scale.md, "One core").
+  always_ff @(posedge clk_i or negedge rst_ni) begin : p_stats
+    hbm_ctr_t [HBM_NUM_STATS-1:0] stats_d;
     logic col_cmd;
-    col_cmd = (cmd_d.cmd == HbmRd) || (cmd_d.cmd == HbmWr);
-    stats_d = stats_q;
-    if (req_fire && !req_i.write) stats_d[StatRdReqs] += 1;
-    if (req_fire && req_i.write) stats_d[StatWrReqs] += 1;
-    if (req_fire && forward) stats_d[StatRdForwarded] += 1;
-    if (req_fire && req_i.write && merge) stats_d[StatWrMerged] += 1;
-    if (cmd_d.cmd == HbmRd) stats_d[StatRdBytes] += hbm_ctr_t'(HBM_BURST_BYTES);
-    if (cmd_d.cmd == HbmWr) stats_d[StatWrBytes] += hbm_ctr_t'(HBM_BURST_BYTES);
-    if (col_cmd && !fresh_q[cmd_bank]) stats_d[StatRowHits] += 1;
-    if (col_cmd && fresh_q[cmd_bank] && !confl_q[cmd_bank]) stats_d[StatRowMisses] += 1;
-    if (col_cmd && fresh_q[cmd_bank] && confl_q[cmd_bank]) stats_d[StatRowConflict] += 1;
-    if (cmd_d.cmd == HbmAct) stats_d[StatActs] += 1;
-    if (cmd_d.cmd == HbmPre || cmd_d.cmd == HbmPrea) stats_d[StatPres] += 1;
-    if (cmd_d.cmd == HbmRef) stats_d[StatRefreshes] += 1;
-    if (rvalid_i || wvalid_o) stats_d[StatBusBusy] += 1;
-    if (drain_d && !drain_q) stats_d[StatWrDrains] += 1;
-    stats_d[StatEccCe] += hbm_ctr_t'(ecc_ce_o);
-    stats_d[StatEccUe] += hbm_ctr_t'(ecc_ue_o);
-    if (rspq_push) begin
-      stats_d[StatLatSum] += hbm_ctr_t'(rd_lat);
-      stats_d[StatLatCount] += 1;
-      stats_d[32'(StatLatHist0)+hbm_lat_bucket(rd_lat)] += 1;
+    if (!rst_ni) begin
+      stats_q <= '0;
+    end else begin
+      col_cmd = (cmd_d.cmd == HbmRd) || (cmd_d.cmd == HbmWr);
+      stats_d = stats_q;
+      if (req_fire && !req_i.write) stats_d[StatRdReqs] += 1;
+      if (req_fire && req_i.write) stats_d[StatWrReqs] += 1;
+      if (req_fire && forward) stats_d[StatRdForwarded] += 1;
+      if (req_fire && req_i.write && merge) stats_d[StatWrMerged] += 1;
+      if (cmd_d.cmd == HbmRd) stats_d[StatRdBytes] += hbm_ctr_t'(HBM_BURST_BYTES);
+      if (cmd_d.cmd == HbmWr) stats_d[StatWrBytes] += hbm_ctr_t'(HBM_BURST_BYTES);
+      if (col_cmd && !fresh_q[cmd_bank]) stats_d[StatRowHits] += 1;
+      if (col_cmd && fresh_q[cmd_bank] && !confl_q[cmd_bank]) stats_d[StatRowMisses] += 1;
+      if (col_cmd && fresh_q[cmd_bank] && confl_q[cmd_bank]) stats_d[StatRowConflict] += 1;
+      if (cmd_d.cmd == HbmAct) stats_d[StatActs] += 1;
+      if (cmd_d.cmd == HbmPre || cmd_d.cmd == HbmPrea) stats_d[StatPres] += 1;
+      if (cmd_d.cmd == HbmRef) stats_d[StatRefreshes] += 1;
+      if (rvalid_i || wvalid_o) stats_d[StatBusBusy] += 1;
+      if (drain_d && !drain_q) stats_d[StatWrDrains] += 1;
+      stats_d[StatEccCe] += hbm_ctr_t'(ecc_ce_o);
+      stats_d[StatEccUe] += hbm_ctr_t'(ecc_ue_o);
+      if (rspq_push) begin
+        stats_d[StatLatSum] += hbm_ctr_t'(rd_lat);
+        stats_d[StatLatCount] += 1;
+        stats_d[32'(StatLatHist0)+hbm_lat_bucket(rd_lat)] += 1;
+      end
+      stats_q <= stats_d;
     end
   end
 
@@ -715,7 +724,6 @@ module tpu_hbm_chan
       sel_ack_q <= 1'b0;
       hold_q <= 1'b0;
       turn_ack_q <= 1'b0;
-      stats_q <= '0;
     end else begin
       wslot_busy_q <= wslot_busy_d;
       open_q <= open_d;
@@ -748,7 +756,6 @@ module tpu_hbm_chan
       sel_ack_q <= sel_ack;
       hold_q <= rsp_valid_o && !rsp_ready_i;
       if (rsp_valid_o && rsp_ready_i) turn_ack_q <= !sel_ack;
-      stats_q <= stats_d;
     end
   end
 

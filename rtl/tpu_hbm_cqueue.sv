@@ -24,22 +24,13 @@ module tpu_hbm_cqueue #(
   output logic                   empty_o
 );
 
-  entry_t [Depth-1:0] ent_q, ent_d;
+  entry_t [Depth-1:0] ent_q;
   logic [CntW-1:0] count_q, count_d;
 
   always_comb begin
-    ent_d = ent_q;
     count_d = count_q;
-    if (pop_i) begin
-      for (int unsigned i = 0; i + 1 < Depth; i++) begin
-        if (i >= 32'(pop_idx_i)) ent_d[i] = ent_q[i+1];
-      end
-      count_d = count_d - 1'b1;
-    end
-    if (push_i) begin
-      ent_d[count_d[IdxW-1:0]] = push_entry_i;
-      count_d = count_d + 1'b1;
-    end
+    if (pop_i) count_d = count_d - 1'b1;
+    if (push_i) count_d = count_d + 1'b1;
   end
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
@@ -50,9 +41,19 @@ module tpu_hbm_cqueue #(
     end
   end
 
-  // Entries need no reset: only the first count_q are ever looked at.
+  // Entries need no reset: only the first count_q are ever looked at. The shift and the append
+  // are worked out here, at the clock edge, rather than as a next-state vector in an always_comb:
+  // the pushed entry comes from the chip's host port (a top-level input), and a verilated model
+  // re-evaluates all logic that depends on a top-level input at every eval(), twice a cycle, so
+  // a combinational next state of all Depth entries cost that much each time (docs/scale.md,
+  // "One core"). The registers and their values are the same.
   always_ff @(posedge clk_i) begin
-    ent_q <= ent_d;
+    if (pop_i) begin
+      for (int unsigned i = 0; i + 1 < Depth; i++) begin
+        if (i >= 32'(pop_idx_i)) ent_q[i] <= ent_q[i+1];
+      end
+    end
+    if (push_i) ent_q[IdxW'(count_q - CntW'(pop_i))] <= push_entry_i;
   end
 
   always_comb begin

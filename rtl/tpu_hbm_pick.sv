@@ -37,48 +37,63 @@ module tpu_hbm_pick
   logic head_rdy;
   logic [HBM_BANKS-1:0] hit_pending;
 
+  // An empty queue offers nothing: every output is 0, and the scans are skipped (a simulator
+  // then does no per-entry work in the cycles a channel idles; docs/scale.md, "One core").
+  logic any_valid;
+  assign any_valid = (valid_i != '0);
+
   always_comb begin
     hit_pending = '0;
-    for (int unsigned i = 0; i < Depth; i++) begin
-      hit[i] = valid_i[i] && open_i[bank_i[i]] && (open_row_i[bank_i[i]] == row_i[i]);
-      if (hit[i]) hit_pending[bank_i[i]] = 1'b1;
+    hit = '0;
+    if (any_valid) begin
+      for (int unsigned i = 0; i < Depth; i++) begin
+        hit[i] = valid_i[i] && open_i[bank_i[i]] && (open_row_i[bank_i[i]] == row_i[i]);
+        if (hit[i]) hit_pending[bank_i[i]] = 1'b1;
+      end
     end
   end
 
   always_comb begin
+    logic allowed;
+    allowed = 1'b0;
     col_found_o = 1'b0;
     col_idx_o = '0;
     row_found_o = 1'b0;
     row_idx_o = '0;
     row_is_act_o = 1'b0;
-    for (int unsigned i = 0; i < Depth; i++) begin
-      logic allowed;
-      allowed = valid_i[i] && (!head_first_i || i == 0 || bank_i[i] != bank_i[0]);
-      col_rdy[i] = allowed && hit[i] && can_col_i[bank_i[i]];
-      act_rdy[i] = allowed && !open_i[bank_i[i]] && can_act_i[bank_i[i]];
-      pre_rdy[i] = allowed && open_i[bank_i[i]] && !hit[i] && can_pre_i[bank_i[i]] &&
-                   (!hit_pending[bank_i[i]] || (head_first_i && i == 0));
-    end
-    head_rdy = col_rdy[0] || act_rdy[0] || pre_rdy[0];
-    // Priority encoders, oldest (lowest index) first: scan downwards so the lowest wins.
-    for (int i = int'(Depth) - 1; i >= 0; i--) begin
-      if (col_rdy[i]) begin
-        col_found_o = 1'b1;
-        col_idx_o = IdxW'(i);
+    col_rdy = '0;
+    act_rdy = '0;
+    pre_rdy = '0;
+    head_rdy = 1'b0;
+    if (any_valid) begin
+      for (int unsigned i = 0; i < Depth; i++) begin
+        allowed = valid_i[i] && (!head_first_i || i == 0 || bank_i[i] != bank_i[0]);
+        col_rdy[i] = allowed && hit[i] && can_col_i[bank_i[i]];
+        act_rdy[i] = allowed && !open_i[bank_i[i]] && can_act_i[bank_i[i]];
+        pre_rdy[i] = allowed && open_i[bank_i[i]] && !hit[i] && can_pre_i[bank_i[i]] &&
+                     (!hit_pending[bank_i[i]] || (head_first_i && i == 0));
       end
-      if (act_rdy[i] || pre_rdy[i]) begin
-        row_found_o = 1'b1;
-        row_idx_o = IdxW'(i);
-        row_is_act_o = act_rdy[i];
+      head_rdy = col_rdy[0] || act_rdy[0] || pre_rdy[0];
+      // Priority encoders, oldest (lowest index) first: scan downwards so the lowest wins.
+      for (int i = int'(Depth) - 1; i >= 0; i--) begin
+        if (col_rdy[i]) begin
+          col_found_o = 1'b1;
+          col_idx_o = IdxW'(i);
+        end
+        if (act_rdy[i] || pre_rdy[i]) begin
+          row_found_o = 1'b1;
+          row_idx_o = IdxW'(i);
+          row_is_act_o = act_rdy[i];
+        end
       end
-    end
-    // A starved head with a ready command: offer nothing else.
-    if (head_first_i && head_rdy) begin
-      col_found_o = col_rdy[0];
-      col_idx_o = '0;
-      row_found_o = !col_rdy[0];
-      row_idx_o = '0;
-      row_is_act_o = act_rdy[0];
+      // A starved head with a ready command: offer nothing else.
+      if (head_first_i && head_rdy) begin
+        col_found_o = col_rdy[0];
+        col_idx_o = '0;
+        row_found_o = !col_rdy[0];
+        row_idx_o = '0;
+        row_is_act_o = act_rdy[0];
+      end
     end
   end
 

@@ -8,9 +8,13 @@
 // XOR tree per output bit: crc = (XOR of the columns of the set data bits) ^ crc(0), the columns
 // and crc(0) worked out at elaboration. Used by the ICI link layer (tpu_ici_link_tx/_rx) for the
 // flit words and the control words of a link.
+// `en_i` low: crc_o is 0 and nothing is computed. A user that looks at the CRC only beside a
+// valid word passes that valid here, so a simulator skips the XOR trees (a 524-bit flit's CRC is
+// ~550 word operations) in the cycles the link carries nothing (docs/scale.md, "One core").
 module tpu_ici_crc #(
   parameter int unsigned Width = 64
 ) (
+  input  logic             en_i,
   input  logic [Width-1:0] data_i,
   output logic [31:0]      crc_o
 );
@@ -48,13 +52,22 @@ module tpu_ici_crc #(
   localparam cols_t       COLS = crc_cols();
   localparam logic [31:0] ZERO = crc_zero();
 
+  // Column masks per output bit: bit i of MASKS[j] is bit j of column i.
+  typedef logic [31:0][Width-1:0] masks_t;
+  function automatic masks_t crc_masks();
+    masks_t m;
+    for (int unsigned j = 0; j < 32; j++)
+      for (int unsigned i = 0; i < Width; i++) m[j][i] = COLS[i][j];
+    return m;
+  endfunction
+  localparam masks_t MASKS = crc_masks();
+
   // Output bit j: the parity of the data bits whose column has bit j set.
-  for (genvar j = 0; j < 32; j++) begin : gen_bit
-    logic [Width-1:0] mask;
-    for (genvar i = 0; i < Width; i++) begin : gen_mask
-      assign mask[i] = COLS[i][j];
+  always_comb begin
+    crc_o = '0;
+    if (en_i) begin
+      for (int unsigned j = 0; j < 32; j++) crc_o[j] = ^(data_i & MASKS[j]) ^ ZERO[j];
     end
-    assign crc_o[j] = ^(data_i & mask) ^ ZERO[j];
   end
 
 endmodule

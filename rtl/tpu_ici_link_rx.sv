@@ -67,6 +67,7 @@ module tpu_ici_link_rx
   tpu_ici_crc #(
     .Width(SeqW + VcW + $bits(flit_t))
   ) i_flit_crc (
+    .en_i  (w_valid_i),  // the CRC is only compared beside a valid word
     .data_i({w_seq_i, w_vc_i, w_flit_i}),
     .crc_o (crc)
   );
@@ -117,6 +118,7 @@ module tpu_ici_link_rx
   tpu_ici_crc #(
     .Width(CtlW)
   ) i_ctl_crc (
+    .en_i  (1'b1),
     .data_i(c_ctl_o),
     .crc_o (c_crc_o)
   );

@@ -99,6 +99,7 @@ module tpu_ici_link_tx
   tpu_ici_crc #(
     .Width(CtlW)
   ) i_ctl_crc (
+    .en_i  (c_valid_i),  // compared only beside a valid control word
     .data_i(c_ctl_i),
     .crc_o (ctl_crc)
   );
@@ -129,6 +130,7 @@ module tpu_ici_link_tx
   tpu_ici_crc #(
     .Width(SeqW + VcW + $bits(flit_t))
   ) i_flit_crc (
+    .en_i  (send),  // w_crc_o is 0 while no word goes out
     .data_i({snd_q, out_e.vc, out_e.flit}),
     .crc_o (w_crc_o)
   );

@@ -188,21 +188,45 @@ module tpu_mxu #(
     end
   end
 
+  // Beats in flight: enabled cycles since the last accepted beat, saturating at LiveMax. A beat
+  // has left the cells Latency enabled cycles after it was accepted; from then on the cells
+  // hold values no beat will meet (a new beat reaches each cell through its own skew line and
+  // its own cells), so they stop: no MACs are evaluated while the array idles (collectives,
+  // DMA- or VPU-only programs; docs/scale.md, "One core"). Results and cycles are unchanged.
+  localparam int unsigned LiveMax = Latency + 1;
+  localparam int unsigned LiveW   = tpu_pkg::idx_width(LiveMax + 1);
+  logic [LiveW-1:0] live_q;
+  logic             live;
+  assign live = 32'(live_q) < LiveMax;
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) live_q <= LiveW'(LiveMax);
+    else if (a_fire) live_q <= '0;
+    else if (en && live) live_q <= live_q + 1'b1;
+  end
+
   // The cells read registers only, so a simulator evaluates them once per clock edge, not again
   // whenever an input of the array changes (keep input-dependent logic out of this block).
   always_comb begin
     act_t          a_in;
     tpu_pkg::f32_t p_in;
-    for (int unsigned i = 0; i < Rows; i++) begin
-      for (int unsigned j = 0; j < Cols; j++) begin
-        if (j == 0) a_in = askew_q[i][i];
-        else        a_in = '{sel: sel_q[i][j-1], a: a_q[i][j-1]};
-        if (i == 0) p_in = tskew_q[j][j];
-        else        p_in = psum_q[i-1][j];
-        a_d[i][j]    = a_in.a;
-        sel_d[i][j]  = a_in.sel;
-        psum_d[i][j] = tpu_mac_pkg::mac(a_in.a, wgt_q[32'(a_in.sel) * Rows + i][j], p_in);
+    a_in = '0;
+    p_in = '0;
+    if (live) begin
+      for (int unsigned i = 0; i < Rows; i++) begin
+        for (int unsigned j = 0; j < Cols; j++) begin
+          if (j == 0) a_in = askew_q[i][i];
+          else        a_in = '{sel: sel_q[i][j-1], a: a_q[i][j-1]};
+          if (i == 0) p_in = tskew_q[j][j];
+          else        p_in = psum_q[i-1][j];
+          a_d[i][j]    = a_in.a;
+          sel_d[i][j]  = a_in.sel;
+          psum_d[i][j] = tpu_mac_pkg::mac(a_in.a, wgt_q[32'(a_in.sel) * Rows + i][j], p_in);
+        end
       end
+    end else begin
+      a_d    = a_q;
+      sel_d  = sel_q;
+      psum_d = psum_q;
     end
   end
 
@@ -229,7 +253,7 @@ module tpu_mxu #(
   end
 
   always_ff @(posedge clk_i) begin
-    if (en) begin
+    if (en && live) begin
       a_q    <= a_d;
       sel_q  <= sel_d;
       psum_q <= psum_d;

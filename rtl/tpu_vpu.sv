@@ -64,6 +64,7 @@ module tpu_vpu
 
   for (genvar l = 0; l < Lanes; l++) begin : gen_lane
     tpu_vpu_lane i_lane (
+      .en_i      (in_valid_i),  // results are only taken with a beat: idle lanes compute nothing
       .op_i      (in_op_i),
       .src_bf16_i(in_src_bf16_i),
       .dst_bf16_i(in_dst_bf16_i),
@@ -99,6 +100,7 @@ module tpu_vpu
   tpu_vpu_tree #(
     .Lanes(Lanes)
   ) i_tree (
+    .en_i    (in_valid_i && in_red && in_last_i),  // the root is only taken then
     .max_i   (in_op_i == VpuRedMax),
     .leaves_i(lane_acc),
     .root_o  (red_root)

@@ -9,6 +9,8 @@ module tpu_vpu_lane
   import tpu_pkg::*;
   import tpu_vpu_pkg::*;
 (
+  input  logic       en_i,        // a beat is presented: compute (else the FMA idles, res_o/acc_o
+                                  // are don't-care)
   input  vpu_op_e    op_i,
   input  logic [2:0] src_bf16_i,  // {z, y, x}: the operand holds bf16 in bits [15:0]
   input  logic       dst_bf16_i,  // round the result to bf16, in bits [15:0]
@@ -59,6 +61,7 @@ module tpu_vpu_lane
   end
 
   tpu_fma32 i_fma (
+    .en_i(en_i),
     .a_i(fma_a),
     .b_i(fma_b),
     .c_i(fma_c),

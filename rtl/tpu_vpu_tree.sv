@@ -11,6 +11,7 @@ module tpu_vpu_tree
 #(
   parameter int unsigned Lanes = 8
 ) (
+  input  logic             en_i,      // the root is used this cycle (else don't-care)
   input  logic             max_i,     // 1: maximum, 0: sum
   input  f32_t [Lanes-1:0] leaves_i,
   output f32_t             root_o
@@ -33,6 +34,7 @@ module tpu_vpu_tree
         assign l = gen_level[k-1].v[2*i];
         assign r = gen_level[k-1].v[2*i+1];
         tpu_fma32 i_add (
+          .en_i(en_i && !max_i),  // the sums idle unless a sum's root is used
           .a_i(l),
           .b_i(F32_ONE),
           .c_i(r),

@@ -1,10 +1,14 @@
 // bench_chip: matmul on the whole chip (HBM, DMA, sequencer, MXU, VPU): cycles, roofline bound
 // (max of compute cycles and HBM bytes / peak bytes per cycle) and the achieved fraction, as a JSON
 // array on stdout (one report per case, sw/common/report.h) and each case's summary on stderr.
-//   bench_chip [--variant 16x16] [--shapes square,wide,skinny,skinny16,dma] [--small]
+//   bench_chip [--variant 16x16] [--shapes square,wide,skinny,skinny16,dma,speed] [--small]
 // square 512^3, wide 1024 x 256 x 1024, skinny 8 x 512 x 512, skinny16 16 x 512 x 512 (--small
 // divides K, N and the square/wide M by 4; the skinny M stays). Shapes are named exactly,
 // separated by commas.
+// Every matmul reports chip_cycles_per_second: the program's chip cycles over the host time of
+// the whole matmul call (copies in and out included, so a little below the model's pure rate).
+// speed (not in the default list): a fixed 256^3 matmul whose chip_cycles_per_second is the
+// one-core simulation speed of the chip (docs/scale.md, "One core"); --small does not change it.
 // Each matmul also reports weight_load_cycles: the cycles the array's weight port took a beat
 // (docs/mxu.md: the rows of a tile load a few per beat), a bound beside the roofline for M < R.
 // dma: one DMA command filling (then emptying) the whole VMEM with bf16 rows from a contiguous
@@ -55,9 +59,10 @@ static int run(const tpu::Opts& opt) {
   chip_shape(variant);  // an unknown or unbuilt variant: std::invalid_argument, exit 2
   std::set<std::string> wanted;
   for (const std::string& sh : parse_list("--shapes", shapes)) {
-    if (sh != "dma" && sh != "square" && sh != "wide" && sh != "skinny" && sh != "skinny16")
+    if (sh != "dma" && sh != "square" && sh != "wide" && sh != "skinny" && sh != "skinny16" &&
+        sh != "speed")
       throw std::invalid_argument("--shapes: unknown shape '" + sh +
-                                  "' (dma, square, wide, skinny, skinny16)");
+                                  "' (dma, square, wide, skinny, skinny16, speed)");
     wanted.insert(sh);
   }
   struct Shape { const char* name; std::size_t m, k, n; };
@@ -114,7 +119,8 @@ static int run(const tpu::Opts& opt) {
   const Shape all[] = {{"square", 512 / d, 512 / d, 512 / d},
                        {"wide", 1024 / d, 256 / d, 1024 / d},
                        {"skinny", 8, 512 / d, 512 / d},
-                       {"skinny16", 16, 512 / d, 512 / d}};
+                       {"skinny16", 16, 512 / d, 512 / d},
+                       {"speed", 256, 256, 256}};
   for (const Shape& s : all) {
     if (!wanted.count(s.name)) continue;
     ChipDriver drv(variant);
@@ -156,6 +162,9 @@ static int run(const tpu::Opts& opt) {
     report_profile(rep, {r.prog.delta}, r.prog.cycles, matmul_useful_macs(s.m, s.k, s.n),
                    peak_macs_per_cycle(drv.shape().rows, drv.shape().cols));
     rep.metric("wall_seconds", wall, "s", "host time of the matmul");
+    rep.metric("chip_cycles_per_second",
+               wall > 0 ? static_cast<double>(r.prog.cycles) / wall : 0.0, "cycles/s",
+               "chip cycles of the program per host second of the matmul (one core)", true);
     out.add(rep);
   }
   return 0;
@@ -165,6 +174,8 @@ int main(int argc, char** argv) {
   tpu::CliSpec spec;
   spec.valued = {"--variant", "--shapes"};
   spec.flags = {"--small"};
-  spec.usage = "usage: bench_chip [--variant 16x16] [--shapes dma,square,wide,skinny,skinny16] [--small]\n";
+  spec.usage =
+      "usage: bench_chip [--variant 16x16] [--shapes dma,square,wide,skinny,skinny16,speed] "
+      "[--small]\n";
   return tpu::bench_cli("bench_chip", argc, argv, spec, run);
 }

@@ -12,6 +12,7 @@ module ici_crc_tb_top (
   tpu_ici_crc #(
     .Width(72)
   ) i_crc72 (
+    .en_i  (1'b1),
     .data_i(d72_i),
     .crc_o (crc72_o)
   );
@@ -19,6 +20,7 @@ module ici_crc_tb_top (
   tpu_ici_crc #(
     .Width(140)
   ) i_crc140 (
+    .en_i  (1'b1),
     .data_i(d140_i),
     .crc_o (crc140_o)
   );

@@ -27,7 +27,8 @@ class Fma32Dut {
   Fma32Dut()
       : ctx_(std::make_unique<VerilatedContext>()), top_(std::make_unique<Vfma32>(ctx_.get())) {}
   ~Fma32Dut() { top_->final(); }
-  uint32_t operator()(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t operator()(uint32_t a, uint32_t b, uint32_t c, bool en = true) {
+    top_->en_i = en;
     top_->a_i = a;
     top_->b_i = b;
     top_->c_i = c;
@@ -267,6 +268,15 @@ TEST_F(Fma32Test, DerivedAddAndMulMatchHost) {
     }
   }
   EXPECT_EQ(bad, 0u);
+}
+
+// en_i low: the unit computes nothing and shows 0 (the VPU's idle lanes); high again, the
+// result of the same operands.
+TEST_F(Fma32Test, DisabledShowsZeroThenComputes) {
+  const uint32_t a = 0x40400000, b = 0x40000000, c = 0x3F800000;  // 3 * 2 + 1
+  EXPECT_EQ(dut_(a, b, c, false), 0u);
+  EXPECT_EQ(dut_(0x7FC00000, b, c, false), 0u);
+  EXPECT_EQ(dut_(a, b, c), 0x40E00000u);  // 7.0
 }
 
 }  // namespace
