@@ -33,12 +33,13 @@ tpu_install_deps() {
 }
 
 # Configures and builds with the given preset (default: "default").
-tpu_build() {
+tpu_build() {  # tpu_build PRESET [cmake --build options, e.g. --target T]
   local preset=${1:-default}
+  shift || true
   local jobs
   jobs=$(nproc 2>/dev/null || echo 2)
   # Paths relative to the checkout, so a fresh clone elsewhere still hits the ccache.
   export CCACHE_BASEDIR="$PWD"
   cmake --preset "$preset" >/dev/null
-  cmake --build --preset "$preset" -j "$jobs"
+  cmake --build --preset "$preset" -j "$jobs" "$@"
 }
