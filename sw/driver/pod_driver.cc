@@ -926,7 +926,8 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
         for (const Op& op : at(r, c).ops)
           if (op.slot == static_cast<int>(t)) {
             body.push_back(op);
-            if (op.kind == Op::kSend && r >= nreg) body.back().reads.push_back(token_range(r, op.peer));
+            if (op.kind == Op::kSend && r >= nreg)
+              body.back().reads.push_back(token_range(r, op.peer));
           }
       std::stable_sort(body.begin(), body.end(), [](const Op& x, const Op& y) {
         return std::tie(x.step, x.phase, x.block) < std::tie(y.step, y.phase, y.block);
