@@ -261,18 +261,22 @@ Report speed_case(const char* self, const std::string& shape, const std::string&
 }
 
 // Threads (plain C++ stepping): the same job on 1 thread and on `n`, in one process; the same
-// cycles are required (the engine is exact), the speed-up is the ratio of the wall times.
+// cycles are required (the engine is exact), the speed-up is the ratio of the wall times. Each
+// runs three times, alternating, and keeps its fastest: a single short run scattered by 2x
+// (1 thread: 740..1400 pod-cycles/s on an idle machine).
 Report threads_case(const std::string& shape, const std::string& variant, unsigned n) {
   const Topology topo = parse_topo(shape);
   const CollectiveSpec s = speed_spec(variant);
   Speed run[2];
-  for (int k = 0; k < 2; ++k) {
+  for (int rep = 0; rep < 6; ++rep) {
+    const int k = rep % 2;
     PodParams pp = make_params(topo, variant);
     pp.threads = k == 0 ? 1 : n;
     CppPodHost host(pp);
     CollectiveSpec sg = s;
     sg.granule = PodDriver(host).granule(s.dtype);
-    run[k] = speed_run(host, s, inputs(make_plan(topo, sg)));
+    const Speed r = speed_run(host, s, inputs(make_plan(topo, sg)));
+    if (rep < 2 || r.wall < run[k].wall) run[k] = r;
   }
   Report rep("threads: all-reduce of " + std::to_string(s.n) + " f32 with host copies on " +
              topo.name() + " of " + variant + " chips, 1 thread against " + std::to_string(n));
