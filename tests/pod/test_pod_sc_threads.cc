@@ -10,6 +10,7 @@
 #include "pod.h"
 #include "pod_driver.h"
 #include "pod_sc.h"
+#include "sc_chip_error.h"
 #include "tpu/bf16.h"
 
 namespace tpu {
@@ -66,18 +67,7 @@ TEST(PodSystemCThreads, SameBitsAndCyclesAsOneCppThread) {
   }
 
   // Chip 7 is on the last worker's slab: its error stops the job, named.
-  try {
-    pod.run([&](HostPort& h) {
-      h.push(7, {cmd_nop(), ChipCmd::make(static_cast<ChipOp>(12), 0, 0, 0, 0, 0, 0)});
-      h.push(0, {cmd_ici_wait(0, 1)});  // would wait forever
-      h.run_until_idle(100000);
-    });
-    FAIL() << "no error";
-  } catch (const ChipError& e) {
-    EXPECT_EQ(e.chip(), 7);
-    EXPECT_EQ(e.code(), 1u);
-    EXPECT_NE(std::string(e.what()).find("illegal_opcode"), std::string::npos) << e.what();
-  }
+  expect_chip_error_stops_the_job(pod, 7, 0);
 }
 
 }  // namespace
