@@ -89,29 +89,46 @@ void add_collective(Report& rep, const MachineInfo& mi, const CollectiveSpec& s,
   rep.set_golden(mismatches == 0, outputs, mismatches);
 }
 
-// A collective alone: buffers loaded by the backdoor, the programs, the outputs checked.
-Report collective_case(const std::string& name, const Topology& topo, CollectiveSpec s,
-                       double target) {
-  CppPodHost host(make_params(topo));
+// One collective on a pod of `p`: buffers loaded by the backdoor, the programs run, the outputs
+// checked bit for bit against the golden of the driver's rounds.
+struct CheckedRun {
+  MachineInfo info;
+  PodCollectiveRun run;
+  std::size_t outputs = 0, mismatches = 0;
+  std::vector<LinkStat> links;  // the link layer's counters after the run
+  double wall = 0.0;
+};
+
+CheckedRun checked_collective(const PodParams& p, const CollectiveSpec& s) {
+  CppPodHost host(p);
   PodDriver drv(host);
   CollectiveSpec sg = s;
   sg.granule = drv.granule(s.dtype);
-  const auto in = inputs(make_plan(topo, sg));
+  const auto in = inputs(make_plan(p.topo, sg));
   PodCollectiveOptions o;
   o.backdoor = true;
+  CheckedRun c;
+  c.info = host.info();
   const auto t0 = std::chrono::steady_clock::now();
-  const PodCollectiveRun r = drv.run(s, in, o);
-  const double wall = seconds_since(t0);
-  const auto want = golden_collective(r.rounds, in);
-  std::size_t bad = 0, outputs = 0;
-  for (std::size_t c = 0; c < want.size(); ++c) {
-    outputs += want[c].size();
-    for (std::size_t i = 0; i < want[c].size(); ++i) bad += r.out[c][i] != want[c][i];
+  c.run = drv.run(s, in, o);
+  c.wall = seconds_since(t0);
+  const auto want = golden_collective(c.run.rounds, in);
+  for (std::size_t k = 0; k < want.size(); ++k) {
+    c.outputs += want[k].size();
+    for (std::size_t i = 0; i < want[k].size(); ++i) c.mismatches += c.run.out[k][i] != want[k][i];
   }
+  c.links = host.link_stats();
+  return c;
+}
+
+// A collective alone, fault-free.
+Report collective_case(const std::string& name, const Topology& topo, CollectiveSpec s,
+                       double target) {
+  const CheckedRun c = checked_collective(make_params(topo), s);
   Report rep(name);
   rep.field("bench", name);
-  add_collective(rep, host.info(), s, r, outputs, bad, target);
-  rep.metric("wall_seconds", wall, "s", "host time");
+  add_collective(rep, c.info, s, c.run, c.outputs, c.mismatches, target);
+  rep.metric("wall_seconds", c.wall, "s", "host time");
   return rep;
 }
 
@@ -120,6 +137,55 @@ CollectiveSpec allreduce(std::size_t bytes, const std::string& algo) {
   s.n = bytes / 4;
   s.algorithm = algo;
   return s;
+}
+
+// The all-reduce of a 4x4 torus, 1 MiB per chip, with bit errors on every link at 1e-7, 1e-6
+// and 1e-5 per bit (seeded), against the same run without faults: every run bit-exact; the
+// fraction of the bound at 1e-7 within 5% of the fault-free one (issue 13's target), the others
+// reported with the link layer's counters (docs/reliability.md).
+Report faults_case() {
+  const Topology topo = Topology::torus({4, 4});
+  const CollectiveSpec s = allreduce(1 << 20, "torus");
+  Report rep("faults");
+  rep.field("bench", "faults").field("topology", topo.name());
+  std::size_t outputs = 0, bad = 0;
+  double clean = 0.0;
+  for (const double ber : {0.0, 1e-7, 1e-6, 1e-5}) {
+    PodParams p = make_params(topo);
+    if (ber > 0) {
+      p.faults.seed = 11;
+      p.faults.link_bit_error_rate = ber;
+    }
+    const CheckedRun c = checked_collective(p, s);
+    outputs += c.outputs;
+    bad += c.mismatches;
+    const CollectiveBound b = bound_of(c.info, s.collective, s.group_dims, static_cast<double>(s.n) * 4.0);
+    const double frac = b.ici_cycles / static_cast<double>(c.run.collective_cycles);
+    uint64_t crc = 0, replays = 0, replayed = 0, down = 0;
+    for (const LinkStat& l : c.links) {
+      crc += l.crc_errors;
+      replays += l.replays;
+      replayed += l.replayed_flits;
+      down += l.link_down;
+    }
+    char key[32];
+    std::snprintf(key, sizeof key, "ber_%g", ber);
+    ReportGroup& g = rep.group(ber > 0 ? key : "fault_free");
+    g.metric("bit_error_rate", ber, "1/bit", "per bit on every link");
+    g.set_cycles(c.run.collective_cycles, b.ici_cycles);
+    g.metric("crc_errors", crc, "", "flits or control words that failed their CRC, all links");
+    g.metric("replays", replays, "", "go-back-N replays, all links");
+    g.metric("replayed_flits", replayed, "", "flits sent again, all links");
+    g.metric("link_down", down, "", "links declared down");
+    if (ber == 0.0) clean = frac;
+    if (ber == 1e-7) {
+      rep.metric("ratio_at_1e-7", clean > 0 ? frac / clean : 0.0, "fraction",
+                 "fraction of the bound at 1e-7 / without faults", true);
+      rep.metric("target_ratio", 0.95, "fraction", "what the issue asks: within 5%");
+    }
+  }
+  rep.set_golden(bad == 0, outputs, bad);
+  return rep;
 }
 
 // A 1 MiB all-reduce and an independent matmul on every chip, alone and side by side: the
@@ -347,6 +413,8 @@ std::vector<Case> cases() {
        [](const char*) {
          return collective_case("small4x4", Topology::torus({4, 4}), allreduce(4096, "torus"), 0.5);
        }},
+      {"faults", "4x4 all-reduce, 1 MiB, link bit errors at 1e-7, 1e-6, 1e-5 (target 0.95 at 1e-7)",
+       [](const char*) { return faults_case(); }},
       {"overlap", "1 MiB all-reduce overlapped with a matmul on every chip of a 2x2 (target 1.10)",
        [](const char*) {
          return overlap_case(Topology::torus({2, 2}));
