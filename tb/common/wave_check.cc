@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -13,13 +12,12 @@ namespace tpu {
 std::vector<std::string> gtkw_signals(const std::string& gtkw_path) {
   std::ifstream in(gtkw_path);
   if (!in) throw std::runtime_error(gtkw_path + ": cannot open");
-  static const std::regex range(R"(\[[0-9]+:[0-9]+\]$)");
   std::vector<std::string> out;
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty() || line[0] == '[' || line[0] == '@' || line[0] == '-' || line[0] == '*')
       continue;
-    out.push_back(std::regex_replace(line, range, ""));
+    out.push_back(line);
   }
   return out;
 }
@@ -43,17 +41,25 @@ std::vector<std::string> fst_signals(const std::string& fst_path) {
     } else if (tok == "$upscope") {
       if (!scope.empty()) scope.pop_back();
     } else if (tok == "$var") {
-      std::string kind, width, id, name;
-      ss >> kind >> width >> id >> name;
+      // "$var wire 16 # t_cl_i [15:0] $end": the range, when there is one, stays on the name.
+      std::string kind, width, id, name, range;
+      ss >> kind >> width >> id >> name >> range;
       std::string full;
       for (const auto& s : scope) full += s + ".";
-      out.push_back(full + name);
+      out.push_back(full + name + (range.rfind("[", 0) == 0 ? range : ""));
     } else if (tok == "$enddefinitions") {
       break;  // the value changes are not needed
     }
   }
   if (out.empty()) throw std::runtime_error(fst_path + ": fst2vcd found no signals");
   return out;
+}
+
+std::string without_range(const std::string& name) {
+  if (name.empty() || name.back() != ']') return name;
+  const auto open = name.rfind('[');
+  if (open == std::string::npos || name.find(':', open) == std::string::npos) return name;
+  return name.substr(0, open);
 }
 
 std::vector<std::string> missing_signals(const std::vector<std::string>& wanted,

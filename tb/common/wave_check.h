@@ -6,15 +6,19 @@
 
 namespace tpu {
 
-// Signal names a .gtkw file shows, with any trailing bit range ("[15:0]") removed.
+// Signal names a .gtkw file shows, each with its bit range when it has one ("TOP.x.err_o[7:0]").
 std::vector<std::string> gtkw_signals(const std::string& gtkw_path);
 
-// Every variable of an FST dump as "scope.sub.name" (array indices kept), read through
-// gtkwave's fst2vcd. Throws std::runtime_error if fst2vcd is missing or fails.
+// Every variable of an FST dump as "scope.sub.name" with its bit range when it has one
+// ("TOP.x.err_o[7:0]": a .gtkw that shows err_o[3:0] or err_o is missing it; array indices
+// kept), read through gtkwave's fst2vcd. Throws std::runtime_error if fst2vcd is missing or fails.
 std::vector<std::string> fst_signals(const std::string& fst_path);
 
 // True when fst2vcd can be run.
 bool have_fst2vcd();
+
+// name without a trailing bit range: "TOP.x.err_o[7:0]" -> "TOP.x.err_o" (array indices kept).
+std::string without_range(const std::string& name);
 
 // The names in `wanted` that are not in `present`.
 std::vector<std::string> missing_signals(const std::vector<std::string>& wanted,

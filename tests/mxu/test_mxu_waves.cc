@@ -1,4 +1,6 @@
-// waves/mxu.gtkw opens on a real dump: every signal it names is in the FST the harness writes.
+// waves/mxu.gtkw opens on a real dump: every signal it names is in the FST the harness writes,
+// with its bit range on the 4x4 variant the file is written for, by name on the others (their
+// vectors are wider).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -27,9 +29,13 @@ TEST_P(MxuWaves, GtkwSignalsArePresentInADump) {
     std::vector<bf16_t> a(sh.m * sh.k, 0x3F80), w(sh.k * sh.n, 0x4000);
     ASSERT_TRUE(run_matmul(*dut, sh, a, w, nullptr).completed);
   }  // the dump is closed here
-  const auto wanted = gtkw_signals(std::string(TPU_SOURCE_DIR) + "/waves/mxu.gtkw");
+  auto wanted = gtkw_signals(std::string(TPU_SOURCE_DIR) + "/waves/mxu.gtkw");
   ASSERT_GT(wanted.size(), 30u);
-  const auto present = fst_signals(fst);
+  auto present = fst_signals(fst);
+  if (GetParam() != "4x4") {
+    for (auto& w : wanted) w = without_range(w);
+    for (auto& p : present) p = without_range(p);
+  }
   const auto miss = missing_signals(wanted, present);
   std::string list;
   for (const auto& m : miss) list += "\n  " + m;
