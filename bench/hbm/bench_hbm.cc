@@ -242,7 +242,7 @@ int run(const Opts& o) {
   rep.metric("assertion_failures", fails, "", "RTL assertion failures, every run", true);
 
   std::fputs(rep.summary().c_str(), stderr);
-  std::fputs((Json::array().push_back(rep.json()).dump(2) + "\n").c_str(), stdout);
+  std::fputs((Json::array({rep.json()}).dump(2) + "\n").c_str(), stdout);
   return (viol + fails) == 0 ? 0 : 1;
 }
 

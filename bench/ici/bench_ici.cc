@@ -211,7 +211,7 @@ int run(const Opts& o) {
   out.field("runs", std::move(runs));
   out.metric("assert_failures", asserts, "", "RTL assertion failures over every run", true);
   std::fputs(out.summary().c_str(), stderr);
-  std::fputs((Json::array().push_back(out.json()).dump(2) + "\n").c_str(), stdout);
+  std::fputs((Json::array({out.json()}).dump(2) + "\n").c_str(), stdout);
   return asserts ? 1 : 0;
 }
 

@@ -101,7 +101,7 @@ static int run(const Opts& opt) {
   }
   out.field("runs", std::move(runs));
   std::cerr << out.summary();
-  std::cout << Json::array().push_back(out.json()).dump(2) << "\n";
+  std::cout << Json::array({out.json()}).dump(2) << "\n";
   return ok ? 0 : 1;  // any mismatch fails the benchmark
 }
 

@@ -75,15 +75,14 @@ void add_profile(ReportGroup& rep, const PodProfile& p) {
   Json chips = Json::array();
   for (const ChipProfile& c : p.per_chip) {
     Json counters = Json::object();
-    for (unsigned s = 0; s < kNumChipStats; ++s) counters.set(chip_stat_name(s), c.delta[s]);
-    chips.push_back(Json::object()
-                        .set("chip", c.chip)
-                        .set("cycles", c.cycles)
-                        .set("compute", c.breakdown.compute)
-                        .set("communication", c.breakdown.communication)
-                        .set("memory", c.breakdown.memory)
-                        .set("idle", c.breakdown.idle)
-                        .set("counters", counters));
+    for (unsigned s = 0; s < kNumChipStats; ++s) counters[chip_stat_name(s)] = c.delta[s];
+    chips.push_back(Json::object({{"chip", c.chip},
+                                  {"cycles", c.cycles},
+                                  {"compute", c.breakdown.compute},
+                                  {"communication", c.breakdown.communication},
+                                  {"memory", c.breakdown.memory},
+                                  {"idle", c.breakdown.idle},
+                                  {"counters", counters}}));
   }
   g.field("chips", chips);
   // ECC (docs/hbm.md): every report's HBM section, from the chips' counters.

@@ -179,13 +179,13 @@ Json ReportGroup::json() const {
   for (const Entry& e : entries_) {
     switch (e.kind) {
       case Entry::Kind::kMetric:
-        out.set(e.name, e.metric->value.to_json());
+        out[e.name] = e.metric->value.to_json();
         break;
       case Entry::Kind::kField:
-        out.set(e.name, e.field);
+        out[e.name] = e.field;
         break;
       case Entry::Kind::kGroup:
-        out.set(e.name, e.group->json());
+        out[e.name] = e.group->json();
         break;
     }
   }
@@ -194,7 +194,7 @@ Json ReportGroup::json() const {
 
 void ReportGroup::collect_units(const std::string& prefix, Json& out) const {
   for (const Entry& e : entries_) {
-    if (e.kind == Entry::Kind::kMetric) out.set(prefix + e.name, e.metric->unit);
+    if (e.kind == Entry::Kind::kMetric) out[prefix + e.name] = e.metric->unit;
     if (e.kind == Entry::Kind::kGroup) e.group->collect_units(prefix + e.name + ".", out);
   }
 }

@@ -44,40 +44,56 @@ void cmd_args(const TraceEvent& e, Json& a, unsigned row_bytes) {
     case ChipOp::kDma: {
       static const char* const kDir[4] = {"hbm_to_vmem", "vmem_to_hbm", "amem_to_hbm", "?"};
       const CmdDma c = CmdDma::decode(e.cmd);
-      a.set("dir", kDir[c.dir & 3u]).set("mem_row", c.mem_row).set("segments", c.rows);
-      a.set("bytes", static_cast<uint64_t>(c.rows) * c.seg_bytes).set("hbm_addr", c.hbm_addr);
-      a.set("hbm_stride", c.stride);
+      a["dir"] = kDir[c.dir & 3u];
+      a["mem_row"] = c.mem_row;
+      a["segments"] = c.rows;
+      a["bytes"] = static_cast<uint64_t>(c.rows) * c.seg_bytes;
+      a["hbm_addr"] = c.hbm_addr;
+      a["hbm_stride"] = c.stride;
       break;
     }
     case ChipOp::kLoadW: {
       const CmdLoadW c = CmdLoadW::decode(e.cmd);
-      a.set("vmem_row", c.vmem_row).set("row_stride", c.stride ? c.stride : 1u);
+      a["vmem_row"] = c.vmem_row;
+      a["row_stride"] = c.stride ? c.stride : 1u;
       break;
     }
     case ChipOp::kMatmul: {
       const CmdMatmul c = CmdMatmul::decode(e.cmd);
-      a.set("a_row", c.a_row).set("rows", c.rows).set("c_row", c.c_row).set("acc", c.acc != 0);
+      a["a_row"] = c.a_row;
+      a["rows"] = c.rows;
+      a["c_row"] = c.c_row;
+      a["acc"] = c.acc != 0;
       break;
     }
     case ChipOp::kVpu: {
       const CmdVpu c = CmdVpu::decode(e.cmd);
-      a.set("vpu_op", c.vop).set("rows", c.rows).set("x_row", c.x_row).set("y_row", c.y_row);
-      a.set("dst_row", c.dst_row).set("dst", kMem[c.dst_mem & 1u]);
+      a["vpu_op"] = c.vop;
+      a["rows"] = c.rows;
+      a["x_row"] = c.x_row;
+      a["y_row"] = c.y_row;
+      a["dst_row"] = c.dst_row;
+      a["dst"] = kMem[c.dst_mem & 1u];
       break;
     }
     case ChipOp::kIciSend: {
       const CmdIciSend c = CmdIciSend::decode(e.cmd);
-      a.set("src", kMem[c.src_mem & 1u]).set("src_row", c.src_row).set("rows", c.rows);
-      a.set("bytes", static_cast<uint64_t>(c.rows) * row_bytes);
-      a.set("dst_chip", "(" + std::to_string(c.dst_x) + "," + std::to_string(c.dst_y) + "," +
-                            std::to_string(c.dst_z) + ")");
-      a.set("dst", kMem[c.dst_mem & 1u]).set("dst_row", c.dst_row).set("counter", c.counter);
-      a.set("send_context", e.lane);
+      a["src"] = kMem[c.src_mem & 1u];
+      a["src_row"] = c.src_row;
+      a["rows"] = c.rows;
+      a["bytes"] = static_cast<uint64_t>(c.rows) * row_bytes;
+      a["dst_chip"] = "(" + std::to_string(c.dst_x) + "," + std::to_string(c.dst_y) + "," +
+                      std::to_string(c.dst_z) + ")";
+      a["dst"] = kMem[c.dst_mem & 1u];
+      a["dst_row"] = c.dst_row;
+      a["counter"] = c.counter;
+      a["send_context"] = e.lane;
       break;
     }
     case ChipOp::kIciWait: {
       const CmdIciWait c = CmdIciWait::decode(e.cmd);
-      a.set("counter", c.counter).set("value", c.value);
+      a["counter"] = c.counter;
+      a["value"] = c.value;
       break;
     }
     default:
@@ -86,9 +102,8 @@ void cmd_args(const TraceEvent& e, Json& a, unsigned row_bytes) {
 }
 
 Json meta(const char* what, int pid, unsigned tid, Json args) {
-  Json m = Json::object();
-  m.set("ph", "M").set("name", what).set("pid", pid).set("tid", tid).set("args", std::move(args));
-  return m;
+  return Json::object(
+      {{"ph", "M"}, {"name", what}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}});
 }
 
 }  // namespace
@@ -112,12 +127,12 @@ Json trace_json(const std::vector<TraceEvent>& events, const MachineInfo& info, 
     if (static_cast<TraceUnit>(u) != TraceUnit::kIciSend) tracks.push_back(u);
   for (unsigned l = 0; l < kTraceSendLanes; ++l) tracks.push_back(kSendTrackBase + l);
   for (int c = 0; c < info.num_chips(); ++c) {
-    ev.push_back(meta("process_name", c, 0, Json::object().set("name", chip_name(info.topo, c))));
-    ev.push_back(meta("process_sort_index", c, 0, Json::object().set("sort_index", c)));
+    ev.push_back(meta("process_name", c, 0, Json::object({{"name", chip_name(info.topo, c)}})));
+    ev.push_back(meta("process_sort_index", c, 0, Json::object({{"sort_index", c}})));
     unsigned order = 0;
     for (unsigned t : tracks) {
-      ev.push_back(meta("thread_name", c, t, Json::object().set("name", trace_track_name(t))));
-      ev.push_back(meta("thread_sort_index", c, t, Json::object().set("sort_index", order++)));
+      ev.push_back(meta("thread_name", c, t, Json::object({{"name", trace_track_name(t)}})));
+      ev.push_back(meta("thread_sort_index", c, t, Json::object({{"sort_index", order++}})));
     }
   }
   for (const TraceEvent& e : events) {
@@ -125,36 +140,39 @@ Json trace_json(const std::vector<TraceEvent>& events, const MachineInfo& info, 
     std::string name;
     if (e.unit == TraceUnit::kHost) {
       name = e.write ? "host write" : "host read";
-      a.set("hbm_addr", e.addr).set("bytes", e.bytes);
+      a["hbm_addr"] = e.addr;
+      a["bytes"] = e.bytes;
     } else {
       name = op_name(e.op);
-      a.set("index", e.index);
+      a["index"] = e.index;
       cmd_args(e, a, row_bytes);
     }
-    a.set("issue_cycle", e.issue).set("done_cycle", e.done);
-    if (!e.label.empty()) a.set("label", e.label);
-    Json x = Json::object();
-    x.set("name", name).set("cat", trace_unit_name(e.unit)).set("ph", "X");
-    x.set("ts", static_cast<double>(e.begin) * us);
-    x.set("dur", static_cast<double>(e.end - e.begin) * us);
-    x.set("pid", e.chip).set("tid", trace_track(e)).set("args", std::move(a));
-    ev.push_back(std::move(x));
+    a["issue_cycle"] = e.issue;
+    a["done_cycle"] = e.done;
+    if (!e.label.empty()) a["label"] = e.label;
+    ev.push_back(Json::object({{"name", name},
+                               {"cat", trace_unit_name(e.unit)},
+                               {"ph", "X"},
+                               {"ts", static_cast<double>(e.begin) * us},
+                               {"dur", static_cast<double>(e.end - e.begin) * us},
+                               {"pid", e.chip},
+                               {"tid", trace_track(e)},
+                               {"args", std::move(a)}}));
   }
-  Json doc = Json::object();
-  doc.set("traceEvents", std::move(ev));
-  doc.set("displayTimeUnit", "ns");
-  doc.set("otherData", Json::object()
-                           .set("topology", info.topo.name())
-                           .set("variant", info.variant)
-                           .set("clock_ghz", clock_ghz)
-                           .set("time_unit", "ts and dur in microseconds; cycle = 1/clock_ghz ns"));
-  return doc;
+  return Json::object(
+      {{"traceEvents", std::move(ev)},
+       {"displayTimeUnit", "ns"},
+       {"otherData",
+        Json::object({{"topology", info.topo.name()},
+                      {"variant", info.variant},
+                      {"clock_ghz", clock_ghz},
+                      {"time_unit", "ts and dur in microseconds; cycle = 1/clock_ghz ns"}})}});
 }
 
 void write_trace(const std::string& path, const std::vector<TraceEvent>& events,
                  const MachineInfo& info, double clock_ghz) {
   if (files_muted()) return;
-  const std::string text = trace_json(events, info, clock_ghz).dump(0);
+  const std::string text = trace_json(events, info, clock_ghz).dump();
   std::ofstream f(path, std::ios::binary);
   if (!f) throw std::runtime_error(path + ": cannot open the trace file for writing");
   f << text << '\n';

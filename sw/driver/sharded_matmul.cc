@@ -729,7 +729,7 @@ void fill_shard_report(ReportGroup& rep, const ShardedMatmul& sm, const ShardedR
   sg.field("mesh", plan.mesh.text());
   sg.field("x_spec", plan.x.text()).field("w_spec", plan.w.text()).field("y_spec", plan.y.text());
   sg.metric("m", plan.m, "", "").metric("k", plan.k, "", "").metric("n", plan.n, "", "");
-  sg.field("padded", Json::array().push_back(plan.mp).push_back(plan.kp).push_back(plan.np));
+  sg.field("padded", Json::array({plan.mp, plan.kp, plan.np}));
   sg.metric("padding_waste",
             1.0 - static_cast<double>(macs) /
                       (static_cast<double>(plan.mp) * static_cast<double>(plan.kp) *
@@ -744,10 +744,13 @@ void fill_shard_report(ReportGroup& rep, const ShardedMatmul& sm, const ShardedR
   rep.metric("pieces", run.pieces, "", "pipeline depth: gathers or reductions under the matmul");
   for (std::size_t i = 0; i < run.phases.size(); ++i) {
     const ShardPhase& ph = run.phases[i];
-    Json o = Json::object().set("name", ph.name);
-    if (ph.collective)
-      o.set("kind", collective_name(ph.kind)).set("axis", ph.axis).set("bytes", ph.bytes);
-    if (i < run.phase_cycles.size()) o.set("cycles", run.phase_cycles[i]);
+    Json o = Json::object({{"name", ph.name}});
+    if (ph.collective) {
+      o["kind"] = collective_name(ph.kind);
+      o["axis"] = ph.axis;
+      o["bytes"] = ph.bytes;
+    }
+    if (i < run.phase_cycles.size()) o["cycles"] = run.phase_cycles[i];
     if (ph.collective)
       colls_all.push_back(o);
     else
@@ -763,10 +766,9 @@ void fill_shard_report(ReportGroup& rep, const ShardedMatmul& sm, const ShardedR
   Json yb = Json::array();
   for (int c = 0; c < P; ++c) {
     const ShardBlock& b = sm.y_block(c);
-    yb.push_back(Json::object()
-                     .set("chip", c)
-                     .set("rows", Json::array().push_back(b.rows.lo).push_back(b.rows.hi))
-                     .set("cols", Json::array().push_back(b.cols.lo).push_back(b.cols.hi)));
+    yb.push_back(Json::object({{"chip", c},
+                               {"rows", Json::array({b.rows.lo, b.rows.hi})},
+                               {"cols", Json::array({b.cols.lo, b.cols.hi})}}));
   }
   rep.field("y_blocks", yb);
   ReportGroup& fg = rep.group("f64_check");

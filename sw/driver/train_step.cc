@@ -700,20 +700,17 @@ void fill_train_report(Report& rep, const TrainRunResult& r, const MachineInfo& 
   double hidden = 0;
   for (std::size_t s = 0; s < n; ++s) {
     const TrainStepRecord& st = r.steps[s];
-    Json j = Json::object();
-    j.set("step", static_cast<uint64_t>(s));
-    j.set("loss", st.loss);
-    j.set("cycles", st.cycles);
-    j.set("mfu", st.profile.mfu);
-    Json b = Json::object();
-    b.set("compute", st.profile.breakdown.compute);
-    b.set("communication", st.profile.breakdown.communication);
-    b.set("memory", st.profile.breakdown.memory);
-    b.set("idle", st.profile.breakdown.idle);
-    j.set("breakdown", b);
-    j.set("allreduce_hidden_fraction", st.hidden);
-    j.set("golden", st.golden_pass ? "pass" : "fail");
-    steps.push_back(j);
+    const Json b = Json::object({{"compute", st.profile.breakdown.compute},
+                                 {"communication", st.profile.breakdown.communication},
+                                 {"memory", st.profile.breakdown.memory},
+                                 {"idle", st.profile.breakdown.idle}});
+    steps.push_back(Json::object({{"step", static_cast<uint64_t>(s)},
+                                  {"loss", st.loss},
+                                  {"cycles", st.cycles},
+                                  {"mfu", st.profile.mfu},
+                                  {"breakdown", b},
+                                  {"allreduce_hidden_fraction", st.hidden},
+                                  {"golden", st.golden_pass ? "pass" : "fail"}}));
     hidden += st.hidden;
   }
   rep.field("steps", steps);

@@ -213,16 +213,15 @@ ReportGroup& add_links(Report& rep, const std::vector<LinkStat>& flits, uint64_t
     replayed += l.replayed_flits;
     down += l.link_down;
     const PodCoord c = topo.coord(l.chip);
-    links.push_back(Json::object()
-                        .set("chip", l.chip)
-                        .set("coord", Json::array().push_back(c[0]).push_back(c[1]).push_back(c[2]))
-                        .set("dir", kDirNames[l.dir])
-                        .set("flits", l.flits)
-                        .set("bytes", b)
-                        .set("crc_errors", l.crc_errors)
-                        .set("replays", l.replays)
-                        .set("replayed_flits", l.replayed_flits)
-                        .set("link_down", l.link_down));
+    links.push_back(Json::object({{"chip", l.chip},
+                                  {"coord", Json::array({c[0], c[1], c[2]})},
+                                  {"dir", kDirNames[l.dir]},
+                                  {"flits", l.flits},
+                                  {"bytes", b},
+                                  {"crc_errors", l.crc_errors},
+                                  {"replays", l.replays},
+                                  {"replayed_flits", l.replayed_flits},
+                                  {"link_down", l.link_down}}));
   }
   ReportGroup& g = rep.group("ici");
   g.metric("total_bytes", total, "bytes", "bytes all links carried (flits x row bytes)");
@@ -264,17 +263,16 @@ Json chip_table(const PodProgramRun& pr) {
   Json chips = Json::array();
   for (std::size_t c = 0; c < pr.chip_delta.size(); ++c) {
     const ChipCounters& d = pr.chip_delta[c];
-    chips.push_back(Json::object()
-                        .set("chip", c)
-                        .set("cycles", pr.run.chip_cycles[c])
-                        .set("mxu_busy_cycles", d[kStatMxuBusy])
-                        .set("vpu_busy_cycles", d[kStatVpuBusy])
-                        .set("dma_busy_cycles", d[kStatDmaBusy])
-                        .set("hbm_bytes", d[kStatDmaRdBytes] + d[kStatDmaWrBytes])
-                        .set("ici_send_busy_cycles", d[kStatIciBusy])
-                        .set("ici_wait_cycles", d[kStatIciWait])
-                        .set("flits_sent", d[kStatIciTxFlits])
-                        .set("flits_received", d[kStatIciRxFlits]));
+    chips.push_back(Json::object({{"chip", c},
+                                  {"cycles", pr.run.chip_cycles[c]},
+                                  {"mxu_busy_cycles", d[kStatMxuBusy]},
+                                  {"vpu_busy_cycles", d[kStatVpuBusy]},
+                                  {"dma_busy_cycles", d[kStatDmaBusy]},
+                                  {"hbm_bytes", d[kStatDmaRdBytes] + d[kStatDmaWrBytes]},
+                                  {"ici_send_busy_cycles", d[kStatIciBusy]},
+                                  {"ici_wait_cycles", d[kStatIciWait]},
+                                  {"flits_sent", d[kStatIciTxFlits]},
+                                  {"flits_received", d[kStatIciRxFlits]}}));
   }
   return chips;
 }
@@ -638,12 +636,11 @@ int cmd_pod(const std::vector<std::string>& args) {
     const MatmulRun& m = mm[static_cast<std::size_t>(c)];
     sum_cycles += m.prog.cycles;
     ideal = std::max(ideal, m.compute_cycles);
-    chips.push_back(Json::object()
-                        .set("chip", c)
-                        .set("cycles", m.prog.cycles)
-                        .set("ideal_cycles", m.compute_cycles)
-                        .set("hbm_bytes", m.hbm_bytes)
-                        .set("mxu_busy_cycles", m.prog.delta[kStatMxuBusy]));
+    chips.push_back(Json::object({{"chip", c},
+                                  {"cycles", m.prog.cycles},
+                                  {"ideal_cycles", m.compute_cycles},
+                                  {"hbm_bytes", m.hbm_bytes},
+                                  {"mxu_busy_cycles", m.prog.delta[kStatMxuBusy]}}));
   }
   const int links = topology_links_per_chip(topo);
   const CollectiveBound bound = collective_bound(

@@ -233,17 +233,17 @@ int cmd_train(const std::vector<std::string>& args) {
         std::vector<float> losses;
         for (const TrainStepRecord& st : r.steps) losses.push_back(static_cast<float>(st.loss));
         Json hyper = Json::object();
-        hyper.set("layers", rep.json()["train"]["layers"]);
-        hyper.set("global_batch", static_cast<uint64_t>(r.spec.global_batch()));
-        hyper.set("chips", static_cast<uint64_t>(P));
-        hyper.set("steps", static_cast<uint64_t>(steps));
-        hyper.set("lr", static_cast<double>(r.spec.lr));
-        hyper.set("seed", seed);
-        hyper.set("fresh_batches", fresh);
-        hyper.set("loss", "mean over the global batch and the outputs of (prediction - y)^2");
-        hyper.set("activation", "relu on every layer but the last");
-        hyper.set("optimizer", "sgd: w = w + g * (-lr), two f32 roundings");
-        hyper.set("numerics", "docs/training.md");
+        hyper["layers"] = rep.json()["train"]["layers"];
+        hyper["global_batch"] = static_cast<uint64_t>(r.spec.global_batch());
+        hyper["chips"] = static_cast<uint64_t>(P);
+        hyper["steps"] = static_cast<uint64_t>(steps);
+        hyper["lr"] = static_cast<double>(r.spec.lr);
+        hyper["seed"] = seed;
+        hyper["fresh_batches"] = fresh;
+        hyper["loss"] = "mean over the global batch and the outputs of (prediction - y)^2";
+        hyper["activation"] = "relu on every layer but the last";
+        hyper["optimizer"] = "sgd: w = w + g * (-lr), two f32 roundings";
+        hyper["numerics"] = "docs/training.md";
         save_run(opt.at("--save"), r.spec, r.batches, r.init, r.final_params, losses, hyper);
         rep.field("save", opt.at("--save"));
       }

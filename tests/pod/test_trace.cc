@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -21,6 +20,7 @@
 #include <vector>
 
 #include "chip_driver.h"
+#include "json.h"
 #include "pod.h"
 #include "pod_driver.h"
 #include "profile.h"
@@ -29,136 +29,6 @@
 
 namespace tpu {
 namespace {
-
-// A minimal JSON reader (sw/common/json.h only writes): enough for a trace file.
-struct JVal {
-  enum Kind { kNull, kBool, kNum, kStr, kArr, kObj } kind = kNull;
-  double num = 0;
-  bool b = false;
-  std::string str;
-  std::vector<JVal> arr;
-  std::vector<std::pair<std::string, JVal>> obj;
-  const JVal* get(const std::string& k) const {
-    for (const auto& m : obj)
-      if (m.first == k) return &m.second;
-    return nullptr;
-  }
-};
-
-class JReader {
- public:
-  explicit JReader(const std::string& s) : s_(s) {}
-  JVal parse() {
-    JVal v = value();
-    ws();
-    if (i_ != s_.size()) fail("trailing text");
-    return v;
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& what) {
-    throw std::runtime_error("JSON: " + what + " at offset " + std::to_string(i_));
-  }
-  void ws() {
-    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
-  }
-  char peek() {
-    ws();
-    if (i_ >= s_.size()) fail("unexpected end");
-    return s_[i_];
-  }
-  void expect(char c) {
-    if (peek() != c) fail(std::string("expected '") + c + "'");
-    ++i_;
-  }
-  std::string string() {
-    expect('"');
-    std::string out;
-    while (i_ < s_.size() && s_[i_] != '"') {
-      if (s_[i_] == '\\') {
-        ++i_;
-        if (i_ >= s_.size()) fail("bad escape");
-        const char e = s_[i_];
-        if (e == 'u') {
-          out += '?';
-          i_ += 4;
-        } else {
-          out += e == 'n' ? '\n' : e == 't' ? '\t' : e;
-        }
-        ++i_;
-      } else {
-        out += s_[i_++];
-      }
-    }
-    expect('"');
-    return out;
-  }
-  JVal value() {
-    JVal v;
-    const char c = peek();
-    if (c == '{') {
-      v.kind = JVal::kObj;
-      ++i_;
-      if (peek() == '}') {
-        ++i_;
-        return v;
-      }
-      while (true) {
-        std::string k = string();
-        expect(':');
-        v.obj.emplace_back(std::move(k), value());
-        if (peek() == ',') {
-          ++i_;
-          continue;
-        }
-        expect('}');
-        return v;
-      }
-    }
-    if (c == '[') {
-      v.kind = JVal::kArr;
-      ++i_;
-      if (peek() == ']') {
-        ++i_;
-        return v;
-      }
-      while (true) {
-        v.arr.push_back(value());
-        if (peek() == ',') {
-          ++i_;
-          continue;
-        }
-        expect(']');
-        return v;
-      }
-    }
-    if (c == '"') {
-      v.kind = JVal::kStr;
-      v.str = string();
-      return v;
-    }
-    for (const char* lit : {"true", "false", "null"}) {
-      const std::size_t n = std::char_traits<char>::length(lit);
-      if (s_.compare(i_, n, lit) == 0) {
-        i_ += n;
-        v.kind = lit[0] == 'n' ? JVal::kNull : JVal::kBool;
-        v.b = lit[0] == 't';
-        return v;
-      }
-    }
-    std::size_t used = 0;
-    try {
-      v.num = std::stod(s_.substr(i_, 40), &used);
-    } catch (const std::exception&) {
-      fail("bad value");
-    }
-    i_ += used;
-    v.kind = JVal::kNum;
-    return v;
-  }
-  const std::string& s_;
-  std::size_t i_ = 0;
-};
 
 struct Span {
   uint64_t begin, end;
@@ -265,10 +135,11 @@ TEST_F(PodTrace, TimelineMatchesCountersAndNeverOverlaps) {
   ss << f.rdbuf();
   const std::string text = ss.str();
   std::filesystem::remove(path);
-  const JVal doc = JReader(text).parse();
-  const JVal* evs = doc.get("traceEvents");
-  ASSERT_NE(evs, nullptr);
-  ASSERT_EQ(evs->kind, JVal::kArr);
+  ASSERT_TRUE(Json::accept(text)) << "write_trace wrote text that is not JSON";
+  const Json doc = Json::parse(text);
+  ASSERT_TRUE(doc.contains("traceEvents"));
+  const Json& evs = doc.at("traceEvents");
+  ASSERT_TRUE(evs.is_array());
 
   const int P = h.num_chips();
   std::map<int, std::string> process;
@@ -276,22 +147,24 @@ TEST_F(PodTrace, TimelineMatchesCountersAndNeverOverlaps) {
   std::map<std::pair<int, int>, std::vector<Span>> spans;
   std::set<std::string> names;
   std::vector<std::pair<int, std::string>> sends;  // (chip, dst_chip) of every ICI_SEND
-  for (const JVal& e : evs->arr) {
-    const std::string ph = e.get("ph")->str;
-    const int pid = static_cast<int>(e.get("pid")->num);
-    const int tid = static_cast<int>(e.get("tid")->num);
+  for (const Json& e : evs) {
+    const std::string ph = e.at("ph").get<std::string>();
+    const int pid = e.at("pid").get<int>();
+    const int tid = e.at("tid").get<int>();
     if (ph == "M") {
-      const std::string what = e.get("name")->str;
-      if (what == "process_name") process[pid] = e.get("args")->get("name")->str;
-      if (what == "thread_name") thread[{pid, tid}] = e.get("args")->get("name")->str;
+      const std::string what = e.at("name").get<std::string>();
+      const Json& args = e.at("args");
+      if (what == "process_name") process[pid] = args.at("name").get<std::string>();
+      if (what == "thread_name") thread[{pid, tid}] = args.at("name").get<std::string>();
       continue;
     }
     ASSERT_EQ(ph, "X");
-    names.insert(e.get("name")->str);
-    ASSERT_NE(e.get("args"), nullptr);
-    if (e.get("name")->str == "ICI_SEND") sends.push_back({pid, e.get("args")->get("dst_chip")->str});
-    const uint64_t b = static_cast<uint64_t>(std::llround(e.get("ts")->num * 1000.0));
-    const uint64_t d = static_cast<uint64_t>(std::llround(e.get("dur")->num * 1000.0));
+    const std::string name = e.at("name").get<std::string>();
+    names.insert(name);
+    ASSERT_TRUE(e.contains("args"));
+    if (name == "ICI_SEND") sends.push_back({pid, e.at("args").at("dst_chip").get<std::string>()});
+    const uint64_t b = static_cast<uint64_t>(std::llround(e.at("ts").get<double>() * 1000.0));
+    const uint64_t d = static_cast<uint64_t>(std::llround(e.at("dur").get<double>() * 1000.0));
     spans[{pid, tid}].push_back({b, b + d});
   }
   // Every chip a process named "chip N (x,y,z)", every unit a track.
@@ -403,7 +276,7 @@ TEST(Profile, BreakdownAddsUpAndCountsEarlyChipsIdle) {
   add_profile(rep, p);
   ASSERT_NE(rep.find("mfu"), nullptr);
   ASSERT_NE(rep.find("breakdown.idle"), nullptr);
-  const std::string j = rep.json().dump(0);
+  const std::string j = rep.json().dump();
   EXPECT_NE(j.find("\"chips\""), std::string::npos);
   EXPECT_NE(j.find("\"mxu_macs\":800"), std::string::npos);
 }

@@ -30,7 +30,7 @@ Report small_report() {
       .metric("bytes", uint64_t{470}, "bytes", "bytes moved to and from HBM")
       .metric("bytes_per_cycle", 4.7, "B/cycle", "achieved HBM bandwidth");
   rep.set_golden(true, 50, 0);
-  rep.field("chips", Json::array().push_back(Json::object().set("id", 0).set("cycles", 100)));
+  rep.field("chips", Json::array({Json::object({{"id", 0}, {"cycles", 100}})}));
   return rep;
 }
 
@@ -79,7 +79,7 @@ TEST(Report, SummaryShowsTheMarkedMetricsAligned) {
 
 TEST(Report, UnitsAndDescriptionsLiveOutsideTheJson) {
   const Report rep = small_report();
-  EXPECT_EQ(rep.units().dump(0),
+  EXPECT_EQ(rep.units().dump(),
             R"({"cycles":"cycles","ideal_cycles":"cycles","fraction_of_bound":"fraction",)"
             R"("mfu":"fraction","hbm.bytes":"bytes","hbm.bytes_per_cycle":"B/cycle",)"
             R"("golden.verdict":"","golden.outputs":"","golden.mismatches":""})");
@@ -87,7 +87,7 @@ TEST(Report, UnitsAndDescriptionsLiveOutsideTheJson) {
   EXPECT_NE(d.find("cycles [cycles]: measured cycles of the run\n"), std::string::npos) << d;
   EXPECT_NE(d.find("hbm.bytes_per_cycle [B/cycle]: achieved HBM bandwidth\n"), std::string::npos);
   EXPECT_NE(d.find("golden.outputs: output elements compared\n"), std::string::npos);
-  EXPECT_EQ(rep.json().dump(0).find("measured"), std::string::npos);
+  EXPECT_EQ(rep.json().dump().find("measured"), std::string::npos);
 }
 
 TEST(Report, NestedGroups) {
@@ -97,7 +97,7 @@ TEST(Report, NestedGroups) {
   step.metric("chips", 4, "", "chips in the pod", true);
   // group() returns the existing group: a second call adds to it.
   rep.group("step").group("allreduce").set_mismatches(0);
-  EXPECT_EQ(rep.json().dump(0),
+  EXPECT_EQ(rep.json().dump(),
             R"({"step":{"allreduce":{"cycles":200,"ideal_cycles":150.5,)"
             R"("fraction_of_bound":0.7525,"alg_bytes_per_cycle":2.0,"bus_bytes_per_cycle":3.5,)"
             R"("mismatches":0},"chips":4}})");
@@ -118,7 +118,7 @@ TEST(Report, CommonKeys) {
   Report rep("collective");
   rep.set_cycles(0, 10).set_bandwidth(1.0, 1.75).set_mfu(0.25).set_mismatches(3);
   rep.set_golden(false, 64, 3);
-  EXPECT_EQ(rep.json().dump(0),
+  EXPECT_EQ(rep.json().dump(),
             R"({"cycles":0,"ideal_cycles":10,"fraction_of_bound":0.0,"alg_bytes_per_cycle":1.0,)"
             R"("bus_bytes_per_cycle":1.75,"mfu":0.25,"mismatches":3,)"
             R"("golden":{"verdict":"fail","outputs":64,"mismatches":3}})");
