@@ -258,7 +258,7 @@ void Report::write(const std::string& path) const {
     throw std::runtime_error("report: cannot open '" + path +
                              "' for writing: " + std::strerror(errno));
   }
-  f << json().dump(2) << "\n";
+  f << json_text(json()) << "\n";
   f.close();  // flushes: a full disk or a short write shows up here
   if (!f)
     throw std::runtime_error("report: writing '" + path + "' failed (" + std::strerror(errno) +

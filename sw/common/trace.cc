@@ -172,7 +172,7 @@ Json trace_json(const std::vector<TraceEvent>& events, const MachineInfo& info, 
 void write_trace(const std::string& path, const std::vector<TraceEvent>& events,
                  const MachineInfo& info, double clock_ghz) {
   if (files_muted()) return;
-  const std::string text = trace_json(events, info, clock_ghz).dump();
+  const std::string text = json_text(trace_json(events, info, clock_ghz), -1);
   std::ofstream f(path, std::ios::binary);
   if (!f) throw std::runtime_error(path + ": cannot open the trace file for writing");
   f << text << '\n';

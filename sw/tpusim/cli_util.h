@@ -72,7 +72,7 @@ inline void write_json_report(const std::string& path, const Json& rep) {
   if (files_muted()) return;
   FILE* f = std::fopen(path.c_str(), "w");
   if (!f) throw std::invalid_argument(path + ": cannot open the report for writing");
-  const std::string text = rep.dump(2) + "\n";
+  const std::string text = json_text(rep) + "\n";
   bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
   ok = std::fclose(f) == 0 && ok;
   if (!ok) throw std::invalid_argument(path + ": writing the report failed (" +

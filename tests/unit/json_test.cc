@@ -1,7 +1,8 @@
 // The JSON the reports are written in (sw/common/json.h, nlohmann::ordered_json): what the
 // readers of a report file rely on. A report written by Report::write parses back with its keys in
 // insertion order, integers as integers (all 64 bits), doubles to the same double, NaN and Inf as
-// null; numbers print as the old writer printed them; strings that are not UTF-8 are refused.
+// null; numbers print as the old writer printed them; bytes that are not UTF-8 become U+FFFD
+// (json_text).
 #include "json.h"
 
 #include <gtest/gtest.h>
@@ -130,10 +131,14 @@ TEST(Json, KeysKeepInsertionOrderAndReplaceInPlace) {
   EXPECT_EQ(o.dump(), R"({"z":null,"a":"two","m":3,"b":{"c":4}})");
 }
 
-TEST(Json, StringsAreEscapedAndMustBeUtf8) {
+TEST(Json, StringsAreEscapedAndBadUtf8IsReplaced) {
   Json o = Json::object({{"k\"ey\n", std::string("v\\\x01", 3)}});
-  EXPECT_EQ(o.dump(), R"({"k\"ey\n":"v\\\u0001"})");
-  EXPECT_THROW(Json("\xff latin-1").dump(), nlohmann::json::type_error);
+  EXPECT_EQ(json_text(o, -1), R"({"k\"ey\n":"v\\\u0001"})");
+  // A path in Latin-1 does not stop a report: its bad byte becomes U+FFFD, and the text parses.
+  const std::string t = json_text(Json::object({{"path", "/tmp/r\xe9sum\xe9.json"}}), -1);
+  EXPECT_EQ(t, "{\"path\":\"/tmp/r\xef\xbf\xbdsum\xef\xbf\xbd.json\"}");
+  EXPECT_EQ(Json::parse(t)["path"], "/tmp/r\xef\xbf\xbdsum\xef\xbf\xbd.json");
+  EXPECT_THROW(Json("\xff latin-1").dump(), nlohmann::json::type_error);  // plain dump() refuses
 }
 
 }  // namespace
