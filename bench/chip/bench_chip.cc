@@ -51,20 +51,10 @@ class ReportArray {
 
 }  // namespace
 
-static int run(const tpu::Opts& opt) {
+static int run(const std::string& variant, const std::string& shapes, bool small) {
   using namespace tpu;
-  const std::string variant = get(opt, "--variant", "16x16");
-  const std::string shapes = get(opt, "--shapes", "dma,square,wide,skinny,skinny16");
-  const bool small = opt.count("--small") > 0;
-  chip_shape(variant);  // an unknown or unbuilt variant: std::invalid_argument, exit 2
   std::set<std::string> wanted;
-  for (const std::string& sh : parse_list("--shapes", shapes)) {
-    if (sh != "dma" && sh != "square" && sh != "wide" && sh != "skinny" && sh != "skinny16" &&
-        sh != "speed")
-      throw std::invalid_argument("--shapes: unknown shape '" + sh +
-                                  "' (dma, square, wide, skinny, skinny16, speed)");
-    wanted.insert(sh);
-  }
+  for (const std::string& sh : cli::split_list(shapes)) wanted.insert(sh);
   struct Shape { const char* name; std::size_t m, k, n; };
   const std::size_t d = small ? 4 : 1;
   ReportArray out;
@@ -171,11 +161,33 @@ static int run(const tpu::Opts& opt) {
 }
 
 int main(int argc, char** argv) {
-  tpu::CliSpec spec;
-  spec.valued = {"--variant", "--shapes"};
-  spec.flags = {"--small"};
-  spec.usage =
-      "usage: bench_chip [--variant 16x16] [--shapes dma,square,wide,skinny,skinny16,speed] "
-      "[--small]\n";
-  return tpu::bench_cli("bench_chip", argc, argv, spec, run);
+  CLI::App app("matmuls on the whole chip against their roofline bound, and DMA bandwidth; a JSON\n"
+               "array on stdout",
+               "bench_chip");
+  std::string variant = "16x16", shapes = "dma,square,wide,skinny,skinny16";
+  bool small = false;
+  // An unknown or unbuilt variant is refused with the model's own words (chip_shape).
+  const CLI::Validator built_variant(
+      [](std::string& v) {
+        try {
+          tpu::chip_shape(v);
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      },
+      "");
+  app.add_option("--variant", variant, "the chip variant (RxC)")
+      ->type_name("RxC")
+      ->check(built_variant)
+      ->capture_default_str();
+  app.add_option("--shapes", shapes,
+                 "shapes to run, comma-separated, of dma, square, wide, skinny, skinny16,\n"
+                 "speed")
+      ->type_name("LIST")
+      ->check(tpu::cli::list_of(
+          CLI::IsMember({"dma", "square", "wide", "skinny", "skinny16", "speed"})))
+      ->capture_default_str();
+  app.add_flag("--small", small, "K, N and the square/wide M divided by 4");
+  return tpu::bench_cli(app, argc, argv, [&] { return run(variant, shapes, small); });
 }

@@ -1,14 +1,14 @@
-// The command line every bench shares, parsed by the same code as tpusim's (sw/common/cli.h):
-// bench_cli runs a bench's body with its parsed options (--help: the usage, exit 0; a bad option
-// or value: the message, exit 2; any other failure: exit 1). bench_main is the case-list bench:
-// `--list`, `--only CASE[,CASE...]`, and the output: one report per case (sw/common/report.h) as
-// a JSON array on stdout, each summary on stderr.
+// The command line every bench shares, parsed like tpusim's (sw/common/cli.h, CLI11): bench_cli
+// parses a bench's options and runs its body (--help: the usage, exit 0; a bad option or value:
+// the message, exit 2; a std::invalid_argument from the body: exit 2; any other failure: exit 1).
+// bench_main is the case-list bench: `--list`, `--only CASE[,CASE...]`, and the output: one
+// report per case (sw/common/report.h) as a JSON array on stdout, each summary on stderr.
 #pragma once
 
 #include <algorithm>
 #include <cstdio>
 #include <functional>
-#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -24,20 +24,19 @@ struct BenchCase {
   bool by_default = true;           // run without --only
 };
 
-// Parses argv by `spec` and runs body; returns the exit code.
-inline int bench_cli(const char* tool, int argc, char** argv, const CliSpec& spec,
-                     const std::function<int(const Opts&)>& body) {
+// Parses argv into app (named after the bench, its options declared) and runs body; returns
+// the exit code.
+inline int bench_cli(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
+  const int rc = cli::parse(app, argc, argv);
+  if (rc >= 0) return rc;
+  const std::string tool = app.get_name();
   try {
-    const Opts opt = parse_cli(std::vector<std::string>(argv + 1, argv + argc), spec);
-    return body(opt);
-  } catch (const HelpRequested& h) {
-    std::fputs(h.what(), stdout);
-    return 0;
+    return body();
   } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "%s: error: %s\n", tool, e.what());
+    std::fprintf(stderr, "%s: error: %s\n", tool.c_str(), e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", tool, e.what());
+    std::fprintf(stderr, "%s: error: %s\n", tool.c_str(), e.what());
     return 1;
   }
 }
@@ -45,12 +44,6 @@ inline int bench_cli(const char* tool, int argc, char** argv, const CliSpec& spe
 // Runs the cases named in `only` (every default case when empty).
 inline int run_cases(const char* tool, const std::vector<std::string>& only,
                      const std::vector<BenchCase>& cases) {
-  for (const std::string& o : only) {
-    if (std::none_of(cases.begin(), cases.end(), [&](const BenchCase& c) { return o == c.name; })) {
-      std::fprintf(stderr, "%s: --only %s: not a case (%s --list)\n", tool, o.c_str(), tool);
-      return 2;
-    }
-  }
   bool first = true;
   std::printf("[\n");
   for (const BenchCase& c : cases) {
@@ -67,22 +60,31 @@ inline int run_cases(const char* tool, const std::vector<std::string>& only,
   return 0;
 }
 
-
-// Runs the cases `argv` selects; returns the exit code (2: a bad option or case name).
-inline int bench_main(const char* tool, int argc, char** argv,
+// Runs the cases `argv` selects (`what`: the bench in one line, for --help); returns the exit
+// code (2: a bad option or case name).
+inline int bench_main(const char* tool, const char* what, int argc, char** argv,
                       const std::vector<BenchCase>& cases) {
-  CliSpec spec;
-  spec.valued = {"--only"};
-  spec.flags = {"--list"};
-  spec.usage = std::string("usage: ") + tool + " [--only CASE[,CASE...]] [--list]\n";
-  return bench_cli(tool, argc, argv, spec, [&](const Opts& opt) {
-    if (opt.count("--list")) {
+  CLI::App app(what, tool);
+  bool list = false;
+  std::string only;
+  app.add_flag("--list", list, "list the cases and what each measures");
+  const CLI::Validator a_case(
+      [&](std::string& v) {
+        for (const BenchCase& c : cases)
+          if (v == c.name) return std::string();
+        return v + " is not a case (" + tool + " --list)";
+      },
+      "");
+  app.add_option("--only", only, "run these cases (default: the bench's default cases)")
+      ->type_name("CASE[,CASE...]")
+      ->check(cli::list_of(a_case));
+  return bench_cli(app, argc, argv, [&] {
+    if (list) {
       for (const BenchCase& c : cases) std::printf("%-10s %s\n", c.name, c.what);
       return 0;
     }
-    const std::vector<std::string> only =
-        opt.count("--only") ? parse_list("--only", opt.at("--only")) : std::vector<std::string>{};
-    return run_cases(tool, only, cases);
+    return run_cases(tool, only.empty() ? std::vector<std::string>{} : cli::split_list(only),
+                     cases);
   });
 }
 

@@ -145,11 +145,7 @@ void add_stats(ReportGroup& g, const Result& r) {
   }
 }
 
-int run(const Opts& o) {
-  Options opt;
-  opt.config = get(o, "--config", "");
-  opt.waves = get(o, "--waves", "");
-  opt.cycles = parse_uint("--cycles", get(o, "--cycles", "0"), 0, uint64_t{1} << 32);
+int run(Options opt) {
   HbmConfig cfg;
   if (!opt.config.empty()) cfg = load_hbm_config(opt.config);
   const HbmTiming& t = cfg.timing;
@@ -250,10 +246,19 @@ int run(const Opts& o) {
 }  // namespace tpu
 
 int main(int argc, char** argv) {
-  tpu::CliSpec spec;
-  spec.valued = {"--config", "--cycles", "--waves"};
-  spec.out_paths = {"--waves"};
-  spec.usage = "usage: bench_hbm [--config FILE.yaml] [--cycles N (0: ten refresh intervals)] "
-               "[--waves FILE.fst]\n";
-  return tpu::bench_cli("bench_hbm", argc, argv, spec, tpu::run);
+  CLI::App app("throughput and latency of the HBM controller and device model; a JSON array on\n"
+               "stdout",
+               "bench_hbm");
+  tpu::Options opt;
+  app.add_option("--config", opt.config, "HBM configuration (default: the built-in one)")
+      ->type_name("FILE.yaml");
+  app.add_option("--cycles", opt.cycles,
+                 "measured cycles, rounded to whole refresh intervals; 0: ten of them")
+      ->type_name("N")
+      ->check(tpu::cli::uint_in(0, uint64_t{1} << 32))
+      ->capture_default_str();
+  app.add_option("--waves", opt.waves, "dump the sequential-read run to an FST file")
+      ->type_name("FILE.fst")
+      ->check(tpu::cli::output_path());
+  return tpu::bench_cli(app, argc, argv, [&] { return tpu::run(opt); });
 }

@@ -50,28 +50,23 @@ struct Options {
   IciModelKind model = IciModelKind::kAuto;
 };
 
-// "4x4,4x4x4,8x8" -> tori; throws std::invalid_argument naming the bad entry.
-std::vector<IciTopology> parse_topologies(const std::string& list) {
-  std::vector<IciTopology> out;
-  std::stringstream ls(list);
-  std::string item;
-  while (std::getline(ls, item, ',')) {
-    std::array<unsigned, 3> k{1, 1, 1};
-    unsigned dims = 0;
-    std::stringstream is(item);
-    std::string num;
-    while (std::getline(is, num, 'x')) {
-      char* end = nullptr;
-      const unsigned long v = std::strtoul(num.c_str(), &end, 10);
-      if (dims == 3 || num.empty() || *end != '\0' || v < 1 || v > kIciMaxK)
-        throw std::invalid_argument("--topology " + item + ": want X[xY[xZ]], each 1.." +
-                                    std::to_string(kIciMaxK) + ", at most 3 dimensions");
-      k[dims++] = static_cast<unsigned>(v);
-    }
-    if (dims == 0) throw std::invalid_argument("--topology: empty entry in " + list);
-    out.push_back(ici_3d(k[0], k[1], k[2]));
+// "4x4x4" -> a torus; std::invalid_argument naming the item and the rule.
+IciTopology parse_torus(const std::string& item) {
+  std::array<unsigned, 3> k{1, 1, 1};
+  unsigned dims = 0;
+  std::stringstream is(item);
+  std::string num;
+  while (std::getline(is, num, 'x')) {
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(num.c_str(), &end, 10);
+    if (dims == 3 || num.empty() || *end != '\0' || v < 1 || v > kIciMaxK)
+      throw std::invalid_argument(item + ": want X[xY[xZ]], each 1.." + std::to_string(kIciMaxK) +
+                                  ", at most 3 dimensions");
+    k[dims++] = static_cast<unsigned>(v);
   }
-  return out;
+  if (dims == 0 || item.back() == 'x')
+    throw std::invalid_argument(item + ": want X[xY[xZ]], each 1.." + std::to_string(kIciMaxK));
+  return ici_3d(k[0], k[1], k[2]);
 }
 
 double avg_hops(const IciTopology& t) {
@@ -136,20 +131,7 @@ IciRunStats point(const IciTopology& t, IciLength len, double rate, const Option
   return st;
 }
 
-int run(const Opts& o) {
-  Options opt;
-  opt.topos = parse_topologies(get(o, "--topology", "4x4,4x4x4,8x8"));
-  opt.cycles = parse_uint("--cycles", get(o, "--cycles", "4000"), 1, 100000000);
-  opt.waves = get(o, "--waves", "");
-  const std::string m = get(o, "--model", "auto");
-  if (m == "auto")
-    opt.model = IciModelKind::kAuto;
-  else if (m == "grid")
-    opt.model = IciModelKind::kGrid;
-  else if (m == "nodes")
-    opt.model = IciModelKind::kNodes;
-  else
-    throw std::invalid_argument("--model " + m + ": must be auto, grid or nodes");
+int run(const Options& opt) {
   uint64_t asserts = 0;
   Report out("bench_ici: uniform random traffic");
   out.field("bench", "ici");
@@ -219,10 +201,44 @@ int run(const Opts& o) {
 }  // namespace tpu
 
 int main(int argc, char** argv) {
-  tpu::CliSpec spec;
-  spec.valued = {"--topology", "--model", "--cycles", "--waves"};
-  spec.out_paths = {"--waves"};
-  spec.usage = "usage: bench_ici [--topology 4x4,4x4x4,8x8] [--model auto|grid|nodes] [--cycles N] "
-               "[--waves FILE.fst]\n";
-  return tpu::bench_cli("bench_ici", argc, argv, spec, tpu::run);
+  CLI::App app("latency and throughput of the ICI router network under uniform random traffic;\n"
+               "a JSON array on stdout",
+               "bench_ici");
+  tpu::Options opt;
+  std::string topos = "4x4,4x4x4,8x8", model = "auto";
+  const CLI::Validator a_torus(
+      [](std::string& v) {
+        try {
+          tpu::parse_torus(v);
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      },
+      "");
+  app.add_option("--topology", topos, "tori, comma-separated, each X[xY[xZ]] of up to " +
+                                          std::to_string(tpu::kIciMaxK) + " per dimension")
+      ->type_name("LIST")
+      ->check(tpu::cli::list_of(a_torus))
+      ->capture_default_str();
+  app.add_option("--model", model,
+                 "the grid model where the topology fits in it (auto), or one of the two")
+      ->type_name("auto|grid|nodes")
+      ->check(CLI::IsMember({"auto", "grid", "nodes"}))
+      ->capture_default_str();
+  app.add_option("--cycles", opt.cycles, "measured cycles of every point")
+      ->type_name("N")
+      ->check(tpu::cli::uint_in(1, 100000000))
+      ->capture_default_str();
+  app.add_option("--waves", opt.waves, "dump the first run to an FST file (grid model only)")
+      ->type_name("FILE.fst")
+      ->check(tpu::cli::output_path());
+  return tpu::bench_cli(app, argc, argv, [&] {
+    for (const std::string& t : tpu::cli::split_list(topos))
+      opt.topos.push_back(tpu::parse_torus(t));
+    opt.model = model == "grid"    ? tpu::IciModelKind::kGrid
+                : model == "nodes" ? tpu::IciModelKind::kNodes
+                                   : tpu::IciModelKind::kAuto;
+    return tpu::run(opt);
+  });
 }

@@ -73,9 +73,7 @@ Report run_case(const std::string& variant, const std::string& name, const Matmu
 
 }  // namespace
 
-static int run(const Opts& opt) {
-  const std::vector<std::string> variants = parse_list("--variants", get(opt, "--variants", "8x8,16x16"));
-  const std::size_t m = parse_uint("--m", get(opt, "--m", "1024"), 1, 1u << 20);
+static int run(const std::vector<std::string>& variants, std::size_t m) {
   for (const std::string& v : variants) make_mxu(v);  // an unknown or unbuilt variant: exit 2
   Report out("bench_mxu: back-to-back weight tiles");
   out.field("benchmark", "mxu_back_to_back_tiles");
@@ -106,8 +104,18 @@ static int run(const Opts& opt) {
 }
 
 int main(int argc, char** argv) {
-  tpu::CliSpec spec;
-  spec.valued = {"--variants", "--m"};
-  spec.usage = "usage: bench_mxu [--variants 8x8,16x16] [--m 1024]\n";
-  return tpu::bench_cli("bench_mxu", argc, argv, spec, run);
+  CLI::App app("MXU utilization on back-to-back weight tiles (aligned and ragged K, N), every run\n"
+               "checked against the golden; a JSON array on stdout",
+               "bench_mxu");
+  std::string variants = "8x8,16x16";
+  std::size_t m = 1024;
+  app.add_option("--variants", variants, "MXU variants (RxC), comma-separated")
+      ->type_name("LIST")
+      ->check(tpu::cli::list_of())
+      ->capture_default_str();
+  app.add_option("--m", m, "rows of A streamed over each run's 16 tiles")
+      ->type_name("M")
+      ->check(tpu::cli::uint_in(1, 1u << 20))
+      ->capture_default_str();
+  return tpu::bench_cli(app, argc, argv, [&] { return run(tpu::cli::split_list(variants), m); });
 }

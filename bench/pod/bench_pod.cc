@@ -442,7 +442,10 @@ extern "C" int sc_main(int argc, char** argv) {
     bc.push_back({c.name, c.what, [&c, argv] { return c.run(argv[0]); },
                   std::string(c.name).rfind("speed4", 0) != 0 &&
                       std::string(c.name) != "threads4x4x4"});
-  return bench_main("bench_pod", argc, argv, bc);
+  return bench_main("bench_pod",
+                    "collectives on the pod against their bounds, and pod simulation speed; "
+                    "a JSON array on stdout",
+                    argc, argv, bc);
 }
 
 int main(int argc, char** argv) {

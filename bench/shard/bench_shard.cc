@@ -95,5 +95,8 @@ Report run_case(const Case& c) {
 int main(int argc, char** argv) {
   std::vector<BenchCase> bc;
   for (const Case& c : cases()) bc.push_back({c.name, c.what, [&c] { return run_case(c); }});
-  return bench_main("bench_shard", argc, argv, bc);
+  return bench_main("bench_shard",
+                    "one matmul sharded over the pod's mesh, per layout, against the ideal "
+                    "(MFU); a JSON array on stdout",
+                    argc, argv, bc);
 }

@@ -1,5 +1,5 @@
-// What the pod commands of tpusim share (pod_cmd.cc, shard_cmd.cc): options, the engine, the
-// pod and link sections of a report.
+// What the pod commands of tpusim share (pod_cmd.cc, shard_cmd.cc, train_cmd.cc): options, the
+// engine, the pod and link sections of a report.
 #pragma once
 
 #include <functional>
@@ -17,26 +17,38 @@
 
 namespace tpu {
 
-// The options of a pod command (parse_cli, sw/common/cli.h, plus --watchdog N and the repeatable
-// --fault KEY=VALUE): `valued` take a value, `flags` none. An unknown option (the message
-// ends with `usage`), a missing value or an option given twice is std::invalid_argument, --help
-// is HelpRequested; each
-// of `out_paths` that is given must name a file in a directory that exists (checked before any
-// simulation, so a long run does not end in a failed write).
-Opts parse_options(const std::vector<std::string>& args, const std::vector<std::string>& valued,
-                   const std::vector<std::string>& flags, const char* usage,
-                   const std::vector<std::string>& out_paths = {"--json", "--trace"});
-// --threads N (1..256; default: the machine's cores, shared by the MPI ranks on it): threads
-// stepping the chips.
-unsigned pod_threads(const Opts& opt);
-// "0,3" -> {0, 3} (--waves-chips).
-std::vector<int> parse_chips(const std::string& v);
+// The options every command that runs the pod takes (add_pod_options).
+struct PodOptions {
+  const CLI::App* cmd = nullptr;  // the command (add_pod_config), to ask what was given
+  std::string config;             // --config; empty: configs/pod_2x2.yaml
+  std::string engine = "systemc";
+  unsigned threads = 1;           // add_pod_options sets the default: the machine's cores
+  std::string waves_chips;        // "0,3"
+  std::vector<std::string> faults;
+  uint64_t watchdog = 0;          // when given
+  std::string json, trace, trace_cycles;
+  bool quiet = false;
+
+  bool given(const char* flag) const { return cmd->count(flag) > 0; }
+  // --config, or the default configs/pod_2x2.yaml.
+  std::string config_path() const;
+};
+
+// Declares --config on cmd, first of a pod command's options (its help lists them in order).
+void add_pod_config(CLI::App* cmd, PodOptions& o);
+// Declares on cmd the options every pod command takes after its own: --engine, --watchdog and
+// the repeatable --fault; unless `bare` (tpusim hang) also --threads, --waves-chips, --json,
+// --trace and --quiet. --trace-cycles is the commands' own (add_trace_cycles): train has
+// --trace-steps.
+void add_pod_options(CLI::App* cmd, PodOptions& o, bool bare = false);
+// --trace-cycles A:B (pod cycles; needs --trace).
+void add_trace_cycles(CLI::App* cmd, PodOptions& o);
 // --trace FILE and --trace-cycles FROM:TO: the timeline's options.
-TraceOptions trace_options(const Opts& opt);
+TraceOptions trace_options(const PodOptions& o);
 // Runs job on the pod the options ask for: --engine systemc (default; TLM host sockets) or cpp;
 // --waves-chips; with --trace, the timeline of the whole job written at its end (clock_ghz:
 // the pod's clock, for the timestamps).
-void with_pod(const Opts& opt, PodParams params, double clock_ghz,
+void with_pod(const PodOptions& opt, PodParams params, double clock_ghz,
               const std::function<void(HostPort&)>& job);
 // The chips of chip c's group over the torus dimensions `dims` (empty: the pod).
 std::vector<int> group_of(const Topology& t, const std::vector<int>& dims, int c);
@@ -44,7 +56,7 @@ std::vector<int> group_of(const Topology& t, const std::vector<int>& dims, int c
 ReportGroup& add_links(Report& rep, const std::vector<LinkStat>& flits, uint64_t row_bytes,
                        const Topology& topo);
 // tool, config, engine and the pod's shape and links (group "pod").
-void add_pod(Report& rep, const PodConfig& cfg, const MachineInfo& mi, const Opts& opt);
+void add_pod(Report& rep, const PodConfig& cfg, const MachineInfo& mi, const PodOptions& opt);
 // Per chip: cycles and the unit counters of a program run.
 Json chip_table(const PodProgramRun& pr);
 

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include "chip_config.h"
 #include "chip_driver.h"
@@ -31,86 +32,11 @@
 
 namespace tpu {
 
-const char* kPodUsage =
-    "usage: tpusim allreduce [options]      all-reduce on a pod, golden-checked\n"
-    "       tpusim collective --kind K [options]\n"
-    "                                       K: all_reduce|reduce_scatter|all_gather|all_to_all|"
-    "broadcast\n"
-    "  --config FILE        pod configuration (default configs/pod_2x2.yaml)\n"
-    "  --bytes N            bytes per chip (default 65536; all_gather: of the output); any size\n"
-    "                       that fits HBM: buffers stream through VMEM in rounds\n"
-    "  --dtype f32|bf16     element type (default f32; bf16 accumulates in f32)\n"
-    "  --algo A             ring|biring|torus (default torus, or ring on one dimension;\n"
-    "                       all_reduce only)\n"
-    "  --op sum|max         reduction (default sum)\n"
-    "  --root R             broadcast root: rank within its group (default 0)\n"
-    "  --mesh AXES          named mesh axes over the torus dimensions, x first, e.g. x=4,y=4 or\n"
-    "                       data=16,model=4 (default: one axis 'all' of every chip)\n"
-    "  --axis NAME          the collective runs over this axis, in every group at once\n"
-    "  --rounds R           rounds through VMEM (default 0: as few as fit)\n"
-    "  --block-rows B       rows per pipelined block of a transfer (default 0: automatic)\n"
-    "  --load host|backdoor inputs in / outputs out through the host ports, all chips at once\n"
-    "                       (default), or the backdoor (no simulated time)\n"
-    "  --seed S             seed of the random inputs (default 1)\n"
-    "  --engine systemc|cpp SystemC pod with TLM host sockets (default) or plain C++ stepping\n"
-    "  --threads N          threads stepping the chips, either engine (default: the cores;\n"
-    "                       the same bits and cycles for any N)\n"
-    "  --waves-chips LIST   FST waves of these chips, e.g. 0,3 (waves/pod_chipN.fst)\n"
-    "  --json FILE          write the JSON report\n"
-    "  --trace FILE         write the timeline (Chrome trace-event JSON: ui.perfetto.dev)\n"
-    "  --trace-cycles A:B   only the events that overlap pod cycles [A, B)\n"
-    "  --quiet              no progress line\n"
-    "  --fault KEY=VALUE    fault injection, repeatable (every pod command): seed=S,\n"
-    "                       hbm_single_bit_rate=P, hbm_double_bit_rate=P (per 64-bit word read),\n"
-    "                       hbm_flip_at=ADDR[:BITS][@CHIP] (docs/hbm.md);\n"
-    "                       link_bit_error_rate=P (per bit), link_burst_rate=P,\n"
-    "                       link_drop_rate=P (per word), link_down=CHIP:PORT@CYCLE (PORT: +X\n"
-    "                       -X +Y -Y +Z -Z; docs/ici.md \"Link faults\")\n"
-    "  --watchdog CYCLES    stop as hung (exit 3) after this many cycles without progress\n"
-    "                       (default: the config's watchdog_cycles, 1000000; 0: off)\n"
-    "usage: tpusim pod [options]            the pod job: a matmul on every chip at once, then\n"
-    "                                       an all-reduce (sum) of the results in HBM\n"
-    "  --config FILE --engine E --waves-chips LIST --json FILE --seed S --algo A --quiet\n"
-    "  --trace FILE --trace-cycles A:B\n"
-    "  --m M --k K --n N    matmul shape on every chip (default 64 64 64)\n";
-
-Opts parse_options(const std::vector<std::string>& args, const std::vector<std::string>& valued,
-                   const std::vector<std::string>& flags, const char* usage,
-                   const std::vector<std::string>& out_paths) {
-  CliSpec spec;
-  spec.valued = valued;
-  spec.valued.push_back("--watchdog");  // every command that runs the pod takes it (with_pod)
-  spec.flags = flags;
-  spec.repeatable = {"--fault"};        // every pod command takes it, as often as needed
-  spec.out_paths = out_paths;
-  spec.usage = usage;
-  return parse_cli(args, spec);
+std::string PodOptions::config_path() const {
+  return config.empty() ? source_file("configs/pod_2x2.yaml") : config;
 }
 
-std::vector<int> parse_chips(const std::string& v) {
-  std::vector<int> out;
-  std::stringstream ss(v);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    out.push_back(static_cast<int>(parse_uint("--waves-chips", item, 0, 4095)));
-  return out;
-}
-
-// --trace-cycles FROM:TO (pod cycles, TO exclusive) and --trace FILE: the timeline's options.
-TraceOptions trace_options(const Opts& opt) {
-  TraceOptions t;
-  t.enabled = opt.count("--trace") > 0;
-  if (opt.count("--trace-cycles")) {
-    if (!t.enabled) throw std::invalid_argument("--trace-cycles needs --trace FILE");
-    const std::string v = opt.at("--trace-cycles");
-    const auto colon = v.find(':');
-    if (colon == std::string::npos)
-      throw std::invalid_argument("--trace-cycles " + v + ": must be FROM:TO (pod cycles)");
-    t.from = parse_uint("--trace-cycles FROM", v.substr(0, colon), 0, ~0ull);
-    t.to = parse_uint("--trace-cycles TO", v.substr(colon + 1), t.from + 1, ~0ull);
-  }
-  return t;
-}
+namespace {
 
 // --threads' default: the machine's cores, shared by the MPI ranks on this machine.
 unsigned default_threads() {
@@ -118,35 +44,93 @@ unsigned default_threads() {
                           static_cast<unsigned>(mpi_world().local_size));
 }
 
-unsigned pod_threads(const Opts& opt) {
-  return static_cast<unsigned>(
-      parse_uint("--threads", get(opt, "--threads", std::to_string(default_threads())), 1, 256));
+}  // namespace
+
+void add_pod_config(CLI::App* cmd, PodOptions& o) {
+  o.cmd = cmd;
+  cmd->add_option("--config", o.config, "pod configuration (default configs/pod_2x2.yaml)")
+      ->type_name("FILE");
+}
+
+void add_pod_options(CLI::App* cmd, PodOptions& o, bool bare) {
+  o.threads = default_threads();
+  cmd->add_option("--engine", o.engine,
+                  "SystemC pod with TLM host sockets, or plain C++ stepping")
+      ->type_name("systemc|cpp")
+      ->check(CLI::IsMember({"systemc", "cpp"}))
+      ->capture_default_str();
+  if (!bare) {
+    cmd->add_option("--threads", o.threads,
+                    "threads stepping the chips, either engine (default: the cores;\n"
+                    "the same bits and cycles for any N)")
+        ->type_name("N")
+        ->check(cli::uint_in(1, 256));
+    cmd->add_option("--waves-chips", o.waves_chips,
+                    "FST waves of these chips, e.g. 0,3 (waves/pod_chipN.fst)")
+        ->type_name("LIST")
+        ->check(cli::list_of(cli::uint_in(0, 4095)));
+    cmd->add_option("--json", o.json, "write the JSON report")
+        ->type_name("FILE")
+        ->check(cli::output_path());
+    cmd->add_option("--trace", o.trace,
+                    "write the timeline (Chrome trace-event JSON: ui.perfetto.dev)")
+        ->type_name("FILE")
+        ->check(cli::output_path());
+    cmd->add_flag("--quiet", o.quiet, "no progress line");
+  }
+  cli::repeatable(cmd->add_option("--fault", o.faults,
+                                  "fault injection, repeatable: seed=S,\n"
+                                  "hbm_single_bit_rate=P, hbm_double_bit_rate=P (per 64-bit word\n"
+                                  "read), hbm_flip_at=ADDR[:BITS][@CHIP] (docs/hbm.md);\n"
+                                  "link_bit_error_rate=P (per bit), link_burst_rate=P,\n"
+                                  "link_drop_rate=P (per word), link_down=CHIP:PORT@CYCLE (PORT:\n"
+                                  "+X -X +Y -Y +Z -Z; docs/ici.md \"Link faults\")"))
+      ->type_name("KEY=VALUE");
+  cmd->add_option("--watchdog", o.watchdog,
+                  "stop as hung (exit 3) after this many cycles without progress\n"
+                  "(default: the config's watchdog_cycles, 1000000; 0: off)")
+      ->type_name("CYCLES")
+      ->check(cli::uint_in(0, uint64_t{1} << 40));
+}
+
+void add_trace_cycles(CLI::App* cmd, PodOptions& o) {
+  cmd->add_option("--trace-cycles", o.trace_cycles,
+                  "only the events that overlap pod cycles [A, B)")
+      ->option_text("A:B")
+      ->check(cli::span())
+      ->needs("--trace");
+}
+
+TraceOptions trace_options(const PodOptions& o) {
+  TraceOptions t;
+  t.enabled = !o.trace.empty();
+  if (!o.trace_cycles.empty()) std::tie(t.from, t.to) = cli::split_span(o.trace_cycles);
+  return t;
 }
 
 // Runs job on the pod the options ask for: the SystemC pod (TLM host sockets) or plain C++.
 
 // With --trace, the timeline is recorded over the whole job and written at its end.
-void with_pod(const Opts& opt, PodParams params, double clock_ghz,
+void with_pod(const PodOptions& opt, PodParams params, double clock_ghz,
               const std::function<void(HostPort&)>& job) {
-  if (opt.count("--waves-chips")) params.wave_chips = parse_chips(opt.at("--waves-chips"));
-  if (opt.count("--fault")) {
-    std::stringstream ss(opt.at("--fault"));
-    std::string kv;
-    while (std::getline(ss, kv)) apply_fault_flag(params.faults, kv);
+  if (!opt.waves_chips.empty())
+    for (const std::string& c : cli::split_list(opt.waves_chips))
+      params.wave_chips.push_back(std::stoi(c));
+  if (!opt.faults.empty()) {
+    for (const std::string& kv : opt.faults) apply_fault_flag(params.faults, kv);
     check_fault_flags(params.faults, chip_shape(params.variant).hbm_bytes,
                       params.topo.num_chips());
   }
-  if (opt.count("--watchdog"))
-    params.watchdog_cycles = parse_uint("--watchdog", opt.at("--watchdog"), 0, uint64_t{1} << 40);
-  const std::string engine = get(opt, "--engine", "systemc");
+  if (opt.given("--watchdog")) params.watchdog_cycles = opt.watchdog;
+  const std::string& engine = opt.engine;
   // Threads stepping the chips, either engine (the SystemC pod then steps every chip from one
   // process on the worker threads).
-  params.threads = pod_threads(opt);
+  params.threads = opt.threads;
   const TraceOptions topt = trace_options(opt);
   auto traced = [&](HostPort& h) {
     if (topt.enabled) h.set_trace(topt);
     job(h);
-    if (topt.enabled) write_trace(opt.at("--trace"), h.take_trace(), h.info(), clock_ghz);
+    if (topt.enabled) write_trace(opt.trace, h.take_trace(), h.info(), clock_ghz);
   };
   if (mpi_world().size > 1) {  // the pod split across MPI ranks (docs/scale.md)
     if (engine != "cpp")
@@ -163,12 +147,10 @@ void with_pod(const Opts& opt, PodParams params, double clock_ghz,
   if (engine == "cpp") {
     CppPodHost host(params);
     traced(host);
-  } else if (engine == "systemc") {
+  } else {
     static std::unique_ptr<ScPod> pod;  // one elaboration per process
     pod = std::make_unique<ScPod>("pod", params);
     pod->run(traced);
-  } else {
-    throw std::invalid_argument("--engine " + engine + ": must be 'systemc' or 'cpp'");
   }
 }
 
@@ -176,9 +158,7 @@ Collective parse_kind(const std::string& k) {
   for (Collective c : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather,
                        Collective::kAllToAll, Collective::kBroadcast})
     if (k == collective_name(c)) return c;
-  throw std::invalid_argument("--kind " + k +
-                              ": must be all_reduce, reduce_scatter, all_gather, all_to_all or "
-                              "broadcast");
+  throw std::invalid_argument("--kind " + k + ": not a collective");
 }
 
 const char* kDirNames[6] = {"+x", "-x", "+y", "-y", "+z", "-z"};
@@ -234,10 +214,10 @@ ReportGroup& add_links(Report& rep, const std::vector<LinkStat>& flits, uint64_t
   return g;
 }
 
-void add_pod(Report& rep, const PodConfig& cfg, const MachineInfo& mi, const Opts& opt) {
+void add_pod(Report& rep, const PodConfig& cfg, const MachineInfo& mi, const PodOptions& opt) {
   rep.field("tool", "tpusim").field("config", cfg.source);
-  rep.field("engine", get(opt, "--engine", "systemc"));
-  rep.field("threads", static_cast<uint64_t>(pod_threads(opt)));
+  rep.field("engine", opt.engine);
+  rep.field("threads", static_cast<uint64_t>(opt.threads));
   if (mpi_world().size > 1) {
     const MpiStats& ms = mpi_stats();
     ReportGroup& m = rep.group("mpi");
@@ -324,51 +304,122 @@ F64Check f64_check(const CollectivePlan& plan, const std::vector<int>& dims,
   return r;
 }
 
-int run_collective(const Opts& opt, Collective kind) {
-  const std::string config = get(opt, "--config", source_file("configs/pod_2x2.yaml"));
-  const PodConfig cfg = load_pod_config(config);
+// The options of `tpusim allreduce` and `tpusim collective`.
+struct CollectiveArgs {
+  PodOptions pod;
+  std::string kind = "all_reduce";
+  uint64_t bytes = 65536;
+  std::string dtype = "f32", algo, op = "sum", mesh, axis, load = "host";
+  unsigned root = 0, block_rows = 0;
+  uint64_t rounds = 0, seed = 1;
+};
+
+// The command `name` with the options of a collective (`kind`: collective's --kind).
+CLI::App* collective_options(CLI::App& tool, const char* name, const char* what,
+                             CollectiveArgs& a, bool kind) {
+  CLI::App* cmd = tool.add_subcommand(name, what);
+  if (kind)
+    cmd->add_option("--kind", a.kind, "the collective")
+        ->type_name("K")
+        ->check(CLI::IsMember(
+            {"all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast"}))
+        ->required();
+  add_pod_config(cmd, a.pod);
+  cmd->add_option("--bytes", a.bytes,
+                  "bytes per chip (all_gather: of the output); any size that fits HBM:\n"
+                  "buffers stream through VMEM in rounds")
+      ->type_name("N")
+      ->check(cli::uint_in(1, uint64_t{1} << 30))
+      ->capture_default_str();
+  cmd->add_option("--dtype", a.dtype, "element type (bf16 accumulates in f32)")
+      ->type_name("f32|bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--algo", a.algo,
+                  "ring|biring|torus|direct (default torus, or biring on one dimension,\n"
+                  "for all_reduce; ring for the others; torus and direct: all_reduce only)")
+      ->type_name("A")
+      ->check(CLI::IsMember({"ring", "biring", "torus", "direct"}));
+  cmd->add_option("--op", a.op, "reduction")
+      ->type_name("sum|max")
+      ->check(CLI::IsMember({"sum", "max"}))
+      ->capture_default_str();
+  if (kind)
+    cmd->add_option("--root", a.root, "broadcast root: rank within its group")
+        ->type_name("R")
+        ->check(cli::uint_in(0, 4095))
+        ->capture_default_str();
+  CLI::Option* mesh =
+      cmd->add_option("--mesh", a.mesh,
+                      "named mesh axes over the torus dimensions, x first, e.g. x=4,y=4 or\n"
+                      "data=16,model=4 (default: one axis 'all' of every chip)")
+          ->type_name("AXES");
+  CLI::Option* axis =
+      cmd->add_option("--axis", a.axis,
+                      "the collective runs over this axis, in every group at once")
+          ->type_name("NAME");
+  mesh->needs(axis);  // the axis names one of the mesh's axes
+  axis->needs(mesh);
+  cmd->add_option("--rounds", a.rounds, "rounds through VMEM; 0: as few as fit")
+      ->type_name("R")
+      ->check(cli::uint_in(0, 1u << 20))
+      ->capture_default_str();
+  cmd->add_option("--block-rows", a.block_rows,
+                  "rows per pipelined block of a transfer; 0: automatic")
+      ->type_name("B")
+      ->check(cli::uint_in(0, 4096))
+      ->capture_default_str();
+  cmd->add_option("--load", a.load,
+                  "inputs in / outputs out through the host ports, all chips at once,\n"
+                  "or the backdoor (no simulated time)")
+      ->type_name("host|backdoor")
+      ->check(CLI::IsMember({"host", "backdoor"}))
+      ->capture_default_str();
+  cmd->add_option("--seed", a.seed, "seed of the random inputs")
+      ->type_name("S")
+      ->check(cli::uint_in(0, ~uint64_t{0}))
+      ->capture_default_str();
+  add_pod_options(cmd, a.pod);
+  add_trace_cycles(cmd, a.pod);
+  cmd->footer("exit codes: 0 pass, 1 golden mismatch, 2 bad input or output, 3 hang or chip "
+              "error");
+  return cmd;
+}
+
+int run_collective(const CollectiveArgs& a) {
+  const PodOptions& opt = a.pod;
+  const Collective kind = parse_kind(a.kind);
+  const PodConfig cfg = load_pod_config(opt.config_path());
   const Topology& topo = cfg.params.topo;
   CollectiveSpec spec;
   spec.collective = kind;
-  const std::string dtype = get(opt, "--dtype", "f32");
-  if (dtype != "f32" && dtype != "bf16")
-    throw std::invalid_argument("--dtype " + dtype + ": must be 'f32' or 'bf16'");
+  const std::string& dtype = a.dtype;
   spec.dtype = dtype == "bf16" ? DType::kBf16 : DType::kF32;
-  const std::string op = get(opt, "--op", "sum");
-  if (op != "sum" && op != "max")
-    throw std::invalid_argument("--op " + op + ": must be 'sum' or 'max'");
+  const std::string& op = a.op;
   spec.op = op == "max" ? ReduceOp::kMax : ReduceOp::kSum;
   const std::size_t esz = spec.dtype == DType::kBf16 ? 2 : 4;
-  const uint64_t bytes = parse_uint("--bytes", get(opt, "--bytes", "65536"), esz, 1ull << 30);
+  const uint64_t bytes = a.bytes;
   if (bytes % esz != 0)
     throw std::invalid_argument("--bytes " + std::to_string(bytes) + ": must be a multiple of " +
                                 std::to_string(esz) + " (the " + dtype + " element size)");
   spec.n = bytes / esz;
   // Mesh axes: the group of the collective.
   std::string axis = "all";
-  if (opt.count("--mesh") || opt.count("--axis")) {
-    if (!opt.count("--mesh") || !opt.count("--axis"))
-      throw std::invalid_argument(
-          "--mesh and --axis go together (the axis names one of the "
-          "mesh's axes)");
-    const Mesh mesh = parse_mesh(opt.at("--mesh"));
-    axis = opt.at("--axis");
+  if (!a.mesh.empty()) {
+    const Mesh mesh = parse_mesh(a.mesh);
+    axis = a.axis;
     spec.group_dims = mesh_axis_dims(topo, mesh, axis);
   }
   const Topology gtopo = group_topology(topo, spec.group_dims);
   const std::string def_algo = gtopo.active_dims().size() >= 2 ? "torus" : "biring";
   // An --algo that does not apply to the collective (torus for a reduce-scatter, say) is refused
   // by the plan's checks, not ignored.
-  spec.algorithm = get(opt, "--algo", kind == Collective::kAllReduce ? def_algo : "ring");
-  spec.root = static_cast<int>(parse_uint("--root", get(opt, "--root", "0"), 0, 4095));
+  spec.algorithm = !a.algo.empty() ? a.algo : kind == Collective::kAllReduce ? def_algo : "ring";
+  spec.root = static_cast<int>(a.root);
   PodCollectiveOptions po;
-  po.block_rows =
-      static_cast<unsigned>(parse_uint("--block-rows", get(opt, "--block-rows", "0"), 0, 4096));
-  po.rounds = parse_uint("--rounds", get(opt, "--rounds", "0"), 0, 1u << 20);
-  const std::string load = get(opt, "--load", "host");
-  if (load != "host" && load != "backdoor")
-    throw std::invalid_argument("--load " + load + ": must be 'host' or 'backdoor'");
-  po.backdoor = load == "backdoor";
+  po.block_rows = a.block_rows;
+  po.rounds = a.rounds;
+  po.backdoor = a.load == "backdoor";
 
   PodCollectiveRun r;
   std::vector<std::vector<uint32_t>> in;
@@ -378,7 +429,7 @@ int run_collective(const Opts& opt, Collective kind) {
   const auto t0 = std::chrono::steady_clock::now();
   {
     ProgressLine line(std::string(collective_name(kind)) + " on " + topo.name(),
-                      opt.count("--quiet") > 0);
+                      opt.quiet);
     with_pod(opt, cfg.params, cfg.chip.clock_ghz, [&](HostPort& h) {
       mi = h.info();
       PodDriver drv(h);
@@ -399,7 +450,7 @@ int run_collective(const Opts& opt, Collective kind) {
                                     " bytes of each "
                                     "chip's HBM, which holds " +
                                     std::to_string(mi.shape.hbm_bytes));
-      std::mt19937_64 rng(parse_uint("--seed", get(opt, "--seed", "1"), 0, ~0ull));
+      std::mt19937_64 rng(a.seed);
       std::normal_distribution<float> nd(0.0f, 4.0f);
       in.assign(static_cast<std::size_t>(topo.num_chips()), {});
       for (int c = 0; c < topo.num_chips(); ++c)
@@ -475,7 +526,7 @@ int run_collective(const Opts& opt, Collective kind) {
   // Where the cycles went (RTL counters): a collective does no MACs, so MFU is 0.
   report_profile(rep, r.prog.chip_delta, r.prog.run.cycles, 0,
                  peak_macs_per_cycle(mi.shape.rows, mi.shape.cols));
-  if (opt.count("--trace")) rep.field("trace", opt.at("--trace"));
+  if (!opt.trace.empty()) rep.field("trace", opt.trace);
   rep.set_mismatches(mismatches);
   rep.set_golden(pass, outputs, mismatches);
   if (f64.applies) {
@@ -490,49 +541,28 @@ int run_collective(const Opts& opt, Collective kind) {
              "simulated pod cycles (copies included) per host second");
   rep.metric("run_seconds", run_wall, "s",
              "host time of the collective and its copies alone (the pod built, inputs made)");
-  if (opt.count("--json")) rep.write(opt.at("--json"));
+  if (!opt.json.empty()) rep.write(opt.json);
   std::fputs(rep.summary().c_str(), stdout);
   return pass ? 0 : 1;
 }
 
-}  // namespace
+// The options of `tpusim pod`.
+struct PodJobArgs {
+  PodOptions pod;
+  std::size_t m = 64, k = 64, n = 64;
+  uint64_t seed = 1;
+  std::string algo;
+};
 
-int cmd_allreduce(const std::vector<std::string>& args) {
-  const Opts opt =
-      parse_options(args,
-            {"--config", "--bytes", "--dtype", "--algo", "--op", "--block-rows", "--rounds",
-             "--mesh", "--axis", "--load", "--seed", "--engine", "--threads", "--waves-chips", "--json",
-             "--trace", "--trace-cycles"},
-            {"--quiet"}, kPodUsage);
-  return run_collective(opt, Collective::kAllReduce);
-}
-
-int cmd_collective(const std::vector<std::string>& args) {
-  const Opts opt = parse_options(args,
-      {"--kind", "--config", "--bytes", "--dtype", "--algo", "--op", "--root", "--block-rows",
-       "--rounds", "--mesh", "--axis", "--load", "--seed", "--engine", "--threads", "--waves-chips", "--json",
-       "--trace", "--trace-cycles"},
-      {"--quiet"}, kPodUsage);
-  if (!opt.count("--kind"))
-    throw std::invalid_argument("collective: --kind is required\n" + std::string(kPodUsage));
-  return run_collective(opt, parse_kind(opt.at("--kind")));
-}
-
-int cmd_pod(const std::vector<std::string>& args) {
-  const Opts opt = parse_options(args,
-      {"--config", "--m", "--k", "--n", "--seed", "--algo", "--engine", "--threads", "--waves-chips", "--json",
-       "--trace", "--trace-cycles"},
-      {"--quiet"}, kPodUsage);
-  const std::string config = get(opt, "--config", source_file("configs/pod_2x2.yaml"));
-  const PodConfig cfg = load_pod_config(config);
+int run_pod_job(const PodJobArgs& a) {
+  const PodOptions& opt = a.pod;
+  const PodConfig cfg = load_pod_config(opt.config_path());
   const Topology& topo = cfg.params.topo;
-  const std::size_t M = parse_uint("--m", get(opt, "--m", "64"), 1, 4096);
-  const std::size_t K = parse_uint("--k", get(opt, "--k", "64"), 1, 4096);
-  const std::size_t N = parse_uint("--n", get(opt, "--n", "64"), 1, 4096);
-  const uint64_t seed = parse_uint("--seed", get(opt, "--seed", "1"), 0, ~0ull);
+  const std::size_t M = a.m, K = a.k, N = a.n;
+  const uint64_t seed = a.seed;
   const int P = topo.num_chips();
   CollectiveSpec spec;
-  spec.algorithm = get(opt, "--algo", topo.active_dims().size() >= 2 ? "torus" : "biring");
+  spec.algorithm = !a.algo.empty() ? a.algo : topo.active_dims().size() >= 2 ? "torus" : "biring";
 
   std::vector<MatmulRun> mm(static_cast<std::size_t>(P));
   std::vector<std::vector<uint32_t>> want_c(static_cast<std::size_t>(P)), c_bits(want_c.size());
@@ -544,7 +574,7 @@ int cmd_pod(const std::vector<std::string>& args) {
   HbmMatrix cm_shape;
   const auto t0 = std::chrono::steady_clock::now();
   {
-    ProgressLine line("pod job on " + topo.name(), opt.count("--quiet") > 0);
+    ProgressLine line("pod job on " + topo.name(), opt.quiet);
     with_pod(opt, cfg.params, cfg.chip.clock_ghz, [&](HostPort& h) {
       mi = h.info();
       h.progress = [&](uint64_t cyc) { line.show(std::to_string(cyc) + " cycles"); };
@@ -689,14 +719,82 @@ int cmd_pod(const std::vector<std::string>& args) {
     job_delta.push_back(d);
   }
   report_profile(rep, job_delta, pod_cycles + ar.collective_cycles, macs, peak);
-  if (opt.count("--trace")) rep.field("trace", opt.at("--trace"));
+  if (!opt.trace.empty()) rep.field("trace", opt.trace);
   rep.metric("backdoor_bytes", backdoor_bytes, "bytes",
              "results read by the backdoor for the check");
   rep.set_golden(pass, static_cast<uint64_t>(P) * (M * N + spec.n), mm_bad + ar_bad);
   rep.metric("wall_seconds", wall, "s", "host time of the simulation");
-  if (opt.count("--json")) rep.write(opt.at("--json"));
+  if (!opt.json.empty()) rep.write(opt.json);
   std::fputs(rep.summary().c_str(), stdout);
   return pass ? 0 : 1;
+}
+
+}  // namespace
+
+std::function<int()> allreduce_command(CLI::App& tool) {
+  auto a = std::make_shared<CollectiveArgs>();
+  collective_options(tool, "allreduce",
+                     "an all-reduce on a pod, golden-checked (HBM in and out, any size, mesh "
+                     "axes)",
+                     *a, false);
+  return [a] { return run_collective(*a); };
+}
+
+std::function<int()> collective_command(CLI::App& tool) {
+  auto a = std::make_shared<CollectiveArgs>();
+  collective_options(tool, "collective", "any collective on a pod (--kind), golden-checked", *a,
+                     true);
+  return [a] { return run_collective(*a); };
+}
+
+std::function<int()> pod_command(CLI::App& tool) {
+  auto a = std::make_shared<PodJobArgs>();
+  CLI::App* cmd = tool.add_subcommand(
+      "pod", "the pod job: a matmul on every chip at once, then an all-reduce of the results\n"
+             "(a sum, in HBM), golden-checked");
+  add_pod_config(cmd, a->pod);
+  for (auto [flag, v, name, what] : {std::tuple{"--m", &a->m, "M", "rows of A on every chip"},
+                                     std::tuple{"--k", &a->k, "K", "the contraction"},
+                                     std::tuple{"--n", &a->n, "N", "columns of W"}})
+    cmd->add_option(flag, *v, what)
+        ->type_name(name)
+        ->check(cli::uint_in(1, 4096))
+        ->capture_default_str();
+  cmd->add_option("--seed", a->seed, "seed of the random inputs")
+      ->type_name("S")
+      ->check(cli::uint_in(0, ~uint64_t{0}))
+      ->capture_default_str();
+  cmd->add_option("--algo", a->algo,
+                  "the all-reduce's algorithm: ring|biring|torus|direct (default torus,\n"
+                  "or biring on one dimension)")
+      ->type_name("A")
+      ->check(CLI::IsMember({"ring", "biring", "torus", "direct"}));
+  add_pod_options(cmd, a->pod);
+  add_trace_cycles(cmd, a->pod);
+  cmd->footer("exit codes: 0 pass, 1 golden mismatch, 2 bad input or output, 3 hang or chip "
+              "error");
+  return [a] { return run_pod_job(*a); };
+}
+
+// tpusim hang: a deliberate deadlock, to test the watchdog and exit code 3 (docs/errors.md):
+// chip 1 of the pod waits on ICI counter 5 for a row that no chip sends. Not in the help.
+std::function<int()> hang_command(CLI::App& tool) {
+  auto o = std::make_shared<PodOptions>();
+  CLI::App* cmd = tool.add_subcommand("hang", "a deliberate deadlock, to test the watchdog");
+  cmd->group("");  // hidden
+  add_pod_config(cmd, *o);
+  add_pod_options(cmd, *o, true);
+  return [o] {
+    const PodConfig cfg = load_pod_config(o->config_path());
+    if (cfg.params.topo.num_chips() < 2)
+      throw std::invalid_argument("hang: the pod needs two chips or more");
+    with_pod(*o, cfg.params, cfg.chip.clock_ghz, [](HostPort& h) {
+      h.push(1, {cmd_ici_wait(5, 1)});
+      h.run_until_idle();
+    });
+    std::puts("tpusim hang: the run ended (the watchdog is off?)");
+    return 0;
+  };
 }
 
 }  // namespace tpu

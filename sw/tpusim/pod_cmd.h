@@ -2,17 +2,20 @@
 // default the SystemC pod with TLM-2.0 host sockets, checked bit for bit against the golden.
 #pragma once
 
-#include <string>
-#include <vector>
+#include <functional>
+
+#include "cli.h"
 
 namespace tpu {
 
-extern const char* kPodUsage;
-
-// Each returns the process exit code (0 pass, 1 golden mismatch); throws std::invalid_argument
-// for a bad command line, ConfigError for a bad configuration, PodError for a simulation error.
-int cmd_allreduce(const std::vector<std::string>& args);
-int cmd_collective(const std::vector<std::string>& args);
-int cmd_pod(const std::vector<std::string>& args);
+// Each declares its command and options on `tool` and returns what runs it once the line is
+// parsed: the process exit code (0 pass, 1 golden mismatch); it throws std::invalid_argument
+// for a bad combination of options, ConfigError for a bad configuration, PodError for a
+// simulation error.
+std::function<int()> allreduce_command(CLI::App& tool);
+std::function<int()> collective_command(CLI::App& tool);
+std::function<int()> pod_command(CLI::App& tool);
+// `tpusim hang`, a deliberate deadlock to test the watchdog (docs/errors.md); hidden.
+std::function<int()> hang_command(CLI::App& tool);
 
 }  // namespace tpu

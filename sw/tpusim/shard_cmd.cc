@@ -5,8 +5,10 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <random>
 #include <stdexcept>
+#include <tuple>
 
 #include "cli_util.h"
 #include "npy.h"
@@ -17,109 +19,76 @@
 
 namespace tpu {
 
-const char* kShardUsage =
-    "usage: tpusim shard [options]          one matmul Y = X @ W sharded over a named mesh\n"
-    "  --config FILE        pod configuration (default configs/pod_2x2.yaml)\n"
-    "  --mesh AXES          named mesh axes over the torus dimensions, x first, e.g.\n"
-    "                       data=2,model=2 (default: the config's mesh: section)\n"
-    "  --m M --k K --n N    the product's shape (default 512 512 512)\n"
-    "  --x-spec S --w-spec S --y-spec S\n"
-    "                       partition specs (rows,columns: a mesh axis or '-'); defaults:\n"
-    "                       X first-axis,-  W -,second-axis (or -,-)  Y what the product gives\n"
-    "  --a X.npy --w W.npy  operands from files: uint16 (bf16 bits) or float32 (rounded)\n"
-    "  --bias B.npy --relu  epilogue (K split: after the reduction)\n"
-    "  --out Y.npy          write the gathered Y (float32)\n"
-    "  --load host|backdoor operands in and Y out through the host ports (default) or the\n"
-    "                       backdoor (no simulated time)\n"
-    "  --trace FILE         the timeline (Chrome trace-event JSON: ui.perfetto.dev); each\n"
-    "                       command labelled with its phase\n"
-    "  --trace-cycles A:B   only the events that overlap pod cycles [A, B)\n"
-    "  --seed S --engine systemc|cpp --threads N --waves-chips LIST --json FILE --quiet\n"
-    "  --watchdog CYCLES    cycles without progress before the run stops as hung (exit 3)\n";
-
 namespace {
 
-Opts parse_shard(const std::vector<std::string>& args) {
-  return parse_options(args,
-                       {"--config", "--mesh", "--m", "--k", "--n", "--x-spec", "--w-spec",
-                        "--y-spec", "--a", "--w", "--bias", "--out", "--load", "--seed",
-                        "--engine", "--threads", "--waves-chips", "--json", "--trace", "--trace-cycles"},
-                       {"--relu", "--quiet"}, kShardUsage, {"--out", "--json", "--trace"});
-}
+// The options of `tpusim shard`.
+struct ShardArgs {
+  PodOptions pod;
+  std::string mesh, x_spec, w_spec, y_spec, a, w, bias, out, load = "host";
+  std::size_t m = 512, k = 512, n = 512;
+  uint64_t seed = 1;
+  bool relu = false;
+};
 
-}  // namespace
-
-int cmd_shard(const std::vector<std::string>& args) {
-  const Opts opt = parse_shard(args);
-  const std::string config = get(opt, "--config", source_file("configs/pod_2x2.yaml"));
+int run_shard(const ShardArgs& a) {
+  const PodOptions& opt = a.pod;
+  const std::string config = opt.config_path();
   const PodConfig cfg = load_pod_config(config);
   const Topology& topo = cfg.params.topo;
-  if (!opt.count("--mesh") && cfg.mesh.empty())
+  if (a.mesh.empty() && cfg.mesh.empty())
     throw std::invalid_argument("no mesh: give --mesh (e.g. data=2,model=2) or a mesh: section "
                                 "in " + config);
-  const Mesh mesh = parse_mesh(get(opt, "--mesh", cfg.mesh));
-  for (const MeshAxis& a : mesh.axes) {
+  const Mesh mesh = parse_mesh(!a.mesh.empty() ? a.mesh : cfg.mesh);
+  for (const MeshAxis& ax : mesh.axes) {
     try {
-      (void)mesh_axis_dims(topo, mesh, a.name);
+      (void)mesh_axis_dims(topo, mesh, ax.name);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(std::string("--mesh: ") + e.what());
     }
   }
 
   // Operands: from files, or random.
-  std::size_t M = 512, K = 512, N = 512;
+  std::size_t M = a.m, K = a.k, N = a.n;
   std::vector<bf16_t> x, w;
-  const bool files = opt.count("--a") || opt.count("--w");
-  if (files) {
-    if (!opt.count("--a") || !opt.count("--w"))
-      throw std::invalid_argument("--a and --w must be given together");
-    for (const char* k : {"--m", "--k", "--n", "--seed"})
-      if (opt.count(k)) throw std::invalid_argument(std::string(k) + " cannot be combined with --a/--w");
+  if (!a.a.empty()) {  // --a and --w come together (CLI)
     std::size_t kr = 0, kw = 0;
-    x = load_bf16_matrix(opt.at("--a"), &M, &kr);
-    w = load_bf16_matrix(opt.at("--w"), &kw, &N);
+    x = load_bf16_matrix(a.a, &M, &kr);
+    w = load_bf16_matrix(a.w, &kw, &N);
     K = kr;
     if (M == 0 || K == 0 || N == 0)
-      throw std::invalid_argument(opt.at("--a") + ", " + opt.at("--w") +
+      throw std::invalid_argument(a.a + ", " + a.w +
                                   ": X and W need at least one row and column each");
     if (kw != kr)
-      throw std::invalid_argument(opt.at("--a") + " is " + std::to_string(M) + "x" +
-                                  std::to_string(kr) + " and " + opt.at("--w") + " is " +
+      throw std::invalid_argument(a.a + " is " + std::to_string(M) + "x" +
+                                  std::to_string(kr) + " and " + a.w + " is " +
                                   std::to_string(kw) + "x" + std::to_string(N) +
                                   ": X's columns must equal W's rows");
   } else {
-    M = parse_uint("--m", get(opt, "--m", "512"), 1, 1u << 16);
-    K = parse_uint("--k", get(opt, "--k", "512"), 1, 1u << 16);
-    N = parse_uint("--n", get(opt, "--n", "512"), 1, 1u << 16);
-    const uint64_t seed = parse_uint("--seed", get(opt, "--seed", "1"), 0, ~0ull);
-    std::mt19937_64 rng(seed);
+    std::mt19937_64 rng(a.seed);
     x = random_bf16(rng, M * K);
     w = random_bf16(rng, K * N);
   }
   ShardedMatmulOptions so;
-  if (opt.count("--bias")) {
-    const NpyArray arr = read_npy(opt.at("--bias"));
-    if (arr.dtype != "<f4") throw std::invalid_argument(opt.at("--bias") + ": the bias must be float32");
+  if (!a.bias.empty()) {
+    const NpyArray arr = read_npy(a.bias);
+    if (arr.dtype != "<f4") throw std::invalid_argument(a.bias + ": the bias must be float32");
     so.bias = arr.as_f32();
     if (so.bias.size() != N)
-      throw std::invalid_argument(opt.at("--bias") + ": the bias must hold N = " +
+      throw std::invalid_argument(a.bias + ": the bias must hold N = " +
                                   std::to_string(N) + " values (it holds " +
                                   std::to_string(so.bias.size()) + ")");
   }
-  so.relu = opt.count("--relu") > 0;
-  const std::string load = get(opt, "--load", "host");
-  if (load != "host" && load != "backdoor")
-    throw std::invalid_argument("--load " + load + ": must be 'host' or 'backdoor'");
-  so.backdoor = load == "backdoor";
+  so.relu = a.relu;
+  so.backdoor = a.load == "backdoor";
 
   const std::string a0 = mesh.axes[0].name;
   const std::string a1 = mesh.axes.size() > 1 ? mesh.axes[1].name : "-";
-  const PSpec xs = parse_pspec(get(opt, "--x-spec", a0 + ",-"), "--x-spec");
-  const PSpec ws = parse_pspec(get(opt, "--w-spec", "-," + a1), "--w-spec");
+  const PSpec xs = parse_pspec(!a.x_spec.empty() ? a.x_spec : a0 + ",-", "--x-spec");
+  const PSpec ws = parse_pspec(!a.w_spec.empty() ? a.w_spec : "-," + a1, "--w-spec");
   PSpec ys;
-  if (opt.count("--y-spec")) ys = parse_pspec(opt.at("--y-spec"), "--y-spec");
+  if (!a.y_spec.empty()) ys = parse_pspec(a.y_spec, "--y-spec");
   const ShardPlan plan =
-      plan_sharding(topo, mesh, M, K, N, xs, ws, opt.count("--y-spec") ? &ys : nullptr);
+      plan_sharding(topo, mesh, M, K, N, xs, ws, !a.y_spec.empty() ? &ys : nullptr);
 
   const std::string title = "sharded matmul " + std::to_string(M) + "x" + std::to_string(K) +
                             "x" + std::to_string(N) + " on " + topo.name() + " (" +
@@ -133,13 +102,13 @@ int cmd_shard(const std::vector<std::string>& args) {
   {
     ProgressLine line("shard " + std::to_string(M) + "x" + std::to_string(K) + "x" +
                           std::to_string(N) + " on " + topo.name(),
-                      opt.count("--quiet") > 0);
+                      opt.quiet);
     // The timeline is always recorded (each phase's cycles come from it); --trace writes it.
     TraceOptions topt = trace_options(opt);
     topt.enabled = true;
-    Opts pod_opt = opt;
-    pod_opt.erase("--trace");
-    pod_opt.erase("--trace-cycles");
+    PodOptions pod_opt = opt;
+    pod_opt.trace.clear();
+    pod_opt.trace_cycles.clear();
     with_pod(pod_opt, cfg.params, cfg.chip.clock_ghz, [&](HostPort& h) {
       const MachineInfo& mi = h.info();
       h.progress = [&](uint64_t cyc) { line.show(std::to_string(cyc) + " cycles"); };
@@ -152,9 +121,9 @@ int cmd_shard(const std::vector<std::string>& args) {
       h.progress = nullptr;
       const std::vector<TraceEvent> events = h.take_trace();
       set_phase_cycles(&run, events);
-      if (opt.count("--trace")) {
-        write_trace(opt.at("--trace"), events, mi, cfg.chip.clock_ghz);
-        rep.field("trace", opt.at("--trace"));
+      if (!opt.trace.empty()) {
+        write_trace(opt.trace, events, mi, cfg.chip.clock_ghz);
+        rep.field("trace", opt.trace);
       }
       chk = check_sharded(sm, x, w, got);
       add_pod(rep, cfg, mi, opt);
@@ -164,15 +133,76 @@ int cmd_shard(const std::vector<std::string>& args) {
     });
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (opt.count("--out")) {
+  if (!a.out.empty()) {
     std::vector<float> y(chk.y.size());
     for (std::size_t i = 0; i < y.size(); ++i) y[i] = f32_from_bits(chk.y[i]);
-    write_npy_f32(opt.at("--out"), y, {M, N});
+    write_npy_f32(a.out, y, {M, N});
   }
   rep.metric("wall_seconds", wall, "s", "host time of the simulation");
-  if (opt.count("--json")) rep.write(opt.at("--json"));
+  if (!opt.json.empty()) rep.write(opt.json);
   std::fputs(rep.summary().c_str(), stdout);
   return chk.pass() ? 0 : 1;
+}
+
+}  // namespace
+
+std::function<int()> shard_command(CLI::App& tool) {
+  auto a = std::make_shared<ShardArgs>();
+  CLI::App* cmd =
+      tool.add_subcommand("shard", "one matmul Y = X @ W sharded over a named mesh of the pod");
+  add_pod_config(cmd, a->pod);
+  cmd->add_option("--mesh", a->mesh,
+                  "named mesh axes over the torus dimensions, x first, e.g.\n"
+                  "data=2,model=2 (default: the config's mesh: section)")
+      ->type_name("AXES");
+  std::vector<CLI::Option*> random;
+  for (auto [flag, v, name, what] : {std::tuple{"--m", &a->m, "M", "rows of X"},
+                                     std::tuple{"--k", &a->k, "K", "the contraction"},
+                                     std::tuple{"--n", &a->n, "N", "columns of W"}})
+    random.push_back(cmd->add_option(flag, *v, what)
+                         ->type_name(name)
+                         ->check(cli::uint_in(1, 1u << 16))
+                         ->capture_default_str());
+  random.push_back(cmd->add_option("--seed", a->seed, "seed of the random operands")
+                       ->type_name("S")
+                       ->check(cli::uint_in(0, ~uint64_t{0}))
+                       ->capture_default_str());
+  cmd->add_option("--x-spec", a->x_spec,
+                  "X's partition spec (rows,columns: a mesh axis or '-'; default\n"
+                  "first-axis,-)")
+      ->type_name("S");
+  cmd->add_option("--w-spec", a->w_spec, "W's (default -,second-axis, or -,- with one axis)")
+      ->type_name("S");
+  cmd->add_option("--y-spec", a->y_spec, "Y's (default: what the product gives)")
+      ->type_name("S");
+  CLI::Option* fa =
+      cmd->add_option("--a", a->a, "X from a file: uint16 (bf16 bits) or float32 (rounded)")
+          ->type_name("X.npy");
+  CLI::Option* fw = cmd->add_option("--w", a->w, "W from a file (with --a)")->type_name("W.npy");
+  fa->needs(fw);
+  fw->needs(fa);
+  for (CLI::Option* r : random) {
+    fa->excludes(r);
+    fw->excludes(r);
+  }
+  cmd->add_option("--bias", a->bias, "add a bias row (N float32 values); K split: after the\n"
+                                     "reduction")
+      ->type_name("B.npy");
+  cmd->add_flag("--relu", a->relu, "ReLU after the bias");
+  cmd->add_option("--out", a->out, "write the gathered Y (float32)")
+      ->type_name("Y.npy")
+      ->check(cli::output_path());
+  cmd->add_option("--load", a->load,
+                  "operands in and Y out through the host ports, or the backdoor\n"
+                  "(no simulated time)")
+      ->type_name("host|backdoor")
+      ->check(CLI::IsMember({"host", "backdoor"}))
+      ->capture_default_str();
+  add_pod_options(cmd, a->pod);
+  add_trace_cycles(cmd, a->pod);
+  cmd->footer("exit codes: 0 pass, 1 golden mismatch, 2 bad input or output, 3 hang or chip "
+              "error");
+  return [a] { return run_shard(*a); };
 }
 
 }  // namespace tpu

@@ -1,11 +1,14 @@
-// tpusim: the command-line front door of the simulator.
+// tpusim: the command-line front door of the simulator (tpusim --help: the commands; each
+// command's options are declared next to it, on CLI11: sw/common/cli.h).
 //
-//   tpusim allreduce | collective | pod [options]   (sw/tpusim/pod_cmd.h)
-//   tpusim traffic [options]                       (sw/tpusim/traffic.h)
+//   tpusim allreduce | collective | pod | hang [options]   (sw/tpusim/pod_cmd.h)
+//   tpusim shard [options]                                (sw/tpusim/shard_cmd.h)
+//   tpusim train [options]                                (sw/tpusim/train_cmd.h)
+//   tpusim traffic [options]                              (sw/tpusim/traffic.h)
 //   tpusim matmul [--config FILE] [--variant RxC] [--m M --k K --n N --seed S | --a A.npy --w W.npy]
 //                 [--dist narrow|wide] [--out C.npy] [--json REPORT.json] [--waves FILE.fst]
 //
-// Runs C = A x W on the MXU of the configured chip variant, checks every output bit for bit
+// matmul runs C = A x W on the MXU of the configured chip variant, checks every output bit for bit
 // against the golden model, and reports cycles, ideal cycles, utilization and mismatches.
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -19,9 +22,11 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "chip_config.h"
@@ -54,43 +59,18 @@ constexpr int kExitMismatch = 1;  // the run finished but the golden check faile
 constexpr int kExitUsage = 2;     // bad command line, file or configuration
 constexpr int kExitSim = 3;       // the RTL reported an error or hung
 
-// `tpusim --help` (and tpusim with no command) starts with this list.
-const char* kCommands =
-    "usage: tpusim COMMAND [options]     (tpusim COMMAND --help: that command's options)\n"
-    "commands:\n"
-    "  matmul      one bf16 matmul on one chip, golden-checked\n"
-    "  traffic     synthetic traffic on an ICI router network\n"
-    "  allreduce   an all-reduce on a pod (HBM in and out, any size, mesh axes)\n"
-    "  collective  any collective on a pod (--kind)\n"
-    "  pod         the pod job: a matmul on every chip at once, then an all-reduce of the results\n"
-    "  shard       one matmul sharded over a named mesh of the pod\n"
-    "  train       data-parallel (and tensor-parallel) SGD of an MLP on the pod\n"
-    "exit codes: 0 ok, 1 golden mismatch, 2 bad input, 3 simulation error or hang\n\n";
+// The options of `tpusim matmul`.
+struct MatmulArgs {
+  const CLI::App* cmd = nullptr;  // the command, to ask which options were given
+  std::string config, variant, a, w, out, json, waves, trace, trace_cycles, bias;
+  std::string dist = "narrow", out_dtype = "f32";
+  std::size_t m = 64, k = 64, n = 64;
+  uint64_t seed = 1, watchdog = 0;
+  bool quiet = false, relu = false, mxu_only = false;
+  std::vector<std::string> faults;
 
-const char* kUsage =
-    "usage: tpusim matmul [options]\n"
-    "  --config FILE       chip configuration (default: configs/default.yaml)\n"
-    "  --variant RxC       override chip.variant (e.g. 8x8)\n"
-    "  --m M --k K --n N   shape of a random problem (default 64 64 64)\n"
-    "  --seed S            seed of the random inputs (default 1)\n"
-    "  --dist narrow|wide  value distribution of random inputs (default narrow)\n"
-    "  --a A.npy --w W.npy inputs from files: uint16 (bf16 bits) or float32 (rounded to bf16)\n"
-    "  --out C.npy         write the result as float32\n"
-    "  --json FILE         write the JSON report\n"
-    "  --waves FILE.fst    dump every signal of the chip (or the MXU) to an FST file\n"
-    "  --trace FILE        write the timeline (Chrome trace-event JSON: ui.perfetto.dev)\n"
-    "  --trace-cycles A:B  only the events that overlap cycles [A, B) of the chip\n"
-    "  --bias B.npy        add a bias row (N float32 values) on the VPU\n"
-    "  --relu              ReLU after the bias (VPU)\n"
-    "  --out-dtype bf16|f32  result type (default f32; bf16 rounds on the VPU)\n"
-    "  --mxu-only          run on the bare MXU array (no HBM, DMA, sequencer, VPU)\n"
-    "  --quiet             no progress line\n"
-    "  --fault KEY=VALUE   fault injection, repeatable, over the config's faults: section:\n"
-    "                      seed=S, hbm_single_bit_rate=P, hbm_double_bit_rate=P (per 64-bit\n"
-    "                      word read), hbm_flip_at=ADDR[:BITS] (docs/hbm.md)\n"
-    "  --watchdog CYCLES   stop as hung (exit 3) after this many cycles without progress\n"
-    "                      (default: the config's chip.watchdog_cycles, 1000000; 0: off)\n"
-    "exit codes: 0 pass, 1 golden mismatch, 2 bad input or output, 3 hang or chip error\n";
+  bool given(const char* flag) const { return cmd->count(flag) > 0; }
+};
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -131,7 +111,7 @@ void prepare_waves(const std::string& path) {
 
 // The end of both matmul commands: golden verdict, host time and speed, the files written, the
 // JSON and the summary, the first mismatch; returns the exit code.
-int finish_matmul_report(Report& rep, std::map<std::string, std::string>& opt, double wall,
+int finish_matmul_report(Report& rep, const MatmulArgs& opt, double wall,
                          uint64_t cycles, const MatmulShape& sh, const std::vector<uint32_t>& got,
                          const std::vector<uint32_t>& want, const std::function<void()>& files) {
   std::size_t mismatches = 0;
@@ -146,8 +126,9 @@ int finish_matmul_report(Report& rep, std::map<std::string, std::string>& opt, d
   rep.metric("wall_seconds", wall, "s", "host time");
   rep.metric("sim_cycles_per_second", wall > 0 ? static_cast<double>(cycles) / wall : 0.0,
              "cycles/s", "simulated cycles per host second");
-  for (const char* k : {"--out", "--waves", "--trace"})
-    if (opt.count(k)) rep.field(k + 2, opt[k]);
+  if (!opt.out.empty()) rep.field("out", opt.out);
+  if (!opt.waves.empty()) rep.field("waves", opt.waves);
+  if (!opt.trace.empty()) rep.field("trace", opt.trace);
   std::fputs(rep.summary().c_str(), stdout);
   std::printf("  golden check: %s (%zu of %zu outputs differ)\n", pass ? "PASS" : "FAIL",
               mismatches, want.size());
@@ -158,27 +139,27 @@ int finish_matmul_report(Report& rep, std::map<std::string, std::string>& opt, d
   }
   std::fflush(stdout);  // the summary stays even if a file cannot be written
   files();              // --out, --trace: a failed write is an error naming the path (exit 2)
-  if (opt.count("--json")) rep.write(opt["--json"]);
+  if (!opt.json.empty()) rep.write(opt.json);
   return pass ? kExitOk : kExitMismatch;
 }
 
 // The whole chip: data in HBM, DMA, sequencer, MXU and the VPU epilogue (sw/driver).
 int run_chip(const ChipConfig& cfg, const std::string& config_path, const MatmulShape& sh,
              const std::vector<bf16_t>& a, const std::vector<bf16_t>& w, const std::string& inputs,
-             std::map<std::string, std::string>& opt) {
-  auto has = [&](const char* k) { return opt.count(k) > 0; };
+             const MatmulArgs& opt) {
+  auto has = [&](const char* k) { return opt.given(k); };
   MatmulOptions mo;
   std::vector<float> bias;
   if (has("--bias")) {
-    const NpyArray arr = read_npy(opt["--bias"]);  // shape (N,) or (1, N), float32
-    if (arr.dtype != "<f4") throw UsageError(opt["--bias"] + ": the bias must be float32");
+    const NpyArray arr = read_npy(opt.bias);  // shape (N,) or (1, N), float32
+    if (arr.dtype != "<f4") throw UsageError(opt.bias + ": the bias must be float32");
     const bool row = arr.shape.size() == 1 ? arr.shape[0] == sh.n
                                            : arr.shape.size() == 2 && arr.shape[0] == 1 &&
                                                  arr.shape[1] == sh.n;
     if (!row) {
       std::string got;
       for (const size_t d : arr.shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
-      throw UsageError(opt["--bias"] + ": the bias must have shape (" + std::to_string(sh.n) +
+      throw UsageError(opt.bias + ": the bias must have shape (" + std::to_string(sh.n) +
                        ",) or (1, " + std::to_string(sh.n) + ") for N = " +
                        std::to_string(sh.n) + " (it has shape (" + got + "))");
     }
@@ -186,9 +167,7 @@ int run_chip(const ChipConfig& cfg, const std::string& config_path, const Matmul
     mo.bias = &bias;
   }
   mo.relu = has("--relu");
-  const std::string dtype = has("--out-dtype") ? opt["--out-dtype"] : "f32";
-  if (dtype != "f32" && dtype != "bf16")
-    throw UsageError("--out-dtype " + dtype + ": must be 'bf16' or 'f32'");
+  const std::string& dtype = opt.out_dtype;
   mo.out_bf16 = dtype == "bf16";
 
   try {
@@ -199,31 +178,22 @@ int run_chip(const ChipConfig& cfg, const std::string& config_path, const Matmul
   }
   std::unique_ptr<ChipDriver> drv;
   try {
-    drv = std::make_unique<ChipDriver>(cfg.variant, cfg.hbm, has("--waves") ? opt["--waves"] : "",
+    drv = std::make_unique<ChipDriver>(cfg.variant, cfg.hbm, has("--waves") ? opt.waves : "",
                                        cfg.faults);
   } catch (const std::invalid_argument& e) {
     throw UsageError(config_path + ": chip.variant: " + e.what());
   }
   TraceOptions topt;
   topt.enabled = has("--trace");
-  if (has("--trace-cycles")) {
-    if (!topt.enabled) throw UsageError("--trace-cycles needs --trace FILE");
-    const std::string v = opt["--trace-cycles"];
-    const auto colon = v.find(':');
-    if (colon == std::string::npos) throw UsageError("--trace-cycles " + v + ": must be FROM:TO");
-    topt.from = parse_uint("--trace-cycles FROM", v.substr(0, colon), 0, ~0ull);
-    topt.to = parse_uint("--trace-cycles TO", v.substr(colon + 1), topt.from + 1, ~0ull);
-  }
+  if (has("--trace-cycles")) std::tie(topt.from, topt.to) = cli::split_span(opt.trace_cycles);
   if (topt.enabled) drv->port().set_trace(topt);
-  drv->port().set_watchdog(has("--watchdog")
-                               ? parse_uint("--watchdog", opt["--watchdog"], 0, uint64_t{1} << 40)
-                               : cfg.watchdog_cycles);
+  drv->port().set_watchdog(has("--watchdog") ? opt.watchdog : cfg.watchdog_cycles);
   const auto t0 = std::chrono::steady_clock::now();
   MatmulRun r;
   {
     ProgressLine line("matmul " + std::to_string(sh.m) + "x" + std::to_string(sh.k) + "x" +
                           std::to_string(sh.n) + " on chip " + cfg.variant,
-                      has("--quiet"));
+                      opt.quiet);
     drv->progress = [&](uint64_t done, uint64_t total) { line(done, total, "commands issued"); };
     r = drv->matmul(a, w, sh.m, sh.k, sh.n, mo);
     drv->progress = nullptr;  // `line` ends here
@@ -282,39 +252,22 @@ int run_chip(const ChipConfig& cfg, const std::string& config_path, const Matmul
   roof.metric("bound_cycles", r.roofline_cycles, "cycles", "the larger of the two", true);
   roof.metric("achieved_fraction", frac, "fraction", "bound / cycles", true);
   return finish_matmul_report(rep, opt, wall, cycles, sh, r.c_bits, want, [&] {
-    if (has("--out")) write_npy_f32(opt["--out"], c, {sh.m, sh.n});
-    if (topt.enabled) write_trace(opt["--trace"], events, drv->port().info(), cfg.clock_ghz);
+    if (has("--out")) write_npy_f32(opt.out, c, {sh.m, sh.n});
+    if (topt.enabled) write_trace(opt.trace, events, drv->port().info(), cfg.clock_ghz);
   });
 }
 
-int cmd_matmul(const std::vector<std::string>& args) {
-  CliSpec spec;
-  spec.valued = {"--config", "--variant", "--m",   "--k",         "--n",
-                 "--seed",   "--dist",    "--a",   "--w",         "--out",
-                 "--json",   "--waves",   "--bias", "--out-dtype", "--trace",
-                 "--trace-cycles", "--watchdog"};
-  spec.flags = {"--quiet", "--relu", "--mxu-only"};
-  spec.repeatable = {"--fault"};
-  // Output paths are checked before a long simulation, not after it.
-  spec.out_paths = {"--out", "--json", "--waves", "--trace"};
-  spec.usage = kUsage;
-  Opts opt;
-  try {
-    opt = parse_cli(args, spec);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
-  const bool quiet = opt.count("--quiet") > 0;
-  auto has = [&](const char* k) { return opt.count(k) > 0; };
+int run_matmul_cmd(const MatmulArgs& opt) {
+  const bool quiet = opt.quiet;
+  auto has = [&](const char* k) { return opt.given(k); };
 
-  const std::string config_path = has("--config") ? opt["--config"] : source_file("configs/default.yaml");
+  const std::string config_path =
+      has("--config") ? opt.config : source_file("configs/default.yaml");
   ChipConfig cfg = load_chip_config(config_path);
-  if (has("--variant")) cfg.variant = opt["--variant"];
+  if (has("--variant")) cfg.variant = opt.variant;
   if (has("--fault")) {
     try {
-      std::stringstream ss(opt["--fault"]);
-      std::string kv;
-      while (std::getline(ss, kv)) apply_fault_flag(cfg.faults, kv);
+      for (const std::string& kv : opt.faults) apply_fault_flag(cfg.faults, kv);
       check_fault_flags(cfg.faults, chip_shape(cfg.variant).hbm_bytes, 1);
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());
@@ -324,31 +277,22 @@ int cmd_matmul(const std::vector<std::string>& args) {
   MatmulShape sh{64, 64, 64};
   std::vector<bf16_t> a, w;
   std::string inputs;
-  const bool from_files = has("--a") || has("--w");
-  if (from_files) {
-    if (!has("--a") || !has("--w")) throw UsageError("--a and --w must be given together");
-    for (const char* k : {"--m", "--k", "--n", "--seed", "--dist"})
-      if (has(k)) throw UsageError(std::string(k) + " cannot be combined with --a/--w");
+  if (has("--a")) {  // --a and --w come together, without --m, --k, --n, --seed, --dist (CLI)
     std::size_t ar = 0, ac = 0, wr = 0, wc = 0;
-    a = load_bf16_matrix(opt["--a"], &ar, &ac);
-    w = load_bf16_matrix(opt["--w"], &wr, &wc);
-    if (ar == 0 || ac == 0) throw UsageError(opt["--a"] + ": A must have at least one row and column");
-    if (wc == 0) throw UsageError(opt["--w"] + ": W must have at least one column");
+    a = load_bf16_matrix(opt.a, &ar, &ac);
+    w = load_bf16_matrix(opt.w, &wr, &wc);
+    if (ar == 0 || ac == 0) throw UsageError(opt.a + ": A must have at least one row and column");
+    if (wc == 0) throw UsageError(opt.w + ": W must have at least one column");
     if (wr != ac)
-      throw UsageError(opt["--w"] + ": W has " + std::to_string(wr) + " rows but " + opt["--a"] +
+      throw UsageError(opt.w + ": W has " + std::to_string(wr) + " rows but " + opt.a +
                        " has K = " + std::to_string(ac) +
                        " columns (rule: A is M x K and W is K x N)");
     sh = {ar, ac, wc};
-    inputs = "files: A=" + opt["--a"] + " W=" + opt["--w"];
+    inputs = "files: A=" + opt.a + " W=" + opt.w;
   } else {
-    const std::size_t kMax = 1u << 16;
-    if (has("--m")) sh.m = parse_uint("--m", opt["--m"], 1, kMax);
-    if (has("--k")) sh.k = parse_uint("--k", opt["--k"], 1, kMax);
-    if (has("--n")) sh.n = parse_uint("--n", opt["--n"], 1, kMax);
-    const uint64_t seed = has("--seed") ? parse_uint("--seed", opt["--seed"], 0, ~0ull >> 1) : 1;
-    const std::string dist = has("--dist") ? opt["--dist"] : "narrow";
-    if (dist != "narrow" && dist != "wide")
-      throw UsageError("--dist " + dist + ": must be 'narrow' or 'wide'");
+    sh = {opt.m, opt.k, opt.n};
+    const uint64_t seed = opt.seed;
+    const std::string& dist = opt.dist;
     // Capacity first: a shape the chip's HBM cannot hold is refused before gigabytes of
     // inputs are generated (the variant's own errors come later, with their wording).
     if (!has("--mxu-only")) {
@@ -360,7 +304,7 @@ int cmd_matmul(const std::vector<std::string>& args) {
         known = false;
       }
       MatmulOptions need;
-      need.out_bf16 = has("--out-dtype") && opt["--out-dtype"] == "bf16";
+      need.out_bf16 = opt.out_dtype == "bf16";
       std::vector<float> no_bias;
       if (has("--bias")) need.bias = &no_bias;
       if (known) {
@@ -393,11 +337,11 @@ int cmd_matmul(const std::vector<std::string>& args) {
     inputs = "random: seed=" + std::to_string(seed) + " dist=" + dist;
   }
 
-  if (has("--waves")) prepare_waves(opt["--waves"]);
+  if (has("--waves")) prepare_waves(opt.waves);
   if (!has("--mxu-only")) {
     const int rc = run_chip(cfg, config_path, sh, a, w, inputs, opt);  // the dump is closed now
-    if (has("--waves") && free_bytes(opt["--waves"]) == 0)
-      throw UsageError("--waves " + opt["--waves"] +
+    if (has("--waves") && free_bytes(opt.waves) == 0)
+      throw UsageError("--waves " + opt.waves +
                        ": the disk is full after the dump; the FST file may be cut short");
     return rc;
   }
@@ -411,7 +355,7 @@ int cmd_matmul(const std::vector<std::string>& args) {
     throw UsageError(std::string(has("--variant") ? "--variant: " : config_path + ": chip.variant: ") +
                      e.what());
   }
-  if (has("--waves")) dut->open_waves(opt["--waves"]);
+  if (has("--waves")) dut->open_waves(opt.waves);
 
   MxuRunOptions ro;
   const auto t0 = std::chrono::steady_clock::now();
@@ -449,25 +393,92 @@ int cmd_matmul(const std::vector<std::string>& args) {
   for (std::size_t i = 0; i < got.size(); ++i) got[i] = f32_bits(res.c[i]);
   for (std::size_t i = 0; i < want_bits.size(); ++i) want_bits[i] = f32_bits(want[i]);
   return finish_matmul_report(rep, opt, wall, st.cycles, sh, got, want_bits, [&] {
-    if (has("--out")) write_npy_f32(opt["--out"], res.c, {sh.m, sh.n});
+    if (has("--out")) write_npy_f32(opt.out, res.c, {sh.m, sh.n});
   });
 }
 
-// tpusim hang: a deliberate deadlock, to test the watchdog and exit code 3 (docs/errors.md):
-// chip 1 of the pod waits on ICI counter 5 for a row that no chip sends. Not in the usage.
-int cmd_hang(const std::vector<std::string>& args) {
-  const char* usage = "usage: tpusim hang [--config POD.yaml] [--engine systemc|cpp] "
-                      "[--watchdog CYCLES]\n";
-  const Opts opt = parse_options(args, {"--config", "--engine"}, {}, usage);
-  const PodConfig cfg = load_pod_config(get(opt, "--config", source_file("configs/pod_2x2.yaml")));
-  if (cfg.params.topo.num_chips() < 2)
-    throw std::invalid_argument("hang: the pod needs two chips or more");
-  with_pod(opt, cfg.params, cfg.chip.clock_ghz, [](HostPort& h) {
-    h.push(1, {cmd_ici_wait(5, 1)});
-    h.run_until_idle();
-  });
-  std::puts("tpusim hang: the run ended (the watchdog is off?)");
-  return kExitOk;
+// Declares `tpusim matmul` on tool; what it returns runs it once the line is parsed.
+std::function<int()> matmul_command(CLI::App& tool) {
+  auto a = std::make_shared<MatmulArgs>();
+  CLI::App* cmd = tool.add_subcommand("matmul", "one bf16 matmul on one chip, golden-checked");
+  a->cmd = cmd;
+  cmd->add_option("--config", a->config, "chip configuration (default configs/default.yaml)")
+      ->type_name("FILE");
+  cmd->add_option("--variant", a->variant, "override chip.variant (e.g. 8x8)")->type_name("RxC");
+  std::vector<CLI::Option*> random;
+  for (auto [flag, v, name, what] :
+       {std::tuple{"--m", &a->m, "M", "rows of A (random inputs)"},
+        std::tuple{"--k", &a->k, "K", "the contraction (random inputs)"},
+        std::tuple{"--n", &a->n, "N", "columns of W (random inputs)"}})
+    random.push_back(cmd->add_option(flag, *v, what)
+                         ->type_name(name)
+                         ->check(cli::uint_in(1, 1u << 16))
+                         ->capture_default_str());
+  random.push_back(cmd->add_option("--seed", a->seed, "seed of the random inputs")
+                       ->type_name("S")
+                       ->check(cli::uint_in(0, ~uint64_t{0} >> 1))
+                       ->capture_default_str());
+  random.push_back(cmd->add_option("--dist", a->dist, "value distribution of random inputs")
+                       ->type_name("narrow|wide")
+                       ->check(CLI::IsMember({"narrow", "wide"}))
+                       ->capture_default_str());
+  CLI::Option* fa =
+      cmd->add_option("--a", a->a,
+                      "inputs from files (with --w): uint16 (bf16 bits) or float32\n"
+                      "(rounded to bf16)")
+          ->type_name("A.npy");
+  CLI::Option* fw = cmd->add_option("--w", a->w, "W from a file (with --a)")->type_name("W.npy");
+  fa->needs(fw);
+  fw->needs(fa);
+  for (CLI::Option* r : random) {
+    fa->excludes(r);
+    fw->excludes(r);
+  }
+  // Output paths are checked before a long simulation, not after it.
+  cmd->add_option("--out", a->out, "write the result as float32")
+      ->type_name("C.npy")
+      ->check(cli::output_path());
+  cmd->add_option("--json", a->json, "write the JSON report")
+      ->type_name("FILE")
+      ->check(cli::output_path());
+  cmd->add_option("--waves", a->waves,
+                  "dump every signal of the chip (or the MXU) to an FST file")
+      ->type_name("FILE.fst")
+      ->check(cli::output_path());
+  CLI::Option* trace =
+      cmd->add_option("--trace", a->trace,
+                      "write the timeline (Chrome trace-event JSON: ui.perfetto.dev)")
+          ->type_name("FILE")
+          ->check(cli::output_path());
+  cmd->add_option("--trace-cycles", a->trace_cycles,
+                  "only the events that overlap cycles [A, B) of the chip")
+      ->option_text("A:B")
+      ->check(cli::span())
+      ->needs(trace);
+  cmd->add_option("--bias", a->bias, "add a bias row (N float32 values) on the VPU")
+      ->type_name("B.npy");
+  cmd->add_flag("--relu", a->relu, "ReLU after the bias (VPU)");
+  cmd->add_option("--out-dtype", a->out_dtype, "result type (bf16 rounds on the VPU)")
+      ->type_name("bf16|f32")
+      ->check(CLI::IsMember({"bf16", "f32"}))
+      ->capture_default_str();
+  cmd->add_flag("--mxu-only", a->mxu_only,
+                "run on the bare MXU array (no HBM, DMA, sequencer, VPU)");
+  cmd->add_flag("--quiet", a->quiet, "no progress line");
+  cli::repeatable(cmd->add_option("--fault", a->faults,
+                                  "fault injection, repeatable, over the config's faults:\n"
+                                  "section: seed=S, hbm_single_bit_rate=P,\n"
+                                  "hbm_double_bit_rate=P (per 64-bit word read),\n"
+                                  "hbm_flip_at=ADDR[:BITS] (docs/hbm.md)"))
+      ->type_name("KEY=VALUE");
+  cmd->add_option("--watchdog", a->watchdog,
+                  "stop as hung (exit 3) after this many cycles without progress\n"
+                  "(default: the config's chip.watchdog_cycles, 1000000; 0: off)")
+      ->type_name("CYCLES")
+      ->check(cli::uint_in(0, uint64_t{1} << 40));
+  cmd->footer("exit codes: 0 pass, 1 golden mismatch, 2 bad input or output, 3 hang or chip "
+              "error");
+  return [a] { return run_matmul_cmd(*a); };
 }
 
 }  // namespace
@@ -484,7 +495,7 @@ int main(int argc, char** argv) {
 }
 
 namespace {
-int run_tool(std::vector<std::string> args);
+int run_tool(const std::vector<std::string>& args);
 }  // namespace
 
 // Under mpirun with several ranks (docs/scale.md) every rank runs the same command: the pod
@@ -515,14 +526,18 @@ int sc_main(int argc, char** argv) {
 }
 
 namespace {
-int run_tool(std::vector<std::string> args) {
-  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    (args.empty() ? std::cerr : std::cout)
-        << kCommands << kUsage << kTrafficUsage << kPodUsage << kShardUsage << kTrainUsage;
-    return args.empty() ? kExitUsage : kExitOk;
-  }
-  const std::string cmd = args[0];
-  args.erase(args.begin());
+int run_tool(const std::vector<std::string>& args) {
+  CLI::App tool("", "tpusim");
+  tool.require_subcommand(0, 1);
+  tool.footer("exit codes: 0 ok, 1 golden mismatch, 2 bad input, 3 simulation error or hang");
+  const std::map<std::string, std::function<int()>> commands = {
+      {"matmul", matmul_command(tool)},         {"traffic", traffic_command(tool)},
+      {"allreduce", allreduce_command(tool)},   {"collective", collective_command(tool)},
+      {"pod", pod_command(tool)},               {"shard", shard_command(tool)},
+      {"train", train_command(tool)},           {"hang", hang_command(tool)}};
+  const int parsed = cli::parse(tool, args);
+  if (parsed >= 0) return parsed;
+  const std::string cmd = tool.get_subcommands().front()->get_name();
   const bool pod_cmd = cmd == "allreduce" || cmd == "collective" || cmd == "pod" ||
                        cmd == "shard" || cmd == "train" || cmd == "hang";
   try {
@@ -531,34 +546,7 @@ int run_tool(std::vector<std::string> args) {
                        std::to_string(mpi_world().size) +
                        " MPI ranks (the pod commands allreduce, collective, pod, shard and "
                        "train do)");
-    if (cmd == "matmul") return cmd_matmul(args);
-    if (cmd == "traffic") {
-      try {
-        return cmd_traffic(args);
-      } catch (const std::invalid_argument& e) {
-        throw UsageError(e.what());
-      }
-    }
-    const bool pod_cmd = cmd == "allreduce" || cmd == "collective" || cmd == "pod" ||
-                         cmd == "shard" || cmd == "train" || cmd == "hang";
-    if (pod_cmd) {
-      try {
-        if (cmd == "hang") return cmd_hang(args);
-        if (cmd == "shard") return cmd_shard(args);
-        if (cmd == "train") return cmd_train(args);
-        if (cmd == "allreduce") return cmd_allreduce(args);
-        if (cmd == "collective") return cmd_collective(args);
-        return cmd_pod(args);
-      } catch (const std::invalid_argument& e) {
-        throw UsageError(e.what());
-      }
-    }
-    std::cerr << "tpusim: unknown command '" << cmd
-              << "'\n" << kCommands;
-    return kExitUsage;
-  } catch (const HelpRequested& h) {  // --help anywhere on a command's line
-    std::cout << h.what();
-    return kExitOk;
+    return commands.at(cmd)();
   } catch (const UsageError& e) {
     std::cerr << "tpusim: error: " << e.what() << "\n";
     return kExitUsage;

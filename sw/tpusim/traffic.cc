@@ -1,7 +1,9 @@
 #include "traffic.h"
 
+#include <array>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -13,76 +15,57 @@
 
 namespace tpu {
 
-const char* kTrafficUsage =
-    "usage: tpusim traffic [options]\n"
-    "  --topology X[xY[xZ]]  nodes per dimension (default 4x4)\n"
-    "  --mesh                no wrap-around links (default: torus)\n"
-    "  --pattern P           uniform|transpose|neighbor|tornado (default uniform)\n"
-    "  --rate R              offered flits/node/cycle, 0 < R <= 1 (default 0.3)\n"
-    "  --length L            packet flits: 1|4|mixed (default 1)\n"
-    "  --cycles N            measured cycles after 1000 warm-up cycles (default 4000)\n"
-    "  --link-latency C      cycles per link (default 1)\n"
-    "  --seed S              traffic seed (default 1)\n"
-    "  --json FILE           write the JSON report\n"
-    "  --watchdog CYCLES     stop as hung (exit 3) when no flit enters or leaves the network\n"
-    "                        for this many cycles (default 2000)\n";
+namespace {
 
-int cmd_traffic(const std::vector<std::string>& args) {
-  CliSpec spec;
-  spec.valued = {"--topology", "--pattern", "--rate", "--length", "--cycles", "--link-latency",
-                 "--seed", "--json", "--watchdog"};
-  spec.flags = {"--mesh"};
-  spec.out_paths = {"--json"};  // before the run
-  spec.usage = kTrafficUsage;
-  const Opts opt = parse_cli(args, spec);
-  auto get = [&](const char* k, const char* d) { return tpu::get(opt, k, d); };
+// The options of `tpusim traffic`.
+struct TrafficArgs {
+  std::string topology = "4x4", pattern = "uniform", length = "1", json;
+  bool mesh = false;
+  double rate = 0.3;
+  uint64_t cycles = 4000, watchdog = 2000;
+  unsigned link_latency = 1, seed = 1;
+};
 
-  IciTopology topo;
-  {
-    const std::string t = get("--topology", "4x4");
-    std::array<unsigned, 3> k{1, 1, 1};
-    std::size_t start = 0, dim = 0;
-    while (true) {
-      const std::size_t x = t.find('x', start);
-      if (dim == 3) throw std::invalid_argument("--topology " + t + ": at most 3 dimensions");
-      k[dim++] = static_cast<unsigned>(parse_uint("--topology", t.substr(start, x - start), 1, kIciMaxK));
-      if (x == std::string::npos) break;
-      start = x + 1;
-    }
-    topo.k = k;
-    const bool wrap = !opt.count("--mesh");
-    topo.wrap = {wrap, wrap, wrap};
+// "4x4" -> {4, 4, 1}; std::invalid_argument naming the rule.
+std::array<unsigned, 3> parse_topology(const std::string& t) {
+  std::vector<std::string> dims;
+  std::size_t start = 0;
+  for (std::size_t x; (x = t.find('x', start)) != std::string::npos; start = x + 1)
+    dims.push_back(t.substr(start, x - start));
+  dims.push_back(t.substr(start));
+  if (dims.size() > 3) throw std::invalid_argument(t + ": at most 3 dimensions");
+  const CLI::Validator dim = cli::uint_in(1, kIciMaxK);
+  std::array<unsigned, 3> k{1, 1, 1};
+  for (std::size_t d = 0; d < dims.size(); ++d) {
+    const std::string e = dim(dims[d]);
+    if (!e.empty()) throw std::invalid_argument(t + ": " + e);
+    k[d] = static_cast<unsigned>(std::stoul(dims[d]));
   }
-  topo.link_latency =
-      static_cast<unsigned>(parse_uint("--link-latency", get("--link-latency", "1"), 1, 1000));
+  return k;
+}
+
+int run_traffic(const TrafficArgs& a) {
+  IciTopology topo;
+  topo.k = parse_topology(a.topology);
+  const bool wrap = !a.mesh;
+  topo.wrap = {wrap, wrap, wrap};
+  topo.link_latency = a.link_latency;
   topo.validate();  // names the rule: a dimension over 8, a latency the build cannot delay ...
 
   IciTrafficConfig cfg;
-  const std::string pattern = get("--pattern", "uniform");
+  const std::string& pattern = a.pattern;
   if (pattern == "uniform") cfg.pattern = IciPattern::kUniform;
   else if (pattern == "transpose") cfg.pattern = IciPattern::kTranspose;
   else if (pattern == "neighbor") cfg.pattern = IciPattern::kNeighbor;
-  else if (pattern == "tornado") cfg.pattern = IciPattern::kTornado;
-  else throw std::invalid_argument("--pattern " + pattern +
-                                   ": must be uniform, transpose, neighbor or tornado");
-  const std::string len = get("--length", "1");
+  else cfg.pattern = IciPattern::kTornado;
+  const std::string& len = a.length;
   if (len == "1") cfg.length = IciLength::kOne;
   else if (len == "4") cfg.length = IciLength::kFour;
-  else if (len == "mixed") cfg.length = IciLength::kMixed;
-  else throw std::invalid_argument("--length " + len + ": must be 1, 4 or mixed");
-  {
-    const std::string r = get("--rate", "0.3");
-    try {
-      cfg.rate = parse_real("--rate", r, 0.0, 1.0);
-    } catch (const std::invalid_argument&) {
-      cfg.rate = 0;
-    }
-    if (!(cfg.rate > 0.0))
-      throw std::invalid_argument("--rate " + r + ": must be a number in (0, 1]");
-  }
-  cfg.seed = static_cast<unsigned>(parse_uint("--seed", get("--seed", "1"), 0, 0x7fffffff));
-  const uint64_t cycles = parse_uint("--cycles", get("--cycles", "4000"), 1, 100000000);
-  const uint64_t watchdog = parse_uint("--watchdog", get("--watchdog", "2000"), 1, uint64_t{1} << 40);
+  else cfg.length = IciLength::kMixed;
+  cfg.rate = a.rate;
+  cfg.seed = a.seed;
+  const uint64_t cycles = a.cycles;
+  const uint64_t watchdog = a.watchdog;
 
   std::fprintf(stderr, "[tpusim] traffic: %s, %s, %s flits, offered %.3f, %llu cycles\n",
                topo.name().c_str(), pattern.c_str(), len.c_str(), cfg.rate,
@@ -120,9 +103,67 @@ int cmd_traffic(const std::vector<std::string>& args) {
     for (const auto& e : sb.errors()) std::printf("  %s\n", e.c_str());
   }
   std::fflush(stdout);  // the summary stays even if the report cannot be written
-  if (opt.count("--json")) rep.write(opt.at("--json"));
+  if (!a.json.empty()) rep.write(a.json);
   if (!st.completed && !st.error.empty()) return 3;  // the watchdog: a deadlock or livelock
   return ok ? 0 : 1;
+}
+
+}  // namespace
+
+std::function<int()> traffic_command(CLI::App& tool) {
+  auto a = std::make_shared<TrafficArgs>();
+  CLI::App* cmd = tool.add_subcommand("traffic", "synthetic traffic on an ICI router network");
+  const CLI::Validator a_topology(
+      [](std::string& v) {
+        try {
+          parse_topology(v);
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      },
+      "");
+  cmd->add_option("--topology", a->topology, "nodes per dimension")
+      ->type_name("X[xY[xZ]]")
+      ->check(a_topology)
+      ->capture_default_str();
+  cmd->add_flag("--mesh", a->mesh, "no wrap-around links (default: torus)");
+  cmd->add_option("--pattern", a->pattern, "the destinations")
+      ->type_name("uniform|transpose|neighbor|tornado")
+      ->check(CLI::IsMember({"uniform", "transpose", "neighbor", "tornado"}))
+      ->capture_default_str();
+  cmd->add_option("--rate", a->rate, "offered flits/node/cycle, 0 < R <= 1")
+      ->type_name("R")
+      ->check(cli::real_in(0, 1, true))
+      ->capture_default_str();
+  cmd->add_option("--length", a->length, "packet flits")
+      ->type_name("1|4|mixed")
+      ->check(CLI::IsMember({"1", "4", "mixed"}))
+      ->capture_default_str();
+  cmd->add_option("--cycles", a->cycles, "measured cycles after 1000 warm-up cycles")
+      ->type_name("N")
+      ->check(cli::uint_in(1, 100000000))
+      ->capture_default_str();
+  cmd->add_option("--link-latency", a->link_latency, "cycles per link")
+      ->type_name("C")
+      ->check(cli::uint_in(1, 1000))
+      ->capture_default_str();
+  cmd->add_option("--seed", a->seed, "traffic seed")
+      ->type_name("S")
+      ->check(cli::uint_in(0, 0x7fffffff))
+      ->capture_default_str();
+  cmd->add_option("--json", a->json, "write the JSON report")
+      ->type_name("FILE")
+      ->check(cli::output_path());
+  cmd->add_option("--watchdog", a->watchdog,
+                  "stop as hung (exit 3) when no flit enters or leaves the network\n"
+                  "for this many cycles")
+      ->type_name("CYCLES")
+      ->check(cli::uint_in(1, uint64_t{1} << 40))
+      ->capture_default_str();
+  cmd->footer("exit codes: 0 every packet delivered once, in order, intact; 1 not; 2 bad input\n"
+              "or output; 3 the watchdog stopped a deadlock");
+  return [a] { return run_traffic(*a); };
 }
 
 }  // namespace tpu

@@ -2,14 +2,14 @@
 // throughput as a summary and a JSON report.
 #pragma once
 
-#include <string>
-#include <vector>
+#include <functional>
+
+#include "cli.h"
 
 namespace tpu {
 
-extern const char* kTrafficUsage;
-
-// Returns the process exit code; throws std::invalid_argument for a bad command line.
-int cmd_traffic(const std::vector<std::string>& args);
+// Declares the command on `tool`; what it returns runs it once the line is parsed: the process
+// exit code; it throws std::invalid_argument for a topology the build cannot make.
+std::function<int()> traffic_command(CLI::App& tool);
 
 }  // namespace tpu

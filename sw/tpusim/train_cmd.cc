@@ -6,8 +6,10 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 
 #include "cli_util.h"
 #include "npy.h"
@@ -20,74 +22,25 @@
 
 namespace tpu {
 
-const char* kTrainUsage =
-    "usage: tpusim train [options]          data-parallel SGD of an MLP on the pod, each step\n"
-    "                                       checked bit for bit against the golden\n"
-    "  --config FILE        pod configuration (default configs/pod_2x2.yaml)\n"
-    "  --mesh AXES          data=D,model=M over the torus dimensions, x first: M > 1 splits\n"
-    "                       the hidden layer of a 2-layer MLP over M chips (tensor parallel);\n"
-    "                       default data=<chips> (the config's mesh: is for tpusim shard)\n"
-    "  (each of --layers, --batch, --steps, --lr, --seed, --fresh-batches, --grad-pieces\n"
-    "   overrides the key of the config's train: section, which overrides the default)\n"
-    "  --layers W0,W1,..    widths, inputs first (default 64,128,32; multiples of 32)\n"
-    "  --batch N            global batch, split evenly over the chips (default 256)\n"
-    "  --steps S            SGD steps (default 20)\n"
-    "  --lr LR              learning rate (default 0.5)\n"
-    "  --seed S             data, teacher and initial weights (default 1)\n"
-    "  --fresh-batches      a new batch every step (default: the same batch)\n"
-    "  --grad-pieces P      the first layer's gradient all-reduced in P pieces (default 4)\n"
-    "  --save DIR           x.npy, y.npy, init_/final_w{i}.npy, init_/final_b{i}.npy, loss.npy,\n"
-    "                       train.json: the run, to replay in numpy or JAX\n"
-    "  --load host|backdoor data and weights in through the host ports (default) or the backdoor\n"
-    "  --trace FILE         the timeline of the steps --trace-steps picks (Chrome trace-event\n"
-    "                       JSON: ui.perfetto.dev), each command labelled with its phase\n"
-    "  --trace-steps A:B    steps [A, B) (default 0:1)\n"
-    "  --engine systemc|cpp --threads N --waves-chips LIST --json FILE --quiet\n"
-    "  --watchdog CYCLES    cycles without progress before the run stops as hung (exit 3)\n";
-
 namespace {
 
-Opts parse_train(const std::vector<std::string>& args) {
-  Opts opt = parse_options(
-      args,
-      {"--config", "--mesh", "--layers", "--batch", "--steps", "--lr", "--seed", "--grad-pieces",
-       "--save", "--load", "--trace", "--trace-steps", "--engine", "--threads", "--waves-chips", "--json"},
-      {"--fresh-batches", "--quiet"}, kTrainUsage);
-  if (opt.count("--trace-steps") && !opt.count("--trace"))
-    throw std::invalid_argument("--trace-steps needs --trace FILE");
-  if (opt.count("--save")) {  // checked before the run, not after it
-    const std::filesystem::path d(opt.at("--save"));
-    if (std::filesystem::exists(d) && !std::filesystem::is_directory(d))
-      throw std::invalid_argument("--save " + d.string() + ": exists and is not a directory");
-    if (!d.parent_path().empty() && !std::filesystem::is_directory(d.parent_path()))
-      throw std::invalid_argument("--save " + d.string() + ": directory '" +
-                                  d.parent_path().string() + "' does not exist");
-  }
-  return opt;
-}
+// The options of `tpusim train`. The settings a config's train: section also has are kept as the
+// text given (checked when parsed): a flag, else the config's key, else the default.
+struct TrainArgs {
+  PodOptions pod;
+  std::string mesh, layers, batch, steps, lr, seed, grad_pieces;
+  bool fresh_batches = false;
+  std::string save, load = "host", trace_steps;
+};
 
+// "64,128,32" (checked: every width an integer from 1 to 65536) -> the widths.
 std::vector<std::size_t> parse_layers(const std::string& v) {
   std::vector<std::size_t> w;
-  std::stringstream ss(v);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    w.push_back(static_cast<std::size_t>(parse_uint("--layers", item, 1, 65536)));
+  for (const std::string& item : cli::split_list(v))
+    w.push_back(static_cast<std::size_t>(std::stoull(item)));
   if (w.size() < 2)
     throw std::invalid_argument("--layers " + v + ": need at least two widths (inputs, outputs)");
   return w;
-}
-
-double parse_lr(const std::string& v) {
-  std::size_t used = 0;
-  double d = 0;
-  try {
-    d = std::stod(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != v.size() || !(d > 0) || d > 1e6)
-    throw std::invalid_argument("--lr " + v + ": must be a number in (0, 1e6]");
-  return d;
 }
 
 void save_run(const std::string& dir, const MlpSpec& spec, const std::vector<MlpData>& batches,
@@ -121,64 +74,63 @@ void save_run(const std::string& dir, const MlpSpec& spec, const std::vector<Mlp
 
 }  // namespace
 
-int cmd_train(const std::vector<std::string>& args) {
-  const Opts opt = parse_train(args);
-  const std::string config = get(opt, "--config", source_file("configs/pod_2x2.yaml"));
+namespace {
+
+int run_train(const TrainArgs& a) {
+  const PodOptions& opt = a.pod;
+  const std::string config = opt.config_path();
   const PodConfig cfg = load_pod_config(config);
   const Topology& topo = cfg.params.topo;
   const int P = topo.num_chips();
   // A flag, else the config's train: key, else the default.
-  auto setting = [&](const char* flag, const char* key, const char* def) {
-    if (opt.count(flag)) return opt.at(flag);
+  auto setting = [&](const char* flag, const std::string& given, const char* key,
+                     const char* def) {
+    if (opt.given(flag)) return given;
     return cfg.train.count(key) ? cfg.train.at(key) : std::string(def);
   };
   // Data parallel over every chip, or data x model axes (tensor parallel) from --mesh.
   int model = 1;
   std::string mesh_text = "data=" + std::to_string(P);
-  if (opt.count("--mesh")) {
+  if (!a.mesh.empty()) {
     Mesh mesh;
     try {
-      mesh = parse_mesh(opt.at("--mesh"));
-      for (const MeshAxis& a : mesh.axes) {
-        if (a.name != "data" && a.name != "model")
-          throw std::invalid_argument("axis '" + a.name + "': the axes are 'data' and 'model'");
-        (void)mesh_axis_dims(topo, mesh, a.name);
+      mesh = parse_mesh(a.mesh);
+      for (const MeshAxis& ax : mesh.axes) {
+        if (ax.name != "data" && ax.name != "model")
+          throw std::invalid_argument("axis '" + ax.name + "': the axes are 'data' and 'model'");
+        (void)mesh_axis_dims(topo, mesh, ax.name);
       }
     } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument("--mesh " + opt.at("--mesh") + ": " + e.what());
+      throw std::invalid_argument("--mesh " + a.mesh + ": " + e.what());
     }
-    for (const MeshAxis& a : mesh.axes)
-      if (a.name == "model") model = a.size;
+    for (const MeshAxis& ax : mesh.axes)
+      if (ax.name == "model") model = ax.size;
     mesh_text = mesh.text();
   }
   const int data_ways = P / model;
   MlpSpec spec;
-  spec.widths = parse_layers(setting("--layers", "layers", "64,128,32"));
-  const std::size_t global = parse_uint("--batch", setting("--batch", "batch", "256"), 1, 1u << 24);
+  spec.widths = parse_layers(setting("--layers", a.layers, "layers", "64,128,32"));
+  const std::size_t global = std::stoull(setting("--batch", a.batch, "batch", "256"));
   if (global % static_cast<std::size_t>(data_ways) != 0)
     throw std::invalid_argument("--batch " + std::to_string(global) + ": the global batch must "
                                 "split evenly over the " + std::to_string(data_ways) +
                                 " data-parallel ranks");
   spec.batch = global / static_cast<std::size_t>(data_ways);
-  spec.lr = static_cast<float>(parse_lr(setting("--lr", "lr", "0.5")));
-  const std::size_t steps = parse_uint("--steps", setting("--steps", "steps", "20"), 1, 100000);
-  const uint64_t seed = parse_uint("--seed", setting("--seed", "seed", "1"), 0, ~0ull);
-  const bool fresh = opt.count("--fresh-batches") > 0 || cfg.train.count("fresh_batches") > 0;
+  const std::string lr = setting("--lr", a.lr, "lr", "0.5");
+  spec.lr = std::stof(lr);
+  const std::size_t steps = std::stoull(setting("--steps", a.steps, "steps", "20"));
+  const uint64_t seed = std::stoull(setting("--seed", a.seed, "seed", "1"));
+  const bool fresh = a.fresh_batches || cfg.train.count("fresh_batches") > 0;
   TrainOptions to;
-  to.mesh = opt.count("--mesh") ? mesh_text : "";
-  to.grad_pieces = parse_uint("--grad-pieces", setting("--grad-pieces", "grad_pieces", "4"), 1, 64);
-  const std::string load = get(opt, "--load", "host");
-  if (load != "host" && load != "backdoor")
-    throw std::invalid_argument("--load " + load + ": must be 'host' or 'backdoor'");
-  to.backdoor = load == "backdoor";
+  to.mesh = !a.mesh.empty() ? mesh_text : "";
+  to.grad_pieces = std::stoull(setting("--grad-pieces", a.grad_pieces, "grad_pieces", "4"));
+  to.backdoor = a.load == "backdoor";
   std::size_t t0 = 0, t1 = 1;
-  if (opt.count("--trace-steps")) {
-    const std::string v = opt.at("--trace-steps");
-    const auto colon = v.find(':');
-    if (colon == std::string::npos)
-      throw std::invalid_argument("--trace-steps " + v + ": must be FROM:TO (steps)");
-    t0 = parse_uint("--trace-steps FROM", v.substr(0, colon), 0, steps - 1);
-    t1 = parse_uint("--trace-steps TO", v.substr(colon + 1), t0 + 1, steps);
+  if (!a.trace_steps.empty()) {
+    std::tie(t0, t1) = cli::split_span(a.trace_steps);
+    if (t1 > steps)
+      throw std::invalid_argument("--trace-steps " + a.trace_steps + ": the run has " +
+                                  std::to_string(steps) + " steps");
   }
 
   std::string widths;
@@ -188,14 +140,14 @@ int cmd_train(const std::vector<std::string>& args) {
              std::to_string(P) + " chips " + cfg.params.variant + ", mesh " + mesh_text +
              "), global batch " +
              std::to_string(global) + ", " + std::to_string(steps) + " steps, lr " +
-             setting("--lr", "lr", "0.5"));
+             lr);
   rep.field("command", "train");
   bool pass = true;
   const auto wall0 = std::chrono::steady_clock::now();
   {
-    ProgressLine line("train " + widths + " on " + topo.name(), opt.count("--quiet") > 0);
-    Opts pod_opt = opt;
-    pod_opt.erase("--trace");
+    ProgressLine line("train " + widths + " on " + topo.name(), opt.quiet);
+    PodOptions pod_opt = opt;
+    pod_opt.trace.clear();
     with_pod(pod_opt, cfg.params, cfg.chip.clock_ghz, [&](HostPort& h) {
       const MachineInfo& mi = h.info();
       TrainRunOptions ro;
@@ -203,12 +155,12 @@ int cmd_train(const std::vector<std::string>& args) {
       ro.seed = seed;
       ro.fresh_batches = fresh;
       ro.trace_from = t0;
-      ro.trace_to = opt.count("--trace") ? t1 : 0;
+      ro.trace_to = !opt.trace.empty() ? t1 : 0;
       ro.progress = [&](std::size_t s, uint64_t cyc) {
         line.show("step " + std::to_string(s) + "/" + std::to_string(steps) + ": " +
                   std::to_string(cyc) + " cycles");
       };
-      const bool quiet = opt.count("--quiet") > 0;
+      const bool quiet = opt.quiet;
       if (!quiet)
         std::printf("%5s %12s %10s %6s %8s %8s %8s %6s %7s %s\n", "step", "loss", "cycles", "mfu",
                     "compute", "comm", "memory", "idle", "ar_hid", "golden");
@@ -222,14 +174,14 @@ int cmd_train(const std::vector<std::string>& args) {
       };
       const TrainRunResult r = run_training(h, spec, to, ro);
       pass = r.pass();
-      if (opt.count("--trace")) {
-        write_trace(opt.at("--trace"), r.trace, mi, cfg.chip.clock_ghz);
-        rep.field("trace", opt.at("--trace"));
+      if (!opt.trace.empty()) {
+        write_trace(opt.trace, r.trace, mi, cfg.chip.clock_ghz);
+        rep.field("trace", opt.trace);
       }
       add_pod(rep, cfg, mi, opt);
       fill_train_report(rep, r, mi);
       rep.group("train").field("mesh", mesh_text);
-      if (opt.count("--save")) {
+      if (!a.save.empty()) {
         std::vector<float> losses;
         for (const TrainStepRecord& st : r.steps) losses.push_back(static_cast<float>(st.loss));
         Json hyper = Json::object();
@@ -244,16 +196,85 @@ int cmd_train(const std::vector<std::string>& args) {
         hyper["activation"] = "relu on every layer but the last";
         hyper["optimizer"] = "sgd: w = w + g * (-lr), two f32 roundings";
         hyper["numerics"] = "docs/training.md";
-        save_run(opt.at("--save"), r.spec, r.batches, r.init, r.final_params, losses, hyper);
-        rep.field("save", opt.at("--save"));
+        save_run(a.save, r.spec, r.batches, r.init, r.final_params, losses, hyper);
+        rep.field("save", a.save);
       }
     });
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   rep.metric("wall_seconds", wall, "s", "host time of the simulation");
-  if (opt.count("--json")) rep.write(opt.at("--json"));
+  if (!opt.json.empty()) rep.write(opt.json);
   std::fputs(rep.summary().c_str(), stdout);
   return pass ? 0 : 1;
+}
+
+}  // namespace
+
+std::function<int()> train_command(CLI::App& tool) {
+  auto a = std::make_shared<TrainArgs>();
+  CLI::App* cmd = tool.add_subcommand(
+      "train", "data-parallel (and tensor-parallel) SGD of an MLP on the pod, each step checked\n"
+               "bit for bit against the golden");
+  add_pod_config(cmd, a->pod);
+  cmd->add_option("--mesh", a->mesh,
+                  "data=D,model=M over the torus dimensions, x first: M > 1 splits\n"
+                  "the hidden layer of a 2-layer MLP over M chips (tensor parallel);\n"
+                  "default data=<chips> (the config's mesh: is for tpusim shard)")
+      ->type_name("AXES");
+  // Each of these overrides the key of the config's train: section, which overrides the default.
+  cmd->add_option("--layers", a->layers,
+                  "widths, inputs first (default 64,128,32; multiples of 32)")
+      ->type_name("W0,W1,..")
+      ->check(cli::list_of(cli::uint_in(1, 65536)));
+  cmd->add_option("--batch", a->batch, "global batch, split evenly over the chips (default 256)")
+      ->type_name("N")
+      ->check(cli::uint_in(1, 1u << 24));
+  cmd->add_option("--steps", a->steps, "SGD steps (default 20)")
+      ->type_name("S")
+      ->check(cli::uint_in(1, 100000));
+  cmd->add_option("--lr", a->lr, "learning rate (default 0.5)")
+      ->type_name("LR")
+      ->check(cli::real_in(0, 1e6, true));
+  cmd->add_option("--seed", a->seed, "data, teacher and initial weights (default 1)")
+      ->type_name("S")
+      ->check(cli::uint_in(0, ~uint64_t{0}));
+  cmd->add_flag("--fresh-batches", a->fresh_batches,
+                "a new batch every step (default: the same batch)");
+  cmd->add_option("--grad-pieces", a->grad_pieces,
+                  "the first layer's gradient all-reduced in P pieces (default 4)")
+      ->type_name("P")
+      ->check(cli::uint_in(1, 64));
+  const CLI::Validator save_dir(
+      [](std::string& v) -> std::string {
+        const std::filesystem::path d(v);
+        if (std::filesystem::exists(d) && !std::filesystem::is_directory(d))
+          return v + ": exists and is not a directory";
+        if (!d.parent_path().empty() && !std::filesystem::is_directory(d.parent_path()))
+          return v + ": directory '" + d.parent_path().string() + "' does not exist";
+        return "";
+      },
+      "");
+  cmd->add_option("--save", a->save,
+                  "x.npy, y.npy, init_/final_w{i}.npy, init_/final_b{i}.npy, loss.npy,\n"
+                  "train.json: the run, to replay in numpy or JAX")
+      ->type_name("DIR")
+      ->check(save_dir);
+  cmd->add_option("--load", a->load,
+                  "data and weights in through the host ports, or the backdoor")
+      ->type_name("host|backdoor")
+      ->check(CLI::IsMember({"host", "backdoor"}))
+      ->capture_default_str();
+  add_pod_options(cmd, a->pod);
+  cmd->add_option("--trace-steps", a->trace_steps,
+                  "the steps [A, B) --trace records (default 0:1), each command\n"
+                  "labelled with its phase")
+      ->option_text("A:B")
+      ->check(cli::span())
+      ->needs("--trace");
+  cmd->footer("the settings of the config's train: section: docs/training.md\n"
+              "exit codes: 0 pass, 1 golden mismatch, 2 bad input or output, 3 hang or chip "
+              "error");
+  return [a] { return run_train(*a); };
 }
 
 }  // namespace tpu

@@ -1,15 +1,15 @@
 // `tpusim train`: data-parallel SGD of an MLP on the pod (docs/training.md).
 #pragma once
 
-#include <string>
-#include <vector>
+#include <functional>
+
+#include "cli.h"
 
 namespace tpu {
 
-extern const char* kTrainUsage;
-
-// Returns the exit code (0 pass, 1 golden mismatch); throws std::invalid_argument for a bad
-// command line, ConfigError for a bad configuration, PodError for a simulation error.
-int cmd_train(const std::vector<std::string>& args);
+// Declares the command on `tool`; what it returns runs it once the line is parsed: the exit
+// code (0 pass, 1 golden mismatch); it throws std::invalid_argument for a bad combination of
+// options, ConfigError for a bad configuration, PodError for a simulation error.
+std::function<int()> train_command(CLI::App& tool);
 
 }  // namespace tpu

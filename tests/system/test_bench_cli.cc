@@ -1,6 +1,7 @@
-// Every bench parses its command line with tpusim's code (sw/common/cli.h): a bad flag or value
+// Every bench parses its command line like tpusim (CLI11, sw/common/cli.h): a bad flag or value
 // is exit 2 with a message naming the flag and the rule (never an abort, a silent default or
-// JSON with inf/nan), --help prints the usage and exits 0 without running anything.
+// JSON with inf/nan), --help or -h anywhere on the line prints the usage and exits 0 without
+// running anything.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -26,10 +27,15 @@ const std::vector<Bench>& benches() {
 
 TEST(BenchCli, HelpPrintsTheUsageAndRunsNothing) {
   for (const Bench& b : benches()) {
-    const CliRun r = run_command(b.path + " --help");
-    EXPECT_EQ(r.code, 0) << b.name << ": " << r.out;
-    EXPECT_EQ(r.out.find(std::string("usage: ") + b.name), 0u) << b.name << ": " << r.out;
-    EXPECT_EQ(r.out.find('{'), std::string::npos) << b.name << " ran something: " << r.out;
+    // -h too, and next to an unknown option or a bad value: the help wins, nothing runs.
+    for (const char* args : {"--help", "-h", "--bogus --help", "--cycles abc -h"}) {
+      const CliRun r = run_command(b.path + " " + args);
+      EXPECT_EQ(r.code, 0) << b.name << " " << args << ": " << r.out;
+      EXPECT_EQ(r.out.find(std::string("usage: ") + b.name), 0u) << b.name << ": " << r.out;
+      EXPECT_NE(r.out.find("--help"), std::string::npos) << b.name << ": " << r.out;
+      EXPECT_EQ(r.out.find('{'), std::string::npos) << b.name << " ran something: " << r.out;
+      EXPECT_EQ(r.out.find("error"), std::string::npos) << b.name << " " << args << ": " << r.out;
+    }
   }
 }
 
@@ -50,20 +56,26 @@ TEST(BenchCli, BadValuesNameTheFlagAndTheRule) {
     std::string line, expect;
   };
   const std::vector<Bad> cases = {
-      {std::string(BENCH_MXU) + " --m abc", "bench_mxu: error: --m abc: must be an integer"},
+      {std::string(BENCH_MXU) + " --m abc", "bench_mxu: error: --m: abc is not an integer"},
+      {std::string(BENCH_MXU) + " --m 010", "--m: 010 is not an integer in [1, 1048576]"},
+      {std::string(BENCH_MXU) + " --m -1", "--m: -1 is not an integer"},
       {std::string(BENCH_MXU) + " --m", "--m needs a value"},
       {std::string(BENCH_MXU) + " --variants 3x3", "3x3"},
       {std::string(BENCH_CHIP) + " --variant 8x8", "8x8"},
-      {std::string(BENCH_CHIP) + " --shapes square,,wide", "--shapes square,,wide: must be"},
-      {std::string(BENCH_CHIP) + " --shapes round", "--shapes: unknown shape 'round'"},
-      {std::string(BENCH_ICI) + " --cycles abc", "--cycles abc: must be an integer"},
-      {std::string(BENCH_ICI) + " --model mesh", "--model mesh: must be auto, grid or nodes"},
-      {std::string(BENCH_ICI) + " --topology 17x17", "--topology 17x17"},
-      {std::string(BENCH_HBM) + " --cycles abc", "--cycles abc: must be an integer"},
+      {std::string(BENCH_CHIP) + " --shapes square,,wide",
+       "--shapes: square,,wide is not a comma-separated list"},
+      {std::string(BENCH_CHIP) + " --shapes round", "--shapes: round not in {dma,square,"},
+      {std::string(BENCH_CHIP) + " --small --small", "--small is given twice"},
+      {std::string(BENCH_CHIP) + " --small=0", "--small"},
+      {std::string(BENCH_ICI) + " --cycles abc", "--cycles: abc is not an integer"},
+      {std::string(BENCH_ICI) + " --model mesh", "--model: mesh not in {auto,grid,nodes}"},
+      {std::string(BENCH_ICI) + " --topology 17x17", "--topology: 17x17"},
+      {std::string(BENCH_HBM) + " --cycles abc", "--cycles: abc is not an integer"},
       {std::string(BENCH_HBM) + " --cycles 5 --cycles 6", "--cycles is given twice"},
       {std::string(BENCH_HBM) + " --waves /nonexistent_dir/x.fst", "does not exist"},
-      {std::string(BENCH_POD) + " --only nope", "--only nope: not a case"},
-      {std::string(BENCH_TRAIN) + " --only ,", "--only ,: must be a comma-separated list"},
+      {std::string(BENCH_HBM) + " 5", "unexpected argument '5'"},
+      {std::string(BENCH_POD) + " --only nope", "--only: nope is not a case"},
+      {std::string(BENCH_TRAIN) + " --only ,", "--only: , is not a comma-separated list"},
   };
   for (const Bad& c : cases) {
     const CliRun r = run_command(c.line);

@@ -101,10 +101,20 @@ TEST(Tpusim, BadInputsAreClearErrors) {
       {"dtype", "--a " + tmp("F8.npy") + " --w " + tmp("W33.npy"), "F8.npy"},
       {"rank", "--a " + tmp("R3.npy") + " --w " + tmp("W33.npy"), "rank 2"},
       {"missing file", "--a " + tmp("nope.npy") + " --w " + tmp("W33.npy"), "nope.npy"},
-      {"a without w", "--a " + tmp("A23.npy"), "--a and --w must be given together"},
-      {"zero m", "--m 0", "--m 0: must be an integer from 1"},
-      {"not a number", "--k 12x", "--k 12x: must be an integer"},
+      {"a without w", "--a " + tmp("A23.npy"), "--a requires --w"},
+      {"files and a shape", "--a " + tmp("A23.npy") + " --w " + tmp("W33.npy") + " --m 4",
+       "--m excludes --a"},
+      {"zero m", "--m 0", "--m: 0 is not an integer in [1, 65536]"},
+      {"not a number", "--k 12x", "--k: 12x is not an integer"},
+      {"octal", "--n 010", "--n: 010 is not an integer"},
+      {"negative", "--seed -1", "--seed: -1 is not an integer"},
+      {"no value", "--m", "--m needs a value"},
+      {"twice", "--m 4 --m 5", "--m is given twice"},
+      {"flag twice", "--quiet --quiet", "--quiet is given twice"},
       {"unknown option", "--frobnicate 1", "unknown option '--frobnicate'"},
+      {"stray argument", "64", "unexpected argument '64'"},
+      {"bad dist", "--dist flat", "--dist: flat not in {narrow,wide}"},
+      {"window without trace", "--trace-cycles 0:10", "--trace-cycles requires --trace"},
       {"unknown variant", "--variant 3x3", "unknown chip variant '3x3'"},
       {"unknown key", "--config " + tmp("bad.yaml"), "bad.yaml: key 'chip.lanes': unknown key"},
       {"unbuilt variant", "--config " + tmp("big.yaml"), "TPU_BUILD_MXU128=ON"},
@@ -141,11 +151,13 @@ TEST(Tpusim, TrafficDeliversEveryPacketAndReports) {
 TEST(Tpusim, TrafficBadOptionsAreClearErrors) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"--topology 4x4x4x2", "at most 3 dimensions"},
-      {"--topology 17x17", "--topology 17"},
+      {"--topology 17x17", "--topology: 17x17"},
       {"--link-latency 5", "rebuild with -DTPU_ICI_MAX_LAT"},
-      {"--rate 1.5", "--rate 1.5: must be a number in (0, 1]"},
-      {"--pattern zigzag", "--pattern zigzag: must be"},
-      {"--length 3", "--length 3: must be 1, 4 or mixed"},
+      {"--rate 1.5", "--rate: 1.5 is not a number in (0, 1]"},
+      {"--rate 0", "--rate: 0 is not a number in (0, 1]"},
+      {"--rate nan", "--rate: nan is not a number"},
+      {"--pattern zigzag", "--pattern: zigzag not in {uniform,transpose,neighbor,tornado}"},
+      {"--length 3", "--length: 3 not in {1,4,mixed}"},
   };
   for (const auto& [args, expect] : cases) {
     const CliRun r = tpusim("traffic " + args);
@@ -233,17 +245,24 @@ TEST(TpusimPod, BadInputIsAClearErrorWithExitCode2) {
   const std::vector<Bad> cases = {
       {"axis not in the mesh", "allreduce --mesh x=2,y=2 --axis z", "axis 'z' is not in the mesh"},
       {"mesh not the pod", "allreduce --mesh x=8 --axis x", "the pod has 4"},
-      {"axis without mesh", "allreduce --axis x", "--mesh and --axis go together"},
+      {"axis without mesh", "allreduce --axis x", "--axis requires --mesh"},
       {"not whole elements", "allreduce --bytes 10", "multiple of 4"},
       {"beyond HBM", "allreduce --bytes 16777216", "HBM"},
-      {"bad load", "allreduce --load disk", "--load disk"},
-      {"bad kind", "collective --kind gather", "--kind gather"},
+      {"bad load", "allreduce --load disk", "--load: disk not in {host,backdoor}"},
+      {"bad kind", "collective --kind gather", "--kind: gather not in"},
+      {"no kind", "collective", "--kind is required"},
+      {"bad engine", "allreduce --engine gpu", "--engine: gpu not in {systemc,cpp}"},
+      {"bad waves chips", "allreduce --waves-chips 0,,3", "--waves-chips: 0,,3"},
+      {"bad threads", "allreduce --threads 0", "--threads: 0 is not an integer in [1, 256]"},
       {"all_to_all blocks", "collective --kind all_to_all --bytes 4100", "all_to_all"},
-      {"empty trace window", "allreduce --trace x.json --trace-cycles 5:3", "--trace-cycles TO"},
-      {"window without trace", "allreduce --trace-cycles 0:10", "needs --trace FILE"},
+      {"empty trace window", "allreduce --trace x.json --trace-cycles 5:3",
+       "--trace-cycles: 5:3 is not FROM:TO"},
+      {"window without trace", "allreduce --trace-cycles 0:10", "--trace-cycles requires --trace"},
       {"algo that does not apply", "collective --kind reduce_scatter --algo torus",
        "'torus' is defined for all_reduce only, not reduce_scatter"},
-      {"unknown algo", "collective --kind all_gather --algo bogus", "unknown 'bogus'"},
+      {"unknown algo", "collective --kind all_gather --algo bogus",
+       "--algo: bogus not in {ring,biring,torus,direct}"},
+      {"unknown pod algo", "pod --algo bogus", "--algo: bogus not in"},
   };
   for (const Bad& c : cases) {
     const std::string json = tmp("bad_pod.json");
@@ -291,19 +310,33 @@ TEST(TpusimShard, ReportTraceAndGatheredY) {
 }
 
 TEST(TpusimShard, HelpPrintsTheUsage) {
-  // --help anywhere on the line, for every command.
+  // --help anywhere on the line, for every command, next to a bad value or an unknown option
+  // too.
   for (const char* cmd : {"shard --help", "pod -h", "allreduce --help", "allreduce --bytes 64 -h",
-                          "collective --kind all_gather --help", "train --help", "matmul --help",
-                          "traffic --help", "--help"}) {
+                          "collective --kind all_gather --help", "collective --help",
+                          "train --help", "matmul --help", "matmul --m abc --help",
+                          "traffic --bogus -h", "traffic --help", "hang --help", "--help", "-h"}) {
     const CliRun r = tpusim(cmd);
     EXPECT_EQ(r.code, 0) << cmd << ": " << r.out;
     EXPECT_NE(r.out.find("usage: tpusim"), std::string::npos) << cmd << ": " << r.out;
     EXPECT_EQ(r.out.find("error:"), std::string::npos) << cmd << ": " << r.out;
   }
-  // tpusim --help: the list of commands comes first.
+  // Each command's help is its own, with its options.
+  for (const char* cmd :
+       {"matmul", "traffic", "allreduce", "collective", "pod", "shard", "train"}) {
+    const CliRun r = tpusim(std::string(cmd) + " --help");
+    EXPECT_EQ(r.out.find(std::string("usage: tpusim ") + cmd + " [options]"), 0u) << r.out;
+    EXPECT_NE(r.out.find("  --"), std::string::npos) << cmd << ": " << r.out;
+  }
+  // tpusim --help: the list of commands comes first, then each command's help.
   const CliRun r = tpusim("--help");
   ASSERT_NE(r.out.find("commands:"), std::string::npos) << r.out;
   EXPECT_LT(r.out.find("commands:"), r.out.find("usage: tpusim matmul")) << r.out;
+  EXPECT_EQ(r.out.find("usage: tpusim hang"), std::string::npos) << "hang is hidden: " << r.out;
+  // No command: the same help, as an error.
+  const CliRun none = tpusim("");
+  EXPECT_EQ(none.code, 2) << none.out;
+  EXPECT_NE(none.out.find("commands:"), std::string::npos) << none.out;
 }
 
 TEST(TpusimShard, BadInputIsAClearErrorWithExitCode2) {
@@ -320,7 +353,8 @@ TEST(TpusimShard, BadInputIsAClearErrorWithExitCode2) {
        "resharding"},
       {"beyond HBM", "--mesh data=4 --x-spec -,- --w-spec -,- --m 4096 --k 4096 --n 4096",
        "not enough HBM"},
-      {"bad size", "--m 0", "--m 0"},
+      {"bad size", "--m 0", "--m: 0"},
+      {"files and a shape", "--a x.npy --w w.npy --k 4", "--k excludes --a"},
   };
   for (const Bad& c : cases) {
     const std::string json = tmp("bad_shard.json");
@@ -422,9 +456,14 @@ TEST(TpusimTrain, BadInputIsAClearErrorWithExitCode2) {
       {"tensor parallel deep", "--mesh data=2,model=2 --layers 32,64,64,32", "two-layer"},
       {"mesh axis", "--mesh batch=4", "the axes are 'data' and 'model'"},
       {"mesh size", "--mesh data=8", "--mesh data=8"},
-      {"lr", "--lr -1", "--lr -1"},
+      {"lr", "--lr -1", "--lr: -1 is not a number in (0, 1e+06]"},
+      {"lr not a number", "--lr fast", "--lr: fast"},
       {"steps", "--steps 0", "--steps"},
-      {"trace steps", "--trace-steps 0:1", "needs --trace"},
+      {"trace steps", "--trace-steps 0:1", "--trace-steps requires --trace"},
+      {"trace steps beyond", "--steps 2 --trace t.json --trace-steps 1:3",
+       "--trace-steps 1:3: the run has 2 steps"},
+      {"layers item", "--layers 64,,32", "--layers: 64,,32 is not a comma-separated list"},
+      {"flag value", "--fresh-batches=1", "--fresh-batches"},
       {"too big", "--layers 8192,8192 --batch 4096", "HBM"},
       {"unknown", "--widths 3", "unknown option"},
       {"twice", "--steps 2 --steps 3", "given twice"},
@@ -498,7 +537,7 @@ TEST(TpusimWatchdog, AHangExitsThreeNamingTheChipAndTheCounter) {
   EXPECT_NE(f.out.find("(watchdog_cycles 1000)"), std::string::npos) << f.out;
   const CliRun bad = tpusim("hang --config " + cfg + " --watchdog soon");
   EXPECT_EQ(bad.code, 2) << bad.out;
-  EXPECT_NE(bad.out.find("--watchdog soon"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("--watchdog: soon is not an integer"), std::string::npos) << bad.out;
   std::remove(cfg.c_str());
 }
 
@@ -516,7 +555,7 @@ TEST(TpusimOutputs, FailedWritesExitTwoNamingThePath) {
                                   std::string("/proc/tpusim_r.json"), ::testing::TempDir()}) {
     const CliRun r = tpusim(run + "--json " + path);
     EXPECT_EQ(r.code, 2) << path << ": " << r.out;
-    EXPECT_NE(r.out.find("--json " + path), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("--json: " + path), std::string::npos) << r.out;
     EXPECT_EQ(r.out.find("golden check"), std::string::npos) << "ran first: " << r.out;
   }
   const CliRun t = tpusim("traffic --topology 2x2 --cycles 200 --json /dev/full");
