@@ -40,7 +40,7 @@ class ReportArray {
   ReportArray& operator=(const ReportArray&) = delete;
   void add(const tpu::Report& r) {
     std::fputs(r.summary().c_str(), stderr);
-    std::printf("%s%s", first_ ? "" : ",\n", r.json().dump(2).c_str());
+    std::printf("%s%s", first_ ? "" : ",\n", tpu::json_text(r.json()).c_str());
     std::fflush(stdout);
     first_ = false;
   }

@@ -52,7 +52,7 @@ inline int run_cases(const char* tool, const std::vector<std::string>& only,
     std::fprintf(stderr, "[%s] %s: %s ...\n", tool, c.name, c.what);  // before a long case
     const Report r = c.run();
     std::fputs(r.summary().c_str(), stderr);
-    std::printf("%s%s", first ? "" : ",\n", r.json().dump(2).c_str());
+    std::printf("%s%s", first ? "" : ",\n", json_text(r.json()).c_str());
     std::fflush(stdout);
     first = false;
   }

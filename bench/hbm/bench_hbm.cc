@@ -238,7 +238,7 @@ int run(Options opt) {
   rep.metric("assertion_failures", fails, "", "RTL assertion failures, every run", true);
 
   std::fputs(rep.summary().c_str(), stderr);
-  std::fputs((Json::array({rep.json()}).dump(2) + "\n").c_str(), stdout);
+  std::fputs((json_text(Json::array({rep.json()})) + "\n").c_str(), stdout);
   return (viol + fails) == 0 ? 0 : 1;
 }
 

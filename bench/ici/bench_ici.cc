@@ -193,7 +193,7 @@ int run(const Options& opt) {
   out.field("runs", std::move(runs));
   out.metric("assert_failures", asserts, "", "RTL assertion failures over every run", true);
   std::fputs(out.summary().c_str(), stderr);
-  std::fputs((Json::array({out.json()}).dump(2) + "\n").c_str(), stdout);
+  std::fputs((json_text(Json::array({out.json()})) + "\n").c_str(), stdout);
   return asserts ? 1 : 0;
 }
 

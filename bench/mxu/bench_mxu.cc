@@ -99,7 +99,7 @@ static int run(const std::vector<std::string>& variants, std::size_t m) {
   }
   out.field("runs", std::move(runs));
   std::cerr << out.summary();
-  std::cout << Json::array({out.json()}).dump(2) << "\n";
+  std::cout << json_text(Json::array({out.json()})) << "\n";
   return ok ? 0 : 1;  // any mismatch fails the benchmark
 }
 

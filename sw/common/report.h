@@ -157,7 +157,7 @@ class Report : public ReportGroup {
   // The title line, then "  <dotted name>  <value> <unit>" for each summary-marked metric in
   // tree order, names left-aligned and values right-aligned in columns.
   std::string summary() const;
-  // Writes json().dump(2) and a newline to `path`; throws std::runtime_error naming the path if
+  // Writes json_text(json()) and a newline to `path`; throws std::runtime_error naming the path if
   // it cannot be opened or written.
   void write(const std::string& path) const;
 
