@@ -1,6 +1,6 @@
 // The command line every bench shares, parsed like tpusim's (sw/common/cli.h, CLI11): bench_cli
-// parses a bench's options and runs its body (--help: the usage, exit 0; a bad option or value:
-// the message, exit 2; a std::invalid_argument from the body: exit 2; any other failure: exit 1).
+// parses a bench's options and runs its body (--help: the usage, exit 0; --check: the line
+// checked, exit 0, nothing run; a bad option or value: the message, exit 2; a std::invalid_argument from the body: exit 2; any other failure: exit 1).
 // bench_main is the case-list bench: `--list`, `--only CASE[,CASE...]`, and the output: one
 // report per case (sw/common/report.h) as a JSON array on stdout, each summary on stderr.
 #pragma once
@@ -27,9 +27,15 @@ struct BenchCase {
 // Parses argv into app (named after the bench, its options declared) and runs body; returns
 // the exit code.
 inline int bench_cli(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
+  bool check = false;
+  app.add_flag("--check", check, "check the command line, then stop before the bench: exit 0");
   const int rc = cli::parse(app, argc, argv);
   if (rc >= 0) return rc;
   const std::string tool = app.get_name();
+  if (check) {
+    std::printf("%s: check passed (the command line; no case run)\n", tool.c_str());
+    return 0;
+  }
   try {
     return body();
   } catch (const std::invalid_argument& e) {

@@ -28,6 +28,7 @@ struct PodOptions {
   uint64_t watchdog = 0;          // when given
   std::string json, trace, trace_cycles;
   bool quiet = false;
+  bool check = false;             // --check: stop before the first simulated cycle (CheckPort)
 
   bool given(const char* flag) const { return cmd->count(flag) > 0; }
   // --config, or the default configs/pod_2x2.yaml.

@@ -17,6 +17,7 @@
 #include <string>
 #include <tuple>
 
+#include "check_port.h"
 #include "chip_config.h"
 #include "chip_driver.h"
 #include "cli_util.h"
@@ -77,6 +78,9 @@ void add_pod_options(CLI::App* cmd, PodOptions& o, bool bare) {
         ->type_name("FILE")
         ->check(cli::output_path());
     cmd->add_flag("--quiet", o.quiet, "no progress line");
+    cmd->add_flag("--check", o.check,
+                  "check the line, the config, the inputs and the plan (capacities),\n"
+                  "then stop before the first simulated cycle: exit 0, no files written");
   }
   cli::repeatable(cmd->add_option("--fault", o.faults,
                                   "fault injection, repeatable: seed=S,\n"
@@ -127,7 +131,20 @@ void with_pod(const PodOptions& opt, PodParams params, double clock_ghz,
   // process on the worker threads).
   params.threads = opt.threads;
   const TraceOptions topt = trace_options(opt);
+  if (opt.check) {  // no dumps: a check writes no files (the chips named must exist)
+    for (const int c : params.wave_chips)
+      if (c >= params.topo.num_chips())
+        throw std::invalid_argument("--waves-chips: chip " + std::to_string(c) + " is not in the " +
+                                    params.topo.name() + " pod (chips 0.." +
+                                    std::to_string(params.topo.num_chips() - 1) + ")");
+    params.wave_chips.clear();
+  }
   auto traced = [&](HostPort& h) {
+    if (opt.check) {  // the job runs up to its first simulated cycle (CheckStop)
+      CheckPort port(h);
+      job(port);
+      return;
+    }
     if (topt.enabled) h.set_trace(topt);
     job(h);
     if (topt.enabled) write_trace(opt.trace, h.take_trace(), h.info(), clock_ghz);

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "chip_config.h"
+#include "check_port.h"
 #include "chip_driver.h"
 #include "cli_util.h"
 #include "json.h"
@@ -66,7 +67,7 @@ struct MatmulArgs {
   std::string dist = "narrow", out_dtype = "f32";
   std::size_t m = 64, k = 64, n = 64;
   uint64_t seed = 1, watchdog = 0;
-  bool quiet = false, relu = false, mxu_only = false;
+  bool quiet = false, relu = false, mxu_only = false, check = false;
   std::vector<std::string> faults;
 
   bool given(const char* flag) const { return cmd->count(flag) > 0; }
@@ -176,12 +177,21 @@ int run_chip(const ChipConfig& cfg, const std::string& config_path, const Matmul
     throw UsageError(std::string(has("--variant") ? "--variant: " : config_path + ": chip.variant: ") +
                      e.what());
   }
-  std::unique_ptr<ChipDriver> drv;
+  // --check: the driver plans over a CheckPort of the chip, which stops it before the first
+  // simulated cycle (no waves are opened).
+  std::unique_ptr<ChipDriver> machine, drv;
+  std::unique_ptr<CheckPort> check;
   try {
-    drv = std::make_unique<ChipDriver>(cfg.variant, cfg.hbm, has("--waves") ? opt.waves : "",
-                                       cfg.faults);
+    machine = std::make_unique<ChipDriver>(
+        cfg.variant, cfg.hbm, has("--waves") && !opt.check ? opt.waves : "", cfg.faults);
   } catch (const std::invalid_argument& e) {
     throw UsageError(config_path + ": chip.variant: " + e.what());
+  }
+  if (opt.check) {
+    check = std::make_unique<CheckPort>(machine->port());
+    drv = std::make_unique<ChipDriver>(*check, 0);
+  } else {
+    drv = std::move(machine);
   }
   TraceOptions topt;
   topt.enabled = has("--trace");
@@ -337,7 +347,7 @@ int run_matmul_cmd(const MatmulArgs& opt) {
     inputs = "random: seed=" + std::to_string(seed) + " dist=" + dist;
   }
 
-  if (has("--waves")) prepare_waves(opt.waves);
+  if (has("--waves") && !opt.check) prepare_waves(opt.waves);
   if (!has("--mxu-only")) {
     const int rc = run_chip(cfg, config_path, sh, a, w, inputs, opt);  // the dump is closed now
     if (has("--waves") && free_bytes(opt.waves) == 0)
@@ -355,6 +365,7 @@ int run_matmul_cmd(const MatmulArgs& opt) {
     throw UsageError(std::string(has("--variant") ? "--variant: " : config_path + ": chip.variant: ") +
                      e.what());
   }
+  if (opt.check) throw CheckStop("after the array was built, before its first cycle");
   if (has("--waves")) dut->open_waves(opt.waves);
 
   MxuRunOptions ro;
@@ -465,6 +476,9 @@ std::function<int()> matmul_command(CLI::App& tool) {
   cmd->add_flag("--mxu-only", a->mxu_only,
                 "run on the bare MXU array (no HBM, DMA, sequencer, VPU)");
   cmd->add_flag("--quiet", a->quiet, "no progress line");
+  cmd->add_flag("--check", a->check,
+                "check the line, the config, the inputs and the plan (capacities),\n"
+                "then stop before the first simulated cycle: exit 0, no files written");
   cli::repeatable(cmd->add_option("--fault", a->faults,
                                   "fault injection, repeatable, over the config's faults:\n"
                                   "section: seed=S, hbm_single_bit_rate=P,\n"
@@ -547,6 +561,9 @@ int run_tool(const std::vector<std::string>& args) {
                        " MPI ranks (the pod commands allreduce, collective, pod, shard and "
                        "train do)");
     return commands.at(cmd)();
+  } catch (const CheckStop& e) {  // --check: everything before the first cycle passed
+    std::cout << "tpusim " << cmd << ": check passed (stopped " << e.what() << ")\n";
+    return kExitOk;
   } catch (const UsageError& e) {
     std::cerr << "tpusim: error: " << e.what() << "\n";
     return kExitUsage;

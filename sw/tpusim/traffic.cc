@@ -9,6 +9,7 @@
 
 #include "ici_net.h"
 #include "ici_traffic.h"
+#include "check_port.h"
 #include "cli_util.h"
 #include "json.h"
 #include "report.h"
@@ -20,7 +21,7 @@ namespace {
 // The options of `tpusim traffic`.
 struct TrafficArgs {
   std::string topology = "4x4", pattern = "uniform", length = "1", json;
-  bool mesh = false;
+  bool mesh = false, check = false;
   double rate = 0.3;
   uint64_t cycles = 4000, watchdog = 2000;
   unsigned link_latency = 1, seed = 1;
@@ -71,6 +72,7 @@ int run_traffic(const TrafficArgs& a) {
                topo.name().c_str(), pattern.c_str(), len.c_str(), cfg.rate,
                static_cast<unsigned long long>(cycles));
   IciNet net(topo);
+  if (a.check) throw CheckStop("after the network was built, before its first cycle");
   IciScoreboard sb(net);
   const IciRunStats st = ici_run(net, sb, cfg, 1000, cycles, 100000 + 10 * cycles, watchdog);
   const bool ok = st.completed && sb.errors().empty();
@@ -161,6 +163,9 @@ std::function<int()> traffic_command(CLI::App& tool) {
       ->type_name("CYCLES")
       ->check(cli::uint_in(1, uint64_t{1} << 40))
       ->capture_default_str();
+  cmd->add_flag("--check", a->check,
+                "check the line and the topology, build the network, then stop before\n"
+                "the first simulated cycle: exit 0, no files written");
   cmd->footer("exit codes: 0 every packet delivered once, in order, intact; 1 not; 2 bad input\n"
               "or output; 3 the watchdog stopped a deadlock");
   return [a] { return run_traffic(*a); };

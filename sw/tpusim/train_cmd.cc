@@ -160,7 +160,7 @@ int run_train(const TrainArgs& a) {
         line.show("step " + std::to_string(s) + "/" + std::to_string(steps) + ": " +
                   std::to_string(cyc) + " cycles");
       };
-      const bool quiet = opt.quiet;
+      const bool quiet = opt.quiet || opt.check;  // a check runs no step
       if (!quiet)
         std::printf("%5s %12s %10s %6s %8s %8s %8s %6s %7s %s\n", "step", "loss", "cycles", "mfu",
                     "compute", "comm", "memory", "idle", "ar_hid", "golden");

@@ -172,6 +172,36 @@ TEST(Tpusim, UnknownCommandIsAnError) {
   EXPECT_NE(r.out.find("unknown command 'frobnicate'"), std::string::npos) << r.out;
 }
 
+// --check: what a run checks before its first simulated cycle, and nothing more: no report, no
+// dump, no trace written; a job that cannot fit still fails (exit 2) as the run would.
+TEST(Tpusim, CheckStopsBeforeTheFirstCycleAndWritesNothing) {
+  const std::string json = tmp("check.json"), waves = tmp("check.fst"), trace = tmp("check.tr");
+  for (const std::string& f : {json, waves, trace}) std::remove(f.c_str());
+  const std::string pod = std::string("--config ") + TPU_SOURCE_DIR + "/configs/pod_2x2.yaml";
+  for (const std::string& args :
+       {"matmul --m 40 --k 24 --n 16 --json " + json + " --waves " + waves + " --check",
+        std::string("matmul --mxu-only --m 8 --k 8 --n 8 --variant 4x4 --check"),
+        "allreduce " + pod + " --bytes 65536 --json " + json + " --trace " + trace +
+            " --waves-chips 0 --check",
+        "pod " + pod + " --check", "train " + pod + " --steps 2 --check",
+        std::string("traffic --topology 4x4 --check")}) {
+    const CliRun r = tpusim(args);
+    EXPECT_EQ(r.code, 0) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find("check passed (stopped "), std::string::npos) << args << "\n" << r.out;
+    for (const std::string& f : {json, waves, trace}) {
+      std::ifstream in(f);
+      EXPECT_FALSE(in.good()) << args << " wrote " << f;
+    }
+  }
+  // What a run would refuse, --check refuses the same way.
+  const CliRun big = tpusim("allreduce " + pod + " --bytes 1073741824 --check");
+  EXPECT_EQ(big.code, 2) << big.out;
+  EXPECT_NE(big.out.find("--bytes 1073741824"), std::string::npos) << big.out;
+  const CliRun chip = tpusim("allreduce " + pod + " --waves-chips 4 --check");
+  EXPECT_EQ(chip.code, 2) << chip.out;
+  EXPECT_NE(chip.out.find("--waves-chips: chip 4"), std::string::npos) << chip.out;
+}
+
 // The pod job: every chip's matmul at once (the pod's cycles are the slowest chip's, not the
 // sum), the all-reduce reading the results in HBM, one report.
 std::uint64_t json_uint(const std::string& rep, const std::string& key) {
