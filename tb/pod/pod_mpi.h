@@ -112,7 +112,7 @@ class MpiPodHost final : public HostPort {
   uint64_t cycle() const override { return core_.cycle(); }
   void set_trace(const TraceOptions& o) override { core_.set_trace(o); }
   std::vector<TraceEvent> take_trace() override;
-  void trace_label(int chip, const std::string& label) override { core_.trace_label(chip, label); }
+  void trace_label(int chip, const std::string& label) override;
 
  private:
   // Steps windows until `done` (this rank's part, checked before each cycle; once true it must
@@ -133,8 +133,7 @@ class MpiPodHost final : public HostPort {
 
   int rank_;
   PodPartition part_;
-  PodCore core_;
-  std::vector<bool> mine_;
+  PodCore core_;  // this rank's chips only
   std::unique_ptr<WindowExchange> xch_;
   double born_ = 0;
 };
