@@ -326,6 +326,11 @@ MpiPodHost::MpiPodHost(const PodParams& p)
       part_(PodPartition::slabs(p.topo, mpi_world().size)),
       core_(rank_params(p, part_), part_.chips[static_cast<std::size_t>(rank_)]) {
   part_.find_cuts(core_);
+  const auto built = static_cast<uint64_t>(core_.built_chips());
+  uint64_t total = 0;
+  MPI_Allreduce(&built, &total, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  mpi_stats().chip_models = built;
+  mpi_stats().chip_models_total = total;
   xch_ = std::make_unique<WindowExchange>(core_, part_, rank_);
   born_ = now();
 }

@@ -65,10 +65,12 @@ int mpi_end_failed(int code);
 
 // What the window protocol cost this process (the reports' "mpi" group), summed over runs.
 struct MpiStats {
-  uint64_t windows = 0;         // windows stepped
-  uint64_t bytes_sent = 0;      // slot bytes this rank sent to others
-  double exchange_seconds = 0;  // in the exchange and the per-window agreement (waits included)
-  double host_seconds = 0;      // with an MpiPodHost alive (construction to destruction)
+  uint64_t windows = 0;            // windows stepped
+  uint64_t bytes_sent = 0;         // slot bytes this rank sent to others
+  double exchange_seconds = 0;     // in the exchange and the per-window agreement (waits included)
+  double host_seconds = 0;         // with an MpiPodHost alive (construction to destruction)
+  uint64_t chip_models = 0;        // chip models this rank built (its own chips: PodCore)
+  uint64_t chip_models_total = 0;  // summed over the ranks: the pod's chips, each built once
 };
 MpiStats& mpi_stats();
 

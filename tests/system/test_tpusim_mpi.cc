@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -77,6 +78,13 @@ std::string first_difference(const std::string& a, const std::string& b) {
 
 const std::string kSrc = TPU_SOURCE_DIR;
 
+// The integer after "key": at its first occurrence in a report; -1 if there is none.
+long long report_int(const std::string& rep, const std::string& key) {
+  const std::string k = "\"" + key + "\": ";
+  const std::size_t at = rep.find(k);
+  return at == std::string::npos ? -1 : std::atoll(rep.c_str() + at + k.size());
+}
+
 // A pod of 4x4 chips: shape, latency.
 std::string pod_config(const std::string& name, const std::string& shape, int latency) {
   const std::string path = tmp(name + ".yaml");
@@ -96,6 +104,12 @@ void expect_same(const std::string& what, const std::string& args, int np,
   ASSERT_EQ(b.code, 0) << b.out;
   const std::string ra = slurp(one), rb = slurp(many);
   ASSERT_NE(rb.find("\"mpi\""), std::string::npos) << "not run across ranks: " << rb;
+  // Each rank built the models of its own chips alone (these pods split evenly): every chip
+  // once over the ranks, rank 0 its share.
+  const long long chips = report_int(rb, "chips");
+  ASSERT_GT(chips, 0) << rb;
+  EXPECT_EQ(report_int(rb, "chip_models_total"), chips);
+  EXPECT_EQ(report_int(rb, "chip_models"), chips / np);
   ASSERT_NE(ra.find("\"verdict\": \"pass\""), std::string::npos) << ra;
   EXPECT_EQ(first_difference(strip(ra), strip(rb)), "");
   // Rank 0 alone prints: one summary.
