@@ -21,17 +21,19 @@ void put(const std::string& path, const std::string& text) { std::ofstream(path)
 
 // mpirun with np ranks on this machine (as root, as CI runs, it needs --allow-run-as-root; the
 // ranks may outnumber the cores). Debian's Open MPI 4.1 launcher can deadlock in its own
-// shutdown (PMIx_server_finalize) after every rank has exited, seen on a loaded 2-core machine:
-// the launcher runs under a 300 s timeout, and once more if that expires (exit 124), so the
-// launcher's bug neither hangs the suite nor fails it; a run that times out twice fails.
+// shutdown (PMIx_server_finalize) after every rank has exited, seen on a loaded 2-core machine,
+// or crash there (a segfault, seen after rank 0's MPI_Abort of a bad input): the launcher runs
+// under a 300 s timeout, and once more if it hung (124; 137 when it ignored the TERM and was
+// killed) or crashed (139), so the launcher's bug neither hangs the suite nor fails it; a run
+// that ends so twice fails.
 CliRun mpirun(int np, const std::string& args) {
   std::string launcher = "timeout -k 10 300 " + std::string(MPIRUN) + " -np " +
                          std::to_string(np) + " --oversubscribe --bind-to none";
   if (::geteuid() == 0) launcher += " --allow-run-as-root";
   CliRun r = tpusim_with(launcher, args);
-  if (r.code == 124) {
-    std::fprintf(stderr, "mpirun -np %d %s: the launcher hung (timeout); once more\n", np,
-                 args.c_str());
+  if (r.code == 124 || r.code == 137 || r.code == 139) {
+    std::fprintf(stderr, "mpirun -np %d %s: the launcher hung or crashed (exit %d); once more\n",
+                 np, args.c_str(), r.code);
     r = tpusim_with(launcher, args);
   }
   return r;
