@@ -243,6 +243,8 @@ void add_pod(Report& rep, const PodConfig& cfg, const MachineInfo& mi, const Pod
     m.metric("bytes_sent", ms.bytes_sent, "bytes", "cut links' slots rank 0 sent");
     m.metric("exchange_seconds", ms.exchange_seconds, "s",
              "rank 0 in the window exchange and agreement, waits for slower ranks included");
+    m.metric("chip_models", ms.chip_models, "", "chip models rank 0 built (its own chips only)");
+    m.metric("chip_models_total", ms.chip_models_total, "", "chip models built, all ranks");
     m.metric("exchange_share", ms.host_seconds > 0 ? ms.exchange_seconds / ms.host_seconds : 0.0,
              "fraction", "of rank 0's time with the pod");
   }

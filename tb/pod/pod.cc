@@ -315,26 +315,43 @@ std::string HostAgent::describe_copies() const {
 // ---------------------------------------------------------------------------------------------
 // PodCore
 // ---------------------------------------------------------------------------------------------
-PodCore::PodCore(const PodParams& p) : p_(p) {
+PodCore::PodCore(const PodParams& p, std::vector<int> owned) : p_(p) {
   p_.topo.validate();
   if (p_.link_latency == 0) throw std::invalid_argument("pod: link_latency must be >= 1 cycle");
   const int n = p_.topo.num_chips();
-  for (int i = 0; i < n; ++i) {
-    chips_.push_back(make_chip(p_.variant));
-    chips_.back()->configure(p_.hbm);
+  if (owned.empty()) {
+    for (int i = 0; i < n; ++i) owned.push_back(i);
+  }
+  std::sort(owned.begin(), owned.end());
+  for (std::size_t k = 0; k < owned.size(); ++k)
+    if (owned[k] < 0 || owned[k] >= n || (k > 0 && owned[k] == owned[k - 1]))
+      throw std::invalid_argument("pod: owned chip " + std::to_string(owned[k]) +
+                                  (owned[k] < 0 || owned[k] >= n
+                                       ? " is not in the pod (0.." + std::to_string(n - 1) + ")"
+                                       : " is named twice"));
+  order_ = owned;
+  // The models of the chips this process steps, and nothing of the others'.
+  chips_.resize(static_cast<std::size_t>(n));
+  agents_.resize(static_cast<std::size_t>(n));
+  for (int i : order_) {
+    chips_[static_cast<std::size_t>(i)] = make_chip(p_.variant);
+    chips_[static_cast<std::size_t>(i)]->configure(p_.hbm);
   }
   if (p_.host_bytes_per_cycle < 1 || p_.host_bytes_per_cycle > 64)
     throw std::invalid_argument("pod: host_bytes_per_cycle " +
                                 std::to_string(p_.host_bytes_per_cycle) +
                                 " must be from 1 to 64 (one 64-byte burst per cycle at most)");
-  agents_.resize(static_cast<std::size_t>(n));
-  for (auto& a : agents_) a.set_bytes_per_cycle(p_.host_bytes_per_cycle);
+  for (int i : order_) {
+    agents_[static_cast<std::size_t>(i)] = std::make_unique<HostAgent>();
+    agents_[static_cast<std::size_t>(i)]->set_bytes_per_cycle(p_.host_bytes_per_cycle);
+  }
   last_busy_.assign(static_cast<std::size_t>(n), 0);
   chip_progress_.assign(static_cast<std::size_t>(n), 0);
   head_.assign(static_cast<std::size_t>(n), Head{});
   ports_.resize(static_cast<std::size_t>(n));
-  words_ = chips_[0]->flit_words();
-  const unsigned row = chips_[0]->shape().cols * 4;
+  const ChipDut& first = *chips_[static_cast<std::size_t>(order_[0])];
+  words_ = first.flit_words();
+  const unsigned row = first.shape().cols * 4;
   if (p_.link_width != 0) {
     if (row % p_.link_width != 0 || row / p_.link_width > 15)
       throw std::invalid_argument("pod: link width " + std::to_string(p_.link_width) +
@@ -348,13 +365,17 @@ PodCore::PodCore(const PodParams& p) : p_(p) {
     k[d] = p_.topo.extent(d);
     wrap[d] = p_.topo.wraps(d);
   }
+  // Every link of the topology is numbered (the same numbers in every process); a link is built
+  // where one of its ends is.
   for (int i = 0; i < n; ++i) {
     const PodCoord c = p_.topo.coord(i);
     for (int d = 0; d < 3; ++d) me[d] = c[d];
-    chips_[i]->set_ici_config(me, k, wrap, gap_);
-    // The link layer's replay time-out: an ACK comes back 2L + 1 cycles after its flit left;
-    // after a replay starts, its first flit may wait for the wire up to gap - 1 cycles.
-    chips_[i]->set_ici_replay_timeout(2 * p_.link_latency + gap_ + 8);
+    if (owns(i)) {
+      chips_[i]->set_ici_config(me, k, wrap, gap_);
+      // The link layer's replay time-out: an ACK comes back 2L + 1 cycles after its flit left;
+      // after a replay starts, its first flit may wait for the wire up to gap - 1 cycles.
+      chips_[i]->set_ici_replay_timeout(2 * p_.link_latency + gap_ + 8);
+    }
     for (int d = 0; d < 3; ++d) {
       if (k[d] < 2) continue;
       for (int s = 0; s < 2; ++s) {  // s = 0: + neighbour, 1: - neighbour
@@ -366,12 +387,16 @@ PodCore::PodCore(const PodParams& p) : p_(p) {
         }
         const int dir = 2 * d + s;
         const int j = p_.topo.id(nb);
-        links_.push_back(std::make_unique<IciLink>(p_.link_latency, words_));
         link_rx_.push_back(j);
-        ports_[i][dir].out = links_.back().get();
-        ports_[i][dir].peer = j;
-        ports_[j][dir ^ 1].in = links_.back().get();
         link_ids_.push_back({i, dir, 0});
+        ports_[i][dir].peer = j;
+        if (!owns(i) && !owns(j)) {
+          links_.emplace_back();
+          continue;
+        }
+        links_.push_back(std::make_unique<IciLink>(p_.link_latency, words_));
+        ports_[i][dir].out = links_.back().get();
+        ports_[j][dir ^ 1].in = links_.back().get();
         const FaultConfig& f = p_.faults;
         if (f.any_link()) {
           uint64_t down_at = ~0ull;
@@ -389,16 +414,17 @@ PodCore::PodCore(const PodParams& p) : p_(p) {
   }
   info_.topo = p_.topo;
   info_.variant = p_.variant;
-  info_.shape = chips_[0]->shape();
+  info_.shape = first.shape();
   info_.hbm = p_.hbm;
   info_.link_latency = p_.link_latency;
   info_.link_gap = gap_;
   info_.link_bytes_per_cycle = link_bytes_per_cycle();
   info_.host_bytes_per_cycle = p_.host_bytes_per_cycle;
-  for (int c : p_.wave_chips) {
+  for (int c : p_.wave_chips) {  // each dumped by the process that owns it
     if (c < 0 || c >= n)
       throw std::invalid_argument("pod: --waves-chips: chip " + std::to_string(c) +
                                   " is not in the pod (0.." + std::to_string(n - 1) + ")");
+    if (!owns(c)) continue;
     if (n == 1 && !p_.wave_path.empty()) {
       chips_[c]->open_waves(p_.wave_path);
       continue;
@@ -409,7 +435,7 @@ PodCore::PodCore(const PodParams& p) : p_(p) {
   // Faults (none unless asked): the random ones are seeded by the reset below, one-time flips
   // are armed after it.
   if (p_.faults.any()) {
-    for (int i = 0; i < n; ++i)
+    for (int i : order_)
       chips_[i]->set_hbm_faults(hbm_fault_seed(p_.faults, i),
                                 fault_rate_threshold(p_.faults.hbm_single_bit_rate),
                                 fault_rate_threshold(p_.faults.hbm_double_bit_rate));
@@ -420,12 +446,12 @@ PodCore::PodCore(const PodParams& p) : p_(p) {
     if (ld.chip < 0 || ld.chip >= n)
       throw std::invalid_argument("pod: " + key + ": chip " + std::to_string(ld.chip) +
                                   " is not in the pod (0.." + std::to_string(n - 1) + ")");
-    if (ld.dir < 0 || ld.dir >= 6 || !ports_[ld.chip][ld.dir].out)
+    if (ld.dir < 0 || ld.dir >= 6 || ports_[ld.chip][ld.dir].peer < 0)
       throw std::invalid_argument("pod: " + key + ": " + chip_name(p_.topo, ld.chip) +
                                   " has no link " + link_dir_name(ld.dir) + " in topology " +
                                   p_.topo.name());
   }
-  for (auto& c : chips_) c->reset(4);
+  for (int i : order_) chips_[i]->reset(4);
   for (std::size_t fi = 0; fi < p_.faults.hbm_flip_at.size(); ++fi) {
     const HbmFlip& f = p_.faults.hbm_flip_at[fi];
     if (f.chip < 0 || f.chip >= n)
@@ -434,16 +460,38 @@ PodCore::PodCore(const PodParams& p) : p_(p) {
     uint64_t mask = 0;
     uint8_t check = 0;
     hbm_flip_bits(p_.faults, fi, &mask, &check);
-    chips_[f.chip]->arm_hbm_flip(f.addr, mask, check);
+    if (owns(f.chip)) chips_[f.chip]->arm_hbm_flip(f.addr, mask, check);
   }
-  for (int i = 0; i < n; ++i) order_.push_back(i);
   set_threads(p_.threads);
+}
+
+ChipDut& PodCore::model(int i) const {
+  if (i < 0 || i >= num_chips())
+    throw std::invalid_argument("pod: chip " + std::to_string(i) + " is not in the pod (0.." +
+                                std::to_string(num_chips() - 1) + ")");
+  if (!chips_[static_cast<std::size_t>(i)])
+    throw std::logic_error("pod: " + chip_name(p_.topo, i) +
+                           " is not built in this process: it belongs to another MPI rank, "
+                           "which alone holds its state (docs/scale.md)");
+  return *chips_[static_cast<std::size_t>(i)];
+}
+
+HostAgent& PodCore::agent(int i) {
+  (void)model(i);
+  return *agents_[static_cast<std::size_t>(i)];
+}
+
+IciLink& PodCore::link(int l) {
+  if (l < 0 || l >= num_links() || !links_[static_cast<std::size_t>(l)])
+    throw std::logic_error("pod: link " + std::to_string(l) +
+                           " is not built in this process (neither of its chips is owned here)");
+  return *links_[static_cast<std::size_t>(l)];
 }
 
 void PodCore::step_chip(int i) {
   ChipDut& d = *chips_[i];
   const uint64_t t = cycle_;
-  agents_[i].drive(d);
+  agents_[i]->drive(d);
   for (unsigned dir = 0; dir < 6; ++dir) {
     const Port& p = ports_[i][dir];
     unsigned vc = 0;
@@ -459,7 +507,7 @@ void PodCore::step_chip(int i) {
   // completed, a flit or a credit sent on a link, the host port moving.
   const ChipTracePort tp = d.trace_port();
   bool moved = tp.issue || tp.done != 0;
-  agents_[i].issued_below(tp.index);
+  agents_[i]->issued_below(tp.index);
   head_[i] = {tp.index, tp.wait};
   for (unsigned dir = 0; dir < 6; ++dir) {
     const Port& p = ports_[i][dir];
@@ -479,18 +527,18 @@ void PodCore::step_chip(int i) {
   }
   // A link declared down ends the run with its error at once, whatever the host waits for.
   if (d.err() == static_cast<unsigned>(ChipErr::kIciLinkDown)) link_down_error(i);
-  agents_[i].observe(d, t);
+  agents_[i]->observe(d, t);
   uint64_t ecc_addr = 0;
-  if (agents_[i].take_ecc_error(&ecc_addr)) {
+  if (agents_[i]->take_ecc_error(&ecc_addr)) {
     const auto code = static_cast<unsigned>(ChipErr::kHbmUncorr);
     throw ChipError(chip_name(p_.topo, i) + ": host port read of HBM address " +
                         hex_addr(ecc_addr) + ": uncorrectable ECC error (" +
                         chip_err_name(code) + ")",
                     code, i, 0);
   }
-  if (moved || agents_[i].moved()) chip_progress_[i] = t + 1;  // per chip: threads
-  if (agents_[i].trace.on()) agents_[i].trace.on_cycle(t, tp);
-  if (!agents_[i].idle() || d.busy() || !d.hbm_idle()) last_busy_[i] = t + 1;
+  if (moved || agents_[i]->moved()) chip_progress_[i] = t + 1;  // per chip: threads
+  if (agents_[i]->trace.on()) agents_[i]->trace.on_cycle(t, tp);
+  if (!agents_[i]->idle() || d.busy() || !d.hbm_idle()) last_busy_[i] = t + 1;
   try {
     d.tick();
   } catch (const ChipRtlError& e) {
@@ -606,43 +654,21 @@ void PodCore::step_chips(bool reverse) {
   }
 }
 
-void PodCore::set_owned(const std::vector<int>& chips) {
-  const unsigned n = threads();
-  order_ = chips;
-  std::sort(order_.begin(), order_.end());
-  set_threads(n);
-}
-
-bool PodCore::idle_part(const std::vector<bool>& mine) const {
+bool PodCore::idle() const {
   for (int i : order_) {
     const auto u = static_cast<std::size_t>(i);
-    if (!agents_[u].idle() || chips_[u]->busy() || !chips_[u]->ici_idle() ||
+    if (!agents_[u]->idle() || chips_[u]->busy() || !chips_[u]->ici_idle() ||
         !chips_[u]->hbm_idle())
       return false;
   }
-  for (std::size_t l = 0; l < links_.size(); ++l) {
-    if (!mine[static_cast<std::size_t>(link_ids_[l].chip)] &&
-        !mine[static_cast<std::size_t>(link_rx_[l])])
-      continue;
-    if (!links_[l]->quiet_after(cycle_)) return false;
-  }
-  return true;
-}
-
-bool PodCore::idle() const {
-  for (std::size_t i = 0; i < chips_.size(); ++i) {
-    if (!agents_[i].idle() || chips_[i]->busy() || !chips_[i]->ici_idle() ||
-        !chips_[i]->hbm_idle())
-      return false;
-  }
-  for (const auto& l : links_) {
-    if (!l->quiet_after(cycle_)) return false;
+  for (const auto& l : links_) {  // those built: every one that leaves or enters a chip here
+    if (l && !l->quiet_after(cycle_)) return false;
   }
   return true;
 }
 
 void PodCore::check_errors(bool chip_errors) {
-  for (int i = 0; i < num_chips(); ++i) {
+  for (int i : order_) {
     const unsigned e = chips_[i]->err();
     if (e == static_cast<unsigned>(ChipErr::kIciLinkDown)) link_down_error(i);
     if (e != 0 && chip_errors)
@@ -673,10 +699,10 @@ void PodCore::link_down_error(int i) {
 }
 
 std::string PodCore::describe_chip(int i) {
-  const ChipCounters c = counters(i);
+  const ChipCounters c = counters(i);  // a logic_error for a chip not built here
   return chip_name(p_.topo, i) + ": " + (chips_[i]->busy() ? "busy" : "idle") + ", " +
-         std::to_string(agents_[i].commands_pushed()) + " commands taken, " +
-         std::to_string(agents_[i].commands_waiting()) + " waiting on the host, " +
+         std::to_string(agents_[i]->commands_pushed()) + " commands taken, " +
+         std::to_string(agents_[i]->commands_waiting()) + " waiting on the host, " +
          std::to_string(c[kStatIciWait]) + " cycles blocked in ICI_WAIT, router " +
          (chips_[i]->ici_idle() ? "empty" : "holding flits");
 }
@@ -687,7 +713,7 @@ std::string PodCore::hang_header(uint64_t cycles) {
 
 std::string PodCore::describe_hang(uint64_t cycles) {
   std::string what = hang_header(cycles);
-  for (int i = 0; i < num_chips(); ++i) what += "\n  " + describe_chip(i);
+  for (int i : order_) what += "\n  " + describe_chip(i);
   return what;
 }
 
@@ -734,8 +760,9 @@ bool PodCore::work_changed() {
   prev_check_ = last_check_;
   check_ctr_.resize(n);
   bool changed = prev_ctr_.size() != n;
-  for (std::size_t i = 0; i < n; ++i) {
-    check_ctr_[i] = counters(static_cast<int>(i));
+  for (int c : order_) {  // the chips built here (another process checks its own)
+    const auto i = static_cast<std::size_t>(c);
+    check_ctr_[i] = counters(c);
     if (changed) continue;
     for (unsigned s : kWorkStats) changed = changed || check_ctr_[i][s] != prev_ctr_[i][s];
   }
@@ -772,21 +799,20 @@ std::string PodCore::stall_header(uint64_t stalled) const {
 }
 
 std::string PodCore::describe_stall(uint64_t stalled) {
-  std::vector<int> all(chips_.size());
-  for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
-  return compose_stall(stall_header(stalled), {stall_part(all)});
+  return compose_stall(stall_header(stalled), {stall_part(order_)});
 }
 
 PodCore::StallPart PodCore::stall_part(const std::vector<int>& chips) {
   StallPart part;
-  const bool deltas = prev_ctr_.size() == chips_.size() && check_ctr_.size() == chips_.size() &&
-                      last_check_ > prev_check_;
-  std::vector<bool> mine(chips_.size(), false);
+  const auto chips_n = static_cast<std::size_t>(num_chips());
+  const bool deltas =
+      prev_ctr_.size() == chips_n && check_ctr_.size() == chips_n && last_check_ > prev_check_;
+  std::vector<bool> mine(chips_n, false);
   for (int i : chips) {
+    ChipDut& d = model(i);
     mine[static_cast<std::size_t>(i)] = true;
     const auto u = static_cast<std::size_t>(i);
-    ChipDut& d = *chips_[u];
-    if (agents_[u].idle() && !d.busy() && d.ici_idle() && d.hbm_idle()) {
+    if (agents_[u]->idle() && !d.busy() && d.ici_idle() && d.hbm_idle()) {
       part.idle.push_back(i);
       continue;
     }
@@ -794,7 +820,7 @@ PodCore::StallPart PodCore::stall_part(const std::vector<int>& chips) {
         "\n  " + describe_chip(i) + (d.hbm_idle() ? "" : ", HBM controller holding requests");
     // The queue head: the command the sequencer cannot issue.
     const uint64_t idx = head_[u].index;
-    if (const ChipCmd* c = agents_[u].taken(idx)) {
+    if (const ChipCmd* c = agents_[u]->taken(idx)) {
       s += "\n    queue head: command " + std::to_string(idx) + ": " + describe_cmd(*c);
       if (head_[u].wait && c->op() == ChipOp::kIciWait) {
         const CmdIciWait w = CmdIciWait::decode(*c);
@@ -804,7 +830,7 @@ PodCore::StallPart PodCore::stall_part(const std::vector<int>& chips) {
                                                                      : 0) +
              " flits received so far)";
       }
-      s += "; " + std::to_string(agents_[u].taken_count() - idx) + " commands in the chip's queue";
+      s += "; " + std::to_string(agents_[u]->taken_count() - idx) + " commands in the chip's queue";
     } else if (d.busy()) {
       s += "\n    queue: empty, commands in flight";
     }
@@ -815,7 +841,7 @@ PodCore::StallPart PodCore::stall_part(const std::vector<int>& chips) {
           units += std::string(units.empty() ? "" : ", ") + us.what;
       if (!units.empty()) s += "\n    units: " + units;
     }
-    const std::string copies = agents_[u].describe_copies();
+    const std::string copies = agents_[u]->describe_copies();
     if (!copies.empty()) s += "\n    host copies: " + copies;
     part.chips.emplace_back(i, s);
   }
@@ -869,16 +895,16 @@ RunStats PodCore::finish_run(uint64_t start, bool chip_errors) {
 }
 
 ChipStatus PodCore::status(int i) const {
-  const ChipDut& d = *chips_[i];
+  const ChipDut& d = model(i);
   ChipStatus s;
-  s.busy = d.busy() || !agents_[i].idle();
+  s.busy = d.busy() || !agents_[i]->idle();
   s.halted = d.halted();
   s.router_empty = d.ici_idle();
-  s.queue_empty = agents_[i].commands_waiting() == 0;
+  s.queue_empty = agents_[i]->commands_waiting() == 0;
   s.err = d.err();
   s.err_cmd = d.err_cmd();
   s.err_addr = d.err_addr();
-  s.cmds_waiting = agents_[i].commands_waiting();
+  s.cmds_waiting = agents_[i]->commands_waiting();
   return s;
 }
 
@@ -897,9 +923,10 @@ void PodCore::check_copy(const HostCopy& o) const {
 
 void PodCore::backdoor(int chip, bool write, uint64_t addr, void* data, std::size_t n) {
   check_copy(HostCopy{chip, write, addr, data, n});
+  (void)model(chip);  // a chip built here
   // The controller may hold posted writes that the device has not seen yet: a backdoor access
   // then would read stale data or be overwritten. Run the machine until it is idle first.
-  if (!agents_[chip].idle() || !chips_[chip]->hbm_idle())
+  if (!agents_[chip]->idle() || !chips_[chip]->hbm_idle())
     throw PodError(chip_name(p_.topo, chip) + ": backdoor access while the host port or the HBM "
                    "controller has requests in flight; run the machine until it is idle first");
   auto* b = static_cast<uint8_t*>(data);
@@ -923,7 +950,7 @@ void PodCore::backdoor(int chip, bool write, uint64_t addr, void* data, std::siz
 
 ChipCounters PodCore::counters(int i) {
   ChipCounters c;
-  ChipDut& d = *chips_[i];
+  ChipDut& d = model(i);
   for (unsigned s = 0; s < kNumChipStats; ++s) {
     d.set_stat_id(s);
     d.eval();
@@ -936,12 +963,12 @@ void PodCore::set_trace(const TraceOptions& o) {
   if (o.from >= o.to)
     throw std::invalid_argument("trace: the cycle window " + std::to_string(o.from) + ":" +
                                 std::to_string(o.to) + " is empty (FROM must be below TO)");
-  for (int i = 0; i < num_chips(); ++i) agents_[i].trace.set(i, o);
+  for (int i : order_) agents_[i]->trace.set(i, o);
 }
 
 std::vector<TraceEvent> PodCore::take_trace() {
   std::vector<TraceEvent> v;
-  for (auto& a : agents_) a.trace.take(v);
+  for (int i : order_) agents_[i]->trace.take(v);
   std::stable_sort(v.begin(), v.end(), [](const TraceEvent& a, const TraceEvent& b) {
     if (a.chip != b.chip) return a.chip < b.chip;
     if (a.unit != b.unit) return a.unit < b.unit;
@@ -955,13 +982,16 @@ void PodCore::trace_label(int chip, const std::string& label) {
   if (chip < 0 || chip >= num_chips())
     throw std::invalid_argument("trace_label: chip " + std::to_string(chip) +
                                 " is not in the pod");
-  agents_[chip].trace.label(label);
+  agent(chip).trace.label(label);
 }
 
 std::vector<LinkStat> PodCore::link_stats() const {
   std::vector<LinkStat> v = link_ids_;
-  for (std::size_t i = 0; i < v.size(); ++i) v[i].flits = links_[i]->flits();
-  fill_link_errors(v, [this](int c, int d, unsigned sel) { return link_counter(c, d, sel); });
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i].flits = owns(v[i].chip) ? links_[i]->flits() : 0;
+  fill_link_errors(v, [this](int c, int d, unsigned sel) {
+    return owns(c) ? link_counter(c, d, sel) : 0;
+  });
   return v;
 }
 

@@ -7,7 +7,8 @@
 //    and host ports, which is what a later multi-process pod needs.
 //  - HostAgent: a chip's host port as the host sees it: a command queue and 64-byte HBM bursts
 //    at the port's bandwidth.
-//  - PodCore: the chips, links and agents, stepped one cycle at a time, and the registers.
+//  - PodCore: the chips, links and agents, stepped one cycle at a time, and the registers. A
+//    process of the multi-process pod (pod_mpi.h) builds only the chips it owns.
 //  - CppPodHost: the HostPort (host_port.h) of a PodCore stepped from plain C++; the SystemC pod
 //    (pod_sc.h) implements the same interface over TLM-2.0 sockets.
 #pragma once
@@ -219,13 +220,23 @@ class HostAgent {
 
 class PodCore {
  public:
-  explicit PodCore(const PodParams& p);
+  // owned: the chips this process builds and steps (a rank's part of the multi-process pod,
+  // pod_mpi.h), in any order; empty: every chip. Only their verilated models and host agents
+  // and the links that leave or enter them exist here: a rank of a large pod holds its own
+  // chips, not the pod's. Asking for another chip's model or agent is a std::logic_error.
+  explicit PodCore(const PodParams& p, std::vector<int> owned = {});
   const PodParams& params() const { return p_; }
   const MachineInfo& info() const { return info_; }
-  int num_chips() const { return static_cast<int>(chips_.size()); }
-  ChipDut& chip(int i) { return *chips_[i]; }
-  HostAgent& agent(int i) { return agents_[i]; }
-  const ChipShape& shape() const { return chips_[0]->shape(); }
+  int num_chips() const { return p_.topo.num_chips(); }  // in the pod, built here or not
+  // The chips built and stepped here (every chip in one process), increasing.
+  const std::vector<int>& owned() const { return order_; }
+  int built_chips() const { return static_cast<int>(order_.size()); }  // chip models built here
+  bool owns(int i) const {
+    return i >= 0 && i < num_chips() && chips_[static_cast<std::size_t>(i)] != nullptr;
+  }
+  ChipDut& chip(int i) { return model(i); }
+  HostAgent& agent(int i);
+  const ChipShape& shape() const { return info_.shape; }
   uint64_t cycle() const { return cycle_; }
   unsigned flit_words() const { return words_; }
   unsigned link_gap() const { return gap_; }          // cycles per flit on a link
@@ -245,23 +256,19 @@ class PodCore {
   void set_threads(unsigned n);
   unsigned threads() const;
 
-  bool idle() const;  // no host work, no chip busy, no flit in a router or on a link
+  // No host work, no chip busy, no flit in a router or on a link: of the chips built here and
+  // the links that leave or enter them (the whole pod in one process; a rank's part in several).
+  bool idle() const;
 
-  // A process of the multi-process pod (pod_mpi.h) steps only the chips it owns: step (and its
-  // threads) then steps these, in increasing order. Default: every chip.
-  void set_owned(const std::vector<int>& chips);
-  const std::vector<int>& owned() const { return order_; }
-  // idle() for the chips marked in `mine` and every link that leaves or enters one of them.
-  bool idle_part(const std::vector<bool>& mine) const;
-  int num_links() const { return static_cast<int>(links_.size()); }
-  IciLink& link(int l) { return *links_[static_cast<std::size_t>(l)]; }
+  int num_links() const { return static_cast<int>(link_ids_.size()); }  // in the pod
+  IciLink& link(int l);  // a link built here (one of whose ends is owned), else logic_error
   int link_sender(int l) const { return link_ids_[static_cast<std::size_t>(l)].chip; }
   int link_receiver(int l) const { return link_rx_[static_cast<std::size_t>(l)]; }
   // Throws ChipError if a chip's error register is set (naming it, the code and the command)
   // and chip_errors, PodError if an HBM device checker saw a violation.
   void check_errors(bool chip_errors = true);
   std::string describe_chip(int i);  // coordinate, busy, commands waiting: for hang reports
-  std::string describe_hang(uint64_t cycles);  // every chip, for a PodError
+  std::string describe_hang(uint64_t cycles);  // every chip built here, for a PodError
   static std::string hang_header(uint64_t cycles);  // describe_hang's first line
   // The watchdog (docs/errors.md), called by whoever runs the pod after each end_cycle(): a
   // HangError when nothing made progress for watchdog_cycles (see set_watchdog).
@@ -273,8 +280,8 @@ class PodCore {
     for (uint64_t c : chip_progress_) v = std::max(v, c);
     return v;
   }
-  // What is stuck, after `stalled` cycles without progress: every chip that is not idle (its
-  // queue head, the units still in flight, its host copies), links short of credits.
+  // What is stuck, after `stalled` cycles without progress: every chip (built here) that is not
+  // idle (its queue head, the units still in flight, its host copies), links short of credits.
   std::string describe_stall(uint64_t stalled);
   // describe_stall in parts, for a pod split across processes: the header, each process's part
   // (its chips and the links they send on, keyed by chip and link), composed in chip order.
@@ -286,57 +293,65 @@ class PodCore {
   StallPart stall_part(const std::vector<int>& chips);
   static std::string compose_stall(const std::string& header, std::vector<StallPart> parts);
   ChipCounters counters(int i);       // every statistic of chip i (between cycles)
+  // Every link of the pod, each field as this process counts it: from the chip that counts it
+  // (flits and the sender's counters: the sender; CRC errors of flits: the receiver), 0 where
+  // that chip is not built here. The whole pod in one process; summed over the ranks in several.
   std::vector<LinkStat> link_stats() const;
   // The link layer's counters of the links in v (chip, dir set), from `counter(chip, dir, sel)`
   // (ChipDut::ici_link_stat of a chip's port): the SystemC pod reads them through its sockets.
   void fill_link_errors(std::vector<LinkStat>& v,
                         const std::function<uint64_t(int, int, unsigned)>& counter) const;
   uint64_t link_counter(int chip, int dir, unsigned sel) const {
-    return chips_[chip]->ici_link_stat(static_cast<unsigned>(dir), sel);
+    return model(chip).ici_link_stat(static_cast<unsigned>(dir), sel);
   }
+  // Chip `chip`'s link out on direction dir, if built here (nullptr: none, or not built).
   const IciLink* link(int chip, int dir) const { return ports_[chip][dir].out; }
   ChipStatus status(int i) const;
   // The end of a run that began at cycle `start`, the pod idle: the errors checked, the cycles.
   RunStats finish_run(uint64_t start, bool chip_errors);
-  bool has_link(int i, int dir) const { return ports_[i][dir].out != nullptr; }
-  uint64_t link_flits(int i, int dir) const {  // flits chip i sent on direction dir
-    return ports_[i][dir].out ? ports_[i][dir].out->flits() : 0;
+  bool has_link(int i, int dir) const { return ports_[i][dir].peer >= 0; }  // in the topology
+  uint64_t link_flits(int i, int dir) const {  // flits chip i (built here) sent on direction dir
+    return ports_[i][dir].out && owns(i) ? ports_[i][dir].out->flits() : 0;
   }
   uint64_t last_busy(int i) const { return last_busy_[i]; }  // cycle after its last busy one
-  // Flits sent on every link whose credits have not come back: 0 in an idle pod (credits are
-  // conserved), the flits held in routers' buffers during a run.
+  // Flits sent on every link (built here) whose credits have not come back: 0 in an idle pod
+  // (credits are conserved), the flits held in routers' buffers during a run.
   uint64_t uncredited_flits() const {
     uint64_t n = 0;
     for (const auto& l : links_)
-      for (unsigned vc = 0; vc < 4; ++vc) n += l->uncredited(vc);
+      if (l)
+        for (unsigned vc = 0; vc < 4; ++vc) n += l->uncredited(vc);
     return n;
   }
   void check_copy(const HostCopy& c) const;  // std::invalid_argument naming the rule
   // The backdoor: HBM bytes in or out in zero simulated time (the chip must be idle).
   void backdoor(int chip, bool write, uint64_t addr, void* data, std::size_t n);
-  // The timeline (chip_trace.h): every chip's recorder on or off, the recorded events taken
-  // out (by chip, then track, then time), a label for a chip's next commands.
+  // The timeline (chip_trace.h): every (built) chip's recorder on or off, the recorded events
+  // taken out (by chip, then track, then time), a label for a chip's next commands.
   void set_trace(const TraceOptions& o);
   std::vector<TraceEvent> take_trace();
   void trace_label(int chip, const std::string& label);
 
  private:
   struct Port {
-    IciLink* out = nullptr;  // this chip's tx on the direction (nullptr: tied off)
+    IciLink* out = nullptr;  // this chip's tx on the direction (nullptr: tied off, not built)
     IciLink* in = nullptr;   // the neighbour's tx that arrives here
-    int peer = -1;           // the neighbour
+    int peer = -1;           // the neighbour (-1: no link in the topology)
   };
   [[noreturn]] void link_down_error(int chip);
+  // Chip i's model: std::invalid_argument if i is not in the pod, std::logic_error if it is
+  // another process's (not built here).
+  ChipDut& model(int i) const;
   PodParams p_;
   MachineInfo info_;
   std::vector<uint64_t> last_busy_;
-  std::vector<std::unique_ptr<ChipDut>> chips_;
-  std::vector<HostAgent> agents_;
-  std::vector<std::unique_ptr<IciLink>> links_;
+  std::vector<std::unique_ptr<ChipDut>> chips_;     // per chip; nullptr: not built here
+  std::vector<std::unique_ptr<HostAgent>> agents_;  // per chip; nullptr: not built here
+  std::vector<std::unique_ptr<IciLink>> links_;     // per link; nullptr: neither end built here
   std::vector<std::array<Port, 6>> ports_;
   std::vector<LinkStat> link_ids_;
   std::vector<int> link_rx_;  // per link: the receiving chip
-  std::vector<int> order_;    // the chips step() steps (set_owned), increasing
+  std::vector<int> order_;    // the chips built here, which step() steps, increasing
   unsigned words_ = 0;
   unsigned gap_ = 1;
   uint64_t cycle_ = 0;

@@ -309,30 +309,28 @@ void WindowExchange::exchange(uint64_t t, unsigned w) {
 // MpiPodHost
 // ---------------------------------------------------------------------------------------------
 namespace {
-PodParams rank_params(PodParams p, const PodPartition& part, int rank) {
+const PodParams& rank_params(const PodParams& p, const PodPartition& part) {
   if (p.link_latency == 0)
     throw std::invalid_argument(
         "pod: link_latency 0 with " + std::to_string(part.ranks) +
         " MPI ranks: the pod split across processes needs a link latency of >= 1 cycle (the "
         "window in which no process can affect another)");
-  // Waves: only the chip's owner dumps it (the other ranks never step it).
-  std::vector<int> waves;
-  for (int c : p.wave_chips)
-    if (c < 0 || c >= p.topo.num_chips() || part.owner[static_cast<std::size_t>(c)] == rank)
-      waves.push_back(c);
-  p.wave_chips = waves;
   return p;
 }
 }  // namespace
 
+// The core holds this rank's chips alone (and their links and host agents; each dumps waves,
+// if asked, on its owner): a rank's memory and set-up grow with its part, not with the pod.
 MpiPodHost::MpiPodHost(const PodParams& p)
     : rank_(mpi_world().rank),
       part_(PodPartition::slabs(p.topo, mpi_world().size)),
-      core_(rank_params(p, part_, rank_)) {
+      core_(rank_params(p, part_), part_.chips[static_cast<std::size_t>(rank_)]) {
   part_.find_cuts(core_);
-  core_.set_owned(part_.chips[static_cast<std::size_t>(rank_)]);
-  mine_.assign(static_cast<std::size_t>(core_.num_chips()), false);
-  for (int c : core_.owned()) mine_[static_cast<std::size_t>(c)] = true;
+  const auto built = static_cast<uint64_t>(core_.built_chips());
+  uint64_t total = 0;
+  MPI_Allreduce(&built, &total, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  mpi_stats().chip_models = built;
+  mpi_stats().chip_models_total = total;
   xch_ = std::make_unique<WindowExchange>(core_, part_, rank_);
   born_ = now();
 }
@@ -581,7 +579,7 @@ void MpiPodHost::clear(int chip) {
 
 RunStats MpiPodHost::run_until_idle(uint64_t max_cycles, bool stop_on_error) {
   const uint64_t start = core_.cycle();
-  run_windows([&] { return core_.idle_part(mine_); }, start, max_cycles, stop_on_error, "");
+  run_windows([&] { return core_.idle(); }, start, max_cycles, stop_on_error, "");
   RunStats r;
   std::exception_ptr e;
   try {
@@ -616,12 +614,9 @@ ChipCounters MpiPodHost::counters(int chip) {
 
 std::vector<LinkStat> MpiPodHost::link_stats() {
   // Every field from the one rank whose chip counts it (flits and the sender's counters on the
-  // sender's rank, the CRC errors of flits on the receiver's), summed over the ranks.
+  // sender's rank, the CRC errors of flits on the receiver's: PodCore::link_stats counts only
+  // its own chips'), summed over the ranks.
   std::vector<LinkStat> v = core_.link_stats();
-  for (LinkStat& l : v) l.flits = owns(l.chip) ? l.flits : 0;
-  core_.fill_link_errors(v, [this](int c, int d, unsigned sel) {
-    return owns(c) ? core_.link_counter(c, d, sel) : 0;
-  });
   constexpr std::size_t kF = 5;
   std::vector<uint64_t> mine(kF * v.size()), all(kF * v.size());
   for (std::size_t l = 0; l < v.size(); ++l) {
@@ -639,6 +634,12 @@ std::vector<LinkStat> MpiPodHost::link_stats() {
     v[l].link_down = all[kF * l + 4];
   }
   return v;
+}
+
+void MpiPodHost::trace_label(int chip, const std::string& label) {
+  // On the chip's owner, whose recorder holds the chip's timeline; a chip outside the pod is
+  // refused by PodCore on every rank alike.
+  if (chip < 0 || chip >= core_.num_chips() || owns(chip)) core_.trace_label(chip, label);
 }
 
 std::vector<TraceEvent> MpiPodHost::take_trace() {

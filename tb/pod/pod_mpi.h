@@ -65,10 +65,12 @@ int mpi_end_failed(int code);
 
 // What the window protocol cost this process (the reports' "mpi" group), summed over runs.
 struct MpiStats {
-  uint64_t windows = 0;         // windows stepped
-  uint64_t bytes_sent = 0;      // slot bytes this rank sent to others
-  double exchange_seconds = 0;  // in the exchange and the per-window agreement (waits included)
-  double host_seconds = 0;      // with an MpiPodHost alive (construction to destruction)
+  uint64_t windows = 0;            // windows stepped
+  uint64_t bytes_sent = 0;         // slot bytes this rank sent to others
+  double exchange_seconds = 0;     // in the exchange and the per-window agreement (waits included)
+  double host_seconds = 0;         // with an MpiPodHost alive (construction to destruction)
+  uint64_t chip_models = 0;        // chip models this rank built (its own chips: PodCore)
+  uint64_t chip_models_total = 0;  // summed over the ranks: the pod's chips, each built once
 };
 MpiStats& mpi_stats();
 
@@ -112,7 +114,7 @@ class MpiPodHost final : public HostPort {
   uint64_t cycle() const override { return core_.cycle(); }
   void set_trace(const TraceOptions& o) override { core_.set_trace(o); }
   std::vector<TraceEvent> take_trace() override;
-  void trace_label(int chip, const std::string& label) override { core_.trace_label(chip, label); }
+  void trace_label(int chip, const std::string& label) override;
 
  private:
   // Steps windows until `done` (this rank's part, checked before each cycle; once true it must
@@ -133,8 +135,7 @@ class MpiPodHost final : public HostPort {
 
   int rank_;
   PodPartition part_;
-  PodCore core_;
-  std::vector<bool> mine_;
+  PodCore core_;  // this rank's chips only
   std::unique_ptr<WindowExchange> xch_;
   double born_ = 0;
 };

@@ -7,8 +7,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <ostream>
 #include <random>
+#include <stdexcept>
 
 #include "chip_config.h"
 #include "pod.h"
@@ -554,6 +556,79 @@ TEST(PodPartition, SlabsAlongTheLongestDimensionCutTheFewestLinks) {
     EXPECT_NE(k.sender, k.receiver);
     EXPECT_EQ(k.sender, p.owner[static_cast<std::size_t>(core.link_sender(k.link))]);
   }
+}
+
+// A rank of the multi-process pod builds only the chips it owns (docs/scale.md): their models,
+// host agents and the links that leave or enter them. Every other chip is refused with a
+// logic_error that says why; what it reports of the pod counts only its own chips.
+TEST(PodPartition, ARankBuildsOnlyTheChipsItOwns) {
+  const Topology topo = Topology::torus({2, 2, 4});
+  const PodPartition part = PodPartition::slabs(topo, 2);
+  PodCore whole(params(topo, 2));
+  EXPECT_EQ(whole.built_chips(), 16);
+  PodCore core(params(topo, 2), part.chips[1]);  // z = 2, 3: chips 8..15
+  EXPECT_EQ(core.built_chips(), 8);
+  EXPECT_EQ(core.num_chips(), 16);
+  EXPECT_EQ(core.owned(), part.chips[1]);
+  EXPECT_EQ(core.num_links(), whole.num_links());
+  EXPECT_EQ(core.info().shape.cols, whole.info().shape.cols);
+  for (int c = 0; c < 16; ++c) EXPECT_EQ(core.owns(c), c >= 8) << c;
+  auto refused = [](const char* what, const std::function<void()>& f) {
+    try {
+      f();
+      ADD_FAILURE() << what << ": no error";
+    } catch (const std::logic_error& e) {
+      if (dynamic_cast<const std::invalid_argument*>(&e)) {
+        ADD_FAILURE() << what << ": " << e.what();
+        return;
+      }
+      EXPECT_NE(std::string(e.what()).find("chip 3 (1,1,0) is not built in this process"),
+                std::string::npos)
+          << what << ": " << e.what();
+    }
+  };
+  refused("chip", [&] { (void)core.chip(3); });
+  refused("agent", [&] { core.agent(3).push({}); });
+  refused("status", [&] { (void)core.status(3); });
+  refused("counters", [&] { (void)core.counters(3); });
+  refused("link counter", [&] { (void)core.link_counter(3, 0, kLinkStReplays); });
+  refused("describe", [&] { (void)core.describe_chip(3); });
+  refused("trace label", [&] { core.trace_label(3, "x"); });
+  std::vector<uint8_t> buf(64);
+  refused("backdoor", [&] { core.backdoor(3, false, 0, buf.data(), buf.size()); });
+  EXPECT_THROW((void)core.chip(16), std::invalid_argument);
+  // Links: those with an owned end (the cut ones too), not the others.
+  PodPartition cuts = part;
+  cuts.find_cuts(core);
+  for (const PodPartition::Cut& k : cuts.cut) EXPECT_NO_THROW((void)core.link(k.link));
+  int built = 0;
+  for (int l = 0; l < core.num_links(); ++l) {
+    const bool mine = core.owns(core.link_sender(l)) || core.owns(core.link_receiver(l));
+    if (mine) {
+      ++built;
+      EXPECT_NO_THROW((void)core.link(l));
+    } else {
+      EXPECT_THROW((void)core.link(l), std::logic_error) << l;
+    }
+  }
+  EXPECT_EQ(built, 48 + 8);  // its own chips' links out, and the cut links into them
+  // Its own chips step, report and read back; the pod-wide reports cover them alone.
+  std::vector<uint8_t> in(256), out(256);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i * 7 + 1);
+  core.backdoor(9, true, 4096, in.data(), in.size());
+  for (int t = 0; t < 20; ++t) core.step();
+  core.backdoor(9, false, 4096, out.data(), out.size());
+  EXPECT_EQ(in, out);
+  EXPECT_TRUE(core.idle());
+  EXPECT_NO_THROW(core.check_errors());
+  EXPECT_EQ(core.counters(9)[kStatCmdsDone], 0u);
+  EXPECT_EQ(core.link_stats().size(), whole.link_stats().size());
+  const std::string stall = core.describe_stall(0);
+  EXPECT_NE(stall.find("idle: chips 8, 9, 10, 11, 12, 13, 14, 15"), std::string::npos) << stall;
+  EXPECT_EQ(core.describe_hang(1).find("chip 3 "), std::string::npos);
+  // The owned set is checked.
+  EXPECT_THROW((void)PodCore(params(topo), std::vector<int>({3, 16})), std::invalid_argument);
+  EXPECT_THROW((void)PodCore(params(topo), std::vector<int>({3, 3})), std::invalid_argument);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -20,17 +21,19 @@ void put(const std::string& path, const std::string& text) { std::ofstream(path)
 
 // mpirun with np ranks on this machine (as root, as CI runs, it needs --allow-run-as-root; the
 // ranks may outnumber the cores). Debian's Open MPI 4.1 launcher can deadlock in its own
-// shutdown (PMIx_server_finalize) after every rank has exited, seen on a loaded 2-core machine:
-// the launcher runs under a 300 s timeout, and once more if that expires (exit 124), so the
-// launcher's bug neither hangs the suite nor fails it; a run that times out twice fails.
+// shutdown (PMIx_server_finalize) after every rank has exited, seen on a loaded 2-core machine,
+// or crash there (a segfault, seen after rank 0's MPI_Abort of a bad input): the launcher runs
+// under a 300 s timeout, and once more if it hung (124; 137 when it ignored the TERM and was
+// killed) or crashed (139), so the launcher's bug neither hangs the suite nor fails it; a run
+// that ends so twice fails.
 CliRun mpirun(int np, const std::string& args) {
   std::string launcher = "timeout -k 10 300 " + std::string(MPIRUN) + " -np " +
                          std::to_string(np) + " --oversubscribe --bind-to none";
   if (::geteuid() == 0) launcher += " --allow-run-as-root";
   CliRun r = tpusim_with(launcher, args);
-  if (r.code == 124) {
-    std::fprintf(stderr, "mpirun -np %d %s: the launcher hung (timeout); once more\n", np,
-                 args.c_str());
+  if (r.code == 124 || r.code == 137 || r.code == 139) {
+    std::fprintf(stderr, "mpirun -np %d %s: the launcher hung or crashed (exit %d); once more\n",
+                 np, args.c_str(), r.code);
     r = tpusim_with(launcher, args);
   }
   return r;
@@ -77,6 +80,13 @@ std::string first_difference(const std::string& a, const std::string& b) {
 
 const std::string kSrc = TPU_SOURCE_DIR;
 
+// The integer after "key": at its first occurrence in a report; -1 if there is none.
+long long report_int(const std::string& rep, const std::string& key) {
+  const std::string k = "\"" + key + "\": ";
+  const std::size_t at = rep.find(k);
+  return at == std::string::npos ? -1 : std::atoll(rep.c_str() + at + k.size());
+}
+
 // A pod of 4x4 chips: shape, latency.
 std::string pod_config(const std::string& name, const std::string& shape, int latency) {
   const std::string path = tmp(name + ".yaml");
@@ -96,6 +106,12 @@ void expect_same(const std::string& what, const std::string& args, int np,
   ASSERT_EQ(b.code, 0) << b.out;
   const std::string ra = slurp(one), rb = slurp(many);
   ASSERT_NE(rb.find("\"mpi\""), std::string::npos) << "not run across ranks: " << rb;
+  // Each rank built the models of its own chips alone (these pods split evenly): every chip
+  // once over the ranks, rank 0 its share.
+  const long long chips = report_int(rb, "chips");
+  ASSERT_GT(chips, 0) << rb;
+  EXPECT_EQ(report_int(rb, "chip_models_total"), chips);
+  EXPECT_EQ(report_int(rb, "chip_models"), chips / np);
   ASSERT_NE(ra.find("\"verdict\": \"pass\""), std::string::npos) << ra;
   EXPECT_EQ(first_difference(strip(ra), strip(rb)), "");
   // Rank 0 alone prints: one summary.
