@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "cli.h"
 #include "json.h"
@@ -27,6 +28,29 @@ inline std::string source_file(const std::string& rel) {
     return rel;
   }
   return std::string(TPU_SOURCE_DIR) + "/" + rel;
+}
+
+// The shape and seed of a matmul with random operands, as every command declares them: --m,
+// --k and --n (each 1..max; `what`: their help, in that order), then --seed (0..seed_max).
+// Returns the four options (for the rules between them and other options).
+inline std::vector<CLI::Option*> add_matmul_shape(CLI::App* cmd, std::size_t& m, std::size_t& k,
+                                                  std::size_t& n, uint64_t& seed, uint64_t max,
+                                                  const std::vector<const char*>& what,
+                                                  const char* seed_what, uint64_t seed_max) {
+  std::vector<CLI::Option*> v;
+  std::size_t* dims[3] = {&m, &k, &n};
+  const char* flags[3] = {"--m", "--k", "--n"};
+  const char* names[3] = {"M", "K", "N"};
+  for (std::size_t i = 0; i < 3; ++i)
+    v.push_back(cmd->add_option(flags[i], *dims[i], what.at(i))
+                    ->type_name(names[i])
+                    ->check(cli::uint_in(1, max))
+                    ->capture_default_str());
+  v.push_back(cmd->add_option("--seed", seed, seed_what)
+                  ->type_name("S")
+                  ->check(cli::uint_in(0, seed_max))
+                  ->capture_default_str());
+  return v;
 }
 
 // A progress line on stderr, at most every two seconds, for runs long enough to need one; the

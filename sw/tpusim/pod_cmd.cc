@@ -772,17 +772,9 @@ std::function<int()> pod_command(CLI::App& tool) {
       "pod", "the pod job: a matmul on every chip at once, then an all-reduce of the results\n"
              "(a sum, in HBM), golden-checked");
   add_pod_config(cmd, a->pod);
-  for (auto [flag, v, name, what] : {std::tuple{"--m", &a->m, "M", "rows of A on every chip"},
-                                     std::tuple{"--k", &a->k, "K", "the contraction"},
-                                     std::tuple{"--n", &a->n, "N", "columns of W"}})
-    cmd->add_option(flag, *v, what)
-        ->type_name(name)
-        ->check(cli::uint_in(1, 4096))
-        ->capture_default_str();
-  cmd->add_option("--seed", a->seed, "seed of the random inputs")
-      ->type_name("S")
-      ->check(cli::uint_in(0, ~uint64_t{0}))
-      ->capture_default_str();
+  add_matmul_shape(cmd, a->m, a->k, a->n, a->seed, 4096,
+                   {"rows of A on every chip", "the contraction", "columns of W"},
+                   "seed of the random inputs", ~uint64_t{0});
   cmd->add_option("--algo", a->algo,
                   "the all-reduce's algorithm: ring|biring|torus|direct (default torus,\n"
                   "or biring on one dimension)")

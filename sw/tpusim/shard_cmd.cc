@@ -155,18 +155,10 @@ std::function<int()> shard_command(CLI::App& tool) {
                   "named mesh axes over the torus dimensions, x first, e.g.\n"
                   "data=2,model=2 (default: the config's mesh: section)")
       ->type_name("AXES");
-  std::vector<CLI::Option*> random;
-  for (auto [flag, v, name, what] : {std::tuple{"--m", &a->m, "M", "rows of X"},
-                                     std::tuple{"--k", &a->k, "K", "the contraction"},
-                                     std::tuple{"--n", &a->n, "N", "columns of W"}})
-    random.push_back(cmd->add_option(flag, *v, what)
-                         ->type_name(name)
-                         ->check(cli::uint_in(1, 1u << 16))
-                         ->capture_default_str());
-  random.push_back(cmd->add_option("--seed", a->seed, "seed of the random operands")
-                       ->type_name("S")
-                       ->check(cli::uint_in(0, ~uint64_t{0}))
-                       ->capture_default_str());
+  std::vector<CLI::Option*> random =
+      add_matmul_shape(cmd, a->m, a->k, a->n, a->seed, 1u << 16,
+                       {"rows of X", "the contraction", "columns of W"},
+                       "seed of the random operands", ~uint64_t{0});
   cmd->add_option("--x-spec", a->x_spec,
                   "X's partition spec (rows,columns: a mesh axis or '-'; default\n"
                   "first-axis,-)")

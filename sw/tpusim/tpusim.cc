@@ -416,19 +416,11 @@ std::function<int()> matmul_command(CLI::App& tool) {
   cmd->add_option("--config", a->config, "chip configuration (default configs/default.yaml)")
       ->type_name("FILE");
   cmd->add_option("--variant", a->variant, "override chip.variant (e.g. 8x8)")->type_name("RxC");
-  std::vector<CLI::Option*> random;
-  for (auto [flag, v, name, what] :
-       {std::tuple{"--m", &a->m, "M", "rows of A (random inputs)"},
-        std::tuple{"--k", &a->k, "K", "the contraction (random inputs)"},
-        std::tuple{"--n", &a->n, "N", "columns of W (random inputs)"}})
-    random.push_back(cmd->add_option(flag, *v, what)
-                         ->type_name(name)
-                         ->check(cli::uint_in(1, 1u << 16))
-                         ->capture_default_str());
-  random.push_back(cmd->add_option("--seed", a->seed, "seed of the random inputs")
-                       ->type_name("S")
-                       ->check(cli::uint_in(0, ~uint64_t{0} >> 1))
-                       ->capture_default_str());
+  std::vector<CLI::Option*> random = add_matmul_shape(
+      cmd, a->m, a->k, a->n, a->seed, 1u << 16,
+      {"rows of A (random inputs)", "the contraction (random inputs)",
+       "columns of W (random inputs)"},
+      "seed of the random inputs", ~uint64_t{0} >> 1);
   random.push_back(cmd->add_option("--dist", a->dist, "value distribution of random inputs")
                        ->type_name("narrow|wide")
                        ->check(CLI::IsMember({"narrow", "wide"}))

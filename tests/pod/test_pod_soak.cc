@@ -23,6 +23,14 @@ PodParams pod444(const std::string& variant) {
   return p;
 }
 
+// Bit errors, bursts and dropped words on every link (docs/reliability.md "The fault model").
+void link_faults(PodParams& p, uint64_t seed, double ber, double burst, double drop) {
+  p.faults.seed = seed;
+  p.faults.link_bit_error_rate = ber;
+  p.faults.link_burst_rate = burst;
+  p.faults.link_drop_rate = drop;
+}
+
 std::vector<std::vector<uint32_t>> random_inputs(const CollectivePlan& plan, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<std::vector<uint32_t>> in(plan.chips.size());
@@ -110,10 +118,7 @@ TEST(PodSoak, EveryCollectiveUnderLinkFaults) {
   for (const Topology& topo : {Topology::torus({4, 4}), Topology::torus({4, 4, 4})}) {
     PodParams p = pod444("4x4");
     p.topo = topo;
-    p.faults.seed = 31;
-    p.faults.link_bit_error_rate = 1e-5;
-    p.faults.link_burst_rate = 1e-4;
-    p.faults.link_drop_rate = 1e-4;
+    link_faults(p, 31, 1e-5, 1e-4, 1e-4);
     CppPodHost host(p);
     PodDriver drv(host);
     uint64_t seed = 1;
@@ -162,12 +167,7 @@ TEST(PodSoak, AllToAllOn4x4x4UnderLinkFaults) {
   std::vector<LinkStat> clean;
   for (const bool faults : {false, true}) {
     PodParams p = pod444("16x16");
-    if (faults) {
-      p.faults.seed = 5;
-      p.faults.link_bit_error_rate = 1e-6;
-      p.faults.link_burst_rate = 1e-5;
-      p.faults.link_drop_rate = 1e-5;
-    }
+    if (faults) link_faults(p, 5, 1e-6, 1e-5, 1e-5);
     CppPodHost host(p);
     PodDriver drv(host);
     CollectiveSpec sg = s;
