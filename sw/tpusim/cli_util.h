@@ -53,6 +53,20 @@ inline std::vector<CLI::Option*> add_matmul_shape(CLI::App* cmd, std::size_t& m,
   return v;
 }
 
+// --a and --w: the operands from .npy files instead (`a_help`: --a's help, `a_type` its file
+// name), each needing the other and excluding the `random` options (add_matmul_shape's).
+inline void add_matmul_files(CLI::App* cmd, std::string& a, std::string& w, const char* a_help,
+                             const char* a_type, const std::vector<CLI::Option*>& random) {
+  CLI::Option* fa = cmd->add_option("--a", a, a_help)->type_name(a_type);
+  CLI::Option* fw = cmd->add_option("--w", w, "W from a file (with --a)")->type_name("W.npy");
+  fa->needs(fw);
+  fw->needs(fa);
+  for (CLI::Option* r : random) {
+    fa->excludes(r);
+    fw->excludes(r);
+  }
+}
+
 // A progress line on stderr, at most every two seconds, for runs long enough to need one; the
 // line is closed when the object goes.
 class ProgressLine {

@@ -167,16 +167,8 @@ std::function<int()> shard_command(CLI::App& tool) {
       ->type_name("S");
   cmd->add_option("--y-spec", a->y_spec, "Y's (default: what the product gives)")
       ->type_name("S");
-  CLI::Option* fa =
-      cmd->add_option("--a", a->a, "X from a file: uint16 (bf16 bits) or float32 (rounded)")
-          ->type_name("X.npy");
-  CLI::Option* fw = cmd->add_option("--w", a->w, "W from a file (with --a)")->type_name("W.npy");
-  fa->needs(fw);
-  fw->needs(fa);
-  for (CLI::Option* r : random) {
-    fa->excludes(r);
-    fw->excludes(r);
-  }
+  add_matmul_files(cmd, a->a, a->w, "X from a file: uint16 (bf16 bits) or float32 (rounded)",
+                   "X.npy", random);
   cmd->add_option("--bias", a->bias, "add a bias row (N float32 values); K split: after the\n"
                                      "reduction")
       ->type_name("B.npy");

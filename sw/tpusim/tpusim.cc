@@ -425,18 +425,10 @@ std::function<int()> matmul_command(CLI::App& tool) {
                        ->type_name("narrow|wide")
                        ->check(CLI::IsMember({"narrow", "wide"}))
                        ->capture_default_str());
-  CLI::Option* fa =
-      cmd->add_option("--a", a->a,
-                      "inputs from files (with --w): uint16 (bf16 bits) or float32\n"
-                      "(rounded to bf16)")
-          ->type_name("A.npy");
-  CLI::Option* fw = cmd->add_option("--w", a->w, "W from a file (with --a)")->type_name("W.npy");
-  fa->needs(fw);
-  fw->needs(fa);
-  for (CLI::Option* r : random) {
-    fa->excludes(r);
-    fw->excludes(r);
-  }
+  add_matmul_files(cmd, a->a, a->w,
+                   "inputs from files (with --w): uint16 (bf16 bits) or float32\n"
+                   "(rounded to bf16)",
+                   "A.npy", random);
   // Output paths are checked before a long simulation, not after it.
   cmd->add_option("--out", a->out, "write the result as float32")
       ->type_name("C.npy")
