@@ -254,7 +254,9 @@ module tpu_seq
         if (h_mm.acc) rd1 = wr;
       end
       OpVpu: begin
-        if (h_vpu.rows == '0 || 32'(h_vpu.vop) > 32'd8) chk = ErrBadField;
+        if (h_vpu.rows == '0 ||
+            !tpu_vpu_pkg::vpu_op_elementwise(tpu_vpu_pkg::vpu_op_e'(h_vpu.vop)))
+          chk = ErrBadField;
         else if (!range_ok(h_vpu.x_row, 32'(h_vpu.rows), h_vpu.x_mem ? AmemRows : VmemRows))
           chk = h_vpu.x_mem ? ErrAmemRange : ErrVmemRange;
         else if (!range_ok(h_vpu.y_row, ny, h_vpu.y_mem ? AmemRows : VmemRows))

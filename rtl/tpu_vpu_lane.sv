@@ -24,12 +24,14 @@ module tpu_vpu_lane
   output f32_t       acc_o        // reductions: this lane's next running value (f32)
 );
 
-  logic x_bf16, out_bf16;
+  logic x_bf16, out_bf16, pack;
   assign x_bf16   = src_bf16_i[0] | (op_i == VpuCvtBf16F32);
-  assign out_bf16 = dst_bf16_i | (op_i == VpuCvtF32Bf16);
+  assign pack     = (op_i == VpuPackBf16);  // two bf16 results in one lane; dst_bf16 is ignored
+  assign out_bf16 = !pack && (dst_bf16_i || (op_i == VpuCvtF32Bf16));
 
   f32_t x_w, y_w, z_w;  // operands widened to f32
-  assign x_w = x_bf16 ? bf16_to_f32(x_i[15:0]) : x_i;
+  assign x_w = (op_i == VpuCvtBf16HiF32) ? bf16_to_f32(x_i[31:16]) :
+               x_bf16                    ? bf16_to_f32(x_i[15:0])  : x_i;
   assign y_w = src_bf16_i[1] ? bf16_to_f32(y_i[15:0]) : y_i;
   assign z_w = src_bf16_i[2] ? bf16_to_f32(z_i[15:0]) : z_i;
 
@@ -76,12 +78,14 @@ module tpu_vpu_lane
       VpuMin:                                    val = f32_minimum(x_w, y_w);
       VpuRelu:                                   val = f32_maximum(x_w, F32_POS_ZERO);
       VpuRedMax:                                 val = f32_maximum(red_acc, red_x);
-      VpuCvtF32Bf16, VpuCvtBf16F32:              val = x_w;
+      VpuCvtF32Bf16, VpuCvtBf16F32, VpuCvtBf16HiF32,
+      VpuPackBf16:                               val = x_w;
       default:                                   val = F32_POS_ZERO;
     endcase
   end
 
-  assign res_o = out_bf16 ? {16'h0000, f32_to_bf16(val)} : f32_canon(val);
+  assign res_o = pack     ? {f32_to_bf16(y_w), f32_to_bf16(x_w)} :
+                 out_bf16 ? {16'h0000, f32_to_bf16(val)}        : f32_canon(val);
   assign acc_o = val;
 
   // -----------------------------------------------------------------------------------------------
@@ -89,7 +93,7 @@ module tpu_vpu_lane
   // -----------------------------------------------------------------------------------------------
   always_comb begin
     // f32 results: any NaN is the canonical one. bf16 results: the upper half is zero.
-    ResNanCanonical: assert (out_bf16 || !f32_is_nan(res_o) || (res_o == F32_CANON_NAN));
+    ResNanCanonical: assert (out_bf16 || pack || !f32_is_nan(res_o) || (res_o == F32_CANON_NAN));
     ResBf16UpperZero: assert (!out_bf16 || (res_o[31:16] == 16'h0000));
   end
 

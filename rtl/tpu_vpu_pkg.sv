@@ -18,10 +18,12 @@ package tpu_vpu_pkg;
     VpuCvtF32Bf16 = 4'd7,   // x rounded to bf16 (as if dst_bf16 were set)
     VpuCvtBf16F32 = 4'd8,   // x read as bf16, widened exactly (as if src_bf16.x were set)
     VpuRedSum     = 4'd9,   // sum of x over the beats of a group (order: docs/vpu.md)
-    VpuRedMax     = 4'd10   // maximum of x over the beats of a group
+    VpuRedMax     = 4'd10,  // maximum of x over the beats of a group
+    VpuPackBf16   = 4'd11,  // {bf16(y), bf16(x)}: both rounded, two bf16 in one lane
+    VpuCvtBf16HiF32 = 4'd12 // x bits [31:16] read as bf16, widened exactly (VpuPackBf16's y)
   } vpu_op_e;
 
-  localparam int unsigned VPU_NUM_OPS = 11;
+  localparam int unsigned VPU_NUM_OPS = 13;
 
   localparam f32_t F32_ONE      = 32'h3F80_0000;
   localparam f32_t F32_POS_ZERO = 32'h0000_0000;
@@ -34,6 +36,12 @@ package tpu_vpu_pkg;
 
   function automatic logic vpu_op_valid(vpu_op_e op);
     return 32'(op) < VPU_NUM_OPS;
+  endfunction
+
+  // The ops a chip's VPU command may name: tpu_vpu_unit streams rows elementwise, so the
+  // reductions are for the vector unit alone (tb/vpu).
+  function automatic logic vpu_op_elementwise(vpu_op_e op);
+    return vpu_op_valid(op) && !vpu_op_is_red(op);
   endfunction
 
   function automatic logic f32_is_nan(f32_t x);

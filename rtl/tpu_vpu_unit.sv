@@ -181,7 +181,7 @@ module tpu_vpu_unit
   StartWhenIdle: assert property (@(posedge clk_i) disable iff (!rst_ni)
       start_i |-> !active_q);
   ElementwiseOnly: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      start_i |-> !vpu_op_is_red(op_i) && vpu_op_valid(op_i));
+      start_i |-> vpu_op_elementwise(op_i));
   NoScalarOut: assert property (@(posedge clk_i) disable iff (!rst_ni)
       out_valid |-> !out_scalar);
   IdleWhenDone: assert property (@(posedge clk_i) disable iff (!rst_ni)

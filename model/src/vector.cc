@@ -63,6 +63,10 @@ const char* vpu_op_name(VpuOp op) {
       return "red_sum";
     case VpuOp::kRedMax:
       return "red_max";
+    case VpuOp::kPackBf16:
+      return "pack_bf16";
+    case VpuOp::kCvtBf16HiF32:
+      return "cvt_bf16hi_f32";
   }
   return "unknown";
 }
@@ -89,7 +93,9 @@ float f32_minimum(float x, float y) {
 float f32_relu(float x) { return f32_maximum(x, 0.0f); }
 
 uint32_t vpu_lane(VpuOp op, uint32_t x, uint32_t y, uint32_t z, uint8_t src_bf16, bool dst_bf16) {
-  const float xf = widen(x, (src_bf16 & kVpuSrcBf16X) != 0 || op == VpuOp::kCvtBf16F32);
+  if (op == VpuOp::kCvtBf16HiF32) x >>= 16;  // the upper bf16, widened like kCvtBf16F32's
+  const float xf = widen(x, (src_bf16 & kVpuSrcBf16X) != 0 || op == VpuOp::kCvtBf16F32 ||
+                                op == VpuOp::kCvtBf16HiF32);
   const float yf = widen(y, (src_bf16 & kVpuSrcBf16Y) != 0);
   const float zf = widen(z, (src_bf16 & kVpuSrcBf16Z) != 0);
   float r = 0.0f;
@@ -117,8 +123,11 @@ uint32_t vpu_lane(VpuOp op, uint32_t x, uint32_t y, uint32_t z, uint8_t src_bf16
       break;
     case VpuOp::kCvtF32Bf16:
     case VpuOp::kCvtBf16F32:
+    case VpuOp::kCvtBf16HiF32:
       r = canonicalize(xf);
       break;
+    case VpuOp::kPackBf16:
+      return uint32_t{f32_to_bf16(yf)} << 16 | f32_to_bf16(xf);
     case VpuOp::kRedSum:
     case VpuOp::kRedMax:
       throw std::invalid_argument("vpu_lane: reductions are not elementwise");

@@ -404,7 +404,9 @@ TEST(ChipErrors, PerOpcodeStructFieldsReachTheSequencer) {
       {"matmul a_stride", matmul([](CmdMatmul& c) { c.a_stride = 2000; }), ChipErr::kVmemRange},
       {"matmul c_row", matmul([](CmdMatmul& c) { c.c_row = 2045; }), ChipErr::kAmemRange},
       {"matmul acc, no weights", matmul([](CmdMatmul& c) { c.acc = 1; }), ChipErr::kNoWeights},
-      {"vpu vop 9", vpu([](CmdVpu& c) { c.vop = 9; }), ChipErr::kBadField},
+      {"vpu vop 9", vpu([](CmdVpu& c) { c.vop = 9; }), ChipErr::kBadField},   // red_sum
+      {"vpu vop 10", vpu([](CmdVpu& c) { c.vop = 10; }), ChipErr::kBadField},  // red_max
+      {"vpu vop 13", vpu([](CmdVpu& c) { c.vop = 13; }), ChipErr::kBadField},  // none
       {"vpu x amem", vpu([](CmdVpu& c) { c.x_mem = 1; c.x_row = 2047; }), ChipErr::kAmemRange},
       {"vpu y vmem", vpu([](CmdVpu& c) { c.y_row = 4095; }), ChipErr::kVmemRange},
       {"vpu y amem", vpu([](CmdVpu& c) { c.y_mem = 1; c.y_row = 2047; }), ChipErr::kAmemRange},

@@ -55,6 +55,28 @@ TEST(VectorGolden, LaneFlags) {
   EXPECT_THROW(vpu_lane(VpuOp::kRedSum, 0, 0, 0), std::invalid_argument);
 }
 
+TEST(VectorGolden, PackTwoBf16AndReadTheUpperOneBack) {
+  // x rounded into [15:0], y into [31:16]; dst_bf16 changes nothing; NaN canonical.
+  EXPECT_EQ(vpu_lane(VpuOp::kPackBf16, 0x3F818000u, 0xC0000001u, 0), 0xC0003F82u);
+  EXPECT_EQ(vpu_lane(VpuOp::kPackBf16, 0x3F818000u, 0xC0000001u, 0, 0, true), 0xC0003F82u);
+  EXPECT_EQ(vpu_lane(VpuOp::kPackBf16, 0x7F800001u, 0x7F7FFFFFu, 0), 0x7F807FC0u);
+  // bf16 sources are widened first (exact), so they pack unchanged.
+  EXPECT_EQ(vpu_lane(VpuOp::kPackBf16, 0xFFFF1234u, 0xEEEE8001u, 0, kVpuSrcBf16X | kVpuSrcBf16Y),
+            0x80011234u);
+  // The upper bf16 back: widened exactly, or with dst_bf16 the bf16 itself in [15:0].
+  EXPECT_EQ(vpu_lane(VpuOp::kCvtBf16HiF32, 0xC0003F82u, 0, 0), 0xC0000000u);
+  EXPECT_EQ(vpu_lane(VpuOp::kCvtBf16HiF32, 0xC0003F82u, 0, 0, 0, true), 0xC000u);
+  EXPECT_EQ(vpu_lane(VpuOp::kCvtBf16HiF32, 0x7F811234u, 0, 0), kF32CanonNan);
+  // Every bf16 pair survives pack -> (lower: cvt_bf16_f32, upper: cvt_bf16hi_f32) -> bf16.
+  for (uint32_t lo = 0; lo < 0x10000; lo += 251)
+    for (uint32_t hi = 0; hi < 0x10000; hi += 257) {
+      const uint32_t w = vpu_lane(VpuOp::kPackBf16, lo << 16, hi << 16, 0);
+      const bool lo_nan = (lo & 0x7FFF) > 0x7F80, hi_nan = (hi & 0x7FFF) > 0x7F80;
+      EXPECT_EQ(vpu_lane(VpuOp::kCvtBf16F32, w, 0, 0, 0, true), lo_nan ? 0x7FC0u : lo);
+      EXPECT_EQ(vpu_lane(VpuOp::kCvtBf16HiF32, w, 0, 0, 0, true), hi_nan ? 0x7FC0u : hi);
+    }
+}
+
 TEST(VectorGolden, WholeVectorOps) {
   EXPECT_EQ(vector_elementwise(VpuOp::kSub, {3.0f, 1.0f}, {1.0f, 4.0f}),
             (std::vector<float>{2.0f, -3.0f}));

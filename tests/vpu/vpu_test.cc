@@ -114,9 +114,10 @@ TEST_P(VpuElementwiseTest, AllSpecialPairs) {
   EXPECT_EQ(run_and_compare(tb, beats), beats.size());
 }
 
-const VpuOp kElementwiseOps[] = {VpuOp::kAdd,  VpuOp::kSub,        VpuOp::kMul,
-                                 VpuOp::kFma,  VpuOp::kMax,        VpuOp::kMin,
-                                 VpuOp::kRelu, VpuOp::kCvtF32Bf16, VpuOp::kCvtBf16F32};
+const VpuOp kElementwiseOps[] = {
+    VpuOp::kAdd,        VpuOp::kSub,        VpuOp::kMul,       VpuOp::kFma,
+    VpuOp::kMax,        VpuOp::kMin,        VpuOp::kRelu,      VpuOp::kCvtF32Bf16,
+    VpuOp::kCvtBf16F32, VpuOp::kPackBf16,   VpuOp::kCvtBf16HiF32};
 
 INSTANTIATE_TEST_SUITE_P(Ops, VpuElementwiseTest,
                          ::testing::Combine(::testing::ValuesIn(kElementwiseOps),
@@ -316,6 +317,18 @@ TEST_P(VpuNumericsTest, FromBf16IsExactAndUpperBitsIgnored) {
   // The bf16 source flags: bf16 x + bf16 y, result rounded back to bf16.
   EXPECT_EQ(lanes_of(VpuOp::kAdd, {0xFFFF3F80}, {0xEEEE3F80}, kVpuSrcBf16X | kVpuSrcBf16Y, true),
             (std::vector<uint32_t>{0x4000}));
+}
+
+TEST_P(VpuNumericsTest, PackTwoBf16InALaneAndReadTheUpperOneBack) {
+  // pack: x rounded into [15:0], y into [31:16], NaN canonical, dst_bf16 ignored.
+  EXPECT_EQ(lanes_of(VpuOp::kPackBf16, {0x3F818000, 0x7F800001, 0xFFFF1234},
+                     {0xC0000001, 0x7F7FFFFF, 0x80018000}, 0, true),
+            (std::vector<uint32_t>{0xC0003F82, 0x7F807FC0, 0x80027FC0}));
+  // The upper bf16 widened exactly (NaN canonical), or kept as bf16 with dst_bf16.
+  EXPECT_EQ(lanes_of(VpuOp::kCvtBf16HiF32, {0xC0003F82, 0x7F811234, 0x00010000}, {}),
+            (std::vector<uint32_t>{0xC0000000, kQNan, 0x00010000}));
+  EXPECT_EQ(lanes_of(VpuOp::kCvtBf16HiF32, {0xC0003F82, 0x7F811234}, {}, 0, true),
+            (std::vector<uint32_t>{0xC000, 0x7FC0}));
 }
 
 TEST_P(VpuNumericsTest, ReductionOrderIsLanewiseThenPairwiseTree) {

@@ -25,8 +25,10 @@ enum class VpuOp : uint8_t {
   kCvtBf16F32 = 8,  // bf16_to_f32(x bits [15:0]), NaN canonical
   kRedSum = 9,      // sum of x over a reduction group
   kRedMax = 10,     // maximum of x over a reduction group
+  kPackBf16 = 11,   // f32_to_bf16(y) << 16 | f32_to_bf16(x): two bf16 in one lane
+  kCvtBf16HiF32 = 12,  // bf16_to_f32(x bits [31:16]), NaN canonical: kPackBf16's y back
 };
-constexpr unsigned kVpuNumOps = 11;
+constexpr unsigned kVpuNumOps = 13;
 
 const char* vpu_op_name(VpuOp op);  // "add", "red_sum", ...
 bool vpu_op_is_reduction(VpuOp op);
@@ -49,7 +51,8 @@ constexpr uint8_t kVpuSrcBf16Y = 1u << 1;
 constexpr uint8_t kVpuSrcBf16Z = 1u << 2;
 
 // One lane of an elementwise op (any op but the reductions) on raw lane bits, with the beat's
-// flags; the result is f32 bits, or with dst_bf16 (or kCvtF32Bf16) bf16 bits in [15:0].
+// flags; the result is f32 bits, or with dst_bf16 (or kCvtF32Bf16) bf16 bits in [15:0];
+// kPackBf16 gives two bf16 (x in [15:0], y in [31:16]) whatever dst_bf16 says.
 uint32_t vpu_lane(VpuOp op, uint32_t x, uint32_t y, uint32_t z, uint8_t src_bf16 = 0,
                   bool dst_bf16 = false);
 
@@ -58,7 +61,8 @@ uint32_t vpu_lane(VpuOp op, uint32_t x, uint32_t y, uint32_t z, uint8_t src_bf16
 std::vector<float> vector_elementwise(VpuOp op, const std::vector<float>& x,
                                       const std::vector<float>& y = {},
                                       const std::vector<float>& z = {});
-// Whole-vector conversions (kCvtF32Bf16, kCvtBf16F32; the latter canonicalises NaN).
+// Whole-vector conversions (kCvtF32Bf16, kCvtBf16F32; the latter canonicalises NaN). kPackBf16
+// and kCvtBf16HiF32 are lane formats, only through vpu_lane.
 std::vector<bf16_t> vector_to_bf16(const std::vector<float>& x);
 std::vector<float> vector_from_bf16(const std::vector<bf16_t>& x);
 
