@@ -508,6 +508,11 @@ std::size_t CollectivePlan::output_len(int chip) const {
   return len;
 }
 
+std::size_t CollectivePlan::transfer_bytes(const Transfer& t) const {
+  const std::size_t copy_bytes = spec.dtype == DType::kBf16 ? 2 : 4;
+  return t.count * (t.kind == TransferKind::kCopy ? copy_bytes : element_bytes);
+}
+
 namespace {
 
 // The plan of one group that is the whole of `topo` (spec.group_dims is ignored).
@@ -1396,7 +1401,7 @@ PlanCost plan_cost(const CollectivePlan& plan) {
     for (const Transfer& t : step.transfers) {
       int at = t.src;
       for (int h = 0; h < t.route.hops; ++h) {
-        here[DirectedLink{at, t.route.dim, t.route.dir}] += t.count * plan.element_bytes;
+        here[DirectedLink{at, t.route.dim, t.route.dir}] += plan.transfer_bytes(t);
         at = route_dst(plan.topo, at, Route{t.route.dim, t.route.dir, 1});
         if (at < 0) bad("plan: a route leaves the topology");
       }

@@ -7,6 +7,8 @@
 #include <set>
 #include <tuple>
 
+#include "tpu/vector.h"
+
 namespace tpu {
 
 namespace {
@@ -90,7 +92,10 @@ struct Pieces {
   }
 };
 
-Pieces cut_pieces(const CollectivePlan& plan, unsigned lanes, uint32_t row_align) {
+// `pairs`: every piece takes an even number of rows, so it packs into half as many (a bf16
+// all-reduce's all-gather, below).
+Pieces cut_pieces(const CollectivePlan& plan, unsigned lanes, uint32_t row_align, bool pairs) {
+  if (pairs) row_align = static_cast<uint32_t>(std::lcm(row_align, 2u));
   std::set<std::size_t> cuts = {0, plan.buffer_len};
   for (const Step& s : plan.steps)
     for (const Transfer& t : s.transfers)
@@ -111,6 +116,18 @@ Pieces cut_pieces(const CollectivePlan& plan, unsigned lanes, uint32_t row_align
     pc.total_rows += pc.rows.back();
   }
   return pc;
+}
+
+// The same pieces packed two bf16 to a lane (VpuPackBf16): half the rows each, at the same place.
+Pieces packed_pieces(const Pieces& pc) {
+  Pieces pk = pc;
+  pk.total_rows = 0;
+  for (std::size_t j = 0; j < pk.rows.size(); ++j) {
+    pk.rows[j] /= 2;
+    pk.first_row[j] = pk.total_rows;
+    pk.total_rows += pk.rows[j];
+  }
+  return pk;
 }
 
 // A piece list as rows: maps a row offset within the list to (piece, row in piece).
@@ -294,6 +311,7 @@ struct ChipRound {
   uint32_t next_row = 0;      // next free row of the round's region
   uint32_t region_end = 0;
   uint32_t out_stage = 0;  // bf16: rows the outputs are narrowed into
+  std::vector<bool> packed;  // pieces held as packed bf16 pairs (in their first half rows)
   std::vector<Op> ops;
 };
 
@@ -306,10 +324,16 @@ struct StepNumbers {
   std::size_t late_from = ~std::size_t{0};
 };
 
-void emit_transfers(const CollectivePlan& plan, const Pieces& pc, uint32_t block_rows,
-                    const StepNumbers& num, std::vector<ChipRound>& st, Counters& ctr) {
+// `packed` (a bf16 all-reduce; else null): the copies move the pieces as packed bf16 pairs, half
+// the rows on the wire and in memory. A piece's owner packs it in place (the rounding to bf16
+// the result gets anyway) before it first sends it; a copy lands packed on the receiver's rows of
+// the piece, where it stays packed (docs/collectives.md, Numerics).
+void emit_transfers(const CollectivePlan& plan, const Pieces& pc, const Pieces* packed,
+                    uint32_t block_rows, const StepNumbers& num, std::vector<ChipRound>& st,
+                    Counters& ctr) {
   const Topology& topo = plan.topo;
-  const unsigned vop = plan.spec.op == ReduceOp::kMax ? 4u : 0u;  // VpuMax / VpuAdd
+  const unsigned vop =
+      static_cast<unsigned>(plan.spec.op == ReduceOp::kMax ? VpuOp::kMax : VpuOp::kAdd);
   auto alloc = [&](int c, uint32_t rows) {
     ChipRound& s = st[static_cast<std::size_t>(c)];
     const uint32_t r = s.next_row;
@@ -339,8 +363,32 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, uint32_t block
     };
     std::vector<Pending> pend;
     for (const Transfer& t : plan.steps[si].transfers) {
-      Pending p{&t, row_list(pc, pc.cover(t.src_offset, t.count)),
-                row_list(pc, pc.cover(t.dst_offset, t.count)), 0};
+      const bool pk = packed != nullptr && t.kind == TransferKind::kCopy;
+      const Pieces& v = pk ? *packed : pc;
+      if (pk) {  // the sender's pieces not packed yet are final here: pack them in place
+        ChipRound& src = st[static_cast<std::size_t>(t.src)];
+        for (std::size_t j : pc.cover(t.src_offset, t.count)) {
+          if (src.packed[j]) continue;
+          src.packed[j] = true;
+          const uint32_t h = packed->rows[j];
+          VpuCmdArgs a;
+          a.op = static_cast<unsigned>(VpuOp::kPackBf16);
+          a.x_mem = a.y_mem = a.dst_mem = Mem::kVmem;
+          a.x_row = a.dst_row = src.loc[j];
+          a.y_row = src.loc[j] + h;
+          a.rows = h;
+          Op op;
+          op.kind = Op::kVpu;
+          op.step = s;
+          tag(op, 0);
+          op.cmd = cmd_vpu(a);
+          op.reads = {{a.x_row, a.x_row + h}, {a.y_row, a.y_row + h}};
+          op.writes = {{a.dst_row, a.dst_row + h}};
+          src.ops.push_back(op);
+        }
+      }
+      Pending p{&t, row_list(v, v.cover(t.src_offset, t.count)),
+                row_list(v, v.cover(t.dst_offset, t.count)), 0};
       if (p.src.pieces.size() != p.dst.pieces.size() || p.src.rows != p.dst.rows)
         bad("plan step " + std::to_string(s) + ": a transfer's source and destination differ");
       // A copy lands straight on the destination's rows of its pieces, except in all_to_all
@@ -444,6 +492,10 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, uint32_t block
     }
     // Copies: the landed rows are the piece's value from now on.
     for (const Pending& p : pend) {
+      if (packed != nullptr && p.t->kind == TransferKind::kCopy) {
+        if (!p.direct) bad("internal: a packed copy that does not land in place");
+        for (std::size_t j : p.dst.pieces) st[static_cast<std::size_t>(p.t->dst)].packed[j] = true;
+      }
       if (p.t->kind == TransferKind::kReduce || p.direct) continue;
       for (std::size_t i = 0; i < p.dst.pieces.size(); ++i)
         st[static_cast<std::size_t>(p.t->dst)].loc[p.dst.pieces[i]] = p.stage + p.dst.offset[i];
@@ -603,6 +655,8 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     return pw;
   }
   const bool widen = bf16;  // a bf16 reduction reduces in f32
+  // ... and a bf16 all-reduce gathers bf16: two to a lane, the all-gather's rows halved.
+  const bool pack = bf16 && spec_in.collective == Collective::kAllReduce;
   const std::size_t esz = bf16 ? 2 : 4;
   const uint32_t row_align = std::max<uint32_t>(1, static_cast<uint32_t>(kBurst / (esz * L)));
 
@@ -665,7 +719,7 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
   for (int c = 0; c < P; ++c)
     units = std::max(units, (std::max(whole.input_len(c), whole.output_len(c)) + gran - 1) / gran);
   std::vector<ChipRound> st;  // [round * P + chip]
-  std::vector<Pieces> pcs;
+  std::vector<Pieces> pcs, pks;  // per round: the pieces, and packed (pack only)
   std::vector<uint32_t> bsz;
   if (opt.counter_base >= kIciCounters || opt.counter_count > kIciCounters - opt.counter_base)
     bad("ICI counters [" + std::to_string(opt.counter_base) + ", +" +
@@ -677,6 +731,7 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     pp.rounds = make_rounds(topo, pp.spec, R);
     set_regions(pp.rounds.size());
     pcs.clear();
+    pks.clear();
     bsz.clear();
     st.clear();
     ctr = Counters(P, static_cast<int>(opt.counter_base), ctr_count);
@@ -685,7 +740,8 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     StepNumbers num;
     for (std::size_t r = 0; r < pp.rounds.size(); ++r) {
       const CollectivePlan& plan = pp.rounds[r].plan;
-      pcs.push_back(cut_pieces(plan, L, row_align));
+      pcs.push_back(cut_pieces(plan, L, row_align, pack));
+      pks.push_back(pack ? packed_pieces(pcs.back()) : Pieces{});
       const Pieces& pc = pcs.back();
       if (pc.total_rows > region_rows) return false;
       uint32_t block_rows = opt.block_rows;
@@ -705,6 +761,7 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
       std::vector<ChipRound> rs(static_cast<std::size_t>(P));
       for (ChipRound& s : rs) {
         s.loc.resize(pc.start.size());
+        s.packed.assign(pc.start.size(), false);
         for (std::size_t j = 0; j < pc.start.size(); ++j) s.loc[j] = region(r) + pc.first_row[j];
         s.next_row = region(r) + pc.total_rows;
         s.region_end = region(r) + region_rows;
@@ -714,7 +771,7 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
           bad("internal: round " + std::to_string(r) + " is not two halves like the whole plan");
         num.round = static_cast<int>(r);
         num.late_from = lag == 2 ? plan.steps.size() / 2 : plan.steps.size();
-        emit_transfers(plan, pc, block_rows, num, rs, ctr);
+        emit_transfers(plan, pc, pack ? &pks.back() : nullptr, block_rows, num, rs, ctr);
         num.step_base += static_cast<int>(plan.steps.size() / lag);
         num.plan_base += static_cast<int>(plan.steps.size());
         for (int c = 0; c < P; ++c) {
@@ -816,7 +873,7 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     std::vector<Op> v;
     if (!widen || pcs[r].total_rows == 0) return v;
     VpuCmdArgs a;
-    a.op = static_cast<unsigned>(8);  // VpuCvtBf16F32
+    a.op = static_cast<unsigned>(VpuOp::kCvtBf16F32);
     a.x_mem = a.y_mem = a.dst_mem = Mem::kVmem;
     a.x_row = a.y_row = a.dst_row = region(r);
     a.rows = pcs[r].total_rows;
@@ -826,7 +883,9 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
   };
   // Final values of round r's outputs: a bf16 reduction's narrowed to bf16 into the staging
   // rows (at the end of the round), then stored from there; the others straight from where
-  // they live (a bf16 copy collective moves the bf16 bits in the lanes untouched).
+  // they live (a bf16 copy collective moves the bf16 bits in the lanes untouched). A packed
+  // piece (rows i and h + i of the piece in row i) unpacks: lower halves to the first h staging
+  // rows, upper halves to the next h.
   auto narrow_cmds = [&](std::size_t r, int c) {
     std::vector<Op> v;
     if (!widen) return v;
@@ -835,13 +894,22 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     for (const Segment& g : pp.rounds[r].plan.chips[c].output)
       for (std::size_t j : pc.cover(g.offset, g.count)) {
         VpuCmdArgs a;
-        a.op = 7;  // VpuCvtF32Bf16
         a.dst_bf16 = true;
         a.x_mem = a.y_mem = a.dst_mem = Mem::kVmem;
         a.x_row = a.y_row = at(r, c).loc[j];
         a.dst_row = at(r, c).out_stage + o;
-        a.rows = pc.rows[j];
-        v.push_back(vpu_op(a, a.rows));
+        if (at(r, c).packed[j]) {
+          a.op = static_cast<unsigned>(VpuOp::kCvtBf16F32);
+          a.rows = pks[r].rows[j];
+          v.push_back(vpu_op(a, a.rows));
+          a.op = static_cast<unsigned>(VpuOp::kCvtBf16HiF32);
+          a.dst_row += a.rows;
+          v.push_back(vpu_op(a, a.rows));
+        } else {
+          a.op = static_cast<unsigned>(VpuOp::kCvtF32Bf16);
+          a.rows = pc.rows[j];
+          v.push_back(vpu_op(a, a.rows));
+        }
         o += pc.rows[j];
       }
     return v;
@@ -952,7 +1020,7 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
       if (t >= lag && t - lag + nreg < NR) {
         const std::size_t q = t - lag;
         VpuCmdArgs a;
-        a.op = 4;  // VpuMax(x, x) == x: a copy
+        a.op = static_cast<unsigned>(VpuOp::kMax);  // max(x, x) == x: a copy
         a.x_mem = a.y_mem = a.dst_mem = Mem::kVmem;
         a.x_row = a.y_row = a.dst_row = region(q);
         a.dst_stride = region_rows - 1;

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <ostream>
 #include <random>
 #include <stdexcept>
@@ -167,6 +168,33 @@ TEST(PodAllReduce, OverlappedRoundsGiveTheSameBits) {
         EXPECT_EQ(first_r1 < last_r0, overlap) << first_r1 << " " << last_r0;
       }
     }
+  }
+}
+
+// A bf16 all-reduce reduces f32 partials but gathers the rounded bf16, two to a lane
+// (docs/collectives.md, Numerics): its links carry half the all-gather's rows of the f32
+// all-reduce of as many elements, so about 3/4 of its flits (1/2 + 1/4; head flits and tokens
+// the same), where sending f32 all the way gave 1. The bits are the golden's either way.
+TEST(PodAllReduce, Bf16GathersBf16OnTheWire) {
+  for (const Topology& t : {Topology::torus({4}), Topology::torus({2, 2})}) {
+    CppPodHost host(params(t));
+    PodDriver drv(host);
+    std::map<DType, uint64_t> flits;
+    for (DType d : {DType::kF32, DType::kBf16}) {
+      SCOPED_TRACE(t.name() + " " + dtype_name(d));
+      CollectiveSpec s;
+      s.algorithm = t.active_dims().size() >= 2 ? "torus" : "biring";
+      s.dtype = d;
+      s.n = 24 * drv.granule(DType::kBf16) * static_cast<std::size_t>(t.num_chips());
+      PodCollectiveOptions o;
+      o.rounds = 1;
+      const PodCollectiveRun r = check(drv, s, 5, o);
+      for (const auto& l : r.prog.link_flits) flits[d] += l.flits;
+    }
+    const double ratio =
+        static_cast<double>(flits[DType::kBf16]) / static_cast<double>(flits[DType::kF32]);
+    EXPECT_GT(ratio, 0.72) << t.name();
+    EXPECT_LT(ratio, 0.80) << t.name();
   }
 }
 

@@ -854,6 +854,27 @@ TEST(CollectiveCost, DirectStepsAreIndependentAndCostMoreLinkBytes) {
   EXPECT_DOUBLE_EQ(phase_time(c8, direct_phases(r8)), 2.5 * n8);  // 2.857x
 }
 
+TEST(CollectiveCost, Bf16AllReduceSendsF32PartialsAndGathersBf16) {
+  // Ring of 4, 400 bf16: each step moves one chunk of 100 on every + link; the reduce-scatter's
+  // 3 steps carry f32 partials (400 bytes), the all-gather's 3 the rounded bf16 (200 bytes).
+  CollectiveSpec spec;
+  spec.dtype = DType::kBf16;
+  spec.n = 400;
+  const CollectivePlan plan = make_plan(Topology::torus({4}), spec);
+  EXPECT_EQ(plan.element_bytes, 4u);
+  const PlanCost c = plan_cost(plan);
+  EXPECT_EQ(c.step_max_link_bytes, (std::vector<uint64_t>{400, 400, 400, 200, 200, 200}));
+  for (const Step& st : plan.steps)
+    for (const Transfer& t : st.transfers)
+      EXPECT_EQ(plan.transfer_bytes(t), t.count * (t.kind == TransferKind::kCopy ? 2u : 4u));
+  // A bf16 all-gather and an f32 all-reduce: one size for every transfer.
+  spec.collective = Collective::kAllGather;
+  EXPECT_EQ(plan_cost(make_plan(Topology::torus({4}), spec)).max_link_bytes, 3u * 100u * 2u);
+  spec.collective = Collective::kAllReduce;
+  spec.dtype = DType::kF32;
+  EXPECT_EQ(plan_cost(make_plan(Topology::torus({4}), spec)).max_link_bytes, 6u * 100u * 4u);
+}
+
 TEST(CollectiveCost, AllToAllAndLinkList) {
   CollectiveSpec spec;
   spec.collective = Collective::kAllToAll;

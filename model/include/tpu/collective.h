@@ -126,12 +126,17 @@ struct CollectivePlan {
   Topology topo;
   CollectiveSpec spec;
   std::size_t buffer_len = 0;     // elements of each chip's working buffer
-  std::size_t element_bytes = 0;  // bytes per element on the wire (4: f32, f32 partials; 2: bf16)
+  // Bytes per element of a reduction on the wire (4: f32, and a bf16 reduction's f32 partials;
+  // 2: bf16). A copy carries the buffer's dtype: transfer_bytes.
+  std::size_t element_bytes = 0;
   std::vector<ChipLayout> chips;  // indexed by chip id
   std::vector<Step> steps;
 
   std::size_t input_len(int chip) const;
   std::size_t output_len(int chip) const;
+  // t.count x the bytes of one element of t on the wire: element_bytes for a kReduce, the
+  // dtype's for a kCopy (a bf16 all-reduce's all-gather moves the rounded bf16 result).
+  std::size_t transfer_bytes(const Transfer& t) const;
 };
 
 // Builds the plan; throws std::invalid_argument naming the parameter and the rule. With
