@@ -305,15 +305,30 @@ class Counters {
 constexpr int kData = 0, kToken = 1, kDataMinus = 2;
 int data_counter(const Transfer& t) { return t.route.dir < 0 ? kDataMinus : kData; }
 
+// How a piece's value is held in its rows: f32 lanes; bf16 in the lanes' bits [15:0] as a bf16
+// input was loaded (an op reads it through its src_bf16 flag, widened exactly, so nothing widens
+// a buffer first); or packed bf16 pairs in the first half of its rows (row i of the piece in
+// bits [15:0] of row i, row h + i in [31:16]).
+enum class Fmt : uint8_t { kF32, kBf16, kPacked };
+
 // What the emitter knows about one chip within a round.
 struct ChipRound {
   std::vector<uint32_t> loc;  // VMEM row of each piece's current value
+  std::vector<Fmt> fmt;       // and how it is held
   uint32_t next_row = 0;      // next free row of the round's region
   uint32_t region_end = 0;
   uint32_t out_stage = 0;  // bf16: rows the outputs are narrowed into
-  std::vector<bool> packed;  // pieces held as packed bf16 pairs (in their first half rows)
   std::vector<Op> ops;
 };
+
+Op vpu_op(const VpuCmdArgs& a, uint32_t dst_span) {
+  Op op;
+  op.kind = Op::kVpu;
+  op.cmd = cmd_vpu(a);
+  op.reads = {{a.x_row, a.x_row + a.rows}, {a.y_row, a.y_row + a.rows}};
+  op.writes = {{a.dst_row, a.dst_row + dst_span}};
+  return op;
+}
 
 // The transfers of one round's plan as ops on every chip (sends, waits, reductions), landing
 // every transfer in fresh rows of its destination's region.
@@ -324,10 +339,11 @@ struct StepNumbers {
   std::size_t late_from = ~std::size_t{0};
 };
 
-// `packed` (a bf16 all-reduce; else null): the copies move the pieces as packed bf16 pairs, half
-// the rows on the wire and in memory. A piece's owner packs it in place (the rounding to bf16
-// the result gets anyway) before it first sends it; a copy lands packed on the receiver's rows of
-// the piece, where it stays packed (docs/collectives.md, Numerics).
+// A bf16 reduction reads each piece as it is held (ChipRound::fmt) and writes f32. `packed` (a
+// bf16 all-reduce; else null): the copies move the pieces as packed bf16 pairs, half the rows on
+// the wire and in memory. A piece's owner packs it in place (the rounding to bf16 the result gets
+// anyway) before it first sends it; a copy lands packed on the receiver's rows of the piece,
+// where it stays packed (docs/collectives.md, Numerics).
 void emit_transfers(const CollectivePlan& plan, const Pieces& pc, const Pieces* packed,
                     uint32_t block_rows, const StepNumbers& num, std::vector<ChipRound>& st,
                     Counters& ctr) {
@@ -360,6 +376,7 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, const Pieces* 
       uint32_t stage;
       uint32_t bs = 1;      // rows per block: the transfer cut into equal blocks of <= block_rows
       bool direct = false;  // a copy that lands on the destination's own rows of the pieces
+      std::vector<Fmt> sent;  // how each source piece is held as it is sent
     };
     std::vector<Pending> pend;
     for (const Transfer& t : plan.steps[si].transfers) {
@@ -368,27 +385,24 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, const Pieces* 
       if (pk) {  // the sender's pieces not packed yet are final here: pack them in place
         ChipRound& src = st[static_cast<std::size_t>(t.src)];
         for (std::size_t j : pc.cover(t.src_offset, t.count)) {
-          if (src.packed[j]) continue;
-          src.packed[j] = true;
+          if (src.fmt[j] == Fmt::kPacked) continue;
           const uint32_t h = packed->rows[j];
           VpuCmdArgs a;
           a.op = static_cast<unsigned>(VpuOp::kPackBf16);
+          a.src_bf16 = src.fmt[j] == Fmt::kBf16 ? (kVpuSrcBf16X | kVpuSrcBf16Y) : 0u;
           a.x_mem = a.y_mem = a.dst_mem = Mem::kVmem;
           a.x_row = a.dst_row = src.loc[j];
           a.y_row = src.loc[j] + h;
           a.rows = h;
-          Op op;
-          op.kind = Op::kVpu;
+          Op op = vpu_op(a, h);
           op.step = s;
           tag(op, 0);
-          op.cmd = cmd_vpu(a);
-          op.reads = {{a.x_row, a.x_row + h}, {a.y_row, a.y_row + h}};
-          op.writes = {{a.dst_row, a.dst_row + h}};
           src.ops.push_back(op);
+          src.fmt[j] = Fmt::kPacked;
         }
       }
       Pending p{&t, row_list(v, v.cover(t.src_offset, t.count)),
-                row_list(v, v.cover(t.dst_offset, t.count)), 0};
+                row_list(v, v.cover(t.dst_offset, t.count)), 0, 1, false, {}};
       if (p.src.pieces.size() != p.dst.pieces.size() || p.src.rows != p.dst.rows)
         bad("plan step " + std::to_string(s) + ": a transfer's source and destination differ");
       // A copy lands straight on the destination's rows of its pieces, except in all_to_all
@@ -398,6 +412,7 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, const Pieces* 
       // command still reads them (docs/pod.md); every other transfer lands in fresh rows.
       p.direct = t.kind == TransferKind::kCopy && plan.spec.collective != Collective::kAllToAll;
       if (!p.direct) p.stage = alloc(t.dst, p.src.rows);
+      for (std::size_t j : p.src.pieces) p.sent.push_back(st[static_cast<std::size_t>(t.src)].fmt[j]);
       const uint32_t nb = std::max<uint32_t>(1, (p.src.rows + block_rows - 1) / block_rows);
       p.bs = std::max<uint32_t>(1, (p.src.rows + nb - 1) / nb);
       pend.push_back(std::move(p));
@@ -471,31 +486,45 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, const Pieces* 
         }
         d.ops.push_back(w);
         if (t.kind != TransferKind::kReduce) continue;
-        for (const Run& r : runs(p.dst, d.loc, o, n)) {
+        // op(incoming, own) into the own rows, piece by piece with each operand's format
+        // (merged where rows and formats follow on).
+        std::vector<VpuCmdArgs> red;
+        for (std::size_t i = 0; i < p.dst.pieces.size(); ++i) {
+          const uint32_t p0 = p.dst.offset[i], p1 = p0 + pc.rows[p.dst.pieces[i]];
+          const uint32_t lo = std::max(o, p0), hi = std::min(o + n, p1);
+          if (lo >= hi) continue;
           VpuCmdArgs a;
           a.op = vop;
+          a.src_bf16 = (p.sent[i] == Fmt::kBf16 ? kVpuSrcBf16X : 0u) |
+                       (d.fmt[p.dst.pieces[i]] == Fmt::kBf16 ? kVpuSrcBf16Y : 0u);
           a.x_mem = a.y_mem = a.dst_mem = Mem::kVmem;
-          a.x_row = p.stage + r.at;
-          a.y_row = a.dst_row = r.row;
-          a.rows = r.len;
-          Op v;
-          v.kind = Op::kVpu;
+          a.x_row = p.stage + lo;
+          a.y_row = a.dst_row = d.loc[p.dst.pieces[i]] + (lo - p0);
+          a.rows = hi - lo;
+          if (!red.empty() && red.back().src_bf16 == a.src_bf16 &&
+              red.back().x_row + red.back().rows == a.x_row &&
+              red.back().y_row + red.back().rows == a.y_row)
+            red.back().rows += a.rows;
+          else
+            red.push_back(a);
+        }
+        for (const VpuCmdArgs& a : red) {
+          Op v = vpu_op(a, a.rows);
           v.step = s;
           tag(v, 1);
           v.block = blk;
-          v.cmd = cmd_vpu(a);
-          v.reads = {{a.x_row, a.x_row + r.len}, {r.row, r.row + r.len}};
-          v.writes = {{r.row, r.row + r.len}};
           d.ops.push_back(v);
         }
       }
     }
-    // Copies: the landed rows are the piece's value from now on.
+    // What the step leaves: reduced pieces hold f32, copies land packed (or as they were sent),
+    // and a copy that does not land in place moves the piece.
     for (const Pending& p : pend) {
-      if (packed != nullptr && p.t->kind == TransferKind::kCopy) {
-        if (!p.direct) bad("internal: a packed copy that does not land in place");
-        for (std::size_t j : p.dst.pieces) st[static_cast<std::size_t>(p.t->dst)].packed[j] = true;
-      }
+      ChipRound& d = st[static_cast<std::size_t>(p.t->dst)];
+      for (std::size_t i = 0; i < p.dst.pieces.size(); ++i)
+        d.fmt[p.dst.pieces[i]] = p.t->kind == TransferKind::kReduce ? Fmt::kF32 : p.sent[i];
+      if (packed != nullptr && p.t->kind == TransferKind::kCopy && !p.direct)
+        bad("internal: a packed copy that does not land in place");
       if (p.t->kind == TransferKind::kReduce || p.direct) continue;
       for (std::size_t i = 0; i < p.dst.pieces.size(); ++i)
         st[static_cast<std::size_t>(p.t->dst)].loc[p.dst.pieces[i]] = p.stage + p.dst.offset[i];
@@ -761,7 +790,7 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
       std::vector<ChipRound> rs(static_cast<std::size_t>(P));
       for (ChipRound& s : rs) {
         s.loc.resize(pc.start.size());
-        s.packed.assign(pc.start.size(), false);
+        s.fmt.assign(pc.start.size(), widen ? Fmt::kBf16 : Fmt::kF32);
         for (std::size_t j = 0; j < pc.start.size(); ++j) s.loc[j] = region(r) + pc.first_row[j];
         s.next_row = region(r) + pc.total_rows;
         s.region_end = region(r) + region_rows;
@@ -861,31 +890,12 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     }
     return v.ops();
   };
-  auto vpu_op = [](const VpuCmdArgs& a, uint32_t dst_span) {
-    Op op;
-    op.kind = Op::kVpu;
-    op.cmd = cmd_vpu(a);
-    op.reads = {{a.x_row, a.x_row + a.rows}, {a.y_row, a.y_row + a.rows}};
-    op.writes = {{a.dst_row, a.dst_row + dst_span}};
-    return op;
-  };
-  auto widen_cmds = [&](std::size_t r, int c) {
-    std::vector<Op> v;
-    if (!widen || pcs[r].total_rows == 0) return v;
-    VpuCmdArgs a;
-    a.op = static_cast<unsigned>(VpuOp::kCvtBf16F32);
-    a.x_mem = a.y_mem = a.dst_mem = Mem::kVmem;
-    a.x_row = a.y_row = a.dst_row = region(r);
-    a.rows = pcs[r].total_rows;
-    (void)c;
-    v.push_back(vpu_op(a, a.rows));
-    return v;
-  };
   // Final values of round r's outputs: a bf16 reduction's narrowed to bf16 into the staging
   // rows (at the end of the round), then stored from there; the others straight from where
   // they live (a bf16 copy collective moves the bf16 bits in the lanes untouched). A packed
   // piece (rows i and h + i of the piece in row i) unpacks: lower halves to the first h staging
-  // rows, upper halves to the next h.
+  // rows, upper halves to the next h. A piece still as loaded (a pod of one chip) is rounded
+  // like the others, which canonicalises a NaN.
   auto narrow_cmds = [&](std::size_t r, int c) {
     std::vector<Op> v;
     if (!widen) return v;
@@ -898,7 +908,7 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
         a.x_mem = a.y_mem = a.dst_mem = Mem::kVmem;
         a.x_row = a.y_row = at(r, c).loc[j];
         a.dst_row = at(r, c).out_stage + o;
-        if (at(r, c).packed[j]) {
+        if (at(r, c).fmt[j] == Fmt::kPacked) {
           a.op = static_cast<unsigned>(VpuOp::kCvtBf16F32);
           a.rows = pks[r].rows[j];
           v.push_back(vpu_op(a, a.rows));
@@ -907,6 +917,7 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
           v.push_back(vpu_op(a, a.rows));
         } else {
           a.op = static_cast<unsigned>(VpuOp::kCvtF32Bf16);
+          a.src_bf16 = at(r, c).fmt[j] == Fmt::kBf16 ? kVpuSrcBf16X : 0u;
           a.rows = pc.rows[j];
           v.push_back(vpu_op(a, a.rows));
         }
@@ -985,10 +996,9 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
             w.writes.push_back(token_range(nx, d));
             ops.push_back(w);
           }
-      if (t == 0) add(widen_cmds(0, c));
       // This slot's transfers; the DMAs of the next round's load (first, so its sends can
       // start early) and of the store of the round finished a slot ago spread over them, one
-      // after each of evenly spaced waits; then the next round's widening.
+      // after each of evenly spaced waits.
       std::vector<Op> body;
       for (std::size_t r = t + 1 >= lag ? t + 1 - lag : 0; r <= t && r < NR; ++r)
         for (const Op& op : at(r, c).ops)
@@ -1009,7 +1019,6 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
       if (ahead && t == 0) add_all(dma, load(2, c));
       if (t >= lag) add_all(dma, store(t - lag, c));
       add(interleave_ops(body, dma));
-      if (t + 1 < NR) add(widen_cmds(t + 1, c));
       if (t + 1 >= lag) add(narrow_cmds(t + 1 - lag, c));  // its last slot is done
       // The region of round q = t - lag (stored in this slot) is free for round q + regions
       // once everything that reads or writes it is done (its store, its sends, its

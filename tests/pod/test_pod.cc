@@ -499,7 +499,7 @@ std::vector<PodCase> pod_cases() {
       {"ring4", Topology::torus({4})},  {"t22", Topology::torus({2, 2})},
       {"t44", Topology::torus({4, 4})}, {"t222", Topology::torus({2, 2, 2})},
       {"t33", Topology::torus({3, 3})}, {"m33", Topology::mesh({3, 3})},
-      {"line5", Topology::mesh({5})}};
+      {"line5", Topology::mesh({5})},   {"one", Topology::torus({1})}};
   std::vector<PodCase> v;
   for (const auto& [tn, t] : topos)
     for (Collective k : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather,
