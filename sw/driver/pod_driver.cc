@@ -655,6 +655,16 @@ std::size_t PodDriver::granule(DType dtype) const {
   return lcm(host_.info().shape.cols, kBurst / esz);
 }
 
+std::size_t PodDriver::granule(const CollectiveSpec& spec) const {
+  const std::size_t g = granule(spec.dtype);
+  if (spec.dtype != DType::kBf16 || spec.collective != Collective::kAllReduce) return g;
+  // Packed halves of whole bursts: a piece of 2h rows packs into h rows whose lower halves the
+  // DMA stores as they are, h a whole number of bf16 bursts.
+  const std::size_t lanes = host_.info().shape.cols;
+  const std::size_t burst_rows = std::max<std::size_t>(1, kBurst / (2 * lanes));
+  return lcm(g, 2 * lanes * burst_rows);
+}
+
 PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuffers& bufs,
                               const PodCollectiveOptions& opt) {
   const MachineInfo& mi = host_.info();
@@ -691,7 +701,7 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
 
   PodProgram pp;
   pp.spec = spec_in;
-  pp.spec.granule = granule(spec_in.dtype);
+  pp.spec.granule = granule(spec_in);
   const CollectivePlan whole = make_plan(topo, pp.spec);
   if (bufs.in.size() != static_cast<std::size_t>(P) ||
       bufs.out.size() != static_cast<std::size_t>(P))
@@ -896,6 +906,11 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
   // piece (rows i and h + i of the piece in row i) unpacks: lower halves to the first h staging
   // rows, upper halves to the next h. A piece still as loaded (a pod of one chip) is rounded
   // like the others, which canonicalises a NaN.
+  // A packed piece whose halves are whole bursts stores its lower half straight from the packed
+  // rows (the DMA stores a lane's bits [15:0]) and unpacks only the upper half.
+  auto lower_in_place = [&](std::size_t r, int c, std::size_t j) {
+    return at(r, c).fmt[j] == Fmt::kPacked && pks[r].rows[j] % row_align == 0;
+  };
   auto narrow_cmds = [&](std::size_t r, int c) {
     std::vector<Op> v;
     if (!widen) return v;
@@ -909,9 +924,11 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
         a.x_row = a.y_row = at(r, c).loc[j];
         a.dst_row = at(r, c).out_stage + o;
         if (at(r, c).fmt[j] == Fmt::kPacked) {
-          a.op = static_cast<unsigned>(VpuOp::kCvtBf16F32);
           a.rows = pks[r].rows[j];
-          v.push_back(vpu_op(a, a.rows));
+          if (!lower_in_place(r, c, j)) {
+            a.op = static_cast<unsigned>(VpuOp::kCvtBf16F32);
+            v.push_back(vpu_op(a, a.rows));
+          }
           a.op = static_cast<unsigned>(VpuOp::kCvtBf16HiF32);
           a.dst_row += a.rows;
           v.push_back(vpu_op(a, a.rows));
@@ -941,9 +958,21 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
       if (h.whole % gran != 0 && h.whole != 0) bad("internal: an output run off a granule");
       const std::size_t j = pc.containing(h.work);
       const uint32_t first = static_cast<uint32_t>((h.work - pc.start[j]) / L);
-      const uint32_t row = widen ? stage_of[j] + first : at(r, c).loc[j] + first;
       const uint32_t rows = static_cast<uint32_t>((h.count + L - 1) / L);
-      v.add(row, rows, bufs.out[c] + h.whole * esz);
+      const uint64_t hbm = bufs.out[c] + h.whole * esz;
+      if (widen && lower_in_place(r, c, j)) {
+        // Rows [first, first + rows) of the piece: those below the half from the packed rows,
+        // the rest from the unpacked upper halves (in the piece's staging rows, as unpacked).
+        const uint32_t half = pks[r].rows[j], end = first + rows;
+        if (first < half) v.add(at(r, c).loc[j] + first, std::min(end, half) - first, hbm);
+        if (end > half) {
+          const uint32_t b = std::max(first, half);
+          v.add(stage_of[j] + b, end - b, hbm + uint64_t{b - first} * L * esz);
+        }
+        continue;
+      }
+      const uint32_t row = widen ? stage_of[j] + first : at(r, c).loc[j] + first;
+      v.add(row, rows, hbm);
     }
     // The last round's store, nothing behind it to overlap, goes piece by piece as the pieces
     // become final (hoisted by the scheduler) rather than after the round.
@@ -1141,7 +1170,7 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec,
   const bool bf16 = spec.dtype == DType::kBf16;
   const std::size_t esz = bf16 ? 2 : 4;
   CollectiveSpec s = spec;
-  s.granule = granule(spec.dtype);
+  s.granule = granule(spec);
   const CollectivePlan plan = make_plan(mi.topo, s);
   if (inputs.size() != static_cast<std::size_t>(P))
     bad("inputs: " + std::to_string(inputs.size()) + " chips' inputs for a pod of " +

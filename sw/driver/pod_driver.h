@@ -94,6 +94,9 @@ class PodDriver {
   // The elements a collective's chunks are made of: whole 64-byte HBM bursts of memory rows,
   // so that every chunk starts on a row and a burst (lcm(lanes, 64 / element bytes)).
   std::size_t granule(DType dtype) const;
+  // The granule compile() gives `spec`: granule(dtype), and for a bf16 all-reduce whole bursts in
+  // each packed half of a piece (lcm(lanes, 64) on chips of up to 32 lanes).
+  std::size_t granule(const CollectiveSpec& spec) const;
 
   // Compiles `spec` (its granule is set here) over the buffers into one program per chip.
   // std::invalid_argument for what cannot run (naming the rule).

@@ -453,7 +453,7 @@ int run_collective(const CollectiveArgs& a) {
       mi = h.info();
       PodDriver drv(h);
       CollectiveSpec s = spec;
-      s.granule = drv.granule(spec.dtype);
+      s.granule = drv.granule(spec);
       const CollectivePlan plan = make_plan(topo, s);  // checks the spec: before any input
       std::size_t in_max = 0, out_max = 0;
       for (int c = 0; c < topo.num_chips(); ++c) {
