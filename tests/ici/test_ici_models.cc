@@ -119,10 +119,6 @@ TEST(IciModels, AutoPicksTheGridWhenTheTopologyFits) {
   }
 }
 
-TEST(IciModels, NodeModelDumpsNoWaves) {
-  EXPECT_THROW(IciNet(ici_ring(4), "x.fst", IciModelKind::kNodes), std::runtime_error);
-}
-
 TEST(IciModels, NodeModelSpuriousCreditTripsCreditConservation) {
   IciNet net(ici_2d(4, 4), "", IciModelKind::kNodes);
   net.tick(5);
