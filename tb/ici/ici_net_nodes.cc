@@ -71,8 +71,7 @@ class IciNodeModel final : public IciNetModel {
     fst_ = std::make_unique<VerilatedFstC>();
     for (auto& m : nodes_) m->trace(fst_.get(), 99);
     fst_->open(path.c_str());
-    if (!fst_->isOpen())
-      throw std::runtime_error(path + ": cannot open the wave file for writing");
+    if (!fst_->isOpen()) throw std::runtime_error(path + ": cannot open the wave file for writing");
     fst_->dump(ctx_->time());
   }
 

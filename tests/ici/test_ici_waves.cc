@@ -21,7 +21,8 @@ namespace tpu {
 namespace {
 
 TEST(IciWaves, GtkwSignalsArePresentInADump) {
-  ASSERT_TRUE(have_fst2vcd()) << "fst2vcd (package gtkwave) is not installed: scripts/deps.sh installs gtkwave";
+  ASSERT_TRUE(have_fst2vcd())
+      << "fst2vcd (package gtkwave) is not installed: scripts/deps.sh installs gtkwave";
   const std::string fst = ::testing::TempDir() + "ici_waves.fst";
   {
     IciNet net(ici_ring(4), fst);
@@ -47,11 +48,12 @@ TEST(IciWaves, GtkwSignalsArePresentInADump) {
 // Node n's signals sit under "node<n>": every router of a 3x2 mesh is there, under the name of
 // its node, and holds that node's coordinate (x + 3 * y = n).
 TEST(IciWaves, OneFileWithAScopePerNode) {
-  ASSERT_TRUE(have_fst2vcd()) << "fst2vcd (package gtkwave) is not installed: scripts/deps.sh installs gtkwave";
+  ASSERT_TRUE(have_fst2vcd())
+      << "fst2vcd (package gtkwave) is not installed: scripts/deps.sh installs gtkwave";
   const std::string fst = ::testing::TempDir() + "ici_nodes.fst";
   const IciTopology t = ici_2d(3, 2, /*wrap=*/false);
   {
-    IciNet net(t, fst, IciModelKind::kNodes);
+    IciNet net(t, fst);
     IciScoreboard sb(net);
     sb.send(0, 5, 4);
     ASSERT_TRUE(net.drain(200));
