@@ -50,7 +50,6 @@ rtl/tpu_vpu_unit.sv rtl/tpu_seq.sv rtl/tpu_chip.sv"
   lint tpu_ici_link_tx tpu_ici_link_tx rtl/tpu_ici_pkg.sv rtl/tpu_ici_crc.sv rtl/tpu_ici_link_tx.sv
   lint tpu_ici_link_rx tpu_ici_link_rx rtl/tpu_ici_pkg.sv rtl/tpu_ici_crc.sv rtl/tpu_ici_link_rx.sv
   lint "ici_crc_tb_top (sim)" ici_crc_tb_top rtl/tpu_ici_crc.sv rtl/sim/ici_crc_tb_top.sv
-  lint "ici_net_tb_top (sim, 16 routers)" ici_net_tb_top -GN=16 $ICI rtl/sim/ici_net_tb_top.sv
   lint "ici_node_tb_top (sim)" ici_node_tb_top $ICI rtl/sim/ici_node_tb_top.sv
   for id in 0 2; do
     lint "tpu_chip (variant $id)" tpu_chip -GVariantId=$id $PKG $CHIP

@@ -2,8 +2,7 @@
 // holding one report (sw/common/report.h) whose "runs" are the reports of each topology and packet
 // length; each run's summary, then the bench's, on stderr.
 //
-//   bench_ici [--topology 4x4,4x4x4,8x8] [--model auto|grid|nodes] [--cycles N]
-//             [--waves FILE.fst]
+//   bench_ici [--topology 4x4,4x4x4,8x8] [--cycles N] [--waves FILE.fst]
 //
 // For each topology (default: the 4x4, 4x4x4 and 8x8 tori; any XxYxZ torus of up to 16 per
 // dimension) and packet length (1 and 4 flits), uniform random traffic:
@@ -20,9 +19,8 @@
 //   sweep              accepted throughput and latency at offered 0.1 .. 0.9
 //   sim                simulated cycles of all those runs, their wall time, cycles per second
 // Each point: a fresh network, 1000 warm-up cycles, N measured cycles (default 4000), then a
-// drain; runs that do not drain are reported with their error. The model (IciModelKind): the
-// grid where the topology fits in it (16 routers by default), else one verilated model per router;
-// both give the same cycles. --waves dumps the first run (grid only).
+// drain; runs that do not drain are reported with their error. --waves dumps the first run (the
+// zero-load point of the first topology, 1-flit packets): every router, one scope per node.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -47,7 +45,6 @@ struct Options {
   uint64_t cycles = 4000;
   std::string waves;
   std::vector<IciTopology> topos;
-  IciModelKind model = IciModelKind::kAuto;
 };
 
 // "4x4x4" -> a torus; std::invalid_argument naming the item and the rule.
@@ -112,11 +109,9 @@ struct SimSpeed {
 };
 
 IciRunStats point(const IciTopology& t, IciLength len, double rate, const Options& opt,
-                  uint64_t* asserts, SimSpeed* speed, IciModelKind* model,
-                  const std::string& waves = "") {
+                  uint64_t* asserts, SimSpeed* speed, const std::string& waves = "") {
   const auto t0 = std::chrono::steady_clock::now();
-  IciNet net(t, waves, opt.model);
-  *model = net.model();
+  IciNet net(t, waves);
   IciScoreboard sb(net);
   IciTrafficConfig cfg;
   cfg.pattern = IciPattern::kUniform;
@@ -136,7 +131,6 @@ int run(const Options& opt) {
   Report out("bench_ici: uniform random traffic");
   out.field("bench", "ici");
   out.group("model")
-      .metric("grid_routers", kIciNodes, "", "routers of the verilated grid")
       .metric("vcs", kIciNumVc, "", "virtual channels per port")
       .metric("depth", kIciDepth, "flits", "buffer depth per virtual channel")
       .metric("link_latency", 1, "cycles", "one hop on a link");
@@ -151,17 +145,15 @@ int run(const Options& opt) {
       const unsigned flits = len == IciLength::kOne ? 1 : 4;
       const std::string waves = (first && !opt.waves.empty()) ? opt.waves : "";
       SimSpeed speed;
-      IciModelKind model = opt.model;
-      const IciRunStats zl = point(t, len, 0.02, opt, &asserts, &speed, &model, waves);
-      const IciRunStats sat = point(t, len, 1.0, opt, &asserts, &speed, &model);
+      const IciRunStats zl = point(t, len, 0.02, opt, &asserts, &speed, waves);
+      const IciRunStats sat = point(t, len, 1.0, opt, &asserts, &speed);
       std::vector<std::pair<double, IciRunStats>> sweep;
       for (double r : {0.1, 0.3, 0.5, 0.7, 0.8, 0.9})
-        sweep.emplace_back(r, point(t, len, r, opt, &asserts, &speed, &model));
+        sweep.emplace_back(r, point(t, len, r, opt, &asserts, &speed));
       const double zl_model = hops * 2 + 2 + (flits - 1);
       const double cps = speed.seconds > 0 ? double(speed.cycles) / speed.seconds : 0;
-      Report rep(t.name() + " " + std::to_string(flits) + "-flit, uniform (" +
-                 ici_model_name(model) + " model)");
-      rep.field("topology", t.name()).field("model", ici_model_name(model));
+      Report rep(t.name() + " " + std::to_string(flits) + "-flit, uniform");
+      rep.field("topology", t.name());
       rep.field("pattern", "uniform");
       rep.metric("packet_flits", flits, "flits", "packet length");
       rep.metric("avg_hops", hops, "hops", "average minimal hops over all pairs");
@@ -205,7 +197,7 @@ int main(int argc, char** argv) {
                "a JSON array on stdout",
                "bench_ici");
   tpu::Options opt;
-  std::string topos = "4x4,4x4x4,8x8", model = "auto";
+  std::string topos = "4x4,4x4x4,8x8";
   const CLI::Validator a_torus(
       [](std::string& v) {
         try {
@@ -221,24 +213,17 @@ int main(int argc, char** argv) {
       ->type_name("LIST")
       ->check(tpu::cli::list_of(a_torus))
       ->capture_default_str();
-  app.add_option("--model", model,
-                 "the grid model where the topology fits in it (auto), or one of the two")
-      ->type_name("auto|grid|nodes")
-      ->check(CLI::IsMember({"auto", "grid", "nodes"}))
-      ->capture_default_str();
   app.add_option("--cycles", opt.cycles, "measured cycles of every point")
       ->type_name("N")
       ->check(tpu::cli::uint_in(1, 100000000))
       ->capture_default_str();
-  app.add_option("--waves", opt.waves, "dump the first run to an FST file (grid model only)")
+  app.add_option("--waves", opt.waves,
+                 "dump the first run to an FST file: every router, one scope per node")
       ->type_name("FILE.fst")
       ->check(tpu::cli::output_path());
   return tpu::bench_cli(app, argc, argv, [&] {
     for (const std::string& t : tpu::cli::split_list(topos))
       opt.topos.push_back(tpu::parse_torus(t));
-    opt.model = model == "grid"    ? tpu::IciModelKind::kGrid
-                : model == "nodes" ? tpu::IciModelKind::kNodes
-                                   : tpu::IciModelKind::kAuto;
     return tpu::run(opt);
   });
 }

@@ -3,18 +3,18 @@
 // the credits it returns. The harness builds a network of any size out of instances of this one
 // verilated model, wiring in C++ each node's link inputs to its neighbours' delayed outputs
 // (IciNet's node model, tb/ici/ici_net_nodes.cc); every model instance runs the same generated
-// code, so the build costs one router whatever the network size. The wiring rule, the
-// configuration registers and the tie-offs are those of ici_net_tb_top, so a network of these
-// nodes is cycle for cycle the same as that top (tests/ici/test_ici_models.cc checks it).
+// code, so the build costs one router whatever the network size. The harness names instance n
+// "node<n>": its scope in the waves and in assertion messages. Routes, VCs and latencies of the
+// network are checked against the rules of docs/ici.md (tests/ici/test_ici_network.cc).
 //
 // Link ports, per direction d (0..5 = +X -X +Y -Y +Z -Z): `fl_*_o` flits leaving on d and
 // `cr_*_o` credits returned to the neighbour in d, both after this node's delay lines (so
 // registered: no combinational path from any input to them); `fl_*_i` flits arriving from the
 // neighbour in d (its `fl_*_o` on d ^ 1) and `cr_*_i` credits coming back from it (its `cr_*_o` on
-// d ^ 1). Flits are split into vc / head / tail / data, as the local ports of ici_net_tb_top, so
-// that C++ moves them as whole words (packed vectors: Verilator 5.006 does not compile
-// assertions that sample an unpacked top-level input). The harness ties off (valid 0) directions
-// without a neighbour. Local port, statistics and status as ici_net_tb_top, for this node alone;
+// d ^ 1). Flits are split into vc / head / tail / data, so that C++ moves them as whole words
+// (packed vectors: Verilator 5.006 does not compile assertions that sample an unpacked top-level
+// input). The harness ties off (valid 0) directions without a neighbour. Local port (one packet
+// at a time, InjVcSel = 0), statistics (selected by `stat_*_i`) and status, for this node alone;
 // `idle_o` also covers the outgoing delay lines.
 module ici_node_tb_top
   import tpu_ici_pkg::*;
@@ -75,8 +75,8 @@ module ici_node_tb_top
     ici_flit_t      flit;
   } link_t;
 
-  // Configuration registers, as in ici_net_tb_top: the router sees the shape two cycles after
-  // the inputs (here, then its own registers), exactly as there.
+  // Configuration registers: the router sees the shape two cycles after the inputs (here, then
+  // its own registers).
   ici_topo_t       topo;
   ici_coord_t      me;
   logic [LatW-1:0] lat_q;

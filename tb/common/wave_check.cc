@@ -24,13 +24,24 @@ std::vector<std::string> gtkw_signals(const std::string& gtkw_path) {
 
 bool have_fst2vcd() { return std::system("fst2vcd --help >/dev/null 2>&1") == 0; }
 
-std::vector<std::string> fst_signals(const std::string& fst_path) {
+namespace {
+
+using Pipe = std::unique_ptr<FILE, int (*)(FILE*)>;
+
+Pipe fst2vcd(const std::string& fst_path) {
   const std::string cmd = "fst2vcd '" + fst_path + "' 2>/dev/null";
-  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
+  Pipe p(popen(cmd.c_str(), "r"), pclose);
   if (!p) throw std::runtime_error("cannot run fst2vcd");
-  std::vector<std::string> scope, out;
+  return p;
+}
+
+// Reads the declarations of fst2vcd's output, up to $enddefinitions: `on_var` gets each
+// variable's full name ("scope.sub.name", with its bit range when it has one) and its id code.
+template <class OnVar>
+void read_declarations(FILE* p, OnVar on_var) {
+  std::vector<std::string> scope;
   char buf[4096];
-  while (std::fgets(buf, sizeof buf, p.get())) {
+  while (std::fgets(buf, sizeof buf, p)) {
     std::istringstream ss(buf);
     std::string tok;
     ss >> tok;
@@ -46,12 +57,58 @@ std::vector<std::string> fst_signals(const std::string& fst_path) {
       ss >> kind >> width >> id >> name >> range;
       std::string full;
       for (const auto& s : scope) full += s + ".";
-      out.push_back(full + name + (range.rfind("[", 0) == 0 ? range : ""));
+      on_var(full + name + (range.rfind("[", 0) == 0 ? range : ""), id);
     } else if (tok == "$enddefinitions") {
-      break;  // the value changes are not needed
+      return;
     }
   }
+}
+
+}  // namespace
+
+std::vector<std::string> fst_signals(const std::string& fst_path) {
+  Pipe p = fst2vcd(fst_path);
+  std::vector<std::string> out;
+  read_declarations(p.get(), [&](const std::string& name, const std::string&) {
+    out.push_back(name);
+  });  // the value changes are not needed
   if (out.empty()) throw std::runtime_error(fst_path + ": fst2vcd found no signals");
+  return out;
+}
+
+std::map<std::string, std::string> fst_last_values(const std::string& fst_path,
+                                                   const std::vector<std::string>& names) {
+  const std::set<std::string> wanted(names.begin(), names.end());
+  std::map<std::string, std::vector<std::string>> by_id;  // id code -> wanted names (aliases)
+  Pipe p = fst2vcd(fst_path);
+  bool any = false;
+  read_declarations(p.get(), [&](const std::string& name, const std::string& id) {
+    any = true;
+    const std::string bare = without_range(name);
+    if (wanted.count(bare)) by_id[id].push_back(bare);
+  });
+  if (!any) throw std::runtime_error(fst_path + ": fst2vcd found no signals");
+  std::map<std::string, std::string> out;
+  char buf[8192];
+  while (std::fgets(buf, sizeof buf, p.get())) {
+    // "b0101 id" for a vector, "1id" for a scalar; times (#t) and keywords ($...) carry none.
+    std::string line(buf);
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+    if (line.empty() || line[0] == '#' || line[0] == '$') continue;
+    std::string value, id;
+    if (line[0] == 'b' || line[0] == 'r') {
+      const auto sp = line.find(' ');
+      if (sp == std::string::npos) continue;
+      value = line.substr(1, sp - 1);
+      id = line.substr(sp + 1);
+    } else {
+      value = line.substr(0, 1);
+      id = line.substr(1);
+    }
+    const auto it = by_id.find(id);
+    if (it == by_id.end()) continue;
+    for (const auto& n : it->second) out[n] = value;
+  }
   return out;
 }
 

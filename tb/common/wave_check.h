@@ -1,6 +1,7 @@
 // Checks that a GTKWave save file (.gtkw) only names signals that a real dump contains.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,12 @@ std::vector<std::string> gtkw_signals(const std::string& gtkw_path);
 // ("TOP.x.err_o[7:0]": a .gtkw that shows err_o[3:0] or err_o is missing it; array indices
 // kept), read through gtkwave's fst2vcd. Throws std::runtime_error if fst2vcd is missing or fails.
 std::vector<std::string> fst_signals(const std::string& fst_path);
+
+// The last value in an FST dump of each of `names` (full names without the bit range, as
+// without_range() gives them), as the binary digits fst2vcd writes ("101", "x" ...); a name that
+// is not in the dump has no entry. Throws std::runtime_error if fst2vcd is missing or fails.
+std::map<std::string, std::string> fst_last_values(const std::string& fst_path,
+                                                   const std::vector<std::string>& names);
 
 // True when fst2vcd can be run.
 bool have_fst2vcd();

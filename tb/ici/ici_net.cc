@@ -7,19 +7,6 @@
 
 namespace tpu {
 
-
-const char* ici_model_name(IciModelKind m) {
-  switch (m) {
-    case IciModelKind::kAuto:
-      return "auto";
-    case IciModelKind::kGrid:
-      return "grid";
-    case IciModelKind::kNodes:
-      return "nodes";
-  }
-  return "?";
-}
-
 const char* ici_port_name(IciPort p) {
   static const char* const names[] = {"local", "+x", "-x", "+y", "-y", "+z", "-z"};
   return names[static_cast<unsigned>(p)];
@@ -76,13 +63,9 @@ IciTopology ici_3d(unsigned kx, unsigned ky, unsigned kz, bool wrap) {
   return t;
 }
 
-IciNet::IciNet(const IciTopology& topo, const std::string& waves_path, IciModelKind model)
-    : topo_(topo), model_kind_(model) {
+IciNet::IciNet(const IciTopology& topo, const std::string& waves_path) : topo_(topo) {
   topo_.validate();
-  if (model_kind_ == IciModelKind::kAuto)
-    model_kind_ = topo_.nodes() <= kIciNodes ? IciModelKind::kGrid : IciModelKind::kNodes;
-  model_ =
-      model_kind_ == IciModelKind::kGrid ? make_ici_grid_model(topo_) : make_ici_node_model(topo_);
+  model_ = make_ici_node_model(topo_);
   src_.resize(topo_.nodes());
   sink_.resize(topo_.nodes());
   if (!waves_path.empty()) model_->open_waves(waves_path);

@@ -1,7 +1,7 @@
 // IciNet: drives a verilated ICI network of tpu_ici_router cycle by cycle: per-node source
 // queues feeding the local inject ports, reassembly of ejected packets, run-time topology and
 // link latency, the routers' statistics, assertion failures, and an optional FST dump. The
-// network is one of two models, cycle for cycle the same (IciModelKind).
+// network is one verilated router model per node, wired in C++ (tb/ici/ici_net_nodes.cc).
 #pragma once
 
 #include <array>
@@ -21,13 +21,11 @@ namespace tpu {
 class IciNetModel;
 
 // Compile-time shape of the built model (CMake passes the same values to Verilator's -G).
-#ifndef TPU_ICI_NODES
-#define TPU_ICI_NODES 16
+#ifndef TPU_ICI_VCS
 #define TPU_ICI_VCS 2
 #define TPU_ICI_DEPTH 8
 #define TPU_ICI_MAX_LAT 4
 #endif
-constexpr unsigned kIciNodes = TPU_ICI_NODES;  // routers in the grid model (IciModelKind)
 constexpr unsigned kIciNumVc = TPU_ICI_VCS;
 constexpr unsigned kIciDepth = TPU_ICI_DEPTH;
 constexpr unsigned kIciMaxLat = TPU_ICI_MAX_LAT;
@@ -38,15 +36,6 @@ enum class IciPort : uint8_t { kLocal, kXp, kXm, kYp, kYm, kZp, kZm };
 enum class IciStat : uint8_t { kFlitsIn, kFlitsOut, kStall, kLost };  // kLost: part of kStall
 enum class IciType : uint8_t { kWrite = 0, kCntInc = 1, kReadReq = 2, kReadRsp = 3, kBarrier = 4 };
 const char* ici_port_name(IciPort p);  // "local", "+x", ...
-
-// Which verilated model carries the network. Both wire routers and links by the same rule and
-// give the same cycles (tests/ici/test_ici_models.cc); they differ in build cost and waves.
-enum class IciModelKind : uint8_t {
-  kAuto,   // the grid when the topology fits in it (kIciNodes), else the node network
-  kGrid,   // rtl/sim/ici_net_tb_top.sv: kIciNodes routers in one model; FST waves
-  kNodes,  // rtl/sim/ici_node_tb_top.sv: one model per router, wired in C++; any size, no waves
-};
-const char* ici_model_name(IciModelKind m);  // "auto", "grid", "nodes"
 
 // A run-time topology: nodes per dimension, ring (torus) or line (mesh) per dimension.
 struct IciTopology {
@@ -83,16 +72,16 @@ struct IciPacket {
 
 class IciNet {
  public:
-  // Builds the model, applies the topology and resets. `waves_path` non-empty: FST dump there
-  // (grid model only). Throws std::invalid_argument for a topology the model cannot run.
-  explicit IciNet(const IciTopology& topo, const std::string& waves_path = "",
-                  IciModelKind model = IciModelKind::kAuto);
+  // Builds the network, applies the topology and resets. `waves_path` non-empty: an FST dump of
+  // every router there, one scope per node ("node<n>", n = x + kx * (y + ky * z)). Throws
+  // std::invalid_argument for a topology that validate() refuses, std::runtime_error when the
+  // dump cannot be written.
+  explicit IciNet(const IciTopology& topo, const std::string& waves_path = "");
   ~IciNet();
   IciNet(const IciNet&) = delete;
   IciNet& operator=(const IciNet&) = delete;
 
   const IciTopology& topology() const { return topo_; }
-  IciModelKind model() const { return model_kind_; }  // kGrid or kNodes
   unsigned nodes() const { return topo_.nodes(); }
   uint64_t cycle() const { return cycle_; }
 
@@ -125,8 +114,7 @@ class IciNet {
   // A router statistic (tpu_ici_router) of a logical node.
   uint32_t stat(unsigned node, IciPort port, unsigned vc, IciStat s);
 
-  // Failed SVA assertions so far: one per cycle and verilated model with a failure (the run
-  // continues).
+  // Failed SVA assertions so far: one per cycle and node with a failure (the run continues).
   uint64_t assert_failures() const { return assert_failures_; }
 
   // Fault injection for tests of the assertions: one spurious credit on an output of a node
@@ -152,7 +140,6 @@ class IciNet {
   std::array<uint64_t, 2> flit_words(const IciPacket& p, unsigned i) const;
 
   IciTopology topo_;
-  IciModelKind model_kind_;
   std::unique_ptr<IciNetModel> model_;
   std::vector<Source> src_;
   std::vector<Sink> sink_;

@@ -1,7 +1,7 @@
 // IciNetModel: the verilated network under IciNet, seen by logical node (local ports, status,
-// statistics) and clocked one cycle at a time. Private to tb/ici. Two implementations: the grid
-// (ici_net_tb_top, one verilated model of up to kIciNodes routers, ici_net_grid.cc) and the node
-// network (ici_node_tb_top, one verilated model per router wired in C++, ici_net_nodes.cc).
+// statistics) and clocked one cycle at a time. Private to tb/ici: it keeps Verilator's headers
+// out of IciNet's users. The implementation is the node network (ici_node_tb_top, one verilated
+// model per router wired in C++, ici_net_nodes.cc).
 #pragma once
 
 #include <array>
@@ -17,7 +17,8 @@ class IciNetModel {
  public:
   virtual ~IciNetModel() = default;
 
-  // Starts an FST dump of every signal (throws where the model cannot).
+  // Starts an FST dump of every signal of every node, in one file (throws std::runtime_error
+  // when the file cannot be opened).
   virtual void open_waves(const std::string& path) = 0;
   // Holds reset for `cycles` cycles with the topology applied and the local ports idle, then
   // releases it. Returns the number of assertion failures meanwhile.
@@ -35,7 +36,7 @@ class IciNetModel {
   virtual bool eject_valid(unsigned node) const = 0;
   virtual std::array<uint64_t, 2> eject_flit(unsigned node) const = 0;
 
-  // One clock cycle. Returns the number of assertion failures in it (per verilated model).
+  // One clock cycle. Returns the number of nodes with an assertion failure in it.
   virtual unsigned tick() = 0;
 
   virtual bool idle() = 0;          // no flit or credit in any buffer or link
@@ -43,11 +44,7 @@ class IciNetModel {
   virtual uint32_t stat(unsigned node, IciPort port, unsigned vc, IciStat s) = 0;
 };
 
-// The whole network as one verilated model; throws std::invalid_argument when the topology has
-// more nodes than it was built with.
-std::unique_ptr<IciNetModel> make_ici_grid_model(const IciTopology& t);
-// One verilated router model per node, wired in C++ like the grid; any validated topology.
+// One verilated router model per node, wired in C++; any validated topology.
 std::unique_ptr<IciNetModel> make_ici_node_model(const IciTopology& t);
-
 
 }  // namespace tpu

@@ -1,10 +1,17 @@
 // The node model: one verilated router model per node (rtl/sim/ici_node_tb_top.sv: a router and
-// its outgoing delay lines), wired here as ici_net_tb_top wires its routers. All instances share
-// the generated code of one router, so a network of any size costs one router to build.
+// its outgoing delay lines), wired here in C++. All instances share the generated code of one
+// router, so a network of any size costs one router to build.
 //
 // A node's link outputs come out of its delay lines (registers), so each cycle first copies every
 // node's outputs to its neighbours' inputs, then evaluates and clocks every node: the order of the
-// nodes does not matter, and the cycles are those of the grid.
+// nodes does not matter.
+//
+// The instances share one VerilatedContext (one simulated time, one FST file): instance n is named
+// "node<n>", which is its scope in the waves and in assertion messages (node n is the router at
+// (x, y, z) = IciTopology::coord(n), n = x + kx * (y + ky * z)).
+#include <verilated.h>
+#include <verilated_fst_c.h>
+
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -13,7 +20,6 @@
 
 #include "Vici_node_tb_top.h"
 #include "ici_net_model.h"
-#include "verilated_model.h"
 
 namespace tpu {
 namespace {
@@ -24,13 +30,18 @@ static_assert(kIciNumVc <= 8, "widen kVcW");
 
 class IciNodeModel final : public IciNetModel {
  public:
-  explicit IciNodeModel(const IciTopology& topo) : topo_(topo) {
+  explicit IciNodeModel(const IciTopology& topo) : topo_(topo), ctx_(new VerilatedContext) {
+    ctx_->fatalOnError(false);  // a failed assertion sets gotError(); tick() counts it
+    ctx_->traceEverOn(true);    // before the models exist: open_waves() may come later
+    use_context();
     const unsigned n = topo.nodes();
     nb_.resize(n);
     const auto k = static_cast<uint16_t>(ici_pack_k(topo.k));
     for (unsigned i = 0; i < n; ++i) {
-      nodes_.push_back(std::make_unique<Model>());
-      auto& t = nodes_.back()->top();
+      nodes_.push_back(
+          std::make_unique<Vici_node_tb_top>(ctx_.get(), ("node" + std::to_string(i)).c_str()));
+      auto& t = *nodes_.back();
+      t.clk_i = 0;
       t.k_i = k;
       t.wrap_i = static_cast<uint8_t>((topo.wrap[0] ? 1 : 0) | (topo.wrap[1] ? 2 : 0) |
                                       (topo.wrap[2] ? 4 : 0));
@@ -45,29 +56,44 @@ class IciNodeModel final : public IciNetModel {
     }
   }
 
-  void open_waves(const std::string& path) override {
-    throw std::runtime_error(path + ": the ICI node model (one verilated model per router) " +
-                             "dumps no waves; use the grid model (up to " +
-                             std::to_string(kIciNodes) + " nodes) for waves");
+  ~IciNodeModel() override {
+    use_context();
+    if (fst_) fst_->close();
+    for (auto& m : nodes_) m->final();
+    nodes_.clear();  // before the context they belong to
   }
+  IciNodeModel(const IciNodeModel&) = delete;
+  IciNodeModel& operator=(const IciNodeModel&) = delete;
+
+  // One FST file for the whole network: every instance's signals under its scope "node<n>".
+  void open_waves(const std::string& path) override {
+    use_context();
+    fst_ = std::make_unique<VerilatedFstC>();
+    for (auto& m : nodes_) m->trace(fst_.get(), 99);
+    fst_->open(path.c_str());
+    if (!fst_->isOpen()) throw std::runtime_error(path + ": cannot open the wave file for writing");
+    fst_->dump(ctx_->time());
+  }
+
   unsigned reset(unsigned cycles) override {
+    for (auto& m : nodes_) m->rst_ni = 0;
+    settle();
     unsigned fails = 0;
-    for (auto& m : nodes_) {
-      m->reset(cycles);
-      fails += m->take_error() ? 1 : 0;
-    }
-    return fails;
+    for (unsigned c = 0; c < cycles; ++c) fails += edge();
+    for (auto& m : nodes_) m->rst_ni = 1;
+    settle();
+    return fails + (take_error() ? 1 : 0);
   }
 
   void set_inject(unsigned n, bool valid, const std::array<uint64_t, 2>& flit) override {
-    auto& t = nodes_[n]->top();
+    auto& t = *nodes_[n];
     t.inj_valid_i = valid;
     if (!valid) return;
     t.inj_head_i = flit[0] & 1;
     t.inj_tail_i = (flit[0] >> 1) & 1;
     t.inj_data_i = flit[1];
   }
-  void set_eject_ready(unsigned n, bool ready) override { nodes_[n]->top().ej_ready_i = ready; }
+  void set_eject_ready(unsigned n, bool ready) override { nodes_[n]->ej_ready_i = ready; }
   void spurious_credit(unsigned n, unsigned dir, unsigned vc) override {
     dbg_node_ = static_cast<int>(n);
     dbg_dir_ = dir;
@@ -76,54 +102,93 @@ class IciNodeModel final : public IciNetModel {
 
   void eval() override {
     wire();
-    for (auto& m : nodes_) m->eval();
+    settle();
   }
-  bool inject_ready(unsigned n) const override { return top(n).inj_ready_o; }
-  bool eject_valid(unsigned n) const override { return top(n).ej_valid_o; }
+  bool inject_ready(unsigned n) const override { return nodes_[n]->inj_ready_o; }
+  bool eject_valid(unsigned n) const override { return nodes_[n]->ej_valid_o; }
   std::array<uint64_t, 2> eject_flit(unsigned n) const override {
-    const auto& t = top(n);
+    const auto& t = *nodes_[n];
     return {(t.ej_head_o ? 1u : 0u) | (t.ej_tail_o ? 2u : 0u), t.ej_data_o};
   }
 
   unsigned tick() override {
     wire();  // every input from the outputs of the last edge, before any node moves
-    unsigned fails = 0;
-    for (auto& m : nodes_) {
-      m->tick();
-      fails += m->take_error() ? 1 : 0;
-    }
+    const unsigned fails = edge();
     dbg_node_ = -1;  // a spurious credit lasts one edge
     return fails;
   }
 
   bool idle() override {
     eval();
-    for (unsigned n = 0; n < nodes_.size(); ++n)
-      if (!top(n).idle_o) return false;
+    for (const auto& m : nodes_)
+      if (!m->idle_o) return false;
     return true;
   }
   bool credits_full() override {
     eval();
-    for (unsigned n = 0; n < nodes_.size(); ++n)
-      if (!top(n).credits_full_o) return false;
+    for (const auto& m : nodes_)
+      if (!m->credits_full_o) return false;
     return true;
   }
   uint32_t stat(unsigned n, IciPort port, unsigned vc, IciStat s) override {
-    auto& t = nodes_[n]->top();
+    if (clk_high_) settle();  // the falling edge for all, once; then one node at a time
+    use_context();
+    auto& t = *nodes_[n];
     t.stat_port_i = static_cast<uint8_t>(port);
     t.stat_vc_i = static_cast<uint8_t>(vc);
     t.stat_sel_i = static_cast<uint8_t>(s);
-    nodes_[n]->eval();
+    t.eval();
     return t.stat_o;
   }
 
  private:
-  using Model = VerilatedModel<Vici_node_tb_top, /*kTraced=*/false>;
+  // Verilator 5.006 reaches the context through a thread-local pointer in places (scope
+  // teardown, $stop counting); several networks may live in one thread (a test).
+  void use_context() { Verilated::threadContextp(ctx_.get()); }
 
-  const Vici_node_tb_top& top(unsigned n) const { return *nodes_[n]->operator->(); }
+  // Whether an assertion failed since the last call (the failure state is cleared).
+  bool take_error() {
+    if (!ctx_->gotError()) return false;
+    ctx_->gotError(false);
+    ctx_->gotFinish(false);
+    return true;
+  }
 
-  // ici_net_tb_top's rule: the node whose coordinate differs by one in the direction's dimension
-  // (mod k on a ring); none at a mesh edge or in a dimension of size 1.
+  // Settles every node with its current inputs. After an edge the clock is still high: the
+  // falling edge is taken here, with the new inputs (no RTL acts on it), as VerilatedModel does.
+  void settle() {
+    use_context();
+    for (auto& m : nodes_) {
+      m->clk_i = 0;
+      m->eval();
+    }
+    if (clk_high_) {
+      ctx_->timeInc(1);
+      if (fst_) fst_->dump(ctx_->time());
+      clk_high_ = false;
+    }
+  }
+
+  // The rising edge for every node. Returns the number of nodes with a failed assertion in it.
+  unsigned edge() {
+    if (clk_high_) settle();  // two edges with no settle() between: the falling edge first
+    unsigned fails = take_error() ? 1 : 0;  // from an evaluation between edges, if any
+    for (auto& m : nodes_) {
+      m->clk_i = 1;
+      m->eval();
+      fails += take_error() ? 1 : 0;
+    }
+    ctx_->timeInc(1);
+    if (fst_) {
+      fst_->dump(ctx_->time());
+      if (fails) fst_->flush();  // the failure is in the file even if the run stops here
+    }
+    clk_high_ = true;
+    return fails;
+  }
+
+  // The node whose coordinate differs by one in the direction's dimension (mod k on a ring); none
+  // at a mesh edge or in a dimension of size 1.
   int neighbour(unsigned node, unsigned dir) const {
     const unsigned dim = dir / 2;
     const unsigned k = topo_.k[dim];
@@ -151,12 +216,12 @@ class IciNodeModel final : public IciNetModel {
   void wire() {
     constexpr uint32_t kVcMask = (1u << kVcW) - 1;
     for (unsigned n = 0; n < nodes_.size(); ++n) {
-      auto& t = nodes_[n]->top();
+      auto& t = *nodes_[n];
       uint32_t fl_valid = 0, fl_head = 0, fl_tail = 0, fl_vc = 0, cr_valid = 0, cr_vc = 0;
       for (unsigned d = 0; d < kDirs; ++d) {
         const int m = nb_[n][d];
         if (m < 0) continue;
-        const auto& s = top(static_cast<unsigned>(m));
+        const auto& s = *nodes_[static_cast<unsigned>(m)];
         const unsigned o = d ^ 1;
         fl_valid |= ((s.fl_valid_o >> o) & 1u) << d;
         fl_head |= ((s.fl_head_o >> o) & 1u) << d;
@@ -181,7 +246,10 @@ class IciNodeModel final : public IciNetModel {
   }
 
   IciTopology topo_;
-  std::vector<std::unique_ptr<Model>> nodes_;
+  std::unique_ptr<VerilatedContext> ctx_;  // shared by every node: one time, one FST file
+  std::vector<std::unique_ptr<Vici_node_tb_top>> nodes_;
+  std::unique_ptr<VerilatedFstC> fst_;
+  bool clk_high_ = false;  // an edge left the clock high; the next settle() drops it
   std::vector<std::array<int, kDirs>> nb_;  // neighbour per direction, -1: none
   int dbg_node_ = -1;
   unsigned dbg_dir_ = 0;
