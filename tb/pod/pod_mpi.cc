@@ -305,45 +305,16 @@ void WindowExchange::exchange(uint64_t t, unsigned w) {
   }
 }
 
-// ---------------------------------------------------------------------------------------------
-// MpiPodHost
-// ---------------------------------------------------------------------------------------------
 namespace {
-const PodParams& rank_params(const PodParams& p, const PodPartition& part) {
-  if (p.link_latency == 0)
-    throw std::invalid_argument(
-        "pod: link_latency 0 with " + std::to_string(part.ranks) +
-        " MPI ranks: the pod split across processes needs a link latency of >= 1 cycle (the "
-        "window in which no process can affect another)");
-  return p;
-}
-}  // namespace
 
-// The core holds this rank's chips alone (and their links and host agents; each dumps waves,
-// if asked, on its owner): a rank's memory and set-up grow with its part, not with the pod.
-MpiPodHost::MpiPodHost(const PodParams& p)
-    : rank_(mpi_world().rank),
-      part_(PodPartition::slabs(p.topo, mpi_world().size)),
-      core_(rank_params(p, part_), part_.chips[static_cast<std::size_t>(rank_)]) {
-  part_.find_cuts(core_);
-  const auto built = static_cast<uint64_t>(core_.built_chips());
-  uint64_t total = 0;
-  MPI_Allreduce(&built, &total, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-  mpi_stats().chip_models = built;
-  mpi_stats().chip_models_total = total;
-  xch_ = std::make_unique<WindowExchange>(core_, part_, rank_);
-  born_ = now();
-}
-
-MpiPodHost::~MpiPodHost() { mpi_stats().host_seconds += now() - born_; }
-
-void MpiPodHost::agree_errors(std::exception_ptr e, uint64_t at) {
+// Every rank: throws the earliest error any rank holds (cycle `at`, then chip; `no_chip` for an
+// error of no chip), the same message and type on all; returns when no rank holds one.
+void agree_error(std::exception_ptr e, uint64_t at, int no_chip) {
   if (allreduce_max(e ? 1 : 0) == 0) return;
-  // The earliest error (cycle, then chip), the same on every rank.
   ErrKind kind = ErrKind::kOther;
   std::string what;
   unsigned code = 0;
-  int chip = core_.num_chips();
+  int chip = no_chip;
   uint32_t cmd = 0;
   if (e) {
     try {
@@ -388,6 +359,61 @@ void MpiPodHost::agree_errors(std::exception_ptr e, uint64_t at) {
   const auto cm = b.get<uint32_t>();
   rethrow_as(k, b.get_str(), cd, best_chip, cm);
 }
+
+// This rank's core, or on every rank the error of a rank that could not build its own (a wave
+// file only its owner opens, memory): a failure on one rank alone left the others waiting in
+// their first collective.
+std::unique_ptr<PodCore> build_core(const PodParams& p, const std::vector<int>& owned) {
+  std::unique_ptr<PodCore> core;
+  std::exception_ptr err;
+  try {
+    core = std::make_unique<PodCore>(p, owned);
+  } catch (...) {
+    err = std::current_exception();
+  }
+  agree_error(err, 0, p.topo.num_chips());
+  return core;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// MpiPodHost
+// ---------------------------------------------------------------------------------------------
+namespace {
+const PodParams& rank_params(const PodParams& p, const PodPartition& part) {
+  if (p.link_latency == 0)
+    throw std::invalid_argument(
+        "pod: link_latency 0 with " + std::to_string(part.ranks) +
+        " MPI ranks: the pod split across processes needs a link latency of >= 1 cycle (the "
+        "window in which no process can affect another)");
+  return p;
+}
+}  // namespace
+
+// The core holds this rank's chips alone (and their links and host agents; each dumps waves,
+// if asked, on its owner): a rank's memory and set-up grow with its part, not with the pod.
+MpiPodHost::MpiPodHost(const PodParams& p)
+    : rank_(mpi_world().rank),
+      part_(PodPartition::slabs(p.topo, mpi_world().size)),
+      own_(build_core(rank_params(p, part_), part_.chips[static_cast<std::size_t>(rank_)])),
+      core_(*own_) {
+  part_.find_cuts(core_);
+  const auto built = static_cast<uint64_t>(core_.built_chips());
+  uint64_t total = 0;
+  MPI_Allreduce(&built, &total, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  mpi_stats().chip_models = built;
+  mpi_stats().chip_models_total = total;
+  xch_ = std::make_unique<WindowExchange>(core_, part_, rank_);
+  born_ = now();
+}
+
+MpiPodHost::~MpiPodHost() { mpi_stats().host_seconds += now() - born_; }
+
+void MpiPodHost::agree_errors(std::exception_ptr e, uint64_t at) {
+  agree_error(e, at, core_.num_chips());
+}
+
 
 template <class F>
 void MpiPodHost::on_owner(int chip, F f) {

@@ -135,7 +135,8 @@ class MpiPodHost final : public HostPort {
 
   int rank_;
   PodPartition part_;
-  PodCore core_;  // this rank's chips only
+  std::unique_ptr<PodCore> own_;
+  PodCore& core_;  // *own_: this rank's chips only
   std::unique_ptr<WindowExchange> xch_;
   double born_ = 0;
 };

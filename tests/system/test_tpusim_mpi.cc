@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -26,9 +27,10 @@ void put(const std::string& path, const std::string& text) { std::ofstream(path)
 // under a 300 s timeout, and once more if it hung (124; 137 when it ignored the TERM and was
 // killed) or crashed (139), so the launcher's bug neither hangs the suite nor fails it; a run
 // that ends so twice fails.
-CliRun mpirun(int np, const std::string& args) {
-  std::string launcher = "timeout -k 10 300 " + std::string(MPIRUN) + " -np " +
-                         std::to_string(np) + " --oversubscribe --bind-to none";
+CliRun mpirun(int np, const std::string& args, const std::string& cwd = "") {
+  std::string launcher = (cwd.empty() ? "" : "cd '" + cwd + "' && ") + "timeout -k 10 300 " +
+                         std::string(MPIRUN) + " -np " + std::to_string(np) +
+                         " --oversubscribe --bind-to none";
   if (::geteuid() == 0) launcher += " --allow-run-as-root";
   CliRun r = tpusim_with(launcher, args);
   if (r.code == 124 || r.code == 137 || r.code == 139) {
@@ -202,6 +204,23 @@ TEST(TpusimMpi, HangStopsEveryRankWithExitThree) {
                            "chip 1 (1,0,0): busy", "ici_wait counter=5 value=1",
                            "ICI counter 5 is short of 1 rows", "idle: chips 0, 2, 3"})
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+}
+
+// A rank that cannot build its chips while the others can (here the wave file of chip 3, which
+// only its owner, rank 1, opens, is a directory) stops every rank with that rank's error, from
+// rank 0, exit 2: the others used to wait for it in their first collective.
+TEST(TpusimMpi, AFailureOnOneRankAloneStopsEveryRank) {
+  const std::string dir = tmp("one_rank_fails");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/waves/pod_chip3.fst");
+  const CliRun r = mpirun(2,
+                          "allreduce --config " + pod_config("fail1", "[2, 2]", 2) +
+                              " --engine cpp --waves-chips 3 --quiet",
+                          dir);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("tpusim: error: waves/pod_chip3.fst: cannot open the wave file for writing"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST(TpusimMpi, BadInputsExitTwoWithTheRule) {
