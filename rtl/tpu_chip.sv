@@ -139,9 +139,10 @@ module tpu_chip
 );
 
   localparam int unsigned VAddrW = tpu_pkg::idx_width(Cfg.vmem_rows);
-  localparam int unsigned IciNumCnt  = 64;  // ICI_WAIT counters
-  localparam int unsigned IciPktRows = 64;  // rows per remote-write packet (+ 1 head flit):
-                                            // a pod transfer block (<= 64 rows) is one packet
+  localparam int unsigned IciNumCnt  = IciCounters;  // ICI_WAIT counters (the contract's)
+  localparam int unsigned IciPktRows = IciPacketRows;  // rows per remote-write packet (+ 1 head
+                                                      // flit): a pod transfer block of <= 64
+                                                      // rows is one packet
   localparam int unsigned IciDepth   = 16;  // flits per router VC buffer: full rate up to a
                                             // 7-cycle link (Depth >= 2L + 2)
   localparam int unsigned AAddrW = tpu_pkg::idx_width(Cfg.amem_rows);

@@ -149,7 +149,7 @@ struct Contract {
   std::vector<Field> generic;
   std::vector<Enum> enums;
   std::vector<Op> ops;
-  std::vector<Named> errors, stats, trace;
+  std::vector<Named> errors, stats, trace, constants;
   std::vector<Variant> variants;
   std::string variant_default;
 };
@@ -213,6 +213,10 @@ Contract parse(const YAML::Node& root) {
   for (const auto& n : seq(root, "trace_done")) {
     c.trace.push_back({"", str(n, "id", "trace_done"), str(n, "doc", "trace_done"),
                        num(n, "bit", "trace_done")});
+  }
+  for (const auto& n : seq(root, "constants")) {
+    c.constants.push_back({str(n, "name", "constants"), str(n, "id", "constants"),
+                           str(n, "doc", "constants"), num(n, "value", "constants")});
   }
   std::set<unsigned> ids;
   for (const auto& n : seq(root, "variants")) {
@@ -318,6 +322,10 @@ std::string gen_sv(const Contract& c) {
   for (const auto& t : c.trace)
     o << "  localparam int unsigned TRC_DONE_" << t.id << " = " << t.code << ";  // " << t.doc
       << "\n";
+  o << "\n  // Sizes every chip variant shares.\n";
+  for (const auto& k : c.constants)
+    o << "  localparam int unsigned " << k.id << " = " << k.code << ";  // " << k.name << ": "
+      << k.doc << "\n";
   o << "\n  // One command word, generic fields named by position (docs/isa.md).\n"
        "  typedef struct packed {\n";
   for (const auto& f : with_gaps(c.generic)) {
@@ -401,6 +409,10 @@ std::string gen_h(const Contract& c) {
   o << "// The trace port's done bits (tpu_chip trc_done_o).\n";
   for (const auto& t : c.trace)
     o << "constexpr unsigned kTrcDone" << camel(lower(t.id)) << " = " << t.code << ";  // " << t.doc
+      << "\n";
+  o << "\n// Sizes every chip variant shares.\n";
+  for (const auto& k : c.constants)
+    o << "constexpr unsigned k" << k.id << " = " << k.code << ";  // " << k.name << ": " << k.doc
       << "\n";
   o << "\n// One field of a command word: bits [lsb + width - 1 : lsb].\n"
        "struct CmdField {\n  const char* name;\n  unsigned lsb;\n  unsigned width;\n"

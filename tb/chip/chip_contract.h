@@ -90,11 +90,9 @@ inline ChipCmd cmd_vpu(const VpuCmdArgs& a) {
   return c.encode();
 }
 
-// ICI counters a chip has for ICI_WAIT (tpu_chip: IciNumCnt), rows per remote-write packet
-// (tpu_chip: IciPktRows; a send of n rows is ceil(n / kIciPacketRows) packets, each a head flit
-// and its rows: tests/chip/test_chip.cc counts them).
-constexpr unsigned kIciCounters = 64;
-constexpr unsigned kIciPacketRows = 64;
+// kIciCounters (ICI_WAIT counters) and kIciPacketRows (rows per remote-write packet: a send of n
+// rows is ceil(n / kIciPacketRows) packets, each a head flit and its rows; tests/chip/test_chip.cc
+// counts them) come from the contract (configs/tpu_contract.yaml, constants).
 
 // ICI_SEND: rows memory rows from src_row of src_mem -> chip dst {x, y, z} at dst_row of dst_mem
 // (remote writes); each packet adds its rows to counter `counter` there. tie_dir: the way a tie
