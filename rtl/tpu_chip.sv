@@ -336,6 +336,7 @@ module tpu_chip
     .ready_o       (dma_eng_ready),
     .dir_i         (c_dma.dir),
     .bf16_i        (c_dma.bf16),
+    .hi_i          (c_dma.hi),
     .tail_i        (c_dma.tail),
     .mem_row_i     (c_dma.mem_row),
     .rows_i        (c_dma.rows),
@@ -875,7 +876,7 @@ module tpu_chip
                          c_mm.rsvd_5, c_mm.op, c_vpu.rsvd_96, c_vpu.op, c_send.rsvd_88,
                          c_send.rsvd_76, c_send.rsvd_8, c_send.op, c_wait.rsvd_96,
                          c_wait.rsvd_32, c_wait.rsvd_4, c_wait.op,
-                         c_wait.counter[15:$clog2(IciNumCnt)], c_dma.rsvd_7, c_dma.op};
+                         c_wait.counter[15:$clog2(IciNumCnt)], c_dma.op};
 
   // Assertions
   HostReqHeld: assert property (@(posedge clk_i) disable iff (!rst_ni)

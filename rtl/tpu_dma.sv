@@ -3,7 +3,8 @@
 // A command names an HBM region of `rows` segments of `seg_bytes` bytes, segment i at
 // hbm_addr + i * stride, and a run of consecutive on-chip rows from mem_row. The bytes of the
 // region, in order, are the on-chip rows in order: each row is one "piece" of Lanes elements,
-// 2 bytes each (bf16: lane bits [15:0], upper bits zero on the way in, dropped on the way out) or
+// 2 bytes each (bf16: lane bits [15:0], upper bits zero on the way in, dropped on the way out;
+// with hi_i, on the way out, bits [31:16] instead: the upper bf16 of a packed pair) or
 // 4 bytes (f32). The sequencer checks every rule before start_i (docs/isa.md): pieces aligned,
 // seg_bytes a multiple of the piece, and for writes to HBM whole 64-byte bursts.
 // Two HBM lanes: a burst goes out on lane (address bit 6), i.e. even bursts on request port 0
@@ -48,6 +49,7 @@ module tpu_dma
   output logic                ready_o,
   input  dma_dir_e            dir_i,
   input  logic                bf16_i,
+  input  logic                hi_i,      // VMEM/AMEM -> HBM bf16: lane bits [31:16]
   input  logic [7:0]          tail_i,
   input  logic [15:0]         mem_row_i,
   input  logic [15:0]         rows_i,
@@ -102,6 +104,7 @@ module tpu_dma
   logic        active_q, active_d;
   dma_dir_e    dir_q, dir_d;
   logic        bf16_q, bf16_d;
+  logic        hi_q, hi_d;
   logic [7:0]  tail_q, tail_d;
   logic [15:0] seg_left_q, seg_left_d, off_q, off_d, seg_bytes_q, seg_bytes_d;
   logic [15:0] mrow_q, mrow_d;
@@ -171,7 +174,7 @@ module tpu_dma
       lane_mask  = '0;
       for (int unsigned l = 0; l < Lanes; l++) begin
         if (bf16_q) begin
-          packed_row[16*l +: 16] = src_row[i][32*l +: 16];
+          packed_row[16*l +: 16] = hi_q ? src_row[i][32*l+16 +: 16] : src_row[i][32*l +: 16];
           lane_mask[16*l +: 16]  = '1;
         end else begin
           packed_row[32*l +: 32] = src_row[i][32*l +: 32];
@@ -320,6 +323,7 @@ module tpu_dma
     active_d     = active_q;
     dir_d        = dir_q;
     bf16_d       = bf16_q;
+    hi_d         = hi_q;
     tail_d       = tail_q;
     seg_left_d   = seg_left_q;
     off_d        = off_q;
@@ -345,6 +349,7 @@ module tpu_dma
       active_d    = 1'b1;
       dir_d       = dir_i;
       bf16_d      = bf16_i;
+      hi_d        = hi_i;
       tail_d      = tail_i;
       seg_left_d  = rows_i;
       off_d       = '0;
@@ -450,6 +455,7 @@ module tpu_dma
       active_q     <= 1'b0;
       dir_q        <= DmaHbmToVmem;
       bf16_q       <= 1'b0;
+      hi_q         <= 1'b0;
       tail_q       <= '0;
       seg_left_q   <= '0;
       off_q        <= '0;
@@ -474,6 +480,7 @@ module tpu_dma
       active_q     <= active_d;
       dir_q        <= dir_d;
       bf16_q       <= bf16_d;
+      hi_q         <= hi_d;
       tail_q       <= tail_d;
       seg_left_q   <= seg_left_d;
       off_q        <= off_d;

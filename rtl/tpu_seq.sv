@@ -194,7 +194,7 @@ module tpu_seq
   // Not read here: fields only the units use (bf16 flags, tie hint, wait value), reserved bits
   // (never checked, as before the contract was generated) and each view's opcode (head.op is).
   logic unused_cmd_bits;
-  assign unused_cmd_bits = ^{h_dma.rsvd_7, h_dma.op, h_lw.rsvd_80, h_lw.rsvd_32, h_lw.rsvd_5,
+  assign unused_cmd_bits = ^{h_dma.op, h_lw.rsvd_80, h_lw.rsvd_32, h_lw.rsvd_5,
                              h_lw.transpose,
                              h_lw.op, h_mm.rsvd_80, h_mm.rsvd_5, h_mm.op, h_vpu.rsvd_96,
                              h_vpu.src_bf16, h_vpu.dst_bf16, h_vpu.op, h_send.rsvd_88,
@@ -221,7 +221,8 @@ module tpu_seq
       OpNop, OpFence, OpHalt: ;
       OpDma: begin
         if (h_dma.dir == DmaReserved || h_dma.rows == '0 || h_dma.seg_bytes == '0 ||
-            32'(h_dma.tail) >= Lanes || (h_dma.tail != '0 && h_dma.dir != DmaHbmToVmem)) begin
+            32'(h_dma.tail) >= Lanes || (h_dma.tail != '0 && h_dma.dir != DmaHbmToVmem) ||
+            (h_dma.hi && (!h_dma.bf16 || h_dma.dir == DmaHbmToVmem))) begin
           chk = ErrBadField;
         end else if ((hbm_bits & (piece - 32'd1)) != '0 ||
                      (wr_hbm && (hbm_bits & 32'd63) != '0)) begin

@@ -29,11 +29,13 @@ inline ChipCmd cmd_halt() { return CmdHalt{}.encode(); }
 // rows HBM segments of seg_bytes at hbm_addr + i * stride <-> memory rows from mem_row. tail
 // (HBM -> VMEM only): when not 0, the last memory row of each segment keeps its first tail
 // lanes and the others are written as -0.
+// hi: to HBM, bf16 only: each lane's bits [31:16] (the upper bf16 of a VpuPackBf16 pair).
 inline ChipCmd cmd_dma(DmaDir dir, bool bf16, uint32_t mem_row, uint32_t rows, uint32_t seg_bytes,
-                       uint32_t hbm_addr, uint32_t stride, uint32_t tail = 0) {
+                       uint32_t hbm_addr, uint32_t stride, uint32_t tail = 0, bool hi = false) {
   CmdDma c;
   c.dir = static_cast<uint32_t>(dir);
   c.bf16 = bf16 ? 1u : 0u;
+  c.hi = hi ? 1u : 0u;
   c.tail = tail;
   c.mem_row = mem_row;
   c.rows = rows;

@@ -57,6 +57,33 @@ TEST(ChipDma, RoundTripBf16AndF32) {
   }
 }
 
+// bf16 to HBM keeps each lane's bits [15:0], or with hi its bits [31:16]: the two halves of
+// f32 rows go out as two bf16 arrays.
+TEST(ChipDma, Bf16OutTakesTheLowerOrTheUpperHalfOfEachLane) {
+  ChipDriver drv("4x4");
+  std::mt19937_64 rng(5);
+  const uint32_t rows = 16, lanes = 4;
+  const uint64_t src = drv.alloc(rows * lanes * 4), lo = drv.alloc(rows * lanes * 2),
+                 hi = drv.alloc(rows * lanes * 2);
+  std::vector<uint32_t> in(rows * lanes);
+  for (auto& w : in) w = static_cast<uint32_t>(rng());
+  drv.write(src, in.data(), in.size() * 4);
+  const uint32_t bytes = rows * lanes * 2;
+  const ProgramResult r = drv.run({
+      cmd_dma(DmaDir::kHbmToVmem, false, 40, 1, rows * lanes * 4, static_cast<uint32_t>(src), 0),
+      cmd_dma(DmaDir::kVmemToHbm, true, 40, 1, bytes, static_cast<uint32_t>(lo), 0),
+      cmd_dma(DmaDir::kVmemToHbm, true, 40, 1, bytes, static_cast<uint32_t>(hi), 0, 0, true),
+      cmd_halt()});
+  EXPECT_EQ(r.err, 0u);
+  std::vector<uint16_t> got_lo(rows * lanes), got_hi(rows * lanes);
+  drv.read(lo, got_lo.data(), bytes);
+  drv.read(hi, got_hi.data(), bytes);
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    ASSERT_EQ(got_lo[i], in[i] & 0xFFFFu) << i;
+    ASSERT_EQ(got_hi[i], in[i] >> 16) << i;
+  }
+}
+
 // tail != 0: the last piece of every segment keeps its first `tail` lanes, the others become -0;
 // dense segments (pieces of two segments merged into one burst) and strided ones.
 TEST(ChipDma, TailFillsEdgeLanesWithNegativeZero) {
@@ -404,6 +431,8 @@ TEST(ChipErrors, PerOpcodeStructFieldsReachTheSequencer) {
       {"matmul a_stride", matmul([](CmdMatmul& c) { c.a_stride = 2000; }), ChipErr::kVmemRange},
       {"matmul c_row", matmul([](CmdMatmul& c) { c.c_row = 2045; }), ChipErr::kAmemRange},
       {"matmul acc, no weights", matmul([](CmdMatmul& c) { c.acc = 1; }), ChipErr::kNoWeights},
+      {"dma hi f32", dma([](CmdDma& c) { c.dir = 1; c.hi = 1; }), ChipErr::kBadField},
+      {"dma hi in", dma([](CmdDma& c) { c.bf16 = 1; c.hi = 1; }), ChipErr::kBadField},
       {"vpu vop 9", vpu([](CmdVpu& c) { c.vop = 9; }), ChipErr::kBadField},   // red_sum
       {"vpu vop 10", vpu([](CmdVpu& c) { c.vop = 10; }), ChipErr::kBadField},  // red_max
       {"vpu vop 13", vpu([](CmdVpu& c) { c.vop = 13; }), ChipErr::kBadField},  // none
