@@ -171,9 +171,10 @@ std::vector<Run> runs(const RowList& rl, const std::vector<uint32_t>& loc, uint3
 // DMAs of `rows` memory rows <-> one contiguous HBM region, in pieces of at most `max_rows`;
 // `cmd_rows` gets each command's rows. A command moves at most 32 KiB per segment (a 16-bit
 // byte count), so a longer piece is several segments that follow on in HBM (stride = segment).
+// hi: a bf16 store of each lane's bits [31:16].
 void dma_rows(std::vector<ChipCmd>* prog, std::vector<uint32_t>* cmd_rows, DmaDir dir, bool bf16,
               uint32_t row, uint32_t rows, uint64_t hbm, unsigned lanes, uint32_t row_align,
-              uint32_t max_rows) {
+              uint32_t max_rows, bool hi) {
   const uint32_t rb = lanes * (bf16 ? 2u : 4u);
   uint32_t seg = std::max<uint32_t>(1, 32768 / rb) / row_align * row_align;
   if (seg == 0) seg = row_align;
@@ -183,9 +184,9 @@ void dma_rows(std::vector<ChipCmd>* prog, std::vector<uint32_t>* cmd_rows, DmaDi
     const uint32_t addr = static_cast<uint32_t>(hbm + uint64_t{r} * rb);
     if (n > seg) {
       n = n / seg * seg;
-      prog->push_back(cmd_dma(dir, bf16, row + r, n / seg, seg * rb, addr, seg * rb));
+      prog->push_back(cmd_dma(dir, bf16, row + r, n / seg, seg * rb, addr, seg * rb, 0, hi));
     } else {
-      prog->push_back(cmd_dma(dir, bf16, row + r, 1, n * rb, addr, 0));
+      prog->push_back(cmd_dma(dir, bf16, row + r, 1, n * rb, addr, 0, 0, hi));
     }
     cmd_rows->push_back(n);
     r += n;
@@ -203,16 +204,17 @@ class DmaSpans {
         align_(row_align),
         max_(max_rows),
         rb_(lanes * (bf16 ? 2u : 4u)) {}
-  void add(uint32_t row, uint32_t rows, uint64_t hbm) {
+  // hi: a bf16 store of the lanes' upper halves (the upper bf16 of packed pairs).
+  void add(uint32_t row, uint32_t rows, uint64_t hbm, bool hi = false) {
     rows = (rows + align_ - 1) / align_ * align_;
     if (!spans_.empty()) {
       Span& b = spans_.back();
-      if (b.row + b.rows == row && b.hbm + uint64_t{b.rows} * rb_ == hbm) {
+      if (b.row + b.rows == row && b.hbm + uint64_t{b.rows} * rb_ == hbm && b.hi == hi) {
         b.rows += rows;
         return;
       }
     }
-    spans_.push_back({row, rows, hbm});
+    spans_.push_back({row, rows, hbm, hi});
   }
   // Reorders a store: cut into pieces of at most `piece` rows, in the order the ops of `writers`
   // last write them (pieces nothing writes first), merged again where they follow on. With its
@@ -232,7 +234,7 @@ class DmaSpans {
     for (const Span& s : spans_) {
       std::vector<ChipCmd> cmds;
       std::vector<uint32_t> rows;
-      dma_rows(&cmds, &rows, dir_, bf16_, s.row, s.rows, s.hbm, lanes_, align_, max_);
+      dma_rows(&cmds, &rows, dir_, bf16_, s.row, s.rows, s.hbm, lanes_, align_, max_, s.hi);
       uint32_t lo = s.row;
       for (std::size_t i = 0; i < cmds.size(); ++i) {
         Op op;
@@ -251,6 +253,7 @@ class DmaSpans {
   struct Span {
     uint32_t row, rows;
     uint64_t hbm;
+    bool hi;
   };
   // The spans cut into pieces of at most `piece` rows, stably sorted by key(rows of the piece),
   // merged again where they follow on.
@@ -260,13 +263,13 @@ class DmaSpans {
     std::vector<std::pair<std::size_t, Span>> cuts;
     for (const Span& sp : spans_)
       for (uint32_t o = 0; o < sp.rows; o += piece) {
-        const Span c{sp.row + o, std::min(piece, sp.rows - o), sp.hbm + uint64_t{o} * rb_};
+        const Span c{sp.row + o, std::min(piece, sp.rows - o), sp.hbm + uint64_t{o} * rb_, sp.hi};
         cuts.push_back({key(Range{c.row, c.row + c.rows}), c});
       }
     std::stable_sort(cuts.begin(), cuts.end(),
                      [](const auto& x, const auto& y) { return x.first < y.first; });
     spans_.clear();
-    for (const auto& [k, c] : cuts) add(c.row, c.rows, c.hbm);
+    for (const auto& [k, c] : cuts) add(c.row, c.rows, c.hbm, c.hi);
   }
   DmaDir dir_;
   bool bf16_;
@@ -658,8 +661,8 @@ std::size_t PodDriver::granule(DType dtype) const {
 std::size_t PodDriver::granule(const CollectiveSpec& spec) const {
   const std::size_t g = granule(spec.dtype);
   if (spec.dtype != DType::kBf16 || spec.collective != Collective::kAllReduce) return g;
-  // Packed halves of whole bursts: a piece of 2h rows packs into h rows whose lower halves the
-  // DMA stores as they are, h a whole number of bf16 bursts.
+  // Packed halves of whole bursts: a piece of 2h rows packs into h rows, which the DMA stores as
+  // two bf16 runs of h rows (lanes' lower halves, then upper), h a whole number of bf16 bursts.
   const std::size_t lanes = host_.info().shape.cols;
   const std::size_t burst_rows = std::max<std::size_t>(1, kBurst / (2 * lanes));
   return lcm(g, 2 * lanes * burst_rows);
@@ -906,9 +909,9 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
   // piece (rows i and h + i of the piece in row i) unpacks: lower halves to the first h staging
   // rows, upper halves to the next h. A piece still as loaded (a pod of one chip) is rounded
   // like the others, which canonicalises a NaN.
-  // A packed piece whose halves are whole bursts stores its lower half straight from the packed
-  // rows (the DMA stores a lane's bits [15:0]) and unpacks only the upper half.
-  auto lower_in_place = [&](std::size_t r, int c, std::size_t j) {
+  // A packed piece whose halves are whole bursts is stored straight from its packed rows: the
+  // lower halves by a bf16 DMA (a lane's bits [15:0]), the upper by one with `hi` ([31:16]).
+  auto stored_packed = [&](std::size_t r, int c, std::size_t j) {
     return at(r, c).fmt[j] == Fmt::kPacked && pks[r].rows[j] % row_align == 0;
   };
   auto narrow_cmds = [&](std::size_t r, int c) {
@@ -924,11 +927,13 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
         a.x_row = a.y_row = at(r, c).loc[j];
         a.dst_row = at(r, c).out_stage + o;
         if (at(r, c).fmt[j] == Fmt::kPacked) {
-          a.rows = pks[r].rows[j];
-          if (!lower_in_place(r, c, j)) {
-            a.op = static_cast<unsigned>(VpuOp::kCvtBf16F32);
-            v.push_back(vpu_op(a, a.rows));
+          if (stored_packed(r, c, j)) {
+            o += pc.rows[j];
+            continue;
           }
+          a.rows = pks[r].rows[j];
+          a.op = static_cast<unsigned>(VpuOp::kCvtBf16F32);
+          v.push_back(vpu_op(a, a.rows));
           a.op = static_cast<unsigned>(VpuOp::kCvtBf16HiF32);
           a.dst_row += a.rows;
           v.push_back(vpu_op(a, a.rows));
@@ -960,14 +965,14 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
       const uint32_t first = static_cast<uint32_t>((h.work - pc.start[j]) / L);
       const uint32_t rows = static_cast<uint32_t>((h.count + L - 1) / L);
       const uint64_t hbm = bufs.out[c] + h.whole * esz;
-      if (widen && lower_in_place(r, c, j)) {
-        // Rows [first, first + rows) of the piece: those below the half from the packed rows,
-        // the rest from the unpacked upper halves (in the piece's staging rows, as unpacked).
+      if (widen && stored_packed(r, c, j)) {
+        // Rows [first, first + rows) of the piece: those below the half are the lower halves of
+        // the packed rows from `first` on, the rest their upper halves.
         const uint32_t half = pks[r].rows[j], end = first + rows;
         if (first < half) v.add(at(r, c).loc[j] + first, std::min(end, half) - first, hbm);
         if (end > half) {
           const uint32_t b = std::max(first, half);
-          v.add(stage_of[j] + b, end - b, hbm + uint64_t{b - first} * L * esz);
+          v.add(at(r, c).loc[j] + (b - half), end - b, hbm + uint64_t{b - first} * L * esz, true);
         }
         continue;
       }
