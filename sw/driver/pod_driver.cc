@@ -415,7 +415,8 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, const Pieces* 
       // command still reads them (docs/pod.md); every other transfer lands in fresh rows.
       p.direct = t.kind == TransferKind::kCopy && plan.spec.collective != Collective::kAllToAll;
       if (!p.direct) p.stage = alloc(t.dst, p.src.rows);
-      for (std::size_t j : p.src.pieces) p.sent.push_back(st[static_cast<std::size_t>(t.src)].fmt[j]);
+      for (std::size_t j : p.src.pieces)
+        p.sent.push_back(st[static_cast<std::size_t>(t.src)].fmt[j]);
       const uint32_t nb = std::max<uint32_t>(1, (p.src.rows + block_rows - 1) / block_rows);
       p.bs = std::max<uint32_t>(1, (p.src.rows + nb - 1) / nb);
       pend.push_back(std::move(p));
@@ -903,17 +904,18 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     }
     return v.ops();
   };
-  // Final values of round r's outputs: a bf16 reduction's narrowed to bf16 into the staging
-  // rows (at the end of the round), then stored from there; the others straight from where
-  // they live (a bf16 copy collective moves the bf16 bits in the lanes untouched). A packed
-  // piece (rows i and h + i of the piece in row i) unpacks: lower halves to the first h staging
-  // rows, upper halves to the next h. A piece still as loaded (a pod of one chip) is rounded
-  // like the others, which canonicalises a NaN.
   // A packed piece whose halves are whole bursts is stored straight from its packed rows: the
   // lower halves by a bf16 DMA (a lane's bits [15:0]), the upper by one with `hi` ([31:16]).
   auto stored_packed = [&](std::size_t r, int c, std::size_t j) {
     return at(r, c).fmt[j] == Fmt::kPacked && pks[r].rows[j] % row_align == 0;
   };
+  // Final values of round r's outputs: a bf16 reduction's narrowed to bf16 into the staging
+  // rows (at the end of the round), then stored from there; the others straight from where
+  // they live (a bf16 copy collective moves the bf16 bits in the lanes untouched). A packed
+  // piece not stored straight (the buffer's last, its halves not whole bursts; rows i and h + i
+  // of the piece in row i) unpacks: lower halves to the first h staging rows, upper halves to
+  // the next h. A piece still as loaded (a pod of one chip) is rounded like the others, which
+  // canonicalises a NaN.
   auto narrow_cmds = [&](std::size_t r, int c) {
     std::vector<Op> v;
     if (!widen) return v;
