@@ -320,7 +320,7 @@ struct ChipRound {
   std::vector<Fmt> fmt;       // and how it is held
   uint32_t next_row = 0;      // next free row of the round's region
   uint32_t region_end = 0;
-  uint32_t out_stage = 0;  // bf16: rows the outputs are narrowed into
+  std::map<std::size_t, uint32_t> stage;  // bf16: output pieces narrowed to rows of their own
   std::vector<Op> ops;
 };
 
@@ -331,6 +331,13 @@ Op vpu_op(const VpuCmdArgs& a, uint32_t dst_span) {
   op.reads = {{a.x_row, a.x_row + a.rows}, {a.y_row, a.y_row + a.rows}};
   op.writes = {{a.dst_row, a.dst_row + dst_span}};
   return op;
+}
+
+// A packed piece whose halves are whole bursts is stored straight from its packed rows: the
+// lower halves by a bf16 DMA (a lane's bits [15:0]), the upper by one with `hi` ([31:16]).
+// `packed`: the round's packed pieces (null when nothing packs).
+bool stored_packed(const ChipRound& s, const Pieces* packed, std::size_t j, uint32_t row_align) {
+  return packed != nullptr && s.fmt[j] == Fmt::kPacked && packed->rows[j] % row_align == 0;
 }
 
 // The transfers of one round's plan as ops on every chip (sends, waits, reductions), landing
@@ -817,16 +824,17 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
         emit_transfers(plan, pc, pack ? &pks.back() : nullptr, block_rows, num, rs, ctr);
         num.step_base += static_cast<int>(plan.steps.size() / lag);
         num.plan_base += static_cast<int>(plan.steps.size());
+        // Staging rows, at the region's end, for the bf16 outputs not stored as they are.
         for (int c = 0; c < P; ++c) {
           ChipRound& s = rs[static_cast<std::size_t>(c)];
-          uint32_t out_rows = 0;
+          if (!widen) continue;
           for (const Segment& g : plan.chips[c].output)
-            for (std::size_t j : pc.cover(g.offset, g.count)) out_rows += pc.rows[j];
-          if (widen) {
-            s.out_stage = s.next_row;
-            s.next_row += out_rows;
-            if (s.next_row > s.region_end) throw std::length_error("region");
-          }
+            for (std::size_t j : pc.cover(g.offset, g.count)) {
+              if (stored_packed(s, pack ? &pks.back() : nullptr, j, row_align)) continue;
+              s.stage[j] = s.next_row;
+              s.next_row += pc.rows[j];
+            }
+          if (s.next_row > s.region_end) throw std::length_error("region");
         }
       } catch (const std::length_error&) {
         return false;
@@ -904,10 +912,8 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     }
     return v.ops();
   };
-  // A packed piece whose halves are whole bursts is stored straight from its packed rows: the
-  // lower halves by a bf16 DMA (a lane's bits [15:0]), the upper by one with `hi` ([31:16]).
-  auto stored_packed = [&](std::size_t r, int c, std::size_t j) {
-    return at(r, c).fmt[j] == Fmt::kPacked && pks[r].rows[j] % row_align == 0;
+  auto stored_packed_at = [&](std::size_t r, int c, std::size_t j) {
+    return stored_packed(at(r, c), pack ? &pks[r] : nullptr, j, row_align);
   };
   // Final values of round r's outputs: a bf16 reduction's narrowed to bf16 into the staging
   // rows (at the end of the round), then stored from there; the others straight from where
@@ -920,19 +926,15 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     std::vector<Op> v;
     if (!widen) return v;
     const Pieces& pc = pcs[r];
-    uint32_t o = 0;
     for (const Segment& g : pp.rounds[r].plan.chips[c].output)
       for (std::size_t j : pc.cover(g.offset, g.count)) {
+        if (stored_packed_at(r, c, j)) continue;
         VpuCmdArgs a;
         a.dst_bf16 = true;
         a.x_mem = a.y_mem = a.dst_mem = Mem::kVmem;
         a.x_row = a.y_row = at(r, c).loc[j];
-        a.dst_row = at(r, c).out_stage + o;
+        a.dst_row = at(r, c).stage.at(j);
         if (at(r, c).fmt[j] == Fmt::kPacked) {
-          if (stored_packed(r, c, j)) {
-            o += pc.rows[j];
-            continue;
-          }
           a.rows = pks[r].rows[j];
           a.op = static_cast<unsigned>(VpuOp::kCvtBf16F32);
           v.push_back(vpu_op(a, a.rows));
@@ -945,7 +947,6 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
           a.rows = pc.rows[j];
           v.push_back(vpu_op(a, a.rows));
         }
-        o += pc.rows[j];
       }
     return v;
   };
@@ -953,21 +954,13 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     DmaSpans v(DmaDir::kVmemToHbm, bf16, L, row_align, piece_rows);
     const Pieces& pc = pcs[r];
     const auto hr = hbm_runs(pp.rounds[r].plan.chips[c].output, pp.rounds[r].out[c], pc);
-    // Narrowed bf16: the staging rows hold the outputs in plan order, piece by piece.
-    std::map<std::size_t, uint32_t> stage_of;
-    uint32_t o = 0;
-    for (const Segment& g : pp.rounds[r].plan.chips[c].output)
-      for (std::size_t j : pc.cover(g.offset, g.count)) {
-        stage_of[j] = at(r, c).out_stage + o;
-        o += pc.rows[j];
-      }
     for (const HbmRun& h : hr) {
       if (h.whole % gran != 0 && h.whole != 0) bad("internal: an output run off a granule");
       const std::size_t j = pc.containing(h.work);
       const uint32_t first = static_cast<uint32_t>((h.work - pc.start[j]) / L);
       const uint32_t rows = static_cast<uint32_t>((h.count + L - 1) / L);
       const uint64_t hbm = bufs.out[c] + h.whole * esz;
-      if (widen && stored_packed(r, c, j)) {
+      if (widen && stored_packed_at(r, c, j)) {
         // Rows [first, first + rows) of the piece: those below the half are the lower halves of
         // the packed rows from `first` on, the rest their upper halves.
         const uint32_t half = pks[r].rows[j], end = first + rows;
@@ -978,7 +971,7 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
         }
         continue;
       }
-      const uint32_t row = widen ? stage_of[j] + first : at(r, c).loc[j] + first;
+      const uint32_t row = widen ? at(r, c).stage.at(j) + first : at(r, c).loc[j] + first;
       v.add(row, rows, hbm);
     }
     // The last round's store, nothing behind it to overlap, goes piece by piece as the pieces
