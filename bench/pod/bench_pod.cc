@@ -82,10 +82,10 @@ void add_collective(Report& rep, const MachineInfo& mi, const CollectiveSpec& s,
   if (target > 0)
     rep.metric("target_fraction", target, "fraction", "what the issue asks of fraction_of_bound",
                true);
-  if (bf16 && s.collective == Collective::kAllReduce)  // f32 partials, bf16 all-gather
-    rep.metric("fraction_of_partials_bound", cyc > 0 ? 1.5 * b.ici_cycles / cyc : 0.0,
-               "fraction",
-               "the bound with the reduce-scatter's partials in f32 (1.5x the bf16 bound) / cycles",
+  const double partials = partials_factor(s.collective, s.dtype);
+  if (partials != 1.0)
+    rep.metric("fraction_of_partials_bound", cyc > 0 ? partials * b.ici_cycles / cyc : 0.0,
+               "fraction", "the bound for the bytes sent with f32 partials (model/perf.h) / cycles",
                true);
   rep.metric("links_per_chip", topology_links_per_chip(g), "", "links of the bound");
   rep.metric("hbm_bound_cycles", b.hbm_cycles, "cycles", "input read + output written at peak");

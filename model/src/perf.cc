@@ -121,6 +121,11 @@ double busbw_factor(Collective c, int chips) {
       "; must be one of tpu::Collective");
 }
 
+double partials_factor(Collective c, DType dtype) {
+  if (dtype != DType::kBf16 || !collective_reduces(c)) return 1.0;
+  return c == Collective::kAllReduce ? 1.5 : 2.0;
+}
+
 double algbw(double bytes, double cycles) {
   need_non_negative("algbw", "bytes", bytes);
   need_positive("algbw", "cycles", cycles);

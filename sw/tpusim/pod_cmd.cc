@@ -526,6 +526,11 @@ int run_collective(const CollectiveArgs& a) {
   b.metric("links_per_chip", links, "", "links the topology gives a chip of the group");
   b.metric("ici_cycles", bound.ici_cycles, "cycles",
            "factor x S / (links x link bytes per cycle): every link busy");
+  const double partials = partials_factor(kind, spec.dtype);
+  if (partials != 1.0)
+    b.metric("fraction_of_partials_bound",
+             cyc ? partials * bound.ici_cycles / static_cast<double>(cyc) : 0.0, "fraction",
+             "the bound for the bytes sent with f32 partials (model/perf.h) / cycles");
   b.metric("hbm_cycles", hbm_cyc, "cycles",
            "the chip's HBM traffic of the collective (input read, output written) at peak");
   b.metric("fraction_of_hardware_bound",

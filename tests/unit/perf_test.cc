@@ -114,6 +114,28 @@ TEST(PerfCollective, IciBound) {
   EXPECT_DOUBLE_EQ(collective_ici_cycles(Collective::kAllReduce, 1, 8192, 0, 4), 0);
 }
 
+// A bf16 reduction sends f32 partials: the plan's bytes over the same plan's at the dtype's size.
+TEST(PerfCollective, PartialsFactorIsWhatThePlanSends) {
+  for (Collective c : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather,
+                       Collective::kAllToAll, Collective::kBroadcast})
+    for (DType d : {DType::kF32, DType::kBf16}) {
+      CollectiveSpec s;
+      s.collective = c;
+      s.dtype = d;
+      s.n = 4 * 96;
+      const CollectivePlan plan = make_plan(Topology::torus({4}), s);
+      uint64_t sent = 0, at_dtype = 0;
+      for (const Step& st : plan.steps)
+        for (const Transfer& t : st.transfers) {
+          sent += plan.transfer_bytes(t);
+          at_dtype += t.count * (d == DType::kBf16 ? 2u : 4u);
+        }
+      EXPECT_DOUBLE_EQ(partials_factor(c, d),
+                       static_cast<double>(sent) / static_cast<double>(at_dtype))
+          << collective_name(c) << " " << dtype_name(d);
+    }
+}
+
 TEST(PerfCollective, HbmBytesAreInputPlusOutput) {
   EXPECT_DOUBLE_EQ(collective_hbm_bytes(Collective::kAllReduce, 4, 1024), 2048);
   EXPECT_DOUBLE_EQ(collective_hbm_bytes(Collective::kReduceScatter, 4, 1024), 1280);

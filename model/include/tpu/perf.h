@@ -69,6 +69,11 @@ int chip_links(const Topology& topo, int chip);
 // over its links. One chip: 0 (nothing moves), and links may then be 0.
 double collective_ici_cycles(Collective c, int chips, double bytes, int links,
                              double link_bytes_per_cycle);
+// How many times the bound's bytes (S in the dtype) the transfers carry when a bf16 reduction
+// sends f32 partials (docs/collectives.md, Numerics): a bf16 all-reduce 1.5 (the reduce-scatter
+// half in f32, the all-gather half in bf16), a bf16 reduce-scatter 2; 1 otherwise. The bound
+// for what such a collective must send is this times collective_ici_cycles.
+double partials_factor(Collective c, DType dtype);
 // Bytes one chip at least reads from and writes to HBM when the collective streams its buffers
 // from HBM and back: its input once plus its output once. all-reduce, all-to-all: 2S;
 // reduce-scatter: S + S/p; all-gather: S/p + S; broadcast: S (root reads it, others write it).
