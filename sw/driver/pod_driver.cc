@@ -118,15 +118,11 @@ Pieces cut_pieces(const CollectivePlan& plan, unsigned lanes, uint32_t row_align
   return pc;
 }
 
-// The same pieces packed two bf16 to a lane (VpuPackBf16): half the rows each, at the same place.
+// The same pieces packed two bf16 to a lane (VpuPackBf16): half the rows each. Only the rows
+// count: a packed piece lives in the first half of its own rows (ChipRound::loc).
 Pieces packed_pieces(const Pieces& pc) {
   Pieces pk = pc;
-  pk.total_rows = 0;
-  for (std::size_t j = 0; j < pk.rows.size(); ++j) {
-    pk.rows[j] /= 2;
-    pk.first_row[j] = pk.total_rows;
-    pk.total_rows += pk.rows[j];
-  }
+  for (uint32_t& r : pk.rows) r /= 2;
   return pk;
 }
 
@@ -770,6 +766,7 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     units = std::max(units, (std::max(whole.input_len(c), whole.output_len(c)) + gran - 1) / gran);
   std::vector<ChipRound> st;  // [round * P + chip]
   std::vector<Pieces> pcs, pks;  // per round: the pieces, and packed (pack only)
+  auto packed_of = [&](std::size_t r) { return pack ? &pks[r] : nullptr; };
   std::vector<uint32_t> bsz;
   if (opt.counter_base >= kIciCounters || opt.counter_count > kIciCounters - opt.counter_base)
     bad("ICI counters [" + std::to_string(opt.counter_base) + ", +" +
@@ -821,7 +818,7 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
           bad("internal: round " + std::to_string(r) + " is not two halves like the whole plan");
         num.round = static_cast<int>(r);
         num.late_from = lag == 2 ? plan.steps.size() / 2 : plan.steps.size();
-        emit_transfers(plan, pc, pack ? &pks.back() : nullptr, block_rows, num, rs, ctr);
+        emit_transfers(plan, pc, packed_of(r), block_rows, num, rs, ctr);
         num.step_base += static_cast<int>(plan.steps.size() / lag);
         num.plan_base += static_cast<int>(plan.steps.size());
         // Staging rows, at the region's end, for the bf16 outputs not stored as they are.
@@ -830,7 +827,7 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
           if (!widen) continue;
           for (const Segment& g : plan.chips[c].output)
             for (std::size_t j : pc.cover(g.offset, g.count)) {
-              if (stored_packed(s, pack ? &pks.back() : nullptr, j, row_align)) continue;
+              if (stored_packed(s, packed_of(r), j, row_align)) continue;
               s.stage[j] = s.next_row;
               s.next_row += pc.rows[j];
             }
@@ -913,7 +910,7 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     return v.ops();
   };
   auto stored_packed_at = [&](std::size_t r, int c, std::size_t j) {
-    return stored_packed(at(r, c), pack ? &pks[r] : nullptr, j, row_align);
+    return stored_packed(at(r, c), packed_of(r), j, row_align);
   };
   // Final values of round r's outputs: a bf16 reduction's narrowed to bf16 into the staging
   // rows (at the end of the round), then stored from there; the others straight from where
