@@ -27,7 +27,8 @@
 //                 one memory row per flit. No ready crosses a link and every link output is a
 //                 register, so chips couple only through >= 1-cycle link channels (docs/ici.md).
 //                 `ici_me_i` / `ici_topo_i` (the chip's coordinate and the pod shape) and
-//                 `ici_link_gap_i` (cycles a link needs per flit: a link narrower than a row)
+//                 `ici_link_gap_i` (cycles a link needs per flit: a link narrower than a row;
+//                 a head flit, its 8-byte header only, needs ceil(8 / link bytes) of them)
 //                 are held constant after reset. Unused directions: tie rx_valid and
 //                 tx_ctl_valid to 0.
 //                 The ICI engine (tpu_ici_eng) runs ICI_SEND and the counters of ICI_WAIT.
@@ -507,6 +508,11 @@ module tpu_chip
   logic [RowW-1:0]  ici_wr_data;
   row_flit_t        ici_inj_flit, ici_ej_flit;
   row_flit_t [NumDirs-1:0] ici_tx_flit, ici_rx_flit;
+  // A head flit carries only its 8-byte header (tpu_ici_pkg::ici_hdr_t): on a link of
+  // RowW / 8 / gap bytes a cycle it takes ceil(8 * gap / (4 * Lanes)) cycles (0 counts as 1,
+  // as a gap of 0 does).
+  logic [3:0]       ici_link_hgap;
+  assign ici_link_hgap = 4'((2 * 32'(ici_link_gap_i) + Lanes - 1) / Lanes);
   logic [tpu_ici_pkg::StatW-1:0] ici_stat;
   logic             ici_rt_idle;
   // Idle: no flit in the router, none unacknowledged, no ACK or NAK waiting to go out.
@@ -576,6 +582,7 @@ module tpu_chip
       .clk_i        (clk_i),
       .rst_ni       (rst_ni),
       .link_gap_i   (ici_link_gap_i),
+      .link_hgap_i  (ici_link_hgap),
       .timeout_i    (ici_replay_timeout_i),
       .tx_valid_i   (rt_tx_valid[d]),
       .tx_vc_i      (rt_tx_vc[d]),
@@ -659,6 +666,7 @@ module tpu_chip
     .me_i          (ici_me_i),
     .topo_i        (ici_topo_i),
     .link_gap_i    (ici_link_gap_i),
+    .link_hgap_i   (ici_link_hgap),
     .tx_valid_o    (rt_tx_valid),
     .tx_vc_o       (rt_tx_vc),
     .tx_flit_o     (ici_tx_flit),

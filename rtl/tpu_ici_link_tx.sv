@@ -25,7 +25,8 @@
 // nothing to replay a router flit goes straight to the wire in the same cycle (bypass), so no
 // cycle is added; a credit reaches the router in the cycle its control word arrives, as it did
 // without the link layer. `link_gap_i` paces the wire like the router's output (one flit per
-// gap cycles), replays included; router flits that arrive during a replay wait in the buffer.
+// gap cycles, a head flit, which carries only its 8-byte header, in `link_hgap_i`), replays
+// included; router flits that arrive during a replay wait in the buffer.
 module tpu_ici_link_tx
   import tpu_ici_pkg::*;
 #(
@@ -40,6 +41,7 @@ module tpu_ici_link_tx
   input  logic                clk_i,
   input  logic                rst_ni,
   input  logic [3:0]          link_gap_i,   // cycles per flit on the wire (0, 1: every cycle)
+  input  logic [3:0]          link_hgap_i,  // cycles per head flit (0, 1: one)
   input  logic [15:0]         timeout_i,    // cycles without ACK progress before a replay (0: off)
   // router side
   input  logic                tx_valid_i,
@@ -84,7 +86,7 @@ module tpu_ici_link_tx
   logic [SeqW-1:0] snd_q, snd_d;  // the next one to put on the wire
   logic [SeqW-1:0] ack_q, ack_d;  // the oldest unacknowledged one
   logic [SeqW-1:0] hi_q, hi_d;    // one past the highest ever sent (below: a resend)
-  logic [3:0]      gap_q, busy_q, busy_d;
+  logic [3:0]      gap_q, hgap_q, busy_q, busy_d;
   logic [15:0]     tmr_q, tmr_d;
   logic [FailW-1:0] fails_q, fails_d;
   logic            down_q, down_d;
@@ -179,7 +181,7 @@ module tpu_ici_link_tx
     if (tx_cr_valid_o) out_d[tx_cr_vc_o] = out_q[tx_cr_vc_o] + 1'b1;
     if (send) begin
       snd_d  = snd_q + 1'b1;
-      busy_d = gap_q - 4'd1;
+      busy_d = (out_e.flit.head ? hgap_q : gap_q) - 4'd1;
       if (snd_q == hi_q) hi_d = hi_q + 1'b1;
       else replayed_d = replayed_q + 1'b1;
     end else if (busy_q != '0) begin
@@ -211,6 +213,7 @@ module tpu_ici_link_tx
       ack_q      <= '0;
       hi_q       <= '0;
       gap_q      <= 4'd1;
+      hgap_q     <= 4'd1;
       busy_q     <= '0;
       tmr_q      <= '0;
       fails_q    <= '0;
@@ -226,6 +229,7 @@ module tpu_ici_link_tx
       ack_q      <= ack_d;
       hi_q       <= hi_d;
       gap_q      <= (link_gap_i == '0) ? 4'd1 : link_gap_i;
+      hgap_q     <= (link_hgap_i == '0) ? 4'd1 : link_hgap_i;
       busy_q     <= busy_d;
       tmr_q      <= tmr_d;
       fails_q    <= fails_d;

@@ -123,6 +123,7 @@ module ici_node_tb_top
     .me_i          (me),
     .topo_i        (topo),
     .link_gap_i    (4'd1),
+    .link_hgap_i   (4'd1),
     .tx_valid_o    (tx_valid),
     .tx_vc_o       (tx_vc),
     .tx_flit_o     (tx_flit),

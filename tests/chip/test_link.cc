@@ -8,6 +8,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "Vici_crc_tb_top.h"
@@ -277,6 +278,43 @@ TEST(LinkFaults, ALinkDownIsAnErrorNamingChipAndLinkNotAHang) {
     // 9 time-outs of 2L + gap + 8 = 13 cycles, plus the flits in flight: well under 1000.
     EXPECT_LT(faulty.cycle(), down_at + 1000) << "not within the link layer's bound";
     EXPECT_EQ(faulty.core().link_counter(busiest.chip, busiest.dir, kLinkStDown), 1u);
+  }
+}
+
+// A head flit carries only its 8-byte header, so it takes ceil(8 / width) cycles of a link,
+// not a row's: chip 0 sends `packets` one-row packets back to back to chip 1 over its +X link
+// (one send context, the tie hint +) and chip 1 waits for all of them. In steady state each
+// packet costs its head's cycles plus its row's, so 32 more packets take exactly 32 x that
+// longer: 16x16 chips on 16-byte links 1 + 4 cycles (a whole flit per head would be 4 + 4), 4x4
+// chips on 4-byte links 2 + 4.
+uint64_t one_row_packets(const std::string& variant, unsigned width, uint32_t packets) {
+  PodParams p = params(Topology::torus({2}));
+  p.variant = variant;
+  p.link_width = width;
+  CppPodHost host(p);
+  PodDriver drv(host);
+  std::vector<std::vector<ChipCmd>> progs(2);
+  for (uint32_t i = 0; i < packets; ++i) {
+    progs[0].push_back(cmd_ici_send(Mem::kVmem, i, 1, {1, 0, 0}, Mem::kVmem, 256 + i, 0, +1));
+  }
+  progs[0].push_back(cmd_halt());
+  progs[1] = {cmd_ici_wait(0, packets), cmd_halt()};
+  const PodProgramRun r = drv.run_programs(progs);
+  EXPECT_EQ(r.link_flits.empty(), false);
+  uint64_t plus_x = 0;
+  for (const LinkStat& l : r.link_flits) {
+    if (l.chip == 0 && l.dir == 0) plus_x = l.flits;
+  }
+  EXPECT_EQ(plus_x, 2u * packets) << variant << ": a head and a row per packet, all on +X";
+  return r.run.chip_cycles[1];
+}
+
+TEST(LinkTiming, AHeadFlitTakesItsHeaderBytesOfTheLink) {
+  for (const auto& [variant, width, per_packet] :
+       {std::tuple<const char*, unsigned, uint64_t>{"16x16", 16, 1 + 4}, {"4x4", 4, 2 + 4}}) {
+    const uint64_t a = one_row_packets(variant, width, 32);
+    const uint64_t b = one_row_packets(variant, width, 64);
+    EXPECT_EQ(b - a, 32 * per_packet) << variant << " on " << width << "-byte links";
   }
 }
 
