@@ -271,64 +271,88 @@ Route direct_route(const Topology& t, int dim, int from, int to) {
   return Route{dim, to > from ? +1 : -1, std::abs(to - from)};
 }
 
-// Direct all-reduce (docs/collectives.md): for each active dimension in order, every line along
-// it reduce-scatters the segment its chips own so far into k chunks (chunk j owned by the chip
-// at coordinate j) in k - 1 independent steps: at step s (1 .. k-1) the chip at coordinate i
-// sends its own input chunk (i + s) mod k straight to the chip at that coordinate, which reduces
-// it into its chunk. So chunk j is reduced as x[j] op= x[j-1], then x[j-2], .., x[j+1] (mod k),
-// each op(incoming, own). A sender only ever reduces into its own chunk, so no step of a phase
-// sends a value an earlier step of that phase wrote. The all-gathers run in the reverse
-// dimension order, also in k - 1 independent steps: at step s coordinate i copies its chunk i
-// to coordinate i + s.
+// Direct all-reduce (docs/collectives.md). The buffer is cut into d parts (d active
+// dimensions), as in torus: part q runs its phases over the dimensions in the order dims[q],
+// dims[q + 1], .. (mod d), so in every phase each dimension carries one part. In a phase along
+// dimension `dim`, every line along it reduce-scatters the segment its chips hold of the part
+// into k chunks (chunk j owned by the chip at coordinate j) in k - 1 independent steps: at step
+// s (1 .. k-1) the chip at coordinate i sends its own input chunk (i + s) mod k straight to the
+// chip at that coordinate, which reduces it into its chunk. So chunk j is reduced as
+// x[j] op= x[j-1], then x[j-2], .., x[j+1] (mod k), each op(incoming, own). A tie (distance
+// k/2 on an even ring) goes half each way, the first half +1. A sender only ever reduces into
+// its own chunk, so no step of a phase sends a value an earlier step of that phase wrote. The
+// all-gathers run the phases in reverse, also in k - 1 independent steps: at step s coordinate
+// i copies its chunk i to coordinate i + s. A phase takes as many steps as the longest of its
+// dimensions needs (max over the parts of k - 1).
 void plan_direct_allreduce(const Topology& t, std::size_t n, std::vector<Step>& steps) {
   const std::vector<int> dims = t.active_dims();
+  const std::size_t d = dims.size();
+  if (d == 0) return;  // one chip: nothing moves
   const std::size_t p = static_cast<std::size_t>(t.num_chips());
-  std::vector<Segment> owned(p, Segment{0, n});
-  std::vector<std::vector<Segment>> before;  // per phase: what each chip owned at its start
-  for (int dim : dims) {
-    const std::size_t du = static_cast<std::size_t>(dim);
-    const int k = t.extent(dim);
-    const std::size_t ku = static_cast<std::size_t>(k);
-    before.push_back(owned);
-    std::vector<Segment> next(p);
+  const auto dim_of = [&](std::size_t q, std::size_t ph) { return dims[(q + ph) % d]; };
+  std::vector<std::size_t> phase_len(d, 0);
+  for (std::size_t ph = 0; ph < d; ++ph) {
+    for (std::size_t q = 0; q < d; ++q) {
+      phase_len[ph] =
+          std::max(phase_len[ph], static_cast<std::size_t>(t.extent(dim_of(q, ph)) - 1));
+    }
+  }
+  // Chip c (coordinate i along dim) sends `ch` to coordinate j; a tie goes in two halves.
+  const auto send = [&](Step& st, std::size_t c, int dim, int i, int j, const Segment& ch,
+                        TransferKind kind) {
+    if (ch.count == 0) return;
+    PodCoord to = t.coord(static_cast<int>(c));
+    to[static_cast<std::size_t>(dim)] = j;
+    const Route r = direct_route(t, dim, i, j);
+    const bool tie = t.wraps(dim) && 2 * r.hops == t.extent(dim) && ch.count > 1;
+    for (std::size_t h = 0; h < (tie ? 2u : 1u); ++h) {
+      const Segment piece = tie ? chunk_of(ch, 2, h) : ch;
+      const Route rh{r.dim, h == 0 ? r.dir : -r.dir, r.hops};
+      st.transfers.push_back(Transfer{static_cast<int>(c), t.id(to), piece.offset, piece.offset,
+                                      piece.count, kind, rh});
+    }
+  };
+  // held[q][c]: the segment of part q chip c holds; start[ph][q]: held at the start of phase ph.
+  std::vector<std::vector<Segment>> held(d);
+  for (std::size_t q = 0; q < d; ++q) held[q].assign(p, chunk_of(Segment{0, n}, d, q));
+  std::vector<std::vector<std::vector<Segment>>> start;
+  const auto coord_along = [&](std::size_t c, int dim) {
+    return t.coord(static_cast<int>(c))[static_cast<std::size_t>(dim)];
+  };
+  for (std::size_t ph = 0; ph < d; ++ph) {
     const std::size_t step0 = steps.size();
-    grow(steps, step0 + ku - 1, "reduce_scatter");
-    for (std::size_t c = 0; c < p; ++c) {
-      const PodCoord at = t.coord(static_cast<int>(c));
-      const int i = at[du];
-      next[c] = chunk_of(owned[c], ku, static_cast<std::size_t>(i));
-      for (int s = 1; s < k; ++s) {
-        const int j = (i + s) % k;
-        const Segment ch = chunk_of(owned[c], ku, static_cast<std::size_t>(j));
-        if (ch.count == 0) continue;
-        PodCoord to = at;
-        to[du] = j;
-        steps[step0 + static_cast<std::size_t>(s) - 1].transfers.push_back(
-            Transfer{static_cast<int>(c), t.id(to), ch.offset, ch.offset, ch.count,
-                     TransferKind::kReduce, direct_route(t, dim, i, j)});
+    grow(steps, step0 + phase_len[ph], "reduce_scatter");
+    start.push_back(held);
+    for (std::size_t q = 0; q < d; ++q) {
+      const int dim = dim_of(q, ph);
+      const int k = t.extent(dim);
+      const std::size_t ku = static_cast<std::size_t>(k);
+      for (std::size_t c = 0; c < p; ++c) {
+        const int i = coord_along(c, dim);
+        const Segment own = start[ph][q][c];
+        held[q][c] = chunk_of(own, ku, static_cast<std::size_t>(i));
+        for (int s = 1; s < k; ++s) {
+          const int j = (i + s) % k;
+          send(steps[step0 + static_cast<std::size_t>(s) - 1], c, dim, i, j,
+               chunk_of(own, ku, static_cast<std::size_t>(j)), TransferKind::kReduce);
+        }
       }
     }
-    owned = std::move(next);
   }
-  for (std::size_t ph = dims.size(); ph-- > 0;) {
-    const int dim = dims[ph];
-    const std::size_t du = static_cast<std::size_t>(dim);
-    const int k = t.extent(dim);
-    const std::size_t ku = static_cast<std::size_t>(k);
+  for (std::size_t ph = d; ph-- > 0;) {
     const std::size_t step0 = steps.size();
-    grow(steps, step0 + ku - 1, "all_gather");
-    for (std::size_t c = 0; c < p; ++c) {
-      const PodCoord at = t.coord(static_cast<int>(c));
-      const int i = at[du];
-      const Segment mine = chunk_of(before[ph][c], ku, static_cast<std::size_t>(i));
-      if (mine.count == 0) continue;
-      for (int s = 1; s < k; ++s) {
-        const int j = (i + s) % k;
-        PodCoord to = at;
-        to[du] = j;
-        steps[step0 + static_cast<std::size_t>(s) - 1].transfers.push_back(
-            Transfer{static_cast<int>(c), t.id(to), mine.offset, mine.offset, mine.count,
-                     TransferKind::kCopy, direct_route(t, dim, i, j)});
+    grow(steps, step0 + phase_len[ph], "all_gather");
+    for (std::size_t q = 0; q < d; ++q) {
+      const int dim = dim_of(q, ph);
+      const int k = t.extent(dim);
+      for (std::size_t c = 0; c < p; ++c) {
+        const int i = coord_along(c, dim);
+        const Segment mine =
+            chunk_of(start[ph][q][c], static_cast<std::size_t>(k), static_cast<std::size_t>(i));
+        for (int s = 1; s < k; ++s) {
+          send(steps[step0 + static_cast<std::size_t>(s) - 1], c, dim, i, (i + s) % k, mine,
+               TransferKind::kCopy);
+        }
       }
     }
   }

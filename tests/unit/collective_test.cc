@@ -91,36 +91,43 @@ float ring_fold(const std::vector<int>& order, int owner, ReduceOp op,
   return acc;
 }
 
-// A direct all-reduce, from its definition: element e ends at the chip whose coordinate along
-// each active dimension d is e's chunk (over k_d) in the segment the chips own before d's phase.
-// After phase m the owner `at` of e holds V_m(at) = V_{m-1}(at) op= V_{m-1}(at with coordinate
-// j - 1 along d), then j - 2, .., j + 1 (mod k; j = at's coordinate along d = dims[m - 1]), each
+// A direct all-reduce, from its definition: the buffer is cut into d parts (d active
+// dimensions) and part q takes the dimensions in the order dims[q], dims[q + 1], .. (mod d).
+// Element e of part q ends at the chip whose coordinate along each of those dimensions is e's
+// chunk (over k) in the segment the chips own before that dimension's phase. After phase m the
+// owner `at` of e holds V_m(at) = V_{m-1}(at) op= V_{m-1}(at with coordinate j - 1 along the
+// phase's dimension), then j - 2, .., j + 1 (mod k; j = at's coordinate along it), each
 // op(incoming, own); V_0 is the input.
 float direct_fold(const Topology& t, size_t n, size_t e, ReduceOp op,
                   const std::function<float(int)>& x) {
   const std::vector<int> dims = t.active_dims();
-  size_t off = 0, len = n;
+  const size_t d = dims.size();
+  if (d == 0) return x(0);  // one chip: its own value
+  const size_t part = rule_chunk_of(n, d, e);
+  std::vector<int> order;  // the part's dimensions, in phase order
+  for (size_t m = 0; m < d; ++m) order.push_back(dims[(part + m) % d]);
+  size_t off = rule_start(n, d, part), len = rule_len(n, d, part);
   PodCoord owner{0, 0, 0};
-  for (int d : dims) {
-    const size_t k = static_cast<size_t>(t.extent(d));
+  for (int dim : order) {
+    const size_t k = static_cast<size_t>(t.extent(dim));
     const size_t j = rule_chunk_of(len, k, e - off);
-    owner[static_cast<size_t>(d)] = static_cast<int>(j);
+    owner[static_cast<size_t>(dim)] = static_cast<int>(j);
     off += rule_start(len, k, j);
     len = rule_len(len, k, j);
   }
   std::function<float(size_t, const PodCoord&)> v = [&](size_t m, const PodCoord& at) -> float {
     if (m == 0) return x(t.id(at));
-    const size_t d = static_cast<size_t>(dims[m - 1]);
-    const int k = t.extent(dims[m - 1]);
+    const size_t du = static_cast<size_t>(order[m - 1]);
+    const int k = t.extent(order[m - 1]);
     float acc = v(m - 1, at);
     for (int s = 1; s < k; ++s) {
       PodCoord from = at;
-      from[d] = (at[d] - s + k) % k;
+      from[du] = (at[du] - s + k) % k;
       acc = op_apply(op, v(m - 1, from), acc);
     }
     return acc;
   };
-  return v(dims.size(), owner);
+  return v(d, owner);
 }
 
 float widen(uint32_t bits, DType t) {
@@ -203,8 +210,8 @@ void check_plan(const CollectivePlan& plan) {
       EXPECT_NE(x.src, x.dst);
       EXPECT_EQ(route_dst(t, x.src, x.route), x.dst);
       if (plan.spec.algorithm == "direct") {
-        // Straight to the destination in one dimension: the shorter way round a ring (+1 on a
-        // tie), straight along a line.
+        // Straight to the destination in one dimension: the shorter way round a ring (a tie,
+        // k/2 away, either way: its halves go one each), straight along a line.
         const size_t d = static_cast<size_t>(x.route.dim);
         const int k = t.extent(x.route.dim);
         const PodCoord a = t.coord(x.src), b = t.coord(x.dst);
@@ -218,6 +225,7 @@ void check_plan(const CollectivePlan& plan) {
           const int fwd = (b[d] - a[d] + k) % k;
           dir = 2 * fwd <= k ? +1 : -1;
           hops = dir > 0 ? fwd : k - fwd;
+          if (2 * fwd == k) dir = x.route.dir;  // a tie: checked by DirectSplitsTies
         }
         EXPECT_EQ(x.route.dir, dir);
         EXPECT_EQ(x.route.hops, hops);
@@ -241,17 +249,20 @@ void check_plan(const CollectivePlan& plan) {
   }
 }
 
-// The steps of a direct all-reduce, one span [first, end) per phase: the reduce-scatter of each
-// active dimension in order, then the all-gathers in reverse order, k_d - 1 steps each.
+// The steps of a direct all-reduce, one span [first, end) per phase: d reduce-scatter phases,
+// then d all-gather phases (d active dimensions). Every phase moves one part along each
+// dimension, so each takes k - 1 steps of the longest one.
+size_t direct_phase_len(const Topology& t) {
+  int k = 1;
+  for (int d : t.active_dims()) k = std::max(k, t.extent(d));
+  return static_cast<size_t>(k - 1);
+}
+
 std::vector<std::pair<size_t, size_t>> direct_phases(const Topology& t) {
-  std::vector<int> dims = t.active_dims();
-  std::vector<int> order = dims;
-  order.insert(order.end(), dims.rbegin(), dims.rend());
   std::vector<std::pair<size_t, size_t>> spans;
-  size_t at = 0;
-  for (int d : order) {
-    spans.emplace_back(at, at + static_cast<size_t>(t.extent(d) - 1));
-    at = spans.back().second;
+  const size_t len = direct_phase_len(t);
+  for (size_t ph = 0; ph < 2 * t.active_dims().size(); ++ph) {
+    spans.emplace_back(ph * len, (ph + 1) * len);
   }
   return spans;
 }
@@ -414,10 +425,11 @@ TEST_P(CollectiveReduce, MatchesTheAlgorithmAndTheExactValue) {
     const CollectivePlan plan = make_plan(t, spec);
     check_plan(plan);
     size_t want_steps = 2 * (p - 1);
-    if (rc.algo == "torus" || rc.algo == "direct") {
+    if (rc.algo == "torus") {
       want_steps = 0;
       for (int d : t.active_dims()) want_steps += 2 * static_cast<size_t>(t.extent(d) - 1);
     }
+    if (rc.algo == "direct") want_steps = direct_phases(t).size() * direct_phase_len(t);
     if (rc.coll == Collective::kReduceScatter) want_steps = p - 1;
     EXPECT_EQ(plan.steps.size(), want_steps);
     EXPECT_EQ(plan.element_bytes, 4u);  // f32, and bf16 partials travel as f32
@@ -546,13 +558,14 @@ TEST(CollectiveGolden, DirectSumOrderByHandOnARing) {
   for (const auto& chip : out) EXPECT_EQ(chip, want);
 }
 
-// Direct on a 2x2 (chips 0 = (0,0), 1 = (1,0), 2 = (0,1), 3 = (1,1)): x first, then y, so every
-// element is (x0 + x1) + (x2 + x3), the pairs along x (the order within a pair of two does not
-// show: + is commutative). Per element the chips hold:
-//   e0: 2^24, 1, 1, -2^24  ->  2^24 + -(2^24 - 1) = 1   (2^24 + 1 ties to even)
-//   e1: 2^24, -2^24, 1, 1  ->  0 + 2 = 2                 (y first would give 1)
-//   e2: 1, 1, 2^24, -2^24  ->  2 + 0 = 2
-//   e3: 2^24, 1, -2^24, 1  ->  2^24 + -(2^24 - 1) = 1   (y first would give 2)
+// Direct on a 2x2 (chips 0 = (0,0), 1 = (1,0), 2 = (0,1), 3 = (1,1)), n = 4: part 0 (e0, e1)
+// goes x first, then y, so its elements are (x0 + x1) + (x2 + x3); part 1 (e2, e3) goes y
+// first: (x0 + x2) + (x1 + x3) (the order within a pair of two does not show: + is
+// commutative). Per element the chips hold:
+//   e0: 2^24, 1, 1, -2^24  ->  x first: 2^24 + -(2^24 - 1) = 1   (2^24 + 1 ties to even)
+//   e1: 2^24, -2^24, 1, 1  ->  x first: 0 + 2 = 2                 (y first would give 1)
+//   e2: 1, 1, 2^24, -2^24  ->  y first: 2^24 + -(2^24 - 1) = 1   (x first would give 2)
+//   e3: 2^24, 1, -2^24, 1  ->  y first: 0 + 2 = 2                 (x first would give 1)
 TEST(CollectiveGolden, DirectSumOrderByHandOn2x2) {
   const uint32_t b = f32_bits(16777216.0f), m = f32_bits(-16777216.0f), o = f32_bits(1);
   const Buffers in = {{b, b, o, b}, {o, m, o, o}, {o, o, b, m}, {m, o, m, o}};
@@ -562,15 +575,47 @@ TEST(CollectiveGolden, DirectSumOrderByHandOn2x2) {
   const CollectivePlan plan = make_plan(Topology::torus({2, 2}), spec);
   ASSERT_EQ(plan.steps.size(), 4u);
   for (size_t s = 0; s < 4; ++s) {
+    // Both parts from every chip in the outer phases; in the inner ones a part's segment is one
+    // element, which one chip of each pair owns.
+    EXPECT_EQ(plan.steps[s].transfers.size(), s == 0 || s == 3 ? 8u : 4u);
     for (const Transfer& x : plan.steps[s].transfers) {
-      EXPECT_EQ(x.route.dim, s == 0 || s == 3 ? 0 : 1);  // x, y, then y, x
-      EXPECT_EQ(x.route.dir, +1);                        // distance 1 of 2: the tie
+      const bool part0 = x.src_offset < 2;
+      const bool first_dim = s == 0 || s == 3;           // x, y, then y, x (part 0)
+      EXPECT_EQ(x.route.dim, part0 == first_dim ? 0 : 1) << "step " << s;
+      EXPECT_EQ(x.route.dir, +1);                        // distance 1 of 2: a one-element tie
       EXPECT_EQ(x.route.hops, 1);
     }
   }
   const Buffers out = execute_plan_f32(plan, in);
-  const std::vector<uint32_t> want = {f32_bits(1), f32_bits(2), f32_bits(2), f32_bits(1)};
+  const std::vector<uint32_t> want = {f32_bits(1), f32_bits(2), f32_bits(1), f32_bits(2)};
   for (const auto& chip : out) EXPECT_EQ(chip, want);
+}
+
+// A tie (distance k/2 on an even ring) goes half each way: on a ring of 4 with chunks of 4
+// elements, the distance-2 step sends elements 0-1 of the chunk +1 and 2-3 -1, two links each,
+// so the + and the - links carry the same bytes (the ring of 4's reduce-scatter: 1/2 of the
+// segment on every directed link, against 3/4 on the + links with the tie one way).
+TEST(CollectivePlan, DirectSplitsTies) {
+  CollectiveSpec spec;
+  spec.n = 16;
+  spec.algorithm = "direct";
+  const Topology ring4 = Topology::torus({4});
+  const CollectivePlan plan = make_plan(ring4, spec);
+  ASSERT_EQ(plan.steps.size(), 6u);
+  for (size_t s : {1u, 4u}) {  // distance 2, both phases
+    ASSERT_EQ(plan.steps[s].transfers.size(), 8u);
+    for (const Transfer& x : plan.steps[s].transfers) {
+      EXPECT_EQ(x.dst, (x.src + 2) % 4);
+      EXPECT_EQ(x.count, 2u);
+      EXPECT_EQ(x.route.hops, 2);
+      const size_t chunk = 4 * static_cast<size_t>(s == 1 ? x.dst : x.src);
+      EXPECT_EQ(x.route.dir, x.src_offset == chunk ? +1 : -1) << "step " << s;
+      EXPECT_TRUE(x.src_offset == chunk || x.src_offset == chunk + 2);
+    }
+  }
+  const PlanCost c = plan_cost(plan);
+  ASSERT_EQ(c.link_bytes.size(), 8u);
+  for (const auto& [link, bytes] : c.link_bytes) EXPECT_EQ(bytes, 64u);  // 2 x (4 + 2 + 2) x 4 B
 }
 
 // bf16 inputs accumulate in f32 and round once: 1 + 2^-8 + 2^-8 = 1 + 2^-7 (a bf16 value);
@@ -823,9 +868,11 @@ TEST(CollectiveCost, DirectStepsAreIndependentAndCostMoreLinkBytes) {
   const Buffers in = random_values(16, 37, DType::kF32, true, rng);
   EXPECT_EQ(execute_plan_f32(rev, in), execute_plan_f32(mx, in));
 
-  // Link bytes against the bound (L = 2 d links per chip). 4x4: the x phases load a + link
-  // with N/4 (distance 1) + 2 N/4 (distance 2, two hops) and a - link with N/4; y the same on
-  // N/4: busiest link 2 * 3N/4 = 1.5 N over the plan, bound 2 (15/16) N / 4 = 0.46875 N.
+  // Link bytes against the bound (L = 2 d links per chip). 4x4: the part that goes x first
+  // (N/2) loads each x link in its x phase with N/8 (distance 1) + N/16 + N/16 (the tie's halves,
+  // two links each: its own and its neighbour's), N/4; the other part N/16 in its second phase:
+  // 5N/16 per reduce-scatter, 5N/8 = 0.625 N over the plan on every directed link (the y links
+  // the same), against a bound of 2 (15/16) N / 4 = 0.46875 N.
   const auto cost_of = [](const Topology& t, size_t n) {
     CollectiveSpec s;
     s.n = n;
@@ -837,21 +884,22 @@ TEST(CollectiveCost, DirectStepsAreIndependentAndCostMoreLinkBytes) {
                                                        n44, 1);
   EXPECT_EQ(allreduce_links_per_chip(t44, "direct"), 4);
   EXPECT_DOUBLE_EQ(bound44, 0.46875 * n44);
-  EXPECT_EQ(c44.max_link_bytes, 3840u);                     // 1.5 N: 3.2x the bound
-  EXPECT_DOUBLE_EQ(c44.time_s(1.0), 2.5 * n44);             // steps back to back: 5.33x
-  EXPECT_DOUBLE_EQ(phase_time(c44, phases), 1.875 * n44);   // phases at once: 4.0x
   EXPECT_EQ(c44.link_bytes.size(), 64u);                    // every directed link carries data
-  // Ring of 8: a + link carries (1 + 2 + 3 + 4) N/8 per phase (distances 1..4, the tie +1), a -
-  // link (3 + 2 + 1) N/8; bound 2 (7/8) N / 2 = 0.875 N.
+  for (const auto& [link, bytes] : c44.link_bytes) EXPECT_EQ(bytes, 1600u);  // 0.625 N: 1.33x
+  EXPECT_EQ(c44.max_link_bytes, 1600u);
+  EXPECT_DOUBLE_EQ(c44.time_s(1.0), 0.9375 * n44);          // steps back to back: 2.0x
+  EXPECT_DOUBLE_EQ(phase_time(c44, phases), 0.625 * n44);   // phases at once: 1.33x
+  // Ring of 8: a + link carries (1 + 2 + 3) N/8 at distances 1..3 and 4 N/16 of the tie's +
+  // halves per phase, N; a - link the same; bound 2 (7/8) N / 2 = 0.875 N.
   const Topology r8 = Topology::torus({8});
   const PlanCost c8 = cost_of(r8, 800);
   const double n8 = 3200, bound8 = allreduce_bound_s(8, allreduce_links_per_chip(r8, "direct"),
                                                      n8, 1);
   EXPECT_DOUBLE_EQ(bound8, 0.875 * n8);
   EXPECT_EQ(c8.steps, 14u);
-  EXPECT_EQ(c8.max_link_bytes, 8000u);                            // 2.5 N: 2.857x the bound
-  EXPECT_DOUBLE_EQ(c8.time_s(1.0), 4.0 * n8);                     // 4.571x
-  EXPECT_DOUBLE_EQ(phase_time(c8, direct_phases(r8)), 2.5 * n8);  // 2.857x
+  EXPECT_EQ(c8.max_link_bytes, 6400u);                            // 2 N: 2.29x the bound
+  EXPECT_DOUBLE_EQ(c8.time_s(1.0), 3.5 * n8);                     // 4.0x
+  EXPECT_DOUBLE_EQ(phase_time(c8, direct_phases(r8)), 2.0 * n8);  // 2.29x
 }
 
 TEST(CollectiveCost, Bf16AllReduceSendsF32PartialsAndGathersBf16) {
