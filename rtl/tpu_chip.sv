@@ -184,7 +184,7 @@ module tpu_chip
     .AmemRows(Cfg.amem_rows),
     .HbmBytes(HbmBytes),
     .NumCnt  (IciNumCnt),
-    .NumEng  (4),
+    .NumEng  (IciSendContexts),
     .DmaQ    (DmaQ),
     .MmSlots (MmSlots),
     .WBanks  (Cfg.mxu_wbanks)
@@ -522,7 +522,7 @@ module tpu_chip
     .Lanes  (Lanes),
     .NumCnt (IciNumCnt),
     .PktRows(IciPktRows),
-    .NumEng (4)
+    .NumEng (IciSendContexts)
   ) i_ici_eng (
     .clk_i         (clk_i),
     .rst_ni        (rst_ni),

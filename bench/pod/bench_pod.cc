@@ -75,6 +75,8 @@ void add_collective(Report& rep, const MachineInfo& mi, const CollectiveSpec& s,
   const Topology g = group_topology(mi.topo, s.group_dims);
   const double cyc = static_cast<double>(r.collective_cycles);
   rep.field("topology", mi.topo.name()).field("algorithm", s.algorithm);
+  if (s.algorithm == "torus")  // the parts' weights the driver chose (empty: equal parts)
+    rep.field("part_weights", Json(r.plan.spec.part_weights));
   rep.metric("group_chips", g.num_chips(), "", "chips of one group");
   rep.metric("bytes_per_chip", static_cast<uint64_t>(S), "bytes", "S");
   rep.metric("rounds", r.rounds.size(), "", "rounds through VMEM", true);

@@ -213,12 +213,28 @@ void shard_halves(std::size_t n, std::size_t p, std::vector<Segment>* cw,
   }
 }
 
-void plan_torus_allreduce(const Topology& t, std::size_t n, std::vector<Step>& steps) {
+// Part k of d: the chunking rule, or with weights [floor(n W_<k / W), floor(n W_<=k / W)).
+Segment part_of(std::size_t n, std::size_t d, std::size_t k, const std::vector<unsigned>& w) {
+  if (w.empty()) return chunk_of(Segment{0, n}, d, k);
+  uint64_t below = 0, total = 0;  // at most 3 x 65536: n x total fits 64 bits below 2^45
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    total += w[i];
+    if (i < k) below += w[i];
+  }
+  const auto at = [&](uint64_t num) {
+    return static_cast<std::size_t>(static_cast<uint64_t>(n) * num / total);
+  };
+  const std::size_t lo = at(below), hi = at(below + w[k]);
+  return Segment{lo, hi - lo};
+}
+
+void plan_torus_allreduce(const Topology& t, std::size_t n, const std::vector<unsigned>& weights,
+                          std::vector<Step>& steps) {
   const std::vector<int> dims = t.active_dims();
   const std::size_t d = dims.size();
   const int p = t.num_chips();
   for (std::size_t k = 0; k < d; ++k) {
-    const Segment part = chunk_of(Segment{0, n}, d, k);
+    const Segment part = part_of(n, d, k, weights);
     for (std::size_t half = 0; half < 2; ++half) {
       std::vector<Segment> owned(static_cast<std::size_t>(p), chunk_of(part, 2, half));
       struct Done {
@@ -557,6 +573,22 @@ CollectivePlan plan_whole(const Topology& topo, const CollectiveSpec& spec) {
     bad("algorithm: 'torus' needs at least 2 dimensions with more than one chip; topology " +
         topo.name() + " has " + std::to_string(topo.active_dims().size()));
   }
+  if (!spec.part_weights.empty()) {
+    if (algo != "torus") bad("part_weights: only 'torus' has parts, not '" + algo + "'");
+    if (spec.part_weights.size() != topo.active_dims().size()) {
+      bad("part_weights: " + std::to_string(spec.part_weights.size()) + " weights; " +
+          topo.name() + " has " + std::to_string(topo.active_dims().size()) +
+          " active dimensions, one part each");
+    }
+    for (unsigned w : spec.part_weights) {
+      if (w == 0 || w > 65536) {
+        bad("part_weights: " + std::to_string(w) + "; each weight is 1..65536");
+      }
+    }
+    if (spec.n >= (std::size_t{1} << 44)) {
+      bad("part_weights: n " + std::to_string(spec.n) + " elements; weighted parts need n < 2^44");
+    }
+  }
   const int pi = topo.num_chips();
   const std::size_t p = static_cast<std::size_t>(pi);
   if (spec.collective == Collective::kBroadcast && (spec.root < 0 || spec.root >= pi)) {
@@ -599,7 +631,7 @@ CollectivePlan plan_whole(const Topology& topo, const CollectiveSpec& spec) {
       } else if (algo == "direct") {
         plan_direct_allreduce(topo, n, plan.steps);
       } else {
-        plan_torus_allreduce(topo, n, plan.steps);
+        plan_torus_allreduce(topo, n, spec.part_weights, plan.steps);
         std::size_t rs_steps = 0;
         for (int d : topo.active_dims()) rs_steps += static_cast<std::size_t>(topo.extent(d) - 1);
         for (std::size_t s = 0; s < plan.steps.size(); ++s) {

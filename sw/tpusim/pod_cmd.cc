@@ -517,6 +517,8 @@ int run_collective(const CollectiveArgs& a) {
   add_pod(rep, cfg, mi, opt);
   rep.field("axis", axis).field("group_chips", p);
   rep.field("algorithm", spec.algorithm).field("dtype", dtype).field("op", op);
+  if (spec.algorithm == "torus")  // the parts' weights the driver chose (empty: equal parts)
+    rep.field("part_weights", Json(r.plan.spec.part_weights));
   rep.metric("elements", spec.n, "", "elements per chip (all_gather: of the output)");
   rep.metric("bytes_per_chip", bytes, "bytes", "the buffer size S (nccl-tests' definition)");
   rep.metric("rounds", r.rounds.size(), "", "rounds through VMEM", true);

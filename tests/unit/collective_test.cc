@@ -1816,6 +1816,64 @@ INSTANTIATE_TEST_SUITE_P(
         GranuleCase{"ring4_tiny", Topology::torus({4}), {}, Collective::kAllReduce, "ring", 5}),
     [](const ::testing::TestParamInfo<GranuleCase>& i) { return std::string(i.param.name); });
 
+// Torus parts of given weights: part k goes along the k-th active dimension first, so the first
+// step's transfers along each dimension carry that part's first chunks, in proportion to the
+// weights; the sums stay exact (small integers: every order gives the same bits), and the
+// errors name part_weights and the rule.
+TEST(CollectivePlan, TorusPartWeightsSizeThePartsAndKeepTheSum) {
+  const Topology t = Topology::torus({2, 2, 2});
+  CollectiveSpec spec;
+  spec.algorithm = "torus";
+  spec.n = 9 * 16;  // weights 2 : 5 : 2 -> parts of 32, 80 and 32 elements
+  spec.part_weights = {2, 5, 2};
+  const CollectivePlan plan = make_plan(t, spec);
+  check_plan(plan);
+  std::map<int, size_t> first_step;  // dim -> elements sent in step 0
+  for (const Transfer& x : plan.steps[0].transfers) first_step[x.route.dim] += x.count;
+  // Each part's halves go round their 2-rings in step 0: half of each half, every chip.
+  EXPECT_EQ(first_step[0], 8u * 32 / 2);
+  EXPECT_EQ(first_step[1], 8u * 80 / 2);
+  EXPECT_EQ(first_step[2], 8u * 32 / 2);
+  Buffers in(8, std::vector<uint32_t>(spec.n));
+  std::vector<uint32_t> want(spec.n);
+  for (size_t e = 0; e < spec.n; ++e) {
+    float sum = 0;
+    for (size_t c = 0; c < 8; ++c) {
+      const float v = static_cast<float>((c * 7 + e * 3) % 11) - 5.0f;
+      in[c][e] = f32_bits(v);
+      sum += v;
+    }
+    want[e] = f32_bits(sum);
+  }
+  for (const auto& chip : execute_plan_f32(plan, in)) EXPECT_EQ(chip, want);
+  // Equal weights give the equal parts' plan (up to the chunking rule's rounding: n divisible).
+  spec.part_weights = {1, 1, 1};
+  const CollectivePlan eq = make_plan(t, spec);
+  spec.part_weights.clear();
+  const CollectivePlan none = make_plan(t, spec);
+  ASSERT_EQ(eq.steps.size(), none.steps.size());
+  for (size_t st = 0; st < eq.steps.size(); ++st) {
+    ASSERT_EQ(eq.steps[st].transfers.size(), none.steps[st].transfers.size());
+    for (size_t i = 0; i < eq.steps[st].transfers.size(); ++i) {
+      EXPECT_EQ(eq.steps[st].transfers[i].src_offset, none.steps[st].transfers[i].src_offset);
+      EXPECT_EQ(eq.steps[st].transfers[i].count, none.steps[st].transfers[i].count);
+    }
+  }
+  const auto plan_with = [&](std::vector<unsigned> w, const char* algo) {
+    return [w, algo, t] {
+      CollectiveSpec s;
+      s.n = 64;
+      s.algorithm = algo;
+      s.part_weights = w;
+      make_plan(t, s);
+    };
+  };
+  expect_invalid(plan_with({1, 2}, "torus"), {"part_weights", "3 active dimensions"});
+  expect_invalid(plan_with({1, 0, 1}, "torus"), {"part_weights", "1..65536"});
+  expect_invalid(plan_with({1, 70000, 1}, "torus"), {"part_weights", "1..65536"});
+  expect_invalid(plan_with({1, 1, 1}, "ring"), {"part_weights", "only 'torus'"});
+}
+
 TEST(CollectiveGranules, AllToAllBlocksMustBeWholeGranules) {
   CollectiveSpec spec;
   spec.collective = Collective::kAllToAll;

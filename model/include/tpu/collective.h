@@ -119,6 +119,12 @@ struct CollectiveSpec {
   int root = 0;
   std::vector<int> group_dims;
   std::size_t granule = 1;
+  // torus only: the relative sizes of its d parts (part k takes the dimensions from the k-th
+  // active one of the group on), one weight of 1..65536 per active dimension; part k holds
+  // elements [floor(n W_<k / W), floor(n W_<=k / W)). Empty: equal parts (the chunking rule). A
+  // driver whose chips send some directions through one queue balances those queues with it
+  // (PodDriver::part_weights).
+  std::vector<unsigned> part_weights;
 };
 
 // The single source of truth for what moves where and in which order.
