@@ -22,16 +22,23 @@
 //   VMEM/AMEM -> HBM: up to two rows read per cycle (two read ports) are packed into bursts; a
 //     full burst is sent as a write request on its lane; the command completes when every write
 //     is acknowledged.
+// Overlap: a read (HBM -> VMEM) whose requests have all gone out drains its responses while
+// the next command starts walking, if that is a read too: up to two commands in flight, the
+// older one completing first (done_o pulses once per command, in order). Every response carries
+// its own command's format (bf16, tail) in its tag entry. A write starts only on an idle engine,
+// and nothing starts beside a write, so no HBM access overtakes an earlier one to the same bytes.
 // Throughput: two on-chip rows per cycle when they lie in one segment (else one), in one burst
 // or two: up to two bursts (128 B) per cycle when a row is a whole burst (f32 rows of 16 lanes),
 // else two rows' bytes per cycle (bf16 rows of 16 lanes: 64 B/cycle). NumTags requests in flight
 // (the chip uses 128, 64 per lane: at one burst per cycle a lane, 32 did not cover a row miss
 // plus queueing). Handshakes: valid/ready to the HBM controller (payload held while waiting);
-// start_i is taken when ready_o is high; done_o pulses for one cycle when the command has
-// completed (all data in memory, or all writes acknowledged and so visible in HBM).
+// start_i is taken when ready_o is high (idle, or the overlap above: ready_o then depends on
+// dir_i); done_o pulses for one cycle when a command has completed (all data in memory, or all
+// writes acknowledged and so visible in HBM).
 // ECC: a read response with an uncorrectable word (rsp_i.ue, tpu_hbm_ctrl) is still written (the
 // data as read), and `ecc_err_o` pulses with `ecc_addr_o`, the byte address of its first such
-// word, so that the sequencer stops the program with ErrHbmUncorr naming this DMA.
+// word, so that the sequencer stops the program with ErrHbmUncorr naming this DMA:
+// `ecc_second_o` says the word belongs to the younger of two commands in flight.
 module tpu_dma
   import tpu_hbm_pkg::*;
   import tpu_chip_pkg::*;
@@ -60,6 +67,7 @@ module tpu_dma
   output logic                busy_o,
   output logic                ecc_err_o,
   output logic [31:0]         ecc_addr_o,
+  output logic                ecc_second_o,  // the error is the younger command's (overlap)
   // HBM controller ports (two lanes: even bursts on 0, odd bursts on 1)
   output logic     [1:0]      req_valid_o,
   input  logic     [1:0]      req_ready_i,
@@ -88,6 +96,9 @@ module tpu_dma
     logic [6:0]  cnt;   // pieces in the burst
     logic [MaxPieces-1:0] last;  // piece i is the last of its segment (tail fill applies)
     logic [31-HBM_OFFSET_W:0] blk;  // the burst's address / 64 (for ECC error reports)
+    logic        gen;   // the command it belongs to (gen_q when it was sent)
+    logic        bf16;  // that command's element size and tail fill
+    logic [7:0]  tail;
   } tag_ent_t;
 
   // A read request being built (pieces merged while contiguous in its burst) or waiting to go.
@@ -101,7 +112,9 @@ module tpu_dma
   } pend_t;
 
   // ---- Command registers and the walker over the HBM region ----
-  logic        active_q, active_d;
+  // active_q: a command is walking (or draining, as the only one); gen_q: its generation (flips
+  // at every start); old_q: the previous read still draining beside it (generation !gen_q).
+  logic        active_q, active_d, gen_q, gen_d, old_q, old_d;
   dma_dir_e    dir_q, dir_d;
   logic        bf16_q, bf16_d;
   logic        hi_q, hi_d;
@@ -130,6 +143,7 @@ module tpu_dma
 
   // ---- Tags: lane l uses the tags with bit 0 = l, in turn ----
   logic [NumTags-1:0]  tag_busy_q, tag_busy_d;
+  logic [NumTags-1:0]  tag_gen_q, tag_gen_d;  // the generation of each busy tag's command
   tag_ent_t            tag_tab_q [NumTags];
   logic [1:0][LaneTagW-1:0] next_tag_q, next_tag_d;
   logic [1:0][TagW-1:0] lane_tag;
@@ -206,7 +220,8 @@ module tpu_dma
         req_o[l].data  = sreq_data_q[l];
       end
       new_ent[l] = '{row0: pend_q[l].row0, off0: pend_q[l].off0, cnt: pend_q[l].cnt,
-                     last: pend_q[l].last, blk: req_o[l].addr[31:HBM_OFFSET_W]};
+                     last: pend_q[l].last, blk: req_o[l].addr[31:HBM_OFFSET_W], gen: gen_q,
+                     bf16: bf16_q, tail: tail_q};
     end
   end
   assign send = req_valid_o & req_ready_i;
@@ -237,6 +252,8 @@ module tpu_dma
   logic [5:0]        unp_off_q, unp_off_d;
   logic [BurstW-1:0] unp_data_q, unp_data_d;
   logic [MaxPieces-1:0] unp_last_q, unp_last_d;
+  logic              unp_gen_q, unp_gen_d, unp_bf16_q, unp_bf16_d;
+  logic [7:0]        unp_tail_q, unp_tail_d;
   logic [1:0]        rsp_fire, rsp_rd;
   tag_ent_t [1:0]    rsp_ent;
   logic [1:0][TagW-1:0] rsp_tag;
@@ -244,15 +261,20 @@ module tpu_dma
   logic              lr;    // the response whose rest goes into the unpack stage
   logic [1:0][BurstW-1:0] w_src;
   logic [1:0][5:0]   w_off;
-  logic [1:0]        w_last, w_en;
+  logic [1:0]        w_last, w_en, w_bf16;
+  logic [1:0][7:0]   w_tail;
   logic [1:0][15:0]  w_row;
+  logic [1:0][5:0]   rsp_pb;  // a response's piece bytes (its command's element size)
+  logic [5:0]        unp_pb;
 
   assign unp_busy = unp_cnt_q != '0;
   for (genvar p = 0; p < 2; p++) begin : gen_rsp
     assign rsp_tag[p] = rsp_i[p].tag[TagW-1:0];
     assign rsp_ent[p] = tag_tab_q[rsp_tag[p]];
     assign rsp_rd[p]  = rsp_fire[p] && !rsp_i[p].write;
+    assign rsp_pb[p]  = rsp_ent[p].bf16 ? 6'(2 * Lanes) : 6'(4 * Lanes);
   end
+  assign unp_pb = unp_bf16_q ? 6'(2 * Lanes) : 6'(4 * Lanes);
   // Port 1 only alongside a port-0 read response of one piece (or an acknowledge, or none).
   assign rsp_ready_o[0] = !unp_busy;
   assign rsp_ready_o[1] = !unp_busy &&
@@ -267,8 +289,10 @@ module tpu_dma
     w_en   = '0;
     w_row  = {unp_row_q + 16'd1, unp_row_q};
     w_src  = {unp_data_q, unp_data_q};
-    w_off  = {unp_off_q + 6'(pbytes), unp_off_q};
+    w_off  = {unp_off_q + unp_pb, unp_off_q};
     w_last = 2'(unp_last_q);
+    w_bf16 = {unp_bf16_q, unp_bf16_q};
+    w_tail = {unp_tail_q, unp_tail_q};
     if (unp_busy) begin
       w_en = {unp_cnt_q > 7'd1, 1'b1};
     end else if (both) begin
@@ -277,12 +301,16 @@ module tpu_dma
       w_src  = {rsp_i[1].data, rsp_i[0].data};
       w_off  = {rsp_ent[1].off0, rsp_ent[0].off0};
       w_last = {rsp_ent[1].last[0], rsp_ent[0].last[0]};
+      w_bf16 = {rsp_ent[1].bf16, rsp_ent[0].bf16};
+      w_tail = {rsp_ent[1].tail, rsp_ent[0].tail};
     end else if (rsp_rd[0] || rsp_rd[1]) begin
       w_en   = {rsp_ent[lr].cnt > 7'd1, 1'b1};
       w_row  = {rsp_ent[lr].row0 + 16'd1, rsp_ent[lr].row0};
       w_src  = {rsp_i[lr].data, rsp_i[lr].data};
-      w_off  = {rsp_ent[lr].off0 + 6'(pbytes), rsp_ent[lr].off0};
+      w_off  = {rsp_ent[lr].off0 + rsp_pb[lr], rsp_ent[lr].off0};
       w_last = 2'(rsp_ent[lr].last);
+      w_bf16 = {rsp_ent[lr].bf16, rsp_ent[lr].bf16};
+      w_tail = {rsp_ent[lr].tail, rsp_ent[lr].tail};
     end
     wr_data_o = '0;
     for (int unsigned i = 0; i < 2; i++) begin
@@ -290,9 +318,9 @@ module tpu_dma
       wr_addr_o[i] = MemAddrW'(w_row[i]);
       sh = w_src[i] >> (32'(w_off[i]) * 8);
       for (int unsigned l = 0; l < Lanes; l++) begin
-        if (w_last[i] && tail_q != '0 && l >= 32'(tail_q))
-          wr_data_o[i][32*l +: 32] = bf16_q ? 32'h0000_8000 : 32'h8000_0000;
-        else if (bf16_q) wr_data_o[i][32*l +: 32] = {16'h0000, sh[16*l +: 16]};
+        if (w_last[i] && w_tail[i] != '0 && l >= 32'(w_tail[i]))
+          wr_data_o[i][32*l +: 32] = w_bf16[i] ? 32'h0000_8000 : 32'h8000_0000;
+        else if (w_bf16[i]) wr_data_o[i][32*l +: 32] = {16'h0000, sh[16*l +: 16]};
         else             wr_data_o[i][32*l +: 32] = sh[32*l +: 32];
       end
     end
@@ -307,13 +335,24 @@ module tpu_dma
     for (int i = HBM_BURST_WORDS - 1; i >= 0; i--) if (rsp_i[p].ue[i]) w = 3'(i);
     ecc_err_o  = (rsp_rd[0] && rsp_i[0].ue != '0) || (rsp_rd[1] && rsp_i[1].ue != '0);
     ecc_addr_o = {rsp_ent[p].blk, HBM_OFFSET_W'(0)} | 32'({w, 3'b000});
+    ecc_second_o = old_q && rsp_ent[p].gen == gen_q;
   end
 
-  logic done;
-  assign done   = active_q && !walker_has && (pend_valid_q == '0) && (sreq_valid_q == '0) &&
-                  (tag_busy_q == '0) && !unp_busy;
-  assign done_o  = done;
-  assign ready_o = !active_q;
+  // Completion per generation: none of its tags busy and nothing of it in the unpack stage. The
+  // older command completes first; the walking one only when it is the only one.
+  logic       walked, cur_done, old_done, can_follow;
+  logic [1:0] gen_busy;
+  assign walked = active_q && !walker_has && (pend_valid_q == '0) && (sreq_valid_q == '0);
+  for (genvar g = 0; g < 2; g++) begin : gen_busy_of
+    assign gen_busy[g] = |(tag_busy_q & (g == 1 ? tag_gen_q : ~tag_gen_q)) ||
+                         (unp_busy && unp_gen_q == 1'(g));
+  end
+  assign old_done = old_q && !gen_busy[!gen_q];
+  assign cur_done = walked && !old_q && !gen_busy[gen_q];
+  // A read whose requests have all gone out lets the next read start beside it.
+  assign can_follow = walked && is_read && !old_q && !cur_done && dir_i == DmaHbmToVmem;
+  assign done_o  = old_done || cur_done;
+  assign ready_o = !active_q || can_follow;
   assign busy_o  = active_q;
 
   // ---- Next state ----
@@ -321,6 +360,8 @@ module tpu_dma
     logic [15:0] n_after;
     n_after      = '0;
     active_d     = active_q;
+    gen_d        = gen_q;
+    old_d        = old_q;
     dir_d        = dir_q;
     bf16_d       = bf16_q;
     hi_d         = hi_q;
@@ -332,6 +373,7 @@ module tpu_dma
     seg_addr_d   = seg_addr_q;
     stride_d     = stride_q;
     tag_busy_d   = tag_busy_q;
+    tag_gen_d    = tag_gen_q;
     next_tag_d   = next_tag_q;
     pend_valid_d = pend_valid_q;
     pend_d       = pend_q;
@@ -344,8 +386,15 @@ module tpu_dma
     unp_off_d    = unp_off_q;
     unp_data_d   = unp_data_q;
     unp_last_d   = unp_last_q;
+    unp_gen_d    = unp_gen_q;
+    unp_bf16_d   = unp_bf16_q;
+    unp_tail_d   = unp_tail_q;
 
-    if (start_i && !active_q) begin
+    if (old_done) old_d = 1'b0;
+    if (cur_done) active_d = 1'b0;
+    if (start_i && ready_o) begin
+      if (active_q) old_d = 1'b1;  // can_follow: the walked read drains beside the new one
+      gen_d       = !gen_q;
       active_d    = 1'b1;
       dir_d       = dir_i;
       bf16_d      = bf16_i;
@@ -358,12 +407,12 @@ module tpu_dma
       seg_addr_d  = hbm_addr_i;
       stride_d    = stride_i;
     end
-    if (done) active_d = 1'b0;
 
     // requests sent
     for (int unsigned l = 0; l < 2; l++) begin
       if (send[l]) begin
         tag_busy_d[lane_tag[l]] = 1'b1;
+        tag_gen_d[lane_tag[l]]  = gen_q;
         next_tag_d[l] = next_tag_q[l] + 1'b1;
         if (is_read) pend_valid_d[l] = 1'b0;
         else         sreq_valid_d[l] = 1'b0;
@@ -431,28 +480,36 @@ module tpu_dma
       unp_cnt_d  = (unp_cnt_q > 7'd2) ? unp_cnt_q - 7'd2 : '0;
       unp_last_d = unp_last_q >> 2;
       unp_row_d  = unp_row_q + 16'd2;
-      unp_off_d  = unp_off_q + 6'(2 * pbytes);
+      unp_off_d  = unp_off_q + 6'(2 * unp_pb);
     end else if (both) begin
       // port 0's one piece and port 1's first are written; port 1's rest waits
       if (rsp_ent[1].cnt > 7'd1) begin
         unp_cnt_d  = rsp_ent[1].cnt - 7'd1;
         unp_row_d  = rsp_ent[1].row0 + 16'd1;
-        unp_off_d  = rsp_ent[1].off0 + 6'(pbytes);
+        unp_off_d  = rsp_ent[1].off0 + rsp_pb[1];
         unp_data_d = rsp_i[1].data;
         unp_last_d = rsp_ent[1].last >> 1;
+        unp_gen_d  = rsp_ent[1].gen;
+        unp_bf16_d = rsp_ent[1].bf16;
+        unp_tail_d = rsp_ent[1].tail;
       end
     end else if ((rsp_rd[0] || rsp_rd[1]) && rsp_ent[lr].cnt > 7'd2) begin
       unp_cnt_d  = rsp_ent[lr].cnt - 7'd2;
       unp_row_d  = rsp_ent[lr].row0 + 16'd2;
-      unp_off_d  = rsp_ent[lr].off0 + 6'(2 * pbytes);
+      unp_off_d  = rsp_ent[lr].off0 + 6'(2 * rsp_pb[lr]);
       unp_data_d = rsp_i[lr].data;
       unp_last_d = rsp_ent[lr].last >> 2;
+      unp_gen_d  = rsp_ent[lr].gen;
+      unp_bf16_d = rsp_ent[lr].bf16;
+      unp_tail_d = rsp_ent[lr].tail;
     end
   end
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       active_q     <= 1'b0;
+      gen_q        <= 1'b0;
+      old_q        <= 1'b0;
       dir_q        <= DmaHbmToVmem;
       bf16_q       <= 1'b0;
       hi_q         <= 1'b0;
@@ -464,6 +521,7 @@ module tpu_dma
       seg_addr_q   <= '0;
       stride_q     <= '0;
       tag_busy_q   <= '0;
+      tag_gen_q    <= '0;
       next_tag_q   <= '0;
       pend_valid_q <= '0;
       pend_q       <= '0;
@@ -476,8 +534,13 @@ module tpu_dma
       unp_off_q    <= '0;
       unp_data_q   <= '0;
       unp_last_q   <= '0;
+      unp_gen_q    <= 1'b0;
+      unp_bf16_q   <= 1'b0;
+      unp_tail_q   <= '0;
     end else begin
       active_q     <= active_d;
+      gen_q        <= gen_d;
+      old_q        <= old_d;
       dir_q        <= dir_d;
       bf16_q       <= bf16_d;
       hi_q         <= hi_d;
@@ -489,6 +552,7 @@ module tpu_dma
       seg_addr_q   <= seg_addr_d;
       stride_q     <= stride_d;
       tag_busy_q   <= tag_busy_d;
+      tag_gen_q    <= tag_gen_d;
       next_tag_q   <= next_tag_d;
       pend_valid_q <= pend_valid_d;
       pend_q       <= pend_d;
@@ -501,6 +565,9 @@ module tpu_dma
       unp_off_q    <= unp_off_d;
       unp_data_q   <= unp_data_d;
       unp_last_q   <= unp_last_d;
+      unp_gen_q    <= unp_gen_d;
+      unp_bf16_q   <= unp_bf16_d;
+      unp_tail_q   <= unp_tail_d;
     end
   end
 
@@ -532,8 +599,15 @@ module tpu_dma
   // At most two rows a cycle reach the two write ports: never a response's piece dropped.
   RspFitsPorts: assert property (@(posedge clk_i) disable iff (!rst_ni)
       both |-> rsp_ent[0].cnt == 7'd1);
-  StartWhenIdle: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      start_i |-> !active_q);
+  // A command starts on an idle engine, or as a read beside a walked read (never beside a write).
+  StartWhenReady: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      start_i |-> !active_q || (can_follow && dir_i == DmaHbmToVmem));
+  // Two commands in flight only as two reads.
+  OverlapOnlyReads: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      old_q |-> active_q && is_read);
+  // One completion a cycle: the walking command never completes beside the older one.
+  OneDoneACycle: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      !(old_done && cur_done));
   PieceAligned: assert property (@(posedge clk_i) disable iff (!rst_ni)
       walker_has |-> (pa & (pbytes - 32'd1)) == '0);
 

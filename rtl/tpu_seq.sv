@@ -7,7 +7,8 @@
 // failing command sets the sticky error code and err_cmd_o (its index, counting from 0 after reset or clear); from then on the queue is drained
 // without issuing, so the host never blocks and nothing hangs. clear_i clears error and halt.
 // A DMA that reads an uncorrectable HBM word (dma_ecc_err_i) sets ErrHbmUncorr the same way,
-// with that DMA's own command index (kept per DMA scoreboard slot) and the word's byte address
+// with that DMA's own command index (kept per DMA scoreboard slot: the oldest DMA's, or the next
+// one's with dma_ecc_second_i, when the engine runs two reads at once) and the word's byte address
 // on err_addr_o (zero for every other error). An ICI link declared down (link_down_i) sets
 // ErrIciLinkDown with the head's index and the link's direction on err_addr_o.
 // A legal head issues to its unit when the unit can take it and its ranges do not overlap a
@@ -15,7 +16,8 @@
 // (RAW, WAR, WAW on VMEM and AMEM). The scoreboard has DmaQ entries for DMAs (queued in front of
 // the one engine, completing in order), one each for LOADW and VPU, and MmSlots for MATMULs (in
 // flight in the array, completing in order). HBM needs no tracking: the one DMA engine runs its
-// commands one after another, each complete (writes acknowledged) before the next. FENCE waits
+// commands in order, a write only once everything before it is complete, and anything after a
+// write only once it is acknowledged (only two reads overlap, tpu_dma). FENCE waits
 // for an empty scoreboard; HALT too, then raises halted_o and stops
 // issue. Issue rate: at most one command per cycle. Latency: a command at the head with no
 // hazard issues in the cycle it reaches the head.
@@ -48,6 +50,7 @@ module tpu_seq
   input  logic       dma_done_i,
   input  logic       dma_ecc_err_i,   // the running DMA read an uncorrectable HBM word
   input  logic [31:0] dma_ecc_addr_i,  // its byte address
+  input  logic       dma_ecc_second_i, // the word is the second-oldest DMA's (two in flight)
   input  logic       link_down_i,     // an ICI link of this chip is down (tpu_ici_link_tx)
   input  logic [2:0] link_down_dir_i, // the lowest such direction (0..5: +X -X +Y -Y +Z -Z)
   output logic       lw_start_o,
@@ -427,7 +430,7 @@ module tpu_seq
     // wins: a command's own error of this cycle, or an earlier one, keeps its place.
     if (dma_ecc_err_i && err_d == ErrNone) begin
       err_d      = ErrHbmUncorr;
-      err_cmd_d  = dma_idx_q[dma_head_q];
+      err_cmd_d  = dma_idx_q[dma_head_q + DmaW'(dma_ecc_second_i)];
       err_addr_d = dma_ecc_addr_i;
     end
     // A link declared down stops the program the same way (the command at the head; err_addr_o
