@@ -673,6 +673,8 @@ std::size_t PodDriver::granule(const CollectiveSpec& spec) const {
   return lcm(g, 2 * lanes * burst_rows);
 }
 
+namespace {
+
 // The bytes each chip sends through each of its send contexts in `plan`: a transfer leaves
 // through the context of its first hop's port (tpu_ici_eng: +X -X +Y -Y +Z -Z are ports 1..6).
 uint64_t busiest_context(const CollectivePlan& plan) {
@@ -687,6 +689,8 @@ uint64_t busiest_context(const CollectivePlan& plan) {
   for (const auto& [key, bytes] : sent) most = std::max(most, bytes);
   return most;
 }
+
+}  // namespace
 
 std::vector<unsigned> PodDriver::part_weights(const CollectiveSpec& spec) const {
   const Topology& topo = host_.info().topo;
