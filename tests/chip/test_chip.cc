@@ -174,57 +174,71 @@ TEST(ChipDma, RandomStridedReadsAndWriteBacks) {
 // size, tail and region, lands byte for byte as if each had run alone, and eight one-burst reads
 // take far less than eight times one (a read's latency is paid about once, not eight times).
 TEST(ChipDma, BackToBackReadsOverlapAndKeepTheirOwnFormat) {
-  ChipDriver drv("4x4");
-  std::mt19937_64 rng(23);
-  const uint64_t src = drv.alloc(1 << 16), dst = drv.alloc(1 << 16);
-  std::vector<uint8_t> hbm(1 << 16);
-  for (auto& b : hbm) b = static_cast<uint8_t>(rng());
-  drv.write(src, hbm.data(), hbm.size());
-  struct Read {
-    bool bf16;
-    uint32_t rows, tail, off, mem_row;
-  };
-  std::vector<Read> reads;
-  std::vector<ChipCmd> prog;
-  uint32_t mem_row = 8;
-  for (int i = 0; i < 12; ++i) {
-    Read r{rng() % 2 == 0, 1 + static_cast<uint32_t>(rng() % 24),
-           rng() % 2 ? static_cast<uint32_t>(rng() % 4) : 0u,
-           static_cast<uint32_t>(rng() % 64) * 64, mem_row};
-    const uint32_t piece = r.bf16 ? 8 : 16;
-    prog.push_back(cmd_dma(DmaDir::kHbmToVmem, r.bf16, r.mem_row, 1, r.rows * piece,
-                           static_cast<uint32_t>(src + r.off), 0, r.tail));
-    reads.push_back(r);
-    mem_row += r.rows;
-  }
-  // Write every read's rows back as f32 (the lanes as the DMA wrote them), after all the reads,
-  // in whole bursts (4 rows).
-  const uint32_t wb_rows = (mem_row - 8 + 3) / 4 * 4;
-  prog.push_back(cmd_dma(DmaDir::kVmemToHbm, false, 8, 1, wb_rows * 16,
-                         static_cast<uint32_t>(dst), 0));
-  prog.push_back(cmd_halt());
-  const ProgramResult res = drv.run(prog);
-  ASSERT_EQ(res.err, 0u);
-  std::vector<uint8_t> out(wb_rows * 16);
-  drv.read(dst, out.data(), out.size());
-  for (std::size_t i = 0; i < reads.size(); ++i) {
-    const Read& r = reads[i];
-    const uint32_t esz = r.bf16 ? 2 : 4;
-    for (uint32_t row = 0; row < r.rows; ++row) {
-      for (uint32_t lane = 0; lane < 4; ++lane) {
-        uint32_t want = 0;
-        if (r.tail != 0 && row + 1 == r.rows && lane >= r.tail) {
-          want = r.bf16 ? 0x8000u : 0x80000000u;
-        } else {
-          std::memcpy(&want, &hbm[r.off + (row * 4 + lane) * esz], esz);
+  for (const std::string variant : {"4x4", "16x16"}) {
+    const auto built = built_chip_variants();
+    if (std::find(built.begin(), built.end(), variant) == built.end()) continue;
+    ChipDriver drv(variant);
+    const uint32_t lanes = static_cast<uint32_t>(drv.shape().cols), row_bytes = 4 * lanes;
+    std::mt19937_64 rng(23 + lanes);
+    const uint64_t src = drv.alloc(1 << 16), dst = drv.alloc(1 << 16);
+    std::vector<uint8_t> hbm(1 << 16);
+    for (auto& b : hbm) b = static_cast<uint8_t>(rng());
+    drv.write(src, hbm.data(), hbm.size());
+    struct Read {
+      bool bf16;
+      uint32_t segs, per, stride, tail, off, mem_row;
+    };
+    std::vector<Read> reads;
+    std::vector<ChipCmd> prog;
+    uint32_t mem_row = 8;
+    for (int i = 0; i < 16; ++i) {  // 2D reads: segs segments of per pieces, stride apart
+      Read r{};
+      r.bf16 = rng() % 2 == 0;
+      const uint32_t piece = lanes * (r.bf16 ? 2 : 4);
+      r.segs = 1 + static_cast<uint32_t>(rng() % 4);
+      r.per = 1 + static_cast<uint32_t>(rng() % 6);
+      r.stride = (r.per + static_cast<uint32_t>(rng() % 3)) * piece;
+      r.tail = rng() % 2 ? static_cast<uint32_t>(rng() % lanes) : 0u;
+      r.off = static_cast<uint32_t>(rng() % 64) * 64;
+      r.mem_row = mem_row;
+      prog.push_back(cmd_dma(DmaDir::kHbmToVmem, r.bf16, r.mem_row, r.segs, r.per * piece,
+                             static_cast<uint32_t>(src + r.off), r.stride, r.tail));
+      reads.push_back(r);
+      mem_row += r.segs * r.per;
+    }
+    // Every read's rows back as f32 (the lanes as the DMA wrote them), after all the reads, in
+    // whole bursts.
+    const uint32_t burst_rows = std::max(1u, 64 / row_bytes);
+    const uint32_t wb_rows = (mem_row - 8 + burst_rows - 1) / burst_rows * burst_rows;
+    prog.push_back(cmd_dma(DmaDir::kVmemToHbm, false, 8, 1, wb_rows * row_bytes,
+                           static_cast<uint32_t>(dst), 0));
+    prog.push_back(cmd_halt());
+    const ProgramResult res = drv.run(prog);
+    ASSERT_EQ(res.err, 0u) << variant;
+    std::vector<uint8_t> out(wb_rows * row_bytes);
+    drv.read(dst, out.data(), out.size());
+    for (std::size_t i = 0; i < reads.size(); ++i) {
+      const Read& r = reads[i];
+      const uint32_t esz = r.bf16 ? 2 : 4, piece = lanes * esz;
+      for (uint32_t row = 0; row < r.segs * r.per; ++row) {
+        for (uint32_t lane = 0; lane < lanes; ++lane) {
+          uint32_t want = 0;
+          if (r.tail != 0 && row % r.per == r.per - 1 && lane >= r.tail) {
+            want = r.bf16 ? 0x8000u : 0x80000000u;
+          } else {
+            const uint32_t at = r.off + (row / r.per) * r.stride + (row % r.per) * piece;
+            std::memcpy(&want, &hbm[at + lane * esz], esz);
+          }
+          uint32_t got = 0;
+          std::memcpy(&got, &out[(r.mem_row - 8 + row) * row_bytes + lane * 4], 4);
+          ASSERT_EQ(got, want) << variant << " read " << i << " (bf16=" << r.bf16 << ", tail "
+                               << r.tail << ") row " << row << " lane " << lane;
         }
-        uint32_t got = 0;
-        std::memcpy(&got, &out[((r.mem_row - 8 + row) * 4 + lane) * 4], 4);
-        ASSERT_EQ(got, want) << "read " << i << " (bf16=" << r.bf16 << ", tail " << r.tail
-                             << ") row " << row << " lane " << lane;
       }
     }
   }
+  ChipDriver drv("4x4");
+  const uint64_t src = drv.alloc(1 << 16);
   // Eight one-burst reads against one.
   const auto reads_of = [&](int n) {
     std::vector<ChipCmd> p;
