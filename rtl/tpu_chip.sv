@@ -424,7 +424,7 @@ module tpu_chip
     .rst_ni    (rst_ni),
     .start_i   (vpu_start),
     .ready_o   (vpu_ready),
-    .op_i      (tpu_vpu_pkg::vpu_op_e'(c_vpu.vop)),
+    .op_i      (tpu_pkg::vpu_op_e'(c_vpu.vop)),
     .src_bf16_i(c_vpu.src_bf16),
     .dst_bf16_i(c_vpu.dst_bf16),
     .x_mem_i   (c_vpu.x_mem),

@@ -259,7 +259,7 @@ module tpu_seq
       end
       OpVpu: begin
         if (h_vpu.rows == '0 ||
-            !tpu_vpu_pkg::vpu_op_elementwise(tpu_vpu_pkg::vpu_op_e'(h_vpu.vop)))
+            !tpu_vpu_pkg::vpu_op_elementwise(tpu_pkg::vpu_op_e'(h_vpu.vop)))
           chk = ErrBadField;
         else if (!range_ok(h_vpu.x_row, 32'(h_vpu.rows), h_vpu.x_mem ? AmemRows : VmemRows))
           chk = h_vpu.x_mem ? ErrAmemRange : ErrVmemRange;

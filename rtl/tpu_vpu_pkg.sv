@@ -1,29 +1,11 @@
 // tpu_vpu_pkg: the vector unit's op encoding and its small f32/bf16 helper functions.
 //
-// The encodings of vpu_op_e are part of the ISA (docs/vpu.md) and are mirrored by tpu::VpuOp in
-// model/include/tpu/vector.h; change both together.
+// The VPU op encoding (vpu_op_e, VPU_OP_COUNT) is part of the ISA: it is written once, in
+// configs/tpu_contract.yaml's enums, and generated into tpu_contract_pkg (passed on by tpu_pkg)
+// and into the C++ tpu::VpuOp (docs/vpu.md).
 package tpu_vpu_pkg;
 
   import tpu_pkg::*;
-
-  // VPU operations. x, y, z are the three operand vectors of a beat.
-  typedef enum logic [3:0] {
-    VpuAdd        = 4'd0,   // x + y
-    VpuSub        = 4'd1,   // x - y
-    VpuMul        = 4'd2,   // x * y
-    VpuFma        = 4'd3,   // x * y + z, one rounding (scale and bias)
-    VpuMax        = 4'd4,   // IEEE 754-2019 maximum(x, y)
-    VpuMin        = 4'd5,   // IEEE 754-2019 minimum(x, y)
-    VpuRelu       = 4'd6,   // maximum(x, +0)
-    VpuCvtF32Bf16 = 4'd7,   // x rounded to bf16 (as if dst_bf16 were set)
-    VpuCvtBf16F32 = 4'd8,   // x read as bf16, widened exactly (as if src_bf16.x were set)
-    VpuRedSum     = 4'd9,   // sum of x over the beats of a group (order: docs/vpu.md)
-    VpuRedMax     = 4'd10,  // maximum of x over the beats of a group
-    VpuPackBf16   = 4'd11,  // {bf16(y), bf16(x)}: both rounded, two bf16 in one lane
-    VpuCvtBf16HiF32 = 4'd12 // x bits [31:16] read as bf16, widened exactly (VpuPackBf16's y)
-  } vpu_op_e;
-
-  localparam int unsigned VPU_NUM_OPS = 13;
 
   localparam f32_t F32_ONE      = 32'h3F80_0000;
   localparam f32_t F32_POS_ZERO = 32'h0000_0000;
@@ -35,7 +17,7 @@ package tpu_vpu_pkg;
   endfunction
 
   function automatic logic vpu_op_valid(vpu_op_e op);
-    return 32'(op) < VPU_NUM_OPS;
+    return 32'(op) < VPU_OP_COUNT;
   endfunction
 
   // The ops a chip's VPU command may name: tpu_vpu_unit streams rows elementwise, so the

@@ -99,6 +99,18 @@ std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
 }
+// snake_case -> UPPER_SNAKE_CASE.
+std::string upper(const std::string& s) {
+  std::string o;
+  for (char c : s) o += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return o;
+}
+// One past an enum's largest value.
+unsigned count_of(const Enum& e) {
+  unsigned n = 0;
+  for (const EnumVal& v : e.values) n = std::max(n, v.value + 1);
+  return n;
+}
 // snake_case -> UpperCamelCase.
 std::string camel(const std::string& s) {
   std::string o;
@@ -297,7 +309,9 @@ std::string gen_sv(const Contract& c) {
       o << "    " << e.id << v.id << " = " << e.bits << "'d" << v.value
         << (i + 1 < e.values.size() ? "," : "") << "  // " << v.doc << "\n";
     }
-    o << "  } " << e.name << "_e;\n\n";
+    o << "  } " << e.name << "_e;\n";
+    o << "  localparam int unsigned " << upper(e.name) << "_COUNT = " << count_of(e)
+      << ";  // one past the largest value\n\n";
   }
   o << "  // Sticky error codes (first error wins; cleared by the host's clear input).\n"
        "  typedef enum logic [7:0] {\n";
@@ -388,7 +402,8 @@ std::string gen_h(const Contract& c) {
   for (const auto& e : c.enums) {
     o << "// " << e.doc << "\nenum class " << camel(e.name) << " : uint32_t {\n";
     for (const auto& v : e.values) o << "  k" << v.id << " = " << v.value << ",  // " << v.doc << "\n";
-    o << "};\n\n";
+    o << "};\nconstexpr uint32_t k" << camel(e.name) << "Count = " << count_of(e)
+      << ";  // one past the largest value\n\n";
   }
   o << "// Sticky error codes (tpu_chip_pkg::chip_err_e).\nenum class ChipErr : uint32_t {\n";
   for (const auto& e : c.errors) o << "  k" << e.id << " = " << e.code << ",  // " << e.doc << "\n";

@@ -192,7 +192,7 @@ std::optional<VpuResult> VpuModel::step(const VpuBeat& b) {
     return v.empty() || v.size() == lanes_;
   };
   if (b.x.size() != lanes_ || !operand_ok(b.y) || !operand_ok(b.z) ||
-      !(b.mask.empty() || b.mask.size() == lanes_) || static_cast<unsigned>(b.op) >= kVpuNumOps) {
+      !(b.mask.empty() || b.mask.size() == lanes_) || static_cast<unsigned>(b.op) >= kVpuOpCount) {
     throw std::invalid_argument("VpuModel::step: malformed beat");
   }
   const auto lane_of = [](const std::vector<uint32_t>& v, std::size_t l) {

@@ -9,26 +9,12 @@
 #include <vector>
 
 #include "tpu/bf16.h"
+#include "tpu_contract.h"
 
 namespace tpu {
 
-// VPU operations; the values are the encodings of tpu_vpu_pkg::vpu_op_e (rtl/tpu_vpu_pkg.sv).
-enum class VpuOp : uint8_t {
-  kAdd = 0,         // x + y
-  kSub = 1,         // x - y
-  kMul = 2,         // x * y
-  kFma = 3,         // x * y + z, one rounding
-  kMax = 4,         // f32_maximum(x, y)
-  kMin = 5,         // f32_minimum(x, y)
-  kRelu = 6,        // f32_relu(x)
-  kCvtF32Bf16 = 7,  // f32_to_bf16(x), in bits [15:0]
-  kCvtBf16F32 = 8,  // bf16_to_f32(x bits [15:0]), NaN canonical
-  kRedSum = 9,      // sum of x over a reduction group
-  kRedMax = 10,     // maximum of x over a reduction group
-  kPackBf16 = 11,   // f32_to_bf16(y) << 16 | f32_to_bf16(x): two bf16 in one lane
-  kCvtBf16HiF32 = 12,  // bf16_to_f32(x bits [31:16]), NaN canonical: kPackBf16's y back
-};
-constexpr unsigned kVpuNumOps = 13;
+// VPU operations (tpu::VpuOp, kVpuOpCount): the ISA's encoding, written once in
+// configs/tpu_contract.yaml and generated into tpu_contract.h (the RTL's vpu_op_e alike).
 
 const char* vpu_op_name(VpuOp op);  // "add", "red_sum", ...
 bool vpu_op_is_reduction(VpuOp op);
