@@ -44,6 +44,8 @@
 // moves one memory row per cycle;
 // the VPU one row per cycle; they run concurrently under the sequencer's scoreboard.
 // Handshakes: valid/ready everywhere; a payload is held while valid && !ready.
+`include "tpu_assert.svh"
+
 module tpu_chip
   import tpu_hbm_pkg::*;
   import tpu_chip_pkg::*;
@@ -865,7 +867,7 @@ module tpu_chip
     end
   end
 
-  // For ClassesSumToCycles (Verilator wants plain signals in an assertion, not array selects).
+  // For ClassesSumToCycles_A (Verilator wants plain signals in an assertion, not array selects).
   logic [63:0] cls_sum, cycles_now;
   assign cls_sum = stats_q[StatClsCompute] + stats_q[StatClsComm] + stats_q[StatClsMemory] +
                    stats_q[StatClsIdle];
@@ -889,24 +891,32 @@ module tpu_chip
                          c_wait.counter[15:$clog2(IciNumCnt)], c_dma.op};
 
   // Assertions
-  HostReqHeld: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      hm_req_valid_i && !hm_req_ready_o |=> hm_req_valid_i);
-  HostReqStable: assert property (@(posedge clk_i) disable iff (!rst_ni)
+  `TPU_ASSERT(HostReqHeld_A,
+      hm_req_valid_i && !hm_req_ready_o |=> hm_req_valid_i,
+      ("%m: HostReqHeld_A failed"))
+  `TPU_ASSERT(HostReqStable_A,
       hm_req_valid_i && !hm_req_ready_o |=> $stable({hm_req_write_i, hm_req_addr_i,
-                                                     hm_req_tag_i, hm_req_data_i}));
-  HostRspHeld: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      hm_rsp_valid_o && !hm_rsp_ready_i |=> hm_rsp_valid_o);
-  HostRspStable: assert property (@(posedge clk_i) disable iff (!rst_ni)
+                                                     hm_req_tag_i, hm_req_data_i}),
+      ("%m: HostReqStable_A failed"))
+  `TPU_ASSERT(HostRspHeld_A,
+      hm_rsp_valid_o && !hm_rsp_ready_i |=> hm_rsp_valid_o,
+      ("%m: HostRspHeld_A failed"))
+  `TPU_ASSERT(HostRspStable_A,
       hm_rsp_valid_o && !hm_rsp_ready_i |=> $stable({hm_rsp_write_o, hm_rsp_tag_o, hm_rsp_data_o,
-                                                     hm_rsp_ue_o}));
-  HostOutNoWrap: assert property (@(posedge clk_i) disable iff (!rst_ni)
+                                                     hm_rsp_ue_o}),
+      ("%m: HostRspStable_A failed"))
+  `TPU_ASSERT(HostOutNoWrap_A,
       !(host_rsp_fire && !host_req_fire && host_out_q == '0) &&
-      !(host_req_fire && !host_rsp_fire && host_out_q == '1));
+      !(host_req_fire && !host_rsp_fire && host_out_q == '1),
+      ("%m: HostOutNoWrap_A failed"))
   // The four classes split every cycle: one per cycle, so their counters add up to StatCycles.
-  CycleOneClass: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      $onehot({cls_compute, cls_comm, cls_mem, cls_idle}));
-  ClassesSumToCycles: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      cls_sum == cycles_now);
-  SquareArray: assert property (@(posedge clk_i) Cfg.mxu_rows == Cfg.mxu_cols);
+  `TPU_ASSERT(CycleOneClass_A,
+      $onehot({cls_compute, cls_comm, cls_mem, cls_idle}),
+      ("%m: CycleOneClass_A failed"))
+  `TPU_ASSERT(ClassesSumToCycles_A,
+      cls_sum == cycles_now,
+      ("%m: ClassesSumToCycles_A failed"))
+  `TPU_ASSERT_INIT(SquareArray_A, Cfg.mxu_rows == Cfg.mxu_cols,
+      ("tpu_chip: the MXU must be square (%0d x %0d)", Cfg.mxu_rows, Cfg.mxu_cols))
 
 endmodule

@@ -39,6 +39,8 @@
 // data as read), and `ecc_err_o` pulses with `ecc_addr_o`, the byte address of its first such
 // word, so that the sequencer stops the program with ErrHbmUncorr naming this DMA:
 // `ecc_second_o` says the word belongs to the younger of two commands in flight.
+`include "tpu_assert.svh"
+
 module tpu_dma
   import tpu_hbm_pkg::*;
   import tpu_chip_pkg::*;
@@ -580,35 +582,47 @@ module tpu_dma
 
   // Assertions
   for (genvar l = 0; l < 2; l++) begin : gen_sva
-    ReqValidHeld: assert property (@(posedge clk_i) disable iff (!rst_ni)
-        req_valid_o[l] && !req_ready_i[l] |=> req_valid_o[l]);
-    ReqPayloadStable: assert property (@(posedge clk_i) disable iff (!rst_ni)
-        req_valid_o[l] && !req_ready_i[l] |=> $stable(req_o[l]));
-    ReqAligned: assert property (@(posedge clk_i) disable iff (!rst_ni)
-        req_valid_o[l] |-> req_o[l].addr[5:0] == 6'b0);
+    `TPU_ASSERT(ReqValidHeld_A,
+        req_valid_o[l] && !req_ready_i[l] |=> req_valid_o[l],
+        ("%m: ReqValidHeld_A failed"))
+    `TPU_ASSERT(ReqPayloadStable_A,
+        req_valid_o[l] && !req_ready_i[l] |=> $stable(req_o[l]),
+        ("%m: ReqPayloadStable_A failed"))
+    `TPU_ASSERT(ReqAligned_A,
+        req_valid_o[l] |-> req_o[l].addr[5:0] == 6'b0,
+        ("%m: ReqAligned_A failed"))
     // A burst goes out on the lane of its address bit 6 (one burst address, one port: ordered).
-    ReqLane: assert property (@(posedge clk_i) disable iff (!rst_ni)
-        req_valid_o[l] |-> req_o[l].addr[6] == 1'(l));
-    RspTagOutstanding: assert property (@(posedge clk_i) disable iff (!rst_ni)
-        rsp_valid_i[l] |-> rsp_i[l].tag[7:TagW] == '0 && tag_busy_q[rsp_tag[l]]);
-    RspKindMatches: assert property (@(posedge clk_i) disable iff (!rst_ni)
-        rsp_valid_i[l] |-> rsp_i[l].write == !is_read);
+    `TPU_ASSERT(ReqLane_A,
+        req_valid_o[l] |-> req_o[l].addr[6] == 1'(l),
+        ("%m: ReqLane_A failed"))
+    `TPU_ASSERT(RspTagOutstanding_A,
+        rsp_valid_i[l] |-> rsp_i[l].tag[7:TagW] == '0 && tag_busy_q[rsp_tag[l]],
+        ("%m: RspTagOutstanding_A failed"))
+    `TPU_ASSERT(RspKindMatches_A,
+        rsp_valid_i[l] |-> rsp_i[l].write == !is_read,
+        ("%m: RspKindMatches_A failed"))
   end
-  RspTagsDistinct: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      rsp_valid_i[0] && rsp_valid_i[1] |-> rsp_tag[0] != rsp_tag[1]);
+  `TPU_ASSERT(RspTagsDistinct_A,
+      rsp_valid_i[0] && rsp_valid_i[1] |-> rsp_tag[0] != rsp_tag[1],
+      ("%m: RspTagsDistinct_A failed"))
   // At most two rows a cycle reach the two write ports: never a response's piece dropped.
-  RspFitsPorts: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      both |-> rsp_ent[0].cnt == 7'd1);
+  `TPU_ASSERT(RspFitsPorts_A,
+      both |-> rsp_ent[0].cnt == 7'd1,
+      ("%m: RspFitsPorts_A failed"))
   // A command starts on an idle engine, or as a read beside a walked read (never beside a write).
-  StartWhenReady: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      start_i |-> !active_q || (can_follow && dir_i == DmaHbmToVmem));
+  `TPU_ASSERT(StartWhenReady_A,
+      start_i |-> !active_q || (can_follow && dir_i == DmaHbmToVmem),
+      ("%m: StartWhenReady_A failed"))
   // Two commands in flight only as two reads.
-  OverlapOnlyReads: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      old_q |-> active_q && is_read);
+  `TPU_ASSERT(OverlapOnlyReads_A,
+      old_q |-> active_q && is_read,
+      ("%m: OverlapOnlyReads_A failed"))
   // One completion a cycle: the walking command never completes beside the older one.
-  OneDoneACycle: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      !(old_done && cur_done));
-  PieceAligned: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      walker_has |-> (pa & (pbytes - 32'd1)) == '0);
+  `TPU_ASSERT(OneDoneACycle_A,
+      !(old_done && cur_done),
+      ("%m: OneDoneACycle_A failed"))
+  `TPU_ASSERT(PieceAligned_A,
+      walker_has |-> (pa & (pbytes - 32'd1)) == '0,
+      ("%m: PieceAligned_A failed"))
 
 endmodule

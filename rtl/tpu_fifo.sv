@@ -4,6 +4,8 @@
 // `data_o` shows the head while `empty_o` is low; a push is visible at the head the cycle after.
 // Push and pop may happen in the same cycle. The user must never push when full or pop when
 // empty (asserted). Fall-through is not provided: zero-latency paths use the head directly.
+`include "tpu_assert.svh"
+
 module tpu_fifo #(
   parameter type data_t = logic,
   parameter int unsigned Depth = 4,
@@ -66,9 +68,11 @@ module tpu_fifo #(
   assign count_o = count_q;
 
   // ---- Assertions ----
-  a_no_push_full: assert property (@(posedge clk_i) disable iff (!rst_ni) push_i |-> !full_o)
-  else $error("tpu_fifo: push while full");
-  a_no_pop_empty: assert property (@(posedge clk_i) disable iff (!rst_ni) pop_i |-> !empty_o)
-  else $error("tpu_fifo: pop while empty");
+  `TPU_ASSERT(NoPushFull_A,
+      push_i |-> !full_o,
+      ("tpu_fifo: push while full"))
+  `TPU_ASSERT(NoPopEmpty_A,
+      pop_i |-> !empty_o,
+      ("tpu_fifo: pop while empty"))
 
 endmodule

@@ -21,6 +21,8 @@
 //      negative, normalise by a leading-zero count bounded by the minimum exponent (subnormal
 //      results), round to nearest even, repack; a carry out of the significand bumps the
 //      exponent and turns the largest finite values into Inf on overflow.
+`include "tpu_assert.svh"
+
 module tpu_fma32
   import tpu_pkg::*;
 (
@@ -232,8 +234,9 @@ module tpu_fma32
   // ---------------------------------------------------------------------------------------------
   // Any NaN the unit produces is the canonical one.
   always_comb begin
-    NanIsCanonical: assert (!((r_o[30:23] == 8'hFF) && (r_o[22:0] != '0)) ||
-                            (r_o == F32_CANON_NAN));
+    `TPU_ASSERT_I(NanIsCanonical_A, !((r_o[30:23] == 8'hFF) && (r_o[22:0] != '0)) ||
+                            (r_o == F32_CANON_NAN),
+        ("%m: NanIsCanonical_A failed"))
   end
 
 endmodule

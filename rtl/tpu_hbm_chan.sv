@@ -32,6 +32,8 @@
 // corrected, an uncorrectable one is flagged in the response (`rsp_o.ue`, per word). No cycle is
 // added. `ecc_ce_o` / `ecc_ue_o` count the corrected / uncorrectable words of this cycle.
 // Forwarded reads never touched the device and are not checked.
+`include "tpu_assert.svh"
+
 module tpu_hbm_chan
   import tpu_hbm_pkg::*;
 #(
@@ -769,55 +771,57 @@ module tpu_hbm_chan
   // Assertions
   // ---------------------------------------------------------------------------------------------
   // Host side: the request is held, unchanged, until it is taken.
-  a_req_valid_held: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                     req_valid_i && !req_ready_o |=> req_valid_i)
-  else $error("tpu_hbm_chan: request valid dropped before ready");
-  a_req_stable: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                 req_valid_i && !req_ready_o |=> $stable(req_i))
-  else $error("tpu_hbm_chan: request payload changed while waiting for ready");
+  `TPU_ASSERT(ReqValidHeld_A,
+                                     req_valid_i && !req_ready_o |=> req_valid_i,
+      ("tpu_hbm_chan: request valid dropped before ready"))
+  `TPU_ASSERT(ReqStable_A,
+                                 req_valid_i && !req_ready_o |=> $stable(req_i),
+      ("tpu_hbm_chan: request payload changed while waiting for ready"))
   // Response side: the same, for what this channel drives.
-  a_rsp_valid_held: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                     rsp_valid_o && !rsp_ready_i |=> rsp_valid_o)
-  else $error("tpu_hbm_chan: response valid dropped before ready");
-  a_rsp_stable: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                 rsp_valid_o && !rsp_ready_i |=> $stable(rsp_o))
-  else $error("tpu_hbm_chan: response payload changed while waiting for ready");
+  `TPU_ASSERT(RspValidHeld_A,
+                                     rsp_valid_o && !rsp_ready_i |=> rsp_valid_o,
+      ("tpu_hbm_chan: response valid dropped before ready"))
+  `TPU_ASSERT(RspStable_A,
+                                 rsp_valid_o && !rsp_ready_i |=> $stable(rsp_o),
+      ("tpu_hbm_chan: response payload changed while waiting for ready"))
   // ECC: the check bits on the write bus are those of the word beside them, and a response
   // flags uncorrectable words only for device read data.
-  a_wcheck_matches: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                     wvalid_o |-> wcheck_o == hbm_ecc_enc_bus(wdata_o))
-  else $error("tpu_hbm_chan: write check bits do not match their data");
-  a_ue_only_on_reads: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                       rsp_valid_o && rsp_o.write |-> rsp_o.ue == '0)
-  else $error("tpu_hbm_chan: a write acknowledge flagged with an ECC error");
+  `TPU_ASSERT(WcheckMatches_A,
+                                     wvalid_o |-> wcheck_o == hbm_ecc_enc_bus(wdata_o),
+      ("tpu_hbm_chan: write check bits do not match their data"))
+  `TPU_ASSERT(UeOnlyOnReads_A,
+                                       rsp_valid_o && rsp_o.write |-> rsp_o.ue == '0,
+      ("tpu_hbm_chan: a write acknowledge flagged with an ECC error"))
   // Returning read data always has room, and arrives CL cycles after its RD reached the device.
-  a_rsp_room: assert property (@(posedge clk_i) disable iff (!rst_ni) rspq_push |-> !rspq_full)
-  else $error("tpu_hbm_chan: read data with no room in the response queue");
-  a_rdata_expected: assert property (@(posedge clk_i) disable iff (!rst_ni) rvalid_i |-> !fl_empty)
-  else $error("tpu_hbm_chan: read data with no read in flight");
-  a_rdata_on_cl: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                  rvalid_i && !rbeat_q |-> fl_head.due == now_q)
-  else $error("tpu_hbm_chan: read data not CL cycles after its RD");
+  `TPU_ASSERT(RspRoom_A,
+      rspq_push |-> !rspq_full,
+      ("tpu_hbm_chan: read data with no room in the response queue"))
+  `TPU_ASSERT(RdataExpected_A,
+      rvalid_i |-> !fl_empty,
+      ("tpu_hbm_chan: read data with no read in flight"))
+  `TPU_ASSERT(RdataOnCl_A,
+                                  rvalid_i && !rbeat_q |-> fl_head.due == now_q,
+      ("tpu_hbm_chan: read data not CL cycles after its RD"))
   // Write data is sent on time (its due cycle is never in the past).
-  a_wdata_on_time: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                    !wp_empty && !wbeat_q |-> (wp_head.due - now_q) <= timing_i.cwl)
-  else $error("tpu_hbm_chan: write data missed its CWL slot");
+  `TPU_ASSERT(WdataOnTime_A,
+                                    !wp_empty && !wbeat_q |-> (wp_head.due - now_q) <= timing_i.cwl,
+      ("tpu_hbm_chan: write data missed its CWL slot"))
   // One buffered-data slot per queued write.
-  a_wslots: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                             $countones(wslot_busy_q) == 32'(wq_count))
-  else $error("tpu_hbm_chan: write slots out of step with the write queue");
+  `TPU_ASSERT(Wslots_A,
+                             $countones(wslot_busy_q) == 32'(wq_count),
+      ("tpu_hbm_chan: write slots out of step with the write queue"))
   // Refresh is issued before its deadline.
-  a_ref_on_time: assert property (@(posedge clk_i) disable iff (!rst_ni)
+  `TPU_ASSERT(RefOnTime_A,
                                   ref_pending_q && ref_timer_q == timing_i.refi - 16'd2
-                                  |-> cmd_d.cmd == HbmRef)
-  else $error("tpu_hbm_chan: refresh late");
+                                  |-> cmd_d.cmd == HbmRef,
+      ("tpu_hbm_chan: refresh late"))
   // Commands only to banks in the state they need.
-  a_col_open: assert property (@(posedge clk_i) disable iff (!rst_ni)
+  `TPU_ASSERT(ColOpen_A,
                                (cmd_d.cmd == HbmRd || cmd_d.cmd == HbmWr) |->
-                               open_q[cmd_bank] && open_row[cmd_bank] == cmd_d.row)
-  else $error("tpu_hbm_chan: column command to a bank without its row open");
-  a_act_closed: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                 cmd_d.cmd == HbmAct |-> !open_q[cmd_bank])
-  else $error("tpu_hbm_chan: ACT to an open bank");
+                               open_q[cmd_bank] && open_row[cmd_bank] == cmd_d.row,
+      ("tpu_hbm_chan: column command to a bank without its row open"))
+  `TPU_ASSERT(ActClosed_A,
+                                 cmd_d.cmd == HbmAct |-> !open_q[cmd_bank],
+      ("tpu_hbm_chan: ACT to an open bank"))
 
 endmodule

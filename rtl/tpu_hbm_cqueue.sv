@@ -5,6 +5,8 @@
 // first" is a priority encoder over the indices. Pushes and removals take effect the next cycle;
 // both may happen in the same cycle. Never push when full, never remove an invalid entry
 // (asserted).
+`include "tpu_assert.svh"
+
 module tpu_hbm_cqueue #(
   parameter type entry_t = logic,
   parameter int unsigned Depth = 8,
@@ -66,12 +68,14 @@ module tpu_hbm_cqueue #(
   assign empty_o = (count_q == '0);
 
   // ---- Assertions ----
-  a_no_push_full: assert property (@(posedge clk_i) disable iff (!rst_ni) push_i |-> !full_o)
-  else $error("tpu_hbm_cqueue: push while full");
-  a_no_pop_empty: assert property (@(posedge clk_i) disable iff (!rst_ni) pop_i |-> !empty_o)
-  else $error("tpu_hbm_cqueue: pop while empty");
-  a_pop_valid: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                pop_i |-> 32'(pop_idx_i) < 32'(count_q))
-  else $error("tpu_hbm_cqueue: removal of an invalid entry %0d", pop_idx_i);
+  `TPU_ASSERT(NoPushFull_A,
+      push_i |-> !full_o,
+      ("tpu_hbm_cqueue: push while full"))
+  `TPU_ASSERT(NoPopEmpty_A,
+      pop_i |-> !empty_o,
+      ("tpu_hbm_cqueue: pop while empty"))
+  `TPU_ASSERT(PopValid_A,
+                                pop_i |-> 32'(pop_idx_i) < 32'(count_q),
+      ("tpu_hbm_cqueue: removal of an invalid entry %0d", pop_idx_i))
 
 endmodule

@@ -24,6 +24,8 @@
 // (`rcheck_i`), in the same cycle: single-bit errors are corrected, uncorrectable words are
 // flagged in the response (`rsp_o.ue`). `ecc_ce_o` / `ecc_ue_o`: corrected / uncorrectable words
 // read this cycle, all channels together.
+`include "tpu_assert.svh"
+
 module tpu_hbm_ctrl
   import tpu_hbm_pkg::*;
 #(
@@ -230,47 +232,45 @@ module tpu_hbm_ctrl
   end
 
   // ---- Assertions ----
-  initial begin
-    a_pow2_channels: assert (NumCh >= 1 && NumCh <= 16 && (NumCh & (NumCh - 1)) == 0)
-    else $fatal(1, "tpu_hbm_ctrl: NumCh must be a power of two in 1..16");
-    a_ports: assert (NumPorts == 1 || NumPorts == 2)
-    else $fatal(1, "tpu_hbm_ctrl: NumPorts must be 1 or 2");
-    a_pow2_rows: assert (RowsPerBank >= 2 && (RowsPerBank & (RowsPerBank - 1)) == 0 &&
-                         RowsPerBank <= (1 << HBM_ROW_W))
-    else $fatal(1, "tpu_hbm_ctrl: RowsPerBank must be a power of two in 2..16384");
-  end
+  `TPU_ASSERT_INIT(Pow2Channels_A, NumCh >= 1 && NumCh <= 16 && (NumCh & (NumCh - 1)) == 0,
+      ("tpu_hbm_ctrl: NumCh must be a power of two in 1..16"))
+  `TPU_ASSERT_INIT(Ports_A, NumPorts == 1 || NumPorts == 2,
+      ("tpu_hbm_ctrl: NumPorts must be 1 or 2"))
+  `TPU_ASSERT_INIT(Pow2Rows_A, RowsPerBank >= 2 && (RowsPerBank & (RowsPerBank - 1)) == 0 &&
+                               RowsPerBank <= (1 << HBM_ROW_W),
+      ("tpu_hbm_ctrl: RowsPerBank must be a power of two in 2..16384"))
   for (genvar p = 0; p < NumPorts; p++) begin : gen_port_sva
-    a_req_valid_held: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                       req_valid_i[p] && !req_ready_o[p] |=> req_valid_i[p])
-    else $error("tpu_hbm_ctrl: port %0d: request valid dropped before ready", p);
-    a_req_stable: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                   req_valid_i[p] && !req_ready_o[p] |=> $stable(req_i[p]))
-    else $error("tpu_hbm_ctrl: port %0d: request payload changed while waiting for ready", p);
-    a_req_aligned: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                    req_valid_i[p] |-> req_i[p].addr[HBM_OFFSET_W-1:0] == '0)
-    else $error("tpu_hbm_ctrl: port %0d: request address %h is not 64-byte aligned", p,
-                req_i[p].addr);
-    a_req_in_range: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                     req_valid_i[p] |-> 64'(req_i[p].addr) < Capacity)
-    else $error("tpu_hbm_ctrl: port %0d: request address %h beyond the capacity", p,
-                req_i[p].addr);
-    a_rsp_valid_held: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                       rsp_valid_o[p] && !rsp_ready_i[p] |=> rsp_valid_o[p])
-    else $error("tpu_hbm_ctrl: port %0d: response valid dropped before ready", p);
-    a_rsp_stable: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                   rsp_valid_o[p] && !rsp_ready_i[p] |=> $stable(rsp_o[p]))
-    else $error("tpu_hbm_ctrl: port %0d: response payload changed while waiting for ready", p);
+    `TPU_ASSERT(ReqValidHeld_A,
+                                       req_valid_i[p] && !req_ready_o[p] |=> req_valid_i[p],
+        ("tpu_hbm_ctrl: port %0d: request valid dropped before ready", p))
+    `TPU_ASSERT(ReqStable_A,
+                                   req_valid_i[p] && !req_ready_o[p] |=> $stable(req_i[p]),
+        ("tpu_hbm_ctrl: port %0d: request payload changed while waiting for ready", p))
+    `TPU_ASSERT(ReqAligned_A,
+                                    req_valid_i[p] |-> req_i[p].addr[HBM_OFFSET_W-1:0] == '0,
+        ("tpu_hbm_ctrl: port %0d: request address %h is not 64-byte aligned", p,
+                req_i[p].addr))
+    `TPU_ASSERT(ReqInRange_A,
+                                     req_valid_i[p] |-> 64'(req_i[p].addr) < Capacity,
+        ("tpu_hbm_ctrl: port %0d: request address %h beyond the capacity", p,
+                req_i[p].addr))
+    `TPU_ASSERT(RspValidHeld_A,
+                                       rsp_valid_o[p] && !rsp_ready_i[p] |=> rsp_valid_o[p],
+        ("tpu_hbm_ctrl: port %0d: response valid dropped before ready", p))
+    `TPU_ASSERT(RspStable_A,
+                                   rsp_valid_o[p] && !rsp_ready_i[p] |=> $stable(rsp_o[p]),
+        ("tpu_hbm_ctrl: port %0d: response payload changed while waiting for ready", p))
   end
   // A channel takes one request a cycle, and a response goes out on one port only.
   for (genvar c = 0; c < NumCh; c++) begin : gen_chan_sva
-    a_one_port_per_chan: assert property (@(posedge clk_i) disable iff (!rst_ni)
-        $countones(req_valid_i & req_ready_o & cand[c]) <= 1)
-    else $error("tpu_hbm_ctrl: channel %0d took two requests in one cycle", c);
+    `TPU_ASSERT(OnePortPerChan_A,
+        $countones(req_valid_i & req_ready_o & cand[c]) <= 1,
+        ("tpu_hbm_ctrl: channel %0d took two requests in one cycle", c))
   end
   if (NumPorts > 1) begin : gen_rsp_sva
-    a_rsp_distinct: assert property (@(posedge clk_i) disable iff (!rst_ni)
-        rsp_valid_o[0] && rsp_valid_o[1] |-> grant[0] != grant[1])
-    else $error("tpu_hbm_ctrl: one channel's response on both ports");
+    `TPU_ASSERT(RspDistinct_A,
+        rsp_valid_o[0] && rsp_valid_o[1] |-> grant[0] != grant[1],
+        ("tpu_hbm_ctrl: one channel's response on both ports"))
   end
 
 endmodule

@@ -4,6 +4,8 @@
 // Used for both directions of an ICI link (flits one way, credits the other), so a link is a
 // chain of flops with no handshake: latency lat_i, throughput one item per cycle. A pod model
 // does the same with a latency channel between chips.
+`include "tpu_assert.svh"
+
 module tpu_ici_delay #(
   parameter type data_t = logic,
   parameter int unsigned MaxLat = 4,
@@ -47,8 +49,8 @@ module tpu_ici_delay #(
   end
 
   // ---- Assertions ----
-  a_lat_range: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                lat_i >= 1 && 32'(lat_i) <= MaxLat)
-  else $error("tpu_ici_delay: link latency %0d outside 1..%0d", lat_i, MaxLat);
+  `TPU_ASSERT(LatRange_A,
+                                lat_i >= 1 && 32'(lat_i) <= MaxLat,
+      ("tpu_ici_delay: link latency %0d outside 1..%0d", lat_i, MaxLat))
 
 endmodule

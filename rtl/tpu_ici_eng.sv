@@ -29,6 +29,8 @@
 // Latency: a packet's first row is on the router's inject port the cycle after its head was
 // taken; a received row is in memory the cycle after it leaves the eject FIFO, its counter the
 // same cycle.
+`include "tpu_assert.svh"
+
 module tpu_ici_eng
   import tpu_ici_pkg::*;
 #(
@@ -324,17 +326,23 @@ module tpu_ici_eng
   assign unused_bits = ^{ej_hdr.tie, ej_hdr.src, ej_hdr.dst, first_hop.cls};
 
   // Assertions
-  InjOnlyWithRoom: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      inj_valid_o |-> inj_vc_ready_i[inj_vc_o] && busy_q[inj_vc_o]);
-  StartWhenRoom: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      start_i |-> ready_o);
-  TakeOnlyWhenOk: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      wait_take_i |-> wait_ok_o);
-  BodyInPacket: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      ej_valid_i && !ej_head |-> in_pkt_q[ej_vc_i]);
-  HeadOutsidePacket: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      ej_valid_i && ej_head |-> !in_pkt_q[ej_vc_i]);
-  CounterNoWrap: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      inc && 32'(inc_id) < NumCnt |-> 33'(inc_cur) + 33'(inc_by) < 33'h1_0000_0000);
+  `TPU_ASSERT(InjOnlyWithRoom_A,
+      inj_valid_o |-> inj_vc_ready_i[inj_vc_o] && busy_q[inj_vc_o],
+      ("%m: InjOnlyWithRoom_A failed"))
+  `TPU_ASSERT(StartWhenRoom_A,
+      start_i |-> ready_o,
+      ("%m: StartWhenRoom_A failed"))
+  `TPU_ASSERT(TakeOnlyWhenOk_A,
+      wait_take_i |-> wait_ok_o,
+      ("%m: TakeOnlyWhenOk_A failed"))
+  `TPU_ASSERT(BodyInPacket_A,
+      ej_valid_i && !ej_head |-> in_pkt_q[ej_vc_i],
+      ("%m: BodyInPacket_A failed"))
+  `TPU_ASSERT(HeadOutsidePacket_A,
+      ej_valid_i && ej_head |-> !in_pkt_q[ej_vc_i],
+      ("%m: HeadOutsidePacket_A failed"))
+  `TPU_ASSERT(CounterNoWrap_A,
+      inc && 32'(inc_id) < NumCnt |-> 33'(inc_cur) + 33'(inc_by) < 33'h1_0000_0000,
+      ("%m: CounterNoWrap_A failed"))
 
 endmodule

@@ -15,6 +15,8 @@
 // (tpu_ici_swalloc) grants at most one VC (`gnt_i`, one-hot), whose flit and output VC leave on
 // `out_flit_o`/`out_vc_o`. Every VC of the port is offered, so a VC whose output is taken does
 // not keep the port's other VCs waiting behind it.
+`include "tpu_assert.svh"
+
 module tpu_ici_input
   import tpu_ici_pkg::*;
 #(
@@ -185,29 +187,31 @@ module tpu_ici_input
 
   // ---- Assertions ----
   // Credits upstream: never a flit into a full VC buffer (also in each tpu_fifo).
-  a_no_push_full: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                   in_valid_i |-> !vc_full[in_vc_i])
-  else $error("tpu_ici_input: flit into full VC %0d (sender ignored credits)", in_vc_i);
-  a_vc_range: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                               in_valid_i |-> 32'(in_vc_i) < NumVc)
-  else $error("tpu_ici_input: VC %0d out of range", in_vc_i);
+  `TPU_ASSERT(NoPushFull_A,
+                                   in_valid_i |-> !vc_full[in_vc_i],
+      ("tpu_ici_input: flit into full VC %0d (sender ignored credits)", in_vc_i))
+  `TPU_ASSERT(VcRange_A,
+                               in_valid_i |-> 32'(in_vc_i) < NumVc,
+      ("tpu_ici_input: VC %0d out of range", in_vc_i))
   // A packet stays on one VC and is not interleaved with another packet's flits on that VC:
   // on each VC, a head only after a tail, a body or tail flit only inside an open packet.
-  a_arrive_head_when_closed: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                              in_valid_i && in_flit_i.head |-> !in_open_q[in_vc_i])
-  else $error("tpu_ici_input: head on VC %0d inside another packet", in_vc_i);
-  a_arrive_body_when_open: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                            in_valid_i && !in_flit_i.head |-> in_open_q[in_vc_i])
-  else $error("tpu_ici_input: body flit on VC %0d outside a packet", in_vc_i);
+  `TPU_ASSERT(ArriveHeadWhenClosed_A,
+                                              in_valid_i && in_flit_i.head |-> !in_open_q[in_vc_i],
+      ("tpu_ici_input: head on VC %0d inside another packet", in_vc_i))
+  `TPU_ASSERT(ArriveBodyWhenOpen_A,
+                                            in_valid_i && !in_flit_i.head |-> in_open_q[in_vc_i],
+      ("tpu_ici_input: body flit on VC %0d outside a packet", in_vc_i))
   // Buffer heads: a VC without an output holds a head at its front, one with an output a body.
   for (genvar v = 0; v < NumVc; v++) begin : gen_sva
-    a_head_at_front: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                      !vc_empty[v] |-> (front_head[v] == !active_q[v]))
-    else $error("tpu_ici_input: VC %0d front flit does not match its packet state", v);
+    `TPU_ASSERT(HeadAtFront_A,
+                                      !vc_empty[v] |-> (front_head[v] == !active_q[v]),
+        ("tpu_ici_input: VC %0d front flit does not match its packet state", v))
   end
-  a_gnt_has_req: assert property (@(posedge clk_i) disable iff (!rst_ni) (gnt_i & ~req_o) == '0)
-  else $error("tpu_ici_input: grant without request");
-  a_gnt_onehot: assert property (@(posedge clk_i) disable iff (!rst_ni) $onehot0(gnt_i))
-  else $error("tpu_ici_input: more than one VC granted");
+  `TPU_ASSERT(GntHasReq_A,
+      (gnt_i & ~req_o) == '0,
+      ("tpu_ici_input: grant without request"))
+  `TPU_ASSERT(GntOnehot_A,
+      $onehot0(gnt_i),
+      ("tpu_ici_input: more than one VC granted"))
 
 endmodule

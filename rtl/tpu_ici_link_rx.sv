@@ -16,6 +16,8 @@
 // cycle's credit included: a lost control word loses nothing for good, the next good one carries
 // the counts and the ACK again. Every output is a function of registered state and of the
 // router's credit outputs (registered state too), so the link adds no combinational path.
+`include "tpu_assert.svh"
+
 module tpu_ici_link_rx
   import tpu_ici_pkg::*;
 #(
@@ -128,13 +130,13 @@ module tpu_ici_link_rx
 
   // ---- Assertions ----
   // Only a good flit with the expected sequence number reaches the router.
-  a_deliver_in_order: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      rx_valid_o |-> w_valid_i && crc == w_crc_i && w_seq_i == exp_q)
-  else $error("tpu_ici_link_rx: flit delivered out of order or with a bad CRC");
+  `TPU_ASSERT(DeliverInOrder_A,
+      rx_valid_o |-> w_valid_i && crc == w_crc_i && w_seq_i == exp_q,
+      ("tpu_ici_link_rx: flit delivered out of order or with a bad CRC"))
   // One NAK per error: a NAK goes out only when none has since the last accepted flit.
-  a_one_nak: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      nak_q |-> nak_sent_q)
-  else $error("tpu_ici_link_rx: NAK without an error");
+  `TPU_ASSERT(OneNak_A,
+      nak_q |-> nak_sent_q,
+      ("tpu_ici_link_rx: NAK without an error"))
   // A credit comes back only for a flit accepted in an earlier cycle, so the ACK that covers it
   // (carried by this control word or an earlier one) is never behind the credit: what sizes the
   // sender's replay buffer. `owed_q`: flits accepted minus credits returned.
@@ -143,8 +145,8 @@ module tpu_ici_link_rx
     if (!rst_ni) owed_q <= '0;
     else owed_q <= owed_q + 16'(good) - 16'(rx_cr_valid_i);
   end
-  a_credit_owed: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      rx_cr_valid_i |-> owed_q != '0)
-  else $error("tpu_ici_link_rx: credit returned for a flit that was not accepted");
+  `TPU_ASSERT(CreditOwed_A,
+      rx_cr_valid_i |-> owed_q != '0,
+      ("tpu_ici_link_rx: credit returned for a flit that was not accepted"))
 
 endmodule

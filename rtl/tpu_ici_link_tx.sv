@@ -18,7 +18,7 @@
 // control word carries the ACK of everything accepted before it; the ACK and the credit count
 // travel in the same word, so whenever the router gets a credit back, the flit it stands for
 // (and every earlier one) is acknowledged. The router never has more than NumVc x Depth flits
-// without their credit, hence never more than that many unacknowledged (SVA a_replay_room).
+// without their credit, hence never more than that many unacknowledged (SVA ReplayRoom_A).
 //
 // Latency and the good path: the wire outputs are a function of registered state (the router's
 // link outputs, themselves registered state, or a buffer entry at a registered pointer), and with
@@ -27,6 +27,8 @@
 // without the link layer. `link_gap_i` paces the wire like the router's output (one flit per
 // gap cycles, a head flit, which carries only its 8-byte header, in `link_hgap_i`), replays
 // included; router flits that arrive during a replay wait in the buffer.
+`include "tpu_assert.svh"
+
 module tpu_ici_link_tx
   import tpu_ici_pkg::*;
 #(
@@ -255,31 +257,31 @@ module tpu_ici_link_tx
 
   // ---- Assertions ----
   // The sequence space holds twice the buffer, so a late ACK is never mistaken for a new one.
-  a_seq_space: assert property (@(posedge clk_i) 2 * BufN <= (1 << SeqW))
-  else $error("tpu_ici_link_tx: %0d sequence numbers for a %0d-flit buffer", 1 << SeqW, BufN);
+  `TPU_ASSERT_INIT(SeqSpace_A, 2 * BufN <= (1 << SeqW),
+      ("tpu_ici_link_tx: %0d sequence numbers for a %0d-flit buffer", 1 << SeqW, BufN))
   // The replay buffer never overflows (the credit argument above).
-  a_replay_room: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      tx_valid_i && !down_q |-> 32'(wr_off) < BufN)
-  else $error("tpu_ici_link_tx: replay buffer full (%0d unacknowledged flits)", wr_off);
+  `TPU_ASSERT(ReplayRoom_A,
+      tx_valid_i && !down_q |-> 32'(wr_off) < BufN,
+      ("tpu_ici_link_tx: replay buffer full (%0d unacknowledged flits)", wr_off))
   // Pointers in order: ack <= snd <= wr and ack <= hi <= wr (mod 2^SeqW).
-  a_ptr_order: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      snd_off <= wr_off && hi_off <= wr_off)
-  else $error("tpu_ici_link_tx: pointers out of order (ack %0d snd %0d hi %0d wr %0d)",
-              ack_q, snd_q, hi_q, wr_q);
+  `TPU_ASSERT(PtrOrder_A,
+      snd_off <= wr_off && hi_off <= wr_off,
+      ("tpu_ici_link_tx: pointers out of order (ack %0d snd %0d hi %0d wr %0d)",
+              ack_q, snd_q, hi_q, wr_q))
   // A good control word acknowledges only flits that were sent.
-  a_ack_in_range: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      c_ok |-> a_off <= hi_off)
-  else $error("tpu_ici_link_tx: control word acknowledges sequence number %0d, only up to %0d sent",
-              ctl.ack, hi_q);
+  `TPU_ASSERT(AckInRange_A,
+      c_ok |-> a_off <= hi_off,
+      ("tpu_ici_link_tx: control word acknowledges sequence number %0d, only up to %0d sent",
+              ctl.ack, hi_q))
   // Nothing leaves while the wire is serializing the previous flit, or after the link is down.
-  a_wire_gap: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      w_valid_o |-> busy_q == '0 && !down_q)
-  else $error("tpu_ici_link_tx: flit sent while the wire is busy or down");
+  `TPU_ASSERT(WireGap_A,
+      w_valid_o |-> busy_q == '0 && !down_q,
+      ("tpu_ici_link_tx: flit sent while the wire is busy or down"))
   // A credit count never runs ahead by more than a VC's buffer.
   for (genvar v = 0; v < NumVc; v++) begin : gen_sva_cr
-    a_credit_bound: assert property (@(posedge clk_i) disable iff (!rst_ni)
-        32'(CntW'(cnt_now[v] - out_q[v])) <= Depth)
-    else $error("tpu_ici_link_tx: VC %0d owes more than %0d credits", v, Depth);
+    `TPU_ASSERT(CreditBound_A,
+        32'(CntW'(cnt_now[v] - out_q[v])) <= Depth,
+        ("tpu_ici_link_tx: VC %0d owes more than %0d credits", v, Depth))
   end
 
 endmodule

@@ -7,6 +7,8 @@
 // receiver's buffer depth) and must stay in 0..Credits (asserted: credits are conserved).
 // Latency: state updates at the clock edge after a send / credit; a credit returned in cycle t
 // can be spent in t+1. Throughput: one flit per cycle.
+`include "tpu_assert.svh"
+
 module tpu_ici_output
   import tpu_ici_pkg::*;
 #(
@@ -75,26 +77,26 @@ module tpu_ici_output
 
   // ---- Assertions ----
   // Credits are conserved: never spent when none is left, never returned beyond the depth.
-  a_credit_no_underflow: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                          send_i |-> cnt_q[send_vc_i] != '0)
-  else $error("tpu_ici_output: flit sent on VC %0d without a credit", send_vc_i);
-  a_credit_no_overflow: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      cr_valid_i |-> (32'(cnt_q[cr_vc_i]) < Credits || (send_i && send_vc_i == cr_vc_i)))
-  else $error("tpu_ici_output: credit on VC %0d beyond the buffer depth %0d", cr_vc_i, Credits);
+  `TPU_ASSERT(CreditNoUnderflow_A,
+                                          send_i |-> cnt_q[send_vc_i] != '0,
+      ("tpu_ici_output: flit sent on VC %0d without a credit", send_vc_i))
+  `TPU_ASSERT(CreditNoOverflow_A,
+      cr_valid_i |-> (32'(cnt_q[cr_vc_i]) < Credits || (send_i && send_vc_i == cr_vc_i)),
+      ("tpu_ici_output: credit on VC %0d beyond the buffer depth %0d", cr_vc_i, Credits))
   for (genvar v = 0; v < NumVc; v++) begin : gen_sva
-    a_credit_le_depth: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                        32'(cnt_q[v]) <= Credits)
-    else $error("tpu_ici_output: VC %0d holds more credits than buffer slots", v);
+    `TPU_ASSERT(CreditLeDepth_A,
+                                        32'(cnt_q[v]) <= Credits,
+        ("tpu_ici_output: VC %0d holds more credits than buffer slots", v))
   end
   // Wormhole on each VC: a head only on a free VC, a body or tail only on the VC its head took.
-  a_head_on_free_vc: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                      send_i && send_head_i |-> !busy_q[send_vc_i])
-  else $error("tpu_ici_output: head on VC %0d interleaves another packet", send_vc_i);
-  a_body_on_own_vc: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                     send_i && !send_head_i |-> busy_q[send_vc_i])
-  else $error("tpu_ici_output: body flit on VC %0d that no packet holds", send_vc_i);
-  a_send_vc_range: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                    send_i |-> 32'(send_vc_i) < NumVc)
-  else $error("tpu_ici_output: VC %0d out of range", send_vc_i);
+  `TPU_ASSERT(HeadOnFreeVc_A,
+                                      send_i && send_head_i |-> !busy_q[send_vc_i],
+      ("tpu_ici_output: head on VC %0d interleaves another packet", send_vc_i))
+  `TPU_ASSERT(BodyOnOwnVc_A,
+                                     send_i && !send_head_i |-> busy_q[send_vc_i],
+      ("tpu_ici_output: body flit on VC %0d that no packet holds", send_vc_i))
+  `TPU_ASSERT(SendVcRange_A,
+                                    send_i |-> 32'(send_vc_i) < NumVc,
+      ("tpu_ici_output: VC %0d out of range", send_vc_i))
 
 endmodule

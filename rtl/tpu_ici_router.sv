@@ -29,6 +29,8 @@
 // Ejection: a packet ejects on the VC of the port it arrived on (PortId % NumVc), `ej_vc_o`
 // names each flit's VC, and packets on different VCs interleave flit by flit (packets arriving
 // on different links eject side by side; one source's packets, one route, stay in order).
+`include "tpu_assert.svh"
+
 module tpu_ici_router
   import tpu_ici_pkg::*;
 #(
@@ -329,26 +331,26 @@ module tpu_ici_router
 
   // ---- Assertions ----
   // Local port: valid held and payload stable until the handshake, on both sides.
-  a_inj_stable: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      inj_valid_i && !inj_ready_o |=> inj_valid_i && $stable(inj_flit_i))
-  else $error("tpu_ici_router: injected flit dropped or changed while not ready");
-  a_ej_stable: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      ej_valid_o && !ej_ready_i |=> ej_valid_o && $stable(ej_flit_o))
-  else $error("tpu_ici_router: ejected flit dropped or changed while not ready");
+  `TPU_ASSERT(InjStable_A,
+      inj_valid_i && !inj_ready_o |=> inj_valid_i && $stable(inj_flit_i),
+      ("tpu_ici_router: injected flit dropped or changed while not ready"))
+  `TPU_ASSERT(EjStable_A,
+      ej_valid_o && !ej_ready_i |=> ej_valid_o && $stable(ej_flit_o),
+      ("tpu_ici_router: ejected flit dropped or changed while not ready"))
   // Injection framing: a head only between packets, a body flit only inside one.
-  a_inj_framing: assert property (@(posedge clk_i) disable iff (!rst_ni)
+  `TPU_ASSERT(InjFraming_A,
       inj_valid_i |-> (inj_flit_i.head == !inj_mid_q[inj_vc]) &&
-                      (InjVcSel || !inj_mid_any || inj_mid_q[inj_vc]))
-  else $error("tpu_ici_router: injected packet framing broken (head/tail)");
+                      (InjVcSel || !inj_mid_any || inj_mid_q[inj_vc]),
+      ("tpu_ici_router: injected packet framing broken (head/tail)"))
   // A serializing link sends nothing.
   for (genvar o = 1; o < NumPorts; o++) begin : gen_sva_gap
-    a_link_gap: assert property (@(posedge clk_i) disable iff (!rst_ni)
-        out_valid[o] |-> busy_q[o] == '0)
-    else $error("tpu_ici_router: flit sent on a link still serializing the previous one");
+    `TPU_ASSERT(LinkGap_A,
+        out_valid[o] |-> busy_q[o] == '0,
+        ("tpu_ici_router: flit sent on a link still serializing the previous one"))
   end
   // Ejection never overflows: the local output spends a credit per flit into the FIFO.
-  a_eject_no_overflow: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      out_valid[0] |-> !ej_full || ej_pop)
-  else $error("tpu_ici_router: ejection FIFO overflow");
+  `TPU_ASSERT(EjectNoOverflow_A,
+      out_valid[0] |-> !ej_full || ej_pop,
+      ("tpu_ici_router: ejection FIFO overflow"))
 
 endmodule

@@ -12,12 +12,14 @@
 // an output takes the first unmatched input that requests it in round-robin order from its
 // pointer, and that input gives it its first VC (round robin from the input's pointer) that
 // requests this output. The result is maximal: a request is left ungranted only when its input
-// or its output is matched to another (asserted, `a_alloc_maximal`), unlike a single-iteration
+// or its output is matched to another (asserted, `AllocMaximal_A`), unlike a single-iteration
 // separable allocator, where a VC that loses its output also idles its input's other VCs.
 // Pointers move past the grants they made, so a request waits a bounded time (packets are at
 // most 256 flits, which bounds how long pass 1 can keep a head waiting).
 // Latency 0 (combinational grants from registered requests). In hardware the passes form a
 // chain like a wavefront allocator's (2 x NumPorts output steps).
+`include "tpu_assert.svh"
+
 module tpu_ici_swalloc
   import tpu_ici_pkg::*;
 #(
@@ -98,8 +100,9 @@ module tpu_ici_swalloc
       for (int unsigned v = 0; v < NumVc; v++)
         if (req_i[i][v] && !in_matched[i] && !out_matched[req_port_i[i][v]]) left_out = 1'b1;
   end
-  a_alloc_maximal: assert property (@(posedge clk_i) disable iff (!rst_ni) !left_out)
-  else $error("tpu_ici_swalloc: a request left with its input and its output both idle");
+  `TPU_ASSERT(AllocMaximal_A,
+      !left_out,
+      ("tpu_ici_swalloc: a request left with its input and its output both idle"))
   // A grant goes to a requesting VC, at most one per input, and the output it was granted for
   // takes that input.
   logic bad_gnt;
@@ -112,7 +115,8 @@ module tpu_ici_swalloc
                             32'(out_sel_o[req_port_i[i][v]]) != i)) bad_gnt = 1'b1;
     end
   end
-  a_gnt_consistent: assert property (@(posedge clk_i) disable iff (!rst_ni) !bad_gnt)
-  else $error("tpu_ici_swalloc: a grant without a request, or not matching its output's choice");
+  `TPU_ASSERT(GntConsistent_A,
+      !bad_gnt,
+      ("tpu_ici_swalloc: a grant without a request, or not matching its output's choice"))
 
 endmodule

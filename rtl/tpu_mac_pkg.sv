@@ -38,6 +38,8 @@
 //
 // Exponents are kept as "LSB exponents" E: an operand is sig * 2^(E - 150) with a 24-bit sig, so
 // for an f32 E is its biased exponent field (1 for subnormals), and E >= 1 for x always holds.
+`include "tpu_assert.svh"
+
 package tpu_mac_pkg;
 
   localparam int unsigned WinW = 27;  // aligned window: 24-bit significand, 2 guard, 1 sticky
@@ -210,13 +212,17 @@ package tpu_mac_pkg;
     begin
       if (!special) begin
         // x's exponent is never below the subnormal one, so the normalising shift never goes right.
-        a_x_exp_min: assert (e_x >= 10'd1);
+        `TPU_ASSERT_I(XExpMin_A, e_x >= 10'd1,
+            ("%m: XExpMin_A failed"))
         // Bits folded into the sticky bit only ever sit under a normalised or subnormal-grid x.
-        a_sticky_safe: assert (!y_win[0] || (e_diff >= 10'd3 && (x_sig[23] || e_x == 10'd1)));
+        `TPU_ASSERT_I(StickySafe_A, !y_win[0] || (e_diff >= 10'd3 && (x_sig[23] || e_x == 10'd1)),
+            ("%m: StickySafe_A failed"))
         // An effective subtraction never needs the carry bit.
-        a_sub_no_carry: assert (!eff_sub || !mag[SumW-1]);
+        `TPU_ASSERT_I(SubNoCarry_A, !eff_sub || !mag[SumW-1],
+            ("%m: SubNoCarry_A failed"))
         // An unnormalised result only occurs on the subnormal grid.
-        a_norm_or_subnormal: assert (mag == '0 || norm[SumW-1] || e_r == 10'd1);
+        `TPU_ASSERT_I(NormOrSubnormal_A, mag == '0 || norm[SumW-1] || e_r == 10'd1,
+            ("%m: NormOrSubnormal_A failed"))
       end
     end
 

@@ -4,11 +4,13 @@
 // the chip owns a port, so units run concurrently without arbitration; the sequencer's
 // scoreboard guarantees that no two ports write the same row in one cycle, and no port reads a
 // row another in-flight command writes. Should two writes hit one row anyway, the higher port
-// index wins (and the SVA NoWriteCollision fires).
+// index wins (and the SVA NoWriteCollision_A fires).
 // Latency: a write at edge t is visible to reads after edge t; a read is combinational.
 // Throughput: one read per read port and one write per write port per cycle. No handshake.
 // Storage is not reset (an SRAM); out-of-range addresses are never presented (the sequencer
 // checks every range), reads of them return zero.
+`include "tpu_assert.svh"
+
 module tpu_mem #(
   parameter int unsigned Rows  = 1024,
   parameter int unsigned Width = 128,
@@ -39,11 +41,13 @@ module tpu_mem #(
 
   // Assertions
   for (genvar p = 0; p < NumWr; p++) begin : gen_sva
-    WriteInRange: assert property (@(posedge clk_i) disable iff (!rst_ni)
-        we_i[p] |-> 32'(wr_addr_i[p]) < Rows);
+    `TPU_ASSERT(WriteInRange_A,
+        we_i[p] |-> 32'(wr_addr_i[p]) < Rows,
+        ("%m: WriteInRange_A failed"))
     for (genvar q = p + 1; q < NumWr; q++) begin : gen_pair
-      NoWriteCollision: assert property (@(posedge clk_i) disable iff (!rst_ni)
-          !(we_i[p] && we_i[q] && wr_addr_i[p] == wr_addr_i[q]));
+      `TPU_ASSERT(NoWriteCollision_A,
+          !(we_i[p] && we_i[q] && wr_addr_i[p] == wr_addr_i[q]),
+          ("%m: NoWriteCollision_A failed"))
     end
   end
 

@@ -22,6 +22,8 @@
 // en = !o_valid_o || o_ready_i, so back-pressure on the output stalls every stage in place.
 // Latency: Rows + Cols cycles from an accepted activation beat to its result. Throughput: one
 // beat (Rows x Cols MACs) per cycle. Loading a weight tile takes Rows / WRows beats.
+`include "tpu_assert.svh"
+
 module tpu_mxu #(
   parameter int unsigned Rows   = 8,
   parameter int unsigned Cols   = 8,
@@ -339,41 +341,40 @@ module tpu_mxu #(
     assign w_flat[16*j +: 16] = w_data_i[j];
   end
 
-  a_valid_held: assert property (@(posedge clk_i) disable iff (!rst_ni)
-    a_valid_i && !a_ready_o |=> a_valid_i)
-    else $error("tpu_mxu: activation valid dropped before ready");
-  a_payload_stable: assert property (@(posedge clk_i) disable iff (!rst_ni)
+  `TPU_ASSERT(ValidHeld_A,
+    a_valid_i && !a_ready_o |=> a_valid_i,
+      ("tpu_mxu: activation valid dropped before ready"))
+  `TPU_ASSERT(PayloadStable_A,
     a_valid_i && !a_ready_o |=> $stable(a_flat) && $stable(acc_flat) && $stable(a_acc_i)
-                                && $stable(a_last_i))
-    else $error("tpu_mxu: activation payload changed while waiting for ready");
-  w_valid_held: assert property (@(posedge clk_i) disable iff (!rst_ni)
-    w_valid_i && !w_ready_o |=> w_valid_i)
-    else $error("tpu_mxu: weight valid dropped before ready");
-  w_payload_stable: assert property (@(posedge clk_i) disable iff (!rst_ni)
-    w_valid_i && !w_ready_o |=> $stable(w_flat))
-    else $error("tpu_mxu: weight payload changed while waiting for ready");
-  o_payload_stable: assert property (@(posedge clk_i) disable iff (!rst_ni)
-    o_valid_o && !o_ready_i |=> o_valid_o && $stable(o_flat) && $stable(o_last_o))
-    else $error("tpu_mxu: result payload changed while waiting for ready");
-  a_bank_loaded: assert property (@(posedge clk_i) disable iff (!rst_ni)
-    a_fire |-> full_q[rd_bank_q])
-    else $error("tpu_mxu: activation accepted into a bank with no weight tile");
-  w_bank_free: assert property (@(posedge clk_i) disable iff (!rst_ni)
-    w_fire |-> !full_q[wr_bank_q] && 32'(drain_wr) >= 32'(wr_row_q) + WRows - 1 + Cols)
-    else $error("tpu_mxu: weight row written while a beat may still read it");
-  wr_row_in_range: assert property (@(posedge clk_i) disable iff (!rst_ni)
-    32'(wr_row_q) < Rows && 32'(wr_row_q) % WRows == 0)
-    else $error("tpu_mxu: weight row pointer out of range");
-  banks_in_range: assert property (@(posedge clk_i) disable iff (!rst_ni)
-    32'(rd_bank_q) < WBanks && 32'(wr_bank_q) < WBanks)
-    else $error("tpu_mxu: bank pointer out of range");
+                                && $stable(a_last_i),
+      ("tpu_mxu: activation payload changed while waiting for ready"))
+  `TPU_ASSERT(WValidHeld_A,
+    w_valid_i && !w_ready_o |=> w_valid_i,
+      ("tpu_mxu: weight valid dropped before ready"))
+  `TPU_ASSERT(WPayloadStable_A,
+    w_valid_i && !w_ready_o |=> $stable(w_flat),
+      ("tpu_mxu: weight payload changed while waiting for ready"))
+  `TPU_ASSERT(OPayloadStable_A,
+    o_valid_o && !o_ready_i |=> o_valid_o && $stable(o_flat) && $stable(o_last_o),
+      ("tpu_mxu: result payload changed while waiting for ready"))
+  `TPU_ASSERT(BankLoaded_A,
+    a_fire |-> full_q[rd_bank_q],
+      ("tpu_mxu: activation accepted into a bank with no weight tile"))
+  `TPU_ASSERT(WBankFree_A,
+    w_fire |-> !full_q[wr_bank_q] && 32'(drain_wr) >= 32'(wr_row_q) + WRows - 1 + Cols,
+      ("tpu_mxu: weight row written while a beat may still read it"))
+  `TPU_ASSERT(WrRowInRange_A,
+    32'(wr_row_q) < Rows && 32'(wr_row_q) % WRows == 0,
+      ("tpu_mxu: weight row pointer out of range"))
+  `TPU_ASSERT(BanksInRange_A,
+    32'(rd_bank_q) < WBanks && 32'(wr_bank_q) < WBanks,
+      ("tpu_mxu: bank pointer out of range"))
   // Banks fill and drain in the same round-robin order: the full banks are the run from
   // rd_bank_q up to wr_bank_q, so the pointers meet only with none or all of them full.
-  bank_order: assert property (@(posedge clk_i) disable iff (!rst_ni)
-    wr_bank_q == rd_bank_q |-> full_q == '0 || full_q == '1)
-    else $error("tpu_mxu: weight banks out of round-robin order");
-  params_ok: assert property (@(posedge clk_i)
-    WBanks >= 2 && WRows >= 1 && Rows % WRows == 0)
-    else $error("tpu_mxu: WBanks must be >= 2 and WRows must divide Rows");
+  `TPU_ASSERT(BankOrder_A,
+    wr_bank_q == rd_bank_q |-> full_q == '0 || full_q == '1,
+      ("tpu_mxu: weight banks out of round-robin order"))
+  `TPU_ASSERT_INIT(ParamsOk_A, WBanks >= 2 && WRows >= 1 && Rows % WRows == 0,
+      ("tpu_mxu: WBanks must be >= 2 and WRows must divide Rows"))
 
 endmodule

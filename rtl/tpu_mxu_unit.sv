@@ -17,6 +17,8 @@
 // Latency: Rows + Cols cycles from a row's activation beat to its AMEM write. Throughput: one
 // activation row and WRows weight rows per cycle (tpu_mxu). Handshakes: *_start_i taken only when
 // the matching *_ready_o is high.
+`include "tpu_assert.svh"
+
 module tpu_mxu_unit #(
   parameter int unsigned Rows     = 8,
   parameter int unsigned Cols     = 8,
@@ -311,31 +313,43 @@ module tpu_mxu_unit #(
   end
 
   // Assertions
-  ResultHasCommand: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      o_valid |-> !wb_empty);
-  ResultLastInStep: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      o_valid |-> o_last == wb_last);
-  MatmulRowsNonZero: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      wb_push |-> mm_rows_i != '0);
-  LoadStartWhenIdle: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      lw_start_i |-> lw_ready_o);
-  LoadBeatsInTile: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      lw_active_q |-> 32'(lw_i_q) < Beats);
-  LoadFillBeatsInTile: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      lw_fill_q |-> 32'(lw_i_q) < Beats);
-  LoadFillOrFeed: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      !(lw_fill_q && lw_active_q));
-  LoadFillOnlyTransposed: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      lw_fill_q |-> lw_t_q);
+  `TPU_ASSERT(ResultHasCommand_A,
+      o_valid |-> !wb_empty,
+      ("%m: ResultHasCommand_A failed"))
+  `TPU_ASSERT(ResultLastInStep_A,
+      o_valid |-> o_last == wb_last,
+      ("%m: ResultLastInStep_A failed"))
+  `TPU_ASSERT(MatmulRowsNonZero_A,
+      wb_push |-> mm_rows_i != '0,
+      ("%m: MatmulRowsNonZero_A failed"))
+  `TPU_ASSERT(LoadStartWhenIdle_A,
+      lw_start_i |-> lw_ready_o,
+      ("%m: LoadStartWhenIdle_A failed"))
+  `TPU_ASSERT(LoadBeatsInTile_A,
+      lw_active_q |-> 32'(lw_i_q) < Beats,
+      ("%m: LoadBeatsInTile_A failed"))
+  `TPU_ASSERT(LoadFillBeatsInTile_A,
+      lw_fill_q |-> 32'(lw_i_q) < Beats,
+      ("%m: LoadFillBeatsInTile_A failed"))
+  `TPU_ASSERT(LoadFillOrFeed_A,
+      !(lw_fill_q && lw_active_q),
+      ("%m: LoadFillOrFeed_A failed"))
+  `TPU_ASSERT(LoadFillOnlyTransposed_A,
+      lw_fill_q |-> lw_t_q,
+      ("%m: LoadFillOnlyTransposed_A failed"))
   // A transposed tile is only defined for a square array (every chip variant is square).
-  LoadTransposeSquare: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      lw_start_i && lw_t_i |-> Rows == Cols);
+  `TPU_ASSERT(LoadTransposeSquare_A,
+      lw_start_i && lw_t_i |-> Rows == Cols,
+      ("%m: LoadTransposeSquare_A failed"))
   // The array phase of a transposed load starts from the first weight row, right after the fill.
-  LoadTransposeFeedsAfterFill: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      lw_fill_q && lw_last_beat |=> lw_active_q && lw_t_q && lw_i_q == '0);
-  MatmulStartWhenReady: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      mm_start_i |-> mm_ready_o);
-  IdleMeansEmpty: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      idle && !mm_active_q |-> wb_empty);
+  `TPU_ASSERT(LoadTransposeFeedsAfterFill_A,
+      lw_fill_q && lw_last_beat |=> lw_active_q && lw_t_q && lw_i_q == '0,
+      ("%m: LoadTransposeFeedsAfterFill_A failed"))
+  `TPU_ASSERT(MatmulStartWhenReady_A,
+      mm_start_i |-> mm_ready_o,
+      ("%m: MatmulStartWhenReady_A failed"))
+  `TPU_ASSERT(IdleMeansEmpty_A,
+      idle && !mm_active_q |-> wb_empty,
+      ("%m: IdleMeansEmpty_A failed"))
 
 endmodule

@@ -21,6 +21,8 @@
 // for an empty scoreboard; HALT too, then raises halted_o and stops
 // issue. Issue rate: at most one command per cycle. Latency: a command at the head with no
 // hazard issues in the cycle it reaches the head.
+`include "tpu_assert.svh"
+
 module tpu_seq
   import tpu_chip_pkg::*;
 #(
@@ -511,26 +513,34 @@ module tpu_seq
   assign unused_bits = ^{q_count, topo_i.wrap, topo_i.no_dateline};
 
   // Assertions
-  QueueNoOverflow: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      q_full |-> !(cmd_valid_i && cmd_ready_o));
-  CmdValidHeld: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      cmd_valid_i && !cmd_ready_o |=> cmd_valid_i);
-  CmdPayloadStable: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      cmd_valid_i && !cmd_ready_o |=> $stable(cmd_i));
-  DoneOnlyInFlight: assert property (@(posedge clk_i) disable iff (!rst_ni)
+  `TPU_ASSERT(QueueNoOverflow_A,
+      q_full |-> !(cmd_valid_i && cmd_ready_o),
+      ("%m: QueueNoOverflow_A failed"))
+  `TPU_ASSERT(CmdValidHeld_A,
+      cmd_valid_i && !cmd_ready_o |=> cmd_valid_i,
+      ("%m: CmdValidHeld_A failed"))
+  `TPU_ASSERT(CmdPayloadStable_A,
+      cmd_valid_i && !cmd_ready_o |=> $stable(cmd_i),
+      ("%m: CmdPayloadStable_A failed"))
+  `TPU_ASSERT(DoneOnlyInFlight_A,
       (dma_done_i || lw_done_i || vpu_done_i) |->
       (!dma_done_i || sb_valid_q[SlotW'(dma_head_q)]) && (!lw_done_i || sb_valid_q[LwSlot]) &&
-      (!vpu_done_i || sb_valid_q[VpuSlot]));
-  MatmulDoneInFlight: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      mm_done_i |-> sb_valid_q[MmBase + 32'(mm_head_q)]);
-  WeightsBalanced: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      32'(wt_pending_q) <= WBanks);
-  IssueOnlyLegal: assert property (@(posedge clk_i) disable iff (!rst_ni)
+      (!vpu_done_i || sb_valid_q[VpuSlot]),
+      ("%m: DoneOnlyInFlight_A failed"))
+  `TPU_ASSERT(MatmulDoneInFlight_A,
+      mm_done_i |-> sb_valid_q[MmBase + 32'(mm_head_q)],
+      ("%m: MatmulDoneInFlight_A failed"))
+  `TPU_ASSERT(WeightsBalanced_A,
+      32'(wt_pending_q) <= WBanks,
+      ("%m: WeightsBalanced_A failed"))
+  `TPU_ASSERT(IssueOnlyLegal_A,
       (dma_start_o || lw_start_o || mm_start_o || vpu_start_o || ici_start_o) |->
-      chk == ErrNone && !hazard);
+      chk == ErrNone && !hazard,
+      ("%m: IssueOnlyLegal_A failed"))
   for (genvar e = 0; e < NumEng; e++) begin : gen_sva_ici
-    IciDoneInFlight: assert property (@(posedge clk_i) disable iff (!rst_ni)
-        ici_done_i[e] |-> sb_valid_q[IciBase + e * IciQ + 32'(ici_head_q[e])]);
+    `TPU_ASSERT(IciDoneInFlight_A,
+        ici_done_i[e] |-> sb_valid_q[IciBase + e * IciQ + 32'(ici_head_q[e])],
+        ("%m: IciDoneInFlight_A failed"))
   end
 
 endmodule

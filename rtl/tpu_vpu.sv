@@ -16,6 +16,8 @@
 // order, then the lanes are reduced by a fixed pairwise tree (tpu_vpu_tree). Elementwise beats
 // may sit between the beats of a group; two groups may not interleave. idle_o: no output beat
 // pending and no reduction group open (for a sequencer's fence).
+`include "tpu_assert.svh"
+
 module tpu_vpu
   import tpu_pkg::*;
   import tpu_vpu_pkg::*;
@@ -160,26 +162,34 @@ module tpu_vpu
   // Assertions
   // ---------------------------------------------------------------------------------------------
   // Upstream protocol: a presented beat stays presented, unchanged, until it is taken.
-  InValidHeld: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      in_valid_i && !in_ready_o |=> in_valid_i);
-  InPayloadStable: assert property (@(posedge clk_i) disable iff (!rst_ni)
+  `TPU_ASSERT(InValidHeld_A,
+      in_valid_i && !in_ready_o |=> in_valid_i,
+      ("%m: InValidHeld_A failed"))
+  `TPU_ASSERT(InPayloadStable_A,
       in_valid_i && !in_ready_o |=> $stable(in_op_i) && $stable(in_src_bf16_i) &&
       $stable(in_dst_bf16_i) && $stable(in_first_i) && $stable(in_last_i) &&
-      $stable(in_mask_i) && $stable(in_x_i) && $stable(in_y_i) && $stable(in_z_i));
-  InOpKnown: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      in_valid_i |-> vpu_op_valid(in_op_i));
+      $stable(in_mask_i) && $stable(in_x_i) && $stable(in_y_i) && $stable(in_z_i),
+      ("%m: InPayloadStable_A failed"))
+  `TPU_ASSERT(InOpKnown_A,
+      in_valid_i |-> vpu_op_valid(in_op_i),
+      ("%m: InOpKnown_A failed"))
   // Reduction groups: a continuing beat belongs to the open group; groups do not nest.
-  RedGroupContinues: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      in_fire && in_red && !in_first_i |-> red_active_q && (in_op_i == red_op_q));
-  RedGroupNotNested: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      in_fire && in_red && in_first_i |-> !red_active_q);
+  `TPU_ASSERT(RedGroupContinues_A,
+      in_fire && in_red && !in_first_i |-> red_active_q && (in_op_i == red_op_q),
+      ("%m: RedGroupContinues_A failed"))
+  `TPU_ASSERT(RedGroupNotNested_A,
+      in_fire && in_red && in_first_i |-> !red_active_q,
+      ("%m: RedGroupNotNested_A failed"))
   // Downstream protocol: this unit holds its output until it is taken.
-  OutValidHeld: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      out_valid_o && !out_ready_i |=> out_valid_o);
-  OutPayloadStable: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      out_valid_o && !out_ready_i |=> $stable(out_data_o) && $stable(out_scalar_o));
+  `TPU_ASSERT(OutValidHeld_A,
+      out_valid_o && !out_ready_i |=> out_valid_o,
+      ("%m: OutValidHeld_A failed"))
+  `TPU_ASSERT(OutPayloadStable_A,
+      out_valid_o && !out_ready_i |=> $stable(out_data_o) && $stable(out_scalar_o),
+      ("%m: OutPayloadStable_A failed"))
   // A reduction result sits in lane 0 alone.
-  OutScalarLane0Only: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      out_valid_o && out_scalar_o |-> (out_data_o >> 32) == '0);
+  `TPU_ASSERT(OutScalarLane0Only_A,
+      out_valid_o && out_scalar_o |-> (out_data_o >> 32) == '0,
+      ("%m: OutScalarLane0Only_A failed"))
 
 endmodule

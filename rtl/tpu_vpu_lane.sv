@@ -5,6 +5,8 @@
 // one tpu_fma32: add = x * 1 + y, sub = x * 1 + (-y), mul = x * y + (-0), fma = x * y + z, and the
 // reduction step acc + x = x * 1 + acc. -0 is the exact additive identity and -Inf the identity
 // of maximum, which is what masked-off lanes and the first beat of a group feed in.
+`include "tpu_assert.svh"
+
 module tpu_vpu_lane
   import tpu_pkg::*;
   import tpu_vpu_pkg::*;
@@ -93,8 +95,11 @@ module tpu_vpu_lane
   // -----------------------------------------------------------------------------------------------
   always_comb begin
     // f32 results: any NaN is the canonical one. bf16 results: the upper half is zero.
-    ResNanCanonical: assert (out_bf16 || pack || !f32_is_nan(res_o) || (res_o == F32_CANON_NAN));
-    ResBf16UpperZero: assert (!out_bf16 || (res_o[31:16] == 16'h0000));
+    `TPU_ASSERT_I(ResNanCanonical_A,
+        out_bf16 || pack || !f32_is_nan(res_o) || (res_o == F32_CANON_NAN),
+        ("%m: ResNanCanonical_A failed"))
+    `TPU_ASSERT_I(ResBf16UpperZero_A, !out_bf16 || (res_o[31:16] == 16'h0000),
+        ("%m: ResBf16UpperZero_A failed"))
   end
 
 endmodule

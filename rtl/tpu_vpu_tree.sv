@@ -5,6 +5,8 @@
 // Sums use tpu_fma32 (l * 1 + r, one rounding); maxima use tpu_vpu_pkg::f32_maximum.
 //
 // Combinational (0 cycles): log2(Lanes) levels, Lanes - 1 nodes.
+`include "tpu_assert.svh"
+
 module tpu_vpu_tree
   import tpu_pkg::*;
   import tpu_vpu_pkg::*;
@@ -51,7 +53,8 @@ module tpu_vpu_tree
   // Assertions
   // -----------------------------------------------------------------------------------------------
   always_comb begin
-    RootNanCanonical: assert (!f32_is_nan(root_o) || (root_o == F32_CANON_NAN));
+    `TPU_ASSERT_I(RootNanCanonical_A, !f32_is_nan(root_o) || (root_o == F32_CANON_NAN),
+        ("%m: RootNanCanonical_A failed"))
   end
 
 endmodule

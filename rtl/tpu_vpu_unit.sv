@@ -6,6 +6,8 @@
 // Row r: dst[dst_row + r * dst_stride] = op(x[x_row + r], y[y_row + (y_bcast ? 0 : r)]).
 // Latency: 1 cycle (tpu_vpu) plus the write. Throughput: one row per cycle. Handshake: start_i is
 // taken when ready_o is high; done_o pulses when the last row has been written.
+`include "tpu_assert.svh"
+
 module tpu_vpu_unit
   import tpu_pkg::*;
   import tpu_vpu_pkg::*;
@@ -179,13 +181,17 @@ module tpu_vpu_unit
   end
 
   // Assertions
-  StartWhenIdle: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      start_i |-> !active_q);
-  ElementwiseOnly: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      start_i |-> vpu_op_elementwise(op_i));
-  NoScalarOut: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      out_valid |-> !out_scalar);
-  IdleWhenDone: assert property (@(posedge clk_i) disable iff (!rst_ni)
-      !active_q |-> idle);
+  `TPU_ASSERT(StartWhenIdle_A,
+      start_i |-> !active_q,
+      ("%m: StartWhenIdle_A failed"))
+  `TPU_ASSERT(ElementwiseOnly_A,
+      start_i |-> vpu_op_elementwise(op_i),
+      ("%m: ElementwiseOnly_A failed"))
+  `TPU_ASSERT(NoScalarOut_A,
+      out_valid |-> !out_scalar,
+      ("%m: NoScalarOut_A failed"))
+  `TPU_ASSERT(IdleWhenDone_A,
+      !active_q |-> idle,
+      ("%m: IdleWhenDone_A failed"))
 
 endmodule

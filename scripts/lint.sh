@@ -13,7 +13,7 @@ trap 'rm -rf "$GEN"' EXIT
 "$GEN/gen_contract" configs/tpu_contract.yaml "$GEN"
 lint() {  # lint <name> <top> <verilator args and sources...>
   local name=$1 top=$2; shift 2
-  if verilator --lint-only -Wall --assert rtl/lint.vlt --top-module "$top" "$@"; then
+  if verilator --lint-only -Wall --assert -Irtl rtl/lint.vlt --top-module "$top" "$@"; then
     echo "[lint] $name: clean"
   else
     echo "[lint] $name: FAILED"; fail=1

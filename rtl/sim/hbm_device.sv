@@ -39,6 +39,8 @@
 // (72 bits: data [63:0], check [71:64]) for word `fi_word_i` of block `fi_loc_i`; the next RD of
 // that word applies and disarms it. `fi_sbe_o` / `fi_dbe_o` count the words read with one / two
 // or more bits flipped.
+`include "tpu_assert.svh"
+
 module hbm_device
   import tpu_hbm_pkg::*;
 #(
@@ -176,8 +178,8 @@ module hbm_device
       viol_mask[r] = 1'b1;
       viol_last = r;
     end
-    a_hbm_rule: assert (ok)
-    else $error("HBM rule %s violated: ch%0d bus cycle %0d: %s", rule_name(r), c, now, what);
+    `TPU_ASSERT_I(HbmRule_A, ok,
+        ("HBM rule %s violated: ch%0d bus cycle %0d: %s", rule_name(r), c, now, what))
   endtask
 
   // At least `need` cycles between an earlier event at `t0` and now.

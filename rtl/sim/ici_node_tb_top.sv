@@ -16,6 +16,8 @@
 // input). The harness ties off (valid 0) directions without a neighbour. Local port (one packet
 // at a time, InjVcSel = 0), statistics (selected by `stat_*_i`) and status, for this node alone;
 // `idle_o` also covers the outgoing delay lines.
+`include "tpu_assert.svh"
+
 module ici_node_tb_top
   import tpu_ici_pkg::*;
 #(
@@ -193,13 +195,13 @@ module ici_node_tb_top
   assign idle_o = router_idle && !(|{fl_busy, cr_busy});
 
   // ---- Assertions ----
-  a_lat_range: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                link_lat_i >= 1 && 32'(link_lat_i) <= MaxLat)
-  else $error("ici_node_tb_top: link latency %0d outside 1..%0d", link_lat_i, MaxLat);
+  `TPU_ASSERT(LatRange_A,
+                                link_lat_i >= 1 && 32'(link_lat_i) <= MaxLat,
+      ("ici_node_tb_top: link latency %0d outside 1..%0d", link_lat_i, MaxLat))
   for (genvar dim = 0; dim < NumDims; dim++) begin : gen_sva
-    a_k_range: assert property (@(posedge clk_i) disable iff (!rst_ni)
-                                k_i[dim] >= 1 && 32'(k_i[dim]) <= MaxK)
-    else $error("ici_node_tb_top: dimension %0d size %0d outside 1..%0d", dim, k_i[dim], MaxK);
+    `TPU_ASSERT(KRange_A,
+                                k_i[dim] >= 1 && 32'(k_i[dim]) <= MaxK,
+        ("ici_node_tb_top: dimension %0d size %0d outside 1..%0d", dim, k_i[dim], MaxK))
   end
 
 endmodule

@@ -332,7 +332,7 @@ uint32_t ctl_payload(unsigned ack, bool nak, unsigned cnt0 = 0) {
   return (ack & 0xFFu) << 21 | (nak ? 1u : 0u) << 20 | (cnt0 & 31u);
 }
 
-// A control word with a good CRC that acknowledges flits never sent makes a_ack_in_range fire;
+// A control word with a good CRC that acknowledges flits never sent makes AckInRange_A fire;
 // the same word with a bad CRC is dropped and counted.
 TEST(LinkSva, ForgedAckFiresAnAssertionBadCrcIsCounted) {
   {
