@@ -298,20 +298,18 @@ Route direct_route(const Topology& t, int dim, int from, int to) {
 // k/2 on an even ring) goes half each way, the first half +1. A sender only ever reduces into
 // its own chunk, so no step of a phase sends a value an earlier step of that phase wrote. The
 // all-gathers run the phases in reverse, also in k - 1 independent steps: at step s coordinate
-// i copies its chunk i to coordinate i + s. A phase takes as many steps as the longest of its
-// dimensions needs (max over the parts of k - 1).
+// i copies its chunk i to coordinate i + s. Every phase takes k - 1 steps of the longest active
+// dimension (its parts cover every dimension).
 void plan_direct_allreduce(const Topology& t, std::size_t n, std::vector<Step>& steps) {
   const std::vector<int> dims = t.active_dims();
   const std::size_t d = dims.size();
   if (d == 0) return;  // one chip: nothing moves
   const std::size_t p = static_cast<std::size_t>(t.num_chips());
   const auto dim_of = [&](std::size_t q, std::size_t ph) { return dims[(q + ph) % d]; };
-  std::vector<std::size_t> phase_len(d, 0);
-  for (std::size_t ph = 0; ph < d; ++ph) {
-    for (std::size_t q = 0; q < d; ++q) {
-      phase_len[ph] =
-          std::max(phase_len[ph], static_cast<std::size_t>(t.extent(dim_of(q, ph)) - 1));
-    }
+  // Every phase moves one part along each dimension, so each takes the longest one's k - 1 steps.
+  std::size_t phase_len = 0;
+  for (int dim : dims) {
+    phase_len = std::max(phase_len, static_cast<std::size_t>(t.extent(dim) - 1));
   }
   // Chip c (coordinate i along dim) sends `ch` to coordinate j; a tie goes in two halves.
   const auto send = [&](Step& st, std::size_t c, int dim, int i, int j, const Segment& ch,
@@ -337,7 +335,7 @@ void plan_direct_allreduce(const Topology& t, std::size_t n, std::vector<Step>& 
   };
   for (std::size_t ph = 0; ph < d; ++ph) {
     const std::size_t step0 = steps.size();
-    grow(steps, step0 + phase_len[ph], "reduce_scatter");
+    grow(steps, step0 + phase_len, "reduce_scatter");
     start.push_back(held);
     for (std::size_t q = 0; q < d; ++q) {
       const int dim = dim_of(q, ph);
@@ -357,7 +355,7 @@ void plan_direct_allreduce(const Topology& t, std::size_t n, std::vector<Step>& 
   }
   for (std::size_t ph = d; ph-- > 0;) {
     const std::size_t step0 = steps.size();
-    grow(steps, step0 + phase_len[ph], "all_gather");
+    grow(steps, step0 + phase_len, "all_gather");
     for (std::size_t q = 0; q < d; ++q) {
       const int dim = dim_of(q, ph);
       const int k = t.extent(dim);
