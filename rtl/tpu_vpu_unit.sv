@@ -1,8 +1,9 @@
 // tpu_vpu_unit: the VPU with its command front end: streams memory rows through tpu_vpu.
 //
-// A command (start_i) names an elementwise op (vpu_op_e, configs/tpu_contract.yaml: the elementwise codes), `rows` rows
-// of x from x_mem/x_row, y from y_mem/y_row (the same y row for every x row when y_bcast_i is
-// set: a bias), z = -0, and the destination rows dst_row + r * dst_stride in dst_mem; src_bf16/dst_bf16 as in tpu_vpu.
+// A command (start_i) names an elementwise op (vpu_op_e, configs/tpu_contract.yaml), `rows`
+// rows of x from x_mem/x_row, y from y_mem/y_row (the same y row for every x row when y_bcast_i
+// is set: a bias), z = -0, and the destination rows dst_row + r * dst_stride in dst_mem;
+// src_bf16/dst_bf16 as in tpu_vpu.
 // Row r: dst[dst_row + r * dst_stride] = op(x[x_row + r], y[y_row + (y_bcast ? 0 : r)]).
 // Latency: 1 cycle (tpu_vpu) plus the write. Throughput: one row per cycle. Handshake: start_i is
 // taken when ready_o is high; done_o pulses when the last row has been written.
