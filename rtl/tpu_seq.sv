@@ -14,7 +14,8 @@
 // A legal head issues to its unit when the unit can take it and its ranges do not overlap a
 // range written by an in-flight command, nor write a range an in-flight command reads or writes
 // (RAW, WAR, WAW on VMEM and AMEM). The scoreboard has DmaQ entries for DMAs (queued in front of
-// the one engine, completing in order), one each for LOADW and VPU, and MmSlots for MATMULs (in
+// the one engine, completing in order), one for LOADW, two for VPU commands (the unit takes one
+// more while one runs; they complete in order), and MmSlots for MATMULs (in
 // flight in the array, completing in order). HBM needs no tracking: the one DMA engine runs its
 // commands in order, a write only once everything before it is complete, and anything after a
 // write only once it is acknowledged (only two reads overlap, tpu_dma). FENCE waits
@@ -86,11 +87,12 @@ module tpu_seq
   output logic [4:0] inflight_o
 );
 
-  // Scoreboard slots: a ring of DmaQ DMAs, LOADW, VPU, a ring of IciQ ICI sends per send
-  // context (they complete in order per context), the MATMUL ring.
+  // Scoreboard slots: a ring of DmaQ DMAs, LOADW, a ring of VpuQ VPU commands, a ring of IciQ
+  // ICI sends per send context (they complete in order per context), the MATMUL ring.
+  localparam int unsigned VpuQ     = 2;
   localparam int unsigned LwSlot   = DmaQ;
-  localparam int unsigned VpuSlot  = DmaQ + 1;
-  localparam int unsigned IciBase  = DmaQ + 2;
+  localparam int unsigned VpuBase  = DmaQ + 1;
+  localparam int unsigned IciBase  = VpuBase + VpuQ;
   localparam int unsigned MmBase   = IciBase + NumEng * IciQ;
   localparam int unsigned NumSlots = MmBase + MmSlots;
   localparam int unsigned DmaW     = (DmaQ > 1) ? $clog2(DmaQ) : 1;
@@ -132,6 +134,7 @@ module tpu_seq
   logic [NumSlots-1:0] sb_valid_q, sb_valid_d;
   logic [MmW-1:0]   mm_head_q, mm_head_d, mm_tail_q, mm_tail_d;
   logic [DmaW-1:0]  dma_head_q, dma_head_d, dma_tail_q, dma_tail_d;
+  logic             vpu_head_q, vpu_head_d, vpu_tail_q, vpu_tail_d;  // ring of VpuQ = 2
   logic [NumEng-1:0][IciQW-1:0] ici_head_q, ici_head_d, ici_tail_q, ici_tail_d;
   logic [WtW-1:0]   wt_pending_q, wt_pending_d;  // LOADWs issued ahead of their MATMULs
   logic             halted_q, halted_d;
@@ -308,11 +311,12 @@ module tpu_seq
   assign sb_empty = (sb_valid_q == '0);
 
   // ---- Issue ----
-  logic [SlotW-1:0] mm_slot, ici_slot, dma_slot;
+  logic [SlotW-1:0] mm_slot, ici_slot, dma_slot, vpu_slot;
   logic           can_issue;
   always_comb begin
     mm_slot = SlotW'(MmBase + 32'(mm_tail_q));
     dma_slot = SlotW'(dma_tail_q);
+    vpu_slot = SlotW'(VpuBase + 32'(vpu_tail_q));
     ici_slot = SlotW'(IciBase + 32'(ici_eng_i) * IciQ + 32'(ici_tail_q[ici_eng_i]));
     q_pop       = 1'b0;
     dma_start_o = 1'b0;
@@ -329,6 +333,8 @@ module tpu_seq
     mm_tail_d   = mm_tail_q;
     dma_head_d  = dma_head_q;
     dma_tail_d  = dma_tail_q;
+    vpu_head_d  = vpu_head_q;
+    vpu_tail_d  = vpu_tail_q;
     wt_pending_d = wt_pending_q;
     halted_d    = halted_q;
     err_d       = err_q;
@@ -345,7 +351,10 @@ module tpu_seq
       dma_head_d = dma_head_q + 1'b1;
     end
     if (lw_done_i)  sb_valid_d[LwSlot] = 1'b0;
-    if (vpu_done_i) sb_valid_d[VpuSlot] = 1'b0;
+    if (vpu_done_i) begin
+      sb_valid_d[VpuBase + 32'(vpu_head_q)] = 1'b0;
+      vpu_head_d = !vpu_head_q;
+    end
     ici_head_d = ici_head_q;
     ici_tail_d = ici_tail_q;
     for (int unsigned e = 0; e < NumEng; e++) begin
@@ -372,7 +381,7 @@ module tpu_seq
         unique case (head.op)
           OpDma:    can_issue = dma_ready_i && !sb_valid_q[dma_slot] && !hazard;
           OpLoadW:  can_issue = lw_ready_i && !sb_valid_q[LwSlot] && !hazard;
-          OpVpu:    can_issue = vpu_ready_i && !sb_valid_q[VpuSlot] && !hazard;
+          OpVpu:    can_issue = vpu_ready_i && !sb_valid_q[vpu_slot] && !hazard;
           OpMatmul: can_issue = mm_ready_i && !sb_valid_q[mm_slot] && !hazard;
           OpIciSend: can_issue = ici_ready_i && !sb_valid_q[ici_slot] && !hazard;
           OpIciWait: can_issue = wait_ok_i;
@@ -398,8 +407,9 @@ module tpu_seq
             end
             OpVpu: begin
               vpu_start_o = 1'b1;
-              sb_valid_d[VpuSlot] = 1'b1;
-              {sb_rd0_d[VpuSlot], sb_rd1_d[VpuSlot], sb_wr_d[VpuSlot]} = {rd0, rd1, wr};
+              sb_valid_d[vpu_slot] = 1'b1;
+              {sb_rd0_d[vpu_slot], sb_rd1_d[vpu_slot], sb_wr_d[vpu_slot]} = {rd0, rd1, wr};
+              vpu_tail_d = !vpu_tail_q;
             end
             OpMatmul: begin
               mm_start_o = 1'b1;
@@ -459,6 +469,8 @@ module tpu_seq
       mm_tail_q    <= '0;
       dma_head_q   <= '0;
       dma_tail_q   <= '0;
+      vpu_head_q   <= 1'b0;
+      vpu_tail_q   <= 1'b0;
       ici_head_q   <= '0;
       ici_tail_q   <= '0;
       wt_pending_q <= '0;
@@ -479,6 +491,8 @@ module tpu_seq
       mm_tail_q    <= mm_tail_d;
       dma_head_q   <= dma_head_d;
       dma_tail_q   <= dma_tail_d;
+      vpu_head_q   <= vpu_head_d;
+      vpu_tail_q   <= vpu_tail_d;
       ici_head_q   <= ici_head_d;
       ici_tail_q   <= ici_tail_d;
       wt_pending_q <= wt_pending_d;
@@ -502,7 +516,7 @@ module tpu_seq
   assign halted_o  = halted_q;
   assign issue_o   = can_issue;
   assign cmd_idx_o = cmd_idx_q;
-  assign inflight_o = {|sb_valid_q[MmBase-1:IciBase], sb_valid_q[VpuSlot],
+  assign inflight_o = {|sb_valid_q[MmBase-1:IciBase], |sb_valid_q[IciBase-1:VpuBase],
                        |sb_valid_q[NumSlots-1:MmBase], sb_valid_q[LwSlot],
                        |sb_valid_q[DmaQ-1:0]};
   assign err_o     = err_q;
@@ -525,7 +539,7 @@ module tpu_seq
   `TPU_ASSERT(DoneOnlyInFlight_A,
       (dma_done_i || lw_done_i || vpu_done_i) |->
       (!dma_done_i || sb_valid_q[SlotW'(dma_head_q)]) && (!lw_done_i || sb_valid_q[LwSlot]) &&
-      (!vpu_done_i || sb_valid_q[VpuSlot]),
+      (!vpu_done_i || sb_valid_q[VpuBase + 32'(vpu_head_q)]),
       ("%m: DoneOnlyInFlight_A failed"))
   `TPU_ASSERT(MatmulDoneInFlight_A,
       mm_done_i |-> sb_valid_q[MmBase + 32'(mm_head_q)],

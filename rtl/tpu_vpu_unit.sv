@@ -5,8 +5,10 @@
 // is set: a bias), z = -0, and the destination rows dst_row + r * dst_stride in dst_mem;
 // src_bf16/dst_bf16 as in tpu_vpu.
 // Row r: dst[dst_row + r * dst_stride] = op(x[x_row + r], y[y_row + (y_bcast ? 0 : r)]).
-// Latency: 1 cycle (tpu_vpu) plus the write. Throughput: one row per cycle. Handshake: start_i is
-// taken when ready_o is high; done_o pulses when the last row has been written.
+// Latency: 1 cycle (tpu_vpu) plus the write. Throughput: one row per cycle, across commands too:
+// one more command is taken while one runs, and its first row follows the running one's last
+// without a gap. Handshake: start_i is taken when ready_o is high (no command held); done_o
+// pulses once per command, in order, when its last row has been written.
 `include "tpu_assert.svh"
 
 module tpu_vpu_unit
@@ -51,27 +53,49 @@ module tpu_vpu_unit
   output logic [RowW-1:0]     wr_data_o
 );
 
-  logic        active_q, active_d;
-  vpu_op_e     op_q, op_d;
-  logic [2:0]  src_bf16_q, src_bf16_d;
-  logic        dst_bf16_q, dst_bf16_d, x_mem_q, x_mem_d, y_mem_q, y_mem_d, y_bcast_q, y_bcast_d;
-  logic        dst_mem_q, dst_mem_d;
-  logic [15:0] x_row_q, x_row_d, y_row_q, y_row_d, dst_row_q, dst_row_d, rows_q, rows_d;
-  logic [15:0] in_i_q, in_i_d, out_i_q, out_i_d, dst_stride_q, dst_stride_d;
+  // One command as the unit holds it (dst_stride: 0 already read as 1).
+  typedef struct packed {
+    vpu_op_e     op;
+    logic [2:0]  src_bf16;
+    logic        dst_bf16;
+    logic        x_mem;
+    logic        y_mem;
+    logic        y_bcast;
+    logic        dst_mem;
+    logic [15:0] x_row;
+    logic [15:0] y_row;
+    logic [15:0] dst_row;
+    logic [15:0] dst_stride;
+    logic [15:0] rows;
+  } vcmd_t;
 
-  logic             in_valid, in_ready, in_fire, out_valid, out_scalar, idle, last_out;
+  // `cur` feeds its rows into tpu_vpu, one a cycle; `nxt` holds the command taken while cur runs
+  // and becomes cur in the cycle cur's last row goes in, so back-to-back commands feed a row
+  // every cycle. Each row's destination rides beside it through the VPU's one-cycle output
+  // register (wr_*_q).
+  vcmd_t       cur_q, cur_d, nxt_q, nxt_d, new_cmd;
+  logic        cur_v_q, cur_v_d, nxt_v_q, nxt_v_d;
+  logic [15:0] in_i_q, in_i_d, dst_ptr_q, dst_ptr_d;
+  logic [15:0] wr_addr_q, wr_addr_d;
+  logic        wr_mem_q, wr_mem_d, wr_last_q, wr_last_d;
+
+  logic             in_valid, in_ready, in_fire, last_in, out_valid, out_scalar, idle;
   tpu_pkg::f32_t [Lanes-1:0] x, y, z, out_data;
 
-  assign in_valid = active_q && (in_i_q != rows_q);
+  assign new_cmd = '{op: op_i, src_bf16: src_bf16_i, dst_bf16: dst_bf16_i, x_mem: x_mem_i,
+                     y_mem: y_mem_i, y_bcast: y_bcast_i, dst_mem: dst_mem_i, x_row: x_row_i,
+                     y_row: y_row_i, dst_row: dst_row_i,
+                     dst_stride: (dst_stride_i == '0) ? 16'd1 : dst_stride_i, rows: rows_i};
+  assign in_valid = cur_v_q;
   assign in_fire  = in_valid && in_ready;
-  assign x_mem_o  = x_mem_q;
-  assign y_mem_o  = y_mem_q;
-  assign x_addr_o = MemAddrW'(x_row_q + in_i_q);
-  assign y_addr_o = MemAddrW'(y_bcast_q ? y_row_q : y_row_q + in_i_q);
-  assign x        = x_mem_q ? x_amem_i : x_vmem_i;
-  assign y        = y_mem_q ? y_amem_i : y_vmem_i;
+  assign last_in  = in_fire && (in_i_q == cur_q.rows - 1'b1);
+  assign x_mem_o  = cur_q.x_mem;
+  assign y_mem_o  = cur_q.y_mem;
+  assign x_addr_o = MemAddrW'(cur_q.x_row + in_i_q);
+  assign y_addr_o = MemAddrW'(cur_q.y_bcast ? cur_q.y_row : cur_q.y_row + in_i_q);
+  assign x        = cur_q.x_mem ? x_amem_i : x_vmem_i;
+  assign y        = cur_q.y_mem ? y_amem_i : y_vmem_i;
   assign z        = {Lanes{tpu_vpu_pkg::F32_NEG_ZERO}};
-  assign last_out = out_valid && (out_i_q == rows_q - 1'b1);
 
   tpu_vpu #(
     .Lanes(Lanes)
@@ -80,9 +104,9 @@ module tpu_vpu_unit
     .rst_ni       (rst_ni),
     .in_valid_i   (in_valid),
     .in_ready_o   (in_ready),
-    .in_op_i      (op_q),
-    .in_src_bf16_i(src_bf16_q),
-    .in_dst_bf16_i(dst_bf16_q),
+    .in_op_i      (cur_q.op),
+    .in_src_bf16_i(cur_q.src_bf16),
+    .in_dst_bf16_i(cur_q.dst_bf16),
     .in_first_i   (1'b1),
     .in_last_i    (1'b1),
     .in_mask_i    ('1),
@@ -96,103 +120,89 @@ module tpu_vpu_unit
     .idle_o       (idle)
   );
 
-  assign vmem_we_o = out_valid && !dst_mem_q;
-  assign amem_we_o = out_valid && dst_mem_q;
-  assign wr_addr_o = MemAddrW'(dst_row_q);
+  assign vmem_we_o = out_valid && !wr_mem_q;
+  assign amem_we_o = out_valid && wr_mem_q;
+  assign wr_addr_o = MemAddrW'(wr_addr_q);
   assign wr_data_o = out_data;
-  assign done_o    = last_out;
-  assign ready_o   = !active_q;
-  assign busy_o    = active_q;
+  assign done_o    = out_valid && wr_last_q;
+  assign ready_o   = !nxt_v_q;
+  assign busy_o    = cur_v_q || nxt_v_q || out_valid;
 
   always_comb begin
-    active_d   = active_q;
-    op_d       = op_q;
-    src_bf16_d = src_bf16_q;
-    dst_bf16_d = dst_bf16_q;
-    x_mem_d    = x_mem_q;
-    y_mem_d    = y_mem_q;
-    y_bcast_d  = y_bcast_q;
-    dst_mem_d  = dst_mem_q;
-    x_row_d    = x_row_q;
-    y_row_d    = y_row_q;
-    dst_row_d  = dst_row_q;
-    rows_d     = rows_q;
-    in_i_d     = in_i_q;
-    out_i_d    = out_i_q;
-    dst_stride_d = dst_stride_q;
-    if (start_i && !active_q) begin
-      dst_stride_d = (dst_stride_i == '0) ? 16'd1 : dst_stride_i;
-      active_d   = 1'b1;
-      op_d       = op_i;
-      src_bf16_d = src_bf16_i;
-      dst_bf16_d = dst_bf16_i;
-      x_mem_d    = x_mem_i;
-      y_mem_d    = y_mem_i;
-      y_bcast_d  = y_bcast_i;
-      dst_mem_d  = dst_mem_i;
-      x_row_d    = x_row_i;
-      y_row_d    = y_row_i;
-      dst_row_d  = dst_row_i;
-      rows_d     = rows_i;
-      in_i_d     = '0;
-      out_i_d    = '0;
+    cur_d     = cur_q;
+    cur_v_d   = cur_v_q;
+    nxt_d     = nxt_q;
+    nxt_v_d   = nxt_v_q;
+    in_i_d    = in_i_q;
+    dst_ptr_d = dst_ptr_q;
+    wr_addr_d = wr_addr_q;
+    wr_mem_d  = wr_mem_q;
+    wr_last_d = 1'b0;
+    if (in_fire) begin
+      wr_addr_d = dst_ptr_q;
+      wr_mem_d  = cur_q.dst_mem;
+      wr_last_d = last_in;
+      in_i_d    = in_i_q + 1'b1;
+      dst_ptr_d = dst_ptr_q + cur_q.dst_stride;
     end
-    if (in_fire) in_i_d = in_i_q + 1'b1;
-    if (out_valid) begin
-      out_i_d   = out_i_q + 1'b1;
-      dst_row_d = dst_row_q + dst_stride_q;
+    if (!cur_v_q || last_in) begin  // cur is free next cycle: the held command, or a new one
+      if (nxt_v_q) cur_d = nxt_q;
+      else if (start_i) cur_d = new_cmd;
+      nxt_v_d   = 1'b0;  // (start_i is low while a command is held)
+      cur_v_d   = nxt_v_q || start_i;
+      in_i_d    = '0;
+      dst_ptr_d = cur_d.dst_row;
+    end else if (start_i) begin
+      nxt_d   = new_cmd;
+      nxt_v_d = 1'b1;
     end
-    if (last_out) active_d = 1'b0;
   end
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
-      active_q   <= 1'b0;
-      op_q       <= VpuAdd;
-      src_bf16_q <= '0;
-      dst_bf16_q <= 1'b0;
-      x_mem_q    <= 1'b0;
-      y_mem_q    <= 1'b0;
-      y_bcast_q  <= 1'b0;
-      dst_mem_q  <= 1'b0;
-      x_row_q    <= '0;
-      y_row_q    <= '0;
-      dst_row_q  <= '0;
-      rows_q     <= '0;
-      in_i_q     <= '0;
-      out_i_q    <= '0;
-      dst_stride_q <= 16'd1;
+      cur_q     <= '0;
+      cur_v_q   <= 1'b0;
+      nxt_q     <= '0;
+      nxt_v_q   <= 1'b0;
+      in_i_q    <= '0;
+      dst_ptr_q <= '0;
+      wr_addr_q <= '0;
+      wr_mem_q  <= 1'b0;
+      wr_last_q <= 1'b0;
     end else begin
-      active_q   <= active_d;
-      op_q       <= op_d;
-      src_bf16_q <= src_bf16_d;
-      dst_bf16_q <= dst_bf16_d;
-      x_mem_q    <= x_mem_d;
-      y_mem_q    <= y_mem_d;
-      y_bcast_q  <= y_bcast_d;
-      dst_mem_q  <= dst_mem_d;
-      x_row_q    <= x_row_d;
-      y_row_q    <= y_row_d;
-      dst_row_q  <= dst_row_d;
-      rows_q     <= rows_d;
-      in_i_q     <= in_i_d;
-      out_i_q    <= out_i_d;
-      dst_stride_q <= dst_stride_d;
+      cur_q     <= cur_d;
+      cur_v_q   <= cur_v_d;
+      nxt_q     <= nxt_d;
+      nxt_v_q   <= nxt_v_d;
+      in_i_q    <= in_i_d;
+      dst_ptr_q <= dst_ptr_d;
+      wr_addr_q <= wr_addr_d;
+      wr_mem_q  <= wr_mem_d;
+      wr_last_q <= wr_last_d;
     end
   end
 
   // Assertions
-  `TPU_ASSERT(StartWhenIdle_A,
-      start_i |-> !active_q,
-      ("%m: StartWhenIdle_A failed"))
+  `TPU_ASSERT(StartWhenReady_A,
+      start_i |-> ready_o,
+      ("%m: StartWhenReady_A failed"))
+  `TPU_ASSERT(StartHasRows_A,
+      start_i |-> rows_i != '0,
+      ("%m: StartHasRows_A failed: a command of no rows"))
   `TPU_ASSERT(ElementwiseOnly_A,
       start_i |-> vpu_op_elementwise(op_i),
       ("%m: ElementwiseOnly_A failed"))
+  `TPU_ASSERT(HeldOnlyBehindARunningCommand_A,
+      nxt_v_q |-> cur_v_q,
+      ("%m: HeldOnlyBehindARunningCommand_A failed"))
+  `TPU_ASSERT(VpuNeverStalls_A,
+      in_valid |-> in_ready,
+      ("%m: VpuNeverStalls_A failed: a row's destination would no longer ride beside it"))
   `TPU_ASSERT(NoScalarOut_A,
       out_valid |-> !out_scalar,
       ("%m: NoScalarOut_A failed"))
   `TPU_ASSERT(IdleWhenDone_A,
-      !active_q |-> idle,
+      !busy_o |-> idle,
       ("%m: IdleWhenDone_A failed"))
 
 endmodule

@@ -541,7 +541,8 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, const Pieces* 
 }
 
 // One chip's ops in issue order: waits and reductions in plan order, each send as early as its
-// dependencies allow (a software pipeline across steps). Waits are not hoisted: a wait blocks
+// dependencies allow (a software pipeline across steps), but a send of a reduction's result
+// behind the next reduction, so the VPU always has its next command. Waits are not hoisted: a wait blocks
 // the in-order queue, so one placed early would hold back sends that could already go.
 std::vector<ChipCmd> schedule(const std::vector<Op>& ops, std::vector<int>* steps) {
   std::vector<const Op*> sched;
@@ -549,6 +550,20 @@ std::vector<ChipCmd> schedule(const std::vector<Op>& ops, std::vector<int>* step
     std::size_t pos = sched.size();
     if (op.kind == Op::kSend || op.hoist) {  // just after the last op it must follow
       while (pos > 0 && !conflicts(op, *sched[pos - 1])) --pos;
+      // A send of a reduction's rows goes behind the next reduction (and the waits before it):
+      // right after its own it would hold that one in the in-order queue until its own is done,
+      // and the VPU, which takes the next command while one runs, would run dry.
+      auto after_vpu = [&](std::size_t back) {
+        return pos >= back && sched[pos - back]->kind == Op::kVpu &&
+               conflicts(op, *sched[pos - back]);
+      };
+      if (op.kind == Op::kSend &&
+          (after_vpu(1) || (after_vpu(2) && sched[pos - 1]->kind == Op::kSend))) {
+        std::size_t q = pos;
+        while (q < sched.size() && sched[q]->kind == Op::kWait && !conflicts(*sched[q], op)) ++q;
+        if (q < sched.size() && sched[q]->kind == Op::kVpu && !conflicts(*sched[q], op))
+          pos = q + 1;
+      }
     }
     sched.insert(sched.begin() + static_cast<std::ptrdiff_t>(pos), &op);
   }

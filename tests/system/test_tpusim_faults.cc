@@ -200,7 +200,11 @@ TEST(TpusimFaults, LinkBitErrorsAreRetransmittedAndReported) {
 // the driver weighed the 3D torus's parts to balance the send contexts: the 4x4x4 1107 -> 1102
 // cycles, 583680 -> 589440 bytes (its parts' chunks no longer all whole packets alike). And
 // when a DMA read could start beside the previous one: the pod job 2065 -> 2044 (its matmuls'
-// loads), the all-reduces unchanged (one load per round).
+// loads), the all-reduces unchanged (one load per round). And when the VPU took its next
+// command while one ran and the driver put a reduction's send behind the next reduction: 4x4
+// 917 -> 896, 4x4x4 1102 -> 1021; the 2x2 2571 -> 2598 (C++), 2572 -> 2599 (SystemC), the pod
+// job 2044 -> 2050 (on two-chip rings a send now and then waits behind a wait it used to pass;
+// the 1 MiB bench case still gains, 27 111 -> 27 016).
 struct Pinned {
   std::string args;
   const char* cycles;
@@ -222,20 +226,20 @@ void expect_pinned(const std::vector<Pinned>& cases) {
 TEST(TpusimFaults, NoLinkFaultsSameCyclesAsBeforeTheLinkLayer2x2) {
   const std::string k2x2 = kSrc + "/configs/pod_2x2.yaml";
   expect_pinned({
-      {"allreduce --config " + k2x2 + " --engine cpp --bytes 65536", "\"cycles\": 2571,",
+      {"allreduce --config " + k2x2 + " --engine cpp --bytes 65536", "\"cycles\": 2598,",
        "\"total_bytes\": 399360,"},
-      {"allreduce --config " + k2x2 + " --bytes 65536", "\"cycles\": 2572,",
+      {"allreduce --config " + k2x2 + " --bytes 65536", "\"cycles\": 2599,",
        "\"total_bytes\": 399360,"},
-      {"pod --config " + k2x2 + " --engine cpp", "\"cycles\": 2044,", "\"total_bytes\": 104448,"},
+      {"pod --config " + k2x2 + " --engine cpp", "\"cycles\": 2050,", "\"total_bytes\": 104448,"},
   });
 }
 
 TEST(TpusimFaults, NoLinkFaultsSameCyclesAsBeforeTheLinkLayer4x4And4x4x4) {
   expect_pinned({
       {"allreduce --config " + kSrc + "/configs/pod_4x4.yaml --engine cpp --bytes 16384",
-       "\"cycles\": 917,", "\"total_bytes\": 540672,"},
+       "\"cycles\": 896,", "\"total_bytes\": 540672,"},
       {"allreduce --config " + kSrc + "/configs/pod_4x4x4.yaml --engine cpp --bytes 4096",
-       "\"cycles\": 1102,", "\"total_bytes\": 589440,"},
+       "\"cycles\": 1021,", "\"total_bytes\": 589440,"},
   });
 }
 
