@@ -168,7 +168,8 @@ module tpu_chip
   assign c_vpu  = cmd_vpu_t'(head);
   assign c_send = cmd_ici_send_t'(head);
   assign c_wait = cmd_ici_wait_t'(head);
-  logic       dma_start, dma_ready, dma_done, dma_busy, dma_ecc_err, dma_ecc_second;
+  logic       dma_start, dma_ready, dma_done, dma_busy, dma_ecc_err;
+  logic [$clog2(DmaQ)-1:0] dma_ecc_which;
   logic [31:0] dma_ecc_addr;
   logic       lw_start, lw_ready, lw_done, mm_start, mm_ready, mm_done, mxu_busy;
   logic       vpu_start, vpu_ready, vpu_done, vpu_busy;
@@ -203,7 +204,7 @@ module tpu_chip
     .dma_done_i (dma_done),
     .dma_ecc_err_i(dma_ecc_err),
     .dma_ecc_addr_i(dma_ecc_addr),
-    .dma_ecc_second_i(dma_ecc_second),
+    .dma_ecc_which_i(dma_ecc_which),
     .link_down_i   (link_down),
     .link_down_dir_i(link_down_dir),
     .lw_start_o (lw_start),
@@ -332,7 +333,8 @@ module tpu_chip
 
   tpu_dma #(
     .Lanes  (Lanes),
-    .NumTags(128)
+    .NumTags(128),
+    .Reads  (DmaQ)
   ) i_dma (
     .clk_i         (clk_i),
     .rst_ni        (rst_ni),
@@ -351,7 +353,7 @@ module tpu_chip
     .busy_o        (dma_busy),
     .ecc_err_o     (dma_ecc_err),
     .ecc_addr_o    (dma_ecc_addr),
-    .ecc_second_o  (dma_ecc_second),
+    .ecc_which_o   (dma_ecc_which),
     .req_valid_o   (dma_req_valid),
     .req_ready_i   (dma_req_ready),
     .req_o         (dma_req),

@@ -23,10 +23,12 @@
 //     full burst is sent as a write request on its lane; the command completes when every write
 //     is acknowledged.
 // Overlap: a read (HBM -> VMEM) whose requests have all gone out drains its responses while
-// the next command starts walking, if that is a read too: up to two commands in flight, the
-// older one completing first (done_o pulses once per command, in order). Every response carries
-// its own command's format (bf16, tail) in its tag entry. A write starts only on an idle engine,
-// and nothing starts beside a write, so no HBM access overtakes an earlier one to the same bytes.
+// the next command starts walking, if that is a read too: up to Reads commands in flight (the
+// walking one and the older ones draining), completing oldest first (done_o pulses once per
+// command, in order), so short reads each pay the HBM latency side by side, not one after the
+// other. Every response carries its own command's generation and format (bf16, tail) in its tag
+// entry. A write starts only on an idle engine, and nothing starts beside a write, so no HBM
+// access overtakes an earlier one to the same bytes.
 // Throughput: two on-chip rows per cycle when they lie in one segment (else one), in one burst
 // or two: up to two bursts (128 B) per cycle when a row is a whole burst (f32 rows of 16 lanes),
 // else two rows' bytes per cycle (bf16 rows of 16 lanes: 64 B/cycle). NumTags requests in flight
@@ -38,7 +40,7 @@
 // ECC: a read response with an uncorrectable word (rsp_i.ue, tpu_hbm_ctrl) is still written (the
 // data as read), and `ecc_err_o` pulses with `ecc_addr_o`, the byte address of its first such
 // word, so that the sequencer stops the program with ErrHbmUncorr naming this DMA:
-// `ecc_second_o` says the word belongs to the younger of two commands in flight.
+// `ecc_which_o` says which of the commands in flight the word belongs to (0: the oldest).
 `include "tpu_assert.svh"
 
 module tpu_dma
@@ -48,8 +50,10 @@ module tpu_dma
   parameter int unsigned Lanes   = 8,
   parameter int unsigned NumTags = 32,
   parameter int unsigned MemAddrW = 16,
+  parameter int unsigned Reads   = 4,  // commands in flight at most (reads; a power of two)
   localparam int unsigned RowW   = Lanes * 32,
-  localparam int unsigned TagW   = $clog2(NumTags)
+  localparam int unsigned TagW   = $clog2(NumTags),
+  localparam int unsigned GenW   = (Reads > 1) ? $clog2(Reads) : 1
 ) (
   input  logic                clk_i,
   input  logic                rst_ni,
@@ -69,7 +73,7 @@ module tpu_dma
   output logic                busy_o,
   output logic                ecc_err_o,
   output logic [31:0]         ecc_addr_o,
-  output logic                ecc_second_o,  // the error is the younger command's (overlap)
+  output logic [GenW-1:0]     ecc_which_o,   // the error's command: 0 the oldest in flight
   // HBM controller ports (two lanes: even bursts on 0, odd bursts on 1)
   output logic     [1:0]      req_valid_o,
   input  logic     [1:0]      req_ready_i,
@@ -98,7 +102,7 @@ module tpu_dma
     logic [6:0]  cnt;   // pieces in the burst
     logic [MaxPieces-1:0] last;  // piece i is the last of its segment (tail fill applies)
     logic [31-HBM_OFFSET_W:0] blk;  // the burst's address / 64 (for ECC error reports)
-    logic        gen;   // the command it belongs to (gen_q when it was sent)
+    logic [GenW-1:0] gen;  // the command it belongs to (gen_q when it was sent)
     logic        bf16;  // that command's element size and tail fill
     logic [7:0]  tail;
   } tag_ent_t;
@@ -114,9 +118,11 @@ module tpu_dma
   } pend_t;
 
   // ---- Command registers and the walker over the HBM region ----
-  // active_q: a command is walking (or draining, as the only one); gen_q: its generation (flips
-  // at every start); old_q: the previous read still draining beside it (generation !gen_q).
-  logic        active_q, active_d, gen_q, gen_d, old_q, old_d;
+  // active_q: a command is walking (or draining, as the youngest); gen_q: its generation (counts
+  // starts, mod Reads); old_q: how many older reads still drain beside it (generations gen_q - 1
+  // down to gen_q - old_q).
+  logic            active_q, active_d;
+  logic [GenW-1:0] gen_q, gen_d, old_q, old_d, oldest;
   dma_dir_e    dir_q, dir_d;
   logic        bf16_q, bf16_d;
   logic        hi_q, hi_d;
@@ -145,7 +151,9 @@ module tpu_dma
 
   // ---- Tags: lane l uses the tags with bit 0 = l, in turn ----
   logic [NumTags-1:0]  tag_busy_q, tag_busy_d;
-  logic [NumTags-1:0]  tag_gen_q, tag_gen_d;  // the generation of each busy tag's command
+  // Busy tags per generation (a request sent adds one to its command's, a response takes one
+  // off the generation its tag entry names).
+  logic [Reads-1:0][TagW:0] gen_tags_q, gen_tags_d;
   tag_ent_t            tag_tab_q [NumTags];
   logic [1:0][LaneTagW-1:0] next_tag_q, next_tag_d;
   logic [1:0][TagW-1:0] lane_tag;
@@ -254,7 +262,8 @@ module tpu_dma
   logic [5:0]        unp_off_q, unp_off_d;
   logic [BurstW-1:0] unp_data_q, unp_data_d;
   logic [MaxPieces-1:0] unp_last_q, unp_last_d;
-  logic              unp_gen_q, unp_gen_d, unp_bf16_q, unp_bf16_d;
+  logic [GenW-1:0]   unp_gen_q, unp_gen_d;
+  logic              unp_bf16_q, unp_bf16_d;
   logic [7:0]        unp_tail_q, unp_tail_d;
   logic [1:0]        rsp_fire, rsp_rd;
   tag_ent_t [1:0]    rsp_ent;
@@ -337,22 +346,24 @@ module tpu_dma
     for (int i = HBM_BURST_WORDS - 1; i >= 0; i--) if (rsp_i[p].ue[i]) w = 3'(i);
     ecc_err_o  = (rsp_rd[0] && rsp_i[0].ue != '0) || (rsp_rd[1] && rsp_i[1].ue != '0);
     ecc_addr_o = {rsp_ent[p].blk, HBM_OFFSET_W'(0)} | 32'({w, 3'b000});
-    ecc_second_o = old_q && rsp_ent[p].gen == gen_q;
+    ecc_which_o = rsp_ent[p].gen - oldest;
   end
 
   // Completion per generation: none of its tags busy and nothing of it in the unpack stage. The
-  // older command completes first; the walking one only when it is the only one.
-  logic       walked, cur_done, old_done, can_follow;
-  logic [1:0] gen_busy;
+  // oldest command completes first; the walking one only when it is the only one.
+  logic            walked, cur_done, old_done, can_follow;
+  logic [Reads-1:0] gen_busy;
   assign walked = active_q && !walker_has && (pend_valid_q == '0) && (sreq_valid_q == '0);
-  for (genvar g = 0; g < 2; g++) begin : gen_busy_of
-    assign gen_busy[g] = |(tag_busy_q & (g == 1 ? tag_gen_q : ~tag_gen_q)) ||
-                         (unp_busy && unp_gen_q == 1'(g));
+  assign oldest = gen_q - old_q;
+  always_comb begin
+    for (int unsigned g = 0; g < Reads; g++) gen_busy[g] = gen_tags_q[g] != '0;
+    if (unp_busy) gen_busy[unp_gen_q] = 1'b1;
   end
-  assign old_done = old_q && !gen_busy[!gen_q];
-  assign cur_done = walked && !old_q && !gen_busy[gen_q];
+  assign old_done = (old_q != '0) && !gen_busy[oldest];
+  assign cur_done = walked && (old_q == '0) && !gen_busy[gen_q];
   // A read whose requests have all gone out lets the next read start beside it.
-  assign can_follow = walked && is_read && !old_q && !cur_done && dir_i == DmaHbmToVmem;
+  assign can_follow = walked && is_read && (32'(old_q) < Reads - 1) && !cur_done &&
+                      dir_i == DmaHbmToVmem;
   assign done_o  = old_done || cur_done;
   assign ready_o = !active_q || can_follow;
   assign busy_o  = active_q;
@@ -375,7 +386,7 @@ module tpu_dma
     seg_addr_d   = seg_addr_q;
     stride_d     = stride_q;
     tag_busy_d   = tag_busy_q;
-    tag_gen_d    = tag_gen_q;
+    gen_tags_d   = gen_tags_q;
     next_tag_d   = next_tag_q;
     pend_valid_d = pend_valid_q;
     pend_d       = pend_q;
@@ -392,11 +403,11 @@ module tpu_dma
     unp_bf16_d   = unp_bf16_q;
     unp_tail_d   = unp_tail_q;
 
-    if (old_done) old_d = 1'b0;
+    if (old_done) old_d = old_q - 1'b1;
     if (cur_done) active_d = 1'b0;
     if (start_i && ready_o) begin
-      if (active_q) old_d = 1'b1;  // can_follow: the walked read drains beside the new one
-      gen_d       = !gen_q;
+      if (active_q) old_d = old_d + 1'b1;  // can_follow: the walked read drains beside the new one
+      gen_d       = gen_q + 1'b1;
       active_d    = 1'b1;
       dir_d       = dir_i;
       bf16_d      = bf16_i;
@@ -414,7 +425,7 @@ module tpu_dma
     for (int unsigned l = 0; l < 2; l++) begin
       if (send[l]) begin
         tag_busy_d[lane_tag[l]] = 1'b1;
-        tag_gen_d[lane_tag[l]]  = gen_q;
+        gen_tags_d[gen_q] = gen_tags_d[gen_q] + 1'b1;
         next_tag_d[l] = next_tag_q[l] + 1'b1;
         if (is_read) pend_valid_d[l] = 1'b0;
         else         sreq_valid_d[l] = 1'b0;
@@ -477,7 +488,11 @@ module tpu_dma
     end
 
     // responses
-    for (int unsigned p = 0; p < 2; p++) if (rsp_fire[p]) tag_busy_d[rsp_tag[p]] = 1'b0;
+    for (int unsigned p = 0; p < 2; p++)
+      if (rsp_fire[p]) begin
+        tag_busy_d[rsp_tag[p]] = 1'b0;
+        gen_tags_d[rsp_ent[p].gen] = gen_tags_d[rsp_ent[p].gen] - 1'b1;
+      end
     if (unp_busy) begin
       unp_cnt_d  = (unp_cnt_q > 7'd2) ? unp_cnt_q - 7'd2 : '0;
       unp_last_d = unp_last_q >> 2;
@@ -510,8 +525,8 @@ module tpu_dma
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       active_q     <= 1'b0;
-      gen_q        <= 1'b0;
-      old_q        <= 1'b0;
+      gen_q        <= '0;
+      old_q        <= '0;
       dir_q        <= DmaHbmToVmem;
       bf16_q       <= 1'b0;
       hi_q         <= 1'b0;
@@ -523,7 +538,7 @@ module tpu_dma
       seg_addr_q   <= '0;
       stride_q     <= '0;
       tag_busy_q   <= '0;
-      tag_gen_q    <= '0;
+      gen_tags_q   <= '0;
       next_tag_q   <= '0;
       pend_valid_q <= '0;
       pend_q       <= '0;
@@ -536,7 +551,7 @@ module tpu_dma
       unp_off_q    <= '0;
       unp_data_q   <= '0;
       unp_last_q   <= '0;
-      unp_gen_q    <= 1'b0;
+      unp_gen_q    <= '0;
       unp_bf16_q   <= 1'b0;
       unp_tail_q   <= '0;
     end else begin
@@ -554,7 +569,7 @@ module tpu_dma
       seg_addr_q   <= seg_addr_d;
       stride_q     <= stride_d;
       tag_busy_q   <= tag_busy_d;
-      tag_gen_q    <= tag_gen_d;
+      gen_tags_q   <= gen_tags_d;
       next_tag_q   <= next_tag_d;
       pend_valid_q <= pend_valid_d;
       pend_q       <= pend_d;
@@ -601,6 +616,9 @@ module tpu_dma
     `TPU_ASSERT(RspKindMatches_A,
         rsp_valid_i[l] |-> rsp_i[l].write == !is_read,
         ("%m: RspKindMatches_A failed"))
+    `TPU_ASSERT(RspCountedInItsGeneration_A,
+        rsp_fire[l] |-> gen_tags_q[rsp_ent[l].gen] != '0,
+        ("%m: RspCountedInItsGeneration_A failed"))
   end
   `TPU_ASSERT(RspTagsDistinct_A,
       rsp_valid_i[0] && rsp_valid_i[1] |-> rsp_tag[0] != rsp_tag[1],
@@ -613,10 +631,12 @@ module tpu_dma
   `TPU_ASSERT(StartWhenReady_A,
       start_i |-> !active_q || (can_follow && dir_i == DmaHbmToVmem),
       ("%m: StartWhenReady_A failed"))
-  // Two commands in flight only as two reads.
+  // Several commands in flight only as reads.
   `TPU_ASSERT(OverlapOnlyReads_A,
-      old_q |-> active_q && is_read,
+      old_q != '0 |-> active_q && is_read,
       ("%m: OverlapOnlyReads_A failed"))
+  `TPU_ASSERT_INIT(ReadsPowerOfTwo_A, Reads >= 1 && (Reads & (Reads - 1)) == 0,
+      ("tpu_dma: Reads must be a power of two, not %0d", Reads))
   // One completion a cycle: the walking command never completes beside the older one.
   `TPU_ASSERT(OneDoneACycle_A,
       !(old_done && cur_done),

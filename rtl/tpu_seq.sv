@@ -4,11 +4,12 @@
 // QueueDepth FIFO. The head is decoded into the memory row ranges it reads (up to two) and
 // writes (one) and checked (opcode, fields, ranges against the memory sizes and the HBM
 // capacity, alignment, weight-tile balance: at most WBanks tiles loaded and not consumed). A
-// failing command sets the sticky error code and err_cmd_o (its index, counting from 0 after reset or clear); from then on the queue is drained
-// without issuing, so the host never blocks and nothing hangs. clear_i clears error and halt.
+// failing command sets the sticky error code and err_cmd_o (its index, counting from 0 after
+// reset or clear); from then on the queue is drained without issuing, so the host never blocks
+// and nothing hangs. clear_i clears error and halt.
 // A DMA that reads an uncorrectable HBM word (dma_ecc_err_i) sets ErrHbmUncorr the same way,
-// with that DMA's own command index (kept per DMA scoreboard slot: the oldest DMA's, or the next
-// one's with dma_ecc_second_i, when the engine runs two reads at once) and the word's byte address
+// with that DMA's own command index (kept per DMA scoreboard slot: dma_ecc_which_i counts from
+// the oldest DMA, as the engine runs several reads at once) and the word's byte address
 // on err_addr_o (zero for every other error). An ICI link declared down (link_down_i) sets
 // ErrIciLinkDown with the head's index and the link's direction on err_addr_o.
 // A legal head issues to its unit when the unit can take it and its ranges do not overlap a
@@ -18,7 +19,7 @@
 // more while one runs; they complete in order), and MmSlots for MATMULs (in
 // flight in the array, completing in order). HBM needs no tracking: the one DMA engine runs its
 // commands in order, a write only once everything before it is complete, and anything after a
-// write only once it is acknowledged (only two reads overlap, tpu_dma). FENCE waits
+// write only once it is acknowledged (only reads overlap, tpu_dma). FENCE waits
 // for an empty scoreboard; HALT too, then raises halted_o and stops
 // issue. Issue rate: at most one command per cycle. Latency: a command at the head with no
 // hazard issues in the cycle it reaches the head.
@@ -38,7 +39,8 @@ module tpu_seq
   parameter int unsigned NumCnt     = 64,
   parameter int unsigned NumEng     = 4,   // ICI send contexts
   parameter int unsigned IciQ       = 4,   // ICI sends in flight per context (a power of two)
-  localparam int unsigned EngW      = (NumEng > 1) ? $clog2(NumEng) : 1
+  localparam int unsigned EngW      = (NumEng > 1) ? $clog2(NumEng) : 1,
+  localparam int unsigned DmaW      = (DmaQ > 1) ? $clog2(DmaQ) : 1
 ) (
   input  logic       clk_i,
   input  logic       rst_ni,
@@ -53,7 +55,7 @@ module tpu_seq
   input  logic       dma_done_i,
   input  logic       dma_ecc_err_i,   // the running DMA read an uncorrectable HBM word
   input  logic [31:0] dma_ecc_addr_i,  // its byte address
-  input  logic       dma_ecc_second_i, // the word is the second-oldest DMA's (two in flight)
+  input  logic [DmaW-1:0] dma_ecc_which_i,  // the word's DMA: 0 the oldest in flight
   input  logic       link_down_i,     // an ICI link of this chip is down (tpu_ici_link_tx)
   input  logic [2:0] link_down_dir_i, // the lowest such direction (0..5: +X -X +Y -Y +Z -Z)
   output logic       lw_start_o,
@@ -95,7 +97,6 @@ module tpu_seq
   localparam int unsigned IciBase  = VpuBase + VpuQ;
   localparam int unsigned MmBase   = IciBase + NumEng * IciQ;
   localparam int unsigned NumSlots = MmBase + MmSlots;
-  localparam int unsigned DmaW     = (DmaQ > 1) ? $clog2(DmaQ) : 1;
   localparam int unsigned IciQW    = (IciQ > 1) ? $clog2(IciQ) : 1;
   localparam int unsigned MmW      = $clog2(MmSlots);
   localparam int unsigned SlotW    = $clog2(NumSlots);
@@ -442,7 +443,7 @@ module tpu_seq
     // wins: a command's own error of this cycle, or an earlier one, keeps its place.
     if (dma_ecc_err_i && err_d == ErrNone) begin
       err_d      = ErrHbmUncorr;
-      err_cmd_d  = dma_idx_q[dma_head_q + DmaW'(dma_ecc_second_i)];
+      err_cmd_d  = dma_idx_q[dma_head_q + dma_ecc_which_i];
       err_addr_d = dma_ecc_addr_i;
     end
     // A link declared down stops the program the same way (the command at the head; err_addr_o

@@ -173,7 +173,7 @@ TEST(ChipDma, RandomStridedReadsAndWriteBacks) {
 // Reads back to back overlap in the engine (tpu_dma: the next read starts walking while the
 // previous one's responses are still coming): a run of random reads, each with its own element
 // size, tail and region, lands byte for byte as if each had run alone, and eight one-burst reads
-// take far less than eight times one (a read's latency is paid about once, not eight times).
+// take about two times one (four at a time pay a read's latency together).
 TEST(ChipDma, BackToBackReadsOverlapAndKeepTheirOwnFormat) {
   for (const std::string variant : {"4x4", "16x16"}) {
     const auto built = built_chip_variants();
@@ -254,7 +254,8 @@ TEST(ChipDma, BackToBackReadsOverlapAndKeepTheirOwnFormat) {
   };
   const uint64_t one = reads_of(1), eight = reads_of(8);
   EXPECT_GT(one, 20u) << "a read's latency";
-  EXPECT_LT(eight, one + 7 * (one / 3)) << "one: " << one << ", eight: " << eight;
+  // Four reads in flight at once: eight cost about two latencies (two batches of four).
+  EXPECT_LT(eight, 2 * one + 4) << "one: " << one << ", eight: " << eight;
 }
 
 // The HBM-resident API: whatever the padding of A and W holds (here Inf and NaN), the result is

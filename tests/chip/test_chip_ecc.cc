@@ -28,8 +28,9 @@ MatmulRun run_matmul(ChipDriver& drv, std::size_t m, std::size_t k, std::size_t 
 
 // Cycles of `tpusim matmul --variant 4x4 --m 48 --k 40 --n 36`, recorded on main before the
 // ECC existed (commit cd6fc2a: 4772; 16x16: 772). ECC adds no cycle. Re-recorded when the DMA
-// engine let a read start beside the previous one: 4772 -> 4661 (ECC still adds none).
-constexpr uint64_t kNoFaultCycles = 4661;
+// engine let a read start beside the previous one: 4772 -> 4661, and when it let four reads run
+// at once: 4661 -> 4626 (ECC still adds none).
+constexpr uint64_t kNoFaultCycles = 4626;
 
 TEST(ChipEcc, NoFaultsSameCyclesAsBeforeEcc) {
   ChipDriver drv("4x4");
@@ -126,33 +127,39 @@ TEST(ChipEcc, DoubleBitFlipReadByADmaIsAChipError) {
   }
 }
 
-// Two reads in flight at once (tpu_dma overlaps a read with the one before it): an
-// uncorrectable word in the second one names the second DMA, not the older one still draining.
-// The second read starts once the first has sent its last request; whether the bad burst
-// returns before the first read's last one depends on the HBM's channels, so the flip goes into
-// each of the second read's first four bursts (four channels) in turn; each must name DMA 2.
-TEST(ChipEcc, DoubleBitFlipInTheSecondOfTwoOverlappingReadsNamesIt) {
+// Reads in flight at once (tpu_dma runs up to four: each starts once the one before has sent
+// its last request): an uncorrectable word in a younger one names that DMA, not an older one
+// still draining. A long read first, then three one-KiB reads; the flip goes into the second,
+// third or fourth read, into each of its first four bursts in turn (whether the bad burst returns
+// before the older reads' last ones depends on the HBM's channels); each must name its own DMA.
+TEST(ChipEcc, DoubleBitFlipInAYoungerOfOverlappingReadsNamesIt) {
   ChipDriver probe("4x4");
   const uint64_t a = probe.alloc(8192);
-  const uint64_t b = probe.alloc(4096);
+  const uint64_t b = probe.alloc(3 * 1024);
   std::vector<uint8_t> in(8192, 0x5A);
-  for (uint64_t burst = 0; burst < 4; ++burst) {
-    const uint64_t bad = b + burst * 64 + 5 * 8;  // word 5 of the burst
-    FaultConfig f;
-    f.hbm_flip_at.push_back(HbmFlip{0, bad, (uint64_t{1} << 2) | (uint64_t{1} << 50), 0, 0});
-    ChipDriver drv("4x4", HbmConfig{}, "", f);
-    ASSERT_EQ(drv.alloc(8192), a);
-    ASSERT_EQ(drv.alloc(4096), b);
-    drv.write(a, in.data(), 8192);
-    drv.write(b, in.data(), 4096);
-    const ProgramResult r = drv.run(
-        {cmd_nop(), cmd_dma(DmaDir::kHbmToVmem, false, 0, 1, 8192, static_cast<uint32_t>(a), 0),
-         cmd_dma(DmaDir::kHbmToVmem, false, 600, 1, 4096, static_cast<uint32_t>(b), 0),
-         cmd_halt()},
-        false);
-    EXPECT_EQ(r.err, static_cast<unsigned>(ChipErr::kHbmUncorr)) << "burst " << burst;
-    EXPECT_EQ(r.err_cmd, 2u) << "burst " << burst << ": the second DMA's command index";
-    EXPECT_EQ(r.err_addr, bad) << "burst " << burst;
+  for (uint32_t which = 1; which < 4; ++which) {
+    for (uint64_t burst = 0; burst < 4; ++burst) {
+      const uint64_t bad = b + (which - 1) * 1024 + burst * 64 + 5 * 8;  // word 5 of the burst
+      FaultConfig f;
+      f.hbm_flip_at.push_back(HbmFlip{0, bad, (uint64_t{1} << 2) | (uint64_t{1} << 50), 0, 0});
+      ChipDriver drv("4x4", HbmConfig{}, "", f);
+      ASSERT_EQ(drv.alloc(8192), a);
+      ASSERT_EQ(drv.alloc(3 * 1024), b);
+      drv.write(a, in.data(), 8192);
+      drv.write(b, in.data(), 3 * 1024);
+      std::vector<ChipCmd> prog = {
+          cmd_nop(), cmd_dma(DmaDir::kHbmToVmem, false, 0, 1, 8192, static_cast<uint32_t>(a), 0)};
+      for (uint32_t k = 0; k < 3; ++k)
+        prog.push_back(cmd_dma(DmaDir::kHbmToVmem, false, 600 + 64 * k, 1, 1024,
+                               static_cast<uint32_t>(b + 1024 * k), 0));
+      prog.push_back(cmd_halt());
+      const ProgramResult r = drv.run(prog, false);
+      EXPECT_EQ(r.err, static_cast<unsigned>(ChipErr::kHbmUncorr))
+          << "read " << which << " burst " << burst;
+      EXPECT_EQ(r.err_cmd, 1 + which) << "read " << which << " burst " << burst
+                                      << ": that DMA's command index";
+      EXPECT_EQ(r.err_addr, bad) << "read " << which << " burst " << burst;
+    }
   }
 }
 
