@@ -22,13 +22,14 @@
 //   VMEM/AMEM -> HBM: up to two rows read per cycle (two read ports) are packed into bursts; a
 //     full burst is sent as a write request on its lane; the command completes when every write
 //     is acknowledged.
-// Overlap: a read (HBM -> VMEM) whose requests have all gone out drains its responses while
-// the next command starts walking, if that is a read too: up to Reads commands in flight (the
-// walking one and the older ones draining), completing oldest first (done_o pulses once per
-// command, in order), so short reads each pay the HBM latency side by side, not one after the
-// other. Every response carries its own command's generation and format (bf16, tail) in its tag
-// entry. A write starts only on an idle engine, and nothing starts beside a write, so no HBM
-// access overtakes an earlier one to the same bytes.
+// Overlap: a command whose requests have all gone out drains its responses while the next one
+// starts walking: a read beside reads always; otherwise (a write, or a read beside a write) only
+// when its HBM bytes (the range covering its segments) meet none of the bytes of a command in
+// flight where either is a write, so no HBM access overtakes an earlier one to the same bytes.
+// Up to Reads commands in flight (the walking one and the older ones draining), completing
+// oldest first (done_o pulses once per command, in order), so short commands each pay the HBM
+// latency side by side, not one after the other. Every response carries its own command's
+// generation and format (bf16, tail) in its tag entry.
 // Throughput: two on-chip rows per cycle when they lie in one segment (else one), in one burst
 // or two: up to two bursts (128 B) per cycle when a row is a whole burst (f32 rows of 16 lanes),
 // else two rows' bytes per cycle (bf16 rows of 16 lanes: 64 B/cycle). NumTags requests in flight
@@ -361,9 +362,27 @@ module tpu_dma
   end
   assign old_done = (old_q != '0) && !gen_busy[oldest];
   assign cur_done = walked && (old_q == '0) && !gen_busy[gen_q];
-  // A read whose requests have all gone out lets the next read start beside it.
-  assign can_follow = walked && is_read && (32'(old_q) < Reads - 1) && !cur_done &&
-                      dir_i == DmaHbmToVmem;
+  // A command whose requests have all gone out lets the next one start beside it, unless the
+  // new one's HBM bytes (the range covering its segments) meet those of a command in flight where
+  // either is a write: reads beside reads always, anything else only on other bytes, so no access
+  // overtakes an earlier one to the same bytes.
+  logic            new_is_read, clash;
+  logic [31:0]     new_lo, new_hi;
+  logic [Reads-1:0][31:0] hbm_lo_q, hbm_hi_q;  // per generation: its HBM bytes [lo, hi)
+  logic [Reads-1:0] gen_wr_q;                  // per generation: a write
+  assign new_is_read = dir_i == DmaHbmToVmem;
+  assign new_lo = hbm_addr_i;
+  assign new_hi = hbm_addr_i + (32'(rows_i) - 32'd1) * stride_i + 32'(seg_bytes_i);
+  always_comb begin
+    clash = 1'b0;
+    for (int unsigned k = 0; k < Reads; k++)
+      if (32'(k) <= 32'(old_q)) begin
+        logic [GenW-1:0] g;
+        g = gen_q - GenW'(k);
+        clash |= (gen_wr_q[g] || !new_is_read) && new_lo < hbm_hi_q[g] && hbm_lo_q[g] < new_hi;
+      end
+  end
+  assign can_follow = walked && (32'(old_q) < Reads - 1) && !cur_done && !clash;
   assign done_o  = old_done || cur_done;
   assign ready_o = !active_q || can_follow;
   assign busy_o  = active_q;
@@ -406,7 +425,7 @@ module tpu_dma
     if (old_done) old_d = old_q - 1'b1;
     if (cur_done) active_d = 1'b0;
     if (start_i && ready_o) begin
-      if (active_q) old_d = old_d + 1'b1;  // can_follow: the walked read drains beside the new one
+      if (active_q) old_d = old_d + 1'b1;  // can_follow: the walked one drains beside the new one
       gen_d       = gen_q + 1'b1;
       active_d    = 1'b1;
       dir_d       = dir_i;
@@ -588,6 +607,19 @@ module tpu_dma
     end
   end
 
+  // The HBM bytes and kind of each command in flight (for the check above).
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      hbm_lo_q <= '0;
+      hbm_hi_q <= '0;
+      gen_wr_q <= '0;
+    end else if (start_i && ready_o) begin
+      hbm_lo_q[gen_d] <= new_lo;
+      hbm_hi_q[gen_d] <= new_hi;
+      gen_wr_q[gen_d] <= !new_is_read;
+    end
+  end
+
   // The tag table: a memory written when a lane sends (an entry is read only while its tag is
   // busy, so it needs no reset; two lanes write two different entries).
   always_ff @(posedge clk_i) begin
@@ -614,7 +646,7 @@ module tpu_dma
         rsp_valid_i[l] |-> rsp_i[l].tag[7:TagW] == '0 && tag_busy_q[rsp_tag[l]],
         ("%m: RspTagOutstanding_A failed"))
     `TPU_ASSERT(RspKindMatches_A,
-        rsp_valid_i[l] |-> rsp_i[l].write == !is_read,
+        rsp_valid_i[l] |-> rsp_i[l].write == gen_wr_q[rsp_ent[l].gen],
         ("%m: RspKindMatches_A failed"))
     `TPU_ASSERT(RspCountedInItsGeneration_A,
         rsp_fire[l] |-> gen_tags_q[rsp_ent[l].gen] != '0,
@@ -627,14 +659,13 @@ module tpu_dma
   `TPU_ASSERT(RspFitsPorts_A,
       both |-> rsp_ent[0].cnt == 7'd1,
       ("%m: RspFitsPorts_A failed"))
-  // A command starts on an idle engine, or as a read beside a walked read (never beside a write).
+  // A command starts on an idle engine, or beside walked ones whose bytes it may not disturb.
   `TPU_ASSERT(StartWhenReady_A,
-      start_i |-> !active_q || (can_follow && dir_i == DmaHbmToVmem),
+      start_i |-> !active_q || (can_follow && !clash),
       ("%m: StartWhenReady_A failed"))
-  // Several commands in flight only as reads.
-  `TPU_ASSERT(OverlapOnlyReads_A,
-      old_q != '0 |-> active_q && is_read,
-      ("%m: OverlapOnlyReads_A failed"))
+  `TPU_ASSERT(OverlapNeedsAWalker_A,
+      old_q != '0 |-> active_q,
+      ("%m: OverlapNeedsAWalker_A failed"))
   `TPU_ASSERT_INIT(ReadsPowerOfTwo_A, Reads >= 1 && (Reads & (Reads - 1)) == 0,
       ("tpu_dma: Reads must be a power of two, not %0d", Reads))
   // One completion a cycle: the walking command never completes beside the older one.

@@ -18,8 +18,8 @@
 // the one engine, completing in order), one for LOADW, two for VPU commands (the unit takes one
 // more while one runs; they complete in order), and MmSlots for MATMULs (in
 // flight in the array, completing in order). HBM needs no tracking: the one DMA engine runs its
-// commands in order, a write only once everything before it is complete, and anything after a
-// write only once it is acknowledged (only reads overlap, tpu_dma). FENCE waits
+// commands in order and overlaps only reads with reads and writes with writes to other bytes
+// (tpu_dma), so no access overtakes an earlier one to the same bytes. FENCE waits
 // for an empty scoreboard; HALT too, then raises halted_o and stops
 // issue. Issue rate: at most one command per cycle. Latency: a command at the head with no
 // hazard issues in the cycle it reaches the head.

@@ -39,13 +39,14 @@ TEST(TpusimFaults, ExampleConfigIsCorrectedAndReported) {
 
 // No faults: the counters are in the report, zero, and the cycles are those of before ECC
 // (main at cd6fc2a: 4772 cycles for this shape on the 4x4 chip; 4661 since a DMA read may start
-// beside the previous one, 4626 since four may, test_chip_ecc.cc).
+// beside the previous one, 4626 since four may, 4612 since stores to other bytes overlap too,
+// test_chip_ecc.cc).
 TEST(TpusimFaults, NoFaultsZeroCountersSameCycles) {
   const std::string json = tmp("none.json");
   const CliRun r = tpusim("matmul " + kChip4 + " --m 48 --k 40 --n 36 --quiet --json " + json);
   ASSERT_EQ(r.code, 0) << r.out;
   const std::string rep = slurp(json);
-  EXPECT_NE(rep.find("\"cycles\": 4626,"), std::string::npos) << rep;
+  EXPECT_NE(rep.find("\"cycles\": 4612,"), std::string::npos) << rep;
   EXPECT_NE(rep.find("\"ecc_corrected\": 0,"), std::string::npos) << rep;
   EXPECT_NE(rep.find("\"ecc_uncorrectable\": 0"), std::string::npos) << rep;
 }
@@ -207,7 +208,8 @@ TEST(TpusimFaults, LinkBitErrorsAreRetransmittedAndReported) {
 // the 1 MiB bench case still gains, 27 111 -> 27 016). And when the DMA engine ran four reads
 // at once and the first round's load went in pieces in the order the sends need them: the 2x2
 // 2598 -> 2232 (C++), 2599 -> 2237 (SystemC), the pod job 2050 -> 1975, 4x4 896 -> 808, 4x4x4
-// 1021 -> 1012.
+// 1021 -> 1012. And when a store could start beside other accesses to other bytes: 2232 ->
+// 2226, 2237 -> 2231, 1975 -> 1970, 808 -> 802, 1012 -> 1008.
 struct Pinned {
   std::string args;
   const char* cycles;
@@ -229,20 +231,20 @@ void expect_pinned(const std::vector<Pinned>& cases) {
 TEST(TpusimFaults, NoLinkFaultsSameCyclesAsBeforeTheLinkLayer2x2) {
   const std::string k2x2 = kSrc + "/configs/pod_2x2.yaml";
   expect_pinned({
-      {"allreduce --config " + k2x2 + " --engine cpp --bytes 65536", "\"cycles\": 2232,",
+      {"allreduce --config " + k2x2 + " --engine cpp --bytes 65536", "\"cycles\": 2226,",
        "\"total_bytes\": 399360,"},
-      {"allreduce --config " + k2x2 + " --bytes 65536", "\"cycles\": 2237,",
+      {"allreduce --config " + k2x2 + " --bytes 65536", "\"cycles\": 2231,",
        "\"total_bytes\": 399360,"},
-      {"pod --config " + k2x2 + " --engine cpp", "\"cycles\": 1975,", "\"total_bytes\": 104448,"},
+      {"pod --config " + k2x2 + " --engine cpp", "\"cycles\": 1970,", "\"total_bytes\": 104448,"},
   });
 }
 
 TEST(TpusimFaults, NoLinkFaultsSameCyclesAsBeforeTheLinkLayer4x4And4x4x4) {
   expect_pinned({
       {"allreduce --config " + kSrc + "/configs/pod_4x4.yaml --engine cpp --bytes 16384",
-       "\"cycles\": 808,", "\"total_bytes\": 540672,"},
+       "\"cycles\": 802,", "\"total_bytes\": 540672,"},
       {"allreduce --config " + kSrc + "/configs/pod_4x4x4.yaml --engine cpp --bytes 4096",
-       "\"cycles\": 1012,", "\"total_bytes\": 589440,"},
+       "\"cycles\": 1008,", "\"total_bytes\": 589440,"},
   });
 }
 
