@@ -334,7 +334,7 @@ module tpu_chip
   tpu_dma #(
     .Lanes  (Lanes),
     .NumTags(128),
-    .Reads  (DmaQ)
+    .InFlight(DmaQ)
   ) i_dma (
     .clk_i         (clk_i),
     .rst_ni        (rst_ni),

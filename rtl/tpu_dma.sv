@@ -26,7 +26,7 @@
 // starts walking: a read beside reads always; otherwise (a write, or a read beside a write) only
 // when its HBM bytes (the range covering its segments) meet none of the bytes of a command in
 // flight where either is a write, so no HBM access overtakes an earlier one to the same bytes.
-// Up to Reads commands in flight (the walking one and the older ones draining), completing
+// Up to InFlight commands in flight (the walking one and the older ones draining), completing
 // oldest first (done_o pulses once per command, in order), so short commands each pay the HBM
 // latency side by side, not one after the other. Every response carries its own command's
 // generation and format (bf16, tail) in its tag entry.
@@ -51,10 +51,10 @@ module tpu_dma
   parameter int unsigned Lanes   = 8,
   parameter int unsigned NumTags = 32,
   parameter int unsigned MemAddrW = 16,
-  parameter int unsigned Reads   = 4,  // commands in flight at most (reads; a power of two)
+  parameter int unsigned InFlight = 4,  // commands in flight at most (a power of two)
   localparam int unsigned RowW   = Lanes * 32,
   localparam int unsigned TagW   = $clog2(NumTags),
-  localparam int unsigned GenW   = (Reads > 1) ? $clog2(Reads) : 1
+  localparam int unsigned GenW   = (InFlight > 1) ? $clog2(InFlight) : 1
 ) (
   input  logic                clk_i,
   input  logic                rst_ni,
@@ -120,8 +120,8 @@ module tpu_dma
 
   // ---- Command registers and the walker over the HBM region ----
   // active_q: a command is walking (or draining, as the youngest); gen_q: its generation (counts
-  // starts, mod Reads); old_q: how many older reads still drain beside it (generations gen_q - 1
-  // down to gen_q - old_q).
+  // starts, mod InFlight); old_q: how many older commands still drain beside it (generations
+  // gen_q - 1 down to gen_q - old_q).
   logic            active_q, active_d;
   logic [GenW-1:0] gen_q, gen_d, old_q, old_d, oldest;
   dma_dir_e    dir_q, dir_d;
@@ -154,7 +154,7 @@ module tpu_dma
   logic [NumTags-1:0]  tag_busy_q, tag_busy_d;
   // Busy tags per generation (a request sent adds one to its command's, a response takes one
   // off the generation its tag entry names).
-  logic [Reads-1:0][TagW:0] gen_tags_q, gen_tags_d;
+  logic [InFlight-1:0][TagW:0] gen_tags_q, gen_tags_d;
   tag_ent_t            tag_tab_q [NumTags];
   logic [1:0][LaneTagW-1:0] next_tag_q, next_tag_d;
   logic [1:0][TagW-1:0] lane_tag;
@@ -353,11 +353,11 @@ module tpu_dma
   // Completion per generation: none of its tags busy and nothing of it in the unpack stage. The
   // oldest command completes first; the walking one only when it is the only one.
   logic            walked, cur_done, old_done, can_follow;
-  logic [Reads-1:0] gen_busy;
+  logic [InFlight-1:0] gen_busy;
   assign walked = active_q && !walker_has && (pend_valid_q == '0) && (sreq_valid_q == '0);
   assign oldest = gen_q - old_q;
   always_comb begin
-    for (int unsigned g = 0; g < Reads; g++) gen_busy[g] = gen_tags_q[g] != '0;
+    for (int unsigned g = 0; g < InFlight; g++) gen_busy[g] = gen_tags_q[g] != '0;
     if (unp_busy) gen_busy[unp_gen_q] = 1'b1;
   end
   assign old_done = (old_q != '0) && !gen_busy[oldest];
@@ -368,21 +368,21 @@ module tpu_dma
   // overtakes an earlier one to the same bytes.
   logic            new_is_read, clash;
   logic [31:0]     new_lo, new_hi;
-  logic [Reads-1:0][31:0] hbm_lo_q, hbm_hi_q;  // per generation: its HBM bytes [lo, hi)
-  logic [Reads-1:0] gen_wr_q;                  // per generation: a write
+  logic [InFlight-1:0][31:0] hbm_lo_q, hbm_hi_q;  // per generation: its HBM bytes [lo, hi)
+  logic [InFlight-1:0] gen_wr_q;                  // per generation: a write
   assign new_is_read = dir_i == DmaHbmToVmem;
   assign new_lo = hbm_addr_i;
   assign new_hi = hbm_addr_i + (32'(rows_i) - 32'd1) * stride_i + 32'(seg_bytes_i);
   always_comb begin
     clash = 1'b0;
-    for (int unsigned k = 0; k < Reads; k++)
+    for (int unsigned k = 0; k < InFlight; k++)
       if (32'(k) <= 32'(old_q)) begin
         logic [GenW-1:0] g;
         g = gen_q - GenW'(k);
         clash |= (gen_wr_q[g] || !new_is_read) && new_lo < hbm_hi_q[g] && hbm_lo_q[g] < new_hi;
       end
   end
-  assign can_follow = walked && (32'(old_q) < Reads - 1) && !cur_done && !clash;
+  assign can_follow = walked && (32'(old_q) < InFlight - 1) && !cur_done && !clash;
   assign done_o  = old_done || cur_done;
   assign ready_o = !active_q || can_follow;
   assign busy_o  = active_q;
@@ -666,8 +666,8 @@ module tpu_dma
   `TPU_ASSERT(OverlapNeedsAWalker_A,
       old_q != '0 |-> active_q,
       ("%m: OverlapNeedsAWalker_A failed"))
-  `TPU_ASSERT_INIT(ReadsPowerOfTwo_A, Reads >= 1 && (Reads & (Reads - 1)) == 0,
-      ("tpu_dma: Reads must be a power of two, not %0d", Reads))
+  `TPU_ASSERT_INIT(InFlightPowerOfTwo_A, InFlight >= 1 && (InFlight & (InFlight - 1)) == 0,
+      ("tpu_dma: InFlight must be a power of two, not %0d", InFlight))
   // One completion a cycle: the walking command never completes beside the older one.
   `TPU_ASSERT(OneDoneACycle_A,
       !(old_done && cur_done),

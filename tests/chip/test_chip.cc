@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <random>
 #include <string>
@@ -19,6 +20,15 @@
 
 namespace tpu {
 namespace {
+
+// The chip variants among `wanted` this build has (TPU_CHIP_VARIANTS), in order.
+std::vector<std::string> built_among(std::initializer_list<const char*> wanted) {
+  const auto built = built_chip_variants();
+  std::vector<std::string> v;
+  for (const char* w : wanted)
+    if (std::find(built.begin(), built.end(), w) != built.end()) v.emplace_back(w);
+  return v;
+}
 
 TEST(ChipHbm, HostPortDataIntegrity) {
   ChipDriver drv("4x4");
@@ -127,9 +137,7 @@ TEST(ChipDma, TailFillsEdgeLanesWithNegativeZero) {
 // each followed by a dense write-back of the rows: every byte against a reference. Covers one
 // and two pieces per cycle, segments ending inside a burst, merges across segments.
 TEST(ChipDma, RandomStridedReadsAndWriteBacks) {
-  for (const std::string variant : {"4x4", "16x16"}) {
-    const auto built = built_chip_variants();
-    if (std::find(built.begin(), built.end(), variant) == built.end()) continue;
+  for (const std::string& variant : built_among({"4x4", "16x16"})) {
     ChipDriver drv(variant);
     const uint32_t lanes = static_cast<uint32_t>(drv.shape().cols);
     std::mt19937_64 rng(variant.size() * 77 + 1);
@@ -175,9 +183,7 @@ TEST(ChipDma, RandomStridedReadsAndWriteBacks) {
 // size, tail and region, lands byte for byte as if each had run alone, and eight one-burst reads
 // take about two times one (four at a time pay a read's latency together).
 TEST(ChipDma, BackToBackReadsOverlapAndKeepTheirOwnFormat) {
-  for (const std::string variant : {"4x4", "16x16"}) {
-    const auto built = built_chip_variants();
-    if (std::find(built.begin(), built.end(), variant) == built.end()) continue;
+  for (const std::string& variant : built_among({"4x4", "16x16"})) {
     ChipDriver drv(variant);
     const uint32_t lanes = static_cast<uint32_t>(drv.shape().cols), row_bytes = 4 * lanes;
     std::mt19937_64 rng(23 + lanes);
@@ -264,9 +270,7 @@ TEST(ChipDma, BackToBackReadsOverlapAndKeepTheirOwnFormat) {
 // same bytes. Random 1D and 2D stores into a 2 KiB window and loads from it (many overlap) land
 // as if each had run alone, in program order, byte for byte.
 TEST(ChipDma, AccessesToOtherBytesOverlapAndAccessesToTheSameBytesKeepTheirOrder) {
-  for (const std::string variant : {"4x4", "16x16"}) {
-    const auto built = built_chip_variants();
-    if (std::find(built.begin(), built.end(), variant) == built.end()) continue;
+  for (const std::string& variant : built_among({"4x4", "16x16"})) {
     ChipDriver drv(variant);
     const uint32_t lanes = static_cast<uint32_t>(drv.shape().cols), rb = 4 * lanes;
     const uint32_t burst_rows = std::max(1u, 64 / rb);
@@ -352,9 +356,7 @@ TEST(ChipDma, AccessesToOtherBytesOverlapAndAccessesToTheSameBytesKeepTheirOrder
 // The HBM-resident API: whatever the padding of A and W holds (here Inf and NaN), the result is
 // exact; a bf16 C feeds the next matmul as its A (its padding is whatever the first wrote).
 TEST(ChipMatmulHbm, PaddingContentsDoNotMatterAndOutputsChain) {
-  for (const std::string variant : {"4x4", "16x16"}) {
-    const auto built = built_chip_variants();
-    if (std::find(built.begin(), built.end(), variant) == built.end()) continue;
+  for (const std::string& variant : built_among({"4x4", "16x16"})) {
     ChipDriver drv(variant);
     std::mt19937_64 rng(21);
     const std::size_t m = 37, k = 13, n = 10, n2 = 7;
@@ -557,9 +559,7 @@ TEST(ChipSequencer, WarAndRawDependenciesHold) {
 // results (RAW) and one that overwrites what it reads (WAR) behind it. Every row checked against
 // the golden lane op.
 TEST(ChipVpu, BackToBackCommandsFeedARowEveryCycle) {
-  for (const std::string variant : {"4x4", "16x16"}) {
-    const auto built = built_chip_variants();
-    if (std::find(built.begin(), built.end(), variant) == built.end()) continue;
+  for (const std::string& variant : built_among({"4x4", "16x16"})) {
     ChipDriver drv(variant);
     const uint32_t lanes = static_cast<uint32_t>(drv.shape().cols), rb = 4 * lanes;
     std::mt19937_64 rng(31 + lanes);
