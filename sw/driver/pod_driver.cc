@@ -557,7 +557,7 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, const Pieces* 
 // behind the next reduction, so the VPU always has its next command. Waits are not hoisted: a
 // wait blocks the in-order queue, so one placed early would hold back sends that could already
 // go.
-constexpr int kDmaAhead = 3;  // tpu_chip's DmaQ (4) reads in flight, less the send's own
+constexpr int kDmaAhead = 3;  // tpu_chip's DmaQ (4) DMAs in flight, less the send's own
 bool is_load(const Op& op) { return op.kind == Op::kDma && !op.writes.empty(); }
 
 std::vector<ChipCmd> schedule(const std::vector<Op>& ops, std::vector<int>* steps) {
@@ -996,8 +996,8 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
   // Loads and stores of round r on chip c, as DMA pieces of up to 1024 rows (64 KiB on a 16x16
   // chip): every command pays the HBM's latency and row opening (when the engine ran one DMA at
   // a time, an 8 KiB load took 149..179 cycles for 128 of transfer); few large commands keep it
-  // near its peak (2x2, 1 MiB: 0.73 -> 0.82). The engine now overlaps up to four reads, but
-  // runs each write alone.
+  // near its peak (2x2, 1 MiB: 0.73 -> 0.82). The engine now runs up to four at once (a store
+  // only beside accesses to other bytes).
   const uint32_t piece_rows = 1024;
   auto load = [&](std::size_t r, int c) {
     DmaSpans v(DmaDir::kHbmToVmem, bf16, L, row_align, piece_rows);
