@@ -56,7 +56,7 @@ module tpu_chip
   localparam int unsigned        NumCh     = Cfg.hbm_channels,
   localparam int unsigned        RowW      = Lanes * 32,
   localparam int unsigned        FlitW     = RowW + 2,
-  localparam int unsigned        DmaQ      = 4,  // DMAs issued ahead of the engine
+  localparam int unsigned        DmaQ      = DmaInFlight,  // DMAs issued and not complete
   localparam int unsigned        MmSlots   = 8,  // MATMULs in flight (sequencer, MXU write-back)
   localparam int unsigned        WRows     = Cfg.mxu_wrows,
   localparam int unsigned        NumVRd    = 6 + WRows,  // VMEM read ports

@@ -557,7 +557,7 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, const Pieces* 
 // behind the next reduction, so the VPU always has its next command. Waits are not hoisted: a
 // wait blocks the in-order queue, so one placed early would hold back sends that could already
 // go.
-constexpr int kDmaAhead = 3;  // tpu_chip's DmaQ (4) DMAs in flight, less the send's own
+constexpr int kDmaAhead = static_cast<int>(kDmaInFlight) - 1;  // less the send's own load
 bool is_load(const Op& op) { return op.kind == Op::kDma && !op.writes.empty(); }
 
 std::vector<ChipCmd> schedule(const std::vector<Op>& ops, std::vector<int>* steps) {
