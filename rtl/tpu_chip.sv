@@ -420,9 +420,12 @@ module tpu_chip
   logic        vpu_x_mem, vpu_y_mem, vpu_v_we, vpu_a_we;
   logic [15:0] vpu_x_addr, vpu_y_addr, vpu_wr_addr;
   logic [RowW-1:0] vpu_wr_data;
+  logic [$clog2(IciNumCnt)-1:0] vpu_cnt_id, vpu_sig_cnt;
+  logic        vpu_cnt_avail, vpu_cnt_take, vpu_sig;
 
   tpu_vpu_unit #(
-    .Lanes(Lanes)
+    .Lanes(Lanes),
+    .CntW ($clog2(IciNumCnt))
   ) i_vpu_unit (
     .clk_i     (clk_i),
     .rst_ni    (rst_ni),
@@ -440,6 +443,10 @@ module tpu_chip
     .dst_row_i (c_vpu.dst_row),
     .dst_stride_i(c_vpu.dst_stride),
     .rows_i    (c_vpu.rows),
+    .x_wait_i  (c_vpu.x_wait),
+    .x_cnt_i   (c_vpu.x_counter[$clog2(IciNumCnt)-1:0]),
+    .sig_i     (c_vpu.sig),
+    .sig_cnt_i (c_vpu.sig_counter[$clog2(IciNumCnt)-1:0]),
     .done_o    (vpu_done),
     .busy_o    (vpu_busy),
     .x_mem_o   (vpu_x_mem),
@@ -453,7 +460,12 @@ module tpu_chip
     .vmem_we_o (vpu_v_we),
     .amem_we_o (vpu_a_we),
     .wr_addr_o (vpu_wr_addr),
-    .wr_data_o (vpu_wr_data)
+    .wr_data_o (vpu_wr_data),
+    .cnt_id_o  (vpu_cnt_id),
+    .cnt_avail_i(vpu_cnt_avail),
+    .cnt_take_o(vpu_cnt_take),
+    .sig_o     (vpu_sig),
+    .sig_cnt_o (vpu_sig_cnt)
   );
 
   // Memory port wiring
@@ -545,6 +557,8 @@ module tpu_chip
     .dst_i         (tpu_ici_pkg::ici_coord_t'({c_send.dst_z, c_send.dst_y, c_send.dst_x})),
     .tie_i         (tpu_ici_pkg::ici_tie_t'(c_send.tie)),
     .cnt_i         (c_send.counter),
+    .wait_i        (c_send.wait_rows),
+    .wait_cnt_id_i (c_send.wait_counter[$clog2(IciNumCnt)-1:0]),
     .done_o        (ici_done),
     .busy_o        (ici_busy),
     .rd_mem_o      (ici_rd_mem),
@@ -555,6 +569,11 @@ module tpu_chip
     .wait_val_i    (c_wait.value),
     .wait_ok_o     (wait_ok),
     .wait_take_i   (wait_take),
+    .vpu_cnt_i     (vpu_cnt_id),
+    .vpu_avail_o   (vpu_cnt_avail),
+    .vpu_take_i    (vpu_cnt_take),
+    .vpu_sig_i     (vpu_sig),
+    .vpu_sig_cnt_i (vpu_sig_cnt),
     .inj_valid_o   (ici_inj_valid),
     .inj_vc_o      (ici_inj_vc),
     .inj_vc_ready_i(ici_inj_vc_ready),
@@ -887,7 +906,10 @@ module tpu_chip
                          vpu_y_addr, vpu_wr_addr, vpu_x_mem, vpu_y_mem, ici_rd_mem, ici_rd_addr,
                          ici_wr_addr, ici_rx_drop, ici_stat, ici_credits_full, ici_inj_ready,
                          c_lw.rsvd_80, c_lw.rsvd_32, c_lw.rsvd_5, c_lw.op, c_mm.rsvd_80,
-                         c_mm.rsvd_5, c_mm.op, c_vpu.rsvd_96, c_vpu.op, c_send.rsvd_88,
+                         c_mm.rsvd_5, c_mm.op, c_vpu.rsvd_120, c_vpu.rsvd_98, c_vpu.op,
+                         c_vpu.x_counter[7:$clog2(IciNumCnt)],
+                         c_vpu.sig_counter[7:$clog2(IciNumCnt)], c_send.rsvd_104,
+                         c_send.wait_counter[7:$clog2(IciNumCnt)], c_send.rsvd_89,
                          c_send.rsvd_76, c_send.rsvd_8, c_send.op, c_wait.rsvd_96,
                          c_wait.rsvd_32, c_wait.rsvd_4, c_wait.op,
                          c_wait.counter[15:$clog2(IciNumCnt)], c_dma.op};

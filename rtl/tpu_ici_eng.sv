@@ -13,19 +13,27 @@
 // moves `rows_i` memory rows from `src_row_i` of VMEM or AMEM to chip `dst_i` as remote-write
 // packets of up to PktRows rows: a head flit (tpu_ici_pkg::ici_hdr_t in data[63:0], ptype
 // ICI_WRITE, addr = {cnt, 1'b0, dst_mem, dst_row}, len = rows in the packet, tie = the hint) and
-// one flit per row (the whole row in data). Every cycle one context whose local VC has room
-// sends one flit (round robin), reading its row through the one memory read port; done_o[e]
+// one flit per row (the whole row in data). A send with wait_rows (`wait_i`) sends each row only
+// once this chip's counter `wait_cnt_id_i` is >= 1 and takes 1 off it as the row goes (its head
+// waits for the first row too): it forwards rows while they still arrive, or while the VPU still
+// writes them (tpu_vpu_unit's sig). Every cycle one context whose local VC has room and whose
+// next flit may go sends one flit (round robin), reading its row through the one memory read
+// port; done_o[e]
 // pulses in the cycle context e's last flit is taken (the source rows are read by then; the
 // remote memory is written later, signalled there by the counter).
 // Receive: every packet ejected by the router is taken at once (ej_ready_o is always 1), with
 // a packet state per ejection VC (the router interleaves packets of different VCs). A
 // WRITE writes its rows into the memory and row its header names, one row per cycle, and adds
-// its row count to counter `addr[25:18]` when its tail flit is written. A CNT_INC adds 1 to
-// counter `addr[25:18]`. Other packet types are dropped (counted in rx_drop_o).
-// Counters: NumCnt x 32 bits, reset to 0. ICI_WAIT asks `wait_ok_o` (counter `wait_cnt_i` >=
-// `wait_val_i`) and, when it issues, pulses `wait_take_i`: the counter drops by `wait_val_i` in
-// the same cycle as any increment (a semaphore). A counter id >= NumCnt in a packet is ignored
-// (the sequencer checks the ids of local commands).
+// 1 to counter `addr[25:18]` as each row is written (so a counter counts rows as they land). A
+// CNT_INC adds 1 to counter `addr[25:18]`. Other packet types are dropped (counted in rx_drop_o).
+// Counters: NumCnt x 32 bits, reset to 0, semaphores: every take and increment of a cycle lands
+// at once. ICI_WAIT asks `wait_ok_o` (counter `wait_cnt_i` >= `wait_val_i`) and, when it issues,
+// pulses `wait_take_i` (the counter drops by `wait_val_i`). The VPU asks `vpu_avail_o` (counter
+// `vpu_cnt_i` >= 1) and takes 1 with `vpu_take_i` per x row it reads over ICI (x_wait), and adds
+// 1 to `vpu_sig_cnt_i` with `vpu_sig_i` per row it writes (sig). A send with wait_rows takes 1 per
+// row it sends. Several takers of one counter in one cycle would race: the driver gives each
+// counter one consumer at a time (SVA CounterNoUnderflow_A). A counter id >= NumCnt in a packet
+// is ignored (the sequencer checks the ids of local commands).
 // Latency: a packet's first row is on the router's inject port the cycle after its head was
 // taken; a received row is in memory the cycle after it leaves the eject FIFO, its counter the
 // same cycle.
@@ -60,6 +68,8 @@ module tpu_ici_eng
   input  ici_coord_t       dst_i,
   input  ici_tie_t         tie_i,       // direction hint for ties (valid 0: the parity rule)
   input  logic [7:0]       cnt_i,
+  input  logic             wait_i,      // wait_rows: each row waits for counter wait_cnt_id_i
+  input  logic [CntW-1:0]  wait_cnt_id_i,
   output logic [NumEng-1:0] done_o,
   output logic [NumEng-1:0] busy_o,
   // source rows
@@ -72,6 +82,12 @@ module tpu_ici_eng
   input  logic [31:0]      wait_val_i,
   output logic             wait_ok_o,
   input  logic             wait_take_i,
+  // the VPU's x rows over ICI (x_wait) and its written rows (sig)
+  input  logic [CntW-1:0]  vpu_cnt_i,
+  output logic             vpu_avail_o,  // counter vpu_cnt_i >= 1
+  input  logic             vpu_take_i,   // take 1 off counter vpu_cnt_i
+  input  logic             vpu_sig_i,    // add 1 to counter vpu_sig_cnt_i
+  input  logic [CntW-1:0]  vpu_sig_cnt_i,
   // router local port (flit = {head, tail, data[RowW-1:0]}; local VC = context)
   output logic             inj_valid_o,
   output logic [EngW-1:0]  inj_vc_o,
@@ -95,7 +111,8 @@ module tpu_ici_eng
   // ---------------------------------------------------------------------------------------------
   // Send contexts
   // ---------------------------------------------------------------------------------------------
-  logic [NumEng-1:0] busy_q, need_head_q, src_mem_q, dst_mem_q;
+  logic [NumEng-1:0] busy_q, need_head_q, src_mem_q, dst_mem_q, wait_q, may_go;
+  logic [CntW-1:0]   wcnt_q [NumEng];
   logic [15:0]       row_q [NumEng];
   logic [15:0]       left_q [NumEng];
   logic [15:0]       dst_row_q [NumEng];
@@ -126,12 +143,15 @@ module tpu_ici_eng
     ici_coord_t dst;
     ici_tie_t   tie;
     logic [7:0] cnt;
+    logic       wait_rows;
+    logic [CntW-1:0] wait_cnt;
   } send_t;
   send_t             q_in;
   send_t             q_out [NumEng];
   logic [NumEng-1:0] q_empty, q_full, q_push, q_pop;
   assign q_in = '{src_mem: src_mem_i, src_row: src_row_i, rows: rows_i, dst_mem: dst_mem_i,
-                  dst_row: dst_row_i, dst: dst_i, tie: tie_i, cnt: cnt_i};
+                  dst_row: dst_row_i, dst: dst_i, tie: tie_i, cnt: cnt_i, wait_rows: wait_i,
+                  wait_cnt: wait_cnt_id_i};
   for (genvar e = 0; e < NumEng; e++) begin : gen_q
     logic [$clog2(SendQ+1)-1:0] unused_count;
     assign q_push[e] = start_i && eng_o == EngW'(e);
@@ -153,17 +173,24 @@ module tpu_ici_eng
   end
   assign ready_o = !q_full[eng_o];
 
-  // Round robin over the contexts with a flit and room in their local VC.
+  // Round robin over the contexts with a flit that may go (a wait_rows send: its next row is
+  // counted, for its head too) and room in their local VC.
+  logic [31:0] cnt_val_q [NumCnt];
+  for (genvar e = 0; e < NumEng; e++) begin : gen_may_go
+    assign may_go[e] = busy_q[e] && inj_vc_ready_i[e] && (!wait_q[e] || cnt_val_q[wcnt_q[e]] != '0);
+  end
   always_comb begin
     sel = rr_q;
     any = 1'b0;
     for (int unsigned k = 0; k < NumEng; k++) begin
       if (!any) begin
         sel = EngW'((32'(rr_q) + k) % NumEng);
-        any = busy_q[sel] && inj_vc_ready_i[sel];
+        any = may_go[sel];
       end
     end
   end
+  logic send_take;  // a wait_rows send's row goes: take 1 off its counter
+  assign send_take = any && !need_head_q[sel] && wait_q[sel];
 
   assign pkt_rows = (left_q[sel] > 16'(PktRows)) ? 16'(PktRows) : left_q[sel];
   assign hdr = '{addr: {cnt_q[sel], 1'b0, dst_mem_q[sel], dst_row_q[sel]}, len: pkt_rows[7:0],
@@ -188,6 +215,7 @@ module tpu_ici_eng
       need_head_q <= '0;
       src_mem_q   <= '0;
       dst_mem_q   <= '0;
+      wait_q      <= '0;
       rr_q        <= '0;
       for (int unsigned e = 0; e < NumEng; e++) begin
         row_q[e]      <= '0;
@@ -197,6 +225,7 @@ module tpu_ici_eng
         dst_q[e]      <= '0;
         tie_q[e]      <= '0;
         cnt_q[e]      <= '0;
+        wcnt_q[e]     <= '0;
       end
     end else begin
       if (any) begin
@@ -225,6 +254,8 @@ module tpu_ici_eng
           dst_q[e]       <= q_out[e].dst;
           tie_q[e]       <= q_out[e].tie;
           cnt_q[e]       <= q_out[e].cnt;
+          wait_q[e]      <= q_out[e].wait_rows;
+          wcnt_q[e]      <= q_out[e].wait_cnt;
         end
       end
     end
@@ -270,9 +301,9 @@ module tpu_ici_eng
       end else if (ej_hdr.ptype != ICI_WRITE) begin
         rx_drop_o = 1'b1;
       end
-    end else if (ej_valid_i && ej_tail && in_pkt_q[ej_vc_i]) begin
-      inc    = 1'b1;
-      inc_by = rx_write_q[ej_vc_i] ? 32'(rx_len_q[ej_vc_i]) : 32'd1;
+    end else if (ej_valid_i && in_pkt_q[ej_vc_i]) begin
+      inc    = rx_write_q[ej_vc_i] || ej_tail;  // a WRITE's every row; another packet's tail
+      inc_by = 32'd1;
     end
   end
 
@@ -304,10 +335,9 @@ module tpu_ici_eng
   // ---------------------------------------------------------------------------------------------
   // Counters
   // ---------------------------------------------------------------------------------------------
-  logic [31:0] cnt_val_q [NumCnt];
-
   logic [31:0] inc_cur;  // the incremented counter's value, for the overflow assertion
-  assign wait_ok_o = cnt_val_q[wait_cnt_i] >= wait_val_i;
+  assign wait_ok_o   = cnt_val_q[wait_cnt_i] >= wait_val_i;
+  assign vpu_avail_o = cnt_val_q[vpu_cnt_i] != '0;
   assign inc_cur   = cnt_val_q[inc_id[CntW-1:0]];
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
@@ -317,7 +347,10 @@ module tpu_ici_eng
       for (int unsigned c = 0; c < NumCnt; c++) begin
         cnt_val_q[c] <= cnt_val_q[c]
                         + ((inc && 32'(inc_id) == c) ? inc_by : 32'd0)
-                        - ((wait_take_i && 32'(wait_cnt_i) == c) ? wait_val_i : 32'd0);
+                        + ((vpu_sig_i && 32'(vpu_sig_cnt_i) == c) ? 32'd1 : 32'd0)
+                        - ((wait_take_i && 32'(wait_cnt_i) == c) ? wait_val_i : 32'd0)
+                        - ((vpu_take_i && 32'(vpu_cnt_i) == c) ? 32'd1 : 32'd0)
+                        - ((send_take && wcnt_q[sel] == CntW'(c)) ? 32'd1 : 32'd0);
       end
     end
   end
@@ -341,6 +374,21 @@ module tpu_ici_eng
   `TPU_ASSERT(HeadOutsidePacket_A,
       ej_valid_i && ej_head |-> !in_pkt_q[ej_vc_i],
       ("%m: HeadOutsidePacket_A failed"))
+  // Takes never exceed what a counter holds (one consumer per counter at a time).
+  for (genvar c = 0; c < NumCnt; c++) begin : gen_sva_cnt
+    logic [33:0] have, took;
+    assign have = 34'(cnt_val_q[c]) + ((inc && 32'(inc_id) == c) ? 34'(inc_by) : 34'd0) +
+                  ((vpu_sig_i && 32'(vpu_sig_cnt_i) == c) ? 34'd1 : 34'd0);
+    assign took = ((wait_take_i && 32'(wait_cnt_i) == c) ? 34'(wait_val_i) : 34'd0) +
+                  ((vpu_take_i && 32'(vpu_cnt_i) == c) ? 34'd1 : 34'd0) +
+                  ((send_take && wcnt_q[sel] == CntW'(c)) ? 34'd1 : 34'd0);
+    `TPU_ASSERT(CounterNoUnderflow_A,
+        took <= have,
+        ("%m: CounterNoUnderflow_A failed: counter %0d takes more than it holds", c))
+  end
+  `TPU_ASSERT(VpuTakeOnlyWhenThere_A,
+      vpu_take_i |-> vpu_avail_o,
+      ("%m: VpuTakeOnlyWhenThere_A failed"))
   `TPU_ASSERT(CounterNoWrap_A,
       inc && 32'(inc_id) < NumCnt |-> 33'(inc_cur) + 33'(inc_by) < 33'h1_0000_0000,
       ("%m: CounterNoWrap_A failed"))

@@ -14,7 +14,9 @@
 // ErrIciLinkDown with the head's index and the link's direction on err_addr_o.
 // A legal head issues to its unit when the unit can take it and its ranges do not overlap a
 // range written by an in-flight command, nor write a range an in-flight command reads or writes
-// (RAW, WAR, WAW on VMEM and AMEM). The scoreboard has DmaQ entries for DMAs (queued in front of
+// (RAW, WAR, WAW on VMEM and AMEM); an ICI_SEND with wait_rows is not held by VPU commands (its
+// counter orders its rows, docs/isa.md) and holds its rows as a write range too. The scoreboard
+// has DmaQ entries for DMAs (queued in front of
 // the one engine, completing in order), one for LOADW, two for VPU commands (the unit takes one
 // more while one runs; they complete in order), and MmSlots for MATMULs (in
 // flight in the array, completing in order). HBM needs no tracking: the one DMA engine runs its
@@ -205,8 +207,9 @@ module tpu_seq
   logic unused_cmd_bits;
   assign unused_cmd_bits = ^{h_dma.op, h_lw.rsvd_80, h_lw.rsvd_32, h_lw.rsvd_5,
                              h_lw.transpose,
-                             h_lw.op, h_mm.rsvd_80, h_mm.rsvd_5, h_mm.op, h_vpu.rsvd_96,
-                             h_vpu.src_bf16, h_vpu.dst_bf16, h_vpu.op, h_send.rsvd_88,
+                             h_lw.op, h_mm.rsvd_80, h_mm.rsvd_5, h_mm.op, h_vpu.rsvd_120,
+                             h_vpu.rsvd_98, h_vpu.src_bf16, h_vpu.dst_bf16, h_vpu.op,
+                             h_send.rsvd_104, h_send.rsvd_89,
                              h_send.rsvd_76, h_send.rsvd_8, h_send.tie, h_send.op, h_wait.rsvd_96,
                              h_wait.value, h_wait.rsvd_32, h_wait.rsvd_4, h_wait.op};
 
@@ -267,6 +270,9 @@ module tpu_seq
         if (h_vpu.rows == '0 ||
             !tpu_vpu_pkg::vpu_op_elementwise(tpu_pkg::vpu_op_e'(h_vpu.vop)))
           chk = ErrBadField;
+        else if ((h_vpu.x_wait && 32'(h_vpu.x_counter) >= NumCnt) ||
+                 (h_vpu.sig && 32'(h_vpu.sig_counter) >= NumCnt))
+          chk = ErrBadField;
         else if (!range_ok(h_vpu.x_row, 32'(h_vpu.rows), h_vpu.x_mem ? AmemRows : VmemRows))
           chk = h_vpu.x_mem ? ErrAmemRange : ErrVmemRange;
         else if (!range_ok(h_vpu.y_row, ny, h_vpu.y_mem ? AmemRows : VmemRows))
@@ -282,6 +288,7 @@ module tpu_seq
         // The destination rows are checked against this chip's memory: every chip of a pod is
         // the same variant.
         if (h_send.rows == '0 || 32'(h_send.counter) >= NumCnt ||
+            (h_send.wait_rows && 32'(h_send.wait_counter) >= NumCnt) ||
             !dst_in_pod(tpu_ici_pkg::ici_coord_t'({h_send.dst_z, h_send.dst_y, h_send.dst_x})))
           chk = ErrBadField;
         else if (!range_ok(h_send.src_row, 32'(h_send.rows), h_send.src_mem ? AmemRows : VmemRows))
@@ -289,6 +296,9 @@ module tpu_seq
         else if (!range_ok(h_send.dst_row, 32'(h_send.rows), h_send.dst_mem ? AmemRows : VmemRows))
           chk = h_send.dst_mem ? ErrAmemRange : ErrVmemRange;
         rd0 = mk_range(h_send.src_mem, h_send.src_row, 32'(h_send.rows));
+        // wait_rows: its rows are still arriving or being written by the VPU; later commands
+        // that touch them wait for the send, as for a write.
+        if (h_send.wait_rows) wr = rd0;
       end
       OpIciWait: begin
         if (32'(h_wait.counter) >= NumCnt) chk = ErrBadField;
@@ -298,11 +308,14 @@ module tpu_seq
   end
 
   // ---- Hazards against every in-flight command ----
-  logic hazard, sb_empty;
+  // A send with wait_rows is not held by the VPU commands in flight: its counter says when each
+  // of its rows is written (the VPU's sig).
+  logic hazard, sb_empty, chained;
+  assign chained = head.op == OpIciSend && h_send.wait_rows;
   always_comb begin
     hazard = 1'b0;
     for (int unsigned s = 0; s < NumSlots; s++) begin
-      if (sb_valid_q[s]) begin
+      if (sb_valid_q[s] && !(chained && s >= VpuBase && s < VpuBase + VpuQ)) begin
         hazard |= ranges_overlap(wr, sb_rd0_q[s]) || ranges_overlap(wr, sb_rd1_q[s]) ||
                   ranges_overlap(wr, sb_wr_q[s]) || ranges_overlap(rd0, sb_wr_q[s]) ||
                   ranges_overlap(rd1, sb_wr_q[s]);

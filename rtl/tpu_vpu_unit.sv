@@ -5,9 +5,13 @@
 // is set: a bias), z = -0, and the destination rows dst_row + r * dst_stride in dst_mem;
 // src_bf16/dst_bf16 as in tpu_vpu.
 // Row r: dst[dst_row + r * dst_stride] = op(x[x_row + r], y[y_row + (y_bcast ? 0 : r)]).
-// Latency: 1 cycle (tpu_vpu) plus the write. Throughput: one row per cycle, across commands too:
-// one more command is taken while one runs, and its first row follows the running one's last
-// without a gap. Handshake: start_i is taken when ready_o is high (no command held); done_o
+// x_wait: the x rows arrive over ICI; row r goes in only once ICI counter x_cnt is >= 1
+// (cnt_avail_i) and takes 1 off it (cnt_take_o), so a reduction runs as its rows land (the
+// counter counts rows as they are written, in order). sig: each destination row adds 1 to ICI
+// counter sig_cnt as it is written (sig_o), for a send that forwards the rows as they come.
+// Latency: 1 cycle (tpu_vpu) plus the write. Throughput: one row per cycle (x_wait: as the rows
+// come), across commands too: one more command is taken while one runs, and its first row
+// follows the running one's last without a gap. Handshake: start_i is taken when ready_o is high (no command held); done_o
 // pulses once per command, in order, when its last row has been written.
 `include "tpu_assert.svh"
 
@@ -17,6 +21,7 @@ module tpu_vpu_unit
 #(
   parameter int unsigned Lanes    = 8,
   parameter int unsigned MemAddrW = 16,
+  parameter int unsigned CntW     = 6,   // ICI counter ids
   localparam int unsigned RowW    = Lanes * 32
 ) (
   input  logic                clk_i,
@@ -35,6 +40,10 @@ module tpu_vpu_unit
   input  logic [15:0]         dst_row_i,
   input  logic [15:0]         dst_stride_i,  // rows between destination rows (0 means 1)
   input  logic [15:0]         rows_i,
+  input  logic                x_wait_i,      // x rows arrive over ICI (docs/isa.md)
+  input  logic [CntW-1:0]     x_cnt_i,
+  input  logic                sig_i,         // signal each written row
+  input  logic [CntW-1:0]     sig_cnt_i,
   output logic                done_o,
   output logic                busy_o,
   // operand reads: the chip reads both memories at each address and picks by *_mem_o
@@ -50,7 +59,13 @@ module tpu_vpu_unit
   output logic                vmem_we_o,
   output logic                amem_we_o,
   output logic [MemAddrW-1:0] wr_addr_o,
-  output logic [RowW-1:0]     wr_data_o
+  output logic [RowW-1:0]     wr_data_o,
+  // ICI counters (tpu_ici_eng)
+  output logic [CntW-1:0]     cnt_id_o,     // x_wait's counter of the running command
+  input  logic                cnt_avail_i,  // it is >= 1
+  output logic                cnt_take_o,   // an x row goes in: take 1
+  output logic                sig_o,        // a sig row is written: add 1 to sig_cnt_o
+  output logic [CntW-1:0]     sig_cnt_o
 );
 
   // One command as the unit holds it (dst_stride: 0 already read as 1).
@@ -67,6 +82,10 @@ module tpu_vpu_unit
     logic [15:0] dst_row;
     logic [15:0] dst_stride;
     logic [15:0] rows;
+    logic        x_wait;
+    logic [CntW-1:0] x_cnt;
+    logic        sig;
+    logic [CntW-1:0] sig_cnt;
   } vcmd_t;
 
   // `cur` feeds its rows into tpu_vpu, one a cycle; `nxt` holds the command taken while cur runs
@@ -77,7 +96,8 @@ module tpu_vpu_unit
   logic        cur_v_q, cur_v_d, nxt_v_q, nxt_v_d;
   logic [15:0] in_i_q, in_i_d, dst_ptr_q, dst_ptr_d;
   logic [15:0] wr_addr_q, wr_addr_d;
-  logic        wr_mem_q, wr_mem_d, wr_last_q, wr_last_d;
+  logic        wr_mem_q, wr_mem_d, wr_last_q, wr_last_d, wr_sig_q, wr_sig_d;
+  logic [CntW-1:0] wr_sig_cnt_q, wr_sig_cnt_d;
 
   logic             in_valid, in_ready, in_fire, last_in, out_valid, out_scalar, idle;
   tpu_pkg::f32_t [Lanes-1:0] x, y, z, out_data;
@@ -85,8 +105,13 @@ module tpu_vpu_unit
   assign new_cmd = '{op: op_i, src_bf16: src_bf16_i, dst_bf16: dst_bf16_i, x_mem: x_mem_i,
                      y_mem: y_mem_i, y_bcast: y_bcast_i, dst_mem: dst_mem_i, x_row: x_row_i,
                      y_row: y_row_i, dst_row: dst_row_i,
-                     dst_stride: (dst_stride_i == '0) ? 16'd1 : dst_stride_i, rows: rows_i};
-  assign in_valid = cur_v_q;
+                     dst_stride: (dst_stride_i == '0) ? 16'd1 : dst_stride_i, rows: rows_i,
+                     x_wait: x_wait_i, x_cnt: x_cnt_i, sig: sig_i, sig_cnt: sig_cnt_i};
+  assign in_valid   = cur_v_q && (!cur_q.x_wait || cnt_avail_i);
+  assign cnt_id_o   = cur_q.x_cnt;
+  assign cnt_take_o = in_fire && cur_q.x_wait;
+  assign sig_o      = out_valid && wr_sig_q;  // the row's write: its sig rides beside it
+  assign sig_cnt_o  = wr_sig_cnt_q;
   assign in_fire  = in_valid && in_ready;
   assign last_in  = in_fire && (in_i_q == cur_q.rows - 1'b1);
   assign x_mem_o  = cur_q.x_mem;
@@ -138,10 +163,14 @@ module tpu_vpu_unit
     wr_addr_d = wr_addr_q;
     wr_mem_d  = wr_mem_q;
     wr_last_d = 1'b0;
+    wr_sig_d  = 1'b0;
+    wr_sig_cnt_d = wr_sig_cnt_q;
     if (in_fire) begin
       wr_addr_d = dst_ptr_q;
       wr_mem_d  = cur_q.dst_mem;
       wr_last_d = last_in;
+      wr_sig_d  = cur_q.sig;
+      wr_sig_cnt_d = cur_q.sig_cnt;
       in_i_d    = in_i_q + 1'b1;
       dst_ptr_d = dst_ptr_q + cur_q.dst_stride;
     end
@@ -169,6 +198,8 @@ module tpu_vpu_unit
       wr_addr_q <= '0;
       wr_mem_q  <= 1'b0;
       wr_last_q <= 1'b0;
+      wr_sig_q  <= 1'b0;
+      wr_sig_cnt_q <= '0;
     end else begin
       cur_q     <= cur_d;
       cur_v_q   <= cur_v_d;
@@ -179,6 +210,8 @@ module tpu_vpu_unit
       wr_addr_q <= wr_addr_d;
       wr_mem_q  <= wr_mem_d;
       wr_last_q <= wr_last_d;
+      wr_sig_q  <= wr_sig_d;
+      wr_sig_cnt_q <= wr_sig_cnt_d;
     end
   end
 

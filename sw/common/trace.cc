@@ -74,6 +74,8 @@ void cmd_args(const TraceEvent& e, Json& a, unsigned row_bytes) {
       a["y_row"] = c.y_row;
       a["dst_row"] = c.dst_row;
       a["dst"] = kMem[c.dst_mem & 1u];
+      if (c.x_wait) a["x_counter"] = c.x_counter;
+      if (c.sig) a["sig_counter"] = c.sig_counter;
       break;
     }
     case ChipOp::kIciSend: {
@@ -88,6 +90,7 @@ void cmd_args(const TraceEvent& e, Json& a, unsigned row_bytes) {
       a["dst_row"] = c.dst_row;
       a["counter"] = c.counter;
       a["send_context"] = e.lane;
+      if (c.wait_rows) a["wait_counter"] = c.wait_counter;
       break;
     }
     case ChipOp::kIciWait: {

@@ -74,6 +74,12 @@ struct VpuCmdArgs {
   uint32_t dst_row = 0;
   uint32_t dst_stride = 1;
   uint32_t rows = 1;
+  // >= 0: the x rows arrive over ICI; each is read once this ICI counter is >= 1, taking 1 off
+  // it (x_wait: the reduction runs as its rows land).
+  int x_counter = -1;
+  // >= 0: each destination row adds 1 to this ICI counter as it is written (sig), for a send
+  // with wait_rows that forwards the rows as they come.
+  int sig_counter = -1;
 };
 inline ChipCmd cmd_vpu(const VpuCmdArgs& a) {
   CmdVpu c;
@@ -89,6 +95,14 @@ inline ChipCmd cmd_vpu(const VpuCmdArgs& a) {
   c.y_row = a.y_row;
   c.dst_row = a.dst_row;
   c.dst_stride = a.dst_stride;
+  if (a.x_counter >= 0) {
+    c.x_wait = 1;
+    c.x_counter = static_cast<uint32_t>(a.x_counter);
+  }
+  if (a.sig_counter >= 0) {
+    c.sig = 1;
+    c.sig_counter = static_cast<uint32_t>(a.sig_counter);
+  }
   return c.encode();
 }
 
@@ -100,9 +114,11 @@ inline ChipCmd cmd_vpu(const VpuCmdArgs& a) {
 // (remote writes); each packet adds its rows to counter `counter` there. tie_dir: the way a tie
 // goes (a ring distance of exactly k/2, every hop of a 2-ring), in every dimension of the route:
 // +1 plus, -1 minus (flags[2] hint valid, flags[3] minus); 0 no hint, the router's parity rule.
+// wait_counter >= 0 (wait_rows): each row goes only once this chip's counter wait_counter is
+// >= 1, taking 1 off it: rows that still arrive, or that a VPU command with sig still writes.
 inline ChipCmd cmd_ici_send(Mem src_mem, uint32_t src_row, uint32_t rows,
                             const std::array<int, 3>& dst, Mem dst_mem, uint32_t dst_row,
-                            uint32_t counter, int tie_dir = 0) {
+                            uint32_t counter, int tie_dir = 0, int wait_counter = -1) {
   CmdIciSend c;
   c.src_mem = static_cast<uint32_t>(src_mem);
   c.dst_mem = static_cast<uint32_t>(dst_mem);
@@ -114,6 +130,10 @@ inline ChipCmd cmd_ici_send(Mem src_mem, uint32_t src_row, uint32_t rows,
   c.dst_y = static_cast<uint32_t>(dst[1]);
   c.dst_z = static_cast<uint32_t>(dst[2]);
   c.counter = counter;
+  if (wait_counter >= 0) {
+    c.wait_rows = 1;
+    c.wait_counter = static_cast<uint32_t>(wait_counter);
+  }
   return c.encode();
 }
 // ICI_WAIT: holds issue until counter >= value, then takes value off it.

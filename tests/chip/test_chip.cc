@@ -755,6 +755,14 @@ TEST(ChipErrors, IllegalCommandsSetTheErrorRegister) {
       {"ici send src range", cmd_ici_send(Mem::kAmem, 2047, 2, {0, 0, 0}, Mem::kVmem, 8, 0), 5},
       {"ici send dst range", cmd_ici_send(Mem::kVmem, 0, 2, {0, 0, 0}, Mem::kVmem, 4095, 0), 4},
       {"ici wait counter 64", cmd_ici_wait(64, 1), 3},
+      {"ici send wait counter 64",
+       cmd_ici_send(Mem::kVmem, 0, 1, {0, 0, 0}, Mem::kVmem, 8, 0, 0, 64), 3},
+      {"vpu x counter 64", cmd_vpu(VpuCmdArgs{0, false, 0, Mem::kVmem, 0, Mem::kVmem, 0, false,
+                                              Mem::kVmem, 8, 1, 1, 64}),
+       3},
+      {"vpu sig counter 64", cmd_vpu(VpuCmdArgs{0, false, 0, Mem::kVmem, 0, Mem::kVmem, 0,
+                                                false, Mem::kVmem, 8, 1, 1, -1, 64}),
+       3},
       {"dma dir 3", ChipCmd::make(ChipOp::kDma, 3, 0, 1, 64, 0, 0), 3},
       {"vmem range", cmd_dma(DmaDir::kHbmToVmem, false, 4095, 2, 32, 0, 32), 4},
       {"amem range", cmd_dma(DmaDir::kAmemToHbm, false, 2047, 1, 64, 0, 0), 5},
@@ -824,6 +832,95 @@ TEST(ChipIci, WaitConsumesTheCounter) {
   EXPECT_EQ(r.err, 0u);
   EXPECT_GE(r.delta[kStatIciWait], 1u);  // the first wait issued before the rows were there
   EXPECT_THROW(drv.run({cmd_ici_wait(3, 1), cmd_halt()}, true, 2000), ChipError);
+}
+
+// Chaining (docs/isa.md): a reduction whose x rows arrive over ICI reads each as it lands
+// (x_wait), and a send forwards a reduction's rows as the VPU writes them (sig + wait_rows). A
+// chip alone sends to itself: x (three packets of rows) goes out on counter 5 and is reduced
+// into y as it lands; the sums go back out on counter 7 as they are written (sig on counter 6)
+// and are stored after an ICI_WAIT. The same program with an ICI_WAIT before the reduction and
+// the send held by the VPU (the unchained way) gives the same bits, a row at a time later.
+TEST(ChipIci, ReductionsAndSendsTakeTheirRowsAsTheyCome) {
+  for (const std::string& variant : built_among({"4x4", "16x16"})) {
+    const uint32_t rows = 2 * kIciPacketRows + 8;  // three packets; whole 64-byte bursts
+    std::map<bool, uint64_t> cycles;
+    for (bool chained : {true, false}) {
+      SCOPED_TRACE(variant + (chained ? " chained" : " unchained"));
+      ChipDriver drv(variant);  // a fresh chip each: the hang checks below leave a wait queued
+      const uint32_t L = static_cast<uint32_t>(drv.shape().cols), rb = 4 * L;
+      std::mt19937_64 rng(77 + L);
+      std::normal_distribution<float> nd(0.0f, 3.0f);
+      std::vector<uint32_t> in(2 * rows * L);
+      for (auto& v : in) v = f32_bits(nd(rng));
+      const uint64_t src = drv.alloc(in.size() * 4), out = drv.alloc(rows * rb);
+      drv.write(src, in.data(), in.size() * 4);
+      std::vector<uint32_t> want(rows * L);
+      for (uint32_t i = 0; i < rows * L; ++i)
+        want[i] = vpu_lane(VpuOp::kAdd, in[i], in[rows * L + i], 0x80000000u);
+      // VMEM: x at 0, y at 1000 (the sums in place), x lands at 2000, the sums at 3000.
+      VpuCmdArgs red;
+      red.op = static_cast<unsigned>(VpuOp::kAdd);
+      red.x_mem = red.y_mem = red.dst_mem = Mem::kVmem;
+      red.x_row = 2000;
+      red.y_row = red.dst_row = 1000;
+      red.rows = rows;
+      std::vector<ChipCmd> prog = {
+          cmd_dma(DmaDir::kHbmToVmem, false, 0, 1, rows * rb, static_cast<uint32_t>(src), 0),
+          cmd_dma(DmaDir::kHbmToVmem, false, 1000, 1, rows * rb,
+                  static_cast<uint32_t>(src + rows * rb), 0),
+          cmd_fence(),
+          cmd_ici_send(Mem::kVmem, 0, rows, {0, 0, 0}, Mem::kVmem, 2000, 5)};
+      if (chained) {
+        red.x_counter = 5;
+        red.sig_counter = 6;
+        prog.push_back(cmd_vpu(red));
+        prog.push_back(
+            cmd_ici_send(Mem::kVmem, 1000, rows, {0, 0, 0}, Mem::kVmem, 3000, 7, 0, 6));
+      } else {
+        prog.push_back(cmd_ici_wait(5, rows));
+        prog.push_back(cmd_vpu(red));
+        prog.push_back(cmd_ici_send(Mem::kVmem, 1000, rows, {0, 0, 0}, Mem::kVmem, 3000, 7));
+      }
+      prog.push_back(cmd_ici_wait(7, rows));
+      prog.push_back(
+          cmd_dma(DmaDir::kVmemToHbm, false, 3000, 1, rows * rb, static_cast<uint32_t>(out), 0));
+      prog.push_back(cmd_halt());
+      const ProgramResult r = drv.run(prog);
+      ASSERT_EQ(r.err, 0u) << chip_err_name(r.err);
+      cycles[chained] = r.cycles;
+      std::vector<uint32_t> got(rows * L);
+      drv.read(out, got.data(), got.size() * 4);
+      EXPECT_EQ(got, want);
+      // The reduction took every row it was sent (the ICI_WAIT's counter 7 unchained): a wait
+      // for one more hangs (and stays queued: one check per chip).
+      EXPECT_THROW(drv.run({cmd_ici_wait(chained ? 5 : 7, 1), cmd_halt()}, true, 2000),
+                   ChipError);
+    }
+    // Unchained, the reduction starts after the last row landed and the send after the last
+    // sum: about `rows` cycles of the VPU more (the link, a row per cycle here, is the same).
+    EXPECT_LT(cycles[true] + rows / 2, cycles[false]) << variant;
+  }
+}
+
+// Two consumers taking from one counter at once would race for its rows: CounterNoUnderflow_A
+// fires (here a reduction waiting for its row, and an ICI_WAIT for the same row behind it).
+TEST(ChipIci, TwoConsumersOfOneCounterTripTheUnderflowAssertion) {
+  ChipDriver drv("4x4");
+  VpuCmdArgs red;
+  red.op = static_cast<unsigned>(VpuOp::kAdd);
+  red.x_mem = red.y_mem = red.dst_mem = Mem::kVmem;
+  red.x_row = 300;
+  red.y_row = red.dst_row = 400;
+  red.rows = 1;
+  red.x_counter = 5;
+  std::string what;
+  try {
+    drv.run({cmd_ici_send(Mem::kVmem, 0, 1, {0, 0, 0}, Mem::kVmem, 300, 5), cmd_vpu(red),
+             cmd_ici_wait(5, 1), cmd_halt()});
+  } catch (const ChipError& e) {
+    what = e.what();
+  }
+  EXPECT_NE(what.find("RTL assertion failed"), std::string::npos) << what;
 }
 
 TEST(ChipWaves, GtkwSignalsAreInTheDump) {
