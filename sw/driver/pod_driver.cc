@@ -294,15 +294,21 @@ class Counters {
   Counters(int chips, int base, int count)
       : m_(static_cast<std::size_t>(chips)), base_(base), count_(count) {}
   int get(int dst, int src, int purpose) {
+    const int id = try_get(dst, src, purpose);
+    if (id < 0)
+      bad("chip " + std::to_string(dst) + " needs more than the " + std::to_string(count_) +
+          " ICI counters it has for this collective (one per chip it receives from, and one per "
+          "chip it lends rounds to)");
+    return id;
+  }
+  // As get, but -1 where every counter is taken (for counters that only make things faster).
+  int try_get(int dst, int src, int purpose) {
     auto& m = m_[static_cast<std::size_t>(dst)];
     const auto key = std::make_pair(src, purpose);
     const auto it = m.find(key);
     if (it != m.end()) return it->second;
     const int id = static_cast<int>(m.size());
-    if (id >= count_)
-      bad("chip " + std::to_string(dst) + " needs more than the " + std::to_string(count_) +
-          " ICI counters it has for this collective (one per chip it receives from, and one per "
-          "chip it lends rounds to)");
+    if (id >= count_) return -1;
     m[key] = base_ + id;
     return base_ + id;
   }
@@ -313,9 +319,36 @@ class Counters {
 };
 // Counter purposes: data on the + route, tokens, data on the - route. A 2-ring joins two chips
 // by two links; sends hinted + and - take one each and may overtake each other, so each
-// direction counts its own rows.
-constexpr int kData = 0, kToken = 1, kDataMinus = 2;
+// direction counts its own rows. Rows to be reduced, and rows the receiver forwards as they are
+// in the next step, count on counters of their own (kRed, kFwd; each direction too), so each of
+// those counters has one kind of consumer, which chain() may then let take the rows one by one
+// as they land (a reduction's x_wait, a forwarding send's wait_rows). kChain: a chip's own
+// counter (src = the peer a send goes to, + or - hint) for the rows its VPU writes and a send
+// forwards as they are written (sig).
+constexpr int kData = 0, kToken = 1, kDataMinus = 2, kRed = 3, kRedMinus = 4, kFwd = 5,
+              kFwdMinus = 6, kChain = 7, kChainMinus = 8;
 int data_counter(const Transfer& t) { return t.route.dir < 0 ? kDataMinus : kData; }
+// The counter a transfer's rows count on at its destination. `next`: the plan's next step (null
+// at the last).
+int transfer_counter(Counters& ctr, const CollectivePlan& plan, const Step* next,
+                     const Transfer& t) {
+  const int data = ctr.get(t.dst, t.src, data_counter(t));
+  const bool minus = t.route.dir < 0;
+  if (plan.spec.algorithm == "direct" || plan.spec.collective == Collective::kAllToAll)
+    return data;
+  int purpose = -1;
+  if (t.kind == TransferKind::kReduce) {
+    purpose = minus ? kRedMinus : kRed;
+  } else if (next != nullptr) {
+    for (const Transfer& u : next->transfers)
+      if (u.src == t.dst && u.kind == TransferKind::kCopy && u.src_offset == t.dst_offset &&
+          u.count == t.count)
+        purpose = minus ? kFwdMinus : kFwd;
+  }
+  if (purpose < 0) return data;
+  const int id = ctr.try_get(t.dst, t.src, purpose);
+  return id >= 0 ? id : data;
+}
 
 // How a piece's value is held in its rows: f32 lanes; bf16 in the lanes' bits [15:0] as a bf16
 // input was loaded (an op reads it through its src_bf16 flag, widened exactly, so nothing widens
@@ -356,6 +389,7 @@ bool stored_packed(const ChipRound& s, const Pieces* packed, std::size_t j, uint
 struct StepNumbers {
   int step_base = 0, plan_base = 0, round = 0;
   std::size_t late_from = ~std::size_t{0};
+  bool chain = false;  // the program will be chained: counters per kind of use (transfer_counter)
 };
 
 // A bf16 reduction reads each piece as it is held (ChipRound::fmt) and writes f32. `packed` (a
@@ -384,6 +418,7 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, const Pieces* 
     const int s = num.step_base + static_cast<int>(si);
     const int ps = num.plan_base + static_cast<int>(si);
     const int slot = num.round + (si >= num.late_from ? 1 : 0);
+    const Step* next = si + 1 < plan.steps.size() ? &plan.steps[si + 1] : nullptr;
     auto tag = [&](Op& op, int phase) {
       op.plan_step = ps;
       op.slot = slot;
@@ -448,7 +483,8 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, const Pieces* 
         const uint32_t o = static_cast<uint32_t>(blk) * p.bs;
         if (o >= p.src.rows) continue;
         const uint32_t n = std::min(p.bs, p.src.rows - o);
-        const int cnt = ctr.get(t.dst, t.src, data_counter(t));
+        const int cnt = num.chain ? transfer_counter(ctr, plan, next, t)
+                                  : ctr.get(t.dst, t.src, data_counter(t));
         const auto src_runs = runs(p.src, st[static_cast<std::size_t>(t.src)].loc, o, n);
         std::vector<Run> dst_runs;
         if (p.direct)
@@ -490,7 +526,8 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, const Pieces* 
         const uint32_t o = static_cast<uint32_t>(blk) * p.bs;
         if (o >= p.src.rows) continue;
         const uint32_t n = std::min(p.bs, p.src.rows - o);
-        const int cnt = ctr.get(t.dst, t.src, data_counter(t));
+        const int cnt = num.chain ? transfer_counter(ctr, plan, next, t)
+                                  : ctr.get(t.dst, t.src, data_counter(t));
         ChipRound& d = st[static_cast<std::size_t>(t.dst)];
         Op w;
         w.kind = Op::kWait;
@@ -552,6 +589,15 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, const Pieces* 
   }
 }
 
+// Whether compile() chains a program (chain() below): only a collective of one round, where
+// latency is all (4 KiB on a 4x4: 322 -> 292 cycles; docs/pod.md). In rounds the links keep
+// the VPU busy and the bound is bandwidth: a reduction that takes one stream's rows as they land
+// holds the VPU from the blocks of the others already in, and a send that forwards a
+// reduction's rows as they are written holds its context and its rows meanwhile (2x2, 1 MiB:
+// 27 043 -> 28 323 cycles chained; 1 MiB on a ring of 8, a 4x4x4 and along x of a 4x4: within
+// 0.5% either way).
+bool chains(const PodProgram& pp) { return pp.rounds.size() == 1; }
+
 // One chip's ops in issue order: waits and reductions in plan order, each send as early as its
 // dependencies allow (a software pipeline across steps), but a send of a reduction's result
 // behind the next reduction, so the VPU always has its next command. Waits are not hoisted: a
@@ -560,7 +606,238 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, const Pieces* 
 constexpr int kDmaAhead = static_cast<int>(kDmaInFlight) - 1;  // less the send's own load
 bool is_load(const Op& op) { return op.kind == Op::kDma && !op.writes.empty(); }
 
-std::vector<ChipCmd> schedule(const std::vector<Op>& ops, std::vector<int>* steps) {
+// Chaining (docs/isa.md: x_wait, sig, wait_rows). In the scheduled ops of chip `self`:
+//  - a wait whose rows the next op to touch them reduces (its x, exactly those rows) goes into
+//    that reduction as x_wait: the VPU reads each row as it lands;
+//  - a wait whose rows the next op to touch them sends on, exactly those rows, goes into that
+//    send as wait_rows; a store of those rows in between moves behind the send (and the sends
+//    that follow it), which it then waits for: the send's rows count as written until it is done;
+//  - a reduction whose result the next send of those rows sends on, exactly, signals each row it
+//    writes (sig) on a counter of this chip, on which that send waits row by row.
+// A counter's waits are chained all or none, into one kind of consumer (the VPU, or sends to one
+// chip with one hint, hence one send context, which takes rows in program order), so no two
+// consumers ever take from one counter at once. The ops a wait passes do not touch its rows, and
+// a wait placed later only lets the ops before it go earlier (the deadlock rule asks waits to
+// come late enough, never early); a chained send or reduction waits for rows that an earlier
+// step produces, as the wait did. Every other op that touches a chained wait's rows after it
+// must come after its chained send (a reduction's x rows: no other op), up to the next write of
+// those rows; a counter that breaks this, or whose stores cannot move, is left unchained and the
+// program is built again. Returns the program, with the plan step of each command.
+struct Chained {
+  std::vector<ChipCmd> cmd;
+  std::vector<std::size_t> order;  // positions of `sched` in program order (dropped waits left out)
+  std::set<int> bad;               // counters to leave unchained
+  std::size_t dropped = 0;         // waits chained into the ops that take their rows
+};
+
+Chained chain_once(const std::vector<const Op*>& sched, int self, Counters& ctr,
+                   const std::set<int>& off) {
+  const std::size_t n = sched.size();
+  Chained res;
+  for (const Op* op : sched) res.cmd.push_back(op->cmd);
+  std::vector<ChipCmd>& cmd = res.cmd;
+  const auto touches = [](const Op& o, const Range& r) {
+    for (const auto* v : {&o.reads, &o.writes})
+      for (const Range& u : *v)
+        if (u.overlaps(r)) return true;
+    return false;
+  };
+  const auto writes = [](const Op& o, const std::vector<Range>& rs) {
+    for (const Range& u : o.writes)
+      for (const Range& r : rs)
+        if (u.overlaps(r)) return true;
+    return false;
+  };
+  const auto is_store = [](const Op& o) { return o.kind == Op::kDma && o.writes.empty(); };
+  const auto tie_of = [](const ChipCmd& c) { return CmdIciSend::decode(c).tie; };
+  struct Link {
+    std::size_t wait, op;
+    int counter;
+  };
+  std::vector<Link> links;
+  std::vector<int> link_of(n, -1);  // a dropped wait's link
+  std::map<int, std::vector<std::size_t>> waits;
+  for (std::size_t i = 0; i < n; ++i)
+    if (sched[i]->kind == Op::kWait) waits[sched[i]->peer].push_back(i);
+  for (const auto& [c, ws] : waits) {
+    if (off.count(c)) continue;
+    std::vector<Link> mine;
+    bool ok = true;
+    for (std::size_t i : ws) {
+      const Op& w = *sched[i];
+      const CmdIciWait wc = CmdIciWait::decode(w.cmd);
+      if (w.writes.size() != 1 || wc.value != w.writes[0].hi - w.writes[0].lo) {
+        ok = false;
+        break;
+      }
+      const Range r = w.writes[0];
+      Link l{i, n, c};
+      bool store_between = false;
+      for (std::size_t j = i + 1; j < n && ok; ++j) {
+        const Op& o = *sched[j];
+        if (o.kind == Op::kWait && o.peer == c) ok = false;
+        if (!ok || !touches(o, r)) continue;
+        if (is_store(o)) {  // it moves behind the send (checked below)
+          store_between = true;
+          continue;
+        }
+        if (o.kind == Op::kVpu && !store_between) {
+          const CmdVpu v = CmdVpu::decode(cmd[j]);
+          if (v.x_mem == static_cast<uint32_t>(Mem::kVmem) && v.x_row == r.lo &&
+              v.rows == wc.value)
+            l.op = j;
+        } else if (o.kind == Op::kSend) {
+          const CmdIciSend v = CmdIciSend::decode(cmd[j]);
+          if (!v.wait_rows && v.src_mem == static_cast<uint32_t>(Mem::kVmem) &&
+              v.src_row == r.lo && v.rows == wc.value)
+            l.op = j;
+        }
+        break;
+      }
+      if (!ok || l.op == n) {
+        ok = false;
+        break;
+      }
+      mine.push_back(l);
+    }
+    // One kind of consumer: the VPU, or sends to one chip with one hint.
+    for (const Link& l : mine) {
+      const std::size_t a = l.op, b = mine[0].op;
+      if (sched[a]->kind != sched[b]->kind ||
+          (sched[a]->kind == Op::kSend &&
+           (sched[a]->peer != sched[b]->peer || tie_of(cmd[a]) != tie_of(cmd[b]))))
+        ok = false;
+    }
+    if (!ok) continue;
+    for (const Link& l : mine) {
+      link_of[l.wait] = static_cast<int>(links.size());
+      links.push_back(l);
+      if (sched[l.op]->kind == Op::kVpu) {
+        CmdVpu v = CmdVpu::decode(cmd[l.op]);
+        v.x_wait = 1;
+        v.x_counter = static_cast<uint32_t>(c);
+        cmd[l.op] = v.encode();
+      } else {
+        CmdIciSend v = CmdIciSend::decode(cmd[l.op]);
+        v.wait_rows = 1;
+        v.wait_counter = static_cast<uint32_t>(c);
+        cmd[l.op] = v.encode();
+      }
+    }
+  }
+  const auto dropped = [&](std::size_t i) { return link_of[i] >= 0; };
+  // Reductions whose result a send forwards: per (peer, hint) counter, in program order.
+  std::map<std::pair<int, uint32_t>, std::vector<std::pair<std::size_t, std::size_t>>> sigs;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (sched[i]->kind != Op::kVpu) continue;
+    const CmdVpu v = CmdVpu::decode(cmd[i]);
+    if (v.dst_mem != static_cast<uint32_t>(Mem::kVmem) || v.dst_stride > 1) continue;
+    const Range d{v.dst_row, v.dst_row + v.rows};
+    for (std::size_t j = i + 1; j < n; ++j) {
+      const Op& o = *sched[j];
+      if (dropped(j) || !touches(o, d)) continue;
+      if (is_store(o)) continue;  // it waits for the VPU
+      if (o.kind == Op::kSend) {
+        const CmdIciSend sd = CmdIciSend::decode(cmd[j]);
+        if (!sd.wait_rows && sd.src_mem == static_cast<uint32_t>(Mem::kVmem) &&
+            sd.src_row == d.lo && sd.rows == v.rows)
+          sigs[{o.peer, sd.tie}].push_back({i, j});
+      }
+      break;
+    }
+  }
+  for (const auto& [key, pairs] : sigs) {
+    bool in_order = true;  // the send context takes the rows in the order the VPU writes them
+    for (std::size_t k = 1; k < pairs.size(); ++k)
+      if (pairs[k].second <= pairs[k - 1].second) in_order = false;
+    const int c =
+        in_order ? ctr.try_get(self, key.first, (key.second & 2u) ? kChainMinus : kChain) : -1;
+    if (c < 0) continue;
+    for (const auto& [i, j] : pairs) {
+      CmdVpu v = CmdVpu::decode(cmd[i]);
+      v.sig = 1;
+      v.sig_counter = static_cast<uint32_t>(c);
+      cmd[i] = v.encode();
+      CmdIciSend sd = CmdIciSend::decode(cmd[j]);
+      sd.wait_rows = 1;
+      sd.wait_counter = static_cast<uint32_t>(c);
+      cmd[j] = sd.encode();
+    }
+  }
+  // Stores of a chained send's rows that came before it move behind it and the sends that
+  // follow it (right behind it, a store would hold them in the in-order queue until its send is
+  // done; sends write nothing): behind the last such send among the chained sends whose rows the
+  // store reads, past no DMA (the engine keeps their order) and no write of what it reads.
+  std::vector<std::size_t> target(n, n);  // a moved store: the op it goes behind
+  for (std::size_t k = 0; k < n; ++k) {
+    if (!is_store(*sched[k])) continue;
+    for (const Link& l : links)
+      if (sched[l.op]->kind == Op::kSend && l.wait < k && l.op > k &&
+          touches(*sched[k], sched[l.wait]->writes[0]))
+        target[k] = target[k] == n ? l.op : std::max(target[k], l.op);
+  }
+  std::size_t last = 0;  // moved stores keep their order
+  for (std::size_t k = 0; k < n; ++k) {
+    if (target[k] == n) continue;
+    std::size_t p = std::max(target[k], last);
+    while (p + 1 < n && (dropped(p + 1) || target[p + 1] != n || sched[p + 1]->kind == Op::kSend))
+      ++p;
+    target[k] = last = p;
+    for (std::size_t j = k + 1; j <= p; ++j)
+      if ((sched[j]->kind == Op::kDma && target[j] == n) || writes(*sched[j], sched[k]->reads))
+        for (const Link& l : links)
+          if (l.wait < k && l.op > k && touches(*sched[k], sched[l.wait]->writes[0]))
+            res.bad.insert(l.counter);
+  }
+  std::vector<std::vector<std::size_t>> behind(n);
+  for (std::size_t k = 0; k < n; ++k)
+    if (target[k] != n) behind[target[k]].push_back(k);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!dropped(i) && target[i] == n) res.order.push_back(i);
+    for (std::size_t k : behind[i]) res.order.push_back(k);  // (i may be a dropped wait)
+  }
+  // Every other op that touches a chained wait's rows after it (up to the next write of them)
+  // comes after the chained op, and a reduction's x rows have no other reader.
+  for (std::size_t i = 0; i < n; ++i) res.dropped += dropped(i) ? 1 : 0;
+  std::vector<std::size_t> pos(n, n);
+  for (std::size_t q = 0; q < res.order.size(); ++q) pos[res.order[q]] = q;
+  for (const Link& l : links) {
+    const Range r = sched[l.wait]->writes[0];
+    const bool vpu = sched[l.op]->kind == Op::kVpu;
+    for (std::size_t j = l.wait + 1; j < n; ++j) {
+      if (j == l.op || dropped(j) || !touches(*sched[j], r)) continue;
+      if (pos[j] < pos[l.op] || (vpu && sched[j]->writes.empty())) res.bad.insert(l.counter);
+      if (writes(*sched[j], {r})) break;
+    }
+  }
+  return res;
+}
+
+std::vector<ChipCmd> chain(const std::vector<const Op*>& sched, int self, Counters& ctr,
+                           std::vector<int>* steps) {
+  std::set<int> off;
+  Chained res = chain_once(sched, self, ctr, off);
+  while (!res.bad.empty()) {  // each pass leaves at least one more counter unchained
+    off.insert(res.bad.begin(), res.bad.end());
+    res = chain_once(sched, self, ctr, off);
+  }
+  std::vector<bool> seen(sched.size(), false);
+  for (std::size_t i : res.order) {
+    if (seen[i]) bad("internal: chaining placed a command twice");
+    seen[i] = true;
+  }
+  if (res.order.size() + res.dropped != sched.size()) bad("internal: chaining lost a command");
+  std::vector<ChipCmd> out;
+  steps->clear();
+  for (std::size_t i : res.order) {
+    out.push_back(res.cmd[i]);
+    steps->push_back(sched[i]->plan_step);
+  }
+  return out;
+}
+
+std::vector<ChipCmd> schedule(const std::vector<Op>& ops, int self, Counters& ctr, bool chained,
+                              std::vector<int>* steps) {
   std::vector<const Op*> sched;
   for (const Op& op : ops) {
     std::size_t pos = sched.size();
@@ -588,13 +865,16 @@ std::vector<ChipCmd> schedule(const std::vector<Op>& ops, std::vector<int>* step
     }
     sched.insert(sched.begin() + static_cast<std::ptrdiff_t>(pos), &op);
   }
-  std::vector<ChipCmd> out;
-  steps->clear();
-  for (const Op* op : sched) {
-    out.push_back(op->cmd);
-    steps->push_back(op->plan_step);
+  if (!chained) {
+    std::vector<ChipCmd> out;
+    steps->clear();
+    for (const Op* op : sched) {
+      out.push_back(op->cmd);
+      steps->push_back(op->plan_step);
+    }
+    return out;
   }
-  return out;
+  return chain(sched, self, ctr, steps);
 }
 
 void add_all(std::vector<Op>& to, const std::vector<Op>& from) {
@@ -889,6 +1169,7 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     // Steps are numbered across rounds (the scheduler's deadlock rule); overlapped rounds
     // share numbers: round r's step H + j is round r + 1's step j (H = half a round's steps).
     StepNumbers num;
+    num.chain = chains(pp);
     for (std::size_t r = 0; r < pp.rounds.size(); ++r) {
       const CollectivePlan& plan = pp.rounds[r].plan;
       pcs.push_back(cut_pieces(plan, L, row_align, pack));
@@ -1191,7 +1472,7 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     }
     add(store(NR - 1, c));
     pp.progs[static_cast<std::size_t>(c)] =
-        schedule(ops, &pp.cmd_step[static_cast<std::size_t>(c)]);
+        schedule(ops, c, ctr, chains(pp), &pp.cmd_step[static_cast<std::size_t>(c)]);
     pp.commands += pp.progs[static_cast<std::size_t>(c)].size();
     uint32_t used = 1;
     for (std::size_t r = 0; r < NR; ++r) used = std::max(used, at(r, c).next_row - base);

@@ -148,8 +148,9 @@ TEST(PodAllReduce, OverlappedRoundsGiveTheSameBits) {
         o.overlap_rounds = overlap;
         const PodCollectiveRun r = check(drv, s, 11, o);
         ASSERT_EQ(r.rounds.size(), 5u);
-        // Chip 0's waits: overlapped, some wait of round 1's first step comes before the last
-        // wait of round 0; serial, never.
+        // Chip 0's waits (ICI_WAITs, and reductions that take their rows as they land):
+        // overlapped, some wait of round 1's first step comes before the last wait of round 0;
+        // serial, never.
         CollectiveBuffers b;
         for (int c = 0; c < t.num_chips(); ++c) {
           b.in.push_back(0);
@@ -159,7 +160,9 @@ TEST(PodAllReduce, OverlappedRoundsGiveTheSameBits) {
         const std::size_t S = pp.rounds[0].plan.steps.size();
         std::size_t first_r1 = SIZE_MAX, last_r0 = 0;
         for (std::size_t i = 0; i < pp.progs[0].size(); ++i) {
-          if (pp.progs[0][i].op() != ChipOp::kIciWait) continue;
+          const ChipCmd& k = pp.progs[0][i];
+          if (k.op() != ChipOp::kIciWait && !(k.op() == ChipOp::kVpu && CmdVpu::decode(k).x_wait))
+            continue;
           const int st = pp.cmd_step[0][i];
           if (st >= 0 && static_cast<std::size_t>(st) < S) last_r0 = i;
           if (static_cast<std::size_t>(st) == S) first_r1 = std::min(first_r1, i);

@@ -81,7 +81,10 @@ void check_programs(const PodProgram& pp, const Topology& topo, const ChipShape&
                     const CollectiveBuffers& bufs, uint32_t vmem_lo, uint32_t vmem_hi) {
   const int P = topo.num_chips();
   // rows sent to (dst, counter) and rows waited for there
+  // (a VPU's sig rows count as sent to its own chip; a reduction's x_wait and a send's wait_rows
+  // take rows one by one, as a wait of their rows would)
   std::map<std::pair<int, uint32_t>, uint64_t> sent, waited;
+  std::size_t chained = 0;  // commands that take their rows as they come
   const std::size_t esz = pp.spec.dtype == DType::kBf16 ? 2 : 4;
   for (int c = 0; c < P; ++c) {
     const auto& prog = pp.progs[static_cast<std::size_t>(c)];
@@ -101,6 +104,10 @@ void check_programs(const PodProgram& pp, const Topology& topo, const ChipShape&
           const int dst = topo.id({static_cast<int>(send.dst_x), static_cast<int>(send.dst_y),
                                    static_cast<int>(send.dst_z)});
           sent[{dst, send.counter}] += f2(k);
+          if (send.wait_rows) {
+            waited[{c, send.wait_counter}] += send.rows;
+            ++chained;
+          }
           EXPECT_GE(f1(k), vmem_lo) << "chip " << c << " sends from below its VMEM area";
           EXPECT_LE(f1(k) + f2(k), vmem_hi) << "chip " << c;
           EXPECT_GE(f3(k), vmem_lo) << "chip " << c << " writes below chip " << dst << "'s area";
@@ -132,6 +139,15 @@ void check_programs(const PodProgram& pp, const Topology& topo, const ChipShape&
         }
         case static_cast<uint32_t>(ChipOp::kVpu): {
           const uint32_t dst = k.w[2] & 0xFFFFu, stride = std::max<uint32_t>(1, k.w[2] >> 16);
+          const CmdVpu v = CmdVpu::decode(k);
+          if (v.x_wait) {
+            waited[{c, v.x_counter}] += v.rows;
+            ++chained;
+          }
+          if (v.sig) {
+            EXPECT_LE(stride, 1u) << "chip " << c << ": sig rows are written in order";
+            sent[{c, v.sig_counter}] += v.rows;
+          }
           EXPECT_GE(f1(k), vmem_lo);
           EXPECT_GE(dst, vmem_lo);
           EXPECT_LE(dst + (f2(k) - 1) * stride + 1, vmem_hi);
@@ -148,6 +164,14 @@ void check_programs(const PodProgram& pp, const Topology& topo, const ChipShape&
   // Every row sent to a chip's counter is waited for there, exactly (tokens included).
   EXPECT_FALSE(sent.empty());
   EXPECT_EQ(sent, waited);
+  // In one round, reductions and forwarding sends take their rows as they land (the driver's
+  // chaining; an all-to-all stages its blocks and forwards none as it received them); in
+  // rounds, nothing does.
+  if (pp.rounds.size() > 1) {
+    EXPECT_EQ(chained, 0u);
+  } else if (pp.spec.collective != Collective::kAllToAll) {
+    EXPECT_GT(chained, 0u);
+  }
 }
 
 struct Case {
@@ -214,7 +238,16 @@ INSTANTIATE_TEST_SUITE_P(Fake, PodPrograms,
                                            Case{"t222_a2a_f32_r3", Topology::torus({2, 2, 2}),
                                                 Collective::kAllToAll, DType::kF32, 8 * 16 * 9, 3},
                                            Case{"ring4_bc_f32_r6", Topology::torus({4}),
-                                                Collective::kBroadcast, DType::kF32, 50000, 6}),
+                                                Collective::kBroadcast, DType::kF32, 50000, 6},
+                                           Case{"t44_ar_f32_r1", Topology::torus({4, 4}),
+                                                Collective::kAllReduce, DType::kF32, 3001, 1},
+                                           Case{"ring8_rs_bf16_r1", Topology::torus({8}),
+                                                Collective::kReduceScatter, DType::kBf16, 5003,
+                                                1},
+                                           Case{"m33_ag_f32_r1", Topology::mesh({3, 3}),
+                                                Collective::kAllGather, DType::kF32, 9001, 1},
+                                           Case{"ring4_bc_f32_r1", Topology::torus({4}),
+                                                Collective::kBroadcast, DType::kF32, 7001, 1}),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            return std::string(i.param.name);
                          });
