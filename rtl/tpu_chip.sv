@@ -421,7 +421,7 @@ module tpu_chip
   logic [15:0] vpu_x_addr, vpu_y_addr, vpu_wr_addr;
   logic [RowW-1:0] vpu_wr_data;
   logic [$clog2(IciNumCnt)-1:0] vpu_cnt_id, vpu_sig_cnt;
-  logic        vpu_cnt_avail, vpu_cnt_take, vpu_sig;
+  logic        vpu_cnt_avail, vpu_cnt_take, vpu_sig, vpu_rows_wait;
 
   tpu_vpu_unit #(
     .Lanes(Lanes),
@@ -449,6 +449,7 @@ module tpu_chip
     .sig_cnt_i (c_vpu.sig_counter[$clog2(IciNumCnt)-1:0]),
     .done_o    (vpu_done),
     .busy_o    (vpu_busy),
+    .rows_wait_o(vpu_rows_wait),
     .x_mem_o   (vpu_x_mem),
     .x_addr_o  (vpu_x_addr),
     .x_vmem_i  (v_rd_data[3]),
@@ -822,8 +823,10 @@ module tpu_chip
   assign host_busy     = hm_req_valid_i || (host_out_q != '0);
 
   // Every cycle in exactly one class, in this priority (docs/profiling.md).
-  assign cls_compute = inflight[1] || inflight[2] || inflight[3];
-  assign cls_comm    = !cls_compute && (inflight[4] || ici_ej_valid || wait_block);
+  // A VPU command that waits for its next x row over ICI (x_wait) is communication, not compute.
+  assign cls_compute = inflight[1] || inflight[2] || (inflight[3] && !vpu_rows_wait);
+  assign cls_comm    = !cls_compute && (inflight[4] || ici_ej_valid || wait_block ||
+                                        vpu_rows_wait);
   assign cls_mem     = !cls_compute && !cls_comm && (inflight[0] || host_busy);
   assign cls_idle    = !cls_compute && !cls_comm && !cls_mem;
 

@@ -46,6 +46,7 @@ module tpu_vpu_unit
   input  logic [CntW-1:0]     sig_cnt_i,
   output logic                done_o,
   output logic                busy_o,
+  output logic                rows_wait_o,   // the running x_wait command waits for its next row
   // operand reads: the chip reads both memories at each address and picks by *_mem_o
   output logic                x_mem_o,
   output logic [MemAddrW-1:0] x_addr_o,
@@ -110,6 +111,7 @@ module tpu_vpu_unit
   assign in_valid   = cur_v_q && (!cur_q.x_wait || cnt_avail_i);
   assign cnt_id_o   = cur_q.x_cnt;
   assign cnt_take_o = in_fire && cur_q.x_wait;
+  assign rows_wait_o = cur_v_q && cur_q.x_wait && !cnt_avail_i;
   assign sig_o      = out_valid && wr_sig_q;  // the row's write: its sig rides beside it
   assign sig_cnt_o  = wr_sig_cnt_q;
   assign in_fire  = in_valid && in_ready;

@@ -411,6 +411,31 @@ TEST(PodErrors, ClearMessages) {
   }
 }
 
+// A reduction that takes its rows as they land (x_wait) is in flight while they cross the
+// link, but computes only as each comes: the breakdown counts its waiting as communication.
+// Two 4x4 chips on 4-byte links (a 16-byte row every 4 cycles): chip 1 reduces 64 rows.
+TEST(PodBreakdown, AReductionWaitingForItsRowsIsCommunication) {
+  PodParams p = params(Topology::torus({2}));
+  p.link_width = 4;
+  CppPodHost host(p);
+  const uint32_t rows = 64;
+  VpuCmdArgs red;
+  red.op = static_cast<unsigned>(VpuOp::kAdd);
+  red.x_mem = red.y_mem = red.dst_mem = Mem::kVmem;
+  red.x_row = 1000;
+  red.y_row = red.dst_row = 2000;
+  red.rows = rows;
+  red.x_counter = 3;
+  const ChipCounters before = host.counters(1);
+  host.push(0, {cmd_ici_send(Mem::kVmem, 0, rows, {1, 0, 0}, Mem::kVmem, 1000, 3)});
+  host.push(1, {cmd_vpu(red)});
+  host.run_until_idle(100000);
+  const ChipCounters d = host.counters(1) - before;
+  EXPECT_GE(d[kStatVpuFlight], 3 * rows);  // the rows come a row every 4 cycles
+  EXPECT_LE(d[kStatClsCompute], rows + 8);  // a row a cycle as each lands
+  EXPECT_GE(d[kStatClsComm], 2 * rows);
+}
+
 // A pod configuration file: every field read, and errors name the file, key and rule.
 TEST(PodConfig, ReadsTheShippedFilesAndRejectsBadOnes) {
   const PodConfig c = load_pod_config(std::string(TPU_SOURCE_DIR) + "/configs/pod_4x4.yaml");
