@@ -81,6 +81,18 @@ struct VpuCmdArgs {
   // with wait_rows that forwards the rows as they come.
   int sig_counter = -1;
 };
+// An elementwise op over `rows` rows of one memory: dst[i] = op(x[i], y[i]).
+inline VpuCmdArgs vpu_rows(VpuOp op, Mem mem, uint32_t x_row, uint32_t y_row, uint32_t dst_row,
+                           uint32_t rows) {
+  VpuCmdArgs a;
+  a.op = static_cast<unsigned>(op);
+  a.x_mem = a.y_mem = a.dst_mem = mem;
+  a.x_row = x_row;
+  a.y_row = y_row;
+  a.dst_row = dst_row;
+  a.rows = rows;
+  return a;
+}
 inline ChipCmd cmd_vpu(const VpuCmdArgs& a) {
   CmdVpu c;
   c.vop = a.op;

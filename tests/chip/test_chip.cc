@@ -858,12 +858,7 @@ TEST(ChipIci, ReductionsAndSendsTakeTheirRowsAsTheyCome) {
       for (uint32_t i = 0; i < rows * L; ++i)
         want[i] = vpu_lane(VpuOp::kAdd, in[i], in[rows * L + i], 0x80000000u);
       // VMEM: x at 0, y at 1000 (the sums in place), x lands at 2000, the sums at 3000.
-      VpuCmdArgs red;
-      red.op = static_cast<unsigned>(VpuOp::kAdd);
-      red.x_mem = red.y_mem = red.dst_mem = Mem::kVmem;
-      red.x_row = 2000;
-      red.y_row = red.dst_row = 1000;
-      red.rows = rows;
+      VpuCmdArgs red = vpu_rows(VpuOp::kAdd, Mem::kVmem, 2000, 1000, 1000, rows);
       std::vector<ChipCmd> prog = {
           cmd_dma(DmaDir::kHbmToVmem, false, 0, 1, rows * rb, static_cast<uint32_t>(src), 0),
           cmd_dma(DmaDir::kHbmToVmem, false, 1000, 1, rows * rb,
@@ -906,12 +901,7 @@ TEST(ChipIci, ReductionsAndSendsTakeTheirRowsAsTheyCome) {
 // fires (here a reduction waiting for its row, and an ICI_WAIT for the same row behind it).
 TEST(ChipIci, TwoConsumersOfOneCounterTripTheUnderflowAssertion) {
   ChipDriver drv("4x4");
-  VpuCmdArgs red;
-  red.op = static_cast<unsigned>(VpuOp::kAdd);
-  red.x_mem = red.y_mem = red.dst_mem = Mem::kVmem;
-  red.x_row = 300;
-  red.y_row = red.dst_row = 400;
-  red.rows = 1;
+  VpuCmdArgs red = vpu_rows(VpuOp::kAdd, Mem::kVmem, 300, 400, 400, 1);
   red.x_counter = 5;
   std::string what;
   try {

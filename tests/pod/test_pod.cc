@@ -419,12 +419,7 @@ TEST(PodBreakdown, AReductionWaitingForItsRowsIsCommunication) {
   p.link_width = 4;
   CppPodHost host(p);
   const uint32_t rows = 64;
-  VpuCmdArgs red;
-  red.op = static_cast<unsigned>(VpuOp::kAdd);
-  red.x_mem = red.y_mem = red.dst_mem = Mem::kVmem;
-  red.x_row = 1000;
-  red.y_row = red.dst_row = 2000;
-  red.rows = rows;
+  VpuCmdArgs red = vpu_rows(VpuOp::kAdd, Mem::kVmem, 1000, 2000, 2000, rows);
   red.x_counter = 3;
   const ChipCounters before = host.counters(1);
   host.push(0, {cmd_ici_send(Mem::kVmem, 0, rows, {1, 0, 0}, Mem::kVmem, 1000, 3)});
