@@ -606,6 +606,232 @@ bool chains(const PodProgram& pp) { return pp.rounds.size() == 1; }
 constexpr int kDmaAhead = static_cast<int>(kDmaInFlight) - 1;  // less the send's own load
 bool is_load(const Op& op) { return op.kind == Op::kDma && !op.writes.empty(); }
 
+// Row ranges of ops (chaining).
+bool touches(const Op& o, const Range& r) {
+  for (const auto* v : {&o.reads, &o.writes})
+    for (const Range& u : *v)
+      if (u.overlaps(r)) return true;
+  return false;
+}
+bool writes_any(const Op& o, const std::vector<Range>& rs) {
+  for (const Range& u : o.writes)
+    for (const Range& r : rs)
+      if (u.overlaps(r)) return true;
+  return false;
+}
+bool is_store(const Op& o) { return o.kind == Op::kDma && o.writes.empty(); }
+
+// One pass of chaining over a chip's scheduled ops (`sched`, with their commands `cmd`).
+struct Chained {
+  struct Link {  // a wait chained into the op that takes its rows
+    std::size_t wait, op;
+    int counter;
+  };
+  const std::vector<const Op*>& sched;
+  std::vector<ChipCmd> cmd;
+  std::vector<Link> links;
+  std::vector<int> link_of;        // per op: the link of a dropped (chained) wait, else -1
+  std::vector<std::size_t> order;  // positions of `sched` in program order (dropped waits left out)
+  std::set<int> bad;               // counters to leave unchained
+  std::size_t dropped = 0;         // waits chained into the ops that take their rows
+
+  explicit Chained(const std::vector<const Op*>& s) : sched(s), link_of(s.size(), -1) {
+    for (const Op* op : sched) cmd.push_back(op->cmd);
+  }
+  bool is_dropped(std::size_t i) const { return link_of[i] >= 0; }
+};
+
+// Waits into the reductions or sends that take their rows next (counters in `off` excepted).
+void chain_waits(Chained& ch, const std::set<int>& off) {
+  const auto& sched = ch.sched;
+  const std::size_t n = sched.size();
+  const auto tie_of = [](const ChipCmd& c) { return CmdIciSend::decode(c).tie; };
+  std::map<int, std::vector<std::size_t>> waits;
+  for (std::size_t i = 0; i < n; ++i)
+    if (sched[i]->kind == Op::kWait) waits[sched[i]->peer].push_back(i);
+  for (const auto& [c, ws] : waits) {
+    if (off.count(c)) continue;
+    std::vector<Chained::Link> mine;
+    bool ok = true;
+    for (std::size_t i : ws) {
+      const Op& w = *sched[i];
+      const CmdIciWait wc = CmdIciWait::decode(w.cmd);
+      if (w.writes.size() != 1 || wc.value != w.writes[0].hi - w.writes[0].lo) {
+        ok = false;
+        break;
+      }
+      const Range r = w.writes[0];
+      Chained::Link l{i, n, c};
+      bool store_between = false;
+      for (std::size_t j = i + 1; j < n && ok; ++j) {
+        const Op& o = *sched[j];
+        if (o.kind == Op::kWait && o.peer == c) ok = false;
+        if (!ok || !touches(o, r)) continue;
+        if (is_store(o)) {  // it moves behind the send (place_stores)
+          store_between = true;
+          continue;
+        }
+        if (o.kind == Op::kVpu && !store_between) {
+          const CmdVpu v = CmdVpu::decode(ch.cmd[j]);
+          if (v.x_mem == static_cast<uint32_t>(Mem::kVmem) && v.x_row == r.lo &&
+              v.rows == wc.value)
+            l.op = j;
+        } else if (o.kind == Op::kSend) {
+          const CmdIciSend v = CmdIciSend::decode(ch.cmd[j]);
+          if (!v.wait_rows && v.src_mem == static_cast<uint32_t>(Mem::kVmem) &&
+              v.src_row == r.lo && v.rows == wc.value)
+            l.op = j;
+        }
+        break;
+      }
+      if (!ok || l.op == n) {
+        ok = false;
+        break;
+      }
+      mine.push_back(l);
+    }
+    // One kind of consumer: the VPU, or sends to one chip with one hint.
+    for (const Chained::Link& l : mine) {
+      const std::size_t a = l.op, b = mine[0].op;
+      if (sched[a]->kind != sched[b]->kind ||
+          (sched[a]->kind == Op::kSend &&
+           (sched[a]->peer != sched[b]->peer || tie_of(ch.cmd[a]) != tie_of(ch.cmd[b]))))
+        ok = false;
+    }
+    if (!ok) continue;
+    for (const Chained::Link& l : mine) {
+      ch.link_of[l.wait] = static_cast<int>(ch.links.size());
+      ch.links.push_back(l);
+      if (sched[l.op]->kind == Op::kVpu) {
+        CmdVpu v = CmdVpu::decode(ch.cmd[l.op]);
+        v.x_wait = 1;
+        v.x_counter = static_cast<uint32_t>(c);
+        ch.cmd[l.op] = v.encode();
+      } else {
+        CmdIciSend v = CmdIciSend::decode(ch.cmd[l.op]);
+        v.wait_rows = 1;
+        v.wait_counter = static_cast<uint32_t>(c);
+        ch.cmd[l.op] = v.encode();
+      }
+    }
+  }
+}
+
+// Reductions whose result the next send of those rows forwards: per (peer, hint) counter of
+// chip `self`, the pairs in program order.
+void chain_sigs(Chained& ch, int self, Counters& ctr) {
+  const auto& sched = ch.sched;
+  const std::size_t n = sched.size();
+  std::map<std::pair<int, uint32_t>, std::vector<std::pair<std::size_t, std::size_t>>> sigs;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (sched[i]->kind != Op::kVpu) continue;
+    const CmdVpu v = CmdVpu::decode(ch.cmd[i]);
+    if (v.dst_mem != static_cast<uint32_t>(Mem::kVmem) || v.dst_stride > 1) continue;
+    const Range d{v.dst_row, v.dst_row + v.rows};
+    for (std::size_t j = i + 1; j < n; ++j) {
+      const Op& o = *sched[j];
+      if (ch.is_dropped(j) || !touches(o, d)) continue;
+      if (is_store(o)) continue;  // it waits for the VPU
+      if (o.kind == Op::kSend) {
+        const CmdIciSend sd = CmdIciSend::decode(ch.cmd[j]);
+        if (!sd.wait_rows && sd.src_mem == static_cast<uint32_t>(Mem::kVmem) &&
+            sd.src_row == d.lo && sd.rows == v.rows)
+          sigs[{o.peer, sd.tie}].push_back({i, j});
+      }
+      break;
+    }
+  }
+  for (const auto& [key, pairs] : sigs) {
+    bool in_order = true;  // the send context takes the rows in the order the VPU writes them
+    for (std::size_t k = 1; k < pairs.size(); ++k)
+      if (pairs[k].second <= pairs[k - 1].second) in_order = false;
+    const int c =
+        in_order ? ctr.try_get(self, key.first, (key.second & 2u) ? kChainMinus : kChain) : -1;
+    if (c < 0) continue;
+    for (const auto& [i, j] : pairs) {
+      CmdVpu v = CmdVpu::decode(ch.cmd[i]);
+      v.sig = 1;
+      v.sig_counter = static_cast<uint32_t>(c);
+      ch.cmd[i] = v.encode();
+      CmdIciSend sd = CmdIciSend::decode(ch.cmd[j]);
+      sd.wait_rows = 1;
+      sd.wait_counter = static_cast<uint32_t>(c);
+      ch.cmd[j] = sd.encode();
+    }
+  }
+}
+
+// The program order. Stores of a chained send's rows that came before it move behind it and
+// the sends that follow it (right behind it, a store would hold them in the in-order queue
+// until its send is done; sends write nothing): behind the last such send among the chained
+// sends whose rows the store reads, past no DMA (the engine keeps their order) and no write of
+// what it reads (else the counters involved go to `bad`).
+void place_stores(Chained& ch) {
+  const auto& sched = ch.sched;
+  const std::size_t n = sched.size();
+  std::vector<std::size_t> target(n, n);  // a moved store: the op it goes behind
+  for (std::size_t k = 0; k < n; ++k) {
+    if (!is_store(*sched[k])) continue;
+    for (const Chained::Link& l : ch.links)
+      if (sched[l.op]->kind == Op::kSend && l.wait < k && l.op > k &&
+          touches(*sched[k], sched[l.wait]->writes[0]))
+        target[k] = target[k] == n ? l.op : std::max(target[k], l.op);
+  }
+  std::size_t last = 0;  // moved stores keep their order
+  for (std::size_t k = 0; k < n; ++k) {
+    if (target[k] == n) continue;
+    std::size_t p = std::max(target[k], last);
+    while (p + 1 < n &&
+           (ch.is_dropped(p + 1) || target[p + 1] != n || sched[p + 1]->kind == Op::kSend))
+      ++p;
+    target[k] = last = p;
+    for (std::size_t j = k + 1; j <= p; ++j)
+      if ((sched[j]->kind == Op::kDma && target[j] == n) || writes_any(*sched[j], sched[k]->reads))
+        for (const Chained::Link& l : ch.links)
+          if (l.wait < k && l.op > k && touches(*sched[k], sched[l.wait]->writes[0]))
+            ch.bad.insert(l.counter);
+  }
+  std::vector<std::vector<std::size_t>> behind(n);
+  for (std::size_t k = 0; k < n; ++k)
+    if (target[k] != n) behind[target[k]].push_back(k);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!ch.is_dropped(i) && target[i] == n) ch.order.push_back(i);
+    for (std::size_t k : behind[i]) ch.order.push_back(k);  // (i may be a dropped wait)
+    ch.dropped += ch.is_dropped(i) ? 1 : 0;
+  }
+}
+
+// Every other op that touches a chained wait's rows after it (up to the next write of them)
+// comes after the chained op, and a reduction's x rows have no other reader; a counter that
+// breaks this goes to `bad`.
+void check_links(Chained& ch) {
+  const auto& sched = ch.sched;
+  const std::size_t n = sched.size();
+  std::vector<std::size_t> pos(n, n);
+  for (std::size_t q = 0; q < ch.order.size(); ++q) pos[ch.order[q]] = q;
+  for (const Chained::Link& l : ch.links) {
+    const Range r = sched[l.wait]->writes[0];
+    const bool vpu = sched[l.op]->kind == Op::kVpu;
+    for (std::size_t j = l.wait + 1; j < n; ++j) {
+      if (j == l.op || ch.is_dropped(j) || !touches(*sched[j], r)) continue;
+      if (pos[j] < pos[l.op] || (vpu && sched[j]->writes.empty())) ch.bad.insert(l.counter);
+      if (writes_any(*sched[j], {r})) break;
+    }
+  }
+}
+
+Chained chain_once(const std::vector<const Op*>& sched, int self, Counters& ctr,
+                   const std::set<int>& off) {
+  Chained ch(sched);
+  chain_waits(ch, off);
+  chain_sigs(ch, self, ctr);
+  place_stores(ch);
+  check_links(ch);
+  return ch;
+}
+
+std::vector<ChipCmd> chained_program(const Chained& res, std::vector<int>* steps);
+
 // Chaining (docs/isa.md: x_wait, sig, wait_rows). In the scheduled ops of chip `self`:
 //  - a wait whose rows the next op to touch them reduces (its x, exactly those rows) goes into
 //    that reduction as x_wait: the VPU reads each row as it lands;
@@ -623,204 +849,22 @@ bool is_load(const Op& op) { return op.kind == Op::kDma && !op.writes.empty(); }
 // must come after its chained send (a reduction's x rows: no other op), up to the next write of
 // those rows; a counter that breaks this, or whose stores cannot move, is left unchained and the
 // program is built again. Returns the program, with the plan step of each command.
-struct Chained {
-  std::vector<ChipCmd> cmd;
-  std::vector<std::size_t> order;  // positions of `sched` in program order (dropped waits left out)
-  std::set<int> bad;               // counters to leave unchained
-  std::size_t dropped = 0;         // waits chained into the ops that take their rows
-};
-
-Chained chain_once(const std::vector<const Op*>& sched, int self, Counters& ctr,
-                   const std::set<int>& off) {
-  const std::size_t n = sched.size();
-  Chained res;
-  for (const Op* op : sched) res.cmd.push_back(op->cmd);
-  std::vector<ChipCmd>& cmd = res.cmd;
-  const auto touches = [](const Op& o, const Range& r) {
-    for (const auto* v : {&o.reads, &o.writes})
-      for (const Range& u : *v)
-        if (u.overlaps(r)) return true;
-    return false;
-  };
-  const auto writes = [](const Op& o, const std::vector<Range>& rs) {
-    for (const Range& u : o.writes)
-      for (const Range& r : rs)
-        if (u.overlaps(r)) return true;
-    return false;
-  };
-  const auto is_store = [](const Op& o) { return o.kind == Op::kDma && o.writes.empty(); };
-  const auto tie_of = [](const ChipCmd& c) { return CmdIciSend::decode(c).tie; };
-  struct Link {
-    std::size_t wait, op;
-    int counter;
-  };
-  std::vector<Link> links;
-  std::vector<int> link_of(n, -1);  // a dropped wait's link
-  std::map<int, std::vector<std::size_t>> waits;
-  for (std::size_t i = 0; i < n; ++i)
-    if (sched[i]->kind == Op::kWait) waits[sched[i]->peer].push_back(i);
-  for (const auto& [c, ws] : waits) {
-    if (off.count(c)) continue;
-    std::vector<Link> mine;
-    bool ok = true;
-    for (std::size_t i : ws) {
-      const Op& w = *sched[i];
-      const CmdIciWait wc = CmdIciWait::decode(w.cmd);
-      if (w.writes.size() != 1 || wc.value != w.writes[0].hi - w.writes[0].lo) {
-        ok = false;
-        break;
-      }
-      const Range r = w.writes[0];
-      Link l{i, n, c};
-      bool store_between = false;
-      for (std::size_t j = i + 1; j < n && ok; ++j) {
-        const Op& o = *sched[j];
-        if (o.kind == Op::kWait && o.peer == c) ok = false;
-        if (!ok || !touches(o, r)) continue;
-        if (is_store(o)) {  // it moves behind the send (checked below)
-          store_between = true;
-          continue;
-        }
-        if (o.kind == Op::kVpu && !store_between) {
-          const CmdVpu v = CmdVpu::decode(cmd[j]);
-          if (v.x_mem == static_cast<uint32_t>(Mem::kVmem) && v.x_row == r.lo &&
-              v.rows == wc.value)
-            l.op = j;
-        } else if (o.kind == Op::kSend) {
-          const CmdIciSend v = CmdIciSend::decode(cmd[j]);
-          if (!v.wait_rows && v.src_mem == static_cast<uint32_t>(Mem::kVmem) &&
-              v.src_row == r.lo && v.rows == wc.value)
-            l.op = j;
-        }
-        break;
-      }
-      if (!ok || l.op == n) {
-        ok = false;
-        break;
-      }
-      mine.push_back(l);
-    }
-    // One kind of consumer: the VPU, or sends to one chip with one hint.
-    for (const Link& l : mine) {
-      const std::size_t a = l.op, b = mine[0].op;
-      if (sched[a]->kind != sched[b]->kind ||
-          (sched[a]->kind == Op::kSend &&
-           (sched[a]->peer != sched[b]->peer || tie_of(cmd[a]) != tie_of(cmd[b]))))
-        ok = false;
-    }
-    if (!ok) continue;
-    for (const Link& l : mine) {
-      link_of[l.wait] = static_cast<int>(links.size());
-      links.push_back(l);
-      if (sched[l.op]->kind == Op::kVpu) {
-        CmdVpu v = CmdVpu::decode(cmd[l.op]);
-        v.x_wait = 1;
-        v.x_counter = static_cast<uint32_t>(c);
-        cmd[l.op] = v.encode();
-      } else {
-        CmdIciSend v = CmdIciSend::decode(cmd[l.op]);
-        v.wait_rows = 1;
-        v.wait_counter = static_cast<uint32_t>(c);
-        cmd[l.op] = v.encode();
-      }
-    }
-  }
-  const auto dropped = [&](std::size_t i) { return link_of[i] >= 0; };
-  // Reductions whose result a send forwards: per (peer, hint) counter, in program order.
-  std::map<std::pair<int, uint32_t>, std::vector<std::pair<std::size_t, std::size_t>>> sigs;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (sched[i]->kind != Op::kVpu) continue;
-    const CmdVpu v = CmdVpu::decode(cmd[i]);
-    if (v.dst_mem != static_cast<uint32_t>(Mem::kVmem) || v.dst_stride > 1) continue;
-    const Range d{v.dst_row, v.dst_row + v.rows};
-    for (std::size_t j = i + 1; j < n; ++j) {
-      const Op& o = *sched[j];
-      if (dropped(j) || !touches(o, d)) continue;
-      if (is_store(o)) continue;  // it waits for the VPU
-      if (o.kind == Op::kSend) {
-        const CmdIciSend sd = CmdIciSend::decode(cmd[j]);
-        if (!sd.wait_rows && sd.src_mem == static_cast<uint32_t>(Mem::kVmem) &&
-            sd.src_row == d.lo && sd.rows == v.rows)
-          sigs[{o.peer, sd.tie}].push_back({i, j});
-      }
-      break;
-    }
-  }
-  for (const auto& [key, pairs] : sigs) {
-    bool in_order = true;  // the send context takes the rows in the order the VPU writes them
-    for (std::size_t k = 1; k < pairs.size(); ++k)
-      if (pairs[k].second <= pairs[k - 1].second) in_order = false;
-    const int c =
-        in_order ? ctr.try_get(self, key.first, (key.second & 2u) ? kChainMinus : kChain) : -1;
-    if (c < 0) continue;
-    for (const auto& [i, j] : pairs) {
-      CmdVpu v = CmdVpu::decode(cmd[i]);
-      v.sig = 1;
-      v.sig_counter = static_cast<uint32_t>(c);
-      cmd[i] = v.encode();
-      CmdIciSend sd = CmdIciSend::decode(cmd[j]);
-      sd.wait_rows = 1;
-      sd.wait_counter = static_cast<uint32_t>(c);
-      cmd[j] = sd.encode();
-    }
-  }
-  // Stores of a chained send's rows that came before it move behind it and the sends that
-  // follow it (right behind it, a store would hold them in the in-order queue until its send is
-  // done; sends write nothing): behind the last such send among the chained sends whose rows the
-  // store reads, past no DMA (the engine keeps their order) and no write of what it reads.
-  std::vector<std::size_t> target(n, n);  // a moved store: the op it goes behind
-  for (std::size_t k = 0; k < n; ++k) {
-    if (!is_store(*sched[k])) continue;
-    for (const Link& l : links)
-      if (sched[l.op]->kind == Op::kSend && l.wait < k && l.op > k &&
-          touches(*sched[k], sched[l.wait]->writes[0]))
-        target[k] = target[k] == n ? l.op : std::max(target[k], l.op);
-  }
-  std::size_t last = 0;  // moved stores keep their order
-  for (std::size_t k = 0; k < n; ++k) {
-    if (target[k] == n) continue;
-    std::size_t p = std::max(target[k], last);
-    while (p + 1 < n && (dropped(p + 1) || target[p + 1] != n || sched[p + 1]->kind == Op::kSend))
-      ++p;
-    target[k] = last = p;
-    for (std::size_t j = k + 1; j <= p; ++j)
-      if ((sched[j]->kind == Op::kDma && target[j] == n) || writes(*sched[j], sched[k]->reads))
-        for (const Link& l : links)
-          if (l.wait < k && l.op > k && touches(*sched[k], sched[l.wait]->writes[0]))
-            res.bad.insert(l.counter);
-  }
-  std::vector<std::vector<std::size_t>> behind(n);
-  for (std::size_t k = 0; k < n; ++k)
-    if (target[k] != n) behind[target[k]].push_back(k);
-  for (std::size_t i = 0; i < n; ++i) {
-    if (!dropped(i) && target[i] == n) res.order.push_back(i);
-    for (std::size_t k : behind[i]) res.order.push_back(k);  // (i may be a dropped wait)
-  }
-  // Every other op that touches a chained wait's rows after it (up to the next write of them)
-  // comes after the chained op, and a reduction's x rows have no other reader.
-  for (std::size_t i = 0; i < n; ++i) res.dropped += dropped(i) ? 1 : 0;
-  std::vector<std::size_t> pos(n, n);
-  for (std::size_t q = 0; q < res.order.size(); ++q) pos[res.order[q]] = q;
-  for (const Link& l : links) {
-    const Range r = sched[l.wait]->writes[0];
-    const bool vpu = sched[l.op]->kind == Op::kVpu;
-    for (std::size_t j = l.wait + 1; j < n; ++j) {
-      if (j == l.op || dropped(j) || !touches(*sched[j], r)) continue;
-      if (pos[j] < pos[l.op] || (vpu && sched[j]->writes.empty())) res.bad.insert(l.counter);
-      if (writes(*sched[j], {r})) break;
-    }
-  }
-  return res;
-}
-
 std::vector<ChipCmd> chain(const std::vector<const Op*>& sched, int self, Counters& ctr,
                            std::vector<int>* steps) {
   std::set<int> off;
-  Chained res = chain_once(sched, self, ctr, off);
-  while (!res.bad.empty()) {  // each pass leaves at least one more counter unchained
-    off.insert(res.bad.begin(), res.bad.end());
-    res = chain_once(sched, self, ctr, off);
+  for (;;) {  // each pass that fails leaves at least one more counter unchained
+    Chained res = chain_once(sched, self, ctr, off);
+    if (!res.bad.empty()) {
+      off.insert(res.bad.begin(), res.bad.end());
+      continue;
+    }
+    return chained_program(res, steps);
   }
+}
+
+// A chaining pass's program, checked: every op once, but the waits chained into others.
+std::vector<ChipCmd> chained_program(const Chained& res, std::vector<int>* steps) {
+  const auto& sched = res.sched;
   std::vector<bool> seen(sched.size(), false);
   for (std::size_t i : res.order) {
     if (seen[i]) bad("internal: chaining placed a command twice");
