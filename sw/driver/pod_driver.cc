@@ -590,12 +590,11 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, const Pieces* 
 }
 
 // Whether compile() chains a program (chain() below): only a collective of one round, where
-// latency is all (4 KiB on a 4x4: 322 -> 292 cycles; docs/pod.md). In rounds the links keep
-// the VPU busy and the bound is bandwidth: a reduction that takes one stream's rows as they land
-// holds the VPU from the blocks of the others already in, and a send that forwards a
-// reduction's rows as they are written holds its context and its rows meanwhile (2x2, 1 MiB:
-// 27 043 -> 28 323 cycles chained; 1 MiB on a ring of 8, a 4x4x4 and along x of a 4x4: within
-// 0.5% either way).
+// latency is all (4 KiB on a 4x4: 322 -> 292 cycles; docs/pod.md). In rounds the bound is
+// bandwidth and chaining lost: 2x2, 1 MiB, 27 043 -> 28 323 cycles with every chain, 28 369
+// without the reductions' x_wait, 27 043 without the sig chains (a send forwarding a
+// reduction's rows as they are written; why they cost is not understood yet); 1 MiB on a ring
+// of 8, a 4x4x4 and along x of a 4x4: within 0.5% either way.
 bool chains(const PodProgram& pp) { return pp.rounds.size() == 1; }
 
 // One chip's ops in issue order: waits and reductions in plan order, each send as early as its
