@@ -267,12 +267,10 @@ module tpu_ici_eng
   logic [NumEng-1:0] in_pkt_q, rx_mem_q, rx_write_q;
   logic [15:0]       rx_row_q [NumEng];
   logic [7:0]        rx_cnt_q [NumEng];
-  logic [7:0]        rx_len_q [NumEng];
   logic        ej_head, ej_tail;
   ici_hdr_t    ej_hdr;
   logic        inc;
-  logic [7:0]  inc_id;
-  logic [31:0] inc_by;
+  logic [7:0]  inc_id;  // inc: a received row (or CNT_INC) adds 1 to counter inc_id
 
   assign ej_ready_o = 1'b1;
   assign ej_head    = ej_flit_i[FlitW-1];
@@ -291,19 +289,16 @@ module tpu_ici_eng
   always_comb begin
     inc    = 1'b0;
     inc_id = rx_cnt_q[ej_vc_i];
-    inc_by = 32'(rx_len_q[ej_vc_i]);
     rx_drop_o = 1'b0;
     if (ej_valid_i && ej_head) begin
       if (ej_hdr.ptype == ICI_CNT_INC) begin
         inc    = ej_tail;  // a one-flit CNT_INC; a longer one counts at its tail
         inc_id = ej_hdr.addr[25:18];
-        inc_by = 32'd1;
       end else if (ej_hdr.ptype != ICI_WRITE) begin
         rx_drop_o = 1'b1;
       end
     end else if (ej_valid_i && in_pkt_q[ej_vc_i]) begin
       inc    = rx_write_q[ej_vc_i] || ej_tail;  // a WRITE's every row; another packet's tail
-      inc_by = 32'd1;
     end
   end
 
@@ -315,7 +310,6 @@ module tpu_ici_eng
       for (int unsigned v = 0; v < NumEng; v++) begin
         rx_row_q[v] <= '0;
         rx_cnt_q[v] <= '0;
-        rx_len_q[v] <= '0;
       end
     end else if (ej_valid_i) begin
       if (ej_head) begin
@@ -324,7 +318,6 @@ module tpu_ici_eng
         rx_write_q[ej_vc_i] <= ej_hdr.ptype == ICI_WRITE;
         rx_row_q[ej_vc_i]   <= ej_hdr.addr[15:0];
         rx_cnt_q[ej_vc_i]   <= ej_hdr.addr[25:18];
-        rx_len_q[ej_vc_i]   <= ej_hdr.len;
       end else begin
         rx_row_q[ej_vc_i] <= rx_row_q[ej_vc_i] + 16'd1;
         if (ej_tail) in_pkt_q[ej_vc_i] <= 1'b0;
@@ -335,28 +328,33 @@ module tpu_ici_eng
   // ---------------------------------------------------------------------------------------------
   // Counters
   // ---------------------------------------------------------------------------------------------
-  logic [31:0] inc_cur;  // the incremented counter's value, for the overflow assertion
   assign wait_ok_o   = cnt_val_q[wait_cnt_i] >= wait_val_i;
   assign vpu_avail_o = cnt_val_q[vpu_cnt_i] != '0;
-  assign inc_cur   = cnt_val_q[inc_id[CntW-1:0]];
+
+  // Per counter, this cycle: what lands (a received row or CNT_INC, a VPU sig row) and what is
+  // taken (an ICI_WAIT's value, a VPU x row, a wait_rows send's row).
+  logic [NumCnt-1:0][1:0]  cnt_add;
+  logic [NumCnt-1:0][33:0] cnt_take;
+  always_comb begin
+    for (int unsigned c = 0; c < NumCnt; c++) begin
+      cnt_add[c]  = 2'(inc && 32'(inc_id) == c) + 2'(vpu_sig_i && 32'(vpu_sig_cnt_i) == c);
+      cnt_take[c] = ((wait_take_i && 32'(wait_cnt_i) == c) ? 34'(wait_val_i) : 34'd0) +
+                    34'(vpu_take_i && 32'(vpu_cnt_i) == c) +
+                    34'(send_take && 32'(wcnt_q[sel]) == c);
+    end
+  end
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       for (int unsigned c = 0; c < NumCnt; c++) cnt_val_q[c] <= '0;
     end else begin
-      for (int unsigned c = 0; c < NumCnt; c++) begin
-        cnt_val_q[c] <= cnt_val_q[c]
-                        + ((inc && 32'(inc_id) == c) ? inc_by : 32'd0)
-                        + ((vpu_sig_i && 32'(vpu_sig_cnt_i) == c) ? 32'd1 : 32'd0)
-                        - ((wait_take_i && 32'(wait_cnt_i) == c) ? wait_val_i : 32'd0)
-                        - ((vpu_take_i && 32'(vpu_cnt_i) == c) ? 32'd1 : 32'd0)
-                        - ((send_take && wcnt_q[sel] == CntW'(c)) ? 32'd1 : 32'd0);
-      end
+      for (int unsigned c = 0; c < NumCnt; c++)
+        cnt_val_q[c] <= cnt_val_q[c] + 32'(cnt_add[c]) - 32'(cnt_take[c]);
     end
   end
 
   logic unused_bits;
-  assign unused_bits = ^{ej_hdr.tie, ej_hdr.src, ej_hdr.dst, first_hop.cls};
+  assign unused_bits = ^{ej_hdr.tie, ej_hdr.src, ej_hdr.dst, ej_hdr.len, first_hop.cls};
 
   // Assertions
   `TPU_ASSERT(InjOnlyWithRoom_A,
@@ -374,23 +372,21 @@ module tpu_ici_eng
   `TPU_ASSERT(HeadOutsidePacket_A,
       ej_valid_i && ej_head |-> !in_pkt_q[ej_vc_i],
       ("%m: HeadOutsidePacket_A failed"))
-  // Takes never exceed what a counter holds (one consumer per counter at a time).
+  // Takes never exceed what a counter holds (one consumer per counter at a time), and no
+  // counter wraps.
   for (genvar c = 0; c < NumCnt; c++) begin : gen_sva_cnt
-    logic [33:0] have, took;
-    assign have = 34'(cnt_val_q[c]) + ((inc && 32'(inc_id) == c) ? 34'(inc_by) : 34'd0) +
-                  ((vpu_sig_i && 32'(vpu_sig_cnt_i) == c) ? 34'd1 : 34'd0);
-    assign took = ((wait_take_i && 32'(wait_cnt_i) == c) ? 34'(wait_val_i) : 34'd0) +
-                  ((vpu_take_i && 32'(vpu_cnt_i) == c) ? 34'd1 : 34'd0) +
-                  ((send_take && wcnt_q[sel] == CntW'(c)) ? 34'd1 : 34'd0);
+    logic [33:0] have, took;  // (Verilator 5.006 wants plain signals in the properties)
+    assign have = 34'(cnt_val_q[c]) + 34'(cnt_add[c]);
+    assign took = cnt_take[c];
     `TPU_ASSERT(CounterNoUnderflow_A,
         took <= have,
         ("%m: CounterNoUnderflow_A failed: counter %0d takes more than it holds", c))
+    `TPU_ASSERT(CounterNoWrap_A,
+        have < 34'h1_0000_0000,
+        ("%m: CounterNoWrap_A failed: counter %0d", c))
   end
   `TPU_ASSERT(VpuTakeOnlyWhenThere_A,
       vpu_take_i |-> vpu_avail_o,
       ("%m: VpuTakeOnlyWhenThere_A failed"))
-  `TPU_ASSERT(CounterNoWrap_A,
-      inc && 32'(inc_id) < NumCnt |-> 33'(inc_cur) + 33'(inc_by) < 33'h1_0000_0000,
-      ("%m: CounterNoWrap_A failed"))
 
 endmodule
