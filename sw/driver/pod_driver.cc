@@ -46,13 +46,19 @@ struct Op {
   std::vector<Range> reads, writes;
 };
 
+// Whether any range of x overlaps any of y.
+bool any(const std::vector<Range>& x, const std::vector<Range>& y) {
+  for (const auto& r : x)
+    for (const auto& s : y)
+      if (r.overlaps(s)) return true;
+  return false;
+}
+
+// Whether op o reads or writes rows of r.
+bool touches(const Op& o, const Range& r) { return any(o.reads, {r}) || any(o.writes, {r}); }
+bool writes_any(const Op& o, const std::vector<Range>& rs) { return any(o.writes, rs); }
+
 bool conflicts(const Op& a, const Op& b) {  // a comes after b in plan order
-  auto any = [](const std::vector<Range>& x, const std::vector<Range>& y) {
-    for (const auto& r : x)
-      for (const auto& s : y)
-        if (r.overlaps(s)) return true;
-    return false;
-  };
   if (any(a.writes, b.reads) || any(a.writes, b.writes) || any(a.reads, b.writes)) return true;
   // Sends keep their program order among themselves: one that moved up past sends to other
   // chips bunched the sends by peer, so the queue stalled on one full send context while the
@@ -231,9 +237,7 @@ class DmaSpans {
   void in_need_order(const std::vector<Op>& readers, uint32_t piece) {
     reorder(piece, [&](const Range& r) {
       for (std::size_t i = 0; i < readers.size(); ++i)
-        for (const auto* v : {&readers[i].reads, &readers[i].writes})
-          for (const Range& u : *v)
-            if (u.overlaps(r)) return i;
+        if (touches(readers[i], r)) return i;
       return readers.size();
     });
   }
@@ -431,6 +435,7 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, const Pieces* 
       uint32_t bs = 1;      // rows per block: the transfer cut into equal blocks of <= block_rows
       bool direct = false;  // a copy that lands on the destination's own rows of the pieces
       std::vector<Fmt> sent;  // how each source piece is held as it is sent
+      int cnt = -1;           // the destination's counter for its rows
     };
     std::vector<Pending> pend;
     for (const Transfer& t : plan.steps[si].transfers) {
@@ -466,6 +471,8 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, const Pieces* 
       // command still reads them (docs/pod.md); every other transfer lands in fresh rows.
       p.direct = t.kind == TransferKind::kCopy && plan.spec.collective != Collective::kAllToAll;
       if (!p.direct) p.stage = alloc(t.dst, p.src.rows);
+      p.cnt = num.chain ? transfer_counter(ctr, plan, next, t)
+                        : ctr.get(t.dst, t.src, data_counter(t));
       for (std::size_t j : p.src.pieces)
         p.sent.push_back(st[static_cast<std::size_t>(t.src)].fmt[j]);
       const uint32_t nb = std::max<uint32_t>(1, (p.src.rows + block_rows - 1) / block_rows);
@@ -483,8 +490,7 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, const Pieces* 
         const uint32_t o = static_cast<uint32_t>(blk) * p.bs;
         if (o >= p.src.rows) continue;
         const uint32_t n = std::min(p.bs, p.src.rows - o);
-        const int cnt = num.chain ? transfer_counter(ctr, plan, next, t)
-                                  : ctr.get(t.dst, t.src, data_counter(t));
+        const int cnt = p.cnt;
         const auto src_runs = runs(p.src, st[static_cast<std::size_t>(t.src)].loc, o, n);
         std::vector<Run> dst_runs;
         if (p.direct)
@@ -526,8 +532,7 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, const Pieces* 
         const uint32_t o = static_cast<uint32_t>(blk) * p.bs;
         if (o >= p.src.rows) continue;
         const uint32_t n = std::min(p.bs, p.src.rows - o);
-        const int cnt = num.chain ? transfer_counter(ctr, plan, next, t)
-                                  : ctr.get(t.dst, t.src, data_counter(t));
+        const int cnt = p.cnt;
         ChipRound& d = st[static_cast<std::size_t>(t.dst)];
         Op w;
         w.kind = Op::kWait;
@@ -605,19 +610,6 @@ bool chains(const PodProgram& pp) { return pp.rounds.size() == 1; }
 constexpr int kDmaAhead = static_cast<int>(kDmaInFlight) - 1;  // less the send's own load
 bool is_load(const Op& op) { return op.kind == Op::kDma && !op.writes.empty(); }
 
-// Row ranges of ops (chaining).
-bool touches(const Op& o, const Range& r) {
-  for (const auto* v : {&o.reads, &o.writes})
-    for (const Range& u : *v)
-      if (u.overlaps(r)) return true;
-  return false;
-}
-bool writes_any(const Op& o, const std::vector<Range>& rs) {
-  for (const Range& u : o.writes)
-    for (const Range& r : rs)
-      if (u.overlaps(r)) return true;
-  return false;
-}
 bool is_store(const Op& o) { return o.kind == Op::kDma && o.writes.empty(); }
 
 // One pass of chaining over a chip's scheduled ops (`sched`, with their commands `cmd`).
