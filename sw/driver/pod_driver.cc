@@ -1328,13 +1328,13 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
           region(r) + pc.first_row[j] + static_cast<uint32_t>((h.work - pc.start[j]) / L);
       v.add(row, rows, bufs.in[c] + h.whole * esz);
     }
-    // Round 0's load, with nothing before it, goes in pieces of an eighth of the round in the
-    // order the round's ops need them, merged where they follow on: the engine runs four reads
-    // at once, so the first steps' sends go about one HBM latency after the start, not after
-    // the whole round (4 KiB on a 4x4: 347 -> 324 cycles; sixteenths cost a latency each
-    // further batch of four: 374).
+    // Round 0's load, with nothing before it, goes in pieces of a 16th of the round in the
+    // order the round's ops need them, merged where they follow on: the engine runs sixteen
+    // reads at once, so the first steps' sends go about one HBM latency after the start, not
+    // after the whole round (4 KiB on a 4x4: 347 -> 324 cycles in eighths when the engine ran
+    // four; then sixteen and sixteenths: 292 -> 283 (sixteen, eighths) -> 273).
     if (r == 0)
-      v.in_need_order(at(r, c).ops, std::clamp<uint32_t>(pc.total_rows / 8, 1, piece_rows));
+      v.in_need_order(at(r, c).ops, std::clamp<uint32_t>(pc.total_rows / 16, 1, piece_rows));
     return v.ops();
   };
   auto stored_packed_at = [&](std::size_t r, int c, std::size_t j) {
