@@ -912,9 +912,9 @@ module tpu_chip
                          c_mm.rsvd_5, c_mm.op, c_vpu.rsvd_120, c_vpu.rsvd_98, c_vpu.op,
                          c_vpu.x_counter[7:$clog2(IciNumCnt)],
                          c_vpu.sig_counter[7:$clog2(IciNumCnt)], c_send.rsvd_104,
-                         c_send.wait_counter[7:$clog2(IciNumCnt)], c_send.rsvd_89,
-                         c_send.rsvd_76, c_send.rsvd_8, c_send.op, c_wait.rsvd_96,
-                         c_wait.rsvd_32, c_wait.rsvd_4, c_wait.op,
+                         c_send.wait_counter[7:$clog2(IciNumCnt)], c_send.rsvd_90,
+                         c_send.wait_local, c_send.rsvd_76, c_send.rsvd_8, c_send.op,
+                         c_wait.rsvd_96, c_wait.rsvd_32, c_wait.rsvd_4, c_wait.op,
                          c_wait.counter[15:$clog2(IciNumCnt)], c_dma.op};
 
   // Assertions

@@ -15,11 +15,11 @@
 // A legal head issues to its unit when the unit can take it and its ranges do not overlap a
 // range written by an in-flight command, nor write a range an in-flight command reads or writes
 // (RAW, WAR, WAW on VMEM and AMEM); an ICI_SEND with wait_rows is not held by VPU commands (its
-// counter orders its rows, docs/isa.md) and holds its rows as a write range too. The scoreboard
-// has DmaQ entries for DMAs (queued in front of
-// the one engine, completing in order), one for LOADW, two for VPU commands (the unit takes one
-// more while one runs; they complete in order), and MmSlots for MATMULs (in
-// flight in the array, completing in order). HBM needs no tracking: the one DMA engine runs its
+// counter orders its rows, docs/isa.md) and, unless wait_local (rows its VPU writes), holds its
+// rows as a write range too. The scoreboard has DmaQ entries for DMAs (queued in front of the
+// one engine, completing in order), one for LOADW, two for VPU commands (the unit takes one
+// more while one runs; they complete in order), and MmSlots for MATMULs (in flight in the
+// array, completing in order). HBM needs no tracking: the one DMA engine runs its
 // commands in order and overlaps only reads with reads and writes with writes to other bytes
 // (tpu_dma), so no access overtakes an earlier one to the same bytes. FENCE waits
 // for an empty scoreboard; HALT too, then raises halted_o and stops
@@ -209,7 +209,7 @@ module tpu_seq
                              h_lw.transpose,
                              h_lw.op, h_mm.rsvd_80, h_mm.rsvd_5, h_mm.op, h_vpu.rsvd_120,
                              h_vpu.rsvd_98, h_vpu.src_bf16, h_vpu.dst_bf16, h_vpu.op,
-                             h_send.rsvd_104, h_send.rsvd_89,
+                             h_send.rsvd_104, h_send.rsvd_90,
                              h_send.rsvd_76, h_send.rsvd_8, h_send.tie, h_send.op, h_wait.rsvd_96,
                              h_wait.value, h_wait.rsvd_32, h_wait.rsvd_4, h_wait.op};
 
@@ -297,8 +297,9 @@ module tpu_seq
           chk = h_send.dst_mem ? ErrAmemRange : ErrVmemRange;
         rd0 = mk_range(h_send.src_mem, h_send.src_row, 32'(h_send.rows));
         // wait_rows: its rows are still arriving or being written by the VPU; later commands
-        // that touch them wait for the send, as for a write.
-        if (h_send.wait_rows) wr = rd0;
+        // that touch arriving rows wait for the send, as for a write. Rows the VPU writes
+        // (wait_local) need not: the VPU command's own entry holds them until they are written.
+        if (h_send.wait_rows && !h_send.wait_local) wr = rd0;
       end
       OpIciWait: begin
         if (32'(h_wait.counter) >= NumCnt) chk = ErrBadField;

@@ -90,7 +90,10 @@ void cmd_args(const TraceEvent& e, Json& a, unsigned row_bytes) {
       a["dst_row"] = c.dst_row;
       a["counter"] = c.counter;
       a["send_context"] = e.lane;
-      if (c.wait_rows) a["wait_counter"] = c.wait_counter;
+      if (c.wait_rows) {
+        a["wait_counter"] = c.wait_counter;
+        if (c.wait_local) a["wait_local"] = 1;
+      }
       break;
     }
     case ChipOp::kIciWait: {

@@ -393,7 +393,6 @@ bool stored_packed(const ChipRound& s, const Pieces* packed, std::size_t j, uint
 struct StepNumbers {
   int step_base = 0, plan_base = 0, round = 0;
   std::size_t late_from = ~std::size_t{0};
-  bool chain = false;  // the program will be chained: counters per kind of use (transfer_counter)
 };
 
 // A bf16 reduction reads each piece as it is held (ChipRound::fmt) and writes f32. `packed` (a
@@ -471,8 +470,7 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, const Pieces* 
       // command still reads them (docs/pod.md); every other transfer lands in fresh rows.
       p.direct = t.kind == TransferKind::kCopy && plan.spec.collective != Collective::kAllToAll;
       if (!p.direct) p.stage = alloc(t.dst, p.src.rows);
-      p.cnt = num.chain ? transfer_counter(ctr, plan, next, t)
-                        : ctr.get(t.dst, t.src, data_counter(t));
+      p.cnt = transfer_counter(ctr, plan, next, t);  // per kind of use: chain() may chain it
       for (std::size_t j : p.src.pieces)
         p.sent.push_back(st[static_cast<std::size_t>(t.src)].fmt[j]);
       const uint32_t nb = std::max<uint32_t>(1, (p.src.rows + block_rows - 1) / block_rows);
@@ -593,14 +591,6 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, const Pieces* 
     }
   }
 }
-
-// Whether compile() chains a program (chain() below): only a collective of one round, where
-// latency is all (4 KiB on a 4x4: 322 -> 292 cycles; docs/pod.md). In rounds the bound is
-// bandwidth and chaining lost: 2x2, 1 MiB, 27 043 -> 28 323 cycles with every chain, 28 369
-// without the reductions' x_wait, 27 043 without the sig chains (a send forwarding a
-// reduction's rows as they are written; why they cost is not understood yet); 1 MiB on a ring
-// of 8, a 4x4x4 and along x of a 4x4: within 0.5% either way.
-bool chains(const PodProgram& pp) { return pp.rounds.size() == 1; }
 
 // One chip's ops in issue order: waits and reductions in plan order, each send as early as its
 // dependencies allow (a software pipeline across steps), but a send of a reduction's result
@@ -746,6 +736,7 @@ void chain_sigs(Chained& ch, int self, Counters& ctr) {
       ch.cmd[i] = v.encode();
       CmdIciSend sd = CmdIciSend::decode(ch.cmd[j]);
       sd.wait_rows = 1;
+      sd.wait_local = 1;  // its rows are the VPU's, which keeps later readers off them
       sd.wait_counter = static_cast<uint32_t>(c);
       ch.cmd[j] = sd.encode();
     }
@@ -871,7 +862,7 @@ std::vector<ChipCmd> chained_program(const Chained& res, std::vector<int>* steps
   return out;
 }
 
-std::vector<ChipCmd> schedule(const std::vector<Op>& ops, int self, Counters& ctr, bool chained,
+std::vector<ChipCmd> schedule(const std::vector<Op>& ops, int self, Counters& ctr,
                               std::vector<int>* steps) {
   std::vector<const Op*> sched;
   for (const Op& op : ops) {
@@ -899,15 +890,6 @@ std::vector<ChipCmd> schedule(const std::vector<Op>& ops, int self, Counters& ct
         for (int k = 0; k < kDmaAhead && pos < sched.size() && is_load(*sched[pos]); ++k) ++pos;
     }
     sched.insert(sched.begin() + static_cast<std::ptrdiff_t>(pos), &op);
-  }
-  if (!chained) {
-    std::vector<ChipCmd> out;
-    steps->clear();
-    for (const Op* op : sched) {
-      out.push_back(op->cmd);
-      steps->push_back(op->plan_step);
-    }
-    return out;
   }
   return chain(sched, self, ctr, steps);
 }
@@ -1204,7 +1186,6 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     // Steps are numbered across rounds (the scheduler's deadlock rule); overlapped rounds
     // share numbers: round r's step H + j is round r + 1's step j (H = half a round's steps).
     StepNumbers num;
-    num.chain = chains(pp);
     for (std::size_t r = 0; r < pp.rounds.size(); ++r) {
       const CollectivePlan& plan = pp.rounds[r].plan;
       pcs.push_back(cut_pieces(plan, L, row_align, pack));
@@ -1507,7 +1488,7 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     }
     add(store(NR - 1, c));
     pp.progs[static_cast<std::size_t>(c)] =
-        schedule(ops, c, ctr, chains(pp), &pp.cmd_step[static_cast<std::size_t>(c)]);
+        schedule(ops, c, ctr, &pp.cmd_step[static_cast<std::size_t>(c)]);
     pp.commands += pp.progs[static_cast<std::size_t>(c)].size();
     uint32_t used = 1;
     for (std::size_t r = 0; r < NR; ++r) used = std::max(used, at(r, c).next_row - base);

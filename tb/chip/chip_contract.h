@@ -127,10 +127,12 @@ inline ChipCmd cmd_vpu(const VpuCmdArgs& a) {
 // goes (a ring distance of exactly k/2, every hop of a 2-ring), in every dimension of the route:
 // +1 plus, -1 minus (flags[2] hint valid, flags[3] minus); 0 no hint, the router's parity rule.
 // wait_counter >= 0 (wait_rows): each row goes only once this chip's counter wait_counter is
-// >= 1, taking 1 off it: rows that still arrive, or that a VPU command with sig still writes.
+// >= 1, taking 1 off it: rows that still arrive, or that a VPU command with sig still writes
+// (wait_local: then the send holds them as a read range only).
 inline ChipCmd cmd_ici_send(Mem src_mem, uint32_t src_row, uint32_t rows,
                             const std::array<int, 3>& dst, Mem dst_mem, uint32_t dst_row,
-                            uint32_t counter, int tie_dir = 0, int wait_counter = -1) {
+                            uint32_t counter, int tie_dir = 0, int wait_counter = -1,
+                            bool wait_local = false) {
   CmdIciSend c;
   c.src_mem = static_cast<uint32_t>(src_mem);
   c.dst_mem = static_cast<uint32_t>(dst_mem);
@@ -144,6 +146,7 @@ inline ChipCmd cmd_ici_send(Mem src_mem, uint32_t src_row, uint32_t rows,
   c.counter = counter;
   if (wait_counter >= 0) {
     c.wait_rows = 1;
+    c.wait_local = wait_local ? 1u : 0u;
     c.wait_counter = static_cast<uint32_t>(wait_counter);
   }
   return c.encode();

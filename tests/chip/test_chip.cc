@@ -897,6 +897,53 @@ TEST(ChipIci, ReductionsAndSendsTakeTheirRowsAsTheyCome) {
   }
 }
 
+// A send that forwards its VPU's rows as they are written holds them against later writers, and
+// with wait_local only against them: a later reader of those rows waits for the VPU command
+// (which holds them until written), not for the send. Here the send queues behind a long send
+// in its context, and a second reduction reads the sums: without wait_local it waits for the
+// send, and its store goes out that much later; the bits are the same.
+TEST(ChipIci, ASendOfItsVpusRowsHoldsLaterReadersOnlyWithoutWaitLocal) {
+  const uint32_t big = 2 * kIciPacketRows + 8, rows = 8;
+  std::map<bool, uint64_t> cycles;
+  std::map<bool, std::vector<uint32_t>> got;
+  for (bool local : {true, false}) {
+    SCOPED_TRACE(local ? "wait_local" : "held");
+    ChipDriver drv("4x4");
+    const uint32_t L = static_cast<uint32_t>(drv.shape().cols), rb = 4 * L;
+    std::mt19937_64 rng(5);
+    std::normal_distribution<float> nd(0.0f, 2.0f);
+    std::vector<uint32_t> in(2 * big * L);
+    for (auto& v : in) v = f32_bits(nd(rng));
+    const uint64_t src = drv.alloc(in.size() * 4), out = drv.alloc(rows * rb);
+    drv.write(src, in.data(), in.size() * 4);
+    VpuCmdArgs sum = vpu_rows(VpuOp::kAdd, Mem::kVmem, 0, 200, 200, rows);
+    sum.sig_counter = 6;
+    const VpuCmdArgs again = vpu_rows(VpuOp::kAdd, Mem::kVmem, 0, 200, 700, rows);
+    const ProgramResult r = drv.run({
+        cmd_dma(DmaDir::kHbmToVmem, false, 0, 1, big * rb, static_cast<uint32_t>(src), 0),
+        cmd_dma(DmaDir::kHbmToVmem, false, 200, 1, big * rb,
+                static_cast<uint32_t>(src + big * rb), 0),
+        cmd_fence(),
+        cmd_ici_send(Mem::kVmem, 0, big, {0, 0, 0}, Mem::kVmem, 400, 5),
+        cmd_vpu(sum),
+        cmd_ici_send(Mem::kVmem, 200, rows, {0, 0, 0}, Mem::kVmem, 600, 7, 0, 6, local),
+        cmd_vpu(again),
+        cmd_dma(DmaDir::kVmemToHbm, false, 700, 1, rows * rb, static_cast<uint32_t>(out), 0),
+        cmd_ici_wait(7, rows), cmd_ici_wait(5, big), cmd_halt()});
+    ASSERT_EQ(r.err, 0u) << chip_err_name(r.err);
+    cycles[local] = r.cycles;
+    got[local].resize(rows * L);
+    drv.read(out, got[local].data(), rows * rb);
+    for (uint32_t i = 0; i < rows * L; ++i) {
+      const uint32_t s = vpu_lane(VpuOp::kAdd, in[i], in[big * L + i], 0x80000000u);
+      ASSERT_EQ(got[local][i], vpu_lane(VpuOp::kAdd, in[i], s, 0x80000000u)) << i;
+    }
+  }
+  EXPECT_EQ(got[true], got[false]);
+  // Held, the second reduction and its store wait for the long send (about `big` flits).
+  EXPECT_LT(cycles[true] + 10, cycles[false]) << cycles[true] << " vs " << cycles[false];
+}
+
 // Two consumers taking from one counter at once would race for its rows: CounterNoUnderflow_A
 // fires (here a reduction waiting for its row, and an ICI_WAIT for the same row behind it).
 TEST(ChipIci, TwoConsumersOfOneCounterTripTheUnderflowAssertion) {
