@@ -812,7 +812,23 @@ Chained chain_once(const std::vector<const Op*>& sched, int self, Counters& ctr,
   return ch;
 }
 
-std::vector<ChipCmd> chained_program(const Chained& res, std::vector<int>* steps);
+// A chaining pass's program, checked: every op once, but the waits chained into others.
+std::vector<ChipCmd> chained_program(const Chained& res, std::vector<int>* steps) {
+  const auto& sched = res.sched;
+  std::vector<bool> seen(sched.size(), false);
+  for (std::size_t i : res.order) {
+    if (seen[i]) bad("internal: chaining placed a command twice");
+    seen[i] = true;
+  }
+  if (res.order.size() + res.dropped != sched.size()) bad("internal: chaining lost a command");
+  std::vector<ChipCmd> out;
+  steps->clear();
+  for (std::size_t i : res.order) {
+    out.push_back(res.cmd[i]);
+    steps->push_back(sched[i]->plan_step);
+  }
+  return out;
+}
 
 // Chaining (docs/isa.md: x_wait, sig, wait_rows). In the scheduled ops of chip `self`:
 //  - a wait whose rows the next op to touch them reduces (its x, exactly those rows) goes into
@@ -821,7 +837,8 @@ std::vector<ChipCmd> chained_program(const Chained& res, std::vector<int>* steps
 //    send as wait_rows; a store of those rows in between moves behind the send (and the sends
 //    that follow it), which it then waits for: the send's rows count as written until it is done;
 //  - a reduction whose result the next send of those rows sends on, exactly, signals each row it
-//    writes (sig) on a counter of this chip, on which that send waits row by row.
+//    writes (sig) on a counter of this chip, on which that send waits row by row (wait_local:
+//    the reduction's own scoreboard entry keeps later readers off those rows, not the send).
 // A counter's waits are chained all or none, into one kind of consumer (the VPU, or sends to one
 // chip with one hint, hence one send context, which takes rows in program order), so no two
 // consumers ever take from one counter at once. The ops a wait passes do not touch its rows, and
@@ -842,24 +859,6 @@ std::vector<ChipCmd> chain(const std::vector<const Op*>& sched, int self, Counte
     }
     return chained_program(res, steps);
   }
-}
-
-// A chaining pass's program, checked: every op once, but the waits chained into others.
-std::vector<ChipCmd> chained_program(const Chained& res, std::vector<int>* steps) {
-  const auto& sched = res.sched;
-  std::vector<bool> seen(sched.size(), false);
-  for (std::size_t i : res.order) {
-    if (seen[i]) bad("internal: chaining placed a command twice");
-    seen[i] = true;
-  }
-  if (res.order.size() + res.dropped != sched.size()) bad("internal: chaining lost a command");
-  std::vector<ChipCmd> out;
-  steps->clear();
-  for (std::size_t i : res.order) {
-    out.push_back(res.cmd[i]);
-    steps->push_back(sched[i]->plan_step);
-  }
-  return out;
 }
 
 std::vector<ChipCmd> schedule(const std::vector<Op>& ops, int self, Counters& ctr,
