@@ -58,6 +58,7 @@ module tpu_chip
   localparam int unsigned        FlitW     = RowW + 2,
   localparam int unsigned        DmaQ      = DmaInFlight,  // DMAs issued and not complete
   localparam int unsigned        MmSlots   = 8,  // MATMULs in flight (sequencer, MXU write-back)
+  localparam int unsigned        VpuSlots  = 4,  // VPU commands in flight (sequencer, VPU unit)
   localparam int unsigned        WRows     = Cfg.mxu_wrows,
   localparam int unsigned        NumVRd    = 6 + WRows,  // VMEM read ports
   localparam int unsigned        NumDirs   = tpu_ici_pkg::NumDirs,
@@ -190,6 +191,7 @@ module tpu_chip
     .NumEng  (IciSendContexts),
     .DmaQ    (DmaQ),
     .MmSlots (MmSlots),
+    .VpuQ    (VpuSlots),
     .WBanks  (Cfg.mxu_wbanks)
   ) i_seq (
     .clk_i      (clk_i),
@@ -420,12 +422,15 @@ module tpu_chip
   logic        vpu_x_mem, vpu_y_mem, vpu_v_we, vpu_a_we;
   logic [15:0] vpu_x_addr, vpu_y_addr, vpu_wr_addr;
   logic [RowW-1:0] vpu_wr_data;
-  logic [$clog2(IciNumCnt)-1:0] vpu_cnt_id, vpu_sig_cnt;
-  logic        vpu_cnt_avail, vpu_cnt_take, vpu_sig, vpu_rows_wait;
+  logic [VpuSlots-1:0][$clog2(IciNumCnt)-1:0] vpu_cnt_id;
+  logic [VpuSlots-1:0] vpu_cnt_avail;
+  logic [$clog2(IciNumCnt)-1:0] vpu_take_cnt, vpu_sig_cnt;
+  logic        vpu_cnt_take, vpu_sig, vpu_rows_wait;
 
   tpu_vpu_unit #(
     .Lanes(Lanes),
-    .CntW ($clog2(IciNumCnt))
+    .CntW ($clog2(IciNumCnt)),
+    .Slots(VpuSlots)
   ) i_vpu_unit (
     .clk_i     (clk_i),
     .rst_ni    (rst_ni),
@@ -465,6 +470,7 @@ module tpu_chip
     .cnt_id_o  (vpu_cnt_id),
     .cnt_avail_i(vpu_cnt_avail),
     .cnt_take_o(vpu_cnt_take),
+    .cnt_take_id_o(vpu_take_cnt),
     .sig_o     (vpu_sig),
     .sig_cnt_o (vpu_sig_cnt)
   );
@@ -541,7 +547,8 @@ module tpu_chip
     .Lanes  (Lanes),
     .NumCnt (IciNumCnt),
     .PktRows(IciPktRows),
-    .NumEng (IciSendContexts)
+    .NumEng (IciSendContexts),
+    .VpuSlots(VpuSlots)
   ) i_ici_eng (
     .clk_i         (clk_i),
     .rst_ni        (rst_ni),
@@ -573,6 +580,7 @@ module tpu_chip
     .vpu_cnt_i     (vpu_cnt_id),
     .vpu_avail_o   (vpu_cnt_avail),
     .vpu_take_i    (vpu_cnt_take),
+    .vpu_take_cnt_i(vpu_take_cnt),
     .vpu_sig_i     (vpu_sig),
     .vpu_sig_cnt_i (vpu_sig_cnt),
     .inj_valid_o   (ici_inj_valid),

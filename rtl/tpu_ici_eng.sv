@@ -28,8 +28,9 @@
 // CNT_INC adds 1 to counter `addr[25:18]`. Other packet types are dropped (counted in rx_drop_o).
 // Counters: NumCnt x 32 bits, reset to 0, semaphores: every take and increment of a cycle lands
 // at once. ICI_WAIT asks `wait_ok_o` (counter `wait_cnt_i` >= `wait_val_i`) and, when it issues,
-// pulses `wait_take_i` (the counter drops by `wait_val_i`). The VPU asks `vpu_avail_o` (counter
-// `vpu_cnt_i` >= 1) and takes 1 with `vpu_take_i` per x row it reads over ICI (x_wait), and adds
+// pulses `wait_take_i` (the counter drops by `wait_val_i`). The VPU asks `vpu_avail_o[k]` (counter
+// `vpu_cnt_i[k]` >= 1) for each command it holds, takes 1 off counter `vpu_take_cnt_i` with
+// `vpu_take_i` per x row it reads over ICI (x_wait), and adds
 // 1 to `vpu_sig_cnt_i` with `vpu_sig_i` per row it writes (sig). A send with wait_rows takes 1 per
 // row it sends. Several takers of one counter in one cycle would race: the driver gives each
 // counter one consumer at a time (SVA CounterNoUnderflow_A). A counter id >= NumCnt in a packet
@@ -47,6 +48,7 @@ module tpu_ici_eng
   parameter  int unsigned PktRows = 32,
   parameter  int unsigned NumEng  = 4,
   parameter  int unsigned SendQ   = 4,   // sends each context holds waiting behind its active one
+  parameter  int unsigned VpuSlots = 4,  // commands the VPU holds (tpu_vpu_unit's Slots)
   localparam int unsigned RowW    = Lanes * 32,
   localparam int unsigned FlitW   = RowW + 2,
   localparam int unsigned CntW    = $clog2(NumCnt),
@@ -83,9 +85,10 @@ module tpu_ici_eng
   output logic             wait_ok_o,
   input  logic             wait_take_i,
   // the VPU's x rows over ICI (x_wait) and its written rows (sig)
-  input  logic [CntW-1:0]  vpu_cnt_i,
-  output logic             vpu_avail_o,  // counter vpu_cnt_i >= 1
-  input  logic             vpu_take_i,   // take 1 off counter vpu_cnt_i
+  input  logic [VpuSlots-1:0][CntW-1:0] vpu_cnt_i,
+  output logic [VpuSlots-1:0] vpu_avail_o,  // counter vpu_cnt_i[k] >= 1
+  input  logic             vpu_take_i,   // take 1 off counter vpu_take_cnt_i
+  input  logic [CntW-1:0]  vpu_take_cnt_i,
   input  logic             vpu_sig_i,    // add 1 to counter vpu_sig_cnt_i
   input  logic [CntW-1:0]  vpu_sig_cnt_i,
   // router local port (flit = {head, tail, data[RowW-1:0]}; local VC = context)
@@ -329,7 +332,11 @@ module tpu_ici_eng
   // Counters
   // ---------------------------------------------------------------------------------------------
   assign wait_ok_o   = cnt_val_q[wait_cnt_i] >= wait_val_i;
-  assign vpu_avail_o = cnt_val_q[vpu_cnt_i] != '0;
+  for (genvar k = 0; k < VpuSlots; k++) begin : gen_vpu_avail
+    assign vpu_avail_o[k] = cnt_val_q[vpu_cnt_i[k]] != '0;
+  end
+  logic vpu_take_there;  // (Verilator 5.006 wants plain signals in the properties)
+  assign vpu_take_there = cnt_val_q[vpu_take_cnt_i] != '0;
 
   // Per counter, this cycle: what lands (a received row or CNT_INC, a VPU sig row) and what is
   // taken (an ICI_WAIT's value, a VPU x row, a wait_rows send's row).
@@ -339,7 +346,7 @@ module tpu_ici_eng
     for (int unsigned c = 0; c < NumCnt; c++) begin
       cnt_add[c]  = 2'(inc && 32'(inc_id) == c) + 2'(vpu_sig_i && 32'(vpu_sig_cnt_i) == c);
       cnt_take[c] = ((wait_take_i && 32'(wait_cnt_i) == c) ? 34'(wait_val_i) : 34'd0) +
-                    34'(vpu_take_i && 32'(vpu_cnt_i) == c) +
+                    34'(vpu_take_i && 32'(vpu_take_cnt_i) == c) +
                     34'(send_take && 32'(wcnt_q[sel]) == c);
     end
   end
@@ -386,7 +393,7 @@ module tpu_ici_eng
         ("%m: CounterNoWrap_A failed: counter %0d", c))
   end
   `TPU_ASSERT(VpuTakeOnlyWhenThere_A,
-      vpu_take_i |-> vpu_avail_o,
+      vpu_take_i |-> vpu_take_there,
       ("%m: VpuTakeOnlyWhenThere_A failed"))
 
 endmodule

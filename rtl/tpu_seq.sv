@@ -17,8 +17,9 @@
 // (RAW, WAR, WAW on VMEM and AMEM); an ICI_SEND with wait_rows is not held by VPU commands (its
 // counter orders its rows, docs/isa.md) and, unless wait_local (rows its VPU writes), holds its
 // rows as a write range too. The scoreboard has DmaQ entries for DMAs (queued in front of the
-// one engine, completing in order), one for LOADW, two for VPU commands (the unit takes one
-// more while one runs; they complete in order), and MmSlots for MATMULs (in flight in the
+// one engine, completing in order), one for LOADW, VpuQ for VPU commands (held by the unit,
+// which may feed rows of a younger one ahead of an older one but completes them in order: the
+// hazard check keeps their ranges apart), and MmSlots for MATMULs (in flight in the
 // array, completing in order). HBM needs no tracking: the one DMA engine runs its
 // commands in order and overlaps only reads with reads and writes with writes to other bytes
 // (tpu_dma), so no access overtakes an earlier one to the same bytes. FENCE waits
@@ -38,6 +39,7 @@ module tpu_seq
   parameter int unsigned MmSlots    = 8,   // MATMULs in flight (a power of two)
   parameter int unsigned WBanks     = 4,   // weight tiles the MXU holds (LOADWs ahead of MATMULs)
   parameter int unsigned DmaQ       = 4,   // DMAs issued ahead of the engine (a power of two)
+  parameter int unsigned VpuQ       = 4,   // VPU commands in flight (a power of two, >= 2)
   parameter int unsigned NumCnt     = 64,
   parameter int unsigned NumEng     = 4,   // ICI send contexts
   parameter int unsigned IciQ       = 4,   // ICI sends in flight per context (a power of two)
@@ -93,7 +95,6 @@ module tpu_seq
 
   // Scoreboard slots: a ring of DmaQ DMAs, LOADW, a ring of VpuQ VPU commands, a ring of IciQ
   // ICI sends per send context (they complete in order per context), the MATMUL ring.
-  localparam int unsigned VpuQ     = 2;
   localparam int unsigned LwSlot   = DmaQ;
   localparam int unsigned VpuBase  = DmaQ + 1;
   localparam int unsigned IciBase  = VpuBase + VpuQ;
@@ -101,6 +102,7 @@ module tpu_seq
   localparam int unsigned NumSlots = MmBase + MmSlots;
   localparam int unsigned IciQW    = (IciQ > 1) ? $clog2(IciQ) : 1;
   localparam int unsigned MmW      = $clog2(MmSlots);
+  localparam int unsigned VpuW     = $clog2(VpuQ);
   localparam int unsigned SlotW    = $clog2(NumSlots);
   localparam int unsigned QCntW    = $clog2(QueueDepth + 1);
   localparam int unsigned WtW      = $clog2(WBanks + 1);
@@ -137,7 +139,7 @@ module tpu_seq
   logic [NumSlots-1:0] sb_valid_q, sb_valid_d;
   logic [MmW-1:0]   mm_head_q, mm_head_d, mm_tail_q, mm_tail_d;
   logic [DmaW-1:0]  dma_head_q, dma_head_d, dma_tail_q, dma_tail_d;
-  logic             vpu_head_q, vpu_head_d, vpu_tail_q, vpu_tail_d;  // ring of VpuQ = 2
+  logic [VpuW-1:0]  vpu_head_q, vpu_head_d, vpu_tail_q, vpu_tail_d;
   logic [NumEng-1:0][IciQW-1:0] ici_head_q, ici_head_d, ici_tail_q, ici_tail_d;
   logic [WtW-1:0]   wt_pending_q, wt_pending_d;  // LOADWs issued ahead of their MATMULs
   logic             halted_q, halted_d;
@@ -368,7 +370,7 @@ module tpu_seq
     if (lw_done_i)  sb_valid_d[LwSlot] = 1'b0;
     if (vpu_done_i) begin
       sb_valid_d[VpuBase + 32'(vpu_head_q)] = 1'b0;
-      vpu_head_d = !vpu_head_q;
+      vpu_head_d = vpu_head_q + 1'b1;
     end
     ici_head_d = ici_head_q;
     ici_tail_d = ici_tail_q;
@@ -424,7 +426,7 @@ module tpu_seq
               vpu_start_o = 1'b1;
               sb_valid_d[vpu_slot] = 1'b1;
               {sb_rd0_d[vpu_slot], sb_rd1_d[vpu_slot], sb_wr_d[vpu_slot]} = {rd0, rd1, wr};
-              vpu_tail_d = !vpu_tail_q;
+              vpu_tail_d = vpu_tail_q + 1'b1;
             end
             OpMatmul: begin
               mm_start_o = 1'b1;
@@ -484,8 +486,8 @@ module tpu_seq
       mm_tail_q    <= '0;
       dma_head_q   <= '0;
       dma_tail_q   <= '0;
-      vpu_head_q   <= 1'b0;
-      vpu_tail_q   <= 1'b0;
+      vpu_head_q   <= '0;
+      vpu_tail_q   <= '0;
       ici_head_q   <= '0;
       ici_tail_q   <= '0;
       wt_pending_q <= '0;

@@ -9,10 +9,20 @@
 // (cnt_avail_i) and takes 1 off it (cnt_take_o), so a reduction runs as its rows land (the
 // counter counts rows as they are written, in order). sig: each destination row adds 1 to ICI
 // counter sig_cnt as it is written (sig_o), for a send that forwards the rows as they come.
-// Latency: 1 cycle (tpu_vpu) plus the write. Throughput: one row per cycle (x_wait: as the rows
-// come), across commands too: one more command is taken while one runs, and its first row
-// follows the running one's last without a gap. Handshake: start_i is taken when ready_o is high (no command held); done_o
-// pulses once per command, in order, when its last row has been written.
+// Commands held: up to Slots, oldest first. Each cycle the oldest one with a row to go feeds it
+// into tpu_vpu; a younger one may go ahead of older ones that wait for their x rows, so that
+// reductions fed by several links at once run as their rows land, not one after another. It
+// goes ahead only where no older held command with rows to go waits on the same x counter or
+// signals the same sig counter (each counter's rows stay in order). It may finish first, but
+// done_o still reports commands in order: a send waiting on its sig rows must not wait for an
+// older command (its packet, begun, would hold its path meanwhile: a deadlock across chips).
+// Memory hazards between held commands cannot arise: the sequencer issues a VPU command only
+// when its ranges do not overlap those of the VPU commands in flight (tpu_seq).
+// Latency: 1 cycle (tpu_vpu) plus the write. Throughput: one row per cycle, across commands too:
+// the next command's first row follows the oldest one's last without a gap. Handshake: start_i
+// is taken when ready_o is high (a slot free); done_o pulses once per command, in order: in the
+// cycle its last row is written, or, for one that finished before an older one, the cycle after
+// the older one's (one command a cycle).
 `include "tpu_assert.svh"
 
 module tpu_vpu_unit
@@ -22,6 +32,7 @@ module tpu_vpu_unit
   parameter int unsigned Lanes    = 8,
   parameter int unsigned MemAddrW = 16,
   parameter int unsigned CntW     = 6,   // ICI counter ids
+  parameter int unsigned Slots    = 4,   // commands held (the sequencer's VPU scoreboard ring)
   localparam int unsigned RowW    = Lanes * 32
 ) (
   input  logic                clk_i,
@@ -46,7 +57,8 @@ module tpu_vpu_unit
   input  logic [CntW-1:0]     sig_cnt_i,
   output logic                done_o,
   output logic                busy_o,
-  output logic                rows_wait_o,   // the running x_wait command waits for its next row
+  output logic                rows_wait_o,   // no row goes in, and the oldest command waits for
+                                             // its next x row
   // operand reads: the chip reads both memories at each address and picks by *_mem_o
   output logic                x_mem_o,
   output logic [MemAddrW-1:0] x_addr_o,
@@ -62,9 +74,10 @@ module tpu_vpu_unit
   output logic [MemAddrW-1:0] wr_addr_o,
   output logic [RowW-1:0]     wr_data_o,
   // ICI counters (tpu_ici_eng)
-  output logic [CntW-1:0]     cnt_id_o,     // x_wait's counter of the running command
-  input  logic                cnt_avail_i,  // it is >= 1
-  output logic                cnt_take_o,   // an x row goes in: take 1
+  output logic [Slots-1:0][CntW-1:0] cnt_id_o,  // x_wait's counter of each held command
+  input  logic [Slots-1:0]    cnt_avail_i,  // it is >= 1
+  output logic                cnt_take_o,   // an x row goes in: take 1 off cnt_take_id_o
+  output logic [CntW-1:0]     cnt_take_id_o,
   output logic                sig_o,        // a sig row is written: add 1 to sig_cnt_o
   output logic [CntW-1:0]     sig_cnt_o
 );
@@ -89,18 +102,29 @@ module tpu_vpu_unit
     logic [CntW-1:0] sig_cnt;
   } vcmd_t;
 
-  // `cur` feeds its rows into tpu_vpu, one a cycle; `nxt` holds the command taken while cur runs
-  // and becomes cur in the cycle cur's last row goes in, so back-to-back commands feed a row
-  // every cycle. Each row's destination rides beside it through the VPU's one-cycle output
-  // register (wr_*_q).
-  vcmd_t       cur_q, cur_d, nxt_q, nxt_d, new_cmd;
-  logic        cur_v_q, cur_v_d, nxt_v_q, nxt_v_d;
-  logic [15:0] in_i_q, in_i_d, dst_ptr_q, dst_ptr_d;
+  // Slot 0 holds the oldest command; held commands are packed from slot 0 and move down a slot
+  // in the cycle the oldest one is done. Each slot keeps its rows fed (fed_q) and its next
+  // destination row (ptr_q). Each row's destination rides beside it through the VPU's one-cycle
+  // output register (wr_*_q).
+  localparam int unsigned SlotW = $clog2(Slots);
+  localparam int unsigned NumW  = $clog2(Slots + 1);
+  vcmd_t       cmd_q [Slots];
+  vcmd_t       cmd_d [Slots];
+  vcmd_t       new_cmd, sel_cmd;
+  logic [Slots-1:0] v_q, v_d, can;
+  logic [15:0] fed_q [Slots];
+  logic [15:0] fed_d [Slots];
+  logic [15:0] ptr_q [Slots];
+  logic [15:0] ptr_d [Slots];
+  logic [SlotW-1:0] sel;
+  logic [15:0] sel_fed;
+  logic [NumW-1:0]  held, kept;
   logic [15:0] wr_addr_q, wr_addr_d;
-  logic        wr_mem_q, wr_mem_d, wr_last_q, wr_last_d, wr_sig_q, wr_sig_d;
+  logic        wr_mem_q, wr_mem_d, wr_sig_q, wr_sig_d;
   logic [CntW-1:0] wr_sig_cnt_q, wr_sig_cnt_d;
 
-  logic             in_valid, in_ready, in_fire, last_in, out_valid, out_scalar, idle;
+  logic             in_valid, in_ready, in_fire, out_valid, out_scalar, idle;
+  logic [Slots-1:0] fin;  // every row fed (the last one's write at most a cycle behind)
   tpu_pkg::f32_t [Lanes-1:0] x, y, z, out_data;
 
   assign new_cmd = '{op: op_i, src_bf16: src_bf16_i, dst_bf16: dst_bf16_i, x_mem: x_mem_i,
@@ -108,20 +132,47 @@ module tpu_vpu_unit
                      y_row: y_row_i, dst_row: dst_row_i,
                      dst_stride: (dst_stride_i == '0) ? 16'd1 : dst_stride_i, rows: rows_i,
                      x_wait: x_wait_i, x_cnt: x_cnt_i, sig: sig_i, sig_cnt: sig_cnt_i};
-  assign in_valid   = cur_v_q && (!cur_q.x_wait || cnt_avail_i);
-  assign cnt_id_o   = cur_q.x_cnt;
-  assign cnt_take_o = in_fire && cur_q.x_wait;
-  assign rows_wait_o = cur_v_q && cur_q.x_wait && !cnt_avail_i;
+
+  // Which slot feeds a row: the oldest that can. A slot can when it has rows to go and its x row
+  // is there, and no older slot with rows to go shares its x counter or its sig counter.
+  always_comb begin
+    for (int unsigned k = 0; k < Slots; k++) fin[k] = fed_q[k] == cmd_q[k].rows;
+    for (int unsigned k = 0; k < Slots; k++) begin
+      can[k] = v_q[k] && !fin[k] && (!cmd_q[k].x_wait || cnt_avail_i[k]);
+      if (k > 0) begin
+        for (int unsigned j = 0; j < k; j++) begin
+          if (v_q[j] && !fin[j] &&
+              ((cmd_q[j].x_wait && cmd_q[k].x_wait && cmd_q[j].x_cnt == cmd_q[k].x_cnt) ||
+               (cmd_q[j].sig && cmd_q[k].sig && cmd_q[j].sig_cnt == cmd_q[k].sig_cnt)))
+            can[k] = 1'b0;
+        end
+      end
+    end
+    sel = '0;
+    for (int k = Slots - 1; k >= 0; k--) if (can[k]) sel = SlotW'(k);
+    sel_cmd = cmd_q[sel];
+    sel_fed = fed_q[sel];
+  end
+
+  logic unused_bits;
+  assign unused_bits = ^sel_cmd.dst_row;  // the slot's ptr_q starts there and moves on
+
+  for (genvar k = 0; k < Slots; k++) begin : gen_cnt_id
+    assign cnt_id_o[k] = cmd_q[k].x_cnt;
+  end
+  assign in_valid      = |can;
+  assign cnt_take_o    = in_fire && sel_cmd.x_wait;
+  assign cnt_take_id_o = sel_cmd.x_cnt;
+  assign rows_wait_o   = !in_valid && v_q[0] && !fin[0] && cmd_q[0].x_wait;
   assign sig_o      = out_valid && wr_sig_q;  // the row's write: its sig rides beside it
   assign sig_cnt_o  = wr_sig_cnt_q;
   assign in_fire  = in_valid && in_ready;
-  assign last_in  = in_fire && (in_i_q == cur_q.rows - 1'b1);
-  assign x_mem_o  = cur_q.x_mem;
-  assign y_mem_o  = cur_q.y_mem;
-  assign x_addr_o = MemAddrW'(cur_q.x_row + in_i_q);
-  assign y_addr_o = MemAddrW'(cur_q.y_bcast ? cur_q.y_row : cur_q.y_row + in_i_q);
-  assign x        = cur_q.x_mem ? x_amem_i : x_vmem_i;
-  assign y        = cur_q.y_mem ? y_amem_i : y_vmem_i;
+  assign x_mem_o  = sel_cmd.x_mem;
+  assign y_mem_o  = sel_cmd.y_mem;
+  assign x_addr_o = MemAddrW'(sel_cmd.x_row + sel_fed);
+  assign y_addr_o = MemAddrW'(sel_cmd.y_bcast ? sel_cmd.y_row : sel_cmd.y_row + sel_fed);
+  assign x        = sel_cmd.x_mem ? x_amem_i : x_vmem_i;
+  assign y        = sel_cmd.y_mem ? y_amem_i : y_vmem_i;
   assign z        = {Lanes{tpu_vpu_pkg::F32_NEG_ZERO}};
 
   tpu_vpu #(
@@ -131,9 +182,9 @@ module tpu_vpu_unit
     .rst_ni       (rst_ni),
     .in_valid_i   (in_valid),
     .in_ready_o   (in_ready),
-    .in_op_i      (cur_q.op),
-    .in_src_bf16_i(cur_q.src_bf16),
-    .in_dst_bf16_i(cur_q.dst_bf16),
+    .in_op_i      (sel_cmd.op),
+    .in_src_bf16_i(sel_cmd.src_bf16),
+    .in_dst_bf16_i(sel_cmd.dst_bf16),
     .in_first_i   (1'b1),
     .in_last_i    (1'b1),
     .in_mask_i    ('1),
@@ -151,67 +202,71 @@ module tpu_vpu_unit
   assign amem_we_o = out_valid && wr_mem_q;
   assign wr_addr_o = MemAddrW'(wr_addr_q);
   assign wr_data_o = out_data;
-  assign done_o    = out_valid && wr_last_q;
-  assign ready_o   = !nxt_v_q;
-  assign busy_o    = cur_v_q || nxt_v_q || out_valid;
+  assign done_o    = v_q[0] && fin[0];  // (in the cycle its last row is written, or later)
+  assign ready_o   = !v_q[Slots-1];
+  assign busy_o    = |v_q || out_valid;
 
   always_comb begin
-    cur_d     = cur_q;
-    cur_v_d   = cur_v_q;
-    nxt_d     = nxt_q;
-    nxt_v_d   = nxt_v_q;
-    in_i_d    = in_i_q;
-    dst_ptr_d = dst_ptr_q;
+    held = '0;
+    for (int unsigned k = 0; k < Slots; k++) held += NumW'(v_q[k]);
+    kept = held - NumW'(done_o);
+  end
+
+  always_comb begin
+    for (int unsigned k = 0; k < Slots; k++) begin
+      cmd_d[k] = cmd_q[k];
+      fed_d[k] = fed_q[k];
+      ptr_d[k] = ptr_q[k];
+    end
     wr_addr_d = wr_addr_q;
     wr_mem_d  = wr_mem_q;
-    wr_last_d = 1'b0;
     wr_sig_d  = 1'b0;
     wr_sig_cnt_d = wr_sig_cnt_q;
     if (in_fire) begin
-      wr_addr_d = dst_ptr_q;
-      wr_mem_d  = cur_q.dst_mem;
-      wr_last_d = last_in;
-      wr_sig_d  = cur_q.sig;
-      wr_sig_cnt_d = cur_q.sig_cnt;
-      in_i_d    = in_i_q + 1'b1;
-      dst_ptr_d = dst_ptr_q + cur_q.dst_stride;
+      wr_addr_d = ptr_q[sel];
+      wr_mem_d  = sel_cmd.dst_mem;
+      wr_sig_d  = sel_cmd.sig;
+      wr_sig_cnt_d = sel_cmd.sig_cnt;
+      fed_d[sel] = sel_fed + 1'b1;
+      ptr_d[sel] = ptr_q[sel] + sel_cmd.dst_stride;
     end
-    if (!cur_v_q || last_in) begin  // cur is free next cycle: the held command, or a new one
-      if (nxt_v_q) cur_d = nxt_q;
-      else if (start_i) cur_d = new_cmd;
-      nxt_v_d   = 1'b0;  // (start_i is low while a command is held)
-      cur_v_d   = nxt_v_q || start_i;
-      in_i_d    = '0;
-      dst_ptr_d = cur_d.dst_row;
-    end else if (start_i) begin
-      nxt_d   = new_cmd;
-      nxt_v_d = 1'b1;
+    if (done_o) begin  // the oldest command leaves: the others move down a slot
+      for (int unsigned k = 0; k + 1 < Slots; k++) begin
+        cmd_d[k] = cmd_d[k + 1];
+        fed_d[k] = fed_d[k + 1];
+        ptr_d[k] = ptr_d[k + 1];
+      end
+    end
+    for (int unsigned k = 0; k < Slots; k++) v_d[k] = NumW'(k) < kept;
+    if (start_i) begin  // (only with a slot free: ready_o)
+      cmd_d[kept[SlotW-1:0]] = new_cmd;
+      fed_d[kept[SlotW-1:0]] = '0;
+      ptr_d[kept[SlotW-1:0]] = new_cmd.dst_row;
+      v_d[kept[SlotW-1:0]]   = 1'b1;
     end
   end
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
-      cur_q     <= '0;
-      cur_v_q   <= 1'b0;
-      nxt_q     <= '0;
-      nxt_v_q   <= 1'b0;
-      in_i_q    <= '0;
-      dst_ptr_q <= '0;
+      for (int unsigned k = 0; k < Slots; k++) begin
+        cmd_q[k] <= '0;
+        fed_q[k] <= '0;
+        ptr_q[k] <= '0;
+      end
+      v_q       <= '0;
       wr_addr_q <= '0;
       wr_mem_q  <= 1'b0;
-      wr_last_q <= 1'b0;
       wr_sig_q  <= 1'b0;
       wr_sig_cnt_q <= '0;
     end else begin
-      cur_q     <= cur_d;
-      cur_v_q   <= cur_v_d;
-      nxt_q     <= nxt_d;
-      nxt_v_q   <= nxt_v_d;
-      in_i_q    <= in_i_d;
-      dst_ptr_q <= dst_ptr_d;
+      for (int unsigned k = 0; k < Slots; k++) begin
+        cmd_q[k] <= cmd_d[k];
+        fed_q[k] <= fed_d[k];
+        ptr_q[k] <= ptr_d[k];
+      end
+      v_q       <= v_d;
       wr_addr_q <= wr_addr_d;
       wr_mem_q  <= wr_mem_d;
-      wr_last_q <= wr_last_d;
       wr_sig_q  <= wr_sig_d;
       wr_sig_cnt_q <= wr_sig_cnt_d;
     end
@@ -227,9 +282,12 @@ module tpu_vpu_unit
   `TPU_ASSERT(ElementwiseOnly_A,
       start_i |-> vpu_op_elementwise(op_i),
       ("%m: ElementwiseOnly_A failed"))
-  `TPU_ASSERT(HeldOnlyBehindARunningCommand_A,
-      nxt_v_q |-> cur_v_q,
-      ("%m: HeldOnlyBehindARunningCommand_A failed"))
+  `TPU_ASSERT(SlotsPacked_A,
+      (v_q & (v_q + 1'b1)) == '0,
+      ("%m: SlotsPacked_A failed: held commands are not packed from slot 0"))
+  `TPU_ASSERT(NoRowPastTheLast_A,
+      in_fire |-> sel_fed < sel_cmd.rows,
+      ("%m: NoRowPastTheLast_A failed: a command fed more rows than it has"))
   `TPU_ASSERT(VpuNeverStalls_A,
       in_valid |-> in_ready,
       ("%m: VpuNeverStalls_A failed: a row's destination would no longer ride beside it"))

@@ -111,6 +111,31 @@ TEST(PodSoak, FourMiBAllReduceInRoundsOn4x4) {
   }
 }
 
+// The all-reduce of a 4x4x4 torus of 16x16 chips in rounds (384 KiB per chip, six rounds):
+// bit-exact, and never hung. The VPU once let a younger reduction run ahead of an older one all
+// but its last row; the send forwarding that reduction's rows then held its packet's path while
+// the last row waited for the older reduction, whose rows needed that path on another chip: the
+// pod deadlocked at cycle ~2700 (the watchdog, set low here, names it at once).
+TEST(PodSoak, AllReduceInRoundsOn4x4x4Of16x16Chips) {
+  PodParams p = pod444("16x16");
+  p.watchdog_cycles = 5000;
+  CppPodHost host(p);
+  PodDriver drv(host);
+  CollectiveSpec s;
+  s.algorithm = "torus";
+  s.n = (384u << 10) / 4;
+  std::mt19937_64 rng(13);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<std::vector<uint32_t>> in(64);
+  for (auto& v : in)
+    for (std::size_t i = 0; i < s.n; ++i) v.push_back(f32_bits(nd(rng)));
+  PodCollectiveOptions o;
+  o.backdoor = true;
+  const PodCollectiveRun r = drv.run(s, in, o);
+  EXPECT_GT(r.rounds.size(), 4u);
+  EXPECT_EQ(r.out, golden_collective(r.rounds, in));
+}
+
 // Every collective on a 4x4 torus and a 4x4x4 torus of 4x4 chips (all-to-all on the 4x4 only)
 // with link bit errors on every link (1e-5 per bit, and bursts and drops): bit-exact, every
 // link's credits conserved, the link layer resending (docs/ici.md "Link layer").
