@@ -40,6 +40,35 @@ std::vector<std::vector<uint32_t>> random_inputs(const CollectivePlan& plan, uin
   return in;
 }
 
+// Normal f32 values, n per chip.
+std::vector<std::vector<uint32_t>> normal_inputs(std::size_t chips, std::size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<std::vector<uint32_t>> in(chips);
+  for (auto& v : in)
+    for (std::size_t i = 0; i < n; ++i) v.push_back(f32_bits(nd(rng)));
+  return in;
+}
+
+// A torus all-reduce of n f32 per chip (normal_inputs of `seed`), loaded by the backdoor.
+struct AllReduceRun {
+  std::vector<std::vector<uint32_t>> in;
+  PodCollectiveRun run;
+};
+AllReduceRun backdoor_allreduce(const PodParams& p, std::size_t n, uint64_t seed) {
+  CppPodHost host(p);
+  PodDriver drv(host);
+  CollectiveSpec s;
+  s.algorithm = "torus";
+  s.n = n;
+  AllReduceRun a;
+  a.in = normal_inputs(static_cast<std::size_t>(host.num_chips()), n, seed);
+  PodCollectiveOptions o;
+  o.backdoor = true;
+  a.run = drv.run(s, a.in, o);
+  return a;
+}
+
 TEST(PodSoak, AllToAllAtSaturationOn4x4x4) {
   CppPodHost host(pod444("16x16"));
   PodDriver drv(host);
@@ -68,11 +97,7 @@ TEST(PodSoak, RingAllReduceOn4x4x4) {
   CollectiveSpec s;
   s.algorithm = "ring";
   s.n = 4000;
-  std::mt19937_64 rng(5);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<std::vector<uint32_t>> in(static_cast<std::size_t>(host.num_chips()));
-  for (auto& v : in)
-    for (std::size_t i = 0; i < s.n; ++i) v.push_back(f32_bits(nd(rng)));
+  const auto in = normal_inputs(static_cast<std::size_t>(host.num_chips()), s.n, 5);
   const PodCollectiveRun r = drv.run(s, in);
   EXPECT_EQ(r.out, golden_collective(r.rounds, in));
 }
@@ -86,22 +111,13 @@ TEST(PodSoak, FourMiBAllReduceInRoundsOn4x4) {
   p.variant = "16x16";
   p.link_latency = 2;
   p.link_width = 16;
-  CppPodHost host(p);
-  PodDriver drv(host);
-  CollectiveSpec s;
-  s.algorithm = "torus";
-  s.n = (4u << 20) / 4;
-  std::mt19937_64 rng(11);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<std::vector<uint32_t>> in(16);
-  for (auto& v : in)
-    for (std::size_t i = 0; i < s.n; ++i) v.push_back(f32_bits(nd(rng)));
-  PodCollectiveOptions o;
-  o.backdoor = true;
-  const PodCollectiveRun r = drv.run(s, in, o);
+  const std::size_t n = (4u << 20) / 4;
+  const AllReduceRun a = backdoor_allreduce(p, n, 11);
+  const auto& in = a.in;
+  const PodCollectiveRun& r = a.run;
   EXPECT_GT(r.rounds.size(), 20u);
   ASSERT_EQ(r.out, golden_collective(r.rounds, in));
-  for (std::size_t i = 0; i < s.n; i += 97) {
+  for (std::size_t i = 0; i < n; i += 97) {
     double sum = 0, abs = 0;
     for (const auto& v : in) {
       sum += f32_from_bits(v[i]);
@@ -119,21 +135,9 @@ TEST(PodSoak, FourMiBAllReduceInRoundsOn4x4) {
 TEST(PodSoak, AllReduceInRoundsOn4x4x4Of16x16Chips) {
   PodParams p = pod444("16x16");
   p.watchdog_cycles = 5000;
-  CppPodHost host(p);
-  PodDriver drv(host);
-  CollectiveSpec s;
-  s.algorithm = "torus";
-  s.n = (384u << 10) / 4;
-  std::mt19937_64 rng(13);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<std::vector<uint32_t>> in(64);
-  for (auto& v : in)
-    for (std::size_t i = 0; i < s.n; ++i) v.push_back(f32_bits(nd(rng)));
-  PodCollectiveOptions o;
-  o.backdoor = true;
-  const PodCollectiveRun r = drv.run(s, in, o);
-  EXPECT_GT(r.rounds.size(), 4u);
-  EXPECT_EQ(r.out, golden_collective(r.rounds, in));
+  const AllReduceRun a = backdoor_allreduce(p, (384u << 10) / 4, 13);
+  EXPECT_GT(a.run.rounds.size(), 4u);
+  EXPECT_EQ(a.run.out, golden_collective(a.run.rounds, a.in));
 }
 
 // Every collective on a 4x4 torus and a 4x4x4 torus of 4x4 chips (all-to-all on the 4x4 only)
