@@ -28,11 +28,10 @@
 // CNT_INC adds 1 to counter `addr[25:18]`. Other packet types are dropped (counted in rx_drop_o).
 // Counters: NumCnt x 32 bits, reset to 0, semaphores: every take and increment of a cycle lands
 // at once. ICI_WAIT asks `wait_ok_o` (counter `wait_cnt_i` >= `wait_val_i`) and, when it issues,
-// pulses `wait_take_i` (the counter drops by `wait_val_i`). The VPU asks `vpu_avail_o[k]` (counter
-// `vpu_cnt_i[k]` >= 1) for each command it holds, takes 1 off counter `vpu_take_cnt_i` with
-// `vpu_take_i` per x row it reads over ICI (x_wait), and adds
-// 1 to `vpu_sig_cnt_i` with `vpu_sig_i` per row it writes (sig). A send with wait_rows takes 1 per
-// row it sends. Several takers of one counter in one cycle would race: the driver gives each
+// pulses `wait_take_i` (the counter drops by `wait_val_i`). The VPU asks `vpu_avail_o[k]`
+// (counter `vpu_cnt_i[k]` >= 1) for each command it holds, takes 1 off counter `vpu_take_cnt_i`
+// with `vpu_take_i` per x row it reads over ICI (x_wait), and adds 1 to `vpu_sig_cnt_i` with
+// `vpu_sig_i` per row it writes (sig). A send with wait_rows takes 1 per row it sends. Several takers of one counter in one cycle would race: the driver gives each
 // counter one consumer at a time (SVA CounterNoUnderflow_A). A counter id >= NumCnt in a packet
 // is ignored (the sequencer checks the ids of local commands).
 // Latency: a packet's first row is on the router's inject port the cycle after its head was
