@@ -60,7 +60,7 @@ module tpu_chip
   localparam int unsigned        MmSlots   = 8,  // MATMULs in flight (sequencer, MXU write-back)
   localparam int unsigned        VpuSlots  = 4,  // VPU commands in flight (sequencer, VPU unit)
   localparam int unsigned        WRows     = Cfg.mxu_wrows,
-  localparam int unsigned        NumVRd    = 6 + WRows,  // VMEM read ports
+  localparam int unsigned        NumVRd    = 7 + WRows,  // VMEM read ports
   localparam int unsigned        NumDirs   = tpu_ici_pkg::NumDirs,
   localparam int unsigned        IciVcW    = 2,  // 4 VCs per link (2 dateline classes x 2)
   localparam int unsigned        LinkSeqW  = tpu_ici_pkg::LinkSeqW,
@@ -101,8 +101,8 @@ module tpu_chip
   output logic                      trc_issue_o,
   output chip_op_e                  trc_op_o,
   output logic [31:0]               trc_idx_o,
-  output logic [1:0]                trc_eng_o,
-  output logic [7:0]                trc_done_o,
+  output logic [2:0]                trc_eng_o,
+  output logic [TRC_DONE_SEND+IciSendContexts-1:0] trc_done_o,
   output logic                      trc_wait_o,
   // ICI links and configuration
   input  tpu_ici_pkg::ici_coord_t   ici_me_i,
@@ -175,8 +175,8 @@ module tpu_chip
   logic       lw_start, lw_ready, lw_done, mm_start, mm_ready, mm_done, mxu_busy;
   logic       vpu_start, vpu_ready, vpu_done, vpu_busy;
   logic       ici_start, ici_ready, wait_ok, wait_take, wait_block;
-  logic [1:0] ici_eng;
-  logic [3:0] ici_done, ici_busy;
+  logic [2:0] ici_eng;
+  logic [IciSendContexts-1:0] ici_done, ici_busy;
   logic [3:0] retired;
   logic       seq_issue;
   logic [31:0] seq_idx;
@@ -248,32 +248,33 @@ module tpu_chip
     trc_done_o[TRC_DONE_LOADW]  = lw_done;
     trc_done_o[TRC_DONE_MATMUL] = mm_done;
     trc_done_o[TRC_DONE_VPU]    = vpu_done;
-    trc_done_o[TRC_DONE_SEND +: 4] = ici_done;
+    trc_done_o[TRC_DONE_SEND +: IciSendContexts] = ici_done;
   end
 
   // ---------------------------------------------------------------------------------------------
   // Memories. VMEM read ports: 0 DMA, 1 LOADW, 2 MATMUL activations, 3 VPU x, 4 VPU y, 5 DMA
-  // (second row), 6 ICI send, 7 .. 5 + WRows LOADW (weight rows 1 .. WRows - 1 of a beat); write
-  // ports: 0 DMA, 1 VPU, 2 DMA (second row), 3 ICI receive.
-  // AMEM read ports: 0 DMA, 1 MATMUL running sums, 2 VPU x, 3 VPU y, 4 DMA (second row), 5 ICI
-  // send; write ports: 0 MXU results, 1 VPU, 2 ICI receive.
+  // (second row), 6 ICI send (local port 0), 7 .. 5 + WRows LOADW (weight rows 1 .. WRows - 1 of
+  // a beat), 6 + WRows ICI send (local port 1); write ports: 0 DMA, 1 VPU, 2 DMA (second row),
+  // 3 and 4 ICI receive (local ports 0 and 1).
+  // AMEM read ports: 0 DMA, 1 MATMUL running sums, 2 VPU x, 3 VPU y, 4 DMA (second row), 5 and 6
+  // ICI send; write ports: 0 MXU results, 1 VPU, 2 and 3 ICI receive.
   // ---------------------------------------------------------------------------------------------
   logic [NumVRd-1:0][VAddrW-1:0] v_rd_addr;
   logic [NumVRd-1:0][RowW-1:0]   v_rd_data;
-  logic [3:0]             v_we;
-  logic [3:0][VAddrW-1:0] v_wr_addr;
-  logic [3:0][RowW-1:0]   v_wr_data;
-  logic [5:0][AAddrW-1:0] a_rd_addr;
-  logic [5:0][RowW-1:0]   a_rd_data;
-  logic [2:0]             a_we;
-  logic [2:0][AAddrW-1:0] a_wr_addr;
-  logic [2:0][RowW-1:0]   a_wr_data;
+  logic [4:0]             v_we;
+  logic [4:0][VAddrW-1:0] v_wr_addr;
+  logic [4:0][RowW-1:0]   v_wr_data;
+  logic [6:0][AAddrW-1:0] a_rd_addr;
+  logic [6:0][RowW-1:0]   a_rd_data;
+  logic [3:0]             a_we;
+  logic [3:0][AAddrW-1:0] a_wr_addr;
+  logic [3:0][RowW-1:0]   a_wr_data;
 
   tpu_mem #(
     .Rows (Cfg.vmem_rows),
     .Width(RowW),
     .NumRd(NumVRd),
-    .NumWr(4)
+    .NumWr(5)
   ) i_vmem (
     .clk_i    (clk_i),
     .rst_ni   (rst_ni),
@@ -287,8 +288,8 @@ module tpu_chip
   tpu_mem #(
     .Rows (Cfg.amem_rows),
     .Width(RowW),
-    .NumRd(6),
-    .NumWr(3)
+    .NumRd(7),
+    .NumWr(4)
   ) i_amem (
     .clk_i    (clk_i),
     .rst_ni   (rst_ni),
@@ -487,14 +488,20 @@ module tpu_chip
   assign v_rd_addr[2] = VAddrW'(mxu_a_addr);
   assign v_rd_addr[3] = VAddrW'(vpu_x_addr);
   assign v_rd_addr[4] = VAddrW'(vpu_y_addr);
-  assign v_rd_addr[6] = VAddrW'(ici_rd_addr);
-  assign v_we[3]      = ici_v_we;
-  assign v_wr_addr[3] = VAddrW'(ici_wr_addr);
-  assign v_wr_data[3] = ici_wr_data;
-  assign a_rd_addr[5] = AAddrW'(ici_rd_addr);
-  assign a_we[2]      = ici_a_we;
-  assign a_wr_addr[2] = AAddrW'(ici_wr_addr);
-  assign a_wr_data[2] = ici_wr_data;
+  assign v_rd_addr[6]          = VAddrW'(ici_rd_addr[0]);
+  assign v_rd_addr[NumVRd - 1] = VAddrW'(ici_rd_addr[1]);
+  assign a_rd_addr[5]          = AAddrW'(ici_rd_addr[0]);
+  assign a_rd_addr[6]          = AAddrW'(ici_rd_addr[1]);
+  assign ici_v_rd_data         = {v_rd_data[NumVRd - 1], v_rd_data[6]};
+  assign ici_a_rd_data         = {a_rd_data[6], a_rd_data[5]};
+  for (genvar l = 0; l < 2; l++) begin : gen_ici_wr
+    assign v_we[3 + l]      = ici_v_we[l];
+    assign v_wr_addr[3 + l] = VAddrW'(ici_wr_addr[l]);
+    assign v_wr_data[3 + l] = ici_wr_data[l];
+    assign a_we[2 + l]      = ici_a_we[l];
+    assign a_wr_addr[2 + l] = AAddrW'(ici_wr_addr[l]);
+    assign a_wr_data[2 + l] = ici_wr_data[l];
+  end
   assign v_we[0]      = dma_we[0];
   assign v_wr_addr[0] = VAddrW'(dma_wr_addr[0]);
   assign v_wr_data[0] = dma_wr_data[0];
@@ -525,13 +532,15 @@ module tpu_chip
     logic [RowW-1:0] data;
   } row_flit_t;
 
-  logic             ici_rd_mem, ici_inj_valid, ici_inj_ready, ici_ej_valid, ici_ej_ready;
-  logic [1:0]       ici_inj_vc, ici_ej_vc;
-  logic [3:0]       ici_inj_vc_ready;
-  logic             ici_v_we, ici_a_we, ici_tx_ev, ici_rx_ev, ici_rx_drop, ici_credits_full;
-  logic [15:0]      ici_rd_addr, ici_wr_addr;
-  logic [RowW-1:0]  ici_wr_data;
-  row_flit_t        ici_inj_flit, ici_ej_flit;
+  // The router's two local ports: [0] for the X and Y links, [1] for Z (tpu_ici_router).
+  logic [1:0]            ici_rd_mem, ici_inj_valid, ici_inj_ready, ici_ej_valid, ici_ej_ready;
+  logic [1:0][1:0]       ici_inj_vc, ici_ej_vc;
+  logic [1:0][3:0]       ici_inj_vc_ready;
+  logic [1:0]            ici_v_we, ici_a_we, ici_tx_ev, ici_rx_ev, ici_rx_drop;
+  logic                  ici_credits_full;
+  logic [1:0][15:0]      ici_rd_addr, ici_wr_addr;
+  logic [1:0][RowW-1:0]  ici_wr_data, ici_v_rd_data, ici_a_rd_data;
+  row_flit_t [1:0]       ici_inj_flit, ici_ej_flit;
   row_flit_t [NumDirs-1:0] ici_tx_flit, ici_rx_flit;
   // A head flit carries only its 8-byte header (tpu_ici_pkg::ici_hdr_t): on a link of
   // RowW / 8 / gap bytes a cycle it takes ceil(8 * gap / (4 * Lanes)) cycles (0 counts as 1,
@@ -567,12 +576,13 @@ module tpu_chip
     .cnt_i         (c_send.counter),
     .wait_i        (c_send.wait_rows),
     .wait_cnt_id_i (c_send.wait_counter[$clog2(IciNumCnt)-1:0]),
+    .count_only_i  (c_send.count_only),
     .done_o        (ici_done),
     .busy_o        (ici_busy),
     .rd_mem_o      (ici_rd_mem),
     .rd_addr_o     (ici_rd_addr),
-    .vmem_rd_data_i(v_rd_data[6]),
-    .amem_rd_data_i(a_rd_data[5]),
+    .vmem_rd_data_i(ici_v_rd_data),
+    .amem_rd_data_i(ici_a_rd_data),
     .wait_cnt_i    (c_wait.counter[$clog2(IciNumCnt)-1:0]),
     .wait_val_i    (c_wait.value),
     .wait_ok_o     (wait_ok),
@@ -693,7 +703,8 @@ module tpu_chip
     .NumVc     (4),
     .Depth     (IciDepth),
     .EjectDepth(2),
-    .InjVcSel  (1'b1)
+    .InjVcSel  (1'b1),
+    .LocalPorts(2)
   ) i_ici_router (
     .clk_i         (clk_i),
     .rst_ni        (rst_ni),
@@ -833,7 +844,7 @@ module tpu_chip
   // Every cycle in exactly one class, in this priority (docs/profiling.md).
   // A VPU command that waits for its next x row over ICI (x_wait) is communication, not compute.
   assign cls_compute = inflight[1] || inflight[2] || (inflight[3] && !vpu_rows_wait);
-  assign cls_comm    = !cls_compute && (inflight[4] || ici_ej_valid || wait_block ||
+  assign cls_comm    = !cls_compute && (inflight[4] || (|ici_ej_valid) || wait_block ||
                                         vpu_rows_wait);
   assign cls_mem     = !cls_compute && !cls_comm && (inflight[0] || host_busy);
   assign cls_idle    = !cls_compute && !cls_comm && !cls_mem;
@@ -858,8 +869,8 @@ module tpu_chip
     if (host_req_fire && hm_req_write_i)
       stats_d[StatHostWrBytes] = stats_q[StatHostWrBytes] + 64'(HBM_BURST_BYTES);
     if (mxu_w_beat) stats_d[StatWeightBeats] = stats_q[StatWeightBeats] + 64'd1;
-    if (ici_tx_ev) stats_d[StatIciTxFlits] = stats_q[StatIciTxFlits] + 64'd1;
-    if (ici_rx_ev) stats_d[StatIciRxFlits] = stats_q[StatIciRxFlits] + 64'd1;
+    stats_d[StatIciTxFlits] = stats_q[StatIciTxFlits] + 64'($countones(ici_tx_ev));
+    stats_d[StatIciRxFlits] = stats_q[StatIciRxFlits] + 64'($countones(ici_rx_ev));
     if (|ici_busy) stats_d[StatIciBusy] = stats_q[StatIciBusy] + 64'd1;
     if (wait_block) stats_d[StatIciWait] = stats_q[StatIciWait] + 64'd1;
     if (mxu_a_beat) stats_d[StatMxuMacs] = stats_q[StatMxuMacs] + 64'(MacsPerBeat);
@@ -870,7 +881,7 @@ module tpu_chip
     if (inflight[0]) stats_d[StatDmaFlight] = stats_q[StatDmaFlight] + 64'd1;
     if (inflight[3]) stats_d[StatVpuFlight] = stats_q[StatVpuFlight] + 64'd1;
     if (inflight[4]) stats_d[StatSendFlight] = stats_q[StatSendFlight] + 64'd1;
-    if (ici_ej_valid) stats_d[StatIciRxBusy] = stats_q[StatIciRxBusy] + 64'd1;
+    if (|ici_ej_valid) stats_d[StatIciRxBusy] = stats_q[StatIciRxBusy] + 64'd1;
     if (host_busy) stats_d[StatHostBusy] = stats_q[StatHostBusy] + 64'd1;
     if (!busy_o) stats_d[StatSeqIdle] = stats_q[StatSeqIdle] + 64'd1;
     if (cls_compute) stats_d[StatClsCompute] = stats_q[StatClsCompute] + 64'd1;
@@ -920,7 +931,7 @@ module tpu_chip
                          c_mm.rsvd_5, c_mm.op, c_vpu.rsvd_120, c_vpu.rsvd_98, c_vpu.op,
                          c_vpu.x_counter[7:$clog2(IciNumCnt)],
                          c_vpu.sig_counter[7:$clog2(IciNumCnt)], c_send.rsvd_104,
-                         c_send.wait_counter[7:$clog2(IciNumCnt)], c_send.rsvd_90,
+                         c_send.wait_counter[7:$clog2(IciNumCnt)], c_send.rsvd_91,
                          c_send.wait_local, c_send.rsvd_76, c_send.rsvd_8, c_send.op,
                          c_wait.rsvd_96, c_wait.rsvd_32, c_wait.rsvd_4, c_wait.op,
                          c_wait.counter[15:$clog2(IciNumCnt)], c_dma.op};

@@ -25,6 +25,8 @@ module tpu_ici_input
   parameter int unsigned Depth = 8,
   parameter int unsigned PortId = 0,       // this input's port (ici_port_e)
   parameter bit LocalVcs = 1'b0,           // ejection uses VC PortId % NumVc (else VC 0)
+  parameter int unsigned NumP = NumPorts,  // router ports (NumPorts, + 1 with a second local port)
+  parameter ici_port_e EjPort = PORT_LOCAL, // the local output a packet that ends here takes
   localparam int unsigned VcW = vc_width(NumVc)
 ) (
   input  logic                               clk_i,
@@ -41,8 +43,8 @@ module tpu_ici_input
   output logic                               cr_valid_o,
   output logic [VcW-1:0]                     cr_vc_o,
   // state of every output VC of the router (registered there)
-  input  logic [NumPorts-1:0][NumVc-1:0]     ovc_free_i,
-  input  logic [NumPorts-1:0][NumVc-1:0]     ovc_credit_i,
+  input  logic [NumP-1:0][NumVc-1:0]     ovc_free_i,
+  input  logic [NumP-1:0][NumVc-1:0]     ovc_credit_i,
   // switch requests (one per VC whose head can move) and the grant (at most one VC)
   output logic      [NumVc-1:0]              req_o,
   output logic      [NumVc-1:0]              req_body_o,  // the request is a body flit
@@ -63,7 +65,8 @@ module tpu_ici_input
   // The VC of the next hop for a route: the class picks the half, the destination hash the VC
   // inside it. The local output (ejection) uses VC 0, or with LocalVcs the VC of this input port
   // (PortId % NumVc): packets arriving on different links eject side by side, and the packets
-  // of one source (one route, so one input port) stay in order.
+  // of one source (one route, so one input port) stay in order. A router with two local ports
+  // ejects through the one its instance names (EjPort).
   function automatic logic [VcW-1:0] vc_of(ici_route_t r, ici_coord_t dst);
     if (r.port == PORT_LOCAL) return LocalVcs ? VcW'(PortId % NumVc) : '0;
     return VcW'(32'(r.cls) * Half + dst_hash(dst) % Half);
@@ -110,7 +113,7 @@ module tpu_ici_input
       dst = hdr_dst(head_flit[v].data[DstW-1:0]);
       // the header's tie hint travels with the packet: every hop routes by it
       rt = ici_route(me_i, dst, topo_i, hdr_tie(head_flit[v].data[TieLsb+:TieW]));
-      tgt_port[v] = active_q[v] ? oport_q[v] : rt.port;
+      tgt_port[v] = active_q[v] ? oport_q[v] : (rt.port == PORT_LOCAL) ? EjPort : rt.port;
       tgt_vc[v] = active_q[v] ? ovc_q[v] : vc_of(rt, dst);
       cand[v] = !vc_empty[v] && ovc_credit_i[tgt_port[v]][tgt_vc[v]] &&
                 (active_q[v] || ovc_free_i[tgt_port[v]][tgt_vc[v]]);

@@ -20,7 +20,8 @@ package tpu_ici_pkg;
   localparam int unsigned StatW = 32;              // statistics counters (wrap around)
 
   // Router ports. Port PORT_XP connects to the neighbour at x+1 (flits leave on it going +X and
-  // arrive on it from that neighbour, travelling -X); direction d (0..5) is port d + 1.
+  // arrive on it from that neighbour, travelling -X); direction d (0..5) is port d + 1. NumPorts
+  // counts one local port; a router with a second one (PORT_LOCAL1) has NumPorts + 1.
   typedef enum logic [PortW-1:0] {
     PORT_LOCAL = 3'd0,
     PORT_XP    = 3'd1,
@@ -28,7 +29,8 @@ package tpu_ici_pkg;
     PORT_YP    = 3'd3,
     PORT_YM    = 3'd4,
     PORT_ZP    = 3'd5,
-    PORT_ZM    = 3'd6
+    PORT_ZM    = 3'd6,
+    PORT_LOCAL1 = 3'd7  // a router's second local port (tpu_ici_router LocalPorts = 2)
   } ici_port_e;
 
   // A coordinate: [0] = x, [1] = y, [2] = z.

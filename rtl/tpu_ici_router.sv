@@ -29,6 +29,11 @@
 // Ejection: a packet ejects on the VC of the port it arrived on (PortId % NumVc), `ej_vc_o`
 // names each flit's VC, and packets on different VCs interleave flit by flit (packets arriving
 // on different links eject side by side; one source's packets, one route, stay in order).
+// Second local port (parameter LocalPorts = 2, with InjVcSel): PORT_LOCAL1, the `[1]` of every
+// `inj_*`/`ej_*` array, a local port like the first with its own input VCs and ejection FIFO,
+// so the chip injects and ejects two flits a cycle. Packets arriving on the -Y or a Z link (or
+// injected on it) eject on it, all others on port 0: on a 3D torus the +X -X +Y links share
+// port 0 and -Y +Z -Z port 1, three links (three quarter-row flits a cycle at most) each.
 `include "tpu_assert.svh"
 
 module tpu_ici_router
@@ -39,7 +44,9 @@ module tpu_ici_router
   parameter int unsigned Depth = 8,
   parameter int unsigned EjectDepth = 2,
   parameter bit InjVcSel = 1'b0,
-  localparam int unsigned VcW = vc_width(NumVc)
+  parameter int unsigned LocalPorts = 1,  // 1, or 2 (with InjVcSel): PORT_LOCAL1 as well
+  localparam int unsigned VcW = vc_width(NumVc),
+  localparam int unsigned LP = LocalPorts
 ) (
   input  logic                          clk_i,
   input  logic                          rst_ni,
@@ -60,16 +67,16 @@ module tpu_ici_router
   input  flit_t [NumDirs-1:0]           rx_flit_i,
   output logic  [NumDirs-1:0]           rx_cr_valid_o,
   output logic  [NumDirs-1:0][VcW-1:0]  rx_cr_vc_o,
-  // local port
-  input  logic                          inj_valid_i,
-  output logic                          inj_ready_o,
-  input  flit_t                         inj_flit_i,
-  input  logic  [VcW-1:0]               inj_vc_i,        // InjVcSel: the flit's local VC
-  output logic  [NumVc-1:0]             inj_vc_ready_o,  // InjVcSel: VC v can take a flit
-  output logic                          ej_valid_o,
-  input  logic                          ej_ready_i,
-  output flit_t                         ej_flit_o,
-  output logic  [VcW-1:0]               ej_vc_o,         // InjVcSel: the flit's ejection VC
+  // local ports ([0] PORT_LOCAL, [1] PORT_LOCAL1)
+  input  logic  [LP-1:0]                inj_valid_i,
+  output logic  [LP-1:0]                inj_ready_o,
+  input  flit_t [LP-1:0]                inj_flit_i,
+  input  logic  [LP-1:0][VcW-1:0]       inj_vc_i,        // InjVcSel: the flit's local VC
+  output logic  [LP-1:0][NumVc-1:0]     inj_vc_ready_o,  // InjVcSel: VC v can take a flit
+  output logic  [LP-1:0]                ej_valid_o,
+  input  logic  [LP-1:0]                ej_ready_i,
+  output flit_t [LP-1:0]                ej_flit_o,
+  output logic  [LP-1:0][VcW-1:0]       ej_vc_o,         // InjVcSel: the flit's ejection VC
   // statistics
   input  ici_port_e                     stat_port_i,
   input  logic  [VcW-1:0]               stat_vc_i,
@@ -78,6 +85,8 @@ module tpu_ici_router
   output logic                          idle_o,          // no flit buffered here
   output logic                          credits_full_o   // every output VC holds all credits
 );
+
+  localparam int unsigned NP = NumPorts + LP - 1;  // router ports: links and local ports
 
   // Configuration registers: the coordinate and topology are sampled every cycle (they are held
   // constant after reset); only registered copies feed the route logic.
@@ -99,41 +108,48 @@ module tpu_ici_router
   end
 
   // ---- Input side ----
-  logic      [NumPorts-1:0]            in_valid;
-  logic      [NumPorts-1:0][VcW-1:0]   in_vc;
-  flit_t     [NumPorts-1:0]            in_flit;
-  logic      [NumPorts-1:0][NumVc-1:0] in_full;
-  logic      [NumPorts-1:0]            cr_valid;
-  logic      [NumPorts-1:0][VcW-1:0]   cr_vc;
-  logic      [NumPorts-1:0][NumVc-1:0] req, gnt, req_body;
-  logic      [NumPorts-1:0]            in_empty;
-  ici_port_e [NumPorts-1:0][NumVc-1:0] req_port;
-  logic      [VcW-1:0]                 req_vc[NumPorts];
-  flit_t                               req_flit[NumPorts];
-  logic      [NumVc-1:0][StatW-1:0]    st_in[NumPorts], st_stall[NumPorts], st_lost[NumPorts];
-  logic      [NumVc-1:0][StatW-1:0]    st_out[NumPorts];
-  logic      [NumPorts-1:0][NumVc-1:0] ovc_free, ovc_credit, ovc_credit_now;
-  logic      [NumPorts-1:0]            all_credits;
+  logic      [NP-1:0]            in_valid;
+  logic      [NP-1:0][VcW-1:0]   in_vc;
+  flit_t     [NP-1:0]            in_flit;
+  logic      [NP-1:0][NumVc-1:0] in_full;
+  logic      [NP-1:0]            cr_valid;
+  logic      [NP-1:0][VcW-1:0]   cr_vc;
+  logic      [NP-1:0][NumVc-1:0] req, gnt, req_body;
+  logic      [NP-1:0]            in_empty;
+  ici_port_e [NP-1:0][NumVc-1:0] req_port;
+  logic      [VcW-1:0]           req_vc[NP];
+  flit_t                         req_flit[NP];
+  logic      [NumVc-1:0][StatW-1:0] st_in[NP], st_stall[NP], st_lost[NP];
+  logic      [NumVc-1:0][StatW-1:0] st_out[NP];
+  logic      [NP-1:0][NumVc-1:0] ovc_free, ovc_credit, ovc_credit_now;
+  logic      [NP-1:0]            all_credits;
 
-  // Local input. InjVcSel = 0: a packet goes to the VC its destination hashes to
+  // Local inputs. InjVcSel = 0: a packet goes to the VC its destination hashes to
   // (deterministic, so a source/destination pair stays in order), chosen at the head and kept
   // to the tail. InjVcSel = 1: the injector names the VC; framing is tracked per VC.
-  logic [VcW-1:0]   inj_vc, inj_vc_q, inj_vc_d;
-  logic [NumVc-1:0] inj_mid_q, inj_mid_d;  // per VC: between an accepted head and its tail
-  logic             inj_mid_any;
-  assign inj_mid_any = |inj_mid_q;
+  // Local port l is router port lport(l): 0, or PORT_LOCAL1.
+  function automatic int unsigned lport(int unsigned l);
+    return (l == 0) ? 0 : 32'(PORT_LOCAL1);
+  endfunction
+  logic [LP-1:0][VcW-1:0]   inj_vc;
+  logic [VcW-1:0]           inj_vc_q, inj_vc_d;
+  logic [LP-1:0][NumVc-1:0] inj_mid_q, inj_mid_d;  // per VC: an accepted head, its tail to come
+  logic                     inj_mid_any;
+  assign inj_mid_any = |inj_mid_q[0];
   always_comb begin : p_inj_vc
-    if (InjVcSel) inj_vc = inj_vc_i;
-    else inj_vc = inj_mid_any ? inj_vc_q : VcW'(dst_hash(hdr_dst(inj_flit_i.data[DstW-1:0])) % NumVc);
+    for (int unsigned l = 0; l < LP; l++) inj_vc[l] = inj_vc_i[l];
+    if (!InjVcSel)
+      inj_vc[0] = inj_mid_any ? inj_vc_q
+                : VcW'(dst_hash(hdr_dst(inj_flit_i[0].data[DstW-1:0])) % NumVc);
   end
-  assign inj_ready_o = !in_full[0][inj_vc];
-  assign inj_vc_ready_o = ~in_full[0];
   always_comb begin
     inj_vc_d = inj_vc_q;
     inj_mid_d = inj_mid_q;
-    if (inj_valid_i && inj_ready_o) begin
-      inj_vc_d = inj_vc;
-      inj_mid_d[inj_vc] = !inj_flit_i.tail;
+    for (int unsigned l = 0; l < LP; l++) begin
+      if (inj_valid_i[l] && inj_ready_o[l]) begin
+        if (l == 0) inj_vc_d = inj_vc[0];
+        inj_mid_d[l][inj_vc[l]] = !inj_flit_i[l].tail;
+      end
     end
   end
   always_ff @(posedge clk_i or negedge rst_ni) begin
@@ -146,9 +162,13 @@ module tpu_ici_router
     end
   end
 
-  assign in_valid[0] = inj_valid_i && inj_ready_o;
-  assign in_vc[0] = inj_vc;
-  assign in_flit[0] = inj_flit_i;
+  for (genvar l = 0; l < LP; l++) begin : gen_inj
+    assign inj_ready_o[l] = !in_full[lport(l)][inj_vc[l]];
+    assign inj_vc_ready_o[l] = ~in_full[lport(l)];
+    assign in_valid[lport(l)] = inj_valid_i[l] && inj_ready_o[l];
+    assign in_vc[lport(l)] = inj_vc[l];
+    assign in_flit[lport(l)] = inj_flit_i[l];
+  end
   for (genvar d = 0; d < NumDirs; d++) begin : gen_rx
     assign in_valid[d+1] = rx_valid_i[d];
     assign in_vc[d+1] = rx_vc_i[d];
@@ -157,13 +177,15 @@ module tpu_ici_router
     assign rx_cr_vc_o[d] = cr_vc[d+1];
   end
 
-  for (genvar p = 0; p < NumPorts; p++) begin : gen_in
+  for (genvar p = 0; p < NP; p++) begin : gen_in
     tpu_ici_input #(
       .flit_t(flit_t),
       .NumVc (NumVc),
       .Depth (Depth),
       .PortId(p),
-      .LocalVcs(InjVcSel)
+      .LocalVcs(InjVcSel),
+      .NumP  (NP),
+      .EjPort((LP > 1 && p >= 32'(PORT_YM)) ? PORT_LOCAL1 : PORT_LOCAL)
     ) i_input (
       .clk_i       (clk_i),
       .rst_ni      (rst_ni),
@@ -191,13 +213,14 @@ module tpu_ici_router
   end
 
   // ---- Allocation and crossbar ----
-  logic  [NumPorts-1:0]            out_valid;
-  logic  [NumPorts-1:0][PortW-1:0] out_sel;
-  flit_t                           out_flit[NumPorts];
-  logic  [VcW-1:0]                 out_vc[NumPorts];
+  logic  [NP-1:0]            out_valid;
+  logic  [NP-1:0][PortW-1:0] out_sel;
+  flit_t                     out_flit[NP];
+  logic  [VcW-1:0]           out_vc[NP];
 
   tpu_ici_swalloc #(
-    .NumVc(NumVc)
+    .NumVc(NumVc),
+    .NumP (NP)
   ) i_swalloc (
     .clk_i      (clk_i),
     .rst_ni     (rst_ni),
@@ -211,7 +234,8 @@ module tpu_ici_router
 
   tpu_ici_xbar #(
     .flit_t(flit_t),
-    .VcW   (VcW)
+    .VcW   (VcW),
+    .NumP  (NP)
   ) i_xbar (
     .in_flit_i (req_flit),
     .in_vc_i   (req_vc),
@@ -224,19 +248,19 @@ module tpu_ici_router
   // A link that carries a flit in gap_q cycles (link_gap_i), a head flit (its header only) in
   // hgap_q (link_hgap_i), takes no other flit until the last one is through: its output shows
   // no credit meanwhile, so nothing requests it.
-  logic [NumPorts-1:0][3:0] busy_q;
+  logic [NP-1:0][3:0] busy_q;
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       busy_q <= '0;
     end else begin
-      for (int unsigned o = 1; o < NumPorts; o++) begin
+      for (int unsigned o = 1; o <= NumDirs; o++) begin
         if (out_valid[o]) busy_q[o] <= (out_flit[o].head ? hgap_q : gap_q) - 4'd1;
         else if (busy_q[o] != '0) busy_q[o] <= busy_q[o] - 4'd1;
       end
     end
   end
-  for (genvar o = 0; o < NumPorts; o++) begin : gen_gate
-    if (o == 0) begin : gen_local
+  for (genvar o = 0; o < NP; o++) begin : gen_gate
+    if (o == 0 || o > NumDirs) begin : gen_local
       assign ovc_credit_now[o] = ovc_credit[o];
     end else begin : gen_link
       assign ovc_credit_now[o] = (busy_q[o] != '0) ? '0 : ovc_credit[o];
@@ -244,14 +268,14 @@ module tpu_ici_router
   end
 
   // ---- Output side ----
-  logic [NumPorts-1:0]          ocr_valid;
-  logic [NumPorts-1:0][VcW-1:0] ocr_vc;
-  logic                         ej_empty, ej_pop;
+  logic [NP-1:0]          ocr_valid;
+  logic [NP-1:0][VcW-1:0] ocr_vc;
+  logic [LP-1:0]          ej_empty;
 
-  for (genvar o = 0; o < NumPorts; o++) begin : gen_out
+  for (genvar o = 0; o < NP; o++) begin : gen_out
     tpu_ici_output #(
       .NumVc  (NumVc),
-      .Credits((o == 0) ? EjectDepth : Depth)
+      .Credits((o == 0 || o > NumDirs) ? EjectDepth : Depth)
     ) i_output (
       .clk_i        (clk_i),
       .rst_ni       (rst_ni),
@@ -276,42 +300,49 @@ module tpu_ici_router
     assign ocr_vc[d+1] = tx_cr_vc_i[d];
   end
 
-  // Ejection: the local output's "downstream buffer" is this FIFO; a pop returns its credit.
+  // Ejection: a local output's "downstream buffer" is its FIFO; a pop returns its credit.
   // With local VCs it holds EjectDepth flits per VC (each VC's credits), with their VC.
   localparam int unsigned EjFifo = InjVcSel ? EjectDepth * NumVc : EjectDepth;
   typedef struct packed {
     logic [VcW-1:0] vc;
     flit_t          flit;
   } ej_entry_t;
-  ej_entry_t ej_in, ej_out;
-  logic ej_full;
-  logic [$clog2(EjFifo+1)-1:0] unused_ej_count;
-  assign ej_in = '{vc: out_vc[0], flit: out_flit[0]};
-  tpu_fifo #(
-    .data_t(ej_entry_t),
-    .Depth (EjFifo)
-  ) i_eject (
-    .clk_i  (clk_i),
-    .rst_ni (rst_ni),
-    .push_i (out_valid[0]),
-    .data_i (ej_in),
-    .pop_i  (ej_pop),
-    .data_o (ej_out),
-    .empty_o(ej_empty),
-    .full_o (ej_full),
-    .count_o(unused_ej_count)
-  );
-  assign ej_flit_o = ej_out.flit;
-  assign ej_vc_o = ej_out.vc;
-  assign ej_valid_o = !ej_empty;
-  assign ej_pop = ej_valid_o && ej_ready_i;
-  assign ocr_valid[0] = ej_pop;
-  assign ocr_vc[0] = ej_out.vc;
+  logic [LP-1:0] ej_full;
+  for (genvar l = 0; l < LP; l++) begin : gen_ej
+    ej_entry_t ej_in, ej_out;
+    logic ej_pop;
+    logic [$clog2(EjFifo+1)-1:0] unused_ej_count;
+    assign ej_in = '{vc: out_vc[lport(l)], flit: out_flit[lport(l)]};
+    tpu_fifo #(
+      .data_t(ej_entry_t),
+      .Depth (EjFifo)
+    ) i_eject (
+      .clk_i  (clk_i),
+      .rst_ni (rst_ni),
+      .push_i (out_valid[lport(l)]),
+      .data_i (ej_in),
+      .pop_i  (ej_pop),
+      .data_o (ej_out),
+      .empty_o(ej_empty[l]),
+      .full_o (ej_full[l]),
+      .count_o(unused_ej_count)
+    );
+    assign ej_flit_o[l] = ej_out.flit;
+    assign ej_vc_o[l] = ej_out.vc;
+    assign ej_valid_o[l] = !ej_empty[l];
+    assign ej_pop = ej_valid_o[l] && ej_ready_i[l];
+    assign ocr_valid[lport(l)] = ej_pop;
+    assign ocr_vc[lport(l)] = ej_out.vc;
+    // Ejection never overflows: the local output spends a credit per flit into the FIFO.
+    `TPU_ASSERT(EjectNoOverflow_A,
+        out_valid[lport(l)] |-> !ej_full[l] || ej_pop,
+        ("tpu_ici_router: ejection FIFO overflow"))
+  end
 
   // ---- Statistics and status ----
   always_comb begin
     stat_o = '0;
-    if (32'(stat_port_i) < NumPorts && 32'(stat_vc_i) < NumVc) begin
+    if (32'(stat_port_i) < NP && 32'(stat_vc_i) < NumVc) begin
       unique case (stat_sel_i)
         ICI_ST_FLITS_IN:  stat_o = st_in[stat_port_i][stat_vc_i];
         ICI_ST_FLITS_OUT: stat_o = st_out[stat_port_i][stat_vc_i];
@@ -321,36 +352,49 @@ module tpu_ici_router
       endcase
     end
   end
-  assign idle_o = (&in_empty) && ej_empty && !inj_mid_any;
+  assign idle_o = (&in_empty) && (&ej_empty) && !(|inj_mid_q);
 
   assign credits_full_o = &all_credits;
 
   logic unused_ok;
-  assign unused_ok = ^{cr_valid[0], cr_vc[0], in_full[NumPorts-1:1],
-                       ej_full, unused_ej_count, busy_q[0], inj_vc_i, inj_vc_q};
+  assign unused_ok = ^{cr_valid[0], cr_vc[0], cr_valid[NP-1], cr_vc[NP-1], in_full,
+                       busy_q[0], busy_q[NP-1], inj_vc_i, inj_vc_q};
 
   // ---- Assertions ----
-  // Local port: valid held and payload stable until the handshake, on both sides.
-  `TPU_ASSERT(InjStable_A,
-      inj_valid_i && !inj_ready_o |=> inj_valid_i && $stable(inj_flit_i),
-      ("tpu_ici_router: injected flit dropped or changed while not ready"))
-  `TPU_ASSERT(EjStable_A,
-      ej_valid_o && !ej_ready_i |=> ej_valid_o && $stable(ej_flit_o),
-      ("tpu_ici_router: ejected flit dropped or changed while not ready"))
-  // Injection framing: a head only between packets, a body flit only inside one.
-  `TPU_ASSERT(InjFraming_A,
-      inj_valid_i |-> (inj_flit_i.head == !inj_mid_q[inj_vc]) &&
-                      (InjVcSel || !inj_mid_any || inj_mid_q[inj_vc]),
-      ("tpu_ici_router: injected packet framing broken (head/tail)"))
+  for (genvar l = 0; l < LP; l++) begin : gen_sva_local
+    logic inj_v, ej_v, ej_r;  // (Verilator 5.006 wants plain signals in the properties)
+    flit_t inj_f, ej_f;
+    logic  inj_head, inj_mid_here;
+    assign inj_v = inj_valid_i[l] && !inj_ready_o[l];
+    assign inj_f = inj_flit_i[l];
+    assign ej_v = ej_valid_o[l];
+    assign ej_r = ej_ready_i[l];
+    assign ej_f = ej_flit_o[l];
+    assign inj_head = inj_flit_i[l].head;
+    assign inj_mid_here = inj_mid_q[l][inj_vc[l]];
+    // Local port: valid held and payload stable until the handshake, on both sides.
+    `TPU_ASSERT(InjStable_A,
+        inj_v |=> inj_valid_i[l] && $stable(inj_f),
+        ("tpu_ici_router: injected flit dropped or changed while not ready"))
+    `TPU_ASSERT(EjStable_A,
+        ej_v && !ej_r |=> ej_valid_o[l] && $stable(ej_f),
+        ("tpu_ici_router: ejected flit dropped or changed while not ready"))
+    // Injection framing: a head only between packets, a body flit only inside one.
+    `TPU_ASSERT(InjFraming_A,
+        inj_valid_i[l] |-> (inj_head == !inj_mid_here) &&
+                           (InjVcSel || !inj_mid_any || inj_mid_here),
+        ("tpu_ici_router: injected packet framing broken (head/tail)"))
+  end
   // A serializing link sends nothing.
-  for (genvar o = 1; o < NumPorts; o++) begin : gen_sva_gap
+  for (genvar o = 1; o <= NumDirs; o++) begin : gen_sva_gap
     `TPU_ASSERT(LinkGap_A,
         out_valid[o] |-> busy_q[o] == '0,
         ("tpu_ici_router: flit sent on a link still serializing the previous one"))
   end
-  // Ejection never overflows: the local output spends a credit per flit into the FIFO.
-  `TPU_ASSERT(EjectNoOverflow_A,
-      out_valid[0] |-> !ej_full || ej_pop,
-      ("tpu_ici_router: ejection FIFO overflow"))
+  if (LP > 1) begin : gen_lp_ok
+    if (!InjVcSel) begin : gen_lp_err
+      $error("tpu_ici_router: LocalPorts = 2 needs InjVcSel");
+    end
+  end
 
 endmodule

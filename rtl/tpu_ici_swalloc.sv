@@ -17,31 +17,32 @@
 // Pointers move past the grants they made, so a request waits a bounded time (packets are at
 // most 256 flits, which bounds how long pass 1 can keep a head waiting).
 // Latency 0 (combinational grants from registered requests). In hardware the passes form a
-// chain like a wavefront allocator's (2 x NumPorts output steps).
+// chain like a wavefront allocator's (2 x NumP output steps).
 `include "tpu_assert.svh"
 
 module tpu_ici_swalloc
   import tpu_ici_pkg::*;
 #(
   parameter int unsigned NumVc = 2,
+  parameter int unsigned NumP = NumPorts,  // router ports (NumPorts, + 1 with a second local port)
   localparam int unsigned VcW = vc_width(NumVc)
 ) (
   input  logic                                 clk_i,
   input  logic                                 rst_ni,
-  input  logic      [NumPorts-1:0][NumVc-1:0]  req_i,       // [input][VC] can move now
-  input  logic      [NumPorts-1:0][NumVc-1:0]  req_body_i,  // ... and is a body flit
-  input  ici_port_e [NumPorts-1:0][NumVc-1:0]  req_port_i,  // its output port
-  output logic      [NumPorts-1:0][NumVc-1:0]  gnt_o,       // per input: the VC that crosses
-  output logic      [NumPorts-1:0]             out_valid_o,
-  output logic      [NumPorts-1:0][PortW-1:0]  out_sel_o    // per output: the input it takes
+  input  logic      [NumP-1:0][NumVc-1:0]  req_i,       // [input][VC] can move now
+  input  logic      [NumP-1:0][NumVc-1:0]  req_body_i,  // ... and is a body flit
+  input  ici_port_e [NumP-1:0][NumVc-1:0]  req_port_i,  // its output port
+  output logic      [NumP-1:0][NumVc-1:0]  gnt_o,       // per input: the VC that crosses
+  output logic      [NumP-1:0]             out_valid_o,
+  output logic      [NumP-1:0][PortW-1:0]  out_sel_o    // per output: the input it takes
 );
 
-  localparam int unsigned SelW = $clog2(NumPorts);
+  localparam int unsigned SelW = $clog2(NumP);
 
-  logic [NumPorts-1:0][VcW-1:0]  vc_ptr_q, vc_ptr_d;   // per input: VC with priority
-  logic [NumPorts-1:0][SelW-1:0] out_ptr_q, out_ptr_d;  // per output: input with priority
+  logic [NumP-1:0][VcW-1:0]  vc_ptr_q, vc_ptr_d;   // per input: VC with priority
+  logic [NumP-1:0][SelW-1:0] out_ptr_q, out_ptr_d;  // per output: input with priority
   logic [SelW-1:0]               first_q, first_d;      // the output that picks first
-  logic [NumPorts-1:0]           in_matched, out_matched;
+  logic [NumP-1:0]           in_matched, out_matched;
 
   always_comb begin
     int unsigned o, i, v;
@@ -52,15 +53,15 @@ module tpu_ici_swalloc
     out_matched = '0;
     vc_ptr_d = vc_ptr_q;
     out_ptr_d = out_ptr_q;
-    first_d = SelW'((32'(first_q) + 1) % NumPorts);
+    first_d = SelW'((32'(first_q) + 1) % NumP);
     o = 0;
     i = 0;
     v = 0;
     for (int unsigned pass = 0; pass < 2; pass++) begin
-      for (int unsigned k = 0; k < NumPorts; k++) begin
-        o = (32'(first_q) + k) % NumPorts;
-        for (int unsigned ki = 0; ki < NumPorts; ki++) begin
-          i = (32'(out_ptr_q[o]) + ki) % NumPorts;
+      for (int unsigned k = 0; k < NumP; k++) begin
+        o = (32'(first_q) + k) % NumP;
+        for (int unsigned ki = 0; ki < NumP; ki++) begin
+          i = (32'(out_ptr_q[o]) + ki) % NumP;
           for (int unsigned kv = 0; kv < NumVc; kv++) begin
             v = (32'(vc_ptr_q[i]) + kv) % NumVc;
             if (!out_matched[o] && !in_matched[i] && req_i[i][v] &&
@@ -70,7 +71,7 @@ module tpu_ici_swalloc
               gnt_o[i][v] = 1'b1;
               out_valid_o[o] = 1'b1;
               out_sel_o[o] = PortW'(i);
-              out_ptr_d[o] = SelW'((i + 1) % NumPorts);
+              out_ptr_d[o] = SelW'((i + 1) % NumP);
               vc_ptr_d[i] = VcW'((v + 1) % NumVc);
             end
           end
@@ -96,7 +97,7 @@ module tpu_ici_swalloc
   logic left_out;
   always_comb begin
     left_out = 1'b0;
-    for (int unsigned i = 0; i < NumPorts; i++)
+    for (int unsigned i = 0; i < NumP; i++)
       for (int unsigned v = 0; v < NumVc; v++)
         if (req_i[i][v] && !in_matched[i] && !out_matched[req_port_i[i][v]]) left_out = 1'b1;
   end
@@ -108,7 +109,7 @@ module tpu_ici_swalloc
   logic bad_gnt;
   always_comb begin
     bad_gnt = 1'b0;
-    for (int unsigned i = 0; i < NumPorts; i++) begin
+    for (int unsigned i = 0; i < NumP; i++) begin
       if (!$onehot0(gnt_o[i]) || (gnt_o[i] & ~req_i[i]) != '0) bad_gnt = 1'b1;
       for (int unsigned v = 0; v < NumVc; v++)
         if (gnt_o[i][v] && (!out_valid_o[req_port_i[i][v]] ||

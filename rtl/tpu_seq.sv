@@ -211,7 +211,7 @@ module tpu_seq
                              h_lw.transpose,
                              h_lw.op, h_mm.rsvd_80, h_mm.rsvd_5, h_mm.op, h_vpu.rsvd_120,
                              h_vpu.rsvd_98, h_vpu.src_bf16, h_vpu.dst_bf16, h_vpu.op,
-                             h_send.rsvd_104, h_send.rsvd_90,
+                             h_send.rsvd_104, h_send.rsvd_91,
                              h_send.rsvd_76, h_send.rsvd_8, h_send.tie, h_send.op, h_wait.rsvd_96,
                              h_wait.value, h_wait.rsvd_32, h_wait.rsvd_4, h_wait.op};
 
@@ -291,6 +291,7 @@ module tpu_seq
         // the same variant.
         if (h_send.rows == '0 || 32'(h_send.counter) >= NumCnt ||
             (h_send.wait_rows && 32'(h_send.wait_counter) >= NumCnt) ||
+            (h_send.wait_rows && h_send.count_only) ||
             !dst_in_pod(tpu_ici_pkg::ici_coord_t'({h_send.dst_z, h_send.dst_y, h_send.dst_x})))
           chk = ErrBadField;
         else if (!range_ok(h_send.src_row, 32'(h_send.rows), h_send.src_mem ? AmemRows : VmemRows))

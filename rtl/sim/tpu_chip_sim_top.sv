@@ -70,8 +70,8 @@ module tpu_chip_sim_top
   output logic         trc_issue_o,
   output logic [3:0]   trc_op_o,
   output logic [31:0]  trc_idx_o,
-  output logic [1:0]   trc_eng_o,
-  output logic [7:0]   trc_done_o,
+  output logic [2:0]   trc_eng_o,
+  output logic [9:0]   trc_done_o,
   output logic         trc_wait_o,
   output logic [31:0]  viol_count_o,
   // ICI

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <numeric>
 #include <set>
 #include <tuple>
@@ -1005,72 +1004,6 @@ std::size_t PodDriver::granule(const CollectiveSpec& spec) const {
   return lcm(g, 2 * lanes * burst_rows);
 }
 
-namespace {
-
-// The bytes each chip sends through each of its send contexts in `plan`: a transfer leaves
-// through the context of its first hop's port (tpu_ici_eng: +X -X +Y -Y +Z -Z are ports 1..6).
-uint64_t busiest_context(const CollectivePlan& plan) {
-  std::map<std::pair<int, int>, uint64_t> sent;  // (chip, context) -> bytes
-  for (const Step& st : plan.steps) {
-    for (const Transfer& t : st.transfers) {
-      const int port = 1 + 2 * t.route.dim + (t.route.dir < 0 ? 1 : 0);
-      sent[{t.src, (port - 1) % static_cast<int>(kIciSendContexts)}] += plan.transfer_bytes(t);
-    }
-  }
-  uint64_t most = 0;
-  for (const auto& [key, bytes] : sent) most = std::max(most, bytes);
-  return most;
-}
-
-}  // namespace
-
-std::vector<unsigned> PodDriver::part_weights(const CollectiveSpec& spec) const {
-  const Topology& topo = host_.info().topo;
-  const Topology group = spec.group_dims.empty() ? topo : group_topology(topo, spec.group_dims);
-  const std::size_t d = group.active_dims().size();
-  if (spec.algorithm != "torus" || spec.collective != Collective::kAllReduce || d < 3 ||
-      !spec.part_weights.empty())
-    return spec.part_weights;
-  // Cached per pod and group: the search builds a few hundred plans of a proxy buffer.
-  static std::mutex mu;
-  static std::map<std::pair<std::string, std::vector<int>>, std::vector<unsigned>> cache;
-  const auto key = std::make_pair(topo.name(), spec.group_dims);
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    const auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
-  }
-  constexpr unsigned kTotal = 24;
-  CollectiveSpec proxy;
-  proxy.algorithm = "torus";
-  proxy.group_dims = spec.group_dims;
-  proxy.n = static_cast<std::size_t>(kTotal) * 2 * static_cast<std::size_t>(group.num_chips());
-  const auto cost = [&](const std::vector<unsigned>& w) {
-    proxy.part_weights = w;
-    return busiest_context(make_plan(topo, proxy));
-  };
-  const unsigned third = kTotal / 3;
-  std::vector<unsigned> best{third, third, kTotal - 2 * third};
-  uint64_t best_cost = cost(best);
-  unsigned best_spread = 0;
-  for (unsigned a = 1; a + 2 <= kTotal; ++a) {
-    for (unsigned b = 1; a + b + 1 <= kTotal; ++b) {
-      const std::vector<unsigned> w{a, b, kTotal - a - b};
-      const uint64_t c = cost(w);
-      const unsigned spread = std::max({a, b, kTotal - a - b}) - std::min({a, b, kTotal - a - b});
-      if (c < best_cost || (c == best_cost && spread < best_spread)) {
-        best = w;
-        best_cost = c;
-        best_spread = spread;
-      }
-    }
-  }
-  if (best == std::vector<unsigned>{third, third, kTotal - 2 * third}) best.clear();
-  std::lock_guard<std::mutex> lock(mu);
-  cache[key] = best;
-  return best;
-}
-
 PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuffers& bufs,
                               const PodCollectiveOptions& opt) {
   const MachineInfo& mi = host_.info();
@@ -1108,7 +1041,6 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
   PodProgram pp;
   pp.spec = spec_in;
   pp.spec.granule = granule(spec_in);
-  pp.spec.part_weights = part_weights(spec_in);
   const CollectivePlan whole = make_plan(topo, pp.spec);
   if (bufs.in.size() != static_cast<std::size_t>(P) ||
       bufs.out.size() != static_cast<std::size_t>(P))
@@ -1139,23 +1071,22 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
   const std::size_t lag = opt.overlap_rounds && halves(whole) && rows_in_per_cycle >= 1.0 ? 2 : 1;
   const uint32_t max_regions = static_cast<uint32_t>(lag) + 2;
 
-  // VMEM: a token row, then the regions; round r uses region r % regions.
+  // VMEM: the regions; round r uses region r % regions.
   const uint32_t base = opt.vmem_base;
   const uint32_t avail =
       opt.vmem_rows ? opt.vmem_rows : (shape.vmem_rows > base ? shape.vmem_rows - base : 0);
-  if (base + avail > shape.vmem_rows || avail < 1 + max_regions * 8)
+  if (base + avail > shape.vmem_rows || avail < max_regions * 8)
     bad("VMEM rows [" + std::to_string(base) + ", " + std::to_string(base + avail) +
         ") do not fit the chip's " + std::to_string(shape.vmem_rows) + " rows or are too few");
-  const uint32_t token_row = base;
   uint32_t nreg = max_regions, region_rows = 0;  // set per attempt: min(regions, rounds)
   auto set_regions = [&](std::size_t rounds) {
     nreg = static_cast<uint32_t>(
         std::min<std::size_t>(max_regions, std::max<std::size_t>(1, rounds)));
-    region_rows = (avail - 1) / nreg / row_align * row_align;
+    region_rows = avail / nreg / row_align * row_align;
   };
   set_regions(max_regions);
   auto region = [&](std::size_t r) {
-    return base + 1 + static_cast<uint32_t>(r % nreg) * region_rows;
+    return base + static_cast<uint32_t>(r % nreg) * region_rows;
   };
 
   // Rounds: as few as fit a region (or as asked). One attempt lays out every round and emits
@@ -1478,8 +1409,8 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
             tk.kind = Op::kSend;
             tk.step = -1;
             tk.peer = src;
-            tk.cmd = cmd_ici_send(Mem::kVmem, region(q), 1, coord3(src), Mem::kVmem, token_row,
-                                  static_cast<uint32_t>(ctr.get(src, c, kToken)));
+            tk.cmd = cmd_ici_count(Mem::kVmem, region(q), coord3(src),
+                                   static_cast<uint32_t>(ctr.get(src, c, kToken)));
             tk.reads.push_back({region(q), region(q) + 1});
             ops.push_back(tk);
           }
@@ -1489,7 +1420,7 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     pp.progs[static_cast<std::size_t>(c)] =
         schedule(ops, c, ctr, &pp.cmd_step[static_cast<std::size_t>(c)]);
     pp.commands += pp.progs[static_cast<std::size_t>(c)].size();
-    uint32_t used = 1;
+    uint32_t used = 0;
     for (std::size_t r = 0; r < NR; ++r) used = std::max(used, at(r, c).next_row - base);
     pp.vmem_rows_used = std::max(pp.vmem_rows_used, used);
   }

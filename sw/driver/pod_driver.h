@@ -97,13 +97,6 @@ class PodDriver {
   // The granule compile() gives `spec`: granule(dtype), and for a bf16 all-reduce whole bursts in
   // each packed half of a piece (lcm(lanes, 64) on chips of up to 32 lanes).
   std::size_t granule(const CollectiveSpec& spec) const;
-  // The torus part weights compile() gives `spec` (CollectiveSpec::part_weights): a send leaves
-  // through the send context of its first hop (kIciSendContexts, tpu_ici_eng), so on a group of
-  // three active dimensions +X and +Z share a context and -X and -Z another, and equal parts
-  // load those twice as much as the Y contexts. The weights (of 24 in all) whose plan has the
-  // busiest context (bytes a chip sends through it) the least; ties the nearest to equal.
-  // Empty (equal parts) when the spec is not torus, or equal parts are already the best.
-  std::vector<unsigned> part_weights(const CollectiveSpec& spec) const;
 
   // Compiles `spec` (its granule is set here) over the buffers into one program per chip.
   // std::invalid_argument for what cannot run (naming the rule).

@@ -151,6 +151,16 @@ inline ChipCmd cmd_ici_send(Mem src_mem, uint32_t src_row, uint32_t rows,
   }
   return c.encode();
 }
+// ICI_SEND count_only: a token, one CNT_INC packet that adds 1 to counter `counter` of chip dst
+// and writes nothing there. (order_mem, order_row) is read as a one-row range only, so the token
+// goes after the commands that write that row.
+inline ChipCmd cmd_ici_count(Mem order_mem, uint32_t order_row, const std::array<int, 3>& dst,
+                             uint32_t counter) {
+  CmdIciSend c = CmdIciSend::decode(cmd_ici_send(order_mem, order_row, 1, dst, Mem::kVmem, 0,
+                                                 counter));
+  c.count_only = 1;
+  return c.encode();
+}
 // ICI_WAIT: holds issue until counter >= value, then takes value off it.
 inline ChipCmd cmd_ici_wait(uint32_t counter, uint32_t value) {
   CmdIciWait c;

@@ -38,7 +38,7 @@ struct ChipTracePort {
   unsigned op = 0;      // the head's opcode (ChipOp)
   uint32_t index = 0;   // the head's command index (from 0 after reset or clear)
   unsigned eng = 0;     // the ICI send context an ICI_SEND at the head goes to
-  unsigned done = 0;    // done pulses: bit 0 DMA, 1 LOADW, 2 MATMUL, 3 VPU, 4..7 send context
+  unsigned done = 0;    // done pulses: bit 0 DMA, 1 LOADW, 2 MATMUL, 3 VPU, 4..9 send context
   bool wait = false;    // the head is an ICI_WAIT whose counter is short
 };
 

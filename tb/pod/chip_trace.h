@@ -29,7 +29,7 @@ enum class TraceUnit : unsigned {
   kHost = 7,     // host-port copies: first request to the cycle after the last response
 };
 constexpr unsigned kNumTraceUnits = 8;
-constexpr unsigned kTraceSendLanes = 4;    // ICI send contexts
+constexpr unsigned kTraceSendLanes = kIciSendContexts;  // ICI send contexts
 const char* trace_unit_name(TraceUnit u);  // "sequencer", "DMA", "MXU weights", "MXU", ...
 
 // One command (or blocked ICI_WAIT, or host copy) of one chip, in pod cycles.

@@ -723,6 +723,8 @@ TEST(ChipErrors, PerOpcodeStructFieldsReachTheSequencer) {
       {"send dst_x", send([](CmdIciSend& c) { c.dst_x = 1; }), ChipErr::kBadField},
       {"send dst_y", send([](CmdIciSend& c) { c.dst_y = 1; }), ChipErr::kBadField},
       {"send dst_z", send([](CmdIciSend& c) { c.dst_z = 1; }), ChipErr::kBadField},
+      {"send count_only with wait_rows",
+       send([](CmdIciSend& c) { c.count_only = 1; c.wait_rows = 1; }), ChipErr::kBadField},
       {"send src amem", send([](CmdIciSend& c) { c.src_mem = 1; c.src_row = 2047; c.rows = 2; }),
        ChipErr::kAmemRange},
       {"send dst amem", send([](CmdIciSend& c) { c.dst_mem = 1; c.dst_row = 2047; c.rows = 2; }),

@@ -1,0 +1,132 @@
+// The chip's router has two local ports (docs/ici.md "Second local port", docs/chip.md): the ICI
+// engine's +X -X +Y send contexts inject on the first, its -Y +Z -Z contexts on the second, and
+// packets eject on the second when they arrive on the -Y or a Z link. So a chip takes rows from
+// an X link and a Z link at once, and sends rows on both at once, each at a row a cycle: with one
+// local port the 2R rows of two R-row transfers need at least 2R cycles. On a 3x3x3 torus of 4x4
+// chips, links a row wide (a row a cycle): the transfers take well under 2R cycles and land
+// bit-exact. And a count_only ICI_SEND (a token) adds 1 to the destination's counter and writes
+// no row.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "pod.h"
+
+namespace tpu {
+namespace {
+
+constexpr uint32_t kRows = 256;        // rows per transfer
+constexpr uint32_t kSrcRow = 0, kDstRow = 1000;
+constexpr uint64_t kSrcAddr = 0, kDstAddr = 0x40000;
+
+PodParams params() {
+  PodParams p;
+  p.topo = Topology::torus({3, 3, 3});
+  p.variant = "4x4";
+  p.link_latency = 1;
+  return p;  // link_width 0: a whole row a cycle
+}
+
+struct Transfer {
+  int src, dst;
+  uint32_t counter;
+};
+
+// Each transfer: `src` DMAs kRows random rows into VMEM (before the clock starts), sends them to
+// `dst` (rows kDstRow..), which waits for them on `counter`. Returns the cycles from the sends
+// to the last wait; then checks the rows, DMAd back out, bit for bit.
+uint64_t run(const std::vector<Transfer>& ts) {
+  CppPodHost host(params());
+  const uint32_t row_bytes = host.core().shape().cols * 4;
+  const uint32_t seg_bytes = 4 * row_bytes;
+  const uint32_t segs = kRows / 4;
+  const std::size_t n = std::size_t{kRows} * row_bytes;
+  std::vector<std::vector<uint8_t>> in(ts.size(), std::vector<uint8_t>(n));
+  std::mt19937 rng(77);
+  for (std::size_t i = 0; i < ts.size(); ++i) {
+    for (auto& b : in[i]) b = static_cast<uint8_t>(rng());
+    host.backdoor_write(ts[i].src, kSrcAddr + i * n, in[i].data(), n);
+  }
+  for (std::size_t i = 0; i < ts.size(); ++i) {
+    const auto addr = static_cast<uint32_t>(kSrcAddr + i * n);
+    const uint32_t row = kSrcRow + static_cast<uint32_t>(i) * kRows;
+    host.push(ts[i].src,
+              {cmd_dma(DmaDir::kHbmToVmem, false, row, segs, seg_bytes, addr, seg_bytes)});
+  }
+  host.run_until_idle();
+  const uint64_t start = host.cycle();
+  for (std::size_t i = 0; i < ts.size(); ++i) {
+    const PodCoord c = params().topo.coord(ts[i].dst);
+    const uint32_t dst_row = kDstRow + static_cast<uint32_t>(i) * kRows;
+    host.push(ts[i].src, {cmd_ici_send(Mem::kVmem, kSrcRow + static_cast<uint32_t>(i) * kRows,
+                                       kRows, {c[0], c[1], c[2]}, Mem::kVmem, dst_row,
+                                       ts[i].counter)});
+    host.push(ts[i].dst, {cmd_ici_wait(ts[i].counter, kRows)});
+  }
+  host.run_until_idle();
+  const uint64_t cycles = host.cycle() - start;
+  for (std::size_t i = 0; i < ts.size(); ++i) {
+    const auto addr = static_cast<uint32_t>(kDstAddr + i * n);
+    const uint32_t row = kDstRow + static_cast<uint32_t>(i) * kRows;
+    host.push(ts[i].dst,
+              {cmd_dma(DmaDir::kVmemToHbm, false, row, segs, seg_bytes, addr, seg_bytes)});
+    host.run_until_idle();
+    std::vector<uint8_t> out(n);
+    host.backdoor_read(ts[i].dst, addr, out.data(), n);
+    EXPECT_EQ(std::memcmp(in[i].data(), out.data(), n), 0) << "transfer " << i;
+  }
+  for (int c = 0; c < host.num_chips(); ++c) EXPECT_EQ(host.status(c).err, 0u) << "chip " << c;
+  return cycles;
+}
+
+// Chips 1 = (1,0,0) and 9 = (0,0,1) both send to chip 0: rows arrive on its +X and +Z links.
+TEST(PodLocalPorts, AChipTakesRowsFromAnXAndAZLinkAtOnce) {
+  const uint64_t one = run({{1, 0, 3}});
+  const uint64_t two = run({{1, 0, 3}, {9, 0, 4}});
+  EXPECT_LT(two, kRows + kRows / 4) << "one transfer " << one;
+  EXPECT_LE(two, one + 8);
+}
+
+// Chip 0 sends to chips 1 and 9: its +X and +Z send contexts inject on the two local ports.
+TEST(PodLocalPorts, AChipSendsOnAnXAndAZLinkAtOnce) {
+  const uint64_t one = run({{0, 1, 3}});
+  const uint64_t two = run({{0, 1, 3}, {0, 9, 4}});
+  EXPECT_LT(two, kRows + kRows / 4) << "one transfer " << one;
+  EXPECT_LE(two, one + 8);
+}
+
+// X and Y share the first local port: two transfers from +X and +Y take twice one's rows.
+TEST(PodLocalPorts, XAndYShareTheFirstPort) {
+  const uint64_t two = run({{1, 0, 3}, {3, 0, 4}});
+  EXPECT_GE(two, 2 * kRows);
+}
+
+// A token (count_only) from chip 1 to chip 0: chip 0's wait passes, one flit crossed the link,
+// and the destination row it names is not written.
+TEST(PodLocalPorts, ACountOnlySendAddsOneAndWritesNothing) {
+  CppPodHost host(params());
+  const uint32_t row_bytes = host.core().shape().cols * 4;
+  std::vector<uint8_t> before(4 * row_bytes), after(4 * row_bytes, 0);
+  for (std::size_t i = 0; i < before.size(); ++i) before[i] = static_cast<uint8_t>(i * 7 + 1);
+  host.backdoor_write(0, kSrcAddr, before.data(), before.size());
+  host.push(0, {cmd_dma(DmaDir::kHbmToVmem, false, 0, 1, 4 * row_bytes, kSrcAddr, 4 * row_bytes)});
+  host.run_until_idle();
+  uint64_t flits_before = 0;
+  for (const LinkStat& l : host.link_stats()) flits_before += l.flits;
+  host.push(1, {cmd_ici_count(Mem::kVmem, 0, {0, 0, 0}, 6)});
+  host.push(0, {cmd_ici_wait(6, 1),
+                cmd_dma(DmaDir::kVmemToHbm, false, 0, 1, 4 * row_bytes, kDstAddr, 4 * row_bytes)});
+  host.run_until_idle(5000);
+  uint64_t flits = 0;
+  for (const LinkStat& l : host.link_stats()) flits += l.flits;
+  EXPECT_EQ(flits - flits_before, 1u);
+  host.backdoor_read(0, kDstAddr, after.data(), after.size());
+  EXPECT_EQ(before, after);
+  for (int c = 0; c < host.num_chips(); ++c) EXPECT_EQ(host.status(c).err, 0u) << "chip " << c;
+}
+
+}  // namespace
+}  // namespace tpu
