@@ -301,7 +301,7 @@ module tpu_ici_eng
   // ---------------------------------------------------------------------------------------------
   logic [LP-1:0]       inc;
   logic [LP-1:0][7:0]  inc_id;  // inc[l]: a received row (or CNT_INC) adds 1 to counter inc_id[l]
-  logic [LP-1:0][1:0]  unused_hdr;
+  logic [LP-1:0]       unused_hdr;
   for (genvar l = 0; l < LP; l++) begin : gen_rx
     logic [PortVcs-1:0] in_pkt_q, rx_mem_q, rx_write_q;
     logic [15:0]        rx_row_q [PortVcs];
@@ -317,7 +317,7 @@ module tpu_ici_eng
     assign ej_hdr     = ici_hdr_t'(ej_flit_i[l][$bits(ici_hdr_t)-1:0]);
     assign in_pkt     = in_pkt_q[v];
     assign rx_flit_o[l] = ej_valid_i[l];
-    assign unused_hdr[l] = {^{ej_hdr.tie, ej_hdr.src, ej_hdr.dst, ej_hdr.len}, 1'b0};
+    assign unused_hdr[l] = ^{ej_hdr.tie, ej_hdr.src, ej_hdr.dst, ej_hdr.len};
 
     // A body flit of a WRITE packet writes its row.
     assign vmem_we_o[l] = ej_valid_i[l] && !ej_head && in_pkt_q[v] && rx_write_q[v] &&
