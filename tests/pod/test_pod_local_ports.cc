@@ -45,37 +45,36 @@ uint64_t run(const std::vector<Transfer>& ts) {
   const uint32_t segs = kRows / 4;
   const std::size_t n = std::size_t{kRows} * row_bytes;
   std::vector<std::vector<uint8_t>> in(ts.size(), std::vector<uint8_t>(n));
+  // Transfer i: its rows at src_row(i) and dst_row(i), its HBM bytes at src_addr(i), dst_addr(i).
+  const auto src_row = [](std::size_t i) { return kSrcRow + static_cast<uint32_t>(i) * kRows; };
+  const auto dst_row = [](std::size_t i) { return kDstRow + static_cast<uint32_t>(i) * kRows; };
+  const auto src_addr = [n](std::size_t i) { return static_cast<uint32_t>(kSrcAddr + i * n); };
+  const auto dst_addr = [n](std::size_t i) { return static_cast<uint32_t>(kDstAddr + i * n); };
+  const auto dma = [&](int chip, DmaDir dir, uint32_t row, uint32_t addr) {
+    host.push(chip, {cmd_dma(dir, false, row, segs, seg_bytes, addr, seg_bytes)});
+  };
   std::mt19937 rng(77);
   for (std::size_t i = 0; i < ts.size(); ++i) {
     for (auto& b : in[i]) b = static_cast<uint8_t>(rng());
-    host.backdoor_write(ts[i].src, kSrcAddr + i * n, in[i].data(), n);
+    host.backdoor_write(ts[i].src, src_addr(i), in[i].data(), n);
   }
-  for (std::size_t i = 0; i < ts.size(); ++i) {
-    const auto addr = static_cast<uint32_t>(kSrcAddr + i * n);
-    const uint32_t row = kSrcRow + static_cast<uint32_t>(i) * kRows;
-    host.push(ts[i].src,
-              {cmd_dma(DmaDir::kHbmToVmem, false, row, segs, seg_bytes, addr, seg_bytes)});
-  }
+  for (std::size_t i = 0; i < ts.size(); ++i)
+    dma(ts[i].src, DmaDir::kHbmToVmem, src_row(i), src_addr(i));
   host.run_until_idle();
   const uint64_t start = host.cycle();
   for (std::size_t i = 0; i < ts.size(); ++i) {
     const PodCoord c = params().topo.coord(ts[i].dst);
-    const uint32_t dst_row = kDstRow + static_cast<uint32_t>(i) * kRows;
-    host.push(ts[i].src, {cmd_ici_send(Mem::kVmem, kSrcRow + static_cast<uint32_t>(i) * kRows,
-                                       kRows, {c[0], c[1], c[2]}, Mem::kVmem, dst_row,
-                                       ts[i].counter)});
+    host.push(ts[i].src, {cmd_ici_send(Mem::kVmem, src_row(i), kRows, {c[0], c[1], c[2]},
+                                       Mem::kVmem, dst_row(i), ts[i].counter)});
     host.push(ts[i].dst, {cmd_ici_wait(ts[i].counter, kRows)});
   }
   host.run_until_idle();
   const uint64_t cycles = host.cycle() - start;
   for (std::size_t i = 0; i < ts.size(); ++i) {
-    const auto addr = static_cast<uint32_t>(kDstAddr + i * n);
-    const uint32_t row = kDstRow + static_cast<uint32_t>(i) * kRows;
-    host.push(ts[i].dst,
-              {cmd_dma(DmaDir::kVmemToHbm, false, row, segs, seg_bytes, addr, seg_bytes)});
+    dma(ts[i].dst, DmaDir::kVmemToHbm, dst_row(i), dst_addr(i));
     host.run_until_idle();
     std::vector<uint8_t> out(n);
-    host.backdoor_read(ts[i].dst, addr, out.data(), n);
+    host.backdoor_read(ts[i].dst, dst_addr(i), out.data(), n);
     EXPECT_EQ(std::memcmp(in[i].data(), out.data(), n), 0) << "transfer " << i;
   }
   for (int c = 0; c < host.num_chips(); ++c) EXPECT_EQ(host.status(c).err, 0u) << "chip " << c;
