@@ -990,6 +990,29 @@ bool halves(const CollectivePlan& plan) {
   return true;
 }
 
+// With overlapped rounds: how many steps after round r's second half (its all-gather) round
+// r + 1's first half starts, in issue order. 0 where the VPU reduces rows as fast as a
+// reduce-scatter step brings them on every link. Where it cannot (a 3D torus brings 1.5 rows a
+// cycle), side by side step for step the VPU paces round r + 1's first, largest reduce-scatter
+// steps while the links are half idle, and then carry round r's last, largest all-gather steps
+// with the VPU idle. So round r + 1 starts one step before round r's largest all-gather steps,
+// which then run beside its largest reduce-scatter steps (4x4x4, 1 MiB: 26 015 -> 24 946 cycles;
+// docs/pod.md, "Overlapped rounds").
+std::size_t half_offset(const CollectivePlan& plan, double rows_in_per_cycle) {
+  const std::size_t H = plan.steps.size() / 2;
+  if (rows_in_per_cycle <= 1.0 || H == 0) return 0;
+  auto elems = [](const Step& s) {
+    std::size_t n = 0;
+    for (const Transfer& t : s.transfers) n += t.count;
+    return n;
+  };
+  std::size_t most = 0;
+  for (std::size_t k = H; k < 2 * H; ++k) most = std::max(most, elems(plan.steps[k]));
+  std::size_t first = H;  // the first all-gather step of at least half the largest one's size
+  while (2 * elems(plan.steps[first]) < most) ++first;
+  return first > H ? first - H - 1 : 0;
+}
+
 // The most links one chip receives on in one step of a plan (distinct routes into it).
 int links_at_once(const CollectivePlan& plan) {
   int most = 0;
@@ -1083,6 +1106,7 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
   const double rows_in_per_cycle =
       links_at_once(whole) * mi.link_bytes_per_cycle / (static_cast<double>(L) * 4.0);
   const std::size_t lag = opt.overlap_rounds && halves(whole) && rows_in_per_cycle >= 1.0 ? 2 : 1;
+  const std::size_t offset = lag == 2 ? half_offset(whole, rows_in_per_cycle) : 0;
   const uint32_t max_regions = static_cast<uint32_t>(lag) + 2;
 
   // VMEM: the regions; round r uses region r % regions.
@@ -1128,7 +1152,8 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     st.clear();
     ctr = Counters(P, static_cast<int>(opt.counter_base), ctr_count);
     // Steps are numbered across rounds (the scheduler's deadlock rule); overlapped rounds
-    // share numbers: round r's step H + j is round r + 1's step j (H = half a round's steps).
+    // share numbers: round r's step H + offset + j is round r + 1's step j (H = half a round's
+    // steps).
     StepNumbers num;
     for (std::size_t r = 0; r < pp.rounds.size(); ++r) {
       const CollectivePlan& plan = pp.rounds[r].plan;
@@ -1164,7 +1189,7 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
         num.round = static_cast<int>(r);
         num.late_from = lag == 2 ? plan.steps.size() / 2 : plan.steps.size();
         emit_transfers(plan, pc, packed_of(r), block_rows, num, rs, ctr);
-        num.step_base += static_cast<int>(plan.steps.size() / lag);
+        num.step_base += static_cast<int>(plan.steps.size() / lag + offset);
         num.plan_base += static_cast<int>(plan.steps.size());
         // Staging rows, at the region's end, for the bf16 outputs not stored as they are.
         for (int c = 0; c < P; ++c) {
