@@ -577,6 +577,7 @@ module tpu_chip
     .wait_i        (c_send.wait_rows),
     .wait_cnt_id_i (c_send.wait_counter[$clog2(IciNumCnt)-1:0]),
     .count_only_i  (c_send.count_only),
+    .early_head_i  (c_send.early_head),
     .done_o        (ici_done),
     .busy_o        (ici_busy),
     .rd_mem_o      (ici_rd_mem),
@@ -931,7 +932,7 @@ module tpu_chip
                          c_mm.rsvd_5, c_mm.op, c_vpu.rsvd_120, c_vpu.rsvd_98, c_vpu.op,
                          c_vpu.x_counter[7:$clog2(IciNumCnt)],
                          c_vpu.sig_counter[7:$clog2(IciNumCnt)], c_send.rsvd_104,
-                         c_send.wait_counter[7:$clog2(IciNumCnt)], c_send.rsvd_91,
+                         c_send.wait_counter[7:$clog2(IciNumCnt)], c_send.rsvd_92,
                          c_send.wait_local, c_send.rsvd_76, c_send.rsvd_8, c_send.op,
                          c_wait.rsvd_96, c_wait.rsvd_32, c_wait.rsvd_4, c_wait.op,
                          c_wait.counter[15:$clog2(IciNumCnt)], c_dma.op};

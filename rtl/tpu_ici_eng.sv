@@ -17,12 +17,16 @@
 // tie = the hint) and one flit per row (the whole row in data). A send with count_only
 // (`count_only_i`) sends no rows: one head-and-tail flit, ptype CNT_INC (a token that adds 1 to
 // counter cnt there). A send with wait_rows (`wait_i`) sends each row only once this chip's counter
-// `wait_cnt_id_i` is >= 1 and takes 1 off it as the row goes (its head waits for the first row
-// too): it forwards rows while they still arrive, or while the VPU still writes them
-// (tpu_vpu_unit's sig). Every cycle, on each local port, one of its contexts whose local VC has
-// room and whose next flit may go sends one flit (round robin), reading its row through the port's
-// memory read port; done_o[e] pulses in the cycle context e's last flit is taken (the source rows
-// are read by then; the remote memory is written later, signalled there by the counter).
+// `wait_cnt_id_i` is >= 1 and takes 1 off it as the row goes: it forwards rows while they still
+// arrive, or while the VPU still writes them (tpu_vpu_unit's sig). Its head waits for the first
+// row too, but with early_head (`early_head_i`) it goes at once, so a forwarded row does not pay
+// the head's cycles on each link of a chain of forwards (a 4 KiB all-reduce on a 4x4: 255 -> 247
+// cycles); the head then holds the VCs on its way until its rows come, which only the driver can
+// tell is safe (no other packet crosses those links). Every cycle, on each local port, one of its
+// contexts whose local VC has room and whose next flit may go sends one flit (round robin),
+// reading its row through the port's memory read port; done_o[e] pulses in the cycle context
+// e's last flit is taken (the source rows are read by then; the remote memory is written later,
+// signalled there by the counter).
 // Receive: every packet ejected by the router, on either local port, is taken at once
 // (ej_ready_o is always 1), with a packet state per port and ejection VC (the router
 // interleaves packets of different VCs), through the port's memory write port. A WRITE writes
@@ -81,6 +85,7 @@ module tpu_ici_eng
   input  logic             wait_i,      // wait_rows: each row waits for counter wait_cnt_id_i
   input  logic [CntW-1:0]  wait_cnt_id_i,
   input  logic             count_only_i, // no rows: one CNT_INC packet (adds 1 to cnt_i there)
+  input  logic             early_head_i, // with wait_i: the head goes before the first row
   output logic [NumEng-1:0] done_o,
   output logic [NumEng-1:0] busy_o,
   // source rows: one read port per local port
@@ -125,7 +130,7 @@ module tpu_ici_eng
   // ---------------------------------------------------------------------------------------------
   // Send contexts
   // ---------------------------------------------------------------------------------------------
-  logic [NumEng-1:0] busy_q, need_head_q, src_mem_q, dst_mem_q, wait_q, only_q, may_go;
+  logic [NumEng-1:0] busy_q, need_head_q, src_mem_q, dst_mem_q, wait_q, only_q, early_q, may_go;
   logic [CntW-1:0]   wcnt_q [NumEng];
   logic [15:0]       row_q [NumEng];
   logic [15:0]       left_q [NumEng];
@@ -155,13 +160,14 @@ module tpu_ici_eng
     logic       wait_rows;
     logic [CntW-1:0] wait_cnt;
     logic       count_only;
+    logic       early_head;
   } send_t;
   send_t             q_in;
   send_t             q_out [NumEng];
   logic [NumEng-1:0] q_empty, q_full, q_push, q_pop;
   assign q_in = '{src_mem: src_mem_i, src_row: src_row_i, rows: rows_i, dst_mem: dst_mem_i,
                   dst_row: dst_row_i, dst: dst_i, tie: tie_i, cnt: cnt_i, wait_rows: wait_i,
-                  wait_cnt: wait_cnt_id_i, count_only: count_only_i};
+                  wait_cnt: wait_cnt_id_i, count_only: count_only_i, early_head: early_head_i};
   for (genvar e = 0; e < NumEng; e++) begin : gen_q
     logic [$clog2(SendQ+1)-1:0] unused_count;
     assign q_push[e] = start_i && eng_o == EngW'(e);
@@ -183,9 +189,10 @@ module tpu_ici_eng
   end
   assign ready_o = !q_full[eng_o];
 
-  // Per local port, round robin over its contexts with a flit that may go (a wait_rows send:
-  // its next row is counted, for its head too) and room in their local VC. (Two sends on one
-  // counter would both see its last row: the driver gives a counter one consumer at a time.)
+  // Per local port, round robin over its contexts with a flit that may go (a wait_rows send: its
+  // next row is counted, for its head too unless early_head) and room in their local VC. (Two
+  // sends on one counter would both see its last row: the driver gives a counter one consumer at
+  // a time.)
   logic [31:0] cnt_val_q [NumCnt];
   logic [LP-1:0][EngW-1:0] sel;
   logic [LP-1:0]           any, send_take;  // send_take: a wait_rows send's row goes
@@ -193,7 +200,8 @@ module tpu_ici_eng
   logic [LP-1:0][15:0]     first_rows;  // per port: the rows of the packet its pick's head opens
   for (genvar e = 0; e < NumEng; e++) begin : gen_may_go
     assign may_go[e] = busy_q[e] && inj_vc_ready_i[e / PortCtx][e % PortCtx] &&
-                       (!wait_q[e] || cnt_val_q[wcnt_q[e]] != '0);
+                       (!wait_q[e] || (need_head_q[e] && early_q[e]) ||
+                        cnt_val_q[wcnt_q[e]] != '0);
   end
   for (genvar l = 0; l < LP; l++) begin : gen_port
     localparam int unsigned First = l * PortCtx;
@@ -245,6 +253,7 @@ module tpu_ici_eng
       dst_mem_q   <= '0;
       wait_q      <= '0;
       only_q      <= '0;
+      early_q     <= '0;
       for (int unsigned l = 0; l < LP; l++) rr_q[l] <= EngW'(l * PortCtx);
       for (int unsigned e = 0; e < NumEng; e++) begin
         row_q[e]      <= '0;
@@ -291,6 +300,7 @@ module tpu_ici_eng
           wait_q[e]      <= q_out[e].wait_rows;
           wcnt_q[e]      <= q_out[e].wait_cnt;
           only_q[e]      <= q_out[e].count_only;
+          early_q[e]     <= q_out[e].early_head;
         end
       end
     end

@@ -37,6 +37,13 @@ struct PodCollectiveOptions {
   // that one chip may start the next while another still runs the previous one.
   uint32_t counter_base = 0;
   uint32_t counter_count = 0;
+  // A forwarding send's head goes before its first row (ICI_SEND early_head) where every
+  // transfer of the plan is to a neighbour: a chain of forwards pays no head per link (4x4, 4
+  // KiB: 255 -> 247 cycles). Only for a program whose packets are the only ones on the links
+  // while it runs: the heads hold their VCs until their rows come, and another program's
+  // packets crossing those links could wait behind them for rows they themselves bring (a
+  // deadlock). Streams of several collectives (sharded matmul, the training step) turn it off.
+  bool early_heads = true;
   // Host-vector run() only: HBM bytes from here (64-byte aligned) hold the in and out buffers,
   // and whether inputs come in and outputs go out through the backdoor (no simulated time) or
   // through the host ports (all chips at once).
@@ -136,8 +143,11 @@ PodDriver::ProgramLabels step_labels(const PodProgram& pp, const std::string& na
 // each spread evenly over the whole: command i of a goes at i / |a| of the way, command j of b
 // at j / |b|, so the shorter program runs stretched over the longer one's time and neither waits
 // long behind the other in the chip's in-order queue (bench_pod overlap: 1.22 of the longer
-// alone, against 1.31 when each kept its own pace).
+// alone, against 1.31 when each kept its own pace). Where both send over ICI, no send of the
+// result has early_head (one's packets could cross links where the other's heads wait).
 std::vector<ChipCmd> merge_programs(const std::vector<ChipCmd>& a, const std::vector<ChipCmd>& b);
+// Sets early_head on the program's wait_rows sends (on), or clears it on every send.
+void set_early_heads(std::vector<ChipCmd>& prog, bool on);
 // The order merge_programs takes commands in: true for the next of a, false for the next of b.
 std::vector<bool> merge_order(std::size_t na, std::size_t nb);
 

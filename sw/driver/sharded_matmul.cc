@@ -334,6 +334,7 @@ std::vector<std::vector<ChipCmd>> ShardedMatmul::programs(
     o.vmem_rows = share;
     o.counter_base = static_cast<uint32_t>(i * kIciCounters / ncoll);
     o.counter_count = static_cast<uint32_t>(kIciCounters / ncoll);
+    o.early_heads = false;  // several collectives in one stream (PodCollectiveOptions)
     cp.push_back(pd.compile(coll_[i].spec, coll_[i].bufs, o));
   }
   rounds_.clear();

@@ -179,6 +179,7 @@ DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOpti
     o.vmem_rows = share;
     o.counter_count = kIciCounters / 3;
     o.counter_base = static_cast<uint32_t>(slot) * o.counter_count;
+    o.early_heads = false;  // several collectives in one stream (PodCollectiveOptions)
     cp.push_back(pd.compile(cs, bufs, o));
   };
   uint16_t model_phase = 0;

@@ -252,6 +252,57 @@ INSTANTIATE_TEST_SUITE_P(Fake, PodPrograms,
                            return std::string(i.param.name);
                          });
 
+// early_head (a forwarding send's head before its first row) only where no other packet crosses
+// the links: every transfer to a neighbour (a 4x4 torus), never on a 3x3 mesh (a ring's wrap
+// crosses the chips between), never when turned off, and never in two merged programs that
+// both send. Counts the early heads of a compiled all-reduce.
+std::size_t early_heads(const std::vector<std::vector<ChipCmd>>& progs) {
+  std::size_t n = 0;
+  for (const auto& prog : progs)
+    for (const ChipCmd& k : prog) {
+      if (k.op() != ChipOp::kIciSend) continue;
+      const CmdIciSend s = CmdIciSend::decode(k);
+      EXPECT_TRUE(!s.early_head || s.wait_rows) << "early_head without wait_rows";
+      n += s.early_head;
+    }
+  return n;
+}
+
+PodProgram compile_all_reduce(const Topology& topo, bool early) {
+  FakeHostPort port(topo, "16x16");
+  PodDriver drv(port);
+  CollectiveSpec s;
+  s.collective = Collective::kAllReduce;
+  s.n = 1024;
+  s.algorithm = "torus";
+  CollectiveBuffers b;
+  for (int i = 0; i < topo.num_chips(); ++i) {
+    b.in.push_back(1 << 20);
+    b.out.push_back(2 << 20);
+  }
+  PodCollectiveOptions o;
+  o.early_heads = early;
+  return drv.compile(s, b, o);
+}
+
+TEST(EarlyHeads, OnlyWhereNoOtherPacketCrossesTheLinks) {
+  const PodProgram t44 = compile_all_reduce(Topology::torus({4, 4}), true);
+  EXPECT_GT(early_heads(t44.progs), 0u);
+  EXPECT_EQ(early_heads(compile_all_reduce(Topology::torus({4, 4}), false).progs), 0u);
+  const PodProgram m33 = compile_all_reduce(Topology::mesh({3, 3}), true);
+  bool far = false;  // the mesh's plan does send past a neighbour
+  for (const CollectiveRound& r : m33.rounds)
+    for (const Step& st : r.plan.steps)
+      for (const Transfer& t : st.transfers) far = far || t.route.hops > 1;
+  EXPECT_TRUE(far);
+  EXPECT_EQ(early_heads(m33.progs), 0u);
+  // Merged with a program that does not send (a matmul's), the heads stay early; with one that
+  // sends, none is.
+  const std::vector<ChipCmd> quiet{cmd_ici_wait(0, 0)};
+  EXPECT_EQ(early_heads({merge_programs(t44.progs[0], quiet)}), early_heads({t44.progs[0]}));
+  EXPECT_EQ(early_heads({merge_programs(t44.progs[0], t44.progs[1])}), 0u);
+}
+
 // The matmul's program on a fake port: built without RTL, it reads and writes only its matrices
 // and stays below vmem_rows_limit.
 TEST(ChipPrograms, MatmulStaysInItsMatricesAndItsVmemRows) {

@@ -225,7 +225,10 @@ TEST(TpusimFaults, LinkBitErrorsAreRetransmittedAndReported) {
 // tokens became one-flit CNT_INC sends (count_only) and the 3D torus's parts equal again: 2041
 // -> 2032, 2036 -> 2032, 1900 -> 1896, 4x4 670 -> 629, 4x4x4 896 -> 740 (589440 -> 583680
 // bytes: equal parts cut at other granules); then, waits placed as late as they may go, the
-// 4x4 629 -> 630.
+// 4x4 629 -> 630. And when a forwarding send's head went before its first row (early_head, on
+// plans of neighbours only) and the last round's stores went behind the sends that follow them:
+// 4x4 630 -> 627, 4x4x4 740 -> 731, the pod job 1896 -> 1898 (the early heads alone; not
+// traced further), the 2x2 unchanged.
 struct Pinned {
   std::string args;
   const char* cycles;
@@ -253,16 +256,16 @@ TEST(TpusimFaults, NoLinkFaultsSameCyclesAsBeforeTheLinkLayer2x2) {
        "\"total_bytes\": 399360,"},
       {"allreduce --config " + k2x2 + " --bytes 65536", "\"cycles\": 2032,",
        "\"total_bytes\": 399360,"},
-      {"pod --config " + k2x2 + " --engine cpp", "\"cycles\": 1896,", "\"total_bytes\": 104448,"},
+      {"pod --config " + k2x2 + " --engine cpp", "\"cycles\": 1898,", "\"total_bytes\": 104448,"},
   });
 }
 
 TEST(TpusimFaults, NoLinkFaultsSameCyclesAsBeforeTheLinkLayer4x4And4x4x4) {
   expect_pinned({
       {"allreduce --config " + kSrc + "/configs/pod_4x4.yaml --engine cpp --bytes 16384",
-       "\"cycles\": 630,", "\"total_bytes\": 540672,"},
+       "\"cycles\": 627,", "\"total_bytes\": 540672,"},
       {"allreduce --config " + kSrc + "/configs/pod_4x4x4.yaml --engine cpp --bytes 4096",
-       "\"cycles\": 740,", "\"total_bytes\": 583680,"},
+       "\"cycles\": 731,", "\"total_bytes\": 583680,"},
   });
 }
 
