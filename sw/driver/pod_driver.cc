@@ -1046,6 +1046,16 @@ std::size_t half_offset(const CollectivePlan& plan, double rows_in_per_cycle) {
   return first > H ? first - H - 1 : 0;
 }
 
+// Whether every transfer of a plan goes to a neighbour: then no packet crosses a chip on its
+// way, and a forwarding send's head may go before its first row (early_head) without holding a
+// VC that another packet needs (on a line, a ring's wrap crosses the chips between).
+bool neighbours_only(const CollectivePlan& plan) {
+  for (const Step& st : plan.steps)
+    for (const Transfer& t : st.transfers)
+      if (t.route.hops != 1) return false;
+  return true;
+}
+
 // The most links one chip receives on in one step of a plan (distinct routes into it).
 int links_at_once(const CollectivePlan& plan) {
   int most = 0;
@@ -1140,6 +1150,7 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
       links_at_once(whole) * mi.link_bytes_per_cycle / (static_cast<double>(L) * 4.0);
   const std::size_t lag = opt.overlap_rounds && halves(whole) && rows_in_per_cycle >= 1.0 ? 2 : 1;
   const std::size_t offset = lag == 2 ? half_offset(whole, rows_in_per_cycle) : 0;
+  const bool early = opt.early_heads && neighbours_only(whole);
   const uint32_t max_regions = static_cast<uint32_t>(lag) + 2;
 
   // VMEM: the regions; round r uses region r % regions.
@@ -1396,15 +1407,6 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     return v.ops();
   };
 
-  // Every transfer to a neighbour: no packet crosses a chip on its way, so a forwarding send's
-  // head may go before its first row (early_head) without holding a VC that another packet
-  // needs (on a line, a ring's wrap crosses the chips between).
-  bool neighbours_only = true;
-  for (const CollectiveRound& rd : pp.rounds)
-    for (const Step& step : rd.plan.steps)
-      for (const Transfer& t : step.transfers)
-        neighbours_only = neighbours_only && t.route.hops == 1;
-
   // The programs: every command of a chip as an op with the rows it reads and writes, in
   // program order, then one scheduling pass that moves each send up to just after the last op
   // it depends on, across round boundaries too: the next round's first blocks are on the links
@@ -1500,8 +1502,7 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
     add(store(NR - 1, c));
     pp.progs[static_cast<std::size_t>(c)] =
         schedule(ops, c, ctr, &pp.cmd_step[static_cast<std::size_t>(c)], opt.overlap_rounds);
-    if (opt.early_heads && neighbours_only)
-      set_early_heads(pp.progs[static_cast<std::size_t>(c)], true);
+    if (early) set_early_heads(pp.progs[static_cast<std::size_t>(c)], true);
     pp.commands += pp.progs[static_cast<std::size_t>(c)].size();
     uint32_t used = 0;
     for (std::size_t r = 0; r < NR; ++r) used = std::max(used, at(r, c).next_row - base);

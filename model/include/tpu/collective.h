@@ -122,8 +122,8 @@ struct CollectiveSpec {
   // torus only: the relative sizes of its d parts (part k takes the dimensions from the k-th
   // active one of the group on), one weight of 1..65536 per active dimension; part k holds
   // elements [floor(n W_<k / W), floor(n W_<=k / W)). Empty: equal parts (the chunking rule). A
-  // driver whose chips send some directions through one queue balances those queues with it
-  // (PodDriver::part_weights).
+  // driver whose chips send some directions through one queue could balance those queues with
+  // it; the pod driver needs none (a send context per link direction) and leaves it empty.
   std::vector<unsigned> part_weights;
 };
 
