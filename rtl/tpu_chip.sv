@@ -176,7 +176,7 @@ module tpu_chip
   logic       vpu_start, vpu_ready, vpu_done, vpu_busy;
   logic       ici_start, ici_ready, wait_ok, wait_take, wait_block;
   logic [2:0] ici_eng;
-  logic [IciSendContexts-1:0] ici_done, ici_busy;
+  logic [IciSendContexts-1:0] ici_done, ici_in, ici_busy;
   logic [3:0] retired;
   logic       seq_issue;
   logic [31:0] seq_idx;
@@ -222,6 +222,7 @@ module tpu_chip
     .ici_ready_i(ici_ready),
     .ici_eng_i  (ici_eng),
     .ici_done_i (ici_done),
+    .ici_in_i   (ici_in),
     .wait_ok_i  (wait_ok),
     .wait_take_o(wait_take),
     .topo_i     (ici_topo_i),
@@ -579,6 +580,7 @@ module tpu_chip
     .count_only_i  (c_send.count_only),
     .early_head_i  (c_send.early_head),
     .done_o        (ici_done),
+    .in_o          (ici_in),
     .busy_o        (ici_busy),
     .rd_mem_o      (ici_rd_mem),
     .rd_addr_o     (ici_rd_addr),

@@ -2,9 +2,11 @@
 // local ports of the chip's ICI router (docs/isa.md ICI_SEND / ICI_WAIT, docs/pod.md).
 //
 // Send (ICI_SEND): NumEng send contexts, one per local VC of the router's local ports (context e:
-// local port e / PortCtx, VC e % PortCtx; six contexts: +X -X +Y on port 0, -Y +Z -Z on port 1, so
-// each port feeds three links). A send's context is set by the first hop of its route (ici_route:
-// +X -X +Y -Y +Z -Z -> (port - 1) % NumEng, the chip itself -> 0), so sends to one destination
+// local port e / PortCtx, VC e % PortCtx; six contexts: +X +Y +Z on port 0, -X -Y -Z on port 1, so
+// each port feeds three links and a dimension's two links never share one: on a ring or a 2D
+// torus the links split evenly over the ports). A send's context is set by the first hop of its
+// route (ici_route: +X +Y +Z -> 0 1 2, -X -Y -Z -> 3 4 5, the chip itself -> 0; ctx_of), so
+// sends to one destination
 // (with one tie hint) always use one context and one local VC and arrive in order, and sends
 // towards different links run side by side. A send's tie hint `tie_i` (ICI_SEND flags[3:2]) picks
 // the way of a tie (distance k/2 on a ring, every hop of a 2-ring): here for its first hop, and at
@@ -26,7 +28,10 @@
 // contexts whose local VC has room and whose next flit may go sends one flit (round robin),
 // reading its row through the port's memory read port; done_o[e] pulses in the cycle context
 // e's last flit is taken (the source rows are read by then; the remote memory is written later,
-// signalled there by the counter).
+// signalled there by the counter). in_o[e] pulses once for context e's wait_rows send, in the
+// first cycle its counter holds every row it has still to send: its rows are all in memory, and
+// the sequencer lets later readers of them go (a store of forwarded rows need not wait while
+// the send waits for its link).
 // Receive: every packet ejected by the router, on either local port, is taken at once
 // (ej_ready_o is always 1), with a packet state per port and ejection VC (the router
 // interleaves packets of different VCs), through the port's memory write port. A WRITE writes
@@ -87,6 +92,7 @@ module tpu_ici_eng
   input  logic             count_only_i, // no rows: one CNT_INC packet (adds 1 to cnt_i there)
   input  logic             early_head_i, // with wait_i: the head goes before the first row
   output logic [NumEng-1:0] done_o,
+  output logic [NumEng-1:0] in_o,  // context e's wait_rows send has all its rows (once a send)
   output logic [NumEng-1:0] busy_o,
   // source rows: one read port per local port
   output logic [LP-1:0]            rd_mem_o,
@@ -131,6 +137,7 @@ module tpu_ici_eng
   // Send contexts
   // ---------------------------------------------------------------------------------------------
   logic [NumEng-1:0] busy_q, need_head_q, src_mem_q, dst_mem_q, wait_q, only_q, early_q, may_go;
+  logic [NumEng-1:0] in_q;  // in_o has pulsed for the context's send
   logic [CntW-1:0]   wcnt_q [NumEng];
   logic [15:0]       row_q [NumEng];
   logic [15:0]       left_q [NumEng];
@@ -141,11 +148,16 @@ module tpu_ici_eng
   logic [7:0]        cnt_q [NumEng];
   ici_route_t        first_hop;
 
+  // Link port p (1..6: +X -X +Y -Y +Z -Z) -> context: the + links 0..2, the - links 3..5, so the
+  // two links of every dimension inject on different local ports.
+  function automatic int unsigned ctx_of(int unsigned p);
+    return ((p - 1) % 2) * PortCtx + (p - 1) / 2;
+  endfunction
   // The context of a destination: its first hop's link (the chip itself: 0), with the send's hint
   // (the router's local input routes the head by the same hint, so they agree).
   assign first_hop = ici_route(me_i, dst_i, topo_i, tie_i);
   assign eng_o     = (first_hop.port == PORT_LOCAL) ? '0
-                     : EngW'((32'(first_hop.port) - 32'd1) % NumEng);
+                     : EngW'(ctx_of(32'(first_hop.port)) % NumEng);
 
   // Per context, the sends waiting for it.
   typedef struct packed {
@@ -238,6 +250,12 @@ module tpu_ici_eng
     assign first_rows[l]  = pkt_rows;
   end
   assign busy_o = busy_q;
+  // A wait_rows send whose counter holds every row it has still to send: its rows are all in
+  // memory (one consumer per counter, rows counted in the order it sends them), so the sequencer
+  // lets later readers of those rows go, while the send itself may still wait for its link.
+  for (genvar e = 0; e < NumEng; e++) begin : gen_in
+    assign in_o[e] = busy_q[e] && wait_q[e] && !in_q[e] && cnt_val_q[wcnt_q[e]] >= 32'(left_q[e]);
+  end
   always_comb begin
     done_o = '0;
     for (int unsigned l = 0; l < LP; l++)
@@ -248,6 +266,7 @@ module tpu_ici_eng
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       busy_q      <= '0;
+      in_q        <= '0;
       need_head_q <= '0;
       src_mem_q   <= '0;
       dst_mem_q   <= '0;
@@ -285,9 +304,11 @@ module tpu_ici_eng
           end
         end
       end
+      in_q <= in_q | in_o;
       for (int unsigned e = 0; e < NumEng; e++) begin
         if (q_pop[e]) begin  // an idle context: not the one sending above
           busy_q[e]      <= q_out[e].rows != '0;
+          in_q[e]        <= 1'b0;
           need_head_q[e] <= 1'b1;
           src_mem_q[e]   <= q_out[e].src_mem;
           dst_mem_q[e]   <= q_out[e].dst_mem;

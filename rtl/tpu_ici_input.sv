@@ -24,9 +24,10 @@ module tpu_ici_input
   parameter int unsigned NumVc = 2,
   parameter int unsigned Depth = 8,
   parameter int unsigned PortId = 0,       // this input's port (ici_port_e)
-  parameter bit LocalVcs = 1'b0,           // ejection uses VC PortId % NumVc (else VC 0)
+  parameter bit LocalVcs = 1'b0,           // ejection uses VC EjVc (else VC 0)
   parameter int unsigned NumP = NumPorts,  // router ports (NumPorts, + 1 with a second local port)
   parameter ici_port_e EjPort = PORT_LOCAL, // the local output a packet that ends here takes
+  parameter int unsigned EjVc = PortId % NumVc,  // its VC there (LocalVcs)
   localparam int unsigned VcW = vc_width(NumVc)
 ) (
   input  logic                               clk_i,
@@ -64,11 +65,11 @@ module tpu_ici_input
 
   // The VC of the next hop for a route: the class picks the half, the destination hash the VC
   // inside it. The local output (ejection) uses VC 0, or with LocalVcs the VC of this input port
-  // (PortId % NumVc): packets arriving on different links eject side by side, and the packets
-  // of one source (one route, so one input port) stay in order. A router with two local ports
-  // ejects through the one its instance names (EjPort).
+  // (EjVc, its own among the ports that eject on EjPort): packets arriving on different links
+  // eject side by side, and the packets of one source (one route, so one input port) stay in
+  // order. A router with two local ports ejects through the one its instance names (EjPort).
   function automatic logic [VcW-1:0] vc_of(ici_route_t r, ici_coord_t dst);
-    if (r.port == PORT_LOCAL) return LocalVcs ? VcW'(PortId % NumVc) : '0;
+    if (r.port == PORT_LOCAL) return LocalVcs ? VcW'(EjVc) : '0;
     return VcW'(32'(r.cls) * Half + dst_hash(dst) % Half);
   endfunction
 

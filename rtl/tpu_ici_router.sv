@@ -26,14 +26,16 @@
 // link. Injection: the injector names the VC of every flit (`inj_vc_i`; a packet keeps its VC)
 // and may interleave the flits of packets on different VCs; `inj_vc_ready_o[v]` says VC v has
 // room (several senders share the port without one stalled packet blocking the others).
-// Ejection: a packet ejects on the VC of the port it arrived on (PortId % NumVc), `ej_vc_o`
+// Ejection: a packet ejects on the VC of the port it arrived on (ej_vc: PortId % NumVc, or with
+// two local ports the dimension of its link, 3 for a local input), `ej_vc_o`
 // names each flit's VC, and packets on different VCs interleave flit by flit (packets arriving
 // on different links eject side by side; one source's packets, one route, stay in order).
 // Second local port (parameter LocalPorts = 2, with InjVcSel): PORT_LOCAL1, the `[1]` of every
 // `inj_*`/`ej_*` array, a local port like the first with its own input VCs and ejection FIFO,
-// so the chip injects and ejects two flits a cycle. Packets arriving on the -Y or a Z link (or
-// injected on it) eject on it, all others on port 0: on a 3D torus the +X -X +Y links share
-// port 0 and -Y +Z -Z port 1, three links (three quarter-row flits a cycle at most) each.
+// so the chip injects and ejects two flits a cycle. Packets arriving on a - link (-X -Y -Z) (or
+// injected on it) eject on it, all others on port 0: the + links share port 0 and the - links
+// port 1, three links (three quarter-row flits a cycle at most) each on a 3D torus, and a ring's
+// or a 2D torus's links split evenly.
 `include "tpu_assert.svh"
 
 module tpu_ici_router
@@ -131,6 +133,19 @@ module tpu_ici_router
   function automatic int unsigned lport(int unsigned l);
     return (l == 0) ? 0 : 32'(PORT_LOCAL1);
   endfunction
+  // Where a packet that ends here ejects, by the port it arrived on: with two local ports, those
+  // from the + links (and injected on port 0) on port 0, from the - links (and injected on port
+  // 1) on port 1, each input on a VC of its own there (its dimension; 3 for the local input),
+  // so the three links of a port eject side by side. With one local port, VC PortId % NumVc.
+  function automatic ici_port_e ej_port(int unsigned p);
+    if (LP == 1) return PORT_LOCAL;
+    return (p == 32'(PORT_XM) || p == 32'(PORT_YM) || p == 32'(PORT_ZM) ||
+            p == 32'(PORT_LOCAL1)) ? PORT_LOCAL1 : PORT_LOCAL;
+  endfunction
+  function automatic int unsigned ej_vc(int unsigned p);
+    if (LP == 1) return p % NumVc;
+    return ((p == 0 || p == 32'(PORT_LOCAL1)) ? 3 : (p - 1) / 2) % NumVc;
+  endfunction
   logic [LP-1:0][VcW-1:0]   inj_vc;
   logic [VcW-1:0]           inj_vc_q, inj_vc_d;
   logic [LP-1:0][NumVc-1:0] inj_mid_q, inj_mid_d;  // per VC: an accepted head, its tail to come
@@ -185,7 +200,8 @@ module tpu_ici_router
       .PortId(p),
       .LocalVcs(InjVcSel),
       .NumP  (NP),
-      .EjPort((LP > 1 && p >= 32'(PORT_YM)) ? PORT_LOCAL1 : PORT_LOCAL)
+      .EjPort(ej_port(p)),
+      .EjVc  (ej_vc(p))
     ) i_input (
       .clk_i       (clk_i),
       .rst_ni      (rst_ni),

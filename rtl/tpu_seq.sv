@@ -16,7 +16,8 @@
 // range written by an in-flight command, nor write a range an in-flight command reads or writes
 // (RAW, WAR, WAW on VMEM and AMEM); an ICI_SEND with wait_rows is not held by VPU commands (its
 // counter orders its rows, docs/isa.md) and, unless wait_local (rows its VPU writes), holds its
-// rows as a write range too. The scoreboard has DmaQ entries for DMAs (queued in front of the
+// rows as a write range too, until they have all landed (ici_in_i: the engine's counter holds
+// every row the send has still to take), not until the send is done. The scoreboard has DmaQ entries for DMAs (queued in front of the
 // one engine, completing in order), one for LOADW, VpuQ for VPU commands (held by the unit,
 // which may feed rows of a younger one ahead of an older one but completes them in order: the
 // hazard check keeps their ranges apart), and MmSlots for MATMULs (in flight in the
@@ -75,6 +76,7 @@ module tpu_seq
   input  logic       ici_ready_i,   // the send context of the head's destination is free
   input  logic [EngW-1:0] ici_eng_i,  // which context that is
   input  logic [NumEng-1:0] ici_done_i,
+  input  logic [NumEng-1:0] ici_in_i,  // context e's oldest send (wait_rows) has all its rows
   input  logic       wait_ok_i,    // the ICI counter named by the head's ICI_WAIT is >= its value
   output logic       wait_take_o,  // the ICI_WAIT issues: take its value off the counter
   input  tpu_ici_pkg::ici_topo_t topo_i,  // pod shape, for ICI_SEND's destination check
@@ -376,6 +378,8 @@ module tpu_seq
     ici_head_d = ici_head_q;
     ici_tail_d = ici_tail_q;
     for (int unsigned e = 0; e < NumEng; e++) begin
+      // Its rows are all in memory: later readers of them need not wait for the send's link.
+      if (ici_in_i[e]) sb_wr_d[IciBase + e * IciQ + 32'(ici_head_q[e])] = '0;
       if (ici_done_i[e]) begin
         sb_valid_d[IciBase + e * IciQ + 32'(ici_head_q[e])] = 1'b0;
         ici_head_d[e] = ici_head_q[e] + 1'b1;
@@ -573,6 +577,9 @@ module tpu_seq
     `TPU_ASSERT(IciDoneInFlight_A,
         ici_done_i[e] |-> sb_valid_q[IciBase + e * IciQ + 32'(ici_head_q[e])],
         ("%m: IciDoneInFlight_A failed"))
+    `TPU_ASSERT(IciInInFlight_A,
+        ici_in_i[e] |-> sb_valid_q[IciBase + e * IciQ + 32'(ici_head_q[e])],
+        ("%m: IciInInFlight_A failed"))
   end
 
 endmodule

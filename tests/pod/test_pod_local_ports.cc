@@ -1,12 +1,13 @@
 // The chip's router has two local ports (docs/ici.md "Second local port", docs/chip.md): the ICI
-// engine's +X -X +Y send contexts inject on the first, its -Y +Z -Z contexts on the second, and
-// packets eject on the second when they arrive on the -Y or a Z link. So a chip takes rows from
-// an X link and a Z link at once, and sends rows on both at once, each at a row a cycle: with one
-// local port the 2R rows of two R-row transfers need at least 2R cycles. On a 3x3x3 torus of 4x4
-// chips, links a row wide (a row a cycle): the transfers take well under 2R cycles and land
-// bit-exact. A count_only ICI_SEND (a token) adds 1 to the destination's counter and writes no
-// row. And a forwarding send with early_head sends its head before its rows come (23 cycles
-// around a ring of 3 against 25).
+// engine's +X +Y +Z send contexts inject on the first, its -X -Y -Z contexts on the second, and
+// packets eject on the second when they arrive on a - link (-X -Y -Z). So the two links of a
+// dimension carry rows in and out at once, each at a row a cycle: with one local port the 2R
+// rows of two R-row transfers need at least 2R cycles. On a 3x3x3 torus of 4x4 chips, links a
+// row wide (a row a cycle): the transfers take well under 2R cycles and land bit-exact. A
+// count_only ICI_SEND (a token) adds 1 to the destination's counter and writes no row. A
+// forwarding send with early_head sends its head before its rows come (23 cycles around a ring
+// of 3 against 25). And a forwarding send lets later readers of its rows go once they have
+// landed, not when it is done.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -82,24 +83,32 @@ uint64_t run(const std::vector<Transfer>& ts) {
   return cycles;
 }
 
-// Chips 1 = (1,0,0) and 9 = (0,0,1) both send to chip 0: rows arrive on its +X and +Z links.
-TEST(PodLocalPorts, AChipTakesRowsFromAnXAndAZLinkAtOnce) {
+// Chips 1 = (1,0,0) and 2 = (2,0,0) both send to chip 0: rows arrive on its +X and -X links,
+// which eject on different local ports.
+TEST(PodLocalPorts, AChipTakesRowsFromBothLinksOfADimensionAtOnce) {
   const uint64_t one = run({{1, 0, 3}});
-  const uint64_t two = run({{1, 0, 3}, {9, 0, 4}});
+  const uint64_t two = run({{1, 0, 3}, {2, 0, 4}});
   EXPECT_LT(two, kRows + kRows / 4) << "one transfer " << one;
   EXPECT_LE(two, one + 8);
 }
 
-// Chip 0 sends to chips 1 and 9: its +X and +Z send contexts inject on the two local ports.
-TEST(PodLocalPorts, AChipSendsOnAnXAndAZLinkAtOnce) {
+// Chip 0 sends to chips 1 and 2: its +X and -X send contexts inject on the two local ports.
+TEST(PodLocalPorts, AChipSendsOnBothLinksOfADimensionAtOnce) {
   const uint64_t one = run({{0, 1, 3}});
-  const uint64_t two = run({{0, 1, 3}, {0, 9, 4}});
+  const uint64_t two = run({{0, 1, 3}, {0, 2, 4}});
   EXPECT_LT(two, kRows + kRows / 4) << "one transfer " << one;
   EXPECT_LE(two, one + 8);
 }
 
-// X and Y share the first local port: two transfers from +X and +Y take twice one's rows.
-TEST(PodLocalPorts, XAndYShareTheFirstPort) {
+// Chips 9 = (0,0,1) and 18 = (0,0,2) send to chip 0 too: its +Z and -Z links, the same.
+TEST(PodLocalPorts, AChipTakesRowsFromBothZLinksAtOnce) {
+  const uint64_t two = run({{9, 0, 3}, {18, 0, 4}});
+  EXPECT_LT(two, kRows + kRows / 4);
+}
+
+// The + links share the first local port: two transfers arriving on +X and +Y (from chips 1 and
+// 3 = (0,1,0)) take twice one's rows.
+TEST(PodLocalPorts, ThePlusLinksShareTheFirstPort) {
   const uint64_t two = run({{1, 0, 3}, {3, 0, 4}});
   EXPECT_GE(two, 2 * kRows);
 }
@@ -165,6 +174,56 @@ TEST(PodLocalPorts, EarlyHeadsSaveACycleOnEachForward) {
   const uint64_t late = forward_ring(false);
   const uint64_t early = forward_ring(true);
   EXPECT_LE(early + 2, late) << "early " << early << ", late " << late;
+}
+
+// Chip 0 sends 32 rows to chip 1, which forwards them (wait_rows) to chip 2 behind a 64-row send
+// on the same link (one send context), then stores them to HBM. The links carry a quarter row a
+// cycle, so the rows have landed long before the forward starts. The store waits for them to
+// land, not for the forward to be done: it is done before the forward is. Bits: chip 1's
+// store and chip 2's rows are chip 0's.
+TEST(PodLocalPorts, AStoreOfForwardedRowsGoesOnceTheyLand) {
+  PodParams p = params();
+  p.link_width = 4;
+  CppPodHost host(p);
+  const uint32_t row_bytes = host.core().shape().cols * 4;
+  const uint32_t rows = 32, long_rows = 64;
+  const uint32_t bytes = rows * row_bytes, long_bytes = long_rows * row_bytes;
+  std::vector<uint8_t> in(bytes), filler(long_bytes, 0x5a);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i * 29 + 3);
+  host.backdoor_write(0, kSrcAddr, in.data(), in.size());
+  host.backdoor_write(1, kSrcAddr, filler.data(), filler.size());
+  host.push(0, {cmd_dma(DmaDir::kHbmToVmem, false, 0, 1, bytes, kSrcAddr, bytes)});
+  host.push(1, {cmd_dma(DmaDir::kHbmToVmem, false, 0, 1, long_bytes, kSrcAddr, long_bytes)});
+  host.run_until_idle();
+  TraceOptions on;
+  on.enabled = true;
+  host.set_trace(on);
+  host.push(0, {cmd_ici_send(Mem::kVmem, 0, rows, {1, 0, 0}, Mem::kVmem, 100, 3)});
+  host.push(1, {cmd_ici_send(Mem::kVmem, 0, long_rows, {2, 0, 0}, Mem::kVmem, 300, 5),
+                cmd_ici_send(Mem::kVmem, 100, rows, {2, 0, 0}, Mem::kVmem, 100, 4, 0, 3),
+                cmd_dma(DmaDir::kVmemToHbm, false, 100, 1, bytes, kDstAddr, bytes)});
+  host.push(2, {cmd_ici_wait(5, long_rows), cmd_ici_wait(4, rows),
+                cmd_dma(DmaDir::kVmemToHbm, false, 100, 1, bytes, kDstAddr, bytes)});
+  host.run_until_idle(20000);
+  uint64_t fwd_done = 0, store_issue = 0, store_done = 0, long_done = 0;
+  for (const TraceEvent& e : host.take_trace()) {
+    if (e.chip != 1) continue;
+    if (e.unit == TraceUnit::kIciSend && e.index == 1) long_done = e.done;
+    if (e.unit == TraceUnit::kIciSend && e.index == 2) fwd_done = e.done;
+    if (e.unit == TraceUnit::kDma && e.index == 3) store_issue = e.issue, store_done = e.done;
+  }
+  ASSERT_GT(fwd_done, 0u);
+  ASSERT_GT(store_done, 0u);
+  // The forward runs after the long send (4 cycles a row each); the store starts as it starts.
+  EXPECT_GE(fwd_done, long_done + 4 * rows);
+  EXPECT_LE(store_issue, long_done + 4);
+  EXPECT_LT(store_done, fwd_done);
+  std::vector<uint8_t> out1(bytes), out2(bytes);
+  host.backdoor_read(1, kDstAddr, out1.data(), bytes);
+  host.backdoor_read(2, kDstAddr, out2.data(), bytes);
+  EXPECT_EQ(in, out1);
+  EXPECT_EQ(in, out2);
+  for (int c = 0; c < host.num_chips(); ++c) EXPECT_EQ(host.status(c).err, 0u) << "chip " << c;
 }
 
 }  // namespace
