@@ -17,14 +17,14 @@
 // (RAW, WAR, WAW on VMEM and AMEM); an ICI_SEND with wait_rows is not held by VPU commands (its
 // counter orders its rows, docs/isa.md) and, unless wait_local (rows its VPU writes), holds its
 // rows as a write range too, until they have all landed (ici_in_i: the engine's counter holds
-// every row the send has still to take), not until the send is done. The scoreboard has DmaQ entries for DMAs (queued in front of the
-// one engine, completing in order), one for LOADW, VpuQ for VPU commands (held by the unit,
-// which may feed rows of a younger one ahead of an older one but completes them in order: the
-// hazard check keeps their ranges apart), and MmSlots for MATMULs (in flight in the
-// array, completing in order). HBM needs no tracking: the one DMA engine runs its
-// commands in order and overlaps only reads with reads and writes with writes to other bytes
-// (tpu_dma), so no access overtakes an earlier one to the same bytes. FENCE waits
-// for an empty scoreboard; HALT too, then raises halted_o and stops
+// every row the send has still to take), not until the send is done. The scoreboard has DmaQ
+// entries for DMAs (queued in front of the one engine, completing in order), one for LOADW,
+// VpuQ for VPU commands (held by the unit, which may feed rows of a younger one ahead of an
+// older one but completes them in order: the hazard check keeps their ranges apart), and
+// MmSlots for MATMULs (in flight in the array, completing in order). HBM needs no tracking:
+// the one DMA engine runs its commands in order and overlaps only reads with reads and writes
+// with writes to other bytes (tpu_dma), so no access overtakes an earlier one to the same
+// bytes. FENCE waits for an empty scoreboard; HALT too, then raises halted_o and stops
 // issue. Issue rate: at most one command per cycle. Latency: a command at the head with no
 // hazard issues in the cycle it reaches the head.
 `include "tpu_assert.svh"
