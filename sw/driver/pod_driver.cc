@@ -621,6 +621,23 @@ struct Chained {
   bool is_dropped(std::size_t i) const { return link_of[i] >= 0; }
 };
 
+// Whether every op after sched[v] (a VPU command that would take rows r as they land, x_wait)
+// that reads r before anything writes them again is held by the scoreboard until sched[v] is
+// done: the VPU keeps no range of rows it waits for, so a reader with no hazard against it could
+// read them before they land.
+bool later_readers_wait(const std::vector<const Op*>& sched, std::size_t v, const Range& r) {
+  const Op& c = *sched[v];
+  for (std::size_t j = v + 1; j < sched.size(); ++j) {
+    const Op& o = *sched[j];
+    const bool reads = any(o.reads, {r}), writes = any(o.writes, {r});
+    if (!reads && !writes) continue;
+    const bool held = any(o.reads, c.writes) || any(o.writes, c.reads) || any(o.writes, c.writes);
+    if (reads && !held) return false;
+    if (writes) return true;  // a write of r waits for c (WAR); the rows are new from here on
+  }
+  return true;
+}
+
 // Waits into the reductions or sends that take their rows next (counters in `off` excepted).
 void chain_waits(Chained& ch, const std::set<int>& off) {
   const auto& sched = ch.sched;
@@ -654,7 +671,7 @@ void chain_waits(Chained& ch, const std::set<int>& off) {
         if (o.kind == Op::kVpu && !store_between) {
           const CmdVpu v = CmdVpu::decode(ch.cmd[j]);
           if (v.x_mem == static_cast<uint32_t>(Mem::kVmem) && v.x_row == r.lo &&
-              v.rows == wc.value)
+              v.rows == wc.value && later_readers_wait(sched, j, r))
             l.op = j;
         } else if (o.kind == Op::kSend) {
           const CmdIciSend v = CmdIciSend::decode(ch.cmd[j]);
@@ -1357,7 +1374,13 @@ PodProgram PodDriver::compile(const CollectiveSpec& spec_in, const CollectiveBuf
           a.rows = pks[r].rows[j];
           a.op = static_cast<unsigned>(VpuOp::kCvtBf16F32);
           v.push_back(vpu_op(a, a.rows));
+          // The upper halves read the packed rows a second time. Where the first conversion
+          // takes them as they land (chained: x_wait), nothing else orders this one after
+          // their arrival: its y operand (which a conversion ignores) is the first one's
+          // result, so the scoreboard holds it until that is written (a 2x2 bf16 all-reduce
+          // of 34..64 bytes mod 128 read the rows before they came).
           a.op = static_cast<unsigned>(VpuOp::kCvtBf16HiF32);
+          a.y_row = a.dst_row;
           a.dst_row += a.rows;
           v.push_back(vpu_op(a, a.rows));
         } else {

@@ -544,6 +544,68 @@ std::vector<PodCase> pod_cases() {
 INSTANTIATE_TEST_SUITE_P(Pods, PodCollectives, ::testing::ValuesIn(pod_cases()),
                          [](const ::testing::TestParamInfo<PodCase>& i) { return i.param.name; });
 
+// Small sizes on the RTL, a sample of test_pod_programs' sweep (PodProgramsSweep: every
+// collective, dtype and size from 2 to 520 bytes, no RTL): the default 2x2 pod (16x16 chips,
+// 16-byte links of 2 cycles) runs a bf16 and an f32 all-reduce at every size, where a bf16
+// all-reduce of 34..64 bytes mod 128 once read a packed row before it landed, and the other
+// collectives at every 14th; a 4x4x4 of 4x4 chips the all-reduces in that size class. Every
+// chip's output bit for bit against the golden, sums within the f64 bound.
+void small_sizes(const PodParams& pp, const std::vector<Collective>& kinds, std::size_t from,
+                 std::size_t step) {
+  CppPodHost host(pp);
+  PodDriver drv(host);
+  for (Collective k : kinds)
+    for (DType d : {DType::kBf16, DType::kF32})
+      for (std::size_t bytes = from; bytes <= 520; bytes += step) {
+        const std::size_t esz = d == DType::kBf16 ? 2 : 4;
+        if (bytes % esz != 0) continue;
+        CollectiveSpec s;
+        s.collective = k;
+        s.dtype = d;
+        s.n = bytes / esz;
+        s.algorithm = k == Collective::kAllReduce ? "torus" : "ring";
+        s.root = pp.topo.num_chips() - 1;
+        if (k == Collective::kAllToAll &&
+            s.n % (static_cast<std::size_t>(pp.topo.num_chips()) * drv.granule(d)) != 0)
+          continue;  // refused by name (PodProgramsSweep)
+        SCOPED_TRACE(std::string(collective_name(k)) + " " + dtype_name(d) + " " +
+                     std::to_string(bytes) + " bytes");
+        (void)check(drv, s, bytes);
+        if (::testing::Test::HasFailure()) return;
+      }
+}
+
+TEST(PodSizes, AllReduceEverySizeTo520BytesOnTheDefault2x2) {
+  PodParams pp = params(Topology::torus({2, 2}), 2);
+  pp.variant = "16x16";
+  pp.link_width = 16;
+  small_sizes(pp, {Collective::kAllReduce}, 2, 2);
+}
+
+TEST(PodSizes, OtherCollectivesSampledOnTheDefault2x2) {
+  PodParams pp = params(Topology::torus({2, 2}), 2);
+  pp.variant = "16x16";
+  pp.link_width = 16;
+  small_sizes(pp,
+              {Collective::kReduceScatter, Collective::kAllGather, Collective::kAllToAll,
+               Collective::kBroadcast},
+              4, 14);
+}
+
+TEST(PodSizes, AllReduceOnA4x4x4InTheOddPackedClass) {
+  PodParams pp = params(Topology::torus({4, 4, 4}), 2);
+  for (std::size_t bytes : {34, 64, 98, 130, 290, 520}) {
+    CppPodHost host(pp);
+    PodDriver drv(host);
+    CollectiveSpec s;
+    s.dtype = DType::kBf16;
+    s.n = bytes / 2;
+    s.algorithm = "torus";
+    SCOPED_TRACE(std::to_string(bytes) + " bytes");
+    (void)check(drv, s, bytes);
+  }
+}
+
 // Collectives over mesh axes: every group at once, each on its own links.
 TEST(PodMeshAxes, EveryGroupAtOnce) {
   CppPodHost host(params(Topology::torus({4, 4}), 2));
