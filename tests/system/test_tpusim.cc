@@ -339,6 +339,34 @@ TEST(TpusimShard, ReportTraceAndGatheredY) {
     ASSERT_EQ(f32_bits(y[i]), f32_bits(want[i])) << "element " << i;
 }
 
+// NaN and Inf among the inputs, K split over the mesh (a reduction on the links): the result
+// equals the golden bit for bit, so the run passes (exit 0); the non-finite elements are left to
+// the golden (f64_check.non_finite), the finite ones are still bounded.
+TEST(TpusimShard, NonFiniteInputsAreCheckedByTheGoldenAlone) {
+  const std::string json = tmp("shard_nf.json"), a = tmp("shard_nf_a.npy"),
+                    w = tmp("shard_nf_w.npy");
+  const std::size_t M = 16, K = 64, N = 32;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<uint16_t> av(M * K), wv(K * N);
+  for (auto& v : av) v = f32_to_bf16(nd(rng));
+  for (auto& v : wv) v = f32_to_bf16(nd(rng));
+  av[3 * K + 5] = 0x7FC0;   // NaN: row 3 of Y is NaN
+  wv[7 * N + 9] = 0x7F80;   // +Inf: column 9 of Y is +-Inf (or NaN where it meets row 3)
+  write_npy_u16(a, av, {M, K});
+  write_npy_u16(w, wv, {K, N});
+  const CliRun r = tpusim("shard " + kPod22 + " --engine cpp --quiet --mesh model=4 "
+                          "--x-spec -,model --w-spec model,- --a " + a + " --w " + w +
+                          " --json " + json);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string rep = slurp(json);
+  for (const char* key : {"\"verdict\": \"pass\"", "\"outside_bound\": 0",
+                          // Y whole on each of the 4 chips: row 3 (32) and column 9 (16),
+                          // which share one element, 47 a chip
+                          "\"non_finite\": 188"})
+    EXPECT_NE(rep.find(key), std::string::npos) << key << " not in " << rep;
+}
+
 TEST(TpusimShard, HelpPrintsTheUsage) {
   // --help anywhere on the line, for every command, next to a bad value or an unknown option
   // too.
