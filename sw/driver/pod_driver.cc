@@ -621,23 +621,6 @@ struct Chained {
   bool is_dropped(std::size_t i) const { return link_of[i] >= 0; }
 };
 
-// Whether every op after sched[v] (a VPU command that would take rows r as they land, x_wait)
-// that reads r before anything writes them again is held by the scoreboard until sched[v] is
-// done: the VPU keeps no range of rows it waits for, so a reader with no hazard against it could
-// read them before they land.
-bool later_readers_wait(const std::vector<const Op*>& sched, std::size_t v, const Range& r) {
-  const Op& c = *sched[v];
-  for (std::size_t j = v + 1; j < sched.size(); ++j) {
-    const Op& o = *sched[j];
-    const bool reads = any(o.reads, {r}), writes = any(o.writes, {r});
-    if (!reads && !writes) continue;
-    const bool held = any(o.reads, c.writes) || any(o.writes, c.reads) || any(o.writes, c.writes);
-    if (reads && !held) return false;
-    if (writes) return true;  // a write of r waits for c (WAR); the rows are new from here on
-  }
-  return true;
-}
-
 // Waits into the reductions or sends that take their rows next (counters in `off` excepted).
 void chain_waits(Chained& ch, const std::set<int>& off) {
   const auto& sched = ch.sched;
@@ -671,7 +654,7 @@ void chain_waits(Chained& ch, const std::set<int>& off) {
         if (o.kind == Op::kVpu && !store_between) {
           const CmdVpu v = CmdVpu::decode(ch.cmd[j]);
           if (v.x_mem == static_cast<uint32_t>(Mem::kVmem) && v.x_row == r.lo &&
-              v.rows == wc.value && later_readers_wait(sched, j, r))
+              v.rows == wc.value)
             l.op = j;
         } else if (o.kind == Op::kSend) {
           const CmdIciSend v = CmdIciSend::decode(ch.cmd[j]);
@@ -831,9 +814,16 @@ void stores_behind_sends(Chained& ch) {
   }
 }
 
+// Whether the scoreboard holds op `o` while op `c` is in flight (a hazard between their ranges).
+bool held_by(const Op& o, const Op& c) {
+  return any(o.reads, c.writes) || any(o.writes, c.reads) || any(o.writes, c.writes);
+}
+
 // Every other op that touches a chained wait's rows after it (up to the next write of them)
-// comes after the chained op, and a reduction's x rows have no other reader; a counter that
-// breaks this goes to `bad`.
+// comes after the chained op; a reduction's x rows have no other reader that only reads, and
+// none that the scoreboard does not hold behind the reduction (the VPU keeps no range of the
+// rows it waits for: a bf16 all-reduce's second unpack of a packed row read it before it
+// landed). A counter that breaks this goes to `bad`.
 void check_links(Chained& ch) {
   const auto& sched = ch.sched;
   const std::size_t n = sched.size();
@@ -844,7 +834,9 @@ void check_links(Chained& ch) {
     const bool vpu = sched[l.op]->kind == Op::kVpu;
     for (std::size_t j = l.wait + 1; j < n; ++j) {
       if (j == l.op || ch.is_dropped(j) || !touches(*sched[j], r)) continue;
-      if (pos[j] < pos[l.op] || (vpu && sched[j]->writes.empty())) ch.bad.insert(l.counter);
+      if (pos[j] < pos[l.op] ||
+          (vpu && (sched[j]->writes.empty() || !held_by(*sched[j], *sched[l.op]))))
+        ch.bad.insert(l.counter);
       if (writes_any(*sched[j], {r})) break;
     }
   }
