@@ -563,12 +563,17 @@ void small_sizes(const PodParams& pp, const std::vector<Collective>& kinds, std:
         s.collective = k;
         s.dtype = d;
         s.n = bytes / esz;
-        s.algorithm = k == Collective::kAllReduce ? "torus" : "ring";
+        // An all-reduce's algorithms and the two reductions in turn (as PodProgramsSweep).
+        const std::size_t turn = bytes / esz;
+        static const char* const kAlgos[] = {"torus", "ring", "biring"};
+        s.algorithm = k == Collective::kAllReduce ? kAlgos[turn % 3] : "ring";
+        s.op = turn % 2 ? ReduceOp::kMax : ReduceOp::kSum;
         s.root = pp.topo.num_chips() - 1;
         if (k == Collective::kAllToAll &&
             s.n % (static_cast<std::size_t>(pp.topo.num_chips()) * drv.granule(d)) != 0)
           continue;  // refused by name (PodProgramsSweep)
-        SCOPED_TRACE(std::string(collective_name(k)) + " " + dtype_name(d) + " " +
+        SCOPED_TRACE(std::string(collective_name(k)) + " " + s.algorithm + " " +
+                     (s.op == ReduceOp::kMax ? "max " : "sum ") + dtype_name(d) + " " +
                      std::to_string(bytes) + " bytes");
         (void)check(drv, s, bytes);
         if (::testing::Test::HasFailure()) return;

@@ -4,6 +4,7 @@
 // collective's VMEM area, every DMA inside its HBM buffers.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <ostream>
 #include <set>
@@ -331,7 +332,8 @@ INSTANTIATE_TEST_SUITE_P(Fake, PodPrograms,
                          });
 
 // Every collective, both dtypes, every size from 2 to 520 bytes a chip in steps of 2 (f32: the
-// multiples of 4), on a 2x2 and a 4x4x4 torus of 16x16 chips: each program passes the checks
+// multiples of 4; sum and max, and an all-reduce's torus, ring and biring, in turn), on a 2x2
+// and a 4x4x4 torus of 16x16 chips: each program passes the checks
 // above (a size class whose last piece packs into an odd number of rows, 34..64 bytes mod 128
 // of a bf16 all-reduce on the 2x2, read rows before they landed), and the rounds' golden of
 // random inputs is within the f64 bound of the plain sum (check_independently's rule: a max
@@ -359,11 +361,16 @@ void check_golden(const PodProgram& pp, uint64_t seed) {
     for (const Segment& g : plan.chips[static_cast<std::size_t>(c)].output)
       for (std::size_t i = 0; i < g.count; ++i, ++k) {
         if (!collective_reduces(plan.spec.collective)) continue;  // moved bits: the golden's
-        double sum = 0, abs = 0;
+        double sum = 0, abs = 0, mx = -INFINITY;
         for (int q = 0; q < P; ++q) {
           const double x = val(in[static_cast<std::size_t>(q)][g.offset + i]);
           sum += x;
           abs += std::fabs(x);
+          mx = std::max(mx, x);
+        }
+        if (plan.spec.op == ReduceOp::kMax) {
+          ASSERT_EQ(val(o[k]), mx) << "chip " << c << " element " << k;
+          continue;
         }
         double bound = (P - 1) * 0x1p-24 * abs;
         if (bf16) bound = bound * (1 + 0x1p-8) + 0x1p-8 * std::fabs(sum) + 0x1p-133;
@@ -392,10 +399,16 @@ TEST(PodProgramsSweep, EveryCollectiveEverySizeFrom2To520Bytes) {
           s.collective = k;
           s.dtype = d;
           s.n = bytes / esz;
-          s.algorithm = k == Collective::kAllReduce ? "torus" : "ring";
+          // An all-reduce's three algorithms and the two reductions take turns over the sizes,
+          // so each meets every size class mod 128 bytes.
+          const std::size_t turn = bytes / esz;
+          static const char* const kAlgos[] = {"torus", "ring", "biring"};
+          s.algorithm = k == Collective::kAllReduce ? kAlgos[turn % 3] : "ring";
+          s.op = turn % 2 ? ReduceOp::kMax : ReduceOp::kSum;
           s.root = topo.num_chips() - 1;
-          const std::string what = topo.name() + " " + collective_name(k) + " " + dtype_name(d) +
-                                   " " + std::to_string(bytes) + " bytes";
+          const std::string what = topo.name() + " " + collective_name(k) + " " + s.algorithm +
+                                   " " + (s.op == ReduceOp::kMax ? "max " : "sum ") +
+                                   dtype_name(d) + " " + std::to_string(bytes) + " bytes";
           SCOPED_TRACE(what);
           const std::size_t block = static_cast<std::size_t>(topo.num_chips()) * drv.granule(d);
           if (k == Collective::kAllToAll && s.n % block != 0) {
