@@ -4,7 +4,9 @@
 # reverts both), each followed by exactly one build that must succeed and a run of the model
 # that must show the edit's behaviour. Each edit changes the set of C++ files Verilator writes.
 #   cmake -DSRC=<verilate_rebuild dir> -DWORK=<scratch dir> -DMODULE=<TpuVerilate.cmake>
-#         [-DGENERATOR=<cmake generator>] [-DLAUNCHER=<ccache>] -P verilate_rebuild.cmake
+#         [-DGENERATOR=<cmake generator>] [-DLAUNCHER=<ccache>]
+#         [-DVCFLAGS=<VERILATOR_CFLAGS> -DVMTFLAGS=<VERILATOR_MT_CFLAGS>, comma-separated]
+#         -P verilate_rebuild.cmake
 cmake_minimum_required(VERSION 3.22)
 foreach(v SRC WORK MODULE)
   if(NOT ${v})
@@ -13,6 +15,7 @@ foreach(v SRC WORK MODULE)
 endforeach()
 
 file(REMOVE_RECURSE "${WORK}")
+set(ENV{CCACHE_BASEDIR} "${WORK}")  # ccache hits whatever the scratch directory
 file(MAKE_DIRECTORY "${WORK}/src/rtl")
 # Copies by reading and writing, so that the copy is newer than every earlier build output
 # (file(COPY) would keep the source's time stamp).
@@ -33,7 +36,18 @@ set(launcher "")
 if(LAUNCHER)
   set(launcher -DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER})
 endif()
+# The parent's results of verilator-config's compiler checks (comma-separated), so that the
+# scratch configure skips its twenty try_compiles.
+set(vflags "")
+if(DEFINED VCFLAGS AND DEFINED VMTFLAGS)
+  string(REPLACE "," ";" VCFLAGS "${VCFLAGS}")
+  string(REPLACE "," ";" VMTFLAGS "${VMTFLAGS}")
+  file(WRITE "${WORK}/init.cmake" "set(VERILATOR_CFLAGS \"${VCFLAGS}\" CACHE STRING \"\")\n"
+             "set(VERILATOR_MT_CFLAGS \"${VMTFLAGS}\" CACHE STRING \"\")\n")
+  set(vflags -C "${WORK}/init.cmake")
+endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S "${WORK}/src" -B "${WORK}/build" ${gen} ${launcher}
+                        ${vflags}
                         -DCMAKE_BUILD_TYPE=Release -DTPU_VERILATE_MODULE=${MODULE}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
 if(rc)
