@@ -50,7 +50,8 @@ unsigned default_threads() {
 void add_pod_config(CLI::App* cmd, PodOptions& o) {
   o.cmd = cmd;
   cmd->add_option("--config", o.config, "pod configuration (default configs/pod_2x2.yaml)")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->check(cli::input_path());
 }
 
 void add_pod_options(CLI::App* cmd, PodOptions& o, bool bare) {

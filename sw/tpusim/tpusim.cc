@@ -414,7 +414,8 @@ std::function<int()> matmul_command(CLI::App& tool) {
   CLI::App* cmd = tool.add_subcommand("matmul", "one bf16 matmul on one chip, golden-checked");
   a->cmd = cmd;
   cmd->add_option("--config", a->config, "chip configuration (default configs/default.yaml)")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->check(cli::input_path());
   cmd->add_option("--variant", a->variant, "override chip.variant (e.g. 8x8)")->type_name("RxC");
   std::vector<CLI::Option*> random = add_matmul_shape(
       cmd, a->m, a->k, a->n, a->seed, 1u << 16,
@@ -451,7 +452,8 @@ std::function<int()> matmul_command(CLI::App& tool) {
       ->check(cli::span())
       ->needs(trace);
   cmd->add_option("--bias", a->bias, "add a bias row (N float32 values) on the VPU")
-      ->type_name("B.npy");
+      ->type_name("B.npy")
+      ->check(cli::input_path());
   cmd->add_flag("--relu", a->relu, "ReLU after the bias (VPU)");
   cmd->add_option("--out-dtype", a->out_dtype, "result type (bf16 rounds on the VPU)")
       ->type_name("bf16|f32")
