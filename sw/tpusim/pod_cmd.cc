@@ -122,7 +122,7 @@ void with_pod(const PodOptions& opt, PodParams params, double clock_ghz,
     for (const std::string& c : cli::split_list(opt.waves_chips))
       params.wave_chips.push_back(std::stoi(c));
   if (!opt.faults.empty()) {
-    for (const std::string& kv : opt.faults) apply_fault_flag(params.faults, kv);
+    apply_fault_flags(params.faults, opt.faults);
     check_fault_flags(params.faults, chip_shape(params.variant).hbm_bytes,
                       params.topo.num_chips());
   }

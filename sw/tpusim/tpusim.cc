@@ -277,7 +277,7 @@ int run_matmul_cmd(const MatmulArgs& opt) {
   if (has("--variant")) cfg.variant = opt.variant;
   if (has("--fault")) {
     try {
-      for (const std::string& kv : opt.faults) apply_fault_flag(cfg.faults, kv);
+      apply_fault_flags(cfg.faults, opt.faults);
       check_fault_flags(cfg.faults, chip_shape(cfg.variant).hbm_bytes, 1);
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());
