@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <random>
@@ -149,6 +150,9 @@ void with_pod(const PodOptions& opt, PodParams params, double clock_ghz,
     if (topt.enabled) h.set_trace(topt);
     job(h);
     if (topt.enabled) write_trace(opt.trace, h.take_trace(), h.info(), clock_ghz);
+    const std::string late = trace_window_warning(topt.from, topt.to, h.cycle());
+    if (topt.enabled && !opt.trace_cycles.empty() && !late.empty())
+      std::cerr << "tpusim: warning: " << late << "\n";
   };
   if (mpi_world().size > 1) {  // the pod split across MPI ranks (docs/scale.md)
     if (engine != "cpp")

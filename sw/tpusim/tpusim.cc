@@ -211,6 +211,8 @@ int run_chip(const ChipConfig& cfg, const std::string& config_path, const Matmul
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::vector<TraceEvent> events;
   if (topt.enabled) events = drv->port().take_trace();
+  const std::string late = trace_window_warning(topt.from, topt.to, drv->port().cycle());
+  if (has("--trace-cycles") && !late.empty()) std::cerr << "tpusim: warning: " << late << "\n";
   const auto want = golden_chip_matmul(a, w, sh.m, sh.k, sh.n, mo);
   std::vector<float> c(r.c_bits.size());
   for (std::size_t i = 0; i < c.size(); ++i)
