@@ -37,6 +37,7 @@
 #include "pod_cli.h"
 #include "pod_cmd.h"
 #include "shard_cmd.h"
+#include "tpusim_cmds.h"
 #include "train_cmd.h"
 #include "output.h"
 #include "pod.h"
@@ -485,16 +486,22 @@ std::function<int()> matmul_command(CLI::App& tool) {
 
 }  // namespace
 
-// tpusim links SystemC (the pod): main() starts SystemC, which calls sc_main (a C symbol).
-extern "C" int sc_main(int argc, char** argv);
-namespace sc_core {
-extern "C" int sc_elab_and_sim(int argc, char* argv[]);
+namespace tpu {
+
+std::map<std::string, std::function<int()>> tpusim_commands(CLI::App& tool) {
+  tool.require_subcommand(0, 1);
+  tool.footer("exit codes: 0 ok, 1 golden mismatch, 2 bad input, 3 simulation error or hang");
+  return {{"matmul", matmul_command(tool)},         {"traffic", traffic_command(tool)},
+          {"allreduce", allreduce_command(tool)},   {"collective", collective_command(tool)},
+          {"pod", pod_command(tool)},               {"shard", shard_command(tool)},
+          {"train", train_command(tool)},           {"hang", hang_command(tool)}};
 }
 
-int main(int argc, char** argv) {
-  setenv("SC_COPYRIGHT_MESSAGE", "DISABLE", 0);  // no SystemC banner in the tool's output
-  return sc_core::sc_elab_and_sim(argc, argv);
-}
+}  // namespace tpu
+
+// tpusim links SystemC (the pod): main() (main.cc) starts SystemC, which calls sc_main (a C
+// symbol).
+extern "C" int sc_main(int argc, char** argv);
 
 namespace {
 int run_tool(const std::vector<std::string>& args);
@@ -530,13 +537,7 @@ int sc_main(int argc, char** argv) {
 namespace {
 int run_tool(const std::vector<std::string>& args) {
   CLI::App tool("", "tpusim");
-  tool.require_subcommand(0, 1);
-  tool.footer("exit codes: 0 ok, 1 golden mismatch, 2 bad input, 3 simulation error or hang");
-  const std::map<std::string, std::function<int()>> commands = {
-      {"matmul", matmul_command(tool)},         {"traffic", traffic_command(tool)},
-      {"allreduce", allreduce_command(tool)},   {"collective", collective_command(tool)},
-      {"pod", pod_command(tool)},               {"shard", shard_command(tool)},
-      {"train", train_command(tool)},           {"hang", hang_command(tool)}};
+  const std::map<std::string, std::function<int()>> commands = tpusim_commands(tool);
   const int parsed = cli::parse(tool, args);
   if (parsed >= 0) return parsed;
   const std::string cmd = tool.get_subcommands().front()->get_name();
