@@ -507,7 +507,9 @@ void apply_fault_flag(FaultConfig& f, const std::string& kv) {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used == 0 || used != val.size() || !(v >= 0 && v <= 1))
+    // Decimal only, as every real on the line (stod alone reads hex floats, inf and nan).
+    const bool decimal = val.find_first_not_of("0123456789.eE+-") == std::string::npos;
+    if (used == 0 || used != val.size() || !decimal || !(v >= 0 && v <= 1))
       bad(std::string("must be a probability per ") + per + ", from 0 to 1");
     return v;
   };

@@ -757,6 +757,9 @@ TEST_F(TpusimCli, RealsAreDecimalAndFaultKeysAreGivenOnce) {
       {"train --lr inf", "--lr: inf is not a number in (0, 1e+06]"},
       {"traffic --rate 0x1p-1", "--rate: 0x1p-1 is not a number in (0, 1]"},
       {"traffic --rate +0.5", "--rate: +0.5 is not a number in (0, 1]"},
+      {"matmul --fault hbm_single_bit_rate=0x1p-4",
+       "--fault hbm_single_bit_rate=0x1p-4: must be a probability per 64-bit word read, from 0 "
+       "to 1"},
       {"matmul " + kConfig4 + " --fault seed=1 --fault seed=2",
        "--fault seed=2: key 'seed' is given twice (seed=1 before it; only hbm_flip_at and "
        "link_down take one item per flag)"},
