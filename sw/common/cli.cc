@@ -391,8 +391,8 @@ CLI::Validator real_in(double lo, double hi, bool open_lo) {
   return CLI::Validator(
       [lo, hi, open_lo](std::string& v) {
         const double x = decimal_real(v) ? std::strtod(v.c_str(), nullptr) : 0.0;
-        const bool ok = decimal_real(v) && std::isfinite(x) && (open_lo ? x > lo : x >= lo) &&
-                        x <= hi;
+        const bool ok =
+            decimal_real(v) && std::isfinite(x) && (open_lo ? x > lo : x >= lo) && x <= hi;
         if (ok) return std::string();
         return shown(v) + " is not a number in " + (open_lo ? "(" : "[") + number_text(lo) + ", " +
                number_text(hi) + "]";
