@@ -251,7 +251,8 @@ int main(int argc, char** argv) {
                "bench_hbm");
   tpu::Options opt;
   app.add_option("--config", opt.config, "HBM configuration (default: the built-in one)")
-      ->type_name("FILE.yaml");
+      ->type_name("FILE.yaml")
+      ->check(tpu::cli::input_path());
   app.add_option("--cycles", opt.cycles,
                  "measured cycles, rounded to whole refresh intervals; 0: ten of them")
       ->type_name("N")

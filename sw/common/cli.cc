@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -134,6 +135,141 @@ bool to_uint(const std::string& v, uint64_t* x) {
 
 std::string shown(const std::string& v) { return v.empty() ? "''" : v; }
 
+// A real in decimal notation: digits with at most one point (at least one digit), then an
+// optional exponent: e or E, an optional sign, digits.
+bool decimal_real(const std::string& v) {
+  std::size_t i = 0, digits = 0;
+  while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i]))) ++i, ++digits;
+  if (i < v.size() && v[i] == '.') ++i;
+  while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i]))) ++i, ++digits;
+  if (digits == 0) return false;
+  if (i < v.size() && (v[i] == 'e' || v[i] == 'E')) {
+    ++i;
+    if (i < v.size() && (v[i] == '+' || v[i] == '-')) ++i;
+    const std::size_t e = i;
+    while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i]))) ++i;
+    if (i == e) return false;
+  }
+  return i == v.size();
+}
+
+// The validators' names that mark what an option's value is (parse() compares their paths).
+const char* const kInputTag = "cli:input";
+const char* const kOutputTag = "cli:output";
+const char* const kOutputDirTag = "cli:output-dir";
+
+bool has_validator(CLI::Option* o, const char* name) {
+  try {
+    return o->get_validator(name)->get_name() == name;
+  } catch (const CLI::OptionNotFound&) {
+    return false;
+  }
+}
+
+// The command of `in` that the word `w` names, if any.
+CLI::App* command_named(CLI::App* in, const std::string& w) {
+  const auto subs = in->get_subcommands([&](CLI::App* s) { return s->check_name(w); });
+  return subs.empty() ? nullptr : subs.front();
+}
+
+bool is_help(const std::string& w) { return w == "-h" || w == "--help"; }
+
+// The values of the line as CLI11 will take them, checked before any validator sees one (so an
+// output_path never tries `--quiet`): each is non-empty and does not start with "--". Returns the
+// error, or "" with *help set to the command to give the help of when a value is -h or --help
+// (the help wins wherever it stands), and *name to how that command is called.
+std::string check_values(CLI::App& app, const std::vector<std::string>& args, CLI::App** help,
+                         std::string* name) {
+  CLI::App* in = &app;
+  *name = app.get_name();
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") break;  // CLI11: what follows are positional arguments
+    if (a.rfind("--", 0) != 0) {
+      if (CLI::App* sub = a.empty() || a[0] == '-' ? nullptr : command_named(in, a)) {
+        in = sub;
+        *name += " " + a;
+      }
+      continue;
+    }
+    const std::size_t eq = a.find('=');
+    const std::string flag = a.substr(0, eq);
+    CLI::Option* o = in->get_option_no_throw(flag);
+    if (o == nullptr || !takes_value(o)) continue;  // CLI11 reports it, or it is a flag
+    if (eq == std::string::npos && i + 1 == args.size()) continue;  // CLI11: needs a value
+    const std::string v = eq == std::string::npos ? args[++i] : a.substr(eq + 1);
+    if (is_help(v)) {
+      *help = in;
+      return "";
+    }
+    if (v.empty())
+      return eq == std::string::npos ? flag + ": the value is empty" : flag + " needs a value";
+    if (v.rfind("--", 0) != 0) continue;
+    const std::string opt = v.substr(0, v.find('='));
+    const bool path = has_validator(o, kInputTag) || has_validator(o, kOutputTag) ||
+                      has_validator(o, kOutputDirTag);
+    return flag + " needs a value ('" + v + "' " +
+           (in->get_option_no_throw(opt) != nullptr ? "is" : "looks like") + " an option" +
+           (path ? "; a path that starts with a dash is written ./" + v : "") + ")";
+  }
+  return "";
+}
+
+// The apps the line ran: the tool, its command, ...
+std::vector<CLI::App*> apps_run(CLI::App& app) {
+  std::vector<CLI::App*> v{&app};
+  while (!v.back()->get_subcommands().empty()) v.push_back(v.back()->get_subcommands().front());
+  return v;
+}
+
+// Where a path leads: absolute, with `.`, `..` and the symbolic links of its existing part
+// resolved (std::filesystem::weakly_canonical).
+std::filesystem::path resolved(const std::string& p) {
+  std::error_code ec;
+  const std::filesystem::path abs = std::filesystem::absolute(p, ec);
+  const std::filesystem::path r = std::filesystem::weakly_canonical(abs, ec);
+  return ec ? abs.lexically_normal() : r;
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path ra = resolved(a), rb = resolved(b);
+  if (fs::is_character_file(ra, ec)) return false;  // /dev/null, /dev/full, a terminal
+  if (ra == rb) return true;
+  return fs::exists(ra, ec) && fs::exists(rb, ec) && fs::equivalent(ra, rb, ec);  // hard links
+}
+
+// Every output against every input and every earlier output, among the options given on the
+// line; the first clash, or "".
+std::string clashing_paths(CLI::App& app) {
+  struct Given {
+    std::string flag, path;
+  };
+  std::vector<Given> inputs, outputs;
+  for (CLI::App* a : apps_run(app))
+    for (CLI::Option* o : a->get_options([](CLI::Option* x) { return x->count() > 0; })) {
+      const bool in = has_validator(o, kInputTag);
+      const bool out = has_validator(o, kOutputTag) || has_validator(o, kOutputDirTag);
+      for (const std::string& r : o->results()) {
+        if (in) inputs.push_back({o->get_name(), r});
+        if (out) outputs.push_back({o->get_name(), r});
+      }
+    }
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const Given& o = outputs[i];
+    for (const Given& in : inputs)
+      if (same_file(o.path, in.path))
+        return o.flag + ": " + o.path + " is the file of " + in.flag + " " + in.path +
+               " (an output must not overwrite an input)";
+    for (std::size_t j = 0; j < i; ++j)
+      if (same_file(o.path, outputs[j].path))
+        return o.flag + ": " + o.path + " is the file of " + outputs[j].flag + " " +
+               outputs[j].path + " (each output needs a path of its own)";
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string help(const CLI::App& app, const std::string& name) {
@@ -189,6 +325,14 @@ int parse(CLI::App& app, const std::vector<std::string>& args) {
     std::cerr << help(app, tool);
     return 2;
   }
+  CLI::App* help_of = nullptr;
+  std::string help_name;
+  const std::string bad_value = check_values(app, args, &help_of, &help_name);
+  if (help_of != nullptr) {
+    std::cout << help(*help_of, help_name);
+    return 0;
+  }
+  if (!bad_value.empty()) return fail(bad_value);
   try {
     std::vector<std::string> rev(args.rbegin(), args.rend());  // CLI11 takes the line reversed
     app.parse(rev);
@@ -223,6 +367,8 @@ int parse(CLI::App& app, const std::vector<std::string>& args) {
   }
   const std::string twice = given_twice(app);
   if (!twice.empty()) return fail(twice);
+  const std::string clash = clashing_paths(app);
+  if (!clash.empty()) return fail(clash);
   return -1;
 }
 
@@ -244,10 +390,9 @@ CLI::Validator uint_in(uint64_t lo, uint64_t hi) {
 CLI::Validator real_in(double lo, double hi, bool open_lo) {
   return CLI::Validator(
       [lo, hi, open_lo](std::string& v) {
-        char* end = nullptr;
-        const double x = v.empty() ? 0.0 : std::strtod(v.c_str(), &end);
-        const bool ok = !v.empty() && end == v.c_str() + v.size() && std::isfinite(x) &&
-                        (open_lo ? x > lo : x >= lo) && x <= hi;
+        const double x = decimal_real(v) ? std::strtod(v.c_str(), nullptr) : 0.0;
+        const bool ok =
+            decimal_real(v) && std::isfinite(x) && (open_lo ? x > lo : x >= lo) && x <= hi;
         if (ok) return std::string();
         return shown(v) + " is not a number in " + (open_lo ? "(" : "[") + number_text(lo) + ", " +
                number_text(hi) + "]";
@@ -323,7 +468,26 @@ CLI::Validator output_path() {
         if (!existed) ::unlink(path.c_str());
         return "";
       },
-      "");
+      "", kOutputTag);
+}
+
+CLI::Validator output_dir() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        namespace fs = std::filesystem;
+        std::error_code ec;
+        const fs::path d(v);
+        if (fs::exists(d, ec) && !fs::is_directory(d, ec))
+          return v + ": exists and is not a directory";
+        if (!d.parent_path().empty() && !fs::is_directory(d.parent_path(), ec))
+          return v + ": directory '" + d.parent_path().string() + "' does not exist";
+        return "";
+      },
+      "", kOutputDirTag);
+}
+
+CLI::Validator input_path() {
+  return CLI::Validator([](std::string&) { return std::string(); }, "", kInputTag);
 }
 
 }  // namespace tpu::cli

@@ -7,7 +7,8 @@
 // all in insertion order, so consumers read rep["cycles"] or rep["golden"]["verdict"]. Units and
 // descriptions are not in the report's JSON: units() gives the unit of every metric by dotted
 // path ("golden.mismatches") for a consumer that wants them, describe() lists units and
-// descriptions as text.
+// descriptions as text. A number that is not finite is the string "inf", "-inf" or "nan" in the
+// JSON, as in the summary (json_text, json.h).
 #pragma once
 
 #include <cstdint>

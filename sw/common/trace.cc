@@ -187,4 +187,10 @@ void write_trace(const std::string& path, const std::vector<TraceEvent>& events,
                                    ")");
 }
 
+std::string trace_window_warning(uint64_t from, uint64_t to, uint64_t end) {
+  if (from < end) return "";
+  return "--trace-cycles " + std::to_string(from) + ":" + std::to_string(to) +
+         " is past the run's end (cycle " + std::to_string(end) + "); the trace has no events";
+}
+
 }  // namespace tpu

@@ -6,6 +6,7 @@
 // Events come from HostPort::take_trace (tb/pod/chip_trace.h) and never overlap on a track.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,5 +27,9 @@ Json trace_json(const std::vector<TraceEvent>& events, const MachineInfo& info,
 // Writes trace_json to `path` (compact); throws std::runtime_error naming the path on failure.
 void write_trace(const std::string& path, const std::vector<TraceEvent>& events,
                  const MachineInfo& info, double clock_ghz = 1.0);
+// The warning for a window `from`:`to` of machine cycles (--trace-cycles) that starts at or after
+// `end`, the cycle the run ended at, so that the trace has no events: "--trace-cycles 5000:6000
+// is past the run's end (cycle 1893); the trace has no events". "" for a window within the run.
+std::string trace_window_warning(uint64_t from, uint64_t to, uint64_t end);
 
 }  // namespace tpu

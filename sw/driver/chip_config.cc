@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "chip_dut.h"
@@ -506,7 +507,9 @@ void apply_fault_flag(FaultConfig& f, const std::string& kv) {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used == 0 || used != val.size() || !(v >= 0 && v <= 1))
+    // Decimal only, as every real on the line (stod alone reads hex floats, inf and nan).
+    const bool decimal = val.find_first_not_of("0123456789.eE+-") == std::string::npos;
+    if (used == 0 || used != val.size() || !decimal || !(v >= 0 && v <= 1))
       bad(std::string("must be a probability per ") + per + ", from 0 to 1");
     return v;
   };
@@ -555,6 +558,19 @@ void apply_fault_flag(FaultConfig& f, const std::string& kv) {
   }
   if (f.hbm_single_bit_rate + f.hbm_double_bit_rate > 1)
     bad("hbm_single_bit_rate + hbm_double_bit_rate must be at most 1");
+}
+
+void apply_fault_flags(FaultConfig& f, const std::vector<std::string>& key_values) {
+  std::map<std::string, std::string> first;  // key -> its first KEY=VALUE
+  for (const std::string& kv : key_values) {
+    const std::string key = kv.substr(0, kv.find('='));
+    const bool list = key == "hbm_flip_at" || key == "link_down";
+    if (!list && kv.find('=') != std::string::npos && !first.emplace(key, kv).second)
+      throw std::invalid_argument("--fault " + kv + ": key '" + key + "' is given twice (" +
+                                  first[key] + " before it; only hbm_flip_at and link_down " +
+                                  "take one item per flag)");
+    apply_fault_flag(f, kv);
+  }
 }
 
 void check_fault_flags(const FaultConfig& f, uint64_t hbm_bytes, int chips) {

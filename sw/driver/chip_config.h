@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "fault_config.h"
 #include "hbm_config.h"
@@ -55,6 +56,10 @@ PodConfig load_pod_config(const std::string& path);
 // set is checked against the machine (HBM bytes, chips). Both throw std::invalid_argument
 // naming the flag and the rule.
 void apply_fault_flag(FaultConfig& f, const std::string& key_value);
+// Every --fault of a line, in order (apply_fault_flag): a key that holds one value (all but
+// hbm_flip_at and link_down, which add an item per flag) given twice is an error naming it, as
+// the same key twice in a faults: section is.
+void apply_fault_flags(FaultConfig& f, const std::vector<std::string>& key_values);
 void check_fault_flags(const FaultConfig& f, uint64_t hbm_bytes, int chips);
 
 }  // namespace tpu

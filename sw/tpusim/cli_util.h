@@ -57,8 +57,10 @@ inline std::vector<CLI::Option*> add_matmul_shape(CLI::App* cmd, std::size_t& m,
 // name), each needing the other and excluding the `random` options (add_matmul_shape's).
 inline void add_matmul_files(CLI::App* cmd, std::string& a, std::string& w, const char* a_help,
                              const char* a_type, const std::vector<CLI::Option*>& random) {
-  CLI::Option* fa = cmd->add_option("--a", a, a_help)->type_name(a_type);
-  CLI::Option* fw = cmd->add_option("--w", w, "W from a file (with --a)")->type_name("W.npy");
+  CLI::Option* fa = cmd->add_option("--a", a, a_help)->type_name(a_type)->check(cli::input_path());
+  CLI::Option* fw = cmd->add_option("--w", w, "W from a file (with --a)")
+                        ->type_name("W.npy")
+                        ->check(cli::input_path());
   fa->needs(fw);
   fw->needs(fa);
   for (CLI::Option* r : random) {

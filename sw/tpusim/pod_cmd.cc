@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <random>
@@ -50,7 +51,8 @@ unsigned default_threads() {
 void add_pod_config(CLI::App* cmd, PodOptions& o) {
   o.cmd = cmd;
   cmd->add_option("--config", o.config, "pod configuration (default configs/pod_2x2.yaml)")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->check(cli::input_path());
 }
 
 void add_pod_options(CLI::App* cmd, PodOptions& o, bool bare) {
@@ -121,7 +123,7 @@ void with_pod(const PodOptions& opt, PodParams params, double clock_ghz,
     for (const std::string& c : cli::split_list(opt.waves_chips))
       params.wave_chips.push_back(std::stoi(c));
   if (!opt.faults.empty()) {
-    for (const std::string& kv : opt.faults) apply_fault_flag(params.faults, kv);
+    apply_fault_flags(params.faults, opt.faults);
     check_fault_flags(params.faults, chip_shape(params.variant).hbm_bytes,
                       params.topo.num_chips());
   }
@@ -148,6 +150,9 @@ void with_pod(const PodOptions& opt, PodParams params, double clock_ghz,
     if (topt.enabled) h.set_trace(topt);
     job(h);
     if (topt.enabled) write_trace(opt.trace, h.take_trace(), h.info(), clock_ghz);
+    const std::string late = trace_window_warning(topt.from, topt.to, h.cycle());
+    if (topt.enabled && !opt.trace_cycles.empty() && !late.empty())
+      std::cerr << "tpusim: warning: " << late << "\n";
   };
   if (mpi_world().size > 1) {  // the pod split across MPI ranks (docs/scale.md)
     if (engine != "cpp")

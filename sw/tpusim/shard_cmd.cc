@@ -171,7 +171,8 @@ std::function<int()> shard_command(CLI::App& tool) {
                    "X.npy", random);
   cmd->add_option("--bias", a->bias, "add a bias row (N float32 values); K split: after the\n"
                                      "reduction")
-      ->type_name("B.npy");
+      ->type_name("B.npy")
+      ->check(cli::input_path());
   cmd->add_flag("--relu", a->relu, "ReLU after the bias");
   cmd->add_option("--out", a->out, "write the gathered Y (float32)")
       ->type_name("Y.npy")

@@ -37,6 +37,7 @@
 #include "pod_cli.h"
 #include "pod_cmd.h"
 #include "shard_cmd.h"
+#include "tpusim_cmds.h"
 #include "train_cmd.h"
 #include "output.h"
 #include "pod.h"
@@ -211,6 +212,8 @@ int run_chip(const ChipConfig& cfg, const std::string& config_path, const Matmul
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::vector<TraceEvent> events;
   if (topt.enabled) events = drv->port().take_trace();
+  const std::string late = trace_window_warning(topt.from, topt.to, drv->port().cycle());
+  if (has("--trace-cycles") && !late.empty()) std::cerr << "tpusim: warning: " << late << "\n";
   const auto want = golden_chip_matmul(a, w, sh.m, sh.k, sh.n, mo);
   std::vector<float> c(r.c_bits.size());
   for (std::size_t i = 0; i < c.size(); ++i)
@@ -277,7 +280,7 @@ int run_matmul_cmd(const MatmulArgs& opt) {
   if (has("--variant")) cfg.variant = opt.variant;
   if (has("--fault")) {
     try {
-      for (const std::string& kv : opt.faults) apply_fault_flag(cfg.faults, kv);
+      apply_fault_flags(cfg.faults, opt.faults);
       check_fault_flags(cfg.faults, chip_shape(cfg.variant).hbm_bytes, 1);
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());
@@ -414,7 +417,8 @@ std::function<int()> matmul_command(CLI::App& tool) {
   CLI::App* cmd = tool.add_subcommand("matmul", "one bf16 matmul on one chip, golden-checked");
   a->cmd = cmd;
   cmd->add_option("--config", a->config, "chip configuration (default configs/default.yaml)")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->check(cli::input_path());
   cmd->add_option("--variant", a->variant, "override chip.variant (e.g. 8x8)")->type_name("RxC");
   std::vector<CLI::Option*> random = add_matmul_shape(
       cmd, a->m, a->k, a->n, a->seed, 1u << 16,
@@ -451,7 +455,8 @@ std::function<int()> matmul_command(CLI::App& tool) {
       ->check(cli::span())
       ->needs(trace);
   cmd->add_option("--bias", a->bias, "add a bias row (N float32 values) on the VPU")
-      ->type_name("B.npy");
+      ->type_name("B.npy")
+      ->check(cli::input_path());
   cmd->add_flag("--relu", a->relu, "ReLU after the bias (VPU)");
   cmd->add_option("--out-dtype", a->out_dtype, "result type (bf16 rounds on the VPU)")
       ->type_name("bf16|f32")
@@ -481,16 +486,22 @@ std::function<int()> matmul_command(CLI::App& tool) {
 
 }  // namespace
 
-// tpusim links SystemC (the pod): main() starts SystemC, which calls sc_main (a C symbol).
-extern "C" int sc_main(int argc, char** argv);
-namespace sc_core {
-extern "C" int sc_elab_and_sim(int argc, char* argv[]);
+namespace tpu {
+
+std::map<std::string, std::function<int()>> tpusim_commands(CLI::App& tool) {
+  tool.require_subcommand(0, 1);
+  tool.footer("exit codes: 0 ok, 1 golden mismatch, 2 bad input, 3 simulation error or hang");
+  return {{"matmul", matmul_command(tool)},         {"traffic", traffic_command(tool)},
+          {"allreduce", allreduce_command(tool)},   {"collective", collective_command(tool)},
+          {"pod", pod_command(tool)},               {"shard", shard_command(tool)},
+          {"train", train_command(tool)},           {"hang", hang_command(tool)}};
 }
 
-int main(int argc, char** argv) {
-  setenv("SC_COPYRIGHT_MESSAGE", "DISABLE", 0);  // no SystemC banner in the tool's output
-  return sc_core::sc_elab_and_sim(argc, argv);
-}
+}  // namespace tpu
+
+// tpusim links SystemC (the pod): main() (main.cc) starts SystemC, which calls sc_main (a C
+// symbol).
+extern "C" int sc_main(int argc, char** argv);
 
 namespace {
 int run_tool(const std::vector<std::string>& args);
@@ -526,13 +537,7 @@ int sc_main(int argc, char** argv) {
 namespace {
 int run_tool(const std::vector<std::string>& args) {
   CLI::App tool("", "tpusim");
-  tool.require_subcommand(0, 1);
-  tool.footer("exit codes: 0 ok, 1 golden mismatch, 2 bad input, 3 simulation error or hang");
-  const std::map<std::string, std::function<int()>> commands = {
-      {"matmul", matmul_command(tool)},         {"traffic", traffic_command(tool)},
-      {"allreduce", allreduce_command(tool)},   {"collective", collective_command(tool)},
-      {"pod", pod_command(tool)},               {"shard", shard_command(tool)},
-      {"train", train_command(tool)},           {"hang", hang_command(tool)}};
+  const std::map<std::string, std::function<int()>> commands = tpusim_commands(tool);
   const int parsed = cli::parse(tool, args);
   if (parsed >= 0) return parsed;
   const std::string cmd = tool.get_subcommands().front()->get_name();

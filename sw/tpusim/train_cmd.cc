@@ -244,21 +244,11 @@ std::function<int()> train_command(CLI::App& tool) {
                   "the first layer's gradient all-reduced in P pieces (default 4)")
       ->type_name("P")
       ->check(cli::uint_in(1, 64));
-  const CLI::Validator save_dir(
-      [](std::string& v) -> std::string {
-        const std::filesystem::path d(v);
-        if (std::filesystem::exists(d) && !std::filesystem::is_directory(d))
-          return v + ": exists and is not a directory";
-        if (!d.parent_path().empty() && !std::filesystem::is_directory(d.parent_path()))
-          return v + ": directory '" + d.parent_path().string() + "' does not exist";
-        return "";
-      },
-      "");
   cmd->add_option("--save", a->save,
                   "x.npy, y.npy, init_/final_w{i}.npy, init_/final_b{i}.npy, loss.npy,\n"
                   "train.json: the run, to replay in numpy or JAX")
       ->type_name("DIR")
-      ->check(save_dir);
+      ->check(cli::output_dir());
   cmd->add_option("--load", a->load,
                   "data and weights in through the host ports, or the backdoor")
       ->type_name("host|backdoor")

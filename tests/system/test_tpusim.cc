@@ -5,7 +5,9 @@
 #include "cli_run.h"
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -675,6 +677,153 @@ TEST(TpusimInputs, MutatedFilesExitTwo) {
     EXPECT_NE(r.out.find(path), std::string::npos) << c.name << ": " << r.out;
     std::remove(path.c_str());
   }
+}
+
+// The rules every command line keeps (docs/errors.md "Command lines"), on the tool itself: each
+// broken line is exit 2 with one error line naming the flag, and nothing runs or is written.
+class TpusimCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = tmp("cli_" + std::string(info->name()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  // tpusim run in the test's own directory.
+  CliRun here(const std::string& args) const {
+    return run_command("cd " + dir_ + " && " + std::string(TPUSIM) + " " + args);
+  }
+  // The names in the test's directory.
+  std::vector<std::string> files() const {
+    std::vector<std::string> v;
+    for (const auto& e : std::filesystem::directory_iterator(dir_))
+      v.push_back(e.path().filename().string());
+    std::sort(v.begin(), v.end());
+    return v;
+  }
+  std::string dir_;
+};
+
+void expect_usage_error(const CliRun& r, const std::string& line, const std::string& args) {
+  EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
+  EXPECT_EQ(r.out, "tpusim: error: " + line + "\n") << args;
+}
+
+TEST_F(TpusimCli, AValueThatIsAnOptionIsAnErrorAndNothingIsWritten) {
+  const std::string dash = "; a path that starts with a dash is written ./";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"matmul " + kConfig4 + " --m 4 --k 4 --n 4 --json --quiet",
+       "--json needs a value ('--quiet' is an option" + dash + "--quiet)"},
+      {"pod " + kPod22 + " --json --check",
+       "--json needs a value ('--check' is an option" + dash + "--check)"},
+      {"train " + kPod22 + " --save --check",
+       "--save needs a value ('--check' is an option" + dash + "--check)"},
+      {"shard " + kPod22 + " --out=--quiet --check",
+       "--out needs a value ('--quiet' is an option" + dash + "--quiet)"},
+      {"matmul --m --k 4", "--m needs a value ('--k' is an option)"},
+      {"train --lr --steps 2", "--lr needs a value ('--steps' is an option)"},
+      {"traffic --json --nope", "--json needs a value ('--nope' looks like an option" + dash +
+                                    "--nope)"},
+  };
+  for (const auto& [args, line] : cases) expect_usage_error(here(args), line, args);
+  EXPECT_EQ(files(), std::vector<std::string>{}) << "a file was written";
+  // Written as ./--quiet it is a path.
+  const CliRun ok = here("matmul " + kConfig4 + " --m 4 --k 4 --n 4 --quiet --json ./--quiet");
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  EXPECT_EQ(files(), std::vector<std::string>{"--quiet"});
+}
+
+TEST_F(TpusimCli, AnOutputThatIsAnInputOrAnotherOutputIsAnError) {
+  std::vector<float> m(16, 1.0f);
+  write_npy_f32(dir_ + "/A.npy", m, {4, 4});
+  write_npy_f32(dir_ + "/W.npy", m, {4, 4});
+  const std::string w_before = slurp(dir_ + "/W.npy");
+  std::filesystem::create_directory(dir_ + "/d");
+  const std::string over = " (an output must not overwrite an input)";
+  const std::string own = " (each output needs a path of its own)";
+  const std::string files_in = kConfig4 + " --quiet --a A.npy --w W.npy";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"matmul " + files_in + " --out W.npy", "--out: W.npy is the file of --w W.npy" + over},
+      {"matmul " + files_in + " --out ./d/../A.npy",
+       "--out: ./d/../A.npy is the file of --a A.npy" + over},
+      {"matmul " + files_in + " --out C.npy --json ./C.npy",
+       "--json: ./C.npy is the file of --out C.npy" + own},
+      {"matmul " + kConfig4 + " --json x --trace d/../x",
+       "--trace: d/../x is the file of --json x" + own},
+      {"matmul --config cfg.yaml --json ./cfg.yaml",
+       "--json: ./cfg.yaml is the file of --config cfg.yaml" + over},
+      {"shard " + kPod22 + " --a A.npy --w W.npy --out A.npy",
+       "--out: A.npy is the file of --a A.npy" + over},
+      {"pod " + kPod22 + " --json t.json --trace t.json",
+       "--trace: t.json is the file of --json t.json" + own},
+      {"train " + kPod22 + " --save run --json ./run", "--json: ./run is the file of --save run" +
+                                                           own},
+  };
+  std::ofstream(dir_ + "/cfg.yaml") << "chip:\n  variant: 4x4\n";
+  for (const auto& [args, line] : cases) expect_usage_error(here(args), line, args);
+  EXPECT_EQ(slurp(dir_ + "/W.npy"), w_before) << "W.npy was overwritten";
+  EXPECT_EQ(files(), (std::vector<std::string>{"A.npy", "W.npy", "cfg.yaml", "d"}));
+}
+
+TEST_F(TpusimCli, AnEmptyValueIsAnErrorNotTheDefault) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"shard " + kPod22 + " --mesh '' --check", "--mesh: the value is empty"},
+      {"shard " + kPod22 + " --x-spec '' --check", "--x-spec: the value is empty"},
+      {"train " + kPod22 + " --mesh '' --check", "--mesh: the value is empty"},
+      {"matmul --m ''", "--m: the value is empty"},
+      {"matmul --json ''", "--json: the value is empty"},
+      {"allreduce --fault ''", "--fault: the value is empty"},
+      {"shard --mesh=", "--mesh needs a value"},
+  };
+  for (const auto& [args, line] : cases) expect_usage_error(here(args), line, args);
+}
+
+TEST_F(TpusimCli, RealsAreDecimalAndFaultKeysAreGivenOnce) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"train --lr 0x1p-1", "--lr: 0x1p-1 is not a number in (0, 1e+06]"},
+      {"train --lr inf", "--lr: inf is not a number in (0, 1e+06]"},
+      {"traffic --rate 0x1p-1", "--rate: 0x1p-1 is not a number in (0, 1]"},
+      {"traffic --rate +0.5", "--rate: +0.5 is not a number in (0, 1]"},
+      {"matmul --fault hbm_single_bit_rate=0x1p-4",
+       "--fault hbm_single_bit_rate=0x1p-4: must be a probability per 64-bit word read, from 0 "
+       "to 1"},
+      {"matmul " + kConfig4 + " --fault seed=1 --fault seed=2",
+       "--fault seed=2: key 'seed' is given twice (seed=1 before it; only hbm_flip_at and "
+       "link_down take one item per flag)"},
+      {"allreduce " + kPod22 + " --fault link_drop_rate=0 --fault seed=1 --fault "
+       "link_drop_rate=0.5 --check",
+       "--fault link_drop_rate=0.5: key 'link_drop_rate' is given twice (link_drop_rate=0 before "
+       "it; only hbm_flip_at and link_down take one item per flag)"},
+  };
+  for (const auto& [args, line] : cases) expect_usage_error(here(args), line, args);
+  // The keys that add an item per flag may repeat.
+  const CliRun two = here("matmul " + kConfig4 + " --m 8 --k 8 --n 8 --quiet --check "
+                          "--fault hbm_flip_at=0 --fault hbm_flip_at=64:2");
+  EXPECT_EQ(two.code, 0) << two.out;
+}
+
+TEST_F(TpusimCli, ATraceWindowPastTheRunWarnsAndTheTraceIsWritten) {
+  const CliRun r = here("matmul " + kConfig4 + " --m 4 --k 4 --n 4 --quiet --trace t.json "
+                        "--trace-cycles 5000000:6000000");
+  EXPECT_EQ(r.code, 0) << r.out;
+  const std::size_t at = r.out.find("tpusim: warning: --trace-cycles 5000000:6000000 is past the "
+                                    "run's end (cycle ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("); the trace has no events\n", at), std::string::npos) << r.out;
+  EXPECT_EQ(slurp(dir_ + "/t.json").find("{\"traceEvents\""), 0u);
+  // A window within the run: no warning.
+  const CliRun in = here("matmul " + kConfig4 + " --m 4 --k 4 --n 4 --quiet --trace t.json "
+                         "--trace-cycles 0:100");
+  EXPECT_EQ(in.code, 0) << in.out;
+  EXPECT_EQ(in.out.find("warning"), std::string::npos) << in.out;
+  const CliRun pod = here("allreduce " + kPod22 + " --engine cpp --bytes 4096 --quiet --trace "
+                          "p.json --trace-cycles 90000000:90000001");
+  EXPECT_EQ(pod.code, 0) << pod.out;
+  EXPECT_NE(pod.out.find("tpusim: warning: --trace-cycles 90000000:90000001 is past the run's "
+                         "end"),
+            std::string::npos)
+      << pod.out;
 }
 
 }  // namespace

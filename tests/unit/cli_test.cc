@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -30,9 +33,15 @@ TEST(CliValidators, UintInIsDecimalAndInRange) {
 
 TEST(CliValidators, RealInIsFiniteAndInRange) {
   const CLI::Validator open = cli::real_in(0, 1, true);
-  for (const char* ok : {"1", "0.3", "1e-3"}) EXPECT_EQ(check(open, ok), "") << ok;
+  for (const char* ok : {"1", "0.3", "1e-3", ".5", "1.", "5E-1", "0.05e+1", "1e0"})
+    EXPECT_EQ(check(open, ok), "") << ok;
   for (const char* bad : {"0", "1.5", "-0.1", "nan", "inf", "0.3x", ""})
     EXPECT_NE(check(open, bad).find("is not a number in (0, 1]"), std::string::npos) << bad;
+  // Decimal only: strtod alone reads hex floats, inf and nan in any case, a leading sign or
+  // blanks; each is refused, named like a number out of range.
+  for (const char* bad : {"0x1p-1", "0X.8P0", "0x1", "INF", "infinity", "NaN", "+0.5", " 0.5",
+                          "0.5 ", ".", "e-1", "1e", "1e+", "0.5.1", "1e-1.5", "0,5"})
+    EXPECT_EQ(check(open, bad), std::string(bad) + " is not a number in (0, 1]") << bad;
   EXPECT_EQ(check(cli::real_in(0, 1), "0"), "");
   EXPECT_EQ(check(cli::real_in(0, 1), "2"), "2 is not a number in [0, 1]");
 }
@@ -75,6 +84,7 @@ struct Parsed {
   std::string out, err;
   unsigned m;
   std::vector<std::string> faults;
+  double lr;
 };
 
 Parsed parse_line(const std::vector<std::string>& args) {
@@ -83,17 +93,25 @@ Parsed parse_line(const std::vector<std::string>& args) {
   CLI::App* cmd = tool.add_subcommand("cmd", "the command");
   unsigned m = 64;
   bool quiet = false;
-  std::string out;
+  double lr = 0.5;
+  std::string out, in, in2, json, save;
   std::vector<std::string> faults;
   cmd->add_option("--m", m, "rows")->type_name("M")->check(cli::uint_in(1, 100));
   cmd->add_flag("--quiet", quiet, "no progress line");
-  cmd->add_option("--out", out, "a file")->type_name("FILE");
+  cmd->add_option("--out", out, "a file")->type_name("FILE")->check(cli::output_path());
   cli::repeatable(cmd->add_option("--fault", faults, "a fault"))->type_name("KEY=VALUE");
+  cmd->add_option("--in", in, "an input")->type_name("FILE")->check(cli::input_path());
+  cmd->add_option("--in2", in2, "another input")->type_name("FILE")->check(cli::input_path());
+  cmd->add_option("--json", json, "another output")->type_name("FILE")->check(cli::output_path());
+  cmd->add_option("--save", save, "an output directory")
+      ->type_name("DIR")
+      ->check(cli::output_dir());
+  cmd->add_option("--lr", lr, "a real")->type_name("LR")->check(cli::real_in(0, 10, true));
   ::testing::internal::CaptureStdout();
   ::testing::internal::CaptureStderr();
   const int code = cli::parse(tool, args);
   const std::string o = ::testing::internal::GetCapturedStdout();
-  return Parsed{code, o, ::testing::internal::GetCapturedStderr(), m, faults};
+  return Parsed{code, o, ::testing::internal::GetCapturedStderr(), m, faults, lr};
 }
 
 TEST(CliParse, HelpAnywhereOnTheLineWinsAndGoesToStdout) {
@@ -152,6 +170,145 @@ TEST(CliParse, AGoodLineRunsRepeatableOptionsKeptInOrder) {
   EXPECT_EQ(r.faults, (std::vector<std::string>{"a=1", "b=2"}));
   // One value per --fault: a second word is a stray argument, not a second fault.
   EXPECT_EQ(parse_line({"cmd", "--fault", "a=1", "b=2"}).code, 2);
+}
+
+// Runs the test in a fresh directory of its own (restored at the end), so that a file a parse
+// might make by mistake is seen.
+class InTempDir {
+ public:
+  explicit InTempDir(const std::string& name)
+      : dir_(::testing::TempDir() + "cli_test_" + name + "_" + std::to_string(::getpid())) {
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    old_ = std::filesystem::current_path();
+    std::filesystem::current_path(dir_);
+  }
+  ~InTempDir() {
+    std::filesystem::current_path(old_);
+    std::filesystem::remove_all(dir_);
+  }
+  InTempDir(const InTempDir&) = delete;
+  InTempDir& operator=(const InTempDir&) = delete;
+  const std::string& dir() const { return dir_; }
+  // The names in the directory.
+  std::vector<std::string> files() const {
+    std::vector<std::string> v;
+    for (const auto& e : std::filesystem::directory_iterator(dir_))
+      v.push_back(e.path().filename().string());
+    return v;
+  }
+
+ private:
+  std::string dir_;
+  std::filesystem::path old_;
+};
+
+TEST(CliParse, AValueThatStartsWithTwoDashesIsAMissingValue) {
+  const InTempDir tmp("dashes");
+  struct Case {
+    std::vector<std::string> line;
+    std::string err;
+  };
+  const std::string dash_path = "; a path that starts with a dash is written ./";
+  const std::vector<Case> cases = {
+      {{"cmd", "--out", "--quiet"},
+       "tool: error: --out needs a value ('--quiet' is an option" + dash_path + "--quiet)\n"},
+      {{"cmd", "--out=--quiet"},
+       "tool: error: --out needs a value ('--quiet' is an option" + dash_path + "--quiet)\n"},
+      {{"cmd", "--json", "--out", "x.json"},
+       "tool: error: --json needs a value ('--out' is an option" + dash_path + "--out)\n"},
+      {{"cmd", "--in", "--m=3"},
+       "tool: error: --in needs a value ('--m=3' is an option" + dash_path + "--m=3)\n"},
+      {{"cmd", "--save", "--bogus"},
+       "tool: error: --save needs a value ('--bogus' looks like an option" + dash_path +
+           "--bogus)\n"},
+      {{"cmd", "--m", "--quiet"}, "tool: error: --m needs a value ('--quiet' is an option)\n"},
+      {{"cmd", "--lr", "--"}, "tool: error: --lr needs a value ('--' looks like an option)\n"},
+      {{"cmd", "--fault", "a=1", "--fault", "--quiet"},
+       "tool: error: --fault needs a value ('--quiet' is an option)\n"},
+  };
+  for (const Case& c : cases) {
+    const Parsed r = parse_line(c.line);
+    EXPECT_EQ(r.code, 2) << c.err;
+    EXPECT_EQ(r.err, c.err);
+    EXPECT_EQ(r.out, "");
+  }
+  EXPECT_TRUE(tmp.files().empty()) << "a parse made " << tmp.files().front();
+  // Written as a path, it is one; "--" inside a value is no option; the help still wins.
+  EXPECT_EQ(parse_line({"cmd", "--out", "./--quiet"}).code, -1);
+  EXPECT_EQ(parse_line({"cmd", "--out", tmp.dir() + "/a--quiet"}).code, -1);
+  EXPECT_EQ(parse_line({"cmd", "--fault", "link_down=1:-X@0"}).code, -1);
+  const Parsed help = parse_line({"cmd", "--out", "--help"});
+  EXPECT_EQ(help.code, 0);
+  EXPECT_EQ(help.out.find("usage: tool cmd [options]"), 0u) << help.out;
+}
+
+TEST(CliParse, AnEmptyValueIsAnError) {
+  for (const char* flag : {"--m", "--out", "--in", "--save", "--lr", "--fault"}) {
+    const Parsed r = parse_line({"cmd", flag, ""});
+    EXPECT_EQ(r.code, 2) << flag;
+    EXPECT_EQ(r.err, "tool: error: " + std::string(flag) + ": the value is empty\n");
+    const Parsed eq = parse_line({"cmd", std::string(flag) + "="});
+    EXPECT_EQ(eq.code, 2) << flag;
+    EXPECT_EQ(eq.err, "tool: error: " + std::string(flag) + " needs a value\n");
+  }
+  // An empty word that is no option's value is a stray argument, as before.
+  EXPECT_EQ(parse_line({"cmd", "--quiet", ""}).err,
+            "tool: error: unexpected argument '' (tool cmd --help: the options)\n");
+}
+
+TEST(CliParse, AnOutputNeverNamesAnInputsOrAnotherOutputsFile) {
+  const InTempDir tmp("paths");
+  std::ofstream("in.npy") << "x";
+  std::filesystem::create_directory("d");
+  const std::string abs = tmp.dir() + "/in.npy";
+  struct Case {
+    std::vector<std::string> line;
+    std::string err;
+  };
+  const std::string over = " (an output must not overwrite an input)\n";
+  const std::string own = " (each output needs a path of its own)\n";
+  const std::vector<Case> cases = {
+      {{"cmd", "--in", "in.npy", "--out", "in.npy"},
+       "tool: error: --out: in.npy is the file of --in in.npy" + over},
+      {{"cmd", "--out", "./in.npy", "--in", abs},
+       "tool: error: --out: ./in.npy is the file of --in " + abs + over},
+      {{"cmd", "--in2", "in.npy", "--json", "d/../in.npy"},
+       "tool: error: --json: d/../in.npy is the file of --in2 in.npy" + over},
+      {{"cmd", "--out", "new.json", "--json", "./d/../new.json"},
+       "tool: error: --json: ./d/../new.json is the file of --out new.json" + own},
+      {{"cmd", "--save", "run", "--out", "run"},
+       "tool: error: --save: run is the file of --out run" + own},
+      {{"cmd", "--save", "d/../d", "--in", "d"},
+       "tool: error: --save: d/../d is the file of --in d" + over},
+  };
+  for (const Case& c : cases) {
+    const Parsed r = parse_line(c.line);
+    EXPECT_EQ(r.code, 2) << c.err;
+    EXPECT_EQ(r.err, c.err);
+  }
+  // A hard link is the file it links.
+  std::filesystem::create_hard_link("in.npy", "link.npy");
+  EXPECT_EQ(parse_line({"cmd", "--in", "in.npy", "--out", "link.npy"}).err,
+            "tool: error: --out: link.npy is the file of --in in.npy" + over);
+  EXPECT_EQ(std::ifstream("in.npy").get(), 'x') << "the input was touched";
+  // What may share a path: two inputs; outputs to a character device.
+  for (const std::vector<std::string>& ok :
+       {std::vector<std::string>{"cmd", "--in", "in.npy", "--in2", "./in.npy"},
+        {"cmd", "--out", "/dev/null", "--json", "/dev/null"},
+        {"cmd", "--in", "in.npy", "--out", "d/in.npy", "--json", "in.json", "--save", "run"}}) {
+    const Parsed r = parse_line(ok);
+    EXPECT_EQ(r.code, -1) << r.err;
+  }
+}
+
+TEST(CliParse, RealsAreDecimalOnTheLine) {
+  EXPECT_EQ(parse_line({"cmd", "--lr", "2.5e-1"}).lr, 0.25);
+  for (const char* bad : {"0x1p-1", "inf", "nan", "+1"}) {
+    const Parsed r = parse_line({"cmd", "--lr", bad});
+    EXPECT_EQ(r.code, 2) << bad;
+    EXPECT_EQ(r.err, "tool: error: --lr: " + std::string(bad) + " is not a number in (0, 10]\n");
+  }
 }
 
 }  // namespace

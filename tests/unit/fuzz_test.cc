@@ -1,25 +1,32 @@
-// Parser fuzzing (docs/errors.md): mutated YAML configurations (from configs/*.yaml) and mutated
-// .npy files, generated here with fixed seeds. Every case either parses or throws the project's
-// error type with a message (ConfigError, HbmConfigError, std::invalid_argument, NpyError): no
-// crash, no abort, no other exception, no hang, no allocation of gigabytes (the address space is
-// capped while the cases run, where no sanitizer needs it). The *Soak* tests run many more cases
-// (label soak).
+// Parser fuzzing (docs/errors.md): mutated YAML configurations (from configs/*.yaml), mutated
+// .npy files and random command lines of every tpusim command, generated here with fixed seeds.
+// Every file case either parses or throws the project's error type with a message (ConfigError,
+// HbmConfigError, std::invalid_argument, NpyError): no crash, no abort, no other exception, no
+// hang, no allocation of gigabytes (the address space is capped while the cases run, where no
+// sanitizer needs it). Every command line either parses or is one `tpusim: error:` line with
+// exit 2, and nothing runs. The *Soak* tests run many more cases (label soak).
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "chip_config.h"
+#include "cli.h"
 #include "hbm_config.h"
 #include "npy.h"
+#include "tpusim_cmds.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define TPU_FUZZ_ASAN 1
@@ -423,6 +430,194 @@ TEST(ParserFuzz, MutatedNpyFilesSoak) { fuzz_npy(300000, 2); }
 TEST(ParserFuzz, NpyFromADeviceIsRefused) {
   EXPECT_THROW(read_npy("/dev/zero"), NpyError);
 }
+
+// ------------------------------------------------------------------------------------------
+// Command lines
+// ------------------------------------------------------------------------------------------
+// Words that may stand anywhere on a line: values of every kind, good and bad (numbers in
+// other notations, lists, spans, specs, fault keys), values that look like options, empty ones,
+// command names and paths (in the fuzz's own directory: in.npy exists, d/ is a directory).
+const char* const kWords[] = {
+    "1", "4", "64", "0", "-1", "010", "0x10", "1e3", ".5", "0.5", "0x1p-1", "inf", "nan", "+1",
+    "18446744073709551616", "x", "a,b", "0,3", "1,,2", "0:10", "10:0", "5000:6000",
+    "data=2,model=2", "x=2,y=2", "model=4", "-,model", "data,-", "ring", "torus", "systemc", "cpp",
+    "host", "backdoor", "bf16", "f32", "all_reduce", "broadcast", "64,128,32", "4x4", "2x2",
+    "uniform", "seed=1", "seed=2", "hbm_flip_at=0:2", "link_down=1:-X@0", "matmul", "pod", "",
+    " ", "=", "--", "-", "--quiet", "--check", "--bogus", "--m", "--json", "--json=x", "-x",
+    "in.npy", "./in.npy", "d/../in.npy", "out.json", "./out.json", "d/out.json", "d/../out.json",
+    "d", "nodir/x.json", "/dev/null"};
+
+struct CommandOptions {
+  std::vector<std::string> valued, flags, required;
+  std::map<std::string, std::string> good;  // a value each option takes: its default
+};
+
+// The options of every tpusim command, as tpusim_commands declares them (--help left out).
+std::map<std::string, CommandOptions> tpusim_options() {
+  CLI::App tool("", "tpusim");
+  std::map<std::string, CommandOptions> out;
+  const auto commands = tpusim_commands(tool);
+  for (const auto& c : commands) {
+    CommandOptions& o = out[c.first];
+    for (const CLI::Option* opt : tool.get_subcommand(c.first)->get_options()) {
+      const std::string n = opt->get_name();
+      if (n == "--help" || n == "-h") continue;
+      (opt->get_expected_max() != 0 ? o.valued : o.flags).push_back(n);
+      if (opt->get_required()) o.required.push_back(n);
+      if (!opt->get_default_str().empty()) o.good[n] = opt->get_default_str();
+    }
+    if (o.good.count("--kind") == 0) o.good["--kind"] = "all_reduce";  // required, no default
+  }
+  return out;
+}
+
+// One random line for `cmd`: the command first (nearly always), then options with values
+// (attached with = or not), flags, repeats, stray words and unknown options, in random order.
+std::vector<std::string> random_line(std::mt19937_64& rng, const std::string& cmd,
+                                     const CommandOptions& o) {
+  auto pick = [&](const auto& v) { return v[rng() % v.size()]; };
+  auto word = [&] { return std::string(kWords[rng() % (sizeof kWords / sizeof *kWords)]); };
+  // A value for option `n`: a good one a third of the time (so that some lines parse).
+  auto value = [&](const std::string& n) {
+    const auto g = o.good.find(n);
+    return g != o.good.end() && rng() % 3 == 0 ? g->second : word();
+  };
+  std::vector<std::vector<std::string>> items;
+  for (const std::string& r : o.required)
+    if (rng() % 8 != 0) items.push_back({r, value(r)});
+  const std::size_t count = rng() % 9;
+  for (std::size_t i = 0; i < count; ++i) {
+    const unsigned r = static_cast<unsigned>(rng() % 100);
+    if (r < 45 && !o.valued.empty()) {
+      const std::string n = pick(o.valued);
+      items.push_back({n, value(n)});
+    } else if (r < 55 && !o.valued.empty()) {
+      const std::string n = pick(o.valued);
+      items.push_back({n + "=" + value(n)});
+    } else if (r < 70 && !o.flags.empty()) {
+      items.push_back({pick(o.flags)});
+    } else if (r < 80 && !items.empty()) {
+      items.push_back(pick(items));  // given again
+    } else if (r < 85 && !o.valued.empty()) {
+      items.push_back({pick(o.valued)});  // the value missing, or the next item taken as one
+    } else if (r < 93) {
+      items.push_back({word()});
+    } else {
+      items.push_back({"--no-such-option"});
+    }
+  }
+  std::vector<std::string> line;
+  if (rng() % 20 != 0) line.push_back(cmd);
+  for (const auto& it : items) line.insert(line.end(), it.begin(), it.end());
+  if (line.empty()) line.push_back(word());
+  if (rng() % 10 == 0) std::shuffle(line.begin(), line.end(), rng);
+  return line;
+}
+
+std::filesystem::path resolved(const std::string& p) {
+  std::error_code ec;
+  return std::filesystem::weakly_canonical(std::filesystem::absolute(p), ec);
+}
+
+// What a parsed line must satisfy (docs/errors.md "Command lines"): every value is non-empty and
+// no option; no output path is an input's or another output's. "" or what broke.
+std::string parsed_line_breaks_a_rule(const CLI::App& tool) {
+  const auto cmds = tool.get_subcommands();
+  if (cmds.size() != 1) return "parsed without a command";
+  std::vector<std::string> inputs, outputs;
+  for (const CLI::Option* o : cmds.front()->get_options()) {
+    if (o->count() == 0 || o->get_expected_max() == 0) continue;
+    const std::string n = o->get_name();
+    for (const std::string& v : o->results()) {
+      if (v.empty() || v.rfind("--", 0) == 0) return n + " took the value '" + v + "'";
+      const bool in = n == "--config" || n == "--a" || n == "--w" || n == "--bias";
+      const bool out = n == "--out" || n == "--json" || n == "--trace" || n == "--waves" ||
+                       n == "--save";
+      if (in) inputs.push_back(v);
+      if (out && v != "/dev/null") {
+        for (const std::string& p : inputs)
+          if (resolved(p) == resolved(v)) return n + " " + v + " overwrites an input " + p;
+        for (const std::string& p : outputs)
+          if (resolved(p) == resolved(v)) return n + " " + v + " overwrites an output " + p;
+        outputs.push_back(v);
+      }
+    }
+  }
+  return "";
+}
+
+std::string shown(const std::vector<std::string>& line) {
+  std::string s = "tpusim";
+  for (const std::string& w : line) s += " '" + w + "'";
+  return s;
+}
+
+// `per_command` random lines for each tpusim command, parsed in a directory of their own: each
+// parses (and then keeps the rules) or is one error line with exit 2; never an exception, never
+// a run, never a file left behind.
+void fuzz_command_lines(int per_command, uint64_t seed) {
+  const std::string dir = ::testing::TempDir() + "cli_fuzz_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/d");
+  const std::filesystem::path old = std::filesystem::current_path();
+  std::filesystem::current_path(dir);
+  std::ofstream("in.npy") << "x";
+  std::mt19937_64 rng(seed);
+  int failures = 0;
+  for (const auto& c : tpusim_options()) {
+    int parsed = 0, errors = 0;
+    for (int i = 0; i < per_command; ++i) {
+      const std::vector<std::string> line = random_line(rng, c.first, c.second);
+      std::ostringstream out, err;
+      std::streambuf* const old_out = std::cout.rdbuf(out.rdbuf());
+      std::streambuf* const old_err = std::cerr.rdbuf(err.rdbuf());
+      std::string bad;
+      try {
+        CLI::App tool("", "tpusim");
+        const auto commands = tpusim_commands(tool);  // declared, never run (they hold the
+                                                      // options' variables: kept while parsing)
+        const int rc = cli::parse(tool, line);
+        const std::string e = err.str();
+        if (rc == -1) {
+          ++parsed;
+          if (!e.empty() || !out.str().empty()) bad = "parsed, but printed " + e + out.str();
+          if (bad.empty()) bad = parsed_line_breaks_a_rule(tool);
+        } else if (rc == 2) {
+          ++errors;
+          if (e.rfind("tpusim: error: ", 0) != 0 || e.find('\n') != e.size() - 1 ||
+              !out.str().empty())
+            bad = "exit 2 without one error line: " + e + out.str();
+        } else {
+          bad = "exit " + std::to_string(rc);
+        }
+      } catch (const std::exception& ex) {
+        bad = std::string("exception: ") + ex.what();
+      } catch (...) {
+        bad = "an exception of no known type";
+      }
+      std::cout.rdbuf(old_out);
+      std::cerr.rdbuf(old_err);
+      if (!bad.empty() && ++failures <= 10) ADD_FAILURE() << shown(line) << ": " << bad;
+    }
+    // The lines are neither all good nor all bad: both paths are exercised.
+    EXPECT_GT(parsed, per_command / 50) << c.first;
+    EXPECT_GT(errors, per_command / 2) << c.first;
+  }
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::recursive_directory_iterator("."))
+    left.push_back(e.path().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"./d", "./in.npy"})) << "a parse left a file";
+  EXPECT_EQ(slurp("in.npy"), "x");
+  std::filesystem::current_path(old);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CommandLineFuzz, EveryTpusimCommandParsesOrIsOneErrorLine) {
+  EXPECT_EQ(tpusim_options().size(), 8u);  // matmul traffic allreduce collective pod shard ...
+  fuzz_command_lines(300, 1);
+}
+TEST(CommandLineFuzz, EveryTpusimCommandSoak) { fuzz_command_lines(20000, 2); }
 
 }  // namespace
 }  // namespace tpu
