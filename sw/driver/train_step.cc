@@ -80,7 +80,8 @@ DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOpti
   if (spec_.loss_chunk == 0) spec_.loss_chunk = 1;  // set from the plan below
   Impl& m = *impl_;
   if (!opt_.mesh.empty()) {  // data and model axes over the torus dimensions
-    const Mesh mesh = parse_mesh(opt_.mesh);
+    // Axes of size 1 split nothing: "data=4,model=1" is "data=4", "data=1,model=4" "model=4".
+    const Mesh mesh = mesh_without_unit_axes(parse_mesh(opt_.mesh));
     for (const MeshAxis& a : mesh.axes)
       if (a.name != "data" && a.name != "model")
         throw std::invalid_argument("train: mesh axis '" + a.name + "': the axes are 'data' and "
@@ -180,7 +181,22 @@ DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOpti
     o.counter_count = kIciCounters / 3;
     o.counter_base = static_cast<uint32_t>(slot) * o.counter_count;
     o.early_heads = false;  // several collectives in one stream (PodCollectiveOptions)
-    cp.push_back(pd.compile(cs, bufs, o));
+    // A third of the ICI counters each: the torus all-reduce of a 3D group (4x4x4) needs more
+    // than that, the rings far fewer. So the fastest algorithm that fits is taken; the golden
+    // follows whichever ran (it replays the rounds), so the bits stay checked.
+    std::string first_error;
+    for (const char* algo : {"torus", "biring", "ring"}) {
+      if (std::string(algo) == "torus" && cs.algorithm != "torus") continue;
+      cs.algorithm = algo;
+      try {
+        cp.push_back(pd.compile(cs, bufs, o));
+        return;
+      } catch (const std::invalid_argument& e) {
+        if (first_error.empty()) first_error = e.what();
+      }
+    }
+    throw std::invalid_argument("train: the all-reduce over " + std::to_string(group_size(
+                                    mi.topo, cs.group_dims)) + " chips: " + first_error);
   };
   uint16_t model_phase = 0;
   if (model_ar) {  // the prediction's partial products summed over the model axis

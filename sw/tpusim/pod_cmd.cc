@@ -94,7 +94,7 @@ void add_pod_options(CLI::App* cmd, PodOptions& o, bool bare) {
                   "stop as hung (exit 3) after this many cycles without progress\n"
                   "(default: the config's watchdog_cycles, 1000000; 0: off)")
       ->type_name("CYCLES")
-      ->check(cli::uint_in(0, uint64_t{1} << 40));
+      ->check(in_range(kWatchdogRange));
 }
 
 void add_trace_cycles(CLI::App* cmd, PodOptions& o) {
@@ -155,6 +155,11 @@ void with_pod(const PodOptions& opt, PodParams params, double clock_ghz,
           "--engine " + engine + " with " + std::to_string(mpi_world().size) +
           " MPI ranks: the pod split across processes runs on --engine cpp only (the SystemC "
           "kernel is not split across processes); add --engine cpp");
+    (void)PodPartition::slabs(params.topo, mpi_world().size);  // every rank alike: too many?
+    // Every rank got this far, or every rank stops here with the first one's error (exit 2, no
+    // MPI_Abort): rank 0 may have refused an output path the others do not check.
+    const std::string other = mpi_agree_start("");
+    if (!other.empty()) throw std::invalid_argument(other);
 #ifdef TPU_HAVE_MPI
     MpiPodHost host(params);
     traced(host);
@@ -396,7 +401,7 @@ CLI::App* collective_options(CLI::App& tool, const char* name, const char* what,
       ->capture_default_str();
   cmd->add_option("--seed", a.seed, "seed of the random inputs")
       ->type_name("S")
-      ->check(cli::uint_in(0, ~uint64_t{0}))
+      ->check(in_range(kSeedRange))
       ->capture_default_str();
   add_pod_options(cmd, a.pod);
   add_trace_cycles(cmd, a.pod);
@@ -427,6 +432,12 @@ int run_collective(const CollectiveArgs& a) {
   if (!a.mesh.empty()) {
     const Mesh mesh = parse_mesh(a.mesh);
     axis = a.axis;
+    check_mesh(topo, mesh);
+    if (mesh_unit_axis(topo, mesh, axis))
+      throw std::invalid_argument(
+          "--axis " + axis + ": the axis has size 1 in --mesh " + a.mesh +
+          ", so every group is one chip and the collective would move nothing; give an axis of "
+          "size > 1 (another axis of size 1 in the mesh changes nothing)");
     spec.group_dims = mesh_axis_dims(topo, mesh, axis);
   }
   const Topology gtopo = group_topology(topo, spec.group_dims);
@@ -781,7 +792,7 @@ std::function<int()> pod_command(CLI::App& tool) {
   add_pod_config(cmd, a->pod);
   add_matmul_shape(cmd, a->m, a->k, a->n, a->seed, 4096,
                    {"rows of A on every chip", "the contraction", "columns of W"},
-                   "seed of the random inputs", ~uint64_t{0});
+                   "seed of the random inputs");
   cmd->add_option("--algo", a->algo,
                   "the all-reduce's algorithm: ring|biring|torus|direct (default torus,\n"
                   "or biring on one dimension)")
