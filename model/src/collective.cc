@@ -1061,7 +1061,9 @@ std::vector<int> mesh_axis_dims(const Topology& topo, const Mesh& mesh, const st
 }
 
 bool mesh_unit_axis(const Topology& topo, const Mesh& mesh, const std::string& axis) {
-  (void)mesh.axis_size(axis);  // throws when the axis is not in the mesh
+  bool found = false;
+  for (const MeshAxis& a : mesh.axes) found = found || a.name == axis;
+  if (!found) (void)mesh_axis_dims(topo, mesh, axis);  // throws, naming the mesh's axes
   std::vector<bool> unit;
   const std::vector<std::vector<int>> dims =
       all_axis_dims(topo, mesh, "mesh '" + mesh.text() + "' on " + topo.name() + ": ", &unit);
