@@ -352,7 +352,8 @@ FaultConfig faults_from(const YAML::Node& f, const std::string& path, uint64_t h
       for (const char* need : {"chip", "port", "cycle"})
         if (!e[need]) fail(path, key + "." + need, "missing (an entry names chip, port and cycle)");
       LinkDown ld;
-      ld.chip = static_cast<int>(get_uint(e["chip"], path, key + ".chip", kChipIdRange, "a chip id"));
+      ld.chip =
+          static_cast<int>(get_uint(e["chip"], path, key + ".chip", kChipIdRange, "a chip id"));
       std::string port;
       try {
         port = e["port"].as<std::string>();
@@ -558,7 +559,8 @@ void apply_fault_flag(FaultConfig& f, const std::string& kv) {
     const auto colon = a.find(':');
     fl.count = 1;
     if (colon != std::string::npos) {
-      fl.count = static_cast<unsigned>(to_uint(a.substr(colon + 1), kFlipBitsRange, "the bit count"));
+      fl.count =
+          static_cast<unsigned>(to_uint(a.substr(colon + 1), kFlipBitsRange, "the bit count"));
       a = a.substr(0, colon);
     }
     fl.addr = to_uint(a, {0, ~0u, ""}, "the address (ADDR[:BITS][@CHIP])");

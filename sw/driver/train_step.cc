@@ -63,6 +63,28 @@ struct DataParallelTrainer::Impl {
   uint32_t vmem_compute = 0;
 };
 
+namespace {
+// pd.compile with the fastest algorithm that fits the collective's share of the ICI counters (a
+// third each): the torus all-reduce of a 3D group (4x4x4) needs more than that, the rings far
+// fewer. The golden replays the rounds that ran, so the bits stay checked whichever it is.
+PodProgram compile_fitting(PodDriver& pd, CollectiveSpec cs, const CollectiveBuffers& bufs,
+                           const PodCollectiveOptions& o, const Topology& topo) {
+  std::string first_error;
+  for (const char* algo : {"torus", "biring", "ring"}) {
+    if (std::string(algo) == "torus" && cs.algorithm != "torus") continue;
+    cs.algorithm = algo;
+    try {
+      return pd.compile(cs, bufs, o);
+    } catch (const std::invalid_argument& e) {
+      if (first_error.empty()) first_error = e.what();
+    }
+  }
+  throw std::invalid_argument("train: the all-reduce over " +
+                              std::to_string(group_size(topo, cs.group_dims)) +
+                              " chips: " + first_error);
+}
+}  // namespace
+
 DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOptions opt)
     : host_(host), spec_(std::move(spec)), opt_(opt), impl_(std::make_unique<Impl>()) {
   const MachineInfo& mi = host_.info();
@@ -181,22 +203,7 @@ DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOpti
     o.counter_count = kIciCounters / 3;
     o.counter_base = static_cast<uint32_t>(slot) * o.counter_count;
     o.early_heads = false;  // several collectives in one stream (PodCollectiveOptions)
-    // A third of the ICI counters each: the torus all-reduce of a 3D group (4x4x4) needs more
-    // than that, the rings far fewer. So the fastest algorithm that fits is taken; the golden
-    // follows whichever ran (it replays the rounds), so the bits stay checked.
-    std::string first_error;
-    for (const char* algo : {"torus", "biring", "ring"}) {
-      if (std::string(algo) == "torus" && cs.algorithm != "torus") continue;
-      cs.algorithm = algo;
-      try {
-        cp.push_back(pd.compile(cs, bufs, o));
-        return;
-      } catch (const std::invalid_argument& e) {
-        if (first_error.empty()) first_error = e.what();
-      }
-    }
-    throw std::invalid_argument("train: the all-reduce over " + std::to_string(group_size(
-                                    mi.topo, cs.group_dims)) + " chips: " + first_error);
+    cp.push_back(compile_fitting(pd, cs, bufs, o, mi.topo));
   };
   uint16_t model_phase = 0;
   if (model_ar) {  // the prediction's partial products summed over the model axis

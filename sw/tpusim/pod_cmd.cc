@@ -328,6 +328,20 @@ F64Check f64_check(const CollectivePlan& plan, const std::vector<int>& dims,
   return r;
 }
 
+// The group dims of --axis in --mesh; an axis of size 1 (groups of one chip: nothing to move)
+// is refused naming --axis, while other axes of size 1 change nothing.
+std::vector<int> axis_group(const Topology& topo, const std::string& mesh_text,
+                            const std::string& axis) {
+  const Mesh mesh = parse_mesh(mesh_text);
+  check_mesh(topo, mesh);
+  if (mesh_unit_axis(topo, mesh, axis))
+    throw std::invalid_argument(
+        "--axis " + axis + ": the axis has size 1 in --mesh " + mesh_text +
+        ", so every group is one chip and the collective would move nothing; give an axis of "
+        "size > 1 (another axis of size 1 in the mesh changes nothing)");
+  return mesh_axis_dims(topo, mesh, axis);
+}
+
 // The options of `tpusim allreduce` and `tpusim collective`.
 struct CollectiveArgs {
   PodOptions pod;
@@ -430,15 +444,8 @@ int run_collective(const CollectiveArgs& a) {
   // Mesh axes: the group of the collective.
   std::string axis = "all";
   if (!a.mesh.empty()) {
-    const Mesh mesh = parse_mesh(a.mesh);
     axis = a.axis;
-    check_mesh(topo, mesh);
-    if (mesh_unit_axis(topo, mesh, axis))
-      throw std::invalid_argument(
-          "--axis " + axis + ": the axis has size 1 in --mesh " + a.mesh +
-          ", so every group is one chip and the collective would move nothing; give an axis of "
-          "size > 1 (another axis of size 1 in the mesh changes nothing)");
-    spec.group_dims = mesh_axis_dims(topo, mesh, axis);
+    spec.group_dims = axis_group(topo, a.mesh, axis);
   }
   const Topology gtopo = group_topology(topo, spec.group_dims);
   const std::string def_algo = gtopo.active_dims().size() >= 2 ? "torus" : "biring";
