@@ -57,7 +57,8 @@ std::function<int()> example_inputs_command(CLI::App& tool) {
   auto a = std::make_shared<ExampleArgs>();
   CLI::App* cmd = tool.add_subcommand(
       "example-inputs",
-      "write A.npy (M x K), W.npy (K x N) and B.npy (N), float32, for matmul's --a, --w, --bias");
+      "write A.npy, W.npy and B.npy (float32) for matmul's --a, --w and --bias\n"
+      "(A is M x K, W is K x N, B holds N values)");
   add_matmul_shape(cmd, a->m, a->k, a->n, a->seed, 1u << 16,
                    {"rows of A", "the contraction: A's columns, W's rows", "columns of W, bias"},
                    "seed of the values");
