@@ -250,9 +250,21 @@ int main(int argc, char** argv) {
                "stdout",
                "bench_hbm");
   tpu::Options opt;
+  // The configuration is read when the line is parsed: a missing or bad file is a usage error
+  // (exit 2, --check included), not a failed bench.
   app.add_option("--config", opt.config, "HBM configuration (default: the built-in one)")
       ->type_name("FILE.yaml")
-      ->check(tpu::cli::input_path());
+      ->check(tpu::cli::input_path())
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            try {
+              (void)tpu::load_hbm_config(v);
+            } catch (const tpu::HbmConfigError& e) {
+              return std::string(e.what());
+            }
+            return std::string();
+          },
+          ""));
   app.add_option("--cycles", opt.cycles,
                  "measured cycles, rounded to whole refresh intervals; 0: ten of them")
       ->type_name("N")

@@ -989,6 +989,55 @@ Mesh parse_mesh(const std::string& text) {
   return mesh;
 }
 
+namespace {
+
+// Every axis's dims (mesh_axis_dims's rules); a size-1 axis with no dimension of one chip at its
+// place gets none and `unit[i]` set (its groups are single chips). `where` prefixes messages.
+std::vector<std::vector<int>> all_axis_dims(const Topology& topo, const Mesh& mesh,
+                                            const std::string& where, std::vector<bool>* unit) {
+  for (const MeshAxis& a : mesh.axes) {
+    if (a.size < 1) bad(where + "axis '" + a.name + "' has size " + std::to_string(a.size));
+  }
+  if (mesh.num_chips() != topo.num_chips()) {
+    bad(where + "the axes multiply to " + std::to_string(mesh.num_chips()) +
+        " chips; the pod has " + std::to_string(topo.num_chips()));
+  }
+  // Axes take dimensions in order; see the header for where dimensions of one chip go.
+  int cursor = 0;
+  std::vector<std::vector<int>> result(mesh.axes.size());
+  unit->assign(mesh.axes.size(), false);
+  std::size_t last = mesh.axes.size();  // the last axis that takes dimensions
+  for (std::size_t i = 0; i < mesh.axes.size(); ++i) {
+    const MeshAxis& a = mesh.axes[i];
+    const bool at_end = i + 1 == mesh.axes.size();
+    std::vector<int>& dims = result[i];
+    int product = 1;
+    if (a.size == 1) {
+      while (cursor < topo.rank() && topo.extent(cursor) == 1 && (dims.empty() || at_end)) {
+        dims.push_back(cursor++);
+      }
+      (*unit)[i] = dims.empty();  // a group of one chip: the axis splits nothing
+    } else {
+      while (cursor < topo.rank() && product < a.size) {
+        product *= topo.extent(cursor);
+        dims.push_back(cursor++);
+      }
+      if (product != a.size) {
+        bad(where + "axis '" + a.name + "' of size " + std::to_string(a.size) +
+            " does not line up with whole torus dimensions: dims " + dims_text(dims) + " have " +
+            std::to_string(product) + " chips");
+      }
+    }
+    if (!dims.empty()) last = i;
+  }
+  if (last < mesh.axes.size()) {
+    while (cursor < topo.rank()) result[last].push_back(cursor++);  // dims of one chip are left
+  }
+  return result;
+}
+
+}  // namespace
+
 std::vector<int> mesh_axis_dims(const Topology& topo, const Mesh& mesh, const std::string& axis) {
   topo.validate();
   const std::string where = "mesh '" + mesh.text() + "' on " + topo.name() + ": ";
@@ -1002,47 +1051,40 @@ std::vector<int> mesh_axis_dims(const Topology& topo, const Mesh& mesh, const st
     bad(where + "axis '" + axis + "' is not in the mesh; its axes are " +
         (names.empty() ? std::string("none") : names));
   }
-  for (const MeshAxis& a : mesh.axes) {
-    if (a.size < 1) bad(where + "axis '" + a.name + "' has size " + std::to_string(a.size));
+  std::vector<bool> unit;
+  const std::vector<std::vector<int>> dims = all_axis_dims(topo, mesh, where, &unit);
+  if (unit[want]) {
+    bad(where + "axis '" + axis + "' has size 1: each of its groups is one chip, which " +
+        "group_dims cannot express; a collective over it moves nothing (mesh_unit_axis)");
   }
-  if (mesh.num_chips() != topo.num_chips()) {
-    bad(where + "the axes multiply to " + std::to_string(mesh.num_chips()) +
-        " chips; the pod has " + std::to_string(topo.num_chips()));
-  }
-  // Axes take dimensions in order; see the header for where dimensions of one chip go.
-  int cursor = 0;
-  std::vector<int> result;
+  return dims[want];
+}
+
+bool mesh_unit_axis(const Topology& topo, const Mesh& mesh, const std::string& axis) {
+  bool found = false;
+  for (const MeshAxis& a : mesh.axes) found = found || a.name == axis;
+  if (!found) (void)mesh_axis_dims(topo, mesh, axis);  // throws, naming the mesh's axes
+  std::vector<bool> unit;
+  const std::vector<std::vector<int>> dims =
+      all_axis_dims(topo, mesh, "mesh '" + mesh.text() + "' on " + topo.name() + ": ", &unit);
   for (std::size_t i = 0; i < mesh.axes.size(); ++i) {
-    const MeshAxis& a = mesh.axes[i];
-    const bool last = i + 1 == mesh.axes.size();
-    std::vector<int> dims;
-    int product = 1;
-    if (a.size == 1) {
-      while (cursor < topo.rank() && topo.extent(cursor) == 1 && (dims.empty() || last)) {
-        dims.push_back(cursor++);
-      }
-      if (dims.empty()) {
-        bad(where + "axis '" + a.name + "' has size 1 and no dimension of one chip at its place " +
-            "(dim " + std::to_string(cursor) + "): a group of one chip, which group_dims cannot " +
-            "express; a collective over it moves nothing");
-      }
-    } else {
-      while (cursor < topo.rank() && product < a.size) {
-        product *= topo.extent(cursor);
-        dims.push_back(cursor++);
-      }
-      if (product != a.size) {
-        bad(where + "axis '" + a.name + "' of size " + std::to_string(a.size) +
-            " does not line up with whole torus dimensions: dims " + dims_text(dims) + " have " +
-            std::to_string(product) + " chips");
-      }
-    }
-    if (last) {
-      while (cursor < topo.rank()) dims.push_back(cursor++);  // only dims of one chip are left
-    }
-    if (i == want) result = dims;
+    if (mesh.axes[i].name == axis) return unit[i];
   }
-  return result;
+  return false;
+}
+
+void check_mesh(const Topology& topo, const Mesh& mesh) {
+  topo.validate();
+  std::vector<bool> unit;
+  (void)all_axis_dims(topo, mesh, "mesh '" + mesh.text() + "' on " + topo.name() + ": ", &unit);
+}
+
+Mesh mesh_without_unit_axes(const Mesh& mesh) {
+  Mesh m;
+  for (const MeshAxis& a : mesh.axes) {
+    if (a.size > 1) m.axes.push_back(a);
+  }
+  return m;
 }
 
 // ---------------------------------------------------------------------------------------------

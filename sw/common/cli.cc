@@ -1,6 +1,7 @@
 #include "cli.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -110,6 +111,17 @@ bool names_option(const CLI::App& app, const std::string& arg, bool valued) {
   for (const CLI::App* s : app.get_subcommands())
     if (names_option(*s, arg, valued)) return true;
   return false;
+}
+
+// "--json needs a value" when an option that takes a value is followed by another option where
+// its value should be (`--json --steps 1`): CLI11 takes "--steps" as the value, and the error it
+// then reports (a stray "1", "--a requires --w") names the wrong thing.
+std::string value_is_an_option(const CLI::App& app, const std::vector<std::string>& args) {
+  for (std::size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i].find('=') == std::string::npos && names_option(app, args[i], true) &&
+        args[i + 1].rfind("--", 0) == 0 && args[i + 1].size() > 2)
+      return args[i] + " needs a value";
+  return "";
 }
 
 std::string number_text(double x) {
@@ -354,8 +366,11 @@ int parse(CLI::App& app, const std::vector<std::string>& args) {
       return fail(args.back() + " needs a value");
     return fail(e.what());
   } catch (const CLI::ParseError& e) {
-    return fail(e.what());
+    const std::string v = value_is_an_option(app, args);
+    return fail(v.empty() ? e.what() : v);
   }
+  const std::string v = value_is_an_option(app, args);
+  if (!v.empty()) return fail(v);
   const std::vector<std::string> extra = app.remaining(true);
   if (!extra.empty()) {
     const std::string& x = extra.front();
@@ -479,8 +494,23 @@ CLI::Validator output_dir() {
         const fs::path d(v);
         if (fs::exists(d, ec) && !fs::is_directory(d, ec))
           return v + ": exists and is not a directory";
-        if (!d.parent_path().empty() && !fs::is_directory(d.parent_path(), ec))
-          return v + ": directory '" + d.parent_path().string() + "' does not exist";
+        const fs::path parent = d.parent_path().empty() ? fs::path(".") : d.parent_path();
+        if (!fs::is_directory(d, ec) && !fs::is_directory(parent, ec))
+          return v + ": directory '" + parent.string() + "' does not exist";
+        if (files_muted()) return "";  // rank 0 alone writes (several MPI ranks)
+        // Written now, before a long run: a file made in it and removed, or the directory made
+        // and removed (what permission bits do not say: /proc, a read-only file system).
+        if (fs::is_directory(d, ec)) {
+          std::string probe = (d / ".tpusim_save_XXXXXX").string();
+          const int fd = ::mkstemp(probe.data());
+          if (fd < 0) return v + ": cannot write into the directory (" + std::strerror(errno) + ")";
+          ::close(fd);
+          ::unlink(probe.c_str());
+          return "";
+        }
+        if (::mkdir(v.c_str(), 0755) != 0)
+          return v + ": cannot make the directory (" + std::strerror(errno) + ")";
+        ::rmdir(v.c_str());
         return "";
       },
       "", kOutputDirTag);

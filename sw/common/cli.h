@@ -59,8 +59,10 @@ std::pair<uint64_t, uint64_t> split_span(const std::string& v);
 // is not a directory, and it can be opened for writing (a file made for the check is removed).
 // It also marks the option as an output for parse()'s rule that outputs and inputs differ.
 CLI::Validator output_path();
-// An output directory (a run saved as files in it): if it exists it is a directory, and its
-// parent exists. Marks the option as an output, like output_path().
+// An output directory (a run saved as files in it), checked when the line is parsed (before a
+// long run): a directory this process can write into (a file made in it and removed), or one
+// that does not exist and can be made (made and removed again; /proc/run cannot). Marks the
+// option as an output, like output_path().
 CLI::Validator output_dir();
 // Marks an option as a file the tool reads (checks nothing itself: the reader names the file
 // and the rule), for parse()'s rule that no output overwrites it.

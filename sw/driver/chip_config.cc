@@ -3,12 +3,15 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <set>
 
 #include "chip_dut.h"
 #include "mxu_dut.h"
+#include "tpu/limits.h"
+#include "tpu_contract.h"
 #include "yaml_keys.h"
 
 namespace tpu {
@@ -38,12 +41,35 @@ uint64_t watchdog_of(const YAML::Node& n, const std::string& file, const std::st
     v = n.as<long long>();
   } catch (const YAML::Exception&) {
   }
-  if (v < 0 || v > (1ll << 40))
+  if (v < 0 || static_cast<uint64_t>(v) > kWatchdogRange.hi)
     fail(file, where + "watchdog_cycles",
          "must be an integer number of cycles from 0 (off) to 2^40 (got '" +
              (n.IsScalar() ? n.Scalar() : std::string("a ") + (n.IsMap() ? "mapping" : "list")) +
              "')");
   return static_cast<uint64_t>(v);
+}
+
+// A non-negative integer (decimal or 0x hex) in the range `r`, or fail naming the key, `what`
+// it is and the range.
+uint64_t get_uint(const YAML::Node& n, const std::string& file, const std::string& key,
+                  const UintRange& r, const std::string& what) {
+  uint64_t v = 0;
+  bool ok = n.IsScalar();
+  if (ok) {
+    const std::string t = n.as<std::string>();
+    try {
+      std::size_t used = 0;
+      ok = !t.empty() && t[0] != '-' && (v = std::stoull(t, &used, 0), used == t.size());
+    } catch (const std::exception&) {
+      ok = false;
+    }
+  }
+  if (!ok || !r.holds(v)) fail(file, key, "must be " + what + " (" + r.text() + ")");
+  return v;
+}
+uint64_t get_uint(const YAML::Node& n, const std::string& file, const std::string& key,
+                  uint64_t hi, const std::string& what) {
+  return get_uint(n, file, key, UintRange{0, hi, ""}, what);
 }
 
 std::string get_string(const YAML::Node& node, const std::string& file, const std::string& key) {
@@ -55,6 +81,10 @@ std::string get_string(const YAML::Node& node, const std::string& file, const st
 
 namespace {
 YAML::Node load_yaml(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ConfigError(path + ": is a directory, not a configuration file (a YAML file such as "
+                      "configs/default.yaml for a chip, configs/pod_2x2.yaml for a pod)");
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);
@@ -104,13 +134,8 @@ PodConfig pod_config_from(const std::string& path) {
   pc.chip = chip_config_from(root, path);
   pc.source = path;
   const auto built = built_chip_variants();
-  if (std::find(built.begin(), built.end(), pc.chip.variant) == built.end()) {
-    std::string list;
-    for (const auto& b : built) list += (list.empty() ? "" : ", ") + b;
-    fail(path, "chip.variant",
-         "chip variant '" + pc.chip.variant + "' is not built in this binary (built: " + list +
-             "); build it with -DTPU_CHIP_VARIANTS=\"4x4:0;16x16:2;8x8:1\"");
-  }
+  if (std::find(built.begin(), built.end(), pc.chip.variant) == built.end())
+    fail(path, "chip.variant", chip_not_built(pc.chip.variant));
   const YAML::Node pod = root["pod"];
   if (!pod) fail(path, "pod", "missing section");
   if (!pod.IsMap()) fail(path, "pod", "must be a mapping");
@@ -213,7 +238,7 @@ PodConfig pod_config_from(const std::string& path) {
     }
     try {
       const Mesh mesh = parse_mesh(text);
-      for (const MeshAxis& a : mesh.axes) (void)mesh_axis_dims(p.topo, mesh, a.name);
+      check_mesh(p.topo, mesh);
       pc.mesh = mesh.text();
     } catch (const std::invalid_argument& e) {
       fail(path, "mesh", e.what());
@@ -248,7 +273,7 @@ PodConfig pod_config_from(const std::string& path) {
     if (const YAML::Node n = t["grad_pieces"])
       pc.train["grad_pieces"] = uint_of(n, "grad_pieces", 1, 64);
     if (const YAML::Node n = t["seed"])
-      pc.train["seed"] = uint_of(n, "seed", 0, std::numeric_limits<long long>::max());
+      pc.train["seed"] = std::to_string(get_uint(n, path, "train.seed", kSeedRange, "a seed"));
     if (const YAML::Node n = t["lr"]) {
       double v = 0;
       try {
@@ -256,7 +281,7 @@ PodConfig pod_config_from(const std::string& path) {
       } catch (const YAML::Exception&) {
         fail(path, "train.lr", "must be a number");
       }
-      if (!(v > 0) || v > 1e6) fail(path, "train.lr", "must be in (0, 1e6]");
+      if (!lr_in_range(v)) fail(path, "train.lr", lr_rule() + (" (got " + n.Scalar() + ")"));
       pc.train["lr"] = n.as<std::string>();
     }
     if (const YAML::Node n = t["fresh_batches"]) {
@@ -272,25 +297,6 @@ PodConfig pod_config_from(const std::string& path) {
 }  // namespace
 
 namespace {
-
-// A non-negative integer (decimal or 0x hex) of at most `hi`, or fail naming the key.
-uint64_t get_uint(const YAML::Node& n, const std::string& file, const std::string& key,
-                  uint64_t hi, const std::string& what) {
-  uint64_t v = 0;
-  bool ok = n.IsScalar();
-  if (ok) {
-    const std::string t = n.as<std::string>();
-    try {
-      std::size_t used = 0;
-      ok = !t.empty() && t[0] != '-' && (v = std::stoull(t, &used, 0), used == t.size());
-    } catch (const std::exception&) {
-      ok = false;
-    }
-  }
-  if (!ok || v > hi)
-    fail(file, key, "must be " + what + " (an integer from 0 to " + std::to_string(hi) + ")");
-  return v;
-}
 
 double get_rate(const YAML::Node& n, const std::string& file, const std::string& key) {
   double v = -1;
@@ -313,7 +319,7 @@ FaultConfig faults_from(const YAML::Node& f, const std::string& path, uint64_t h
   const auto& k = FaultConfig::keys();
   check_keys(f, path, "faults.", std::set<std::string>(k.begin(), k.end()));
   if (const YAML::Node s = f["seed"])
-    fc.seed = get_uint(s, path, "faults.seed", ~0ull >> 1, "the fault generator's seed");
+    fc.seed = get_uint(s, path, "faults.seed", kSeedRange, "the fault generator's seed");
   if (const YAML::Node r = f["hbm_single_bit_rate"])
     fc.hbm_single_bit_rate = get_rate(r, path, "faults.hbm_single_bit_rate");
   if (const YAML::Node r = f["hbm_double_bit_rate"])
@@ -347,7 +353,8 @@ FaultConfig faults_from(const YAML::Node& f, const std::string& path, uint64_t h
       for (const char* need : {"chip", "port", "cycle"})
         if (!e[need]) fail(path, key + "." + need, "missing (an entry names chip, port and cycle)");
       LinkDown ld;
-      ld.chip = static_cast<int>(get_uint(e["chip"], path, key + ".chip", 4095, "a chip id"));
+      ld.chip =
+          static_cast<int>(get_uint(e["chip"], path, key + ".chip", kChipIdRange, "a chip id"));
       std::string port;
       try {
         port = e["port"].as<std::string>();
@@ -384,7 +391,7 @@ FaultConfig faults_from(const YAML::Node& f, const std::string& path, uint64_t h
         if (!e["addr"]) fail(path, key + ".addr", "missing: the byte address of the word");
         fl.addr = get_uint(e["addr"], path, key + ".addr", hbm_bytes - 1, what);
         if (const YAML::Node c = e["chip"])
-          fl.chip = static_cast<int>(get_uint(c, path, key + ".chip", 4095, "a chip id"));
+          fl.chip = static_cast<int>(get_uint(c, path, key + ".chip", kChipIdRange, "a chip id"));
         if (const YAML::Node b = e["bits"]) {
           if (b.IsSequence()) {
             if (b.size() == 0) fail(path, key + ".bits", "must name at least one bit");
@@ -398,9 +405,8 @@ FaultConfig faults_from(const YAML::Node& f, const std::string& path, uint64_t h
               else fl.check_mask = static_cast<uint8_t>(fl.check_mask | (1u << (v - 64)));
             }
           } else {
-            fl.count = static_cast<unsigned>(
-                get_uint(b, path, key + ".bits", 72, "a bit count from 1 to 72, or a list"));
-            if (fl.count == 0) fail(path, key + ".bits", "must flip at least one bit");
+            fl.count = static_cast<unsigned>(get_uint(b, path, key + ".bits", kFlipBitsRange,
+                                                      "a bit count, or a list of bits"));
           }
         }
       } else {
@@ -443,20 +449,28 @@ ChipConfig chip_config_from(const YAML::Node& root, const std::string& path) {
     cfg.clock_ghz = v;
   }
 
-  const auto built = built_mxu_variants();
-  bool ok = false;
-  std::string list;
-  for (const auto& b : built) {
-    ok = ok || b == cfg.variant;
-    list += (list.empty() ? "" : ", ") + b;
-  }
+  // A chip configuration serves the whole chip (tpusim matmul) and the MXU alone (--mxu-only):
+  // its variant must be built as one or the other (the command then checks its own).
+  const auto mxus = built_mxu_variants();
+  const auto chips = built_chip_variants();
+  const bool ok = std::find(mxus.begin(), mxus.end(), cfg.variant) != mxus.end() ||
+                  std::find(chips.begin(), chips.end(), cfg.variant) != chips.end();
   if (!ok) {
-    std::string how = cfg.variant == "128x128"
-                          ? "; build it with: cmake --preset default -DTPU_BUILD_MXU128=ON && "
-                            "cmake --build --preset default"
-                          : "";
+    auto join = [](const std::vector<std::string>& v) {
+      std::string t;
+      for (const auto& b : v) t += (t.empty() ? "" : ", ") + b;
+      return t;
+    };
+    const std::string how =
+        cfg.variant == "128x128"
+            ? "; build its MXU with: cmake --preset default -DTPU_BUILD_MXU128=ON && "
+              "cmake --build --preset default"
+            : find_chip_variant(cfg.variant.c_str()) ? "; build it with: " +
+                                                           chip_build_command(cfg.variant)
+                                                     : "";
     fail(path, "chip.variant",
-         "variant '" + cfg.variant + "' is not built in this binary (built: " + list + ")" + how);
+         "variant '" + cfg.variant + "' is not built in this binary (whole chips built: " +
+             join(chips) + "; MXUs alone, tpusim matmul --mxu-only: " + join(mxus) + ")" + how);
   }
   if (const YAML::Node f = root["faults"]) {
     cfg.faults = faults_from(f, path, chip_shape(cfg.variant).hbm_bytes);
@@ -485,7 +499,7 @@ void apply_fault_flag(FaultConfig& f, const std::string& kv) {
     bad(eq == std::string::npos ? "must be KEY=VALUE (keys: " + list + ")"
                                 : "unknown key '" + key + "' (keys: " + list + ")");
   }
-  auto to_uint = [&](const std::string& t, uint64_t hi, const std::string& what) {
+  auto to_uint = [&](const std::string& t, const UintRange& r, const std::string& what) {
     uint64_t v = 0;
     std::size_t used = 0;
     try {
@@ -494,8 +508,7 @@ void apply_fault_flag(FaultConfig& f, const std::string& kv) {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used != t.size() || t.empty() || v > hi)
-      bad(what + " must be an integer from 0 to " + std::to_string(hi));
+    if (used != t.size() || t.empty() || !r.holds(v)) bad(what + " must be " + r.text());
     return v;
   };
   // A probability; `per` says of what (a word read from HBM, a bit or a word on a link).
@@ -514,7 +527,7 @@ void apply_fault_flag(FaultConfig& f, const std::string& kv) {
     return v;
   };
   if (key == "seed") {
-    f.seed = to_uint(val, ~0ull >> 1, "the seed");
+    f.seed = to_uint(val, kSeedRange, "the seed");
   } else if (key == "link_bit_error_rate") {
     f.link_bit_error_rate = to_rate("bit on a link");
   } else if (key == "link_burst_rate") {
@@ -527,12 +540,12 @@ void apply_fault_flag(FaultConfig& f, const std::string& kv) {
     if (colon == std::string::npos || at == std::string::npos || at < colon)
       bad("must be CHIP:PORT@CYCLE, e.g. link_down=1:+X@500 (PORT: +X -X +Y -Y +Z -Z)");
     LinkDown ld;
-    ld.chip = static_cast<int>(to_uint(val.substr(0, colon), 4095, "the chip"));
+    ld.chip = static_cast<int>(to_uint(val.substr(0, colon), kChipIdRange, "the chip"));
     ld.dir = link_dir_from_name(val.substr(colon + 1, at - colon - 1));
     if (ld.dir < 0)
       bad("unknown port '" + val.substr(colon + 1, at - colon - 1) +
           "' (ports: +X -X +Y -Y +Z -Z)");
-    ld.cycle = to_uint(val.substr(at + 1), ~0ull >> 1, "the cycle");
+    ld.cycle = to_uint(val.substr(at + 1), {0, ~0ull >> 1, ""}, "the cycle");
     f.link_down.push_back(ld);
   } else if (key == "hbm_single_bit_rate") {
     f.hbm_single_bit_rate = to_rate("64-bit word read");
@@ -543,17 +556,17 @@ void apply_fault_flag(FaultConfig& f, const std::string& kv) {
     std::string a = val;
     const auto at = a.find('@');
     if (at != std::string::npos) {
-      fl.chip = static_cast<int>(to_uint(a.substr(at + 1), 4095, "the chip (after @)"));
+      fl.chip = static_cast<int>(to_uint(a.substr(at + 1), kChipIdRange, "the chip (after @)"));
       a = a.substr(0, at);
     }
     const auto colon = a.find(':');
     fl.count = 1;
     if (colon != std::string::npos) {
-      fl.count = static_cast<unsigned>(to_uint(a.substr(colon + 1), 72, "the bit count"));
-      if (fl.count == 0) bad("the bit count must be from 1 to 72");
+      fl.count =
+          static_cast<unsigned>(to_uint(a.substr(colon + 1), kFlipBitsRange, "the bit count"));
       a = a.substr(0, colon);
     }
-    fl.addr = to_uint(a, ~0u, "the address (ADDR[:BITS][@CHIP])");
+    fl.addr = to_uint(a, {0, ~0u, ""}, "the address (ADDR[:BITS][@CHIP])");
     f.hbm_flip_at.push_back(fl);
   }
   if (f.hbm_single_bit_rate + f.hbm_double_bit_rate > 1)

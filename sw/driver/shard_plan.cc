@@ -87,8 +87,19 @@ std::string ShardPlan::describe() const {
   return os.str();
 }
 
+namespace {
+// A split over an axis of size 1 is no split ("data=4,model=1": '-' for model), so the plan is
+// the one of the mesh without it (the same programs, the same bits).
+PSpec without_unit_axes(PSpec s, const Mesh& mesh) {
+  for (std::string& a : s.d)
+    if (!a.empty() && mesh.axis_size(a) == 1) a.clear();
+  return s;
+}
+}  // namespace
+
 ShardPlan plan_sharding(const Topology& topo, const Mesh& mesh, std::size_t m, std::size_t k,
-                        std::size_t n, const PSpec& x, const PSpec& w, const PSpec* y) {
+                        std::size_t n, const PSpec& x_given, const PSpec& w_given,
+                        const PSpec* y_given) {
   topo.validate();
   if (m == 0 || k == 0 || n == 0)
     bad("--m/--k/--n: " + std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n) +
@@ -99,7 +110,7 @@ ShardPlan plan_sharding(const Topology& topo, const Mesh& mesh, std::size_t m, s
   p.m = m;
   p.k = k;
   p.n = n;
-  for (const MeshAxis& a : mesh.axes) (void)mesh_axis_dims(topo, mesh, a.name);  // pod match
+  check_mesh(topo, mesh);  // pod match
 
   auto check = [&](const PSpec& s, const std::string& flag) {
     for (const std::string& a : s.d) {
@@ -118,9 +129,12 @@ ShardPlan plan_sharding(const Topology& topo, const Mesh& mesh, std::size_t m, s
       bad(flag + " " + s.text() + ": axis '" + s.d[0] + "' is used twice; an axis splits at "
           "most one dimension of a tensor");
   };
-  check(x, "--x-spec");
-  check(w, "--w-spec");
-  if (y) check(*y, "--y-spec");
+  check(x_given, "--x-spec");
+  check(w_given, "--w-spec");
+  if (y_given) check(*y_given, "--y-spec");
+  const PSpec x = without_unit_axes(x_given, mesh), w = without_unit_axes(w_given, mesh);
+  const PSpec y_copy = y_given ? without_unit_axes(*y_given, mesh) : PSpec{};
+  const PSpec* y = y_given ? &y_copy : nullptr;
   p.x = x;
   p.w = w;
 

@@ -63,6 +63,28 @@ struct DataParallelTrainer::Impl {
   uint32_t vmem_compute = 0;
 };
 
+namespace {
+// pd.compile with the fastest algorithm that fits the collective's share of the ICI counters (a
+// third each): the torus all-reduce of a 3D group (4x4x4) needs more than that, the rings far
+// fewer. The golden replays the rounds that ran, so the bits stay checked whichever it is.
+PodProgram compile_fitting(PodDriver& pd, CollectiveSpec cs, const CollectiveBuffers& bufs,
+                           const PodCollectiveOptions& o, const Topology& topo) {
+  std::string first_error;
+  for (const char* algo : {"torus", "biring", "ring"}) {
+    if (std::string(algo) == "torus" && cs.algorithm != "torus") continue;
+    cs.algorithm = algo;
+    try {
+      return pd.compile(cs, bufs, o);
+    } catch (const std::invalid_argument& e) {
+      if (first_error.empty()) first_error = e.what();
+    }
+  }
+  throw std::invalid_argument("train: the all-reduce over " +
+                              std::to_string(group_size(topo, cs.group_dims)) +
+                              " chips: " + first_error);
+}
+}  // namespace
+
 DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOptions opt)
     : host_(host), spec_(std::move(spec)), opt_(opt), impl_(std::make_unique<Impl>()) {
   const MachineInfo& mi = host_.info();
@@ -80,7 +102,8 @@ DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOpti
   if (spec_.loss_chunk == 0) spec_.loss_chunk = 1;  // set from the plan below
   Impl& m = *impl_;
   if (!opt_.mesh.empty()) {  // data and model axes over the torus dimensions
-    const Mesh mesh = parse_mesh(opt_.mesh);
+    // Axes of size 1 split nothing: "data=4,model=1" is "data=4", "data=1,model=4" "model=4".
+    const Mesh mesh = mesh_without_unit_axes(parse_mesh(opt_.mesh));
     for (const MeshAxis& a : mesh.axes)
       if (a.name != "data" && a.name != "model")
         throw std::invalid_argument("train: mesh axis '" + a.name + "': the axes are 'data' and "
@@ -180,7 +203,7 @@ DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOpti
     o.counter_count = kIciCounters / 3;
     o.counter_base = static_cast<uint32_t>(slot) * o.counter_count;
     o.early_heads = false;  // several collectives in one stream (PodCollectiveOptions)
-    cp.push_back(pd.compile(cs, bufs, o));
+    cp.push_back(compile_fitting(pd, cs, bufs, o, mi.topo));
   };
   uint16_t model_phase = 0;
   if (model_ar) {  // the prediction's partial products summed over the model axis

@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "json.h"
 #include "output.h"
+#include "tpu/limits.h"
 
 namespace tpu {
 
@@ -30,13 +31,16 @@ inline std::string source_file(const std::string& rel) {
   return std::string(TPU_SOURCE_DIR) + "/" + rel;
 }
 
+// A shared range (model/include/tpu/limits.h) as an option's check.
+inline CLI::Validator in_range(const UintRange& r) { return cli::uint_in(r.lo, r.hi); }
+
 // The shape and seed of a matmul with random operands, as every command declares them: --m,
-// --k and --n (each 1..max; `what`: their help, in that order), then --seed (0..seed_max).
+// --k and --n (each 1..max; `what`: their help, in that order), then --seed (kSeedRange).
 // Returns the four options (for the rules between them and other options).
 inline std::vector<CLI::Option*> add_matmul_shape(CLI::App* cmd, std::size_t& m, std::size_t& k,
                                                   std::size_t& n, uint64_t& seed, uint64_t max,
                                                   const std::vector<const char*>& what,
-                                                  const char* seed_what, uint64_t seed_max) {
+                                                  const char* seed_what) {
   std::vector<CLI::Option*> v;
   std::size_t* dims[3] = {&m, &k, &n};
   const char* flags[3] = {"--m", "--k", "--n"};
@@ -48,7 +52,7 @@ inline std::vector<CLI::Option*> add_matmul_shape(CLI::App* cmd, std::size_t& m,
                     ->capture_default_str());
   v.push_back(cmd->add_option("--seed", seed, seed_what)
                   ->type_name("S")
-                  ->check(cli::uint_in(0, seed_max))
+                  ->check(in_range(kSeedRange))
                   ->capture_default_str());
   return v;
 }

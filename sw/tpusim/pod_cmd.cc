@@ -96,7 +96,7 @@ void add_pod_options(CLI::App* cmd, PodOptions& o, bool bare) {
                   "stop as hung (exit 3) after this many cycles without progress\n"
                   "(default: the config's watchdog_cycles, 1000000; 0: off)")
       ->type_name("CYCLES")
-      ->check(cli::uint_in(0, uint64_t{1} << 40));
+      ->check(in_range(kWatchdogRange));
 }
 
 void add_trace_cycles(CLI::App* cmd, PodOptions& o) {
@@ -160,6 +160,11 @@ void with_pod(const PodOptions& opt, PodParams params, double clock_ghz,
           "--engine " + engine + " with " + std::to_string(mpi_world().size) +
           " MPI ranks: the pod split across processes runs on --engine cpp only (the SystemC "
           "kernel is not split across processes); add --engine cpp");
+    (void)PodPartition::slabs(params.topo, mpi_world().size);  // every rank alike: too many?
+    // Every rank got this far, or every rank stops here with the first one's error (exit 2, no
+    // MPI_Abort): rank 0 may have refused an output path the others do not check.
+    const std::string other = mpi_agree_start("");
+    if (!other.empty()) throw std::invalid_argument(other);
 #ifdef TPU_HAVE_MPI
     MpiPodHost host(params);
     traced(host);
@@ -328,6 +333,20 @@ F64Check f64_check(const CollectivePlan& plan, const std::vector<int>& dims,
   return r;
 }
 
+// The group dims of --axis in --mesh; an axis of size 1 (groups of one chip: nothing to move)
+// is refused naming --axis, while other axes of size 1 change nothing.
+std::vector<int> axis_group(const Topology& topo, const std::string& mesh_text,
+                            const std::string& axis) {
+  const Mesh mesh = parse_mesh(mesh_text);
+  check_mesh(topo, mesh);
+  if (mesh_unit_axis(topo, mesh, axis))
+    throw std::invalid_argument(
+        "--axis " + axis + ": the axis has size 1 in --mesh " + mesh_text +
+        ", so every group is one chip and the collective would move nothing; give an axis of "
+        "size > 1 (another axis of size 1 in the mesh changes nothing)");
+  return mesh_axis_dims(topo, mesh, axis);
+}
+
 // The options of `tpusim allreduce` and `tpusim collective`.
 struct CollectiveArgs {
   PodOptions pod;
@@ -401,7 +420,7 @@ CLI::App* collective_options(CLI::App& tool, const char* name, const char* what,
       ->capture_default_str();
   cmd->add_option("--seed", a.seed, "seed of the random inputs")
       ->type_name("S")
-      ->check(cli::uint_in(0, ~uint64_t{0}))
+      ->check(in_range(kSeedRange))
       ->capture_default_str();
   add_pod_options(cmd, a.pod);
   add_trace_cycles(cmd, a.pod);
@@ -430,9 +449,8 @@ int run_collective(const CollectiveArgs& a) {
   // Mesh axes: the group of the collective.
   std::string axis = "all";
   if (!a.mesh.empty()) {
-    const Mesh mesh = parse_mesh(a.mesh);
     axis = a.axis;
-    spec.group_dims = mesh_axis_dims(topo, mesh, axis);
+    spec.group_dims = axis_group(topo, a.mesh, axis);
   }
   const Topology gtopo = group_topology(topo, spec.group_dims);
   const std::string def_algo = gtopo.active_dims().size() >= 2 ? "torus" : "biring";
@@ -786,7 +804,7 @@ std::function<int()> pod_command(CLI::App& tool) {
   add_pod_config(cmd, a->pod);
   add_matmul_shape(cmd, a->m, a->k, a->n, a->seed, 4096,
                    {"rows of A on every chip", "the contraction", "columns of W"},
-                   "seed of the random inputs", ~uint64_t{0});
+                   "seed of the random inputs");
   cmd->add_option("--algo", a->algo,
                   "the all-reduce's algorithm: ring|biring|torus|direct (default torus,\n"
                   "or biring on one dimension)")

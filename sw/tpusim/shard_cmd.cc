@@ -39,12 +39,10 @@ int run_shard(const ShardArgs& a) {
     throw std::invalid_argument("no mesh: give --mesh (e.g. data=2,model=2) or a mesh: section "
                                 "in " + config);
   const Mesh mesh = parse_mesh(!a.mesh.empty() ? a.mesh : cfg.mesh);
-  for (const MeshAxis& ax : mesh.axes) {
-    try {
-      (void)mesh_axis_dims(topo, mesh, ax.name);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(std::string("--mesh: ") + e.what());
-    }
+  try {
+    check_mesh(topo, mesh);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string(!a.mesh.empty() ? "--mesh: " : "") + e.what());
   }
 
   // Operands: from files, or random.
@@ -63,11 +61,16 @@ int run_shard(const ShardArgs& a) {
                                   std::to_string(kr) + " and " + a.w + " is " +
                                   std::to_string(kw) + "x" + std::to_string(N) +
                                   ": X's columns must equal W's rows");
-  } else {
+  }
+  // Random operands are made once the plan and every chip's HBM layout are known to fit (inside
+  // the job, after ShardedMatmul's capacity check): a shape far too large for the pod is the HBM
+  // message, not gigabytes of host memory first.
+  auto make_random = [&] {
+    if (!a.a.empty()) return;
     std::mt19937_64 rng(a.seed);
     x = random_bf16(rng, M * K);
     w = random_bf16(rng, K * N);
-  }
+  };
   ShardedMatmulOptions so;
   if (!a.bias.empty()) {
     const NpyArray arr = read_npy(a.bias);
@@ -113,6 +116,7 @@ int run_shard(const ShardArgs& a) {
       const MachineInfo& mi = h.info();
       h.progress = [&](uint64_t cyc) { line.show(std::to_string(cyc) + " cycles"); };
       ShardedMatmul sm(h, plan, so);
+      make_random();
       h.set_trace(topt);
       const uint64_t load_cycles = sm.load(x, w);
       ShardedRun run = sm.run();
@@ -158,7 +162,7 @@ std::function<int()> shard_command(CLI::App& tool) {
   std::vector<CLI::Option*> random =
       add_matmul_shape(cmd, a->m, a->k, a->n, a->seed, 1u << 16,
                        {"rows of X", "the contraction", "columns of W"},
-                       "seed of the random operands", ~uint64_t{0});
+                       "seed of the random operands");
   cmd->add_option("--x-spec", a->x_spec,
                   "X's partition spec (rows,columns: a mesh axis or '-'; default\n"
                   "first-axis,-)")

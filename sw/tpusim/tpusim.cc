@@ -13,6 +13,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -33,6 +34,7 @@
 #include "check_port.h"
 #include "chip_driver.h"
 #include "cli_util.h"
+#include "example_cmd.h"
 #include "json.h"
 #include "pod_cli.h"
 #include "pod_cmd.h"
@@ -172,11 +174,13 @@ int run_chip(const ChipConfig& cfg, const std::string& config_path, const Matmul
   const std::string& dtype = opt.out_dtype;
   mo.out_bf16 = dtype == "bf16";
 
+  // The flag that chose the variant, or the config's key, is the one blamed.
+  const std::string chose = has("--variant") ? "--variant " + opt.variant
+                                             : config_path + ": key 'chip.variant'";
   try {
     chip_shape(cfg.variant);
   } catch (const std::invalid_argument& e) {
-    throw UsageError(std::string(has("--variant") ? "--variant: " : config_path + ": chip.variant: ") +
-                     e.what());
+    throw UsageError(chose + ": " + e.what());
   }
   // --check: the driver plans over a CheckPort of the chip, which stops it before the first
   // simulated cycle (no waves are opened).
@@ -186,7 +190,10 @@ int run_chip(const ChipConfig& cfg, const std::string& config_path, const Matmul
     machine = std::make_unique<ChipDriver>(
         cfg.variant, cfg.hbm, has("--waves") && !opt.check ? opt.waves : "", cfg.faults);
   } catch (const std::invalid_argument& e) {
-    throw UsageError(config_path + ": chip.variant: " + e.what());
+    const auto mxus = built_mxu_variants();
+    const bool mxu = std::find(mxus.begin(), mxus.end(), cfg.variant) != mxus.end();
+    throw UsageError(chose + ": " + e.what() +
+                     (mxu ? " (its MXU alone is built: add --mxu-only)" : ""));
   }
   if (opt.check) {
     check = std::make_unique<CheckPort>(machine->port());
@@ -365,8 +372,9 @@ int run_matmul_cmd(const MatmulArgs& opt) {
   try {
     dut = make_mxu(cfg.variant);
   } catch (const std::invalid_argument& e) {
-    throw UsageError(std::string(has("--variant") ? "--variant: " : config_path + ": chip.variant: ") +
-                     e.what());
+    throw UsageError((has("--variant") ? "--variant " + opt.variant
+                                       : config_path + ": key 'chip.variant'") +
+                     ": " + e.what());
   }
   if (opt.check) throw CheckStop("after the array was built, before its first cycle");
   if (has("--waves")) dut->open_waves(opt.waves);
@@ -424,7 +432,7 @@ std::function<int()> matmul_command(CLI::App& tool) {
       cmd, a->m, a->k, a->n, a->seed, 1u << 16,
       {"rows of A (random inputs)", "the contraction (random inputs)",
        "columns of W (random inputs)"},
-      "seed of the random inputs", ~uint64_t{0} >> 1);
+      "seed of the random inputs");
   random.push_back(cmd->add_option("--dist", a->dist, "value distribution of random inputs")
                        ->type_name("narrow|wide")
                        ->check(CLI::IsMember({"narrow", "wide"}))
@@ -478,7 +486,7 @@ std::function<int()> matmul_command(CLI::App& tool) {
                   "stop as hung (exit 3) after this many cycles without progress\n"
                   "(default: the config's chip.watchdog_cycles, 1000000; 0: off)")
       ->type_name("CYCLES")
-      ->check(cli::uint_in(0, uint64_t{1} << 40));
+      ->check(in_range(kWatchdogRange));
   cmd->footer("exit codes: 0 pass, 1 golden mismatch, 2 bad input or output, 3 hang or chip "
               "error");
   return [a] { return run_matmul_cmd(*a); };
@@ -490,11 +498,14 @@ namespace tpu {
 
 std::map<std::string, std::function<int()>> tpusim_commands(CLI::App& tool) {
   tool.require_subcommand(0, 1);
-  tool.footer("exit codes: 0 ok, 1 golden mismatch, 2 bad input, 3 simulation error or hang");
+  tool.footer("tpusim help COMMAND (or tpusim COMMAND --help): a command's options; "
+              "tpusim --version\n"
+              "exit codes: 0 ok, 1 golden mismatch, 2 bad input, 3 simulation error or hang");
   return {{"matmul", matmul_command(tool)},         {"traffic", traffic_command(tool)},
           {"allreduce", allreduce_command(tool)},   {"collective", collective_command(tool)},
           {"pod", pod_command(tool)},               {"shard", shard_command(tool)},
-          {"train", train_command(tool)},           {"hang", hang_command(tool)}};
+          {"train", train_command(tool)},           {"hang", hang_command(tool)},
+          {"example-inputs", example_inputs_command(tool)}};
 }
 
 }  // namespace tpu
@@ -504,7 +515,8 @@ std::map<std::string, std::function<int()>> tpusim_commands(CLI::App& tool) {
 extern "C" int sc_main(int argc, char** argv);
 
 namespace {
-int run_tool(const std::vector<std::string>& args);
+int run_tool(std::vector<std::string> args);
+std::string g_error;  // the error run_tool printed (for the other MPI ranks)
 }  // namespace
 
 // Under mpirun with several ranks (docs/scale.md) every rank runs the same command: the pod
@@ -529,18 +541,94 @@ int sc_main(int argc, char** argv) {
   }
   const int rc = run_tool(std::vector<std::string>(argv + 1, argv + argc));
   std::fflush(stdout);
-  if (rc >= kExitUsage) mpi_end_failed(rc);  // 1 (a golden mismatch) every rank computes alike
+  if (rc >= kExitUsage && mpi_world().size > 1 && !mpi_started()) {
+    // Failed before the pod ran: meet the others where a pod command meets them before its
+    // first collective (each rank found the same bad input, or the others learn this one's
+    // error there); then every rank finalizes and exits with the code, rank 0 having printed.
+    mpi_agree_start(g_error.empty() ? "rank " + std::to_string(mpi_world().rank) +
+                                          " failed before the pod ran (exit " +
+                                          std::to_string(rc) + ")"
+                                    : g_error);
+  } else if (rc >= kExitUsage) {
+    mpi_end_failed(rc);  // 1 (a golden mismatch) every rank computes alike
+  }
   mpi_finalize();
   return rc;
 }
 
 namespace {
-int run_tool(const std::vector<std::string>& args) {
+
+// The command of that name the help lists (hidden ones, group "", left out), or nullptr.
+const CLI::App* listed_command(const CLI::App& tool, const std::string& name) {
+  for (const CLI::App* c :
+       tool.get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); }))
+    if (c->get_name() == name) return c;
+  return nullptr;
+}
+
+// An option given before the command (`tpusim --quiet matmul`): the tool itself has none but
+// --help and --version, so one that a command takes is named with where it goes. "" when the
+// line does not start that way (the parser then says what is wrong).
+std::string option_before_command(const CLI::App& tool, const std::vector<std::string>& args) {
+  if (args.empty() || args[0].size() < 2 || args[0][0] != '-') return "";
+  const std::string flag = args[0].substr(0, args[0].find('='));
+  if (flag == "-h" || flag == "--help") return "";
+  std::string cmd;  // the command on the line, if any
+  for (const std::string& x : args)
+    if (listed_command(tool, x) != nullptr) {
+      cmd = x;
+      break;
+    }
+  std::string takers;
+  for (const CLI::App* c : tool.get_subcommands([](const CLI::App* s) {
+         return !s->get_group().empty();
+       }))
+    if (c->get_option_no_throw(flag) != nullptr) {
+      if (c->get_name() == cmd)
+        return flag + " is an option of the commands: give it after the command, tpusim " + cmd +
+               " " + flag;
+      takers += (takers.empty() ? "" : ", ") + c->get_name();
+    }
+  if (takers.empty()) return "";
+  return flag + " is an option of the commands (" + takers + "), not of tpusim: tpusim " +
+         (cmd.empty() ? "COMMAND" : cmd) + " " + flag +
+         (cmd.empty() ? "" : " does not take it either");
+}
+
+int run_tool(std::vector<std::string> args) {
   CLI::App tool("", "tpusim");
   const std::map<std::string, std::function<int()>> commands = tpusim_commands(tool);
+  if (args.size() == 1 && args[0] == "--version") {
+    std::cout << tpusim_version() << "\n";
+    return kExitOk;
+  }
+  if (!args.empty() && args[0] == "help") {  // tpusim help [COMMAND]: the help, as --help gives it
+    if (args.size() > 2) {
+      std::cerr << "tpusim: error: unexpected argument '" << args[2]
+                << "' (tpusim help COMMAND: one command's options)\n";
+      return kExitUsage;
+    }
+    if (args.size() == 2 && listed_command(tool, args[1]) == nullptr) {
+      std::cerr << "tpusim: error: unknown command '" << args[1]
+                << "' (tpusim --help: the commands)\n";
+      return kExitUsage;
+    }
+    args = args.size() == 2 ? std::vector<std::string>{args[1], "--help"}
+                            : std::vector<std::string>{"--help"};
+  }
+  const std::string before = option_before_command(tool, args);
+  if (!before.empty()) {
+    std::cerr << "tpusim: error: " << before << "\n";
+    return kExitUsage;
+  }
   const int parsed = cli::parse(tool, args);
   if (parsed >= 0) return parsed;
   const std::string cmd = tool.get_subcommands().front()->get_name();
+  auto fail = [](const char* kind, const char* what, int code) {
+    std::cerr << "tpusim: " << kind << ": " << what << "\n";
+    g_error = what;
+    return code;
+  };
   const bool pod_cmd = cmd == "allreduce" || cmd == "collective" || cmd == "pod" ||
                        cmd == "shard" || cmd == "train" || cmd == "hang";
   try {
@@ -553,30 +641,16 @@ int run_tool(const std::vector<std::string>& args) {
   } catch (const CheckStop& e) {  // --check: everything before the first cycle passed
     std::cout << "tpusim " << cmd << ": check passed (stopped " << e.what() << ")\n";
     return kExitOk;
-  } catch (const UsageError& e) {
-    std::cerr << "tpusim: error: " << e.what() << "\n";
-    return kExitUsage;
-  } catch (const ConfigError& e) {
-    std::cerr << "tpusim: error: " << e.what() << "\n";
-    return kExitUsage;
-  } catch (const NpyError& e) {
-    std::cerr << "tpusim: error: " << e.what() << "\n";
-    return kExitUsage;
   } catch (const HangError& e) {
-    std::cerr << "tpusim: hang: " << e.what() << "\n";
-    return kExitSim;
+    return fail("hang", e.what(), kExitSim);
   } catch (const PodError& e) {
-    std::cerr << "tpusim: simulation error: " << e.what() << "\n";
-    return kExitSim;
+    return fail("simulation error", e.what(), kExitSim);
   } catch (const ChipRtlError& e) {
-    std::cerr << "tpusim: simulation error: " << e.what() << "\n";
-    return kExitSim;
+    return fail("simulation error", e.what(), kExitSim);
   } catch (const RtlError& e) {
-    std::cerr << "tpusim: simulation error: " << e.what() << "\n";
-    return kExitSim;
-  } catch (const std::exception& e) {
-    std::cerr << "tpusim: error: " << e.what() << "\n";
-    return kExitUsage;
+    return fail("simulation error", e.what(), kExitSim);
+  } catch (const std::exception& e) {  // UsageError, ConfigError, NpyError, invalid_argument...
+    return fail("error", e.what(), kExitUsage);
   }
 }
 }  // namespace

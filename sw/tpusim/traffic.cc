@@ -24,7 +24,8 @@ struct TrafficArgs {
   bool mesh = false, check = false;
   double rate = 0.3;
   uint64_t cycles = 4000, watchdog = 2000;
-  unsigned link_latency = 1, seed = 1;
+  unsigned link_latency = 1;
+  uint64_t seed = 1;
 };
 
 // "4x4" -> {4, 4, 1}; std::invalid_argument naming the rule.
@@ -66,7 +67,8 @@ int run_traffic(const TrafficArgs& a) {
   cfg.rate = a.rate;
   cfg.seed = a.seed;
   const uint64_t cycles = a.cycles;
-  const uint64_t watchdog = a.watchdog;
+  // 0 turns the watchdog off, as on the pod commands (the drain stays bounded).
+  const uint64_t watchdog = a.watchdog == 0 ? ~uint64_t{0} : a.watchdog;
 
   std::fprintf(stderr, "[tpusim] traffic: %s, %s, %s flits, offered %.3f, %llu cycles\n",
                topo.name().c_str(), pattern.c_str(), len.c_str(), cfg.rate,
@@ -146,22 +148,31 @@ std::function<int()> traffic_command(CLI::App& tool) {
       ->type_name("N")
       ->check(cli::uint_in(1, 100000000))
       ->capture_default_str();
-  cmd->add_option("--link-latency", a->link_latency, "cycles per link")
+  cmd->add_option("--link-latency", a->link_latency,
+                  "cycles per link (the router's delay line holds up to TPU_ICI_MAX_LAT)")
       ->type_name("C")
-      ->check(cli::uint_in(1, 1000))
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            const std::string e = cli::uint_in(1, kIciMaxLat)(v);
+            return e.empty() ? e
+                             : e + " (the routers' delay lines hold 1 to " +
+                                   std::to_string(kIciMaxLat) +
+                                   " cycles: rebuild with -DTPU_ICI_MAX_LAT=N for longer links)";
+          },
+          ""))
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "traffic seed")
       ->type_name("S")
-      ->check(cli::uint_in(0, 0x7fffffff))
+      ->check(in_range(kSeedRange))
       ->capture_default_str();
   cmd->add_option("--json", a->json, "write the JSON report")
       ->type_name("FILE")
       ->check(cli::output_path());
   cmd->add_option("--watchdog", a->watchdog,
                   "stop as hung (exit 3) when no flit enters or leaves the network\n"
-                  "for this many cycles")
+                  "for this many cycles (0: off)")
       ->type_name("CYCLES")
-      ->check(cli::uint_in(1, uint64_t{1} << 40))
+      ->check(in_range(kWatchdogRange))
       ->capture_default_str();
   cmd->add_flag("--check", a->check,
                 "check the line and the topology, build the network, then stop before\n"

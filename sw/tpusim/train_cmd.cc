@@ -2,9 +2,15 @@
 // checked bit for bit against the golden (docs/training.md).
 #include "train_cmd.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <sstream>
@@ -41,6 +47,15 @@ std::vector<std::size_t> parse_layers(const std::string& v) {
   if (w.size() < 2)
     throw std::invalid_argument("--layers " + v + ": need at least two widths (inputs, outputs)");
   return w;
+}
+
+// The learning rate: a positive normal f32 (tpu/limits.h); `where` names the flag or key.
+float parse_lr(const std::string& text, const std::string& where) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !lr_in_range(v))
+    throw std::invalid_argument(where + ": " + text + ": " + lr_rule());
+  return static_cast<float>(v);
 }
 
 void save_run(const std::string& dir, const MlpSpec& spec, const std::vector<MlpData>& batches,
@@ -98,14 +113,17 @@ int run_train(const TrainArgs& a) {
       for (const MeshAxis& ax : mesh.axes) {
         if (ax.name != "data" && ax.name != "model")
           throw std::invalid_argument("axis '" + ax.name + "': the axes are 'data' and 'model'");
-        (void)mesh_axis_dims(topo, mesh, ax.name);
       }
+      check_mesh(topo, mesh);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument("--mesh " + a.mesh + ": " + e.what());
     }
+    // An axis of size 1 splits nothing: data=4,model=1 is plain data parallel, data=1,model=4
+    // is model=4 (the same programs, the same bits).
+    mesh = mesh_without_unit_axes(mesh);
     for (const MeshAxis& ax : mesh.axes)
       if (ax.name == "model") model = ax.size;
-    mesh_text = mesh.text();
+    if (model > 1) mesh_text = mesh.text();  // else plain data parallel, as without --mesh
   }
   const int data_ways = P / model;
   MlpSpec spec;
@@ -117,12 +135,12 @@ int run_train(const TrainArgs& a) {
                                 " data-parallel ranks");
   spec.batch = global / static_cast<std::size_t>(data_ways);
   const std::string lr = setting("--lr", a.lr, "lr", "0.5");
-  spec.lr = std::stof(lr);
+  spec.lr = parse_lr(lr, opt.given("--lr") ? "--lr" : config + ": key 'train.lr'");
   const std::size_t steps = std::stoull(setting("--steps", a.steps, "steps", "20"));
   const uint64_t seed = std::stoull(setting("--seed", a.seed, "seed", "1"));
   const bool fresh = a.fresh_batches || cfg.train.count("fresh_batches") > 0;
   TrainOptions to;
-  to.mesh = !a.mesh.empty() ? mesh_text : "";
+  to.mesh = model > 1 ? mesh_text : "";
   to.grad_pieces = std::stoull(setting("--grad-pieces", a.grad_pieces, "grad_pieces", "4"));
   to.backdoor = a.load == "backdoor";
   std::size_t t0 = 0, t1 = 1;
@@ -234,10 +252,10 @@ std::function<int()> train_command(CLI::App& tool) {
       ->check(cli::uint_in(1, 100000));
   cmd->add_option("--lr", a->lr, "learning rate (default 0.5)")
       ->type_name("LR")
-      ->check(cli::real_in(0, 1e6, true));
+      ->check(cli::real_in(kLrMin, kLrMax));
   cmd->add_option("--seed", a->seed, "data, teacher and initial weights (default 1)")
       ->type_name("S")
-      ->check(cli::uint_in(0, ~uint64_t{0}));
+      ->check(in_range(kSeedRange));
   cmd->add_flag("--fresh-batches", a->fresh_batches,
                 "a new batch every step (default: the same batch)");
   cmd->add_option("--grad-pieces", a->grad_pieces,

@@ -283,11 +283,26 @@ std::unique_ptr<ChipDut> make_chip(const std::string& variant) {
 #ifdef TPU_HAVE_CHIP_16X16
   if (variant == "16x16") return std::make_unique<ChipDutImpl<Vtpu_chip_16x16>>(variant, s);
 #endif
+  throw std::invalid_argument(chip_not_built(variant));
+}
+
+std::string chip_build_command(const std::string& variant) {
+  const std::vector<std::string> built = built_chip_variants();
+  std::string list;
+  for (const auto& k : kChipVariants) {
+    const std::string name = k.name;
+    if (name == variant || std::find(built.begin(), built.end(), name) != built.end())
+      list += (list.empty() ? "" : ";") + name + ":" + std::to_string(k.id);
+  }
+  return "cmake --preset default -DTPU_CHIP_VARIANTS=\"" + list +
+         "\" && cmake --build --preset default";
+}
+
+std::string chip_not_built(const std::string& variant) {
   std::string list;
   for (const auto& b : built_chip_variants()) list += (list.empty() ? "" : ", ") + b;
-  throw std::invalid_argument("chip variant '" + variant + "' is not built in this binary (built: " +
-                              list + "); build it with -DTPU_CHIP_VARIANTS=\"4x4:0;" + variant +
-                              ":<VariantId>\"");
+  return "chip variant '" + variant + "' is not built in this binary (chips built: " + list +
+         "); build it with: " + chip_build_command(variant);
 }
 
 }  // namespace tpu

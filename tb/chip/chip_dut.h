@@ -151,6 +151,12 @@ class ChipDut {
 
 // Variants compiled into this build, e.g. {"4x4", "16x16"}.
 std::vector<std::string> built_chip_variants();
+// The command that builds the whole chip for `variant` too (the built ones kept), as it works
+// when typed in the source tree: cmake --preset default -DTPU_CHIP_VARIANTS="4x4:0;8x8:1;16x16:2"
+// && cmake --build --preset default (the ids are the contract's, configs/tpu_contract.yaml).
+std::string chip_build_command(const std::string& variant);
+// "chip variant '8x8' is not built in this binary (chips built: 4x4, 16x16); build it with: ..."
+std::string chip_not_built(const std::string& variant);
 // Shape of a variant by name (built or not); throws std::invalid_argument if unknown.
 ChipShape chip_shape(const std::string& variant);
 // Makes a chip of the named variant; std::invalid_argument naming the variant and how to build

@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -270,8 +271,12 @@ HbmConfig parse_hbm_config(const std::string& yaml_text, const std::string& sour
 }
 
 HbmConfig load_hbm_config(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw HbmConfigError(path + ": is a directory, not an HBM configuration file (a YAML file "
+                         "such as configs/hbm2_default.yaml)");
   std::ifstream in(path);
-  if (!in) throw HbmConfigError(path + ": cannot open");
+  if (!in) throw HbmConfigError(path + ": cannot open the HBM configuration file");
   std::stringstream ss;
   ss << in.rdbuf();
   return parse_hbm_config(ss.str(), path);

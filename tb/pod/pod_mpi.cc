@@ -59,6 +59,7 @@ MpiWorld g_world;
 [[maybe_unused]] bool g_inited = false;
 // Whether the last error raised came from agree_errors (every rank raised it).
 [[maybe_unused]] bool g_agreed_error = false;
+bool g_started = false;  // mpi_agree_start was met
 
 int env_int(const char* name, int dflt) {
   const char* v = std::getenv(name);
@@ -105,6 +106,22 @@ int mpi_end_failed(int code) {
   }
 #endif
   return code;
+}
+
+bool mpi_started() { return g_started; }
+
+#ifdef TPU_HAVE_MPI
+namespace {
+std::string agree_start(const std::string& error);
+}  // namespace
+#endif
+
+std::string mpi_agree_start(const std::string& error) {
+#ifdef TPU_HAVE_MPI
+  if (g_inited && g_world.size > 1) return agree_start(error);
+#endif
+  g_started = true;
+  return error;
 }
 
 void mpi_finalize() {
@@ -181,6 +198,22 @@ uint64_t allreduce_max(uint64_t v) {
   uint64_t r = 0;
   MPI_Allreduce(&v, &r, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
   return r;
+}
+
+std::string agree_start(const std::string& error) {
+  Buf mine;
+  mine.put<uint8_t>(error.empty() ? 0 : 1);
+  mine.put_str(error);
+  g_started = true;
+  for (Buf& b : allgather(mine)) {
+    const bool failed = b.get<uint8_t>() != 0;
+    std::string what = b.get_str();
+    if (failed) {
+      g_agreed_error = true;
+      return what;
+    }
+  }
+  return "";
 }
 
 // An error as it crosses processes: its type, ChipError's fields and the message.

@@ -62,6 +62,15 @@ void mpi_finalize();
 // input found before the pod ran, a file that cannot be written) aborts the other ranks, which
 // would otherwise wait for rank 0 in their next collective. Returns code.
 int mpi_end_failed(int code);
+// The ranks' meeting before the pod's first collective, so that an error one rank met before the
+// pod ran (a bad input every rank finds alike, an output only rank 0 checks) ends every rank
+// cleanly (MPI_Finalize, exit 2, the message printed once by rank 0) instead of MPI_Abort: a
+// pod command calls it with "" before it builds the pod; a rank whose command failed before
+// that calls it with its error at the end. Returns the error of the lowest rank that had one (""
+// when none), which then counts as agreed. Without several ranks, returns `error`.
+std::string mpi_agree_start(const std::string& error);
+// Whether this rank already met the others there.
+bool mpi_started();
 
 // What the window protocol cost this process (the reports' "mpi" group), summed over runs.
 struct MpiStats {

@@ -75,6 +75,14 @@ TEST(BenchCli, BadValuesNameTheFlagAndTheRule) {
       {std::string(BENCH_HBM) + " --cycles 5 --cycles 6", "--cycles is given twice"},
       {std::string(BENCH_HBM) + " --waves /nonexistent_dir/x.fst", "does not exist"},
       {std::string(BENCH_HBM) + " 5", "unexpected argument '5'"},
+      // The configuration is read when the line is parsed: a usage error, --check included.
+      {std::string(BENCH_HBM) + " --config /nonexistent/hbm.yaml",
+       "--config: /nonexistent/hbm.yaml: cannot open the HBM configuration file"},
+      {std::string(BENCH_HBM) + " --config /nonexistent/hbm.yaml --check", "cannot open"},
+      {std::string(BENCH_HBM) + " --config " + TPU_SOURCE_DIR + "/configs",
+       "configs: is a directory, not an HBM configuration file"},
+      {std::string(BENCH_HBM) + " --config " + TPU_SOURCE_DIR + "/configs/pod_2x2.yaml",
+       "pod_2x2.yaml"},
       {std::string(BENCH_POD) + " --only nope", "--only: nope is not a case"},
       {std::string(BENCH_TRAIN) + " --only ,", "--only: , is not a comma-separated list"},
   };

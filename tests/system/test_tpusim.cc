@@ -516,7 +516,8 @@ TEST(TpusimTrain, BadInputIsAClearErrorWithExitCode2) {
       {"tensor parallel deep", "--mesh data=2,model=2 --layers 32,64,64,32", "two-layer"},
       {"mesh axis", "--mesh batch=4", "the axes are 'data' and 'model'"},
       {"mesh size", "--mesh data=8", "--mesh data=8"},
-      {"lr", "--lr -1", "--lr: -1 is not a number in (0, 1e+06]"},
+      {"lr", "--lr -1", "--lr: -1 is not a number in [1.17549e-38, 1e+06]"},
+      {"lr below f32", "--lr 1e-46", "--lr: 1e-46 is not a number in [1.17549e-38, 1e+06]"},
       {"lr not a number", "--lr fast", "--lr: fast"},
       {"steps", "--steps 0", "--steps"},
       {"trace steps", "--trace-steps 0:1", "--trace-steps requires --trace"},
@@ -549,6 +550,8 @@ TEST(TpusimTrain, BadInputIsAClearErrorWithExitCode2) {
   const std::vector<Bad> yaml_cases = {
       {"layers not ints", config("  layers: [64, x]\n"), "key 'train.layers': must be an integer"},
       {"lr", config("  lr: -2\n"), "key 'train.lr'"},
+      {"lr rounds to 0 in f32", config("  lr: 1e-46\n"),
+       "key 'train.lr': must be a number from 1.18e-38 (the least normal f32"},
       {"unknown key", config("  epochs: 3\n"), "key 'train.epochs': unknown key"},
       {"width rule", config("  layers: [32, 40]\n"), "multiple of 32"},
   };
@@ -824,6 +827,183 @@ TEST_F(TpusimCli, ATraceWindowPastTheRunWarnsAndTheTraceIsWritten) {
                          "end"),
             std::string::npos)
       << pod.out;
+}
+
+// ------------------------------------------------------------------------------------------
+// What a new user meets first (issue 32): every error names the flag, file or key and the rule,
+// exits 2 before the first simulated cycle and writes nothing.
+// ------------------------------------------------------------------------------------------
+const std::string kSrc = TPU_SOURCE_DIR;
+
+TEST(TpusimNewUser, ErrorsNameTheFlagFileOrKeyAndWriteNothing) {
+  const std::string json = tmp("newuser.json");
+  std::vector<float> w33(9, 1.0f);
+  write_npy_f32(tmp("NW.npy"), w33, {3, 3});
+  const std::string pod = "--config " + kSrc + "/configs/pod_2x2.yaml --engine cpp --quiet ";
+  const std::vector<BadCase> cases = {
+      {"lr below the least normal f32", "train " + pod + "--lr 1e-46",
+       "--lr: 1e-46 is not a number in [1.17549e-38, 1e+06]"},
+      {"shard beyond HBM, before the operands", "shard " + pod + "--m 65536 --k 65536 --n 65536",
+       "not enough HBM"},
+      {"config is a directory (chip)", "matmul --config " + kSrc + "/configs/",
+       "configs/: is a directory, not a configuration file"},
+      {"config is a directory (pod)", "train --config " + kSrc + "/configs --quiet",
+       "configs: is a directory, not a configuration file"},
+      {"save where no directory can be made", "train " + pod + "--save /proc/tpusim_run",
+       "--save: /proc/tpusim_run: cannot make the directory"},
+      {"a value that is a flag", "matmul --a --w " + tmp("NW.npy"), "--a needs a value"},
+      {"json took --steps", "train " + pod + "--json --steps 1", "--json needs a value"},
+      {"a command's option before it", "--quiet matmul",
+       "--quiet is an option of the commands: give it after the command, tpusim matmul --quiet"},
+      {"an option no command has first", "--frob matmul", "unknown option '--frob'"},
+      {"help of an unknown command", "help frob", "unknown command 'frob'"},
+  };
+  for (const BadCase& c : cases) {
+    std::remove(json.c_str());
+    const bool has_json =
+        c.args.find("--json") != std::string::npos || c.args.rfind("help ", 0) == 0;
+    const CliRun r = tpusim(c.args + (has_json ? "" : " --json " + json));
+    EXPECT_EQ(r.code, 2) << c.name << ": " << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos)
+        << c.name << ": expected '" << c.expect << "' in:\n" << r.out;
+    EXPECT_EQ(r.out.find("stof"), std::string::npos) << c.name << ": " << r.out;
+    EXPECT_EQ(r.out.find("bad_alloc"), std::string::npos) << c.name << ": " << r.out;
+    EXPECT_FALSE(std::ifstream(json).good()) << c.name << ": a report was written";
+  }
+  EXPECT_FALSE(std::filesystem::exists("/proc/tpusim_run"));
+}
+
+// A shipped config with its defaults checks (the 3D torus's all-reduces fit the counters).
+TEST(TpusimNewUser, ShippedConfigsPassTheirCheck) {
+  for (const char* cfg : {"pod_2x2", "pod_4x4", "pod_4x4x4", "pod_ring8"}) {
+    const CliRun r = tpusim("train --config " + kSrc + "/configs/" + cfg + ".yaml --check");
+    EXPECT_EQ(r.code, 0) << cfg << ": " << r.out;
+    EXPECT_NE(r.out.find("check passed"), std::string::npos) << cfg << ": " << r.out;
+  }
+}
+
+// --variant blames the flag (not the config) and gives a build command that works as written,
+// from the build's own variant list.
+TEST(TpusimNewUser, AnUnbuiltChipVariantSaysHowToBuildIt) {
+  const CliRun r = tpusim("matmul --variant 8x8 --m 8 --k 8 --n 8 --check");
+  if (r.code == 0) GTEST_SKIP() << "this build has the 8x8 chip";
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("tpusim: error: --variant 8x8: chip variant '8x8' is not built in this "
+                       "binary (chips built: "),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("cmake --preset default -DTPU_CHIP_VARIANTS=\""), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("8x8:1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\" && cmake --build --preset default"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("add --mxu-only"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("default.yaml"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("<"), std::string::npos) << "a placeholder: " << r.out;
+  const CliRun mxu = tpusim("matmul --mxu-only --variant 8x8 --m 8 --k 8 --n 8 --check");
+  EXPECT_EQ(mxu.code, 0) << mxu.out;
+}
+
+// One range per meaning (model/include/tpu/limits.h): a seed is 0..2^64-1 everywhere, a watchdog
+// of 0 is off everywhere, a flip's bit count is 1..72 in the flag and the key alike.
+TEST(TpusimNewUser, SharedLimitsAgree) {
+  const std::string top = "18446744073709551615";
+  const std::string pod = "--config " + kSrc + "/configs/pod_2x2.yaml --engine cpp ";
+  for (const std::string& ok : std::vector<std::string>{
+           "matmul " + kConfig4 + " --seed " + top, "traffic --seed " + top,
+        "train " + pod + "--seed " + top, "shard " + pod + "--mesh data=4 --seed " + top,
+        "pod " + pod + "--seed " + top, "allreduce " + pod + "--seed " + top,
+        "traffic --watchdog 0", "allreduce " + pod + "--watchdog 0",
+        "matmul " + kConfig4 + " --fault hbm_flip_at=64:72"}) {
+    const CliRun r = tpusim(ok + " --check");
+    EXPECT_EQ(r.code, 0) << ok << ": " << r.out;
+  }
+  const std::string flips = tmp("flip0.yaml");
+  std::ofstream(flips) << "chip: {variant: 4x4}\nfaults:\n  hbm_flip_at: [{addr: 64, bits: 0}]\n";
+  const std::vector<BadCase> bad = {
+      {"seed beyond 64 bits", "traffic --seed 18446744073709551616", "--seed"},
+      {"link latency the routers cannot delay", "traffic --link-latency 5",
+       "--link-latency: 5 is not an integer in [1, 4]"},
+      {"flip of no bit (flag)", "matmul " + kConfig4 + " --fault hbm_flip_at=64:0",
+       "the bit count must be an integer from 1 to 72"},
+      {"flip of no bit (key)", "matmul --config " + flips,
+       "key 'faults.hbm_flip_at[0].bits': must be a bit count, or a list of bits (an integer "
+       "from 1 to 72)"},
+  };
+  for (const BadCase& c : bad) {
+    const CliRun r = tpusim(c.args + " --check");
+    EXPECT_EQ(r.code, 2) << c.name << ": " << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos)
+        << c.name << ": expected '" << c.expect << "' in:\n" << r.out;
+  }
+}
+
+// A mesh axis of size 1 is the same mesh: the same bits as the run without it.
+TEST(TpusimNewUser, SizeOneMeshAxesGiveTheSameBits) {
+  const std::string pod = "--config " + kSrc + "/configs/pod_2x2.yaml --engine cpp --quiet ";
+  auto shard_y = [&](const std::string& mesh, const std::string& specs) {
+    const std::string out = tmp("y_" + std::to_string(std::hash<std::string>()(mesh)) + ".npy");
+    std::remove(out.c_str());
+    const CliRun r = tpusim("shard " + pod + "--mesh " + mesh + specs +
+                            " --m 40 --k 24 --n 40 --out " + out);
+    EXPECT_EQ(r.code, 0) << mesh << ": " << r.out;
+    return slurp(out);
+  };
+  const std::string y4 = shard_y("data=4", " --x-spec data,- --w-spec -,-");
+  EXPECT_FALSE(y4.empty());
+  EXPECT_EQ(shard_y("data=4,model=1", " --x-spec data,- --w-spec -,model"), y4);
+  const std::string m4 = shard_y("model=4", " --x-spec -,- --w-spec -,model");
+  EXPECT_EQ(shard_y("data=1,model=4", ""), m4);  // the default specs: data,- and -,model
+
+  auto train_w = [&](const std::string& mesh) {
+    const std::string dir = tmp("save_" + std::to_string(std::hash<std::string>()(mesh)));
+    std::filesystem::remove_all(dir);
+    const CliRun r = tpusim("train " + pod + (mesh.empty() ? "" : "--mesh " + mesh) +
+                            " --layers 32,128,32 --batch 16 --steps 1 --save " + dir);
+    EXPECT_EQ(r.code, 0) << mesh << ": " << r.out;
+    return slurp(dir + "/final_w0.npy") + slurp(dir + "/final_w1.npy") + slurp(dir + "/loss.npy");
+  };
+  const std::string dp = train_w("");
+  EXPECT_FALSE(dp.empty());
+  EXPECT_EQ(train_w("data=4,model=1"), dp);
+  EXPECT_EQ(train_w("data=1,model=4"), train_w("model=4"));
+
+  const CliRun ar = tpusim("allreduce " + pod + "--mesh x=4,u=1 --axis x --bytes 4096");
+  EXPECT_EQ(ar.code, 0) << ar.out;
+  const CliRun unit = tpusim("allreduce " + pod + "--mesh x=4,u=1 --axis u --bytes 4096");
+  EXPECT_EQ(unit.code, 2) << unit.out;
+  EXPECT_NE(unit.out.find("--axis u: the axis has size 1"), std::string::npos) << unit.out;
+}
+
+// tpusim example-inputs writes the README's inputs, and the README's lines then run as written;
+// --version and help.
+TEST(TpusimNewUser, ExampleInputsVersionAndHelp) {
+  const std::string dir = tmp("example");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const CliRun chk = tpusim("example-inputs --dir " + dir + " --check");
+  EXPECT_EQ(chk.code, 0) << chk.out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/A.npy")) << "--check wrote A.npy";
+  const CliRun ex = tpusim("example-inputs --dir " + dir);
+  ASSERT_EQ(ex.code, 0) << ex.out;
+  const CliRun mm = tpusim("matmul " + kConfig4 + " --quiet --a " + dir + "/A.npy --w " + dir +
+                           "/W.npy");
+  EXPECT_EQ(mm.code, 0) << mm.out;
+  EXPECT_NE(mm.out.find("300x70x80"), std::string::npos) << mm.out;
+  const CliRun bias = tpusim("matmul " + kConfig4 + " --quiet --m 256 --k 96 --n 80 --bias " +
+                             dir + "/B.npy --relu --out-dtype bf16");
+  EXPECT_EQ(bias.code, 0) << bias.out;
+  const CliRun nodir = tpusim("example-inputs --dir " + dir + "/none");
+  EXPECT_EQ(nodir.code, 2) << nodir.out;
+  EXPECT_NE(nodir.out.find("--dir " + dir + "/none"), std::string::npos) << nodir.out;
+
+  const CliRun v = tpusim("--version");
+  EXPECT_EQ(v.code, 0) << v.out;
+  EXPECT_EQ(v.out.rfind("tpusim 0.", 0), 0u) << v.out;
+  EXPECT_EQ(tpusim("help matmul").out, tpusim("matmul --help").out);
+  const CliRun h = tpusim("help");
+  EXPECT_EQ(h.code, 0) << h.out;
+  EXPECT_EQ(h.out, tpusim("--help").out);
+  EXPECT_NE(h.out.find("example-inputs"), std::string::npos) << h.out;
 }
 
 }  // namespace

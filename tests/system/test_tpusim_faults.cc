@@ -112,7 +112,8 @@ TEST(TpusimFaults, BadFaultsAreClearErrorsWithExitCode2) {
       {"bit out of range", "faults:\n  hbm_flip_at:\n    - {addr: 0, bits: [72]}\n", "",
        "key 'faults.hbm_flip_at[0].bits'"},
       {"zero bits", "faults:\n  hbm_flip_at:\n    - {addr: 0, bits: 0}\n", "",
-       "key 'faults.hbm_flip_at[0].bits': must flip at least one bit"},
+       "key 'faults.hbm_flip_at[0].bits': must be a bit count, or a list of bits (an integer "
+       "from 1 to 72)"},
       {"entry key", "faults:\n  hbm_flip_at:\n    - {address: 0}\n", "",
        "key 'faults.hbm_flip_at[0].address': unknown key"},
       {"chip of a chip", "faults:\n  hbm_flip_at:\n    - {addr: 0, chip: 1}\n", "",

@@ -244,5 +244,31 @@ TEST(TpusimMpi, BadInputsExitTwoWithTheRule) {
   }
 }
 
+// An error found before the pod runs ends every rank cleanly: the message once (rank 0), every
+// rank through MPI_Finalize with exit 2, none of Open MPI's abort banners; also when rank 0
+// alone found it (an output only rank 0 checks), the others waiting for the pod.
+TEST(TpusimMpi, ErrorsBeforeThePodEndEveryRankCleanly) {
+  const std::string p22 = pod_config("clean22", "[2, 2]", 2);
+  const std::string dir = tmp("clean_ro");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"allreduce --config " + p22 + " --engine cpp --bytes 3", "--bytes 3: must be a multiple"},
+      {"train --config " + p22 + " --engine cpp --lr 1e-46", "--lr: 1e-46"},
+      {"allreduce --config " + kSrc + "/configs --engine cpp", "is a directory"},
+      {"allreduce --config " + p22 + " --engine cpp --json /proc/tpusim.json",
+       "/proc/tpusim.json: cannot be written"},
+  };
+  for (const auto& [args, want] : cases) {
+    const CliRun r = mpirun(2, args + " --quiet");
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
+    const std::size_t at = r.out.find(want);
+    EXPECT_NE(at, std::string::npos) << want << "\n" << r.out;
+    EXPECT_EQ(r.out.find(want, at + 1), std::string::npos) << "printed twice:\n" << r.out;
+    for (const char* noise : {"MPI_ABORT", "ORTE_ERROR_LOG", "MPI_Abort"})
+      EXPECT_EQ(r.out.find(noise), std::string::npos) << noise << "\n" << r.out;
+  }
+}
+
 }  // namespace
 }  // namespace tpu

@@ -1447,10 +1447,34 @@ TEST(CollectiveGroupsErrors, InvalidGroupsAndMeshesNameTheFieldAndTheRule) {
                  {"axis 'a'", "size 2", "whole torus dimensions", "dims {0}", "4 chips"});
   expect_invalid([&] { mesh_axis_dims(t, parse_mesh("a=8,b=2"), "a"); },
                  {"axis 'a'", "dims {0,1}", "16 chips"});
-  expect_invalid([&] { mesh_axis_dims(t, parse_mesh("a=1,b=16"), "b"); },
+  // A size-1 axis with no dimension of one chip at its place: asking for it is the error.
+  expect_invalid([&] { mesh_axis_dims(t, parse_mesh("a=1,b=16"), "a"); },
                  {"axis 'a'", "size 1", "moves nothing"});
-  expect_invalid([&] { mesh_axis_dims(t, parse_mesh("a=16,b=1"), "a"); },
-                 {"axis 'b'", "size 1"});
+  expect_invalid([&] { mesh_unit_axis(t, parse_mesh("a=16,b=1"), "c"); }, {"'c'"});
+  expect_invalid([&] { check_mesh(t, parse_mesh("a=8,b=1")); }, {"multiply to 8"});
+}
+
+// An axis of size 1 is the same mesh without it: the other axes get the same dimensions, the
+// unit axis is known as such, and dropping it leaves the rest in order.
+TEST(CollectiveGroups, SizeOneAxesChangeNothing) {
+  const Topology t = Topology::torus({2, 2});
+  for (const char* m : {"data=4,model=1", "data=1,model=4", "a=1,data=4", "data=4,a=1,b=1"}) {
+    const Mesh mesh = parse_mesh(m);
+    check_mesh(t, mesh);
+    for (const MeshAxis& a : mesh.axes) {
+      EXPECT_EQ(mesh_unit_axis(t, mesh, a.name), a.size == 1) << m << " " << a.name;
+      if (a.size > 1) EXPECT_EQ(mesh_axis_dims(t, mesh, a.name), (std::vector<int>{0, 1})) << m;
+    }
+    const Mesh bare = mesh_without_unit_axes(mesh);
+    ASSERT_EQ(bare.axes.size(), 1u) << m;
+    EXPECT_EQ(bare.axes[0].size, 4) << m;
+  }
+  const Topology t44 = Topology::torus({4, 4});
+  EXPECT_EQ(mesh_axis_dims(t44, parse_mesh("x=4,u=1,y=4"), "y"), (std::vector<int>{1}));
+  EXPECT_EQ(mesh_axis_dims(t44, parse_mesh("x=4,u=1,y=4"), "x"), (std::vector<int>{0}));
+  EXPECT_EQ(mesh_without_unit_axes(parse_mesh("x=4,u=1,y=4")).text(), "x=4,y=4");
+  // A dimension of one chip at a size-1 axis's place is still that axis's (groups of one chip).
+  EXPECT_FALSE(mesh_unit_axis(mixed_4x1x2(), parse_mesh("a=4,b=1,c=2"), "b"));
 }
 
 // ------------------------------------------------------------------------------------------

@@ -188,12 +188,20 @@ Mesh parse_mesh(const std::string& text);
 // Axes take consecutive dimensions in order, each the dims whose extents multiply to its size.
 // Dimensions of one chip: an axis of size > 1 takes those before and between its dims, a size-1
 // axis takes the ones at its place (at most one, unless it is the last axis), and the last axis
-// takes all that are left. Throws std::invalid_argument for: an axis not in the mesh (the message
-// lists the mesh's axes); a mesh whose product is not the pod's chip count; an axis whose size
-// does not line up with whole torus dimensions (names the axis and the dims); an axis of size 1
-// with no size-1 dimension at its place (a group of one chip, which group_dims cannot express:
-// a collective over it moves nothing).
+// that takes any takes all that are left. A size-1 axis with no dimension of one chip at its place
+// takes none (a "unit" axis: each of its groups is one chip) and changes nothing for the other
+// axes, so "data=4,model=1" gives data what "data=4" does. Throws std::invalid_argument for: an
+// axis not in the mesh (the message lists the mesh's axes); a mesh whose product is not the pod's
+// chip count; an axis whose size does not line up with whole torus dimensions (names the axis and
+// the dims); asking for a unit axis (group_dims cannot express groups of one chip; ask
+// mesh_unit_axis first: a collective over it moves nothing).
 std::vector<int> mesh_axis_dims(const Topology& topo, const Mesh& mesh, const std::string& axis);
+// Whether `axis` is a unit axis of the mesh on topo (size 1, no dimension: groups of one chip).
+bool mesh_unit_axis(const Topology& topo, const Mesh& mesh, const std::string& axis);
+// Checks the mesh against the pod (mesh_axis_dims's rules for every axis, unit axes allowed).
+void check_mesh(const Topology& topo, const Mesh& mesh);
+// The mesh without its axes of size 1 (a split over one chip is no split): the same mesh.
+Mesh mesh_without_unit_axes(const Mesh& mesh);
 
 // The order of chips around the ring used by `ring` and `biring` (a Hamiltonian cycle; each hop
 // is one link, or up to 2 on a line dimension), starting at chip 0.
