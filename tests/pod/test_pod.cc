@@ -17,6 +17,7 @@
 #include "pod.h"
 #include "pod_driver.h"
 #include "pod_mpi.h"
+#include "size_sweep.h"
 #include "tpu/bf16.h"
 #include "wave_check.h"
 
@@ -557,24 +558,12 @@ void small_sizes(const PodParams& pp, const std::vector<Collective>& kinds, std:
   for (Collective k : kinds)
     for (DType d : {DType::kBf16, DType::kF32})
       for (std::size_t bytes = from; bytes <= 520; bytes += step) {
-        const std::size_t esz = d == DType::kBf16 ? 2 : 4;
-        if (bytes % esz != 0) continue;
         CollectiveSpec s;
-        s.collective = k;
-        s.dtype = d;
-        s.n = bytes / esz;
-        // An all-reduce's algorithms and the two reductions in turn (as PodProgramsSweep).
-        const std::size_t turn = bytes / esz;
-        static const char* const kAlgos[] = {"torus", "ring", "biring"};
-        s.algorithm = k == Collective::kAllReduce ? kAlgos[turn % 3] : "ring";
-        s.op = turn % 2 ? ReduceOp::kMax : ReduceOp::kSum;
-        s.root = pp.topo.num_chips() - 1;
+        if (!sweep_spec(k, d, bytes, pp.topo.num_chips(), &s)) continue;
         if (k == Collective::kAllToAll &&
             s.n % (static_cast<std::size_t>(pp.topo.num_chips()) * drv.granule(d)) != 0)
           continue;  // refused by name (PodProgramsSweep)
-        SCOPED_TRACE(std::string(collective_name(k)) + " " + s.algorithm + " " +
-                     (s.op == ReduceOp::kMax ? "max " : "sum ") + dtype_name(d) + " " +
-                     std::to_string(bytes) + " bytes");
+        SCOPED_TRACE(sweep_name(s, bytes));
         (void)check(drv, s, bytes);
         if (::testing::Test::HasFailure()) return;
       }

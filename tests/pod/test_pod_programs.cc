@@ -13,6 +13,7 @@
 
 #include "chip_driver.h"
 #include "pod_driver.h"
+#include "size_sweep.h"
 #include "tpu/bf16.h"
 
 namespace tpu {
@@ -393,22 +394,9 @@ TEST(PodProgramsSweep, EveryCollectiveEverySizeFrom2To520Bytes) {
                          Collective::kAllGather, Collective::kAllToAll, Collective::kBroadcast})
       for (DType d : {DType::kF32, DType::kBf16})
         for (std::size_t bytes = 2; bytes <= 520; bytes += 2) {
-          const std::size_t esz = d == DType::kBf16 ? 2 : 4;
-          if (bytes % esz != 0) continue;
           CollectiveSpec s;
-          s.collective = k;
-          s.dtype = d;
-          s.n = bytes / esz;
-          // An all-reduce's three algorithms and the two reductions take turns over the sizes,
-          // so each meets every size class mod 128 bytes.
-          const std::size_t turn = bytes / esz;
-          static const char* const kAlgos[] = {"torus", "ring", "biring"};
-          s.algorithm = k == Collective::kAllReduce ? kAlgos[turn % 3] : "ring";
-          s.op = turn % 2 ? ReduceOp::kMax : ReduceOp::kSum;
-          s.root = topo.num_chips() - 1;
-          const std::string what = topo.name() + " " + collective_name(k) + " " + s.algorithm +
-                                   " " + (s.op == ReduceOp::kMax ? "max " : "sum ") +
-                                   dtype_name(d) + " " + std::to_string(bytes) + " bytes";
+          if (!sweep_spec(k, d, bytes, topo.num_chips(), &s)) continue;
+          const std::string what = topo.name() + " " + sweep_name(s, bytes);
           SCOPED_TRACE(what);
           const std::size_t block = static_cast<std::size_t>(topo.num_chips()) * drv.granule(d);
           if (k == Collective::kAllToAll && s.n % block != 0) {

@@ -12,6 +12,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "npy.h"
 #include "tpu/bf16.h"
@@ -21,6 +22,15 @@ namespace tpu {
 namespace {
 
 std::string tmp(const std::string& name) { return ::testing::TempDir() + "tpusim_" + name; }
+
+// n bf16 bit patterns of N(0, 1) values from a generator seeded with `seed`.
+std::vector<uint16_t> normal_bf16(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<uint16_t> v(n);
+  for (auto& x : v) x = f32_to_bf16(nd(rng));
+  return v;
+}
 
 const std::string kConfig4 = std::string("--config ") + TPU_SOURCE_DIR + "/configs/chip_4x4.yaml";
 
@@ -314,11 +324,7 @@ TEST(TpusimShard, ReportTraceAndGatheredY) {
   const std::string json = tmp("shard.json"), trace = tmp("shard_trace.json"),
                     out = tmp("shard_y.npy"), a = tmp("shard_a.npy"), w = tmp("shard_w.npy");
   const std::size_t M = 24, K = 40, N = 64;
-  std::mt19937 rng(3);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<uint16_t> av(M * K), wv(K * N);
-  for (auto& v : av) v = f32_to_bf16(nd(rng));
-  for (auto& v : wv) v = f32_to_bf16(nd(rng));
+  const std::vector<uint16_t> av = normal_bf16(M * K, 3), wv = normal_bf16(K * N, 4);
   write_npy_u16(a, av, {M, K});
   write_npy_u16(w, wv, {K, N});
   const CliRun r = tpusim("shard " + kPod22 + " --engine cpp --quiet --mesh data=4 "
@@ -348,11 +354,7 @@ TEST(TpusimShard, NonFiniteInputsAreCheckedByTheGoldenAlone) {
   const std::string json = tmp("shard_nf.json"), a = tmp("shard_nf_a.npy"),
                     w = tmp("shard_nf_w.npy");
   const std::size_t M = 16, K = 64, N = 32;
-  std::mt19937 rng(5);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<uint16_t> av(M * K), wv(K * N);
-  for (auto& v : av) v = f32_to_bf16(nd(rng));
-  for (auto& v : wv) v = f32_to_bf16(nd(rng));
+  std::vector<uint16_t> av = normal_bf16(M * K, 5), wv = normal_bf16(K * N, 6);
   av[3 * K + 5] = 0x7FC0;   // NaN: row 3 of Y is NaN
   wv[7 * N + 9] = 0x7F80;   // +Inf: column 9 of Y is +-Inf (or NaN where it meets row 3)
   write_npy_u16(a, av, {M, K});
@@ -784,8 +786,8 @@ TEST_F(TpusimCli, AnEmptyValueIsAnErrorNotTheDefault) {
 
 TEST_F(TpusimCli, RealsAreDecimalAndFaultKeysAreGivenOnce) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"train --lr 0x1p-1", "--lr: 0x1p-1 is not a number in (0, 1e+06]"},
-      {"train --lr inf", "--lr: inf is not a number in (0, 1e+06]"},
+      {"train --lr 0x1p-1", "--lr: 0x1p-1 is not a number in [1.17549e-38, 1e+06]"},
+      {"train --lr inf", "--lr: inf is not a number in [1.17549e-38, 1e+06]"},
       {"traffic --rate 0x1p-1", "--rate: 0x1p-1 is not a number in (0, 1]"},
       {"traffic --rate +0.5", "--rate: +0.5 is not a number in (0, 1]"},
       {"matmul --fault hbm_single_bit_rate=0x1p-4",

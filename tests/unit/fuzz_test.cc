@@ -614,7 +614,7 @@ void fuzz_command_lines(int per_command, uint64_t seed) {
 }
 
 TEST(CommandLineFuzz, EveryTpusimCommandParsesOrIsOneErrorLine) {
-  EXPECT_EQ(tpusim_options().size(), 8u);  // matmul traffic allreduce collective pod shard ...
+  EXPECT_EQ(tpusim_options().size(), 9u);  // matmul traffic allreduce ... example-inputs
   fuzz_command_lines(300, 1);
 }
 TEST(CommandLineFuzz, EveryTpusimCommandSoak) { fuzz_command_lines(20000, 2); }
