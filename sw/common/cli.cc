@@ -113,17 +113,6 @@ bool names_option(const CLI::App& app, const std::string& arg, bool valued) {
   return false;
 }
 
-// "--json needs a value" when an option that takes a value is followed by another option where
-// its value should be (`--json --steps 1`): CLI11 takes "--steps" as the value, and the error it
-// then reports (a stray "1", "--a requires --w") names the wrong thing.
-std::string value_is_an_option(const CLI::App& app, const std::vector<std::string>& args) {
-  for (std::size_t i = 0; i + 1 < args.size(); ++i)
-    if (args[i].find('=') == std::string::npos && names_option(app, args[i], true) &&
-        args[i + 1].rfind("--", 0) == 0 && args[i + 1].size() > 2)
-      return args[i] + " needs a value";
-  return "";
-}
-
 std::string number_text(double x) {
   std::ostringstream s;
   s << x;
@@ -366,11 +355,8 @@ int parse(CLI::App& app, const std::vector<std::string>& args) {
       return fail(args.back() + " needs a value");
     return fail(e.what());
   } catch (const CLI::ParseError& e) {
-    const std::string v = value_is_an_option(app, args);
-    return fail(v.empty() ? e.what() : v);
+    return fail(e.what());
   }
-  const std::string v = value_is_an_option(app, args);
-  if (!v.empty()) return fail(v);
   const std::vector<std::string> extra = app.remaining(true);
   if (!extra.empty()) {
     const std::string& x = extra.front();
