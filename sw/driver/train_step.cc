@@ -70,8 +70,10 @@ namespace {
 PodProgram compile_fitting(PodDriver& pd, CollectiveSpec cs, const CollectiveBuffers& bufs,
                            const PodCollectiveOptions& o, const Topology& topo) {
   std::string first_error;
+  bool from_here = false;  // the asked algorithm first, then the slower ones after it
   for (const char* algo : {"torus", "biring", "ring"}) {
-    if (std::string(algo) == "torus" && cs.algorithm != "torus") continue;
+    from_here = from_here || cs.algorithm == algo;
+    if (!from_here) continue;
     cs.algorithm = algo;
     try {
       return pd.compile(cs, bufs, o);
