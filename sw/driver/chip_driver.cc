@@ -534,18 +534,20 @@ std::vector<ChipCmd> ChipDriver::plan_transpose(const HbmMatrix& dst, const HbmM
     write_matrix(ident_, eye);
   }
 
-  struct TrUnit { uint64_t b, cg; };  // band b, column group cg
+  // Band b, column group cg: its row tiles rb and column tiles cgn.
+  struct TrUnit {
+    uint64_t b, cg, rb, cgn;
+  };
   std::vector<TrUnit> units;
   const uint64_t bands = ceil_div(RT, GO), groups = ceil_div(CT, CG);
   for (uint64_t b = 0; b < bands; ++b)
-    for (uint64_t cg = 0; cg < groups; ++cg) units.push_back({b, cg});
-  auto row_tiles = [&](const TrUnit& u) { return std::min(GO, RT - u.b * GO); };
-  auto col_tiles = [&](const TrUnit& u) { return std::min(CG, CT - u.cg * CG); };
+    for (uint64_t cg = 0; cg < groups; ++cg)
+      units.push_back({b, cg, std::min(GO, RT - b * GO), std::min(CG, CT - cg * CG)});
   // Row tile g of unit u into in[u % 2]: its rows, the group's column tiles (the last group's
   // lanes beyond C as -0: finite, so they change no result).
   auto dma_in = [&](uint64_t ui, uint64_t g, std::vector<ChipCmd>* prog) {
     const TrUnit& u = units[ui];
-    const uint64_t rt = u.b * GO + g, cgn = col_tiles(u);
+    const uint64_t rt = u.b * GO + g, cgn = u.cgn;
     const bool last = (u.cg + 1) * CG >= CT;
     prog->push_back(cmd_dma(DmaDir::kHbmToVmem, true,
                             static_cast<uint32_t>(vIn[ui % 2] + g * L * cgn),
@@ -560,7 +562,7 @@ std::vector<ChipCmd> ChipDriver::plan_transpose(const HbmMatrix& dst, const HbmM
                          static_cast<uint32_t>(L), static_cast<uint32_t>(L * 2),
                          static_cast<uint32_t>(ident_.addr),
                          static_cast<uint32_t>(ident_.pitch * 2)));
-  for (uint64_t g = 0; g < row_tiles(units[0]); ++g) dma_in(0, g, &prog);
+  for (uint64_t g = 0; g < units[0].rb; ++g) dma_in(0, g, &prog);
 
   // A step: one column tile ct of a unit, its row tiles through the MXU into results[s % 2];
   // then (after the next step's MATMULs, so that the MXU does not wait for them) the VPU rounds
@@ -568,7 +570,7 @@ std::vector<ChipCmd> ChipDriver::plan_transpose(const HbmMatrix& dst, const HbmM
   struct TrStep { uint64_t ui, ct; };
   auto finish = [&](const TrStep& st, uint64_t si) {
     const TrUnit& u = units[st.ui];
-    const uint64_t rb = row_tiles(u), gb = std::min(GO, round_up(RT - u.b * GO, GOmin));
+    const uint64_t rb = u.rb, gb = std::min(GO, round_up(RT - u.b * GO, GOmin));
     const uint64_t cr = std::min(L, C - st.ct * L);
     for (uint64_t g = 0; g < rb; ++g) {
       VpuCmdArgs v;
@@ -592,8 +594,8 @@ std::vector<ChipCmd> ChipDriver::plan_transpose(const HbmMatrix& dst, const HbmM
   TrStep prev{0, 0};
   for (uint64_t ui = 0; ui < units.size(); ++ui) {
     const TrUnit& u = units[ui];
-    const uint64_t rb = row_tiles(u), cgn = col_tiles(u);
-    const uint64_t next_rb = ui + 1 < units.size() ? row_tiles(units[ui + 1]) : 0;
+    const uint64_t rb = u.rb, cgn = u.cgn;
+    const uint64_t next_rb = ui + 1 < units.size() ? units[ui + 1].rb : 0;
     for (uint64_t c = 0; c < cgn; ++c, ++si) {
       const uint64_t ct = u.cg * CG + c, cr = std::min(L, C - ct * L);
       for (uint64_t g = 0; g < rb; ++g) {

@@ -17,9 +17,9 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 // fit the memories (0: none).
 uint64_t max_chunk_rows(const MatmulTiling& t, const ChipShape& s, uint64_t w_rows) {
   uint64_t r = std::min<uint64_t>(t.p.m, 65535);
-  while (r > 0 && !(2 * r * t.nt <= s.amem_rows &&
-                    2 * r * t.kt + w_rows + 2 * r * t.nto + t.nt + (t.t_mask ? 1 : 0) <=
-                        t.p.vmem_rows))
+  while (r > 0 &&
+         !(2 * r * t.nt <= s.amem_rows &&
+           2 * r * t.kt + w_rows + 2 * r * t.nto + t.nt + (t.t_mask ? 1 : 0) <= t.p.vmem_rows))
     --r;
   return r;
 }
@@ -169,10 +169,10 @@ class MatmulEmitter {
   const uint64_t L;  // lanes
   std::deque<Item> vpu_q_, a_q_, out_q_;
   std::vector<ChipCmd> prog_;
-  uint64_t now_ = 0;  // model time
+  uint64_t now_ = 0;                                     // model time
   uint64_t mxu_free_ = 0, dma_free_ = 0, vpu_free_ = 0;  // when each unit is free
-  std::vector<uint64_t> a_done_, w_done_;  // model times A(c), panel p land
-  bool w_pend_ = false;                    // the W panel DMA waiting for the engine
+  std::vector<uint64_t> a_done_, w_done_;                // model times A(c), panel p land
+  bool w_pend_ = false;                                  // the W panel DMA waiting for the engine
   std::vector<Item> w_items_;
   std::vector<bool> masked_;  // transposed K edge tile of a resident W buffer masked
 };
@@ -195,21 +195,21 @@ void MatmulEmitter::out_pieces(uint64_t c, uint64_t g, uint64_t ready, uint64_t 
   const uint64_t seg = std::max<uint64_t>(1, target / gs), esz = t_.esize();
   for (uint64_t r0 = 0; r0 < rows; r0 += seg) {
     const uint64_t n = std::min(seg, rows - r0);
-    out_q_.push_back({cmd_dma(DmaDir::kVmemToHbm, t_.p.out_bf16,
-                              static_cast<uint32_t>(l_.out[b] + g0 * rows + r0 * gs),
-                              static_cast<uint32_t>(n), static_cast<uint32_t>(gs * L * esz),
-                              static_cast<uint32_t>(o_.c_addr + (t_.c_m0[c] + r0) * o_.c_pitch +
-                                                    g0 * L * esz),
-                              static_cast<uint32_t>(o_.c_pitch)),
-                      n * gs, c, ready, -1});
+    out_q_.push_back(
+        {cmd_dma(DmaDir::kVmemToHbm, t_.p.out_bf16,
+                 static_cast<uint32_t>(l_.out[b] + g0 * rows + r0 * gs), static_cast<uint32_t>(n),
+                 static_cast<uint32_t>(gs * L * esz),
+                 static_cast<uint32_t>(o_.c_addr + (t_.c_m0[c] + r0) * o_.c_pitch + g0 * L * esz),
+                 static_cast<uint32_t>(o_.c_pitch)),
+         n * gs, c, ready, -1});
   }
 }
 
 // Piece size: half the room a panel of MATMULs leaves beside its W panel DMA.
 uint64_t MatmulEmitter::piece_target(uint64_t rows) const {
   const uint64_t step = t_.qt * t_.tile_cycles(rows), wcost = L * t_.qt + kDmaLat;
-  return std::max<uint64_t>(4 * L, step > wcost + 2 * kDmaLat ? (step - wcost) / 2 - kDmaLat
-                                                              : 4 * L);
+  return std::max<uint64_t>(4 * L,
+                            step > wcost + 2 * kDmaLat ? (step - wcost) / 2 - kDmaLat : 4 * L);
 }
 
 void MatmulEmitter::emit_vpu(const Item& it) {
@@ -356,20 +356,20 @@ std::vector<MatmulEmitter::Item> MatmulEmitter::w_dma(uint64_t p) const {
                                static_cast<uint32_t>(o_.w_pitch)),
                        real * KTm, p, 0, -1, Item::kW});
     if (t_.k_tail)
-      v.push_back(Item{cmd_dma(DmaDir::kHbmToVmem, true,
-                               static_cast<uint32_t>(l_.w(p) + GN * L * KTm),
-                               static_cast<uint32_t>(real), static_cast<uint32_t>(L * 2),
-                               static_cast<uint32_t>(at + KTm * L * 2),
-                               static_cast<uint32_t>(o_.w_pitch), t_.k_tail),
-                       real, p, 0, -1, Item::kW});
+      v.push_back(
+          Item{cmd_dma(DmaDir::kHbmToVmem, true, static_cast<uint32_t>(l_.w(p) + GN * L * KTm),
+                       static_cast<uint32_t>(real), static_cast<uint32_t>(L * 2),
+                       static_cast<uint32_t>(at + KTm * L * 2), static_cast<uint32_t>(o_.w_pitch),
+                       t_.k_tail),
+               real, p, 0, -1, Item::kW});
     return v;
   }
   const uint64_t kt = p % t_.kt, real = std::min<uint64_t>(L, t_.p.k - kt * L);
-  std::vector<Item> v{Item{cmd_dma(DmaDir::kHbmToVmem, true, l_.w(p), static_cast<uint32_t>(real),
-                                   static_cast<uint32_t>(Nw * 2),
-                                   static_cast<uint32_t>(o_.w_addr + kt * L * o_.w_pitch),
-                                   static_cast<uint32_t>(o_.w_pitch), t_.n_tail),
-                           real * NT, p, 0, -1, Item::kW}};
+  std::vector<Item> v{Item{
+      cmd_dma(DmaDir::kHbmToVmem, true, l_.w(p), static_cast<uint32_t>(real),
+              static_cast<uint32_t>(Nw * 2), static_cast<uint32_t>(o_.w_addr + kt * L * o_.w_pitch),
+              static_cast<uint32_t>(o_.w_pitch), t_.n_tail),
+      real * NT, p, 0, -1, Item::kW}};
   if (real < L)
     v.push_back(Item{cmd_dma(DmaDir::kHbmToVmem, true, static_cast<uint32_t>(l_.w(p) + real * NT),
                              static_cast<uint32_t>(L - real), static_cast<uint32_t>(Nw * 2),

@@ -34,13 +34,13 @@ struct MatmulTiling {
   // A transposed W's K edge tile: its lanes beyond K come in as -0 (the DMA's tail) and are
   // made +0 on the VPU (x 1 on the real lanes, x -0 on the others, from a mask row).
   bool t_mask = false;
-  uint64_t gn = 1;          // N tiles per panel (transposed; plain: 1)
-  uint64_t pt = 0, qt = 0;  // panels per chunk, weight tiles per panel
-  uint64_t ktm = 0;         // transposed: K tiles of a panel row without the K edge tile
-  bool w_resident = false;  // W loaded once (else two panel buffers, reloaded per chunk)
-  uint64_t w_bufs = 0;      // W panel buffers: PT when resident, else 2
-  uint64_t mt = 0;          // rows of A per chunk at most (0: the memories hold none)
-  uint64_t gg = 0;          // N tiles per output group: >= 256 bytes of a C row
+  uint64_t gn = 1;                     // N tiles per panel (transposed; plain: 1)
+  uint64_t pt = 0, qt = 0;             // panels per chunk, weight tiles per panel
+  uint64_t ktm = 0;                    // transposed: K tiles of a panel row without the K edge tile
+  bool w_resident = false;             // W loaded once (else two panel buffers, reloaded per chunk)
+  uint64_t w_bufs = 0;                 // W panel buffers: PT when resident, else 2
+  uint64_t mt = 0;                     // rows of A per chunk at most (0: the memories hold none)
+  uint64_t gg = 0;                     // N tiles per output group: >= 256 bytes of a C row
   std::vector<uint64_t> c_rows, c_m0;  // each chunk's rows of A and first row
   // The cost model's MXU (docs/mxu.md): weight banks, rows loaded per cycle, cycles to load a
   // tile (twice as long transposed: the staging register fills first).
@@ -51,7 +51,7 @@ struct MatmulTiling {
   // one to take the next LOADW.
   uint64_t tile_cycles(uint64_t rows) const;
   uint64_t panels() const { return w_resident ? pt : c_rows.size() * pt; }  // W panel DMAs
-  uint64_t esize() const { return p.out_bf16 ? 2 : 4; }  // bytes of a C element
+  uint64_t esize() const { return p.out_bf16 ? 2 : 4; }                     // bytes of a C element
   uint64_t group_size(uint64_t g) const { return std::min<uint64_t>(gg, nto - g * gg); }
 };
 
@@ -66,15 +66,15 @@ MatmulTiling tile_matmul(const MatmulProblem& p, const ChipShape& s);
 // bias (NT rows), the transposed K edge mask (1 row). AMEM: C[2] (NT x mt rows, row nt*rows + m).
 struct MatmulLayout {
   uint32_t a[2] = {0, 0};
-  uint32_t w0 = 0;             // the first W panel buffer
-  uint64_t w_panel_rows = 0;   // rows of one W panel buffer (L * QT)
+  uint32_t w0 = 0;            // the first W panel buffer
+  uint64_t w_panel_rows = 0;  // rows of one W panel buffer (L * QT)
   uint64_t w_bufs = 0;
   uint32_t out[2] = {0, 0};
   uint32_t bias = 0;
   uint32_t mask = 0;
-  uint32_t c[2] = {0, 0};      // AMEM
-  uint64_t vmem_end = 0;       // VMEM rows used: [0, vmem_end)
-  uint64_t amem_end = 0;       // AMEM rows used: [0, amem_end)
+  uint32_t c[2] = {0, 0};  // AMEM
+  uint64_t vmem_end = 0;   // VMEM rows used: [0, vmem_end)
+  uint64_t amem_end = 0;   // AMEM rows used: [0, amem_end)
   // The buffer of W panel p of the sequence over the chunks.
   uint32_t w(uint64_t p) const { return static_cast<uint32_t>(w0 + (p % w_bufs) * w_panel_rows); }
 };

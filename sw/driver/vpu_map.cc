@@ -30,6 +30,23 @@ void check_operand(const HbmMatrix& m, const std::string& name, const VpuMap& ma
     throw std::invalid_argument("vpu map: " + name + " ends beyond the HBM capacity");
 }
 
+// A VPU op on VMEM rows: x (bf16 when xb), y (bf16 when yb; one row broadcast when bcast) into
+// dst (bf16 when db), `rows` rows.
+ChipCmd vmem_vpu(VpuOp op, uint32_t x, bool xb, uint32_t y, bool yb, bool bcast, uint32_t dst,
+                 bool db, std::size_t rows) {
+  VpuCmdArgs a;
+  a.op = static_cast<unsigned>(op);
+  a.x_mem = a.y_mem = a.dst_mem = Mem::kVmem;
+  a.x_row = x;
+  a.y_row = y;
+  a.y_bcast = bcast;
+  a.src_bf16 = (xb ? 1u : 0u) | (yb ? 2u : 0u);
+  a.dst_bf16 = db;
+  a.dst_row = dst;
+  a.rows = static_cast<uint32_t>(rows);
+  return cmd_vpu(a);
+}
+
 }  // namespace
 
 VpuMapPlan plan_vpu_map(const VpuMap& m, const ChipShape& s, uint32_t vmem_base,
@@ -45,11 +62,10 @@ VpuMapPlan plan_vpu_map(const VpuMap& m, const ChipShape& s, uint32_t vmem_base,
   for (std::size_t k = 0; k < K; ++k) {
     const VpuMapOp& op = m.ops[k];
     const int v = static_cast<int>(I + C + k);
-    auto known = [&](int id) { return id >= 0 && id < v; };
-    if (!known(op.x) || (op.x >= static_cast<int>(I) && op.x < static_cast<int>(I + C)))
+    if (op.x < 0 || op.x >= v || (op.x >= static_cast<int>(I) && op.x < static_cast<int>(I + C)))
       throw std::invalid_argument("vpu map: op " + std::to_string(k) +
                                   ": x must be an input or an earlier op's result");
-    if (op.y != -1 && !known(op.y))
+    if (op.y != -1 && (op.y < 0 || op.y >= v))
       throw std::invalid_argument("vpu map: op " + std::to_string(k) +
                                   ": y must be an input, a constant or an earlier result");
     if (vpu_op_is_reduction(op.op) || op.op == VpuOp::kFma)
@@ -124,20 +140,6 @@ VpuMapPlan plan_vpu_map(const VpuMap& m, const ChipShape& s, uint32_t vmem_base,
     for (std::size_t i = 0; i < I; ++i)
       dma(DmaDir::kHbmToVmem, m.in[i], region(static_cast<int>(i), c % 2), c);
   };
-  auto vpu = [&](VpuOp op, uint32_t x, bool xb, uint32_t y, bool yb, bool bcast, uint32_t dst,
-                 bool db, std::size_t rows) {
-    VpuCmdArgs a;
-    a.op = static_cast<unsigned>(op);
-    a.x_mem = a.y_mem = a.dst_mem = Mem::kVmem;
-    a.x_row = x;
-    a.y_row = y;
-    a.y_bcast = bcast;
-    a.src_bf16 = (xb ? 1u : 0u) | (yb ? 2u : 0u);
-    a.dst_bf16 = db;
-    a.dst_row = dst;
-    a.rows = static_cast<uint32_t>(rows);
-    prog.push_back(cmd_vpu(a));
-  };
   load(0);
   for (std::size_t c = 0; c < chunks; ++c) {
     if (c + 1 < chunks) load(c + 1);
@@ -150,22 +152,23 @@ VpuMapPlan plan_vpu_map(const VpuMap& m, const ChipShape& s, uint32_t vmem_base,
       const uint32_t y = op.y < 0 ? region(op.x, slot)
                          : yc     ? static_cast<uint32_t>(v_const + (op.y - static_cast<int>(I)))
                                   : region(op.y, slot);
-      vpu(op.op, region(op.x, slot), is_bf16[static_cast<std::size_t>(op.x)], y,
-          op.y >= 0 && is_bf16[static_cast<std::size_t>(op.y)], yc, region(v, slot),
-          op.bf16 && op.op != VpuOp::kCvtF32Bf16, n);
+      prog.push_back(vmem_vpu(op.op, region(op.x, slot), is_bf16[static_cast<std::size_t>(op.x)], y,
+                              op.y >= 0 && is_bf16[static_cast<std::size_t>(op.y)], yc,
+                              region(v, slot), op.bf16 && op.op != VpuOp::kCvtF32Bf16, n));
     }
     if (sum) {  // the first chunk copied (maximum(v, v) = v, NaN canonical), then added
       const uint32_t x = region(m.sum, slot);
-      if (c == 0) vpu(VpuOp::kMax, x, false, x, false, false, v_acc, false, n);
-      else vpu(VpuOp::kAdd, x, false, v_acc, false, false, v_acc, false, n);
+      prog.push_back(c == 0
+                         ? vmem_vpu(VpuOp::kMax, x, false, x, false, false, v_acc, false, n)
+                         : vmem_vpu(VpuOp::kAdd, x, false, v_acc, false, false, v_acc, false, n));
     }
     for (const auto& o : m.out) dma(DmaDir::kVmemToHbm, o.second, region(o.first, slot), c);
   }
   if (sum) {
     for (std::size_t n = std::min(chunk, m.rows) * pr; n > 1;) {
       const std::size_t h = n / 2;
-      vpu(VpuOp::kAdd, v_acc, false, static_cast<uint32_t>(v_acc + (n - h)), false, false, v_acc,
-          false, h);
+      prog.push_back(vmem_vpu(VpuOp::kAdd, v_acc, false, static_cast<uint32_t>(v_acc + (n - h)),
+                              false, false, v_acc, false, h));
       n -= h;
     }
     prog.push_back(cmd_dma(DmaDir::kVmemToHbm, false, v_acc, 1, static_cast<uint32_t>(kBurst),
