@@ -1,5 +1,5 @@
 // matmul_plan: the three parts of the chip's HBM-resident matmul program (ChipDriver::plan_matmul,
-// docs/driver.md): the tiler (tile counts, W panels, rows of A per chunk and the chunks), the
+// docs/chip.md): the tiler (tile counts, W panels, rows of A per chunk and the chunks), the
 // on-chip layout (where A, the W panels, the results, the output, the bias and the mask sit in
 // VMEM and AMEM, double-buffered), and the emitter (the ChipCmd words, ordered by a cost model so
 // that the DMA and VPU work hides behind the MXU). Plain structs pass between them; none of them
