@@ -48,8 +48,8 @@ std::vector<std::vector<uint32_t>> execute_lanes(const CollectivePlan& plan,
     std::vector<std::vector<uint32_t>> incoming;
     incoming.reserve(step.transfers.size());
     for (const Transfer& t : step.transfers) {  // every read sees the start of the step
-      if (t.src < 0 || t.src >= pi || t.dst < 0 || t.dst >= pi ||
-          t.src_offset + t.count > len || t.dst_offset + t.count > len) {
+      if (t.src < 0 || t.src >= pi || t.dst < 0 || t.dst >= pi || t.src_offset + t.count > len ||
+          t.dst_offset + t.count > len) {
         bad("plan: step " + std::to_string(si) + " has a transfer outside the pod or buffer");
       }
       const auto& s = buf[static_cast<std::size_t>(t.src)];
@@ -104,7 +104,8 @@ std::vector<std::vector<bf16_t>> execute_plan_bf16(const CollectivePlan& plan,
                                                    const std::vector<std::vector<bf16_t>>& inputs) {
   if (plan.spec.dtype != DType::kBf16) bad("plan.spec.dtype: f32 plan run with bf16 buffers");
   std::vector<std::vector<uint32_t>> wide(inputs.size());
-  for (std::size_t c = 0; c < inputs.size(); ++c) wide[c].assign(inputs[c].begin(), inputs[c].end());
+  for (std::size_t c = 0; c < inputs.size(); ++c)
+    wide[c].assign(inputs[c].begin(), inputs[c].end());
   const auto lanes = execute_lanes(plan, wide, collective_reduces(plan.spec.collective));
   std::vector<std::vector<bf16_t>> out(lanes.size());
   for (std::size_t c = 0; c < lanes.size(); ++c) {
@@ -126,8 +127,8 @@ std::size_t piece_total(const std::vector<RoundPiece>& v) {
 
 // Checks that the pieces of all rounds cover each chip's whole buffer exactly once; returns the
 // buffers' lengths. `what` is "in" or "out".
-std::vector<std::size_t> covered_lengths(const std::vector<CollectiveRound>& rounds,
-                                         std::size_t p, bool input) {
+std::vector<std::size_t> covered_lengths(const std::vector<CollectiveRound>& rounds, std::size_t p,
+                                         bool input) {
   const char* what = input ? "in" : "out";
   std::vector<std::size_t> len(p, 0);
   for (const CollectiveRound& rd : rounds) {
@@ -140,8 +141,9 @@ std::vector<std::size_t> covered_lengths(const std::vector<CollectiveRound>& rou
         for (std::size_t i = x.offset; i < x.offset + x.count; ++i) {
           if (i >= len[c] || seen[i]) {
             bad("rounds[" + std::to_string(r) + "]." + what + "[" + std::to_string(c) +
-                "]: element " + std::to_string(i) + (i >= len[c] ? " past the buffer of " +
-                std::to_string(len[c]) : std::string(" used twice")) +
+                "]: element " + std::to_string(i) +
+                (i >= len[c] ? " past the buffer of " + std::to_string(len[c])
+                             : std::string(" used twice")) +
                 "; the rounds' pieces must cover each buffer exactly once");
           }
           seen[i] = true;

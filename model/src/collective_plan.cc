@@ -13,8 +13,8 @@ namespace tpu {
 using detail::chunk_of;
 using detail::chunks_by_chip;
 using detail::even_chunks;
-using detail::Ring;
 using detail::reverse_ring;
+using detail::Ring;
 using detail::ring_all_gather;
 using detail::ring_reduce_scatter;
 
@@ -106,8 +106,8 @@ void check_whole_spec(const Topology& topo, const CollectiveSpec& spec) {
   if (!spec.part_weights.empty()) {
     if (algo != "torus") bad("part_weights: only 'torus' has parts, not '" + algo + "'");
     if (spec.part_weights.size() != topo.active_dims().size()) {
-      bad("part_weights: " + std::to_string(spec.part_weights.size()) + " weights; " +
-          topo.name() + " has " + std::to_string(topo.active_dims().size()) +
+      bad("part_weights: " + std::to_string(spec.part_weights.size()) + " weights; " + topo.name() +
+          " has " + std::to_string(topo.active_dims().size()) +
           " active dimensions, one part each");
     }
     for (unsigned w : spec.part_weights) {
@@ -121,8 +121,7 @@ void check_whole_spec(const Topology& topo, const CollectiveSpec& spec) {
   }
   const int pi = topo.num_chips();
   if (spec.collective == Collective::kBroadcast && (spec.root < 0 || spec.root >= pi)) {
-    bad("root: " + std::to_string(spec.root) + " is not a chip; 0 <= root < " +
-        std::to_string(pi));
+    bad("root: " + std::to_string(spec.root) + " is not a chip; 0 <= root < " + std::to_string(pi));
   }
   if (spec.collective == Collective::kAllToAll && spec.n % static_cast<std::size_t>(pi) != 0) {
     bad("n: " + std::to_string(spec.n) + " elements for all_to_all; must be a multiple of the " +

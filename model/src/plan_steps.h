@@ -17,7 +17,7 @@ struct Ring {
   std::vector<Route> fwd;
 };
 
-Route reversed(Route r);        // the same hops the other way
+Route reversed(Route r);           // the same hops the other way
 Ring reverse_ring(const Ring& r);  // the same chips, travelled the other way
 // The ring through the chips of one line along `dim` (the chips that share `base` elsewhere).
 Ring dim_ring(const Topology& t, int dim, PodCoord base);

@@ -129,8 +129,7 @@ Ring hamiltonian_ring(const Topology& t) {
   cyc.fwd = dim_routes(d0, t.extent(d0), t.wraps(d0));
   for (std::size_t i = 1; i < dims.size(); ++i) {
     const int d = dims[i];
-    cyc = comb(cyc, d, dim_order(t.extent(d), t.wraps(d)),
-               dim_routes(d, t.extent(d), t.wraps(d)));
+    cyc = comb(cyc, d, dim_order(t.extent(d), t.wraps(d)), dim_routes(d, t.extent(d), t.wraps(d)));
   }
   for (const auto& c : cyc.nodes) ring.chips.push_back(t.id(c));
   ring.fwd = cyc.fwd;

@@ -64,7 +64,8 @@ std::vector<CollectiveRound> make_rounds(const Topology& topo, const CollectiveS
     auto scale = [&](std::vector<RoundPiece>& v, std::size_t end) {
       std::vector<RoundPiece> w;
       for (const RoundPiece& x : v) {
-        const std::size_t a = std::min(x.offset * g, end), b = std::min((x.offset + x.count) * g, end);
+        const std::size_t a = std::min(x.offset * g, end),
+                          b = std::min((x.offset + x.count) * g, end);
         if (b > a) add_piece(w, a, b - a);
       }
       v = std::move(w);
@@ -80,8 +81,8 @@ std::vector<CollectiveRound> make_rounds(const Topology& topo, const CollectiveS
       const bool rs = spec.collective == Collective::kReduceScatter;
       bool last = false;
       for (int c = 0; c < pi; ++c)
-        for (const RoundPiece& x : rs ? rd.in[static_cast<std::size_t>(c)]
-                                      : rd.out[static_cast<std::size_t>(c)])
+        for (const RoundPiece& x :
+             rs ? rd.in[static_cast<std::size_t>(c)] : rd.out[static_cast<std::size_t>(c)])
           last = last || x.offset + x.count == spec.n;
       if (last) nr -= g - spec.n % g;
     }
@@ -105,7 +106,8 @@ std::vector<CollectiveRound> rounds_of_elements(const Topology& topo, const Coll
   const std::size_t R = rounds;
   std::vector<std::size_t> rank(static_cast<std::size_t>(pi));
   for (int c = 0; c < pi; ++c) {
-    rank[static_cast<std::size_t>(c)] = static_cast<std::size_t>(group_rank(topo, spec.group_dims, c));
+    rank[static_cast<std::size_t>(c)] =
+        static_cast<std::size_t>(group_rank(topo, spec.group_dims, c));
   }
   // Rounds from `limit` on are empty (each piece cut in R has fewer than R elements).
   std::size_t limit = n;

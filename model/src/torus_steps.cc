@@ -55,8 +55,8 @@ void plan_torus_allreduce(const Topology& t, std::size_t n, const std::vector<un
           std::vector<Segment> chunks;
           for (int c : ring.chips) {
             const int pos = t.coord(c)[static_cast<std::size_t>(dim)];
-            chunks.push_back(chunk_of(seg, static_cast<std::size_t>(kd),
-                                      static_cast<std::size_t>(pos)));
+            chunks.push_back(
+                chunk_of(seg, static_cast<std::size_t>(kd), static_cast<std::size_t>(pos)));
             next[static_cast<std::size_t>(c)] = chunks.back();
           }
           ring_reduce_scatter(steps, step, ring, chunks);

@@ -836,26 +836,27 @@ TEST(CollectiveCost, DirectStepsAreIndependentAndCostMoreLinkBytes) {
     return plan_cost(make_plan(t, s));
   };
   const PlanCost c44 = cost_of(t44, 640);
-  const double n44 = 2560, bound44 = collective_ici_cycles(
-                                Collective::kAllReduce, 16, n44,
-                                allreduce_links_per_chip(t44, "direct"), 1);
+  const double n44 = 2560;
+  const double bound44 = collective_ici_cycles(Collective::kAllReduce, 16, n44,
+                                               allreduce_links_per_chip(t44, "direct"), 1);
   EXPECT_EQ(allreduce_links_per_chip(t44, "direct"), 4);
   EXPECT_DOUBLE_EQ(bound44, 0.46875 * n44);
   EXPECT_EQ(c44.link_bytes.size(), 64u);                    // every directed link carries data
   for (const auto& [link, bytes] : c44.link_bytes) EXPECT_EQ(bytes, 1600u);  // 0.625 N: 1.33x
   EXPECT_EQ(c44.max_link_bytes, 1600u);
-  EXPECT_DOUBLE_EQ(c44.link_cycles(1.0), 0.9375 * n44);          // steps back to back: 2.0x
+  EXPECT_DOUBLE_EQ(c44.link_cycles(1.0), 0.9375 * n44);     // steps back to back: 2.0x
   EXPECT_DOUBLE_EQ(phase_time(c44, phases), 0.625 * n44);   // phases at once: 1.33x
   // Ring of 8: a + link carries (1 + 2 + 3) N/8 at distances 1..3 and 4 N/16 of the tie's +
   // halves per phase, N; a - link the same; bound 2 (7/8) N / 2 = 0.875 N.
   const Topology r8 = Topology::torus({8});
   const PlanCost c8 = cost_of(r8, 800);
-  const double n8 = 3200, bound8 = collective_ici_cycles(
-                              Collective::kAllReduce, 8, n8, allreduce_links_per_chip(r8, "direct"), 1);
+  const double n8 = 3200;
+  const double bound8 = collective_ici_cycles(Collective::kAllReduce, 8, n8,
+                                              allreduce_links_per_chip(r8, "direct"), 1);
   EXPECT_DOUBLE_EQ(bound8, 0.875 * n8);
   EXPECT_EQ(c8.steps, 14u);
   EXPECT_EQ(c8.max_link_bytes, 6400u);                            // 2 N: 2.29x the bound
-  EXPECT_DOUBLE_EQ(c8.link_cycles(1.0), 3.5 * n8);                     // 4.0x
+  EXPECT_DOUBLE_EQ(c8.link_cycles(1.0), 3.5 * n8);                // 4.0x
   EXPECT_DOUBLE_EQ(phase_time(c8, direct_phases(r8)), 2.0 * n8);  // 2.29x
 }
 
@@ -1276,9 +1277,9 @@ TEST(CollectiveGroupsWhole, HelpersAndTheBandwidthBoundPerGroup) {
   const double grouped = plan_cost(make_plan(t, spec)).link_cycles(1.0);
   spec.group_dims.clear();
   EXPECT_DOUBLE_EQ(grouped, plan_cost(make_plan(Topology::torus({4, 4}), spec)).link_cycles(1.0));
+  const int links = allreduce_links_per_chip(t, {0, 1}, "torus");
   EXPECT_DOUBLE_EQ(grouped, collective_ici_cycles(Collective::kAllReduce, group_size(t, {0, 1}),
-                                                  4.0 * 640,
-                                                  allreduce_links_per_chip(t, {0, 1}, "torus"), 1.0));
+                                                  4.0 * 640, links, 1.0));
 }
 
 TEST(CollectiveMesh, ParseAndAxisDims) {

@@ -350,8 +350,9 @@ TEST(PerfErrors, InvalidInputNamesTheParameterAndTheRule) {
   expect_invalid([] { chip_links(Topology::mesh({3, 3}), 9); }, {"chip", "[0, 9)"});
   expect_invalid([] { topology_links_per_chip(Topology::torus({})); }, {"topology.size"});
   expect_invalid([] { allreduce_links_per_chip(Topology::torus({4}), "star"); }, {"algorithm"});
-  expect_invalid([] { plan_cost(make_plan(Topology::torus({4}), CollectiveSpec{})).link_cycles(0); },
-                 {"link_bytes_per_cycle", "> 0"});
+  expect_invalid(
+      [] { plan_cost(make_plan(Topology::torus({4}), CollectiveSpec{})).link_cycles(0); },
+      {"link_bytes_per_cycle", "> 0"});
   expect_invalid(
       [] {
         topology_links_per_chip(Topology::torus({4, 17}));

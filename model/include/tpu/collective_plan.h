@@ -22,9 +22,9 @@ enum class TransferKind : uint8_t {
 };
 
 const char* collective_name(Collective c);  // "all_reduce", ...
-const char* reduce_op_name(ReduceOp op);     // "sum", "max"
-const char* dtype_name(DType t);             // "f32", "bf16"
-bool collective_reduces(Collective c);       // all-reduce and reduce-scatter
+const char* reduce_op_name(ReduceOp op);    // "sum", "max"
+const char* dtype_name(DType t);            // "f32", "bf16"
+bool collective_reduces(Collective c);      // all-reduce and reduce-scatter
 
 // One remote write: `count` elements from src's working buffer at src_offset into dst's at
 // dst_offset (the offsets differ only in all-to-all), combined as `kind` says, over `route`.
@@ -91,7 +91,7 @@ struct CollectiveSpec {
 struct CollectivePlan {
   Topology topo;
   CollectiveSpec spec;
-  std::size_t buffer_len = 0;     // elements of each chip's working buffer
+  std::size_t buffer_len = 0;  // elements of each chip's working buffer
   // Bytes per element of a reduction on the wire (4: f32, and a bf16 reduction's f32 partials;
   // 2: bf16). A copy carries the buffer's dtype: transfer_bytes.
   std::size_t element_bytes = 0;

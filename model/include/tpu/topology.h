@@ -1,6 +1,6 @@
 // The shape of a pod (docs/collectives.md): its dimensions, rings and lines, chip coordinates, the
 // routes a transfer takes over its links, and the groups of chips that some of its dimensions make
-// up (a replica group / mesh axis). What the collective plans, the mesh and the cost model build on.
+// up (a replica group / mesh axis); what plans, the mesh and the cost model build on.
 #pragma once
 
 #include <array>
@@ -9,8 +9,8 @@
 
 namespace tpu {
 
-constexpr int kPodMaxDims = 3;      // x, y, z
-constexpr int kPodMaxPerDim = 16;   // chips per dimension (4-bit coordinates in the ICI header)
+constexpr int kPodMaxDims = 3;     // x, y, z
+constexpr int kPodMaxPerDim = 16;  // chips per dimension (4-bit coordinates in the ICI header)
 
 using PodCoord = std::array<int, kPodMaxDims>;  // {x, y, z}; unused dimensions are 0
 
