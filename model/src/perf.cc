@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace tpu {
 namespace {
@@ -162,6 +165,20 @@ int chip_links(const Topology& topo, int chip) {
   return links;
 }
 
+int allreduce_links_per_chip(const Topology& topo, const std::string& algorithm) {
+  if (algorithm == "ring") return 1;
+  if (algorithm == "biring") return 2;
+  if (algorithm == "torus" || algorithm == "direct") {
+    return 2 * static_cast<int>(topo.active_dims().size());
+  }
+  bad("algorithm: unknown '" + algorithm + "'; expected 'ring', 'biring', 'torus' or 'direct'");
+}
+
+int allreduce_links_per_chip(const Topology& topo, const std::vector<int>& group_dims,
+                             const std::string& algorithm) {
+  return allreduce_links_per_chip(group_topology(topo, group_dims), algorithm);
+}
+
 double collective_ici_cycles(Collective c, int chips, double bytes, int links,
                              double link_bytes_per_cycle) {
   const double factor = busbw_factor(c, chips);
@@ -204,6 +221,54 @@ CollectiveBound collective_bound(Collective c, int chips, double bytes, int link
   b.hbm_bound = b.hbm_cycles > b.ici_cycles;
   b.ideal_cycles = std::max(b.ici_cycles, b.hbm_cycles);
   return b;
+}
+
+// ---- What one collective plan costs on the links ----
+
+std::vector<DirectedLink> topology_links(const Topology& topo) {
+  std::vector<DirectedLink> links;
+  for (int c = 0; c < topo.num_chips(); ++c) {
+    for (int d : topo.active_dims()) {
+      for (int dir : {+1, -1}) {
+        if (route_dst(topo, c, Route{d, dir, 1}) >= 0) links.push_back(DirectedLink{c, d, dir});
+      }
+    }
+  }
+  return links;
+}
+
+PlanCost plan_cost(const CollectivePlan& plan) {
+  PlanCost cost;
+  cost.steps = plan.steps.size();
+  for (const Step& step : plan.steps) {
+    std::map<DirectedLink, uint64_t> here;
+    for (const Transfer& t : step.transfers) {
+      int at = t.src;
+      for (int h = 0; h < t.route.hops; ++h) {
+        here[DirectedLink{at, t.route.dim, t.route.dir}] += plan.transfer_bytes(t);
+        at = route_dst(plan.topo, at, Route{t.route.dim, t.route.dir, 1});
+        if (at < 0) bad("plan: a route leaves the topology");
+      }
+    }
+    uint64_t mx = 0;
+    for (const auto& [link, bytes] : here) {
+      cost.link_bytes[link] += bytes;
+      mx = std::max(mx, bytes);
+    }
+    cost.step_max_link_bytes.push_back(mx);
+    cost.step_link_bytes.push_back(std::move(here));
+  }
+  for (const auto& [link, bytes] : cost.link_bytes) {
+    cost.max_link_bytes = std::max(cost.max_link_bytes, bytes);
+  }
+  return cost;
+}
+
+double PlanCost::link_cycles(double link_bytes_per_cycle) const {
+  need_positive("PlanCost::link_cycles", "link_bytes_per_cycle", link_bytes_per_cycle);
+  double t = 0;
+  for (uint64_t b : step_max_link_bytes) t += static_cast<double>(b) / link_bytes_per_cycle;
+  return t;
 }
 
 }  // namespace tpu

@@ -1,6 +1,7 @@
 // tpu performance model (model/include/tpu/perf.h): matmul ideal cycles, roofline and MFU, the
-// nccl-tests bus-bandwidth factors and collective bounds, the links a topology gives a chip, all
-// against values worked out by hand here, and the errors on invalid input.
+// nccl-tests bus-bandwidth factors and collective bounds, the links a topology gives a chip and an
+// all-reduce algorithm keeps busy, all against values worked out by hand here; what collective
+// plans cost on the links against those bounds; and the errors on invalid input.
 #include "tpu/perf.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -174,8 +176,14 @@ TEST_P(PerfLinks, AsTheTopologyGivesThem) {
   EXPECT_EQ(topology_links_per_chip(c.topo), c.links);
   // The bound's L is what the best-connected chip has.
   int most = 0;
-  for (int id = 0; id < c.topo.num_chips(); ++id) most = std::max(most, chip_links(c.topo, id));
+  int total = 0;
+  for (int id = 0; id < c.topo.num_chips(); ++id) {
+    most = std::max(most, chip_links(c.topo, id));
+    total += chip_links(c.topo, id);
+  }
   EXPECT_EQ(most, c.links);
+  // topology_links lists each link once per direction, so once from each chip it leaves.
+  EXPECT_EQ(topology_links(c.topo).size(), static_cast<size_t>(total));
 }
 
 Topology mixed_4x1x2() {  // x a ring of 4, y a single chip, z a line of 2
@@ -212,6 +220,101 @@ TEST(PerfLinksPerChip, MeshEdgesHaveFewer) {
   for (int id = 0; id < 16; ++id) EXPECT_EQ(chip_links(t, id), 4) << id;
 }
 
+// ---- What a collective plan costs on the links ----
+
+double plan_time(const Topology& t, const std::string& algo, size_t n) {
+  CollectiveSpec spec;
+  spec.n = n;
+  spec.algorithm = algo;
+  return plan_cost(make_plan(t, spec)).link_cycles(1.0);
+}
+
+TEST(PerfPlanCost, RingBiringAndTorusMeetTheBandwidthBound) {
+  // n divisible by every chunking, so each plan's busiest links carry exactly the bound.
+  struct Case {
+    Topology topo;
+    std::string algo;
+    size_t n;
+  };
+  for (const Case& c : {Case{Topology::torus({8}), "ring", 800},
+                        Case{Topology::torus({8}), "biring", 800},
+                        Case{Topology::torus({4, 4}), "ring", 640},
+                        Case{Topology::torus({4, 4}), "biring", 640},
+                        Case{Topology::torus({4, 4}), "torus", 640},
+                        Case{Topology::torus({2, 2, 2}), "torus", 480},
+                        Case{Topology::torus({4, 4, 4}), "torus", 3 * 2 * 64 * 5}}) {
+    SCOPED_TRACE(c.topo.name() + " " + c.algo);
+    const int p = c.topo.num_chips();
+    const double bytes = 4.0 * static_cast<double>(c.n);
+    const double bound = collective_ici_cycles(Collective::kAllReduce, p, bytes,
+                                               allreduce_links_per_chip(c.topo, c.algo), 1);
+    EXPECT_DOUBLE_EQ(plan_time(c.topo, c.algo, c.n), bound);
+  }
+  // Ring: every link carries 2 (p - 1) / p * N bytes, in 2 (p - 1) steps.
+  CollectiveSpec spec;
+  spec.n = 800;
+  const PlanCost ring = plan_cost(make_plan(Topology::torus({8}), spec));
+  EXPECT_EQ(ring.steps, 14u);
+  EXPECT_EQ(ring.max_link_bytes, 2u * 7u * 800u * 4u / 8u);
+  EXPECT_EQ(ring.link_bytes.size(), 8u);  // the + direction of the 8 links
+  // On a 4x4 torus the torus algorithm beats biring, which beats ring, by the link count.
+  const Topology t44 = Topology::torus({4, 4});
+  EXPECT_DOUBLE_EQ(plan_time(t44, "ring", 640), 2 * plan_time(t44, "biring", 640));
+  EXPECT_DOUBLE_EQ(plan_time(t44, "biring", 640), 2 * plan_time(t44, "torus", 640));
+  // A folded line uses each direction of each link twice per step of a bidirectional ring.
+  spec.algorithm = "biring";
+  spec.n = 60;
+  const PlanCost line = plan_cost(make_plan(Topology::mesh({6}), spec));
+  EXPECT_EQ(line.link_bytes.size(), 10u);
+  EXPECT_EQ(line.max_link_bytes, 2 * (2u * 5u * 30u * 4u / 6u));
+}
+
+TEST(PerfPlanCost, Bf16AllReduceSendsF32PartialsAndGathersBf16) {
+  // Ring of 4, 400 bf16: each step moves one chunk of 100 on every + link; the reduce-scatter's
+  // 3 steps carry f32 partials (400 bytes), the all-gather's 3 the rounded bf16 (200 bytes).
+  CollectiveSpec spec;
+  spec.dtype = DType::kBf16;
+  spec.n = 400;
+  const CollectivePlan plan = make_plan(Topology::torus({4}), spec);
+  EXPECT_EQ(plan.element_bytes, 4u);
+  const PlanCost c = plan_cost(plan);
+  EXPECT_EQ(c.step_max_link_bytes, (std::vector<uint64_t>{400, 400, 400, 200, 200, 200}));
+  for (const Step& st : plan.steps)
+    for (const Transfer& t : st.transfers)
+      EXPECT_EQ(plan.transfer_bytes(t), t.count * (t.kind == TransferKind::kCopy ? 2u : 4u));
+  // A bf16 all-gather and an f32 all-reduce: one size for every transfer.
+  spec.collective = Collective::kAllGather;
+  EXPECT_EQ(plan_cost(make_plan(Topology::torus({4}), spec)).max_link_bytes, 3u * 100u * 2u);
+  spec.collective = Collective::kAllReduce;
+  spec.dtype = DType::kF32;
+  EXPECT_EQ(plan_cost(make_plan(Topology::torus({4}), spec)).max_link_bytes, 6u * 100u * 4u);
+}
+
+TEST(PerfPlanCost, AllToAllAndLinkList) {
+  CollectiveSpec spec;
+  spec.collective = Collective::kAllToAll;
+  spec.n = 8 * 3;
+  const PlanCost c = plan_cost(make_plan(Topology::torus({8}), spec));
+  EXPECT_EQ(c.steps, 7u);
+  EXPECT_EQ(c.max_link_bytes, 8u * 7u / 2u * 3u * 4u);  // p (p - 1) / 2 blocks per link
+  EXPECT_EQ(topology_links(Topology::torus({4, 4})).size(), 64u);
+  EXPECT_EQ(topology_links(Topology::mesh({3, 3})).size(), 24u);
+  EXPECT_EQ(topology_links(Topology::torus({2})).size(), 4u);  // two links each way
+}
+
+TEST(PerfLinksPerChip, AllReduceAlgorithmsKeepTheirLinksBusy) {
+  const Topology t = Topology::torus({4, 4, 4});
+  EXPECT_EQ(allreduce_links_per_chip(t, "ring"), 1);
+  EXPECT_EQ(allreduce_links_per_chip(t, "biring"), 2);
+  EXPECT_EQ(allreduce_links_per_chip(Topology::torus({4, 1, 2}), "torus"), 4);
+  // Within groups: the group's active dimensions.
+  EXPECT_EQ(allreduce_links_per_chip(t, {0, 1}, "torus"), 4);
+  EXPECT_EQ(allreduce_links_per_chip(t, {}, "torus"), 6);
+  EXPECT_EQ(allreduce_links_per_chip(t, {2}, "biring"), 2);
+  EXPECT_EQ(allreduce_links_per_chip(t, {0, 2}, "direct"), 4);
+  EXPECT_EQ(allreduce_links_per_chip(t, {}, "direct"), 6);
+}
+
 // ---- Errors ----
 
 TEST(PerfErrors, InvalidInputNamesTheParameterAndTheRule) {
@@ -246,6 +349,10 @@ TEST(PerfErrors, InvalidInputNamesTheParameterAndTheRule) {
   expect_invalid([] { busbw_factor(static_cast<Collective>(99), 4); }, {"collective"});
   expect_invalid([] { chip_links(Topology::mesh({3, 3}), 9); }, {"chip", "[0, 9)"});
   expect_invalid([] { topology_links_per_chip(Topology::torus({})); }, {"topology.size"});
+  expect_invalid([] { allreduce_links_per_chip(Topology::torus({4}), "star"); }, {"algorithm"});
+  expect_invalid(
+      [] { plan_cost(make_plan(Topology::torus({4}), CollectiveSpec{})).link_cycles(0); },
+      {"link_bytes_per_cycle", "> 0"});
   expect_invalid(
       [] {
         topology_links_per_chip(Topology::torus({4, 17}));

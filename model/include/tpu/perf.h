@@ -1,12 +1,19 @@
 // The performance model: ideal cycles, rooflines, collective bandwidth bounds and MFU that every
-// workload report compares its measured cycles against. The one place these formulas live.
+// workload report compares its measured cycles against, and what a collective plan costs on the
+// links. The one place these formulas live.
 // All times are in cycles of the chip clock, all sizes in bytes. Bad input throws
 // std::invalid_argument naming the parameter and the rule.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
 
-#include "tpu/collective.h"
+#include "tpu/collective_plan.h"
+#include "tpu/topology.h"
 
 namespace tpu {
 
@@ -63,6 +70,13 @@ double busbw(Collective c, int chips, double bytes, double cycles);
 int topology_links_per_chip(const Topology& topo);
 // Links chip `chip` has: as above, except that an end chip of a line has 1 in that dimension.
 int chip_links(const Topology& topo, int chip);
+// The links per chip an all-reduce algorithm keeps busy: ring 1, biring 2, torus and direct
+// 2 * active dims (the `links` of collective_ici_cycles for that algorithm's bound).
+int allreduce_links_per_chip(const Topology& topo, const std::string& algorithm);
+// The same for an all-reduce within the groups of `group_dims` (its group_topology; the bound's
+// chip count is then group_size).
+int allreduce_links_per_chip(const Topology& topo, const std::vector<int>& group_dims,
+                             const std::string& algorithm);
 
 // Bandwidth lower bound on the ICI, cycles: factor * S / (links * link_bytes_per_cycle), every
 // chip sending on `links` links at once. Broadcast (factor 1): the root must send S once, spread
@@ -92,5 +106,37 @@ struct CollectiveBound {
 CollectiveBound collective_bound(Collective c, int chips, double bytes, int links,
                                  double link_bytes_per_cycle, double hbm_bytes,
                                  double hbm_bytes_per_cycle);
+
+// ---- What one collective plan costs on the links ----
+
+// One direction of one physical link: leaving `chip` in dimension `dim`, direction `dir`.
+struct DirectedLink {
+  int chip = 0;
+  int dim = 0;
+  int dir = +1;
+  bool operator<(const DirectedLink& o) const {
+    return std::array<int, 3>{chip, dim, dir} < std::array<int, 3>{o.chip, o.dim, o.dir};
+  }
+  bool operator==(const DirectedLink& o) const {
+    return chip == o.chip && dim == o.dim && dir == o.dir;
+  }
+};
+
+// Every directed link of the topology (both directions of every ring and line link).
+std::vector<DirectedLink> topology_links(const Topology& topo);
+
+// The bytes a plan puts on each link (CollectivePlan::transfer_bytes over every hop of a route).
+struct PlanCost {
+  std::size_t steps = 0;
+  std::map<DirectedLink, uint64_t> link_bytes;  // over the whole plan, links that carry data
+  std::vector<std::map<DirectedLink, uint64_t>> step_link_bytes;  // per step
+  std::vector<uint64_t> step_max_link_bytes;                      // per step, the busiest link
+  uint64_t max_link_bytes = 0;
+  // Lower estimate of the plan's cycles on links of `link_bytes_per_cycle` each: the steps run
+  // one after the other, each as long as its busiest link (latency and the VPU ignored).
+  double link_cycles(double link_bytes_per_cycle) const;
+};
+// Throws std::invalid_argument for a route that leaves the topology.
+PlanCost plan_cost(const CollectivePlan& plan);
 
 }  // namespace tpu
