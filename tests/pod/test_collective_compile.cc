@@ -96,7 +96,7 @@ TEST(CollectiveRoundIssue, OverlapOnlyForTwoHalvesTheVpuCannotKeepUpWith) {
   pod_compile::RoundIssue ri = pod_compile::plan_round_issue(ar, o, 1.0);
   EXPECT_EQ(ri.lag, 2u);
   EXPECT_EQ(ri.max_regions, 4u);
-  EXPECT_TRUE(ri.early);  // a torus's transfers go to neighbours
+  EXPECT_TRUE(ri.early);                           // a torus's transfers go to neighbours
   ri = pod_compile::plan_round_issue(ar, o, 0.5);  // the VPU keeps up: one round at a time
   EXPECT_EQ(ri.lag, 1u);
   EXPECT_EQ(ri.offset, 0u);
