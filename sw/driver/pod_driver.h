@@ -105,9 +105,17 @@ class PodDriver {
   // each packed half of a piece (lcm(lanes, 64) on chips of up to 32 lanes).
   std::size_t granule(const CollectiveSpec& spec) const;
 
+  // The plan of `spec` on this machine, its granule set (granule(spec)): what compile() and
+  // run() take, so that a caller that needs the plan first (its buffer lengths) plans it once.
+  // std::invalid_argument for a spec the plans refuse.
+  CollectivePlan plan(const CollectiveSpec& spec) const;
+
   // Compiles `spec` (its granule is set here) over the buffers into one program per chip.
   // std::invalid_argument for what cannot run (naming the rule).
   PodProgram compile(const CollectiveSpec& spec, const CollectiveBuffers& bufs,
+                     const PodCollectiveOptions& opt = {});
+  // The same from its plan (plan(spec)).
+  PodProgram compile(const CollectivePlan& plan, const CollectiveBuffers& bufs,
                      const PodCollectiveOptions& opt = {});
 
   // Pushes one program per chip and runs them all at once until every chip is idle. A chip
@@ -124,11 +132,15 @@ class PodDriver {
   // The collective on buffers already in HBM; the outputs stay there.
   PodCollectiveRun run(const CollectiveSpec& spec, const CollectiveBuffers& bufs,
                        const PodCollectiveOptions& opt = {});
+  PodCollectiveRun run(const CollectivePlan& plan, const CollectiveBuffers& bufs,
+                       const PodCollectiveOptions& opt = {});
 
   // The same from host vectors: inputs[chip] holds the input of that chip (f32 bits, or bf16
   // bits in the low 16): buffers from opt.hbm_base, inputs in and outputs out through the host
   // ports (every chip at once) or the backdoor.
   PodCollectiveRun run(const CollectiveSpec& spec, const std::vector<std::vector<uint32_t>>& inputs,
+                       const PodCollectiveOptions& opt = {});
+  PodCollectiveRun run(const CollectivePlan& plan, const std::vector<std::vector<uint32_t>>& inputs,
                        const PodCollectiveOptions& opt = {});
 
  private:

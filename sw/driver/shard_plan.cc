@@ -4,6 +4,7 @@
 #include <numeric>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 namespace tpu {
 namespace {
@@ -32,12 +33,15 @@ PSpec parse_pspec(const std::string& text, const std::string& flag) {
   PSpec s;
   const std::size_t comma = text.find(',');
   if (comma == std::string::npos || text.find(',', comma + 1) != std::string::npos)
-    bad(where + "needs two entries, one per dimension (rows,columns), each a mesh axis or '-'; "
-                "e.g. data,-");
+    bad(where +
+        "needs two entries, one per dimension (rows,columns), each a mesh axis or '-'; "
+        "e.g. data,-");
   const std::string parts[2] = {trim(text.substr(0, comma)), trim(text.substr(comma + 1))};
   for (int i = 0; i < 2; ++i) {
-    if (parts[i].empty()) bad(where + "entry " + std::to_string(i) + " is empty; use '-' for "
-                                      "a replicated dimension");
+    if (parts[i].empty())
+      bad(where + "entry " + std::to_string(i) +
+          " is empty; use '-' for "
+          "a replicated dimension");
     if (parts[i] == "-") continue;
     for (char ch : parts[i])
       if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'))
@@ -95,6 +99,177 @@ PSpec without_unit_axes(PSpec s, const Mesh& mesh) {
     if (!a.empty() && mesh.axis_size(a) == 1) a.clear();
   return s;
 }
+
+// A spec names axes of the mesh, each at most once. `flag` names the option in errors.
+void check_spec(const Mesh& mesh, const PSpec& s, const std::string& flag) {
+  for (const std::string& a : s.d) {
+    if (a.empty()) continue;
+    bool found = false;
+    std::string names;
+    for (const MeshAxis& ma : mesh.axes) {
+      found = found || ma.name == a;
+      names += (names.empty() ? "" : ", ") + ma.name;
+    }
+    if (!found)
+      bad(flag + " " + s.text() + ": axis '" + a + "' is not in the mesh " + mesh.text() +
+          " (its axes: " + names + ")");
+  }
+  if (!s.d[0].empty() && s.d[0] == s.d[1])
+    bad(flag + " " + s.text() + ": axis '" + s.d[0] +
+        "' is used twice; an axis splits at "
+        "most one dimension of a tensor");
+}
+
+// A collective of the plan over `axis`: its torus dimensions from the plan's mesh.
+ShardCollective collective_over(const ShardPlan& p, Collective kind, const std::string& axis,
+                                char tensor, int dim, std::string why) {
+  ShardCollective c;
+  c.kind = kind;
+  c.axis = axis;
+  c.dims = mesh_axis_dims(p.topo, p.mesh, axis);
+  c.tensor = tensor;
+  c.dim = dim;
+  c.why = std::move(why);
+  return c;
+}
+
+// W all-gathered on `dim` (0: K, 1: N) over `axis` before the matmul.
+void gather_w(ShardPlan& p, int dim, const std::string& axis, const std::string& why) {
+  p.pre.push_back(collective_over(p, Collective::kAllGather, axis, 'W', dim, why));
+  (dim == 0 ? p.w_gathered_k : p.w_gathered_n) = true;
+}
+
+// Rules 1 and 2 on p.x and p.w: the axis K is split over, W's gathers, and the axes the
+// product's rows and columns are split over.
+void plan_contracting(ShardPlan& p) {
+  const std::string& xm = p.x.d[0];
+  const std::string& xk = p.x.d[1];
+  const std::string& wk = p.w.d[0];
+  const std::string& wn = p.w.d[1];
+  p.wn_used = wn;
+  if (xk == wk) {
+    p.k_axis = xk;
+  } else {
+    if (!wk.empty()) {
+      if (xk.empty() && xm != wk) {
+        p.k_axis = wk;  // X's K sliced locally over W's axis
+      } else {
+        gather_w(p, 0, wk,
+                 "W splits K over '" + wk + "', which X " +
+                     (xk.empty() ? "uses for its rows" : "does not split K over") +
+                     ": W is gathered on K");
+      }
+    }
+    if (!xk.empty() && p.k_axis.empty()) {
+      if (wn == xk) {
+        gather_w(p, 1, wn,
+                 "X splits K over '" + xk +
+                     "' and W splits N over it: W is gathered "
+                     "on N and sliced on K");
+        p.wn_used.clear();
+      }
+      p.k_axis = xk;  // W's K sliced locally over X's axis
+    }
+  }
+  // Rule 2: X's rows and W's columns over one axis.
+  if (!xm.empty() && xm == p.wn_used) {
+    gather_w(p, 1, wn,
+             "X's rows and W's columns are both split over '" + wn + "': W is gathered on N");
+    p.wn_used.clear();
+  }
+  p.xm_used = xm;
+}
+
+// What rule 3 asks of Y's rows and columns beyond the product's split.
+struct YMoves {
+  bool rs_rows = false, rs_cols = false;  // K partial sums reduce-scattered on rows / columns
+  bool ag_rows = false;                   // Y all-gathered on rows after the matmul
+};
+
+// Rule 3 for Y's rows (`r0`): a reduce-scatter, an all-gather, or X's rows sliced locally.
+void plan_y_rows(ShardPlan& p, const std::string& r0, const std::string& where, YMoves& mv) {
+  if (!p.k_axis.empty() && r0 == p.k_axis) {
+    if (!p.xm_used.empty())
+      bad(where + "Y's rows over the K axis '" + p.k_axis + "' while X's rows are split over '" +
+          p.xm_used + "': not supported (use " + p.xm_used + " for Y's rows)");
+    mv.rs_rows = true;
+  } else if (r0 == p.xm_used) {
+  } else if (r0.empty()) {
+    mv.ag_rows = true;
+  } else if (p.xm_used.empty() && r0 != p.wn_used) {
+    p.xm_used = r0;  // X's rows sliced locally
+  } else {
+    bad(where + "Y's rows split over " + q(r0) + " while the product's rows are split over " +
+        q(p.xm_used) + (r0 == p.wn_used ? " and its columns over " + q(r0) : std::string()) +
+        ": resharding between two axes is not supported");
+  }
+}
+
+// Rule 3 for Y's columns (`r1`): a reduce-scatter, W gathered on N, or W's columns sliced.
+void plan_y_cols(ShardPlan& p, const std::string& r1, const std::string& where, YMoves& mv) {
+  if (!p.k_axis.empty() && r1 == p.k_axis) {
+    if (!p.wn_used.empty())
+      bad(where + "Y's columns over the K axis '" + p.k_axis +
+          "' while W's columns are split over '" + p.wn_used + "': not supported");
+    mv.rs_cols = true;
+  } else if (r1 == p.wn_used) {
+  } else if (r1.empty()) {
+    gather_w(p, 1, p.wn_used,
+             "Y replicates N, which W splits over '" + p.wn_used + "': W is gathered on N");
+    p.wn_used.clear();
+  } else if (p.wn_used.empty() && r1 != p.xm_used) {
+    p.wn_used = r1;  // W's columns sliced locally
+  } else {
+    bad(where + "Y's columns split over " + q(r1) + " while the product's columns are split " +
+        "over " + q(p.wn_used) + ": resharding between two axes is not supported");
+  }
+}
+
+// Rule 3: Y's spec (`y` null: the product's own), and the collectives after the matmul.
+void plan_output(ShardPlan& p, const PSpec* y) {
+  PSpec want;
+  want.d = {p.xm_used, p.wn_used};
+  if (y) want = *y;
+  const std::string where = "--y-spec " + want.text() + ": ";
+  YMoves mv;
+  plan_y_rows(p, want.d[0], where, mv);
+  plan_y_cols(p, want.d[1], where, mv);
+  p.y = want;
+  p.c_col_blocks = mv.rs_cols;
+  if (!p.k_axis.empty()) {
+    const bool rs = mv.rs_rows || mv.rs_cols;
+    p.post.push_back(
+        collective_over(p, rs ? Collective::kReduceScatter : Collective::kAllReduce, p.k_axis, 'Y',
+                        mv.rs_rows   ? 0
+                        : mv.rs_cols ? 1
+                                     : -1,
+                        std::string("K is split over '") + p.k_axis + "': the partial sums are " +
+                            (mv.rs_rows   ? "reduce-scattered on Y's rows"
+                             : mv.rs_cols ? "reduce-scattered on Y's columns"
+                                          : "all-reduced (Y does not split over it)")));
+  }
+  if (mv.ag_rows)
+    p.post.push_back(collective_over(p, Collective::kAllGather, p.xm_used, 'Y', 0,
+                                     "Y replicates its rows, which the product splits over '" +
+                                         p.xm_used + "': Y is gathered on rows"));
+}
+
+// Padding: every split dimension to a multiple of its axes' sizes; split column dimensions
+// to whole 32-element blocks.
+void pad(ShardPlan& p) {
+  auto lcm_of = [&](std::initializer_list<std::string> axes) {
+    std::size_t l = 1;
+    for (const std::string& a : axes)
+      if (!a.empty()) l = std::lcm(l, static_cast<std::size_t>(p.axis_size(a)));
+    return l;
+  };
+  const std::size_t lm = lcm_of({p.x.d[0], p.xm_used, p.y.d[0]});
+  const std::size_t lk = lcm_of({p.x.d[1], p.w.d[0], p.k_axis});
+  const std::size_t ln = lcm_of({p.w.d[1], p.wn_used, p.y.d[1]});
+  p.mp = round_up(p.m, lm);
+  p.kp = (p.x.d[1].empty() && p.w.d[0].empty() && p.k_axis.empty()) ? p.k : round_up(p.k, 32 * lk);
+  p.np = (p.w.d[1].empty() && p.wn_used.empty() && p.y.d[1].empty()) ? p.n : round_up(p.n, 32 * ln);
+}
 }  // namespace
 
 ShardPlan plan_sharding(const Topology& topo, const Mesh& mesh, std::size_t m, std::size_t k,
@@ -111,161 +286,15 @@ ShardPlan plan_sharding(const Topology& topo, const Mesh& mesh, std::size_t m, s
   p.k = k;
   p.n = n;
   check_mesh(topo, mesh);  // pod match
-
-  auto check = [&](const PSpec& s, const std::string& flag) {
-    for (const std::string& a : s.d) {
-      if (a.empty()) continue;
-      bool found = false;
-      std::string names;
-      for (const MeshAxis& ma : mesh.axes) {
-        found = found || ma.name == a;
-        names += (names.empty() ? "" : ", ") + ma.name;
-      }
-      if (!found)
-        bad(flag + " " + s.text() + ": axis '" + a + "' is not in the mesh " + mesh.text() +
-            " (its axes: " + names + ")");
-    }
-    if (!s.d[0].empty() && s.d[0] == s.d[1])
-      bad(flag + " " + s.text() + ": axis '" + s.d[0] + "' is used twice; an axis splits at "
-          "most one dimension of a tensor");
-  };
-  check(x_given, "--x-spec");
-  check(w_given, "--w-spec");
-  if (y_given) check(*y_given, "--y-spec");
-  const PSpec x = without_unit_axes(x_given, mesh), w = without_unit_axes(w_given, mesh);
+  check_spec(mesh, x_given, "--x-spec");
+  check_spec(mesh, w_given, "--w-spec");
+  if (y_given) check_spec(mesh, *y_given, "--y-spec");
+  p.x = without_unit_axes(x_given, mesh);
+  p.w = without_unit_axes(w_given, mesh);
   const PSpec y_copy = y_given ? without_unit_axes(*y_given, mesh) : PSpec{};
-  const PSpec* y = y_given ? &y_copy : nullptr;
-  p.x = x;
-  p.w = w;
-
-  auto gather_w = [&](int dim, const std::string& axis, const std::string& why) {
-    ShardCollective c;
-    c.kind = Collective::kAllGather;
-    c.axis = axis;
-    c.dims = mesh_axis_dims(topo, mesh, axis);
-    c.tensor = 'W';
-    c.dim = dim;
-    c.why = why;
-    p.pre.push_back(c);
-    (dim == 0 ? p.w_gathered_k : p.w_gathered_n) = true;
-  };
-
-  // Rule 1: the contracting dimension.
-  const std::string& xm = x.d[0];
-  const std::string& xk = x.d[1];
-  const std::string& wk = w.d[0];
-  const std::string& wn = w.d[1];
-  p.wn_used = wn;
-  if (xk == wk) {
-    p.k_axis = xk;
-  } else {
-    if (!wk.empty()) {
-      if (xk.empty() && xm != wk) {
-        p.k_axis = wk;  // X's K sliced locally over W's axis
-      } else {
-        gather_w(0, wk,
-                 "W splits K over '" + wk + "', which X " +
-                     (xk.empty() ? "uses for its rows" : "does not split K over") +
-                     ": W is gathered on K");
-      }
-    }
-    if (!xk.empty() && p.k_axis.empty()) {
-      if (wn == xk) {
-        gather_w(1, wn, "X splits K over '" + xk + "' and W splits N over it: W is gathered on N "
-                        "and sliced on K");
-        p.wn_used.clear();
-      }
-      p.k_axis = xk;  // W's K sliced locally over X's axis
-    }
-  }
-  // Rule 2: X's rows and W's columns over one axis.
-  if (!xm.empty() && xm == p.wn_used) {
-    gather_w(1, wn, "X's rows and W's columns are both split over '" + wn +
-                        "': W is gathered on N");
-    p.wn_used.clear();
-  }
-  p.xm_used = xm;
-
-  // Rule 3: Y's spec.
-  PSpec want;
-  want.d = {p.xm_used, p.wn_used};
-  if (y) want = *y;
-  const std::string where = "--y-spec " + want.text() + ": ";
-  bool rs_rows = false, rs_cols = false, ag_rows = false;
-  const std::string& r0 = want.d[0];
-  const std::string& r1 = want.d[1];
-  if (!p.k_axis.empty() && r0 == p.k_axis) {
-    if (!p.xm_used.empty())
-      bad(where + "Y's rows over the K axis '" + p.k_axis + "' while X's rows are split over '" +
-          p.xm_used + "': not supported (use " + p.xm_used + " for Y's rows)");
-    rs_rows = true;
-  } else if (r0 == p.xm_used) {
-  } else if (r0.empty()) {
-    ag_rows = true;
-  } else if (p.xm_used.empty() && r0 != p.wn_used) {
-    p.xm_used = r0;  // X's rows sliced locally
-  } else {
-    bad(where + "Y's rows split over " + q(r0) + " while the product's rows are split over " +
-        q(p.xm_used) + (r0 == p.wn_used ? " and its columns over " + q(r0) : std::string()) +
-        ": resharding between two axes is not supported");
-  }
-  if (!p.k_axis.empty() && r1 == p.k_axis) {
-    if (!p.wn_used.empty())
-      bad(where + "Y's columns over the K axis '" + p.k_axis +
-          "' while W's columns are split over '" + p.wn_used + "': not supported");
-    rs_cols = true;
-  } else if (r1 == p.wn_used) {
-  } else if (r1.empty()) {
-    gather_w(1, p.wn_used, "Y replicates N, which W splits over '" + p.wn_used +
-                               "': W is gathered on N");
-    p.wn_used.clear();
-  } else if (p.wn_used.empty() && r1 != p.xm_used) {
-    p.wn_used = r1;  // W's columns sliced locally
-  } else {
-    bad(where + "Y's columns split over " + q(r1) + " while the product's columns are split " +
-        "over " + q(p.wn_used) + ": resharding between two axes is not supported");
-  }
-  p.y = want;
-  p.c_col_blocks = rs_cols;
-  if (!p.k_axis.empty()) {
-    ShardCollective c;
-    c.kind = (rs_rows || rs_cols) ? Collective::kReduceScatter : Collective::kAllReduce;
-    c.axis = p.k_axis;
-    c.dims = mesh_axis_dims(topo, mesh, p.k_axis);
-    c.tensor = 'Y';
-    c.dim = rs_rows ? 0 : rs_cols ? 1 : -1;
-    c.why = std::string("K is split over '") + p.k_axis + "': the partial sums are " +
-            (rs_rows   ? "reduce-scattered on Y's rows"
-             : rs_cols ? "reduce-scattered on Y's columns"
-                       : "all-reduced (Y does not split over it)");
-    p.post.push_back(c);
-  }
-  if (ag_rows) {
-    ShardCollective c;
-    c.kind = Collective::kAllGather;
-    c.axis = p.xm_used;
-    c.dims = mesh_axis_dims(topo, mesh, p.xm_used);
-    c.tensor = 'Y';
-    c.dim = 0;
-    c.why = "Y replicates its rows, which the product splits over '" + p.xm_used +
-            "': Y is gathered on rows";
-    p.post.push_back(c);
-  }
-
-  // Padding: every split dimension to a multiple of its axes' sizes; split column dimensions
-  // to whole 32-element blocks.
-  auto lcm_of = [&](std::initializer_list<std::string> axes) {
-    std::size_t l = 1;
-    for (const std::string& a : axes)
-      if (!a.empty()) l = std::lcm(l, static_cast<std::size_t>(p.axis_size(a)));
-    return l;
-  };
-  const std::size_t lm = lcm_of({x.d[0], p.xm_used, p.y.d[0]});
-  const std::size_t lk = lcm_of({x.d[1], w.d[0], p.k_axis});
-  const std::size_t ln = lcm_of({w.d[1], p.wn_used, p.y.d[1]});
-  p.mp = round_up(m, lm);
-  p.kp = (x.d[1].empty() && w.d[0].empty() && p.k_axis.empty()) ? k : round_up(k, 32 * lk);
-  p.np = (w.d[1].empty() && p.wn_used.empty() && p.y.d[1].empty()) ? n : round_up(n, 32 * ln);
+  plan_contracting(p);                          // rules 1 and 2
+  plan_output(p, y_given ? &y_copy : nullptr);  // rule 3
+  pad(p);
   return p;
 }
 

@@ -475,9 +475,7 @@ int run_collective(const CollectiveArgs& a) {
     with_pod(opt, cfg.params, cfg.chip.clock_ghz, [&](HostPort& h) {
       mi = h.info();
       PodDriver drv(h);
-      CollectiveSpec s = spec;
-      s.granule = drv.granule(spec);
-      const CollectivePlan plan = make_plan(topo, s);  // checks the spec: before any input
+      const CollectivePlan plan = drv.plan(spec);  // checks the spec: before any input
       std::size_t in_max = 0, out_max = 0;
       for (int c = 0; c < topo.num_chips(); ++c) {
         in_max = std::max(in_max, plan.input_len(c));
@@ -503,7 +501,7 @@ int run_collective(const CollectiveArgs& a) {
         }
       h.progress = [&](uint64_t cyc) { line.show(std::to_string(cyc) + " cycles"); };
       const auto r0 = std::chrono::steady_clock::now();
-      r = drv.run(spec, in, po);
+      r = drv.run(plan, in, po);
       run_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - r0).count();
       h.progress = nullptr;
       backdoor_bytes = h.backdoor_bytes();
