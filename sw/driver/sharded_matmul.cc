@@ -320,14 +320,13 @@ uint64_t ShardedMatmul::load(const std::vector<bf16_t>& x, const std::vector<bf1
   return host_.copy(ops);
 }
 
-std::vector<std::vector<ChipCmd>> ShardedMatmul::programs(
-    std::vector<ShardPhase>* phases, std::vector<std::vector<uint8_t>>* cmd_phase,
-    std::vector<std::vector<int>>* cmd_step) {
+std::vector<PodProgram> ShardedMatmul::compile_collectives() {
   const MachineInfo& mi = host_.info();
   const std::size_t ncoll = coll_.size();
   PodDriver pd(host_);
   std::vector<PodProgram> cp;
-  const uint32_t share = ncoll ? (mi.shape.vmem_rows - vmem_matmul_) / static_cast<uint32_t>(ncoll) : 0;
+  const uint32_t share =
+      ncoll ? (mi.shape.vmem_rows - vmem_matmul_) / static_cast<uint32_t>(ncoll) : 0;
   for (std::size_t i = 0; i < ncoll; ++i) {
     PodCollectiveOptions o;
     o.vmem_base = vmem_matmul_ + static_cast<uint32_t>(i) * share;
@@ -339,53 +338,40 @@ std::vector<std::vector<ChipCmd>> ShardedMatmul::programs(
   }
   rounds_.clear();
   for (const PodProgram& p : cp) rounds_.push_back(p.rounds);
+  return cp;
+}
 
-  // Phases: each collective, and the matmul.
-  std::vector<ShardPhase> ph;
-  std::vector<uint8_t> coll_phase(ncoll);
-  uint8_t mm_phase = 0;
-  auto add_coll = [&](std::size_t i) {
-    const ShardCollective& sc = coll_[i].post ? plan_.post[coll_[i].src] : plan_.pre[coll_[i].src];
-    ShardPhase s;
-    s.collective = true;
-    s.kind = sc.kind;
-    s.axis = sc.axis;
-    s.name = std::string(collective_name(sc.kind)) + " of " + sc.tensor + " over " +
-             axis_text(sc.axis) + (pieces_ > 1 ? " (piece " + std::to_string(coll_[i].piece) + ")" : "");
-    s.bytes = static_cast<uint64_t>(coll_[i].spec.n) *
-              (coll_[i].spec.dtype == DType::kBf16 ? 2 : 4);
-    coll_phase[i] = static_cast<uint8_t>(ph.size());
-    ph.push_back(s);
-  };
-  for (std::size_t i = 0; i < ncoll; ++i)
-    if (!coll_[i].post) add_coll(i);
-  mm_phase = static_cast<uint8_t>(ph.size());
-  ph.push_back(ShardPhase{"matmul", false, Collective::kAllGather, "", 0});
-  for (std::size_t i = 0; i < ncoll; ++i)
-    if (coll_[i].post) add_coll(i);
-  // K split: bias and ReLU after the reduction, on each chip's block of Y (the VPU).
-  const bool epi = !plan_.k_axis.empty() && (!opt_.bias.empty() || opt_.relu);
-  const uint8_t epi_phase = static_cast<uint8_t>(ph.size());
-  if (epi) ph.push_back(ShardPhase{"epilogue", false, Collective::kAllGather, "", 0});
+SpmdPhase ShardedMatmul::coll_phase(std::size_t i) const {
+  const Coll& k = coll_[i];
+  const ShardCollective& sc = k.post ? plan_.post[k.src] : plan_.pre[k.src];
+  SpmdPhase s;
+  s.collective = true;
+  s.kind = sc.kind;
+  s.axis = sc.axis;
+  s.name = std::string(collective_name(sc.kind)) + " of " + sc.tensor + " over " +
+           axis_text(sc.axis) + (pieces_ > 1 ? " (piece " + std::to_string(k.piece) + ")" : "");
+  s.bytes = static_cast<uint64_t>(k.spec.n) * (k.spec.dtype == DType::kBf16 ? 2 : 4);
+  return s;
+}
 
-  // The stream: steps of one or two programs (merged).
-  struct Part {
-    bool coll;
-    std::size_t index;  // collective, or matmul piece
-  };
+std::vector<std::vector<ShardedMatmul::Part>> ShardedMatmul::stream_steps() const {
+  const std::size_t ncoll = coll_.size(), J = pieces_;
   std::vector<std::vector<Part>> steps;
-  const std::size_t J = pieces_;
   if (pipe_ == Pipe::kGatherW) {
     steps.push_back({{true, 0}});
     for (std::size_t j = 0; j < J; ++j) {
-      if (j + 1 < J) steps.push_back({{false, j}, {true, j + 1}});
-      else steps.push_back({{false, j}});
+      if (j + 1 < J)
+        steps.push_back({{false, j}, {true, j + 1}});
+      else
+        steps.push_back({{false, j}});
     }
   } else if (pipe_ == Pipe::kReduceY) {
     steps.push_back({{false, 0}});
     for (std::size_t j = 0; j < J; ++j) {
-      if (j + 1 < J) steps.push_back({{true, j}, {false, j + 1}});
-      else steps.push_back({{true, j}});
+      if (j + 1 < J)
+        steps.push_back({{true, j}, {false, j + 1}});
+      else
+        steps.push_back({{true, j}});
     }
   } else {
     for (std::size_t i = 0; i < ncoll; ++i)
@@ -394,85 +380,76 @@ std::vector<std::vector<ChipCmd>> ShardedMatmul::programs(
     for (std::size_t i = 0; i < ncoll; ++i)
       if (coll_[i].post) steps.push_back({{true, i}});
   }
+  return steps;
+}
 
-  std::vector<std::vector<ChipCmd>> progs(static_cast<std::size_t>(P_));
-  std::vector<std::vector<uint8_t>> tags(static_cast<std::size_t>(P_));
-  std::vector<std::vector<ChipCmd>> steps_tail(static_cast<std::size_t>(P_));
-  std::vector<std::vector<int>> csteps(static_cast<std::size_t>(P_));
+std::vector<ChipCmd> ShardedMatmul::matmul_cmds(int chip, std::size_t piece) {
+  const std::size_t ci = static_cast<std::size_t>(chip);
+  ChipDriver& d = *drv_[ci];
+  std::vector<ChipCmd> cmds;
+  for (const Job& j : jobs_[ci]) {
+    if (j.piece != piece && pipe_ != Pipe::kNone) continue;
+    MatmulEpilogue ep;  // K split: the epilogue follows the reduction instead
+    ep.bias = j.has_bias && plan_.k_axis.empty() ? &j.bias : nullptr;
+    ep.relu = opt_.relu && plan_.k_axis.empty();
+    const std::vector<ChipCmd> p = without_halt(d.plan_matmul(j.c, j.a, j.w, ep).program);
+    cmds.insert(cmds.end(), p.begin(), p.end());
+  }
+  return cmds;
+}
+
+SpmdProgram ShardedMatmul::programs() {
+  const std::vector<PodProgram> cp = compile_collectives();
+  const std::size_t ncoll = coll_.size();
+  // Phases: each collective before the matmul, the matmul, each after it, the epilogue.
+  SpmdProgram prog(P_);
+  std::vector<int> cphase(ncoll);
+  for (std::size_t i = 0; i < ncoll; ++i)
+    if (!coll_[i].post) cphase[i] = prog.add_phase(coll_phase(i));
+  const int mm_phase = prog.add_phase("matmul");
+  for (std::size_t i = 0; i < ncoll; ++i)
+    if (coll_[i].post) cphase[i] = prog.add_phase(coll_phase(i));
+  // K split: bias and ReLU after the reduction, on each chip's block of Y (the VPU).
+  const bool epi = !plan_.k_axis.empty() && (!opt_.bias.empty() || opt_.relu);
+  const int epi_phase = epi ? prog.add_phase("epilogue") : -1;
+
+  // The stream: steps of one or two parts, two merged by command count.
+  const std::vector<std::vector<Part>> steps = stream_steps();
   for (int c = 0; c < P_; ++c) {
-    const std::size_t ci = static_cast<std::size_t>(c);
-    ChipDriver& d = *drv_[ci];
-    d.vmem_rows_limit = vmem_matmul_;
-    auto part = [&](const Part& pt, std::vector<ChipCmd>* cmds, std::vector<uint8_t>* tag,
-                    std::vector<int>* step) {
-      if (pt.coll) {
-        *cmds = cp[pt.index].progs[ci];
-        tag->assign(cmds->size(), coll_phase[pt.index]);
-        *step = cp[pt.index].cmd_step[ci];
-        return;
-      }
-      cmds->clear();
-      for (const Job& j : jobs_[ci]) {
-        if (j.piece != pt.index && pipe_ != Pipe::kNone) continue;
-        MatmulEpilogue ep;  // K split: the epilogue follows the reduction instead
-        ep.bias = j.has_bias && plan_.k_axis.empty() ? &j.bias : nullptr;
-        ep.relu = opt_.relu && plan_.k_axis.empty();
-        for (const ChipCmd& cmd : d.plan_matmul(j.c, j.a, j.w, ep).program)
-          if ((cmd.w[0] & 0xFu) != static_cast<uint32_t>(ChipOp::kHalt)) cmds->push_back(cmd);
-      }
-      tag->assign(cmds->size(), mm_phase);
-      step->assign(cmds->size(), -1);
+    drv_[static_cast<std::size_t>(c)]->vmem_rows_limit = vmem_matmul_;
+    auto part = [&](const Part& pt) {
+      const int piece = pipe_ == Pipe::kNone ? -1 : static_cast<int>(pt.index);
+      if (pt.coll) return cp[pt.index].program.chip(c).relabeled(cphase[pt.index], piece);
+      ChipProgram m;
+      m.append(matmul_cmds(c, pt.index), CmdLabel{mm_phase, -1, piece});
+      return m;
     };
+    std::vector<ChipCmd> tail;  // planned first, as it always was
     if (epi) {
-      const ShardBlock& b = y_[ci];
-      const HbmMatrix bv = opt_.bias.empty() ? HbmMatrix{} :
-                           hbm_view(bias_[ci], 0, 1, b.cols.lo, b.cols.size());
-      const auto e = d.plan_epilogue(b.m, opt_.bias.empty() ? nullptr : &bv, opt_.relu);
-      steps_tail[ci] = e;
+      const ShardBlock& b = y_[static_cast<std::size_t>(c)];
+      const HbmMatrix bv = opt_.bias.empty() ? HbmMatrix{}
+                                             : hbm_view(bias_[static_cast<std::size_t>(c)], 0, 1,
+                                                        b.cols.lo, b.cols.size());
+      tail = drv_[static_cast<std::size_t>(c)]->plan_epilogue(
+          b.m, opt_.bias.empty() ? nullptr : &bv, opt_.relu);
     }
     for (const std::vector<Part>& st : steps) {
-      std::vector<ChipCmd> a, b;
-      std::vector<uint8_t> ta, tb;
-      std::vector<int> sa, sb;
-      part(st[0], &a, &ta, &sa);
-      if (st.size() > 1) part(st[1], &b, &tb, &sb);
-      std::size_t i = 0, j = 0;
-      for (bool from_a : merge_order(a.size(), b.size())) {
-        progs[ci].push_back(from_a ? a[i] : b[j]);
-        tags[ci].push_back(from_a ? ta[i] : tb[j]);
-        csteps[ci].push_back(from_a ? sa[i++] : sb[j++]);
-      }
+      const ChipProgram a = part(st[0]);
+      prog.append(c, st.size() > 1 ? merge(a, part(st[1])) : a);
     }
-    for (const ChipCmd& cmd : steps_tail[ci]) {
-      progs[ci].push_back(cmd);
-      tags[ci].push_back(epi_phase);
-      csteps[ci].push_back(-1);
-    }
+    if (epi) prog.append(c, tail, epi_phase);
   }
-  if (phases) *phases = std::move(ph);
-  if (cmd_phase) *cmd_phase = std::move(tags);
-  if (cmd_step) *cmd_step = std::move(csteps);
-  return progs;
+  return prog;
 }
 
 ShardedRun ShardedMatmul::run() {
   ShardedRun r;
-  const auto progs = programs(&r.phases, &r.cmd_phase, &r.cmd_step);
+  r.program = programs();
   r.pieces = pieces_;
-  for (const auto& p : progs) r.commands += p.size();
+  r.commands = r.program.commands();
   // Each command carries its phase's name on the timeline, and a collective's its plan step.
-  PodDriver::ProgramLabels labels(progs.size());
-  for (std::size_t c = 0; c < progs.size(); ++c) {
-    std::string last;
-    for (std::size_t i = 0; i < r.cmd_phase[c].size(); ++i) {
-      const int s = r.cmd_step[c][i];
-      std::string l = r.phases[r.cmd_phase[c][i]].name + (s >= 0 ? " | step " + std::to_string(s) : "");
-      if (i == 0 || l != last) labels[c].push_back({i, l});
-      last = std::move(l);
-    }
-  }
   PodDriver pd(host_);
-  r.prog = pd.run_programs(progs, labels);
+  r.prog = pd.run_programs(r.program);
   return r;
 }
 
@@ -698,18 +675,17 @@ ShardF64Check shard_f64_check(const ShardedMatmul& sm, const std::vector<bf16_t>
 }
 
 void set_phase_cycles(ShardedRun* run, const std::vector<TraceEvent>& events) {
-  run->phase_cycles.assign(run->phases.size(), 0);
-  for (std::size_t p = 0; p < run->phases.size(); ++p) {
-    uint64_t lo = ~0ull, hi = 0;
-    for (const TraceEvent& e : events) {
-      const std::string& n = run->phases[p].name;
-      if (e.unit == TraceUnit::kHost || (e.label != n && e.label.rfind(n + " | ", 0) != 0))
-        continue;
-      lo = std::min(lo, e.issue);
-      hi = std::max(hi, e.done);
-    }
-    run->phase_cycles[p] = hi > lo ? hi - lo : 0;
+  const SpmdProgram& prog = run->program;
+  run->phase_cycles.assign(prog.phases().size(), 0);
+  std::vector<uint64_t> lo(prog.phases().size(), ~0ull), hi(prog.phases().size(), 0);
+  for (const TraceEvent& e : events) {
+    const int p = e.unit == TraceUnit::kHost ? -1 : prog.phase_of_label(e.label);
+    if (p < 0) continue;
+    lo[static_cast<std::size_t>(p)] = std::min(lo[static_cast<std::size_t>(p)], e.issue);
+    hi[static_cast<std::size_t>(p)] = std::max(hi[static_cast<std::size_t>(p)], e.done);
   }
+  for (std::size_t p = 0; p < lo.size(); ++p)
+    run->phase_cycles[p] = hi[p] > lo[p] ? hi[p] - lo[p] : 0;
 }
 
 ShardCheck check_sharded(const ShardedMatmul& sm, const std::vector<bf16_t>& x,
@@ -749,8 +725,8 @@ void fill_shard_report(ReportGroup& rep, const ShardedMatmul& sm, const ShardedR
   rep.set_cycles(cycles, (macs + chips_peak - 1) / chips_peak);
   report_profile(rep, run.prog.chip_delta, cycles, macs, peak);  // mfu, breakdown
   rep.metric("pieces", run.pieces, "", "pipeline depth: gathers or reductions under the matmul");
-  for (std::size_t i = 0; i < run.phases.size(); ++i) {
-    const ShardPhase& ph = run.phases[i];
+  for (std::size_t i = 0; i < run.program.phases().size(); ++i) {
+    const SpmdPhase& ph = run.program.phases()[i];
     Json o = Json::object({{"name", ph.name}});
     if (ph.collective) {
       o["kind"] = collective_name(ph.kind);
