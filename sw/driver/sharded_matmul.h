@@ -113,6 +113,17 @@ class ShardedMatmul {
     bool coll;
     std::size_t index;  // collective, or matmul piece
   };
+  struct Placed;
+  struct CBlock;
+  // The constructor, in steps: the pipeline's depth; each chip's layout (W's shards and
+  // gathers, the product's blocks, the jobs, the collectives after the matmul).
+  void choose_pipeline();
+  Coll& coll_at(std::size_t i);  // collective i, made on first use
+  void layout_chip(int c);
+  std::vector<Placed> layout_w(int c, std::size_t* ic);
+  std::vector<CBlock> layout_product(int c, ShardBlock* y);
+  void cut_jobs(int c, const std::vector<Placed>& wb, const std::vector<CBlock>& cb);
+  void layout_post(int c, const std::vector<CBlock>& cb, ShardBlock* y, std::size_t* ic);
   // programs(), in steps: the collectives compiled (their VMEM rows and counters apart), a
   // collective's phase, the stream's steps (one part, or two merged), a piece's matmul commands.
   std::vector<PodProgram> compile_collectives();
