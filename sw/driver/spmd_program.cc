@@ -135,6 +135,51 @@ double estimate_cycles(const ChipCmd& c, const MachineInfo& mi) {
   }
 }
 
+namespace {
+
+// The unit a command occupies (ChipOp's DMA, LOADW, MATMUL, VPU, ICI_SEND), -1: none.
+int unit_of(const ChipCmd& c) {
+  switch (c.op()) {
+    case ChipOp::kDma: return 0;
+    case ChipOp::kLoadW: return 1;
+    case ChipOp::kMatmul: return 2;
+    case ChipOp::kVpu: return 3;
+    case ChipOp::kIciSend: return 4;
+    default: return -1;
+  }
+}
+
+// In-order issue over units that run side by side: a command starts once the one before it
+// started and its unit is free. Returns each command's start; *end: when the last unit is done.
+std::vector<double> issue_times(const std::vector<ChipCmd>& p, const MachineInfo& mi,
+                                double* end) {
+  std::vector<double> t(p.size());
+  double free[5] = {0, 0, 0, 0, 0};
+  double at = 0, last = 0;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    const int u = unit_of(p[i]);
+    if (u >= 0) at = std::max(at, free[u]);
+    t[i] = at;
+    if (u >= 0) free[u] = at + estimate_cycles(p[i], mi);
+    if (u >= 0) last = std::max(last, free[u]);
+  }
+  *end = std::max(last, at);
+  return t;
+}
+
+}  // namespace
+
+std::vector<double> estimate_starts(const std::vector<ChipCmd>& p, const MachineInfo& mi) {
+  double end = 0;
+  return issue_times(p, mi, &end);
+}
+
+double estimate_span(const std::vector<ChipCmd>& p, const MachineInfo& mi) {
+  double end = 0;
+  issue_times(p, mi, &end);
+  return end;
+}
+
 std::vector<bool> merge_order(std::size_t na, std::size_t nb) {
   std::vector<bool> from_a;
   from_a.reserve(na + nb);
@@ -155,15 +200,12 @@ std::vector<bool> merge_order(const std::vector<ChipCmd>& a, const std::vector<C
   // Each command's start as a fraction of its program's estimated time; a program with no
   // estimated time falls back to its command count.
   auto starts = [&](const std::vector<ChipCmd>& p) {
-    std::vector<double> t(p.size());
-    double at = 0;
-    for (std::size_t i = 0; i < p.size(); ++i) {
-      t[i] = at;
-      at += estimate_cycles(p[i], *mi);
-    }
+    const std::vector<double> t = estimate_starts(p, *mi);
+    const double end = estimate_span(p, *mi);
+    std::vector<double> f(p.size());
     for (std::size_t i = 0; i < p.size(); ++i)
-      t[i] = at > 0 ? t[i] / at : static_cast<double>(i) / static_cast<double>(p.size());
-    return t;
+      f[i] = end > 0 ? t[i] / end : static_cast<double>(i) / static_cast<double>(p.size());
+    return f;
   };
   const std::vector<double> ta = starts(a), tb = starts(b);
   std::vector<bool> from_a;

@@ -55,8 +55,8 @@ struct ChipProgram {
 enum class MergeOrder {
   // Each spread evenly by command count: command i of a at i / |a| of the way, j of b at j / |b|.
   kByCount,
-  // Each spread evenly by estimated time (estimate_cycles): a command at the fraction of its
-  // program's estimated time that lies before it.
+  // Each spread evenly by estimated time: a command at the fraction of its program's estimated
+  // span at which it starts (estimate_starts, estimate_span).
   kByTime,
 };
 
@@ -109,6 +109,12 @@ std::vector<ChipCmd> without_halt(const std::vector<ChipCmd>& cmds);
 // rate, a MATMUL or VPU command a row a cycle, an ICI_SEND its rows at the link's flit rate (a
 // token one flit); ICI_WAIT, FENCE, NOP and HALT 0.
 double estimate_cycles(const ChipCmd& c, const MachineInfo& mi);
+
+// A program's commands issued in order on units that run side by side (DMA, LOADW, MATMUL, VPU,
+// ICI_SEND): each starts once the one before it started and its unit is free (estimate_cycles
+// each). estimate_starts: each command's start; estimate_span: when the last unit is done.
+std::vector<double> estimate_starts(const std::vector<ChipCmd>& p, const MachineInfo& mi);
+double estimate_span(const std::vector<ChipCmd>& p, const MachineInfo& mi);
 
 // The order merge() takes commands in: true for the next of a, false for the next of b. By
 // count it needs no machine; by time it estimates each command on `mi`.

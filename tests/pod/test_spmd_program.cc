@@ -117,6 +117,17 @@ TEST(SpmdProgram, EstimatesEachUnitFromItsRows) {
   EXPECT_DOUBLE_EQ(estimate_cycles(cmd_halt(), mi), 0.0);
 }
 
+TEST(SpmdProgram, UnitsRunSideBySideInTheEstimate) {
+  const MachineInfo mi = machine();
+  // A 40-cycle DMA, then two VPU commands: the VPU starts beside the DMA, its second command
+  // behind its first; the span is the DMA's.
+  const std::vector<ChipCmd> p{cmd_dma(DmaDir::kHbmToVmem, false, 0, 10, 256, 0, 256), vpu(7),
+                               vpu(3), cmd_ici_wait(0, 1), vpu(1)};
+  EXPECT_EQ(estimate_starts(p, mi), (std::vector<double>{0, 0, 7, 7, 10}));
+  EXPECT_DOUBLE_EQ(estimate_span(p, mi), 40.0);
+  EXPECT_DOUBLE_EQ(estimate_span({}, mi), 0.0);
+}
+
 TEST(SpmdProgram, MergeOfProgramsJoinsThePhaseTables) {
   SpmdProgram a(2), b(2);
   const int mm = a.add_phase("matmul");
