@@ -72,55 +72,50 @@ PodProgram PodDriver::compile(const CollectivePlan& whole, const CollectiveBuffe
   PodProgram pp;
   pp.spec = spec;
   pp.block_rows = lay.block_rows.empty() ? 0 : lay.block_rows[0];
-  pp.progs.assign(static_cast<std::size_t>(P), {});
-  pp.cmd_step.assign(static_cast<std::size_t>(P), {});
+  pp.program = SpmdProgram(P);
+  const int phase = pp.program.add_phase(collective_phase(pp.spec));
   for (int c = 0; c < P; ++c) {
     const std::vector<Op> ops = chip_ops(s, lay, pairs, c);
-    pp.progs[static_cast<std::size_t>(c)] =
-        schedule(ops, c, lay.ctr, &pp.cmd_step[static_cast<std::size_t>(c)], opt.overlap_rounds);
-    if (s.issue.early) set_early_heads(pp.progs[static_cast<std::size_t>(c)], true);
-    pp.commands += pp.progs[static_cast<std::size_t>(c)].size();
+    std::vector<int> steps;
+    std::vector<ChipCmd> prog = schedule(ops, c, lay.ctr, &steps, opt.overlap_rounds);
+    if (s.issue.early) set_early_heads(prog, true);
+    for (std::size_t i = 0; i < prog.size(); ++i)
+      pp.program.chip(c).append({prog[i]}, CmdLabel{phase, steps.at(i), -1});
     pp.vmem_rows_used = std::max(pp.vmem_rows_used, lay.rows_used(c));
   }
   pp.rounds = std::move(lay.rounds);
   return pp;
 }
 
-PodDriver::ProgramLabels step_labels(const PodProgram& pp, const std::string& name) {
-  PodDriver::ProgramLabels labels(pp.progs.size());
-  for (std::size_t c = 0; c < pp.progs.size(); ++c) {
-    const std::vector<int>& st = c < pp.cmd_step.size() ? pp.cmd_step[c] : std::vector<int>{};
-    std::string last;
-    for (std::size_t i = 0; i < pp.progs[c].size(); ++i) {
-      const int s = i < st.size() ? st[i] : -1;
-      std::string l = name + (s >= 0 ? " | step " + std::to_string(s) : "");
-      if (i == 0 || l != last) labels[c].push_back({i, l});
-      last = std::move(l);
-    }
-  }
-  return labels;
+SpmdPhase collective_phase(const CollectiveSpec& spec) {
+  SpmdPhase ph;
+  ph.name = std::string(collective_name(spec.collective)) + " (" + spec.algorithm + ")";
+  ph.collective = true;
+  ph.kind = spec.collective;
+  ph.bytes = static_cast<uint64_t>(spec.n) * (spec.dtype == DType::kBf16 ? 2 : 4);
+  return ph;
 }
 
 PodProgramRun PodDriver::run_programs(const std::vector<std::vector<ChipCmd>>& progs,
                                       const std::string& label) {
-  ProgramLabels labels(progs.size());
-  if (!label.empty())
-    for (auto& l : labels) l.push_back({0, label});
-  return run_programs(progs, labels);
+  SpmdProgram sp(static_cast<int>(progs.size()));
+  const int phase = label.empty() ? -1 : sp.add_phase(label);
+  sp.append_all(progs, phase);
+  return run_programs(sp);
 }
 
-PodProgramRun PodDriver::run_programs(const std::vector<std::vector<ChipCmd>>& progs,
-                                      const ProgramLabels& labels) {
+PodProgramRun PodDriver::run_programs(const SpmdProgram& program) {
   const int P = host_.num_chips();
-  if (progs.size() != static_cast<std::size_t>(P) || labels.size() != progs.size())
-    bad("programs: one per chip (" + std::to_string(P) + "), and one label list per chip");
+  if (program.num_chips() != P)
+    bad("programs: one per chip (" + std::to_string(P) + "), not " +
+        std::to_string(program.num_chips()));
   PodProgramRun res;
   const std::vector<LinkStat> before = host_.link_stats();
   std::vector<ChipCounters> cbefore;
   for (int c = 0; c < P; ++c) cbefore.push_back(host_.counters(c));
   for (int c = 0; c < P; ++c) {
-    const auto& prog = progs[static_cast<std::size_t>(c)];
-    const auto& lab = labels[static_cast<std::size_t>(c)];
+    const auto& prog = program.cmds(c);
+    const auto lab = program.trace_labels(c);
     std::size_t at = 0;
     for (std::size_t i = 0; i <= lab.size(); ++i) {
       const std::size_t end = i < lab.size() ? std::min(lab[i].first, prog.size()) : prog.size();
@@ -153,14 +148,12 @@ PodCollectiveRun PodDriver::run(const CollectivePlan& plan, const CollectiveBuff
   PodProgram pp = compile(plan, bufs, opt);
   PodCollectiveRun res;
   res.plan = plan;
-  res.commands = pp.commands;
+  res.commands = pp.program.commands();
   res.vmem_rows_used = pp.vmem_rows_used;
   res.block_rows = pp.block_rows;
   res.row_bytes = uint64_t{host_.info().shape.cols} * 4;
   res.link_bytes_per_cycle = host_.info().link_bytes_per_cycle;
-  const std::string name =
-      std::string(collective_name(pp.spec.collective)) + " (" + pp.spec.algorithm + ")";
-  res.prog = run_programs(pp.progs, step_labels(pp, name));
+  res.prog = run_programs(pp.program);
   res.collective_cycles = res.prog.run.cycles;
   res.rounds = std::move(pp.rounds);
   return res;
@@ -240,43 +233,6 @@ PodCollectiveRun PodDriver::run(const CollectivePlan& plan,
     }
   }
   return res;
-}
-
-std::vector<bool> merge_order(std::size_t na, std::size_t nb) {
-  std::vector<bool> from_a;
-  from_a.reserve(na + nb);
-  std::size_t i = 0, j = 0;
-  // Take a's next command while i / |a| <= j / |b| (in integers: i |b| <= j |a|).
-  while (i < na || j < nb) {
-    const bool a = j >= nb || (i < na && i * nb <= j * na);
-    from_a.push_back(a);
-    (a ? i : j)++;
-  }
-  return from_a;
-}
-
-void set_early_heads(std::vector<ChipCmd>& prog, bool on) {
-  for (ChipCmd& c : prog) {
-    if (c.op() != ChipOp::kIciSend) continue;
-    CmdIciSend s = CmdIciSend::decode(c);
-    s.early_head = on && s.wait_rows ? 1u : 0u;
-    c = s.encode();
-  }
-}
-
-std::vector<ChipCmd> merge_programs(const std::vector<ChipCmd>& a, const std::vector<ChipCmd>& b) {
-  std::vector<ChipCmd> out;
-  out.reserve(a.size() + b.size());
-  std::size_t i = 0, j = 0;
-  for (bool from_a : merge_order(a.size(), b.size())) out.push_back(from_a ? a[i++] : b[j++]);
-  // Two programs that both send: one's packets could cross the links where the other's early
-  // heads wait for their rows.
-  const auto sends = [](const std::vector<ChipCmd>& p) {
-    return std::any_of(p.begin(), p.end(),
-                       [](const ChipCmd& c) { return c.op() == ChipOp::kIciSend; });
-  };
-  if (sends(a) && sends(b)) set_early_heads(out, false);
-  return out;
 }
 
 std::vector<std::vector<uint32_t>> golden_collective(const std::vector<CollectiveRound>& rounds,

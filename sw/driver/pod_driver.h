@@ -1,7 +1,7 @@
 // PodDriver: runs collectives on a machine of chips (tb/pod/host_port.h) by compiling a
-// CollectivePlan (model/collective.h) into one program per chip: ICI remote writes for the
-// transfers, counters for the arrivals, VPU ops for the reductions, DMA between the chip's HBM
-// buffers and VMEM. Buffers of any size run in rounds through VMEM (docs/pod.md).
+// CollectivePlan (model/collective.h) into an SPMD program (spmd_program.h): ICI remote writes
+// for the transfers, counters for the arrivals, VPU ops for the reductions, DMA between the
+// chip's HBM buffers and VMEM. Buffers of any size run in rounds through VMEM (docs/pod.md).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 
 #include "chip_contract.h"
 #include "host_port.h"
+#include "spmd_program.h"
 #include "tpu/collective.h"
 
 namespace tpu {
@@ -60,13 +61,12 @@ struct CollectiveBuffers {
 
 // The per-chip programs of a collective, not run yet.
 struct PodProgram {
-  CollectiveSpec spec;                      // as compiled (granule set)
-  std::vector<CollectiveRound> rounds;      // the golden's plans: one per round
-  std::vector<std::vector<ChipCmd>> progs;  // per chip
-  // Per chip, per command: the plan step it belongs to (a transfer's send or wait, a
-  // reduction), numbered across rounds; -1 for data movement (DMA, region release, tokens).
-  std::vector<std::vector<int>> cmd_step;
-  std::size_t commands = 0;                 // all chips
+  CollectiveSpec spec;                  // as compiled (granule set)
+  std::vector<CollectiveRound> rounds;  // the golden's plans: one per round
+  // One phase (the collective: "all_reduce (torus)"); each command labelled with the plan step
+  // it belongs to (a transfer's send or wait, a reduction), numbered across rounds; step -1 for
+  // data movement (DMA, region release, tokens).
+  SpmdProgram program;
   uint32_t vmem_rows_used = 0;              // the most VMEM rows a chip uses (from vmem_base)
   unsigned block_rows = 0;
 };
@@ -118,16 +118,14 @@ class PodDriver {
   PodProgram compile(const CollectivePlan& plan, const CollectiveBuffers& bufs,
                      const PodCollectiveOptions& opt = {});
 
-  // Pushes one program per chip and runs them all at once until every chip is idle. A chip
-  // error stops the run (ChipError: chip, code, command index); a hang is a PodError.
-  // label: names the programs' commands on the timeline (HostPort::trace_label), if not "".
+  // Pushes the program (one command stream per chip) and runs every chip at once until every
+  // chip is idle; its labels name the commands on the timeline (HostPort::trace_label,
+  // SpmdProgram::trace_labels). A chip error stops the run (ChipError: chip, code, command
+  // index); a hang is a PodError.
+  PodProgramRun run_programs(const SpmdProgram& prog);
+  // The same for plain per-chip commands, all named `label` on the timeline (if not "").
   PodProgramRun run_programs(const std::vector<std::vector<ChipCmd>>& progs,
                              const std::string& label = "");
-  // The same with labels per command range: labels[chip] = (first command, label), in
-  // increasing order; each names the commands from its first to the next one's.
-  using ProgramLabels = std::vector<std::vector<std::pair<std::size_t, std::string>>>;
-  PodProgramRun run_programs(const std::vector<std::vector<ChipCmd>>& progs,
-                             const ProgramLabels& labels);
 
   // The collective on buffers already in HBM; the outputs stay there.
   PodCollectiveRun run(const CollectiveSpec& spec, const CollectiveBuffers& bufs,
@@ -147,21 +145,9 @@ class PodDriver {
   HostPort& host_;
 };
 
-// Timeline labels of a compiled collective: `name`, and " | step s" on each command of plan
-// step s (PodProgram::cmd_step), so the trace says which step every command belongs to.
-PodDriver::ProgramLabels step_labels(const PodProgram& pp, const std::string& name);
-
-// Two independent programs of one chip (disjoint memory rows and buffers) as one command stream,
-// each spread evenly over the whole: command i of a goes at i / |a| of the way, command j of b
-// at j / |b|, so the shorter program runs stretched over the longer one's time and neither waits
-// long behind the other in the chip's in-order queue (bench_pod overlap: 1.22 of the longer
-// alone, against 1.31 when each kept its own pace). Where both send over ICI, no send of the
-// result has early_head (one's packets could cross links where the other's heads wait).
-std::vector<ChipCmd> merge_programs(const std::vector<ChipCmd>& a, const std::vector<ChipCmd>& b);
-// Sets early_head on the program's wait_rows sends (on), or clears it on every send.
-void set_early_heads(std::vector<ChipCmd>& prog, bool on);
-// The order merge_programs takes commands in: true for the next of a, false for the next of b.
-std::vector<bool> merge_order(std::size_t na, std::size_t nb);
+// The phase PodDriver::compile puts a collective's commands under: "all_reduce (torus)", its
+// kind and its bytes per chip.
+SpmdPhase collective_phase(const CollectiveSpec& spec);
 
 // The golden of a collective as the driver runs it: execute_rounds_* over host vectors (f32
 // bits, or bf16 bits in the low 16).

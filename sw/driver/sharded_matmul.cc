@@ -16,15 +16,22 @@ namespace {
 
 constexpr uint64_t kBurst = 64;
 
+std::string axis_text(const std::string& a) { return a.empty() ? "-" : "'" + a + "'"; }
+
+}  // namespace
+
 // A matrix lying in a padded tensor: its first row and column there.
-struct Placed {
+struct ShardedMatmul::Placed {
   HbmMatrix m;
   std::size_t row_lo = 0, col_lo = 0;
 };
 
-std::string axis_text(const std::string& a) { return a.empty() ? "-" : "'" + a + "'"; }
-
-}  // namespace
+// A block of the product's buffer: where it lies, the product's first row it holds, its piece.
+struct ShardedMatmul::CBlock {
+  Placed p;
+  std::size_t row_lo;
+  std::size_t piece;
+};
 
 ShardedMatmul::ShardedMatmul(HostPort& host, ShardPlan plan, ShardedMatmulOptions opt)
     : host_(host), plan_(std::move(plan)), opt_(std::move(opt)) {
@@ -36,17 +43,36 @@ ShardedMatmul::ShardedMatmul(HostPort& host, ShardPlan plan, ShardedMatmulOption
   if (!opt_.bias.empty() && opt_.bias.size() != pl.n)
     bad("bias: " + std::to_string(opt_.bias.size()) + " values; Y has " + std::to_string(pl.n) +
         " columns");
-  const bool has_bias = !opt_.bias.empty();
+  choose_pipeline();
+  for (int c = 0; c < P_; ++c) drv_.push_back(std::make_unique<ChipDriver>(host_, c));
+  jobs_.resize(static_cast<std::size_t>(P_));
+  ws_.resize(static_cast<std::size_t>(P_));
+  ws_cols_.resize(static_cast<std::size_t>(P_));
+  coll_.clear();
+  for (int c = 0; c < P_; ++c) {
+    try {
+      layout_chip(c);
+    } catch (const std::runtime_error& e) {  // the HBM allocator
+      bad("not enough HBM: chip " + std::to_string(c) + " has " +
+          std::to_string(mi.shape.hbm_bytes) + " bytes; its shards, gathers and products need "
+          "more (" + e.what() + "): use more chips, split X or W, or a smaller shape");
+    }
+    hbm_used_ = std::max(hbm_used_, drv_[static_cast<std::size_t>(c)]->allocated());
+  }
+}
+
+// The pipeline: a fully sharded W is gathered in column pieces, a reduce-scatter onto Y's
+// rows runs in row pieces; each piece overlaps the matmul of the next or previous one.
+// Depths measured best on bench_shard (2x2, 512^3): gathers 4 pieces (0.897; 2: 0.889),
+// reduce-scatters 2 (0.772; 4: 0.739, 8: 0.523: each piece's collective pays its pipeline
+// fill, and the merged matmul waits behind its ICI_WAITs).
+// A piece must keep the array busy on its own: at least 2 (R + C) rows of A per weight tile
+// (each job reloads W), at least 4 C columns of W.
+void ShardedMatmul::choose_pipeline() {
+  const MachineInfo& mi = host_.info();
+  const ShardPlan& pl = plan_;
   const std::size_t pk = static_cast<std::size_t>(pl.axis_size(pl.k_axis));
   const std::size_t unit = std::max<std::size_t>(32, mi.shape.cols);  // a bf16 HBM row's pitch
-
-  // The pipeline: a fully sharded W is gathered in column pieces, a reduce-scatter onto Y's
-  // rows runs in row pieces; each piece overlaps the matmul of the next or previous one.
-  // Depths measured best on bench_shard (2x2, 512^3): gathers 4 pieces (0.897; 2: 0.889),
-  // reduce-scatters 2 (0.772; 4: 0.739, 8: 0.523: each piece's collective pays its pipeline
-  // fill, and the merged matmul waits behind its ICI_WAITs).
-  // A piece must keep the array busy on its own: at least 2 (R + C) rows of A per weight tile
-  // (each job reloads W), at least 4 C columns of W.
   const std::size_t pipe_rows = 2 * (mi.shape.rows + mi.shape.cols);
   auto depth = [](std::size_t extent, std::size_t align, std::size_t most, std::size_t least) {
     for (std::size_t j = most; j > 1; j /= 2)
@@ -63,216 +89,235 @@ ShardedMatmul::ShardedMatmul(HostPort& host, ShardPlan plan, ShardedMatmulOption
     pieces_ = depth(pl.mm_rows(0).size() / parts, 1, 2, pipe_rows);
     pipe_ = pieces_ > 1 ? Pipe::kReduceY : Pipe::kNone;
   }
-  const std::size_t J = pieces_;
   std::size_t ncoll = pl.pre.size() + pl.post.size();
-  if (pipe_ != Pipe::kNone) ncoll = J;
+  if (pipe_ != Pipe::kNone) ncoll = pieces_;
   vmem_matmul_ = ncoll ? mi.shape.vmem_rows / 2 : mi.shape.vmem_rows;
+}
 
-  for (int c = 0; c < P_; ++c) drv_.push_back(std::make_unique<ChipDriver>(host_, c));
-  jobs_.resize(static_cast<std::size_t>(P_));
-  ws_.resize(static_cast<std::size_t>(P_));
-  ws_cols_.resize(static_cast<std::size_t>(P_));
-  coll_.clear();
-  auto coll_at = [&](std::size_t i) -> Coll& {
-    if (coll_.size() <= i) coll_.resize(i + 1);
-    Coll& k = coll_[i];
-    k.bufs.in.resize(static_cast<std::size_t>(P_));
-    k.bufs.out.resize(static_cast<std::size_t>(P_));
-    return k;
-  };
-  for (int c = 0; c < P_; ++c) {
-    const std::size_t ci = static_cast<std::size_t>(c);
-    ChipDriver& d = *drv_[ci];
-    try {
-      const Range xr = pl.x_rows(c), xc = pl.x_cols(c);
-      const Range wr = pl.w_rows(c), wc = pl.w_cols(c);
-      xs_.push_back(d.alloc_matrix(xr.size(), xc.size(), Dtype::kBf16));
-      const std::size_t wpieces = pipe_ == Pipe::kGatherW ? J : 1;
-      for (std::size_t j = 0; j < wpieces; ++j) {
-        const std::size_t w0 = wc.lo + j * wc.size() / wpieces, w1 = wc.lo + (j + 1) * wc.size() / wpieces;
-        ws_[ci].push_back(d.alloc_matrix(wr.size(), w1 - w0, Dtype::kBf16));
-        ws_cols_[ci].push_back(Range{w0, w1});
-      }
-      if (has_bias) bias_.push_back(d.alloc_matrix(1, pl.np, Dtype::kF32));
-      std::size_t ic = 0;  // collective index
+ShardedMatmul::Coll& ShardedMatmul::coll_at(std::size_t i) {
+  if (coll_.size() <= i) coll_.resize(i + 1);
+  Coll& k = coll_[i];
+  k.bufs.in.resize(static_cast<std::size_t>(P_));
+  k.bufs.out.resize(static_cast<std::size_t>(P_));
+  return k;
+}
 
-      // Gathers of W: on K, the ranks' row blocks stack into one matrix; on N, the ranks'
-      // column blocks lie one after another, a matrix each.
-      std::vector<Placed> wb;
-      for (std::size_t j = 0; j < wpieces; ++j)
-        wb.push_back(Placed{ws_[ci][j], wr.lo, ws_cols_[ci][j].lo});
-      for (std::size_t si = 0; si < pl.pre.size(); ++si) {
-        const ShardCollective& sc = pl.pre[si];
-        const std::size_t p = static_cast<std::size_t>(pl.axis_size(sc.axis));
-        if (sc.dim == 1 && wb.size() != 1)
-          throw std::logic_error("sharded matmul: a gather of W on N after another");
-        std::vector<Placed> next;
-        for (const Placed& cur : wb) {
-          if (cur.m.pitch != cur.m.cols && sc.dim == 1)
-            bad("W's column blocks of " + std::to_string(cur.m.cols) + " elements are not whole "
-                "HBM rows of the chip's pitch (" + std::to_string(cur.m.pitch) + "): pad N to a "
-                "multiple of " + std::to_string(cur.m.pitch * p));
-          const std::size_t elems = p * cur.m.rows * cur.m.pitch;
-          const uint64_t out = d.alloc(elems * 2);
-          Coll& k = coll_at(ic);
-          k.bufs.in[ci] = cur.m.addr;
-          k.bufs.out[ci] = out;
-          k.spec.collective = Collective::kAllGather;
-          k.spec.dtype = DType::kBf16;
-          k.spec.n = elems;
-          k.spec.group_dims = sc.dims;
-          k.src = si;
-          k.piece = ic;
-          ++ic;
-          if (sc.dim == 0) {
-            HbmMatrix g = cur.m;
-            g.addr = out;
-            g.rows = cur.m.rows * p;
-            next.push_back(Placed{g, 0, cur.col_lo});
-          } else {
-            for (std::size_t s = 0; s < p; ++s) {
-              HbmMatrix g = cur.m;
-              g.addr = out + s * cur.m.rows * cur.m.pitch * 2;
-              next.push_back(Placed{g, cur.row_lo, s * cur.m.cols});
-            }
-          }
-        }
-        wb = next;
-      }
+// Chip c's buffers in HBM, in this order on every chip: X's and W's shards (W in column
+// pieces when gathered in a pipeline), the bias, the gathers' outputs, the product's blocks,
+// the collectives after the matmul; its jobs and its block of Y.
+void ShardedMatmul::layout_chip(int c) {
+  std::size_t ic = 0;  // collective index
+  const std::vector<Placed> wb = layout_w(c, &ic);
+  ShardBlock y;
+  const std::vector<CBlock> cb = layout_product(c, &y);
+  cut_jobs(c, wb, cb);
+  // After the matmul (no pipeline): the K reduction, then a gather of Y's rows.
+  if (pipe_ != Pipe::kReduceY) layout_post(c, cb, &y, &ic);
+  if (!(y.rows == plan_.y_rows(c)) || !(y.cols == plan_.y_cols(c)))
+    throw std::logic_error("sharded matmul: Y's block on chip " + std::to_string(c) +
+                           " is not the block its spec gives");
+  y_.push_back(y);
+}
 
-      // The chip's block of the product, cut into jobs that each lie in one W block and one
-      // block of the product's buffer.
-      const Range R = pl.mm_rows(c), K = pl.mm_k(c), C = pl.mm_cols(c);
-      if (R.lo < xr.lo || R.hi > xr.hi || K.lo < xc.lo || K.hi > xc.hi)
-        throw std::logic_error("sharded matmul: the product's block is not in X's shard");
-      struct CBlock {
-        Placed p;
-        std::size_t row_lo;  // the product's first row it holds
-        std::size_t piece;
-      };
-      std::vector<CBlock> cb;
-      HbmMatrix y;
-      Range yr = R, yc = C;
-      if (pipe_ == Pipe::kReduceY) {
-        // Reduce-scatter onto rows: piece j holds, for every rank r, rows r * mp/pk + j * sub
-        // of the product, and its reduce-scatter leaves rank r rows j * sub of its block of Y.
-        // All-reduce: piece j is rows j * sub of the product, reduced into rows j * sub of Y.
-        const bool rs = pl.post[0].kind == Collective::kReduceScatter;
-        const std::size_t parts = rs ? pk : 1, sub = R.size() / parts / J;
-        for (std::size_t j = 0; j < J; ++j) {
-          const HbmMatrix piece = d.alloc_matrix(R.size() / J, C.size(), Dtype::kF32);
-          for (std::size_t r = 0; r < parts; ++r)
-            cb.push_back(CBlock{Placed{hbm_view(piece, r * sub, sub, 0, C.size()), R.lo, C.lo},
-                                R.lo + r * R.size() / parts + j * sub, j});
-        }
-        y = d.alloc_matrix(R.size() / parts, C.size(), Dtype::kF32);
-        for (std::size_t j = 0; j < J; ++j) {
-          Coll& k = coll_at(j);
-          const HbmMatrix& first = cb[j * parts].p.m;  // the piece's first sub-block
-          k.bufs.in[ci] = first.addr;
-          k.bufs.out[ci] = y.addr + j * sub * y.pitch * 4;
-          k.spec.collective = pl.post[0].kind;
-          k.spec.dtype = DType::kF32;
-          k.spec.n = R.size() / J * first.pitch;
-          k.spec.group_dims = pl.post[0].dims;
-          k.post = true;
-          k.piece = j;
-        }
-        yr = rs ? pl.block(pl.k_axis, pl.mp, c) : R;
-      } else if (pl.c_col_blocks) {
-        const std::size_t nb = C.size() / pk;
-        const HbmMatrix shape = d.alloc_matrix(R.size(), nb, Dtype::kF32);  // the first block
-        d.alloc(shape.bytes() * (pk - 1));
-        for (std::size_t t = 0; t < pk; ++t) {
-          HbmMatrix b = shape;
-          b.addr = shape.addr + t * shape.bytes();
-          cb.push_back(CBlock{Placed{b, R.lo, C.lo + t * nb}, R.lo, 0});
-        }
-        y = shape;
+// X's and W's shards and the bias, then the gathers of W: on K, the ranks' row blocks stack into
+// one matrix; on N, the ranks' column blocks lie one after another, a matrix each. Returns W's
+// blocks as the matmul finds them.
+std::vector<ShardedMatmul::Placed> ShardedMatmul::layout_w(int c, std::size_t* ic) {
+  const ShardPlan& pl = plan_;
+  const std::size_t ci = static_cast<std::size_t>(c);
+  ChipDriver& d = *drv_[ci];
+  const Range xr = pl.x_rows(c), xc = pl.x_cols(c);
+  const Range wr = pl.w_rows(c), wc = pl.w_cols(c);
+  xs_.push_back(d.alloc_matrix(xr.size(), xc.size(), Dtype::kBf16));
+  const std::size_t wpieces = pipe_ == Pipe::kGatherW ? pieces_ : 1;
+  for (std::size_t j = 0; j < wpieces; ++j) {
+    const std::size_t w0 = wc.lo + j * wc.size() / wpieces,
+                      w1 = wc.lo + (j + 1) * wc.size() / wpieces;
+    ws_[ci].push_back(d.alloc_matrix(wr.size(), w1 - w0, Dtype::kBf16));
+    ws_cols_[ci].push_back(Range{w0, w1});
+  }
+  if (!opt_.bias.empty()) bias_.push_back(d.alloc_matrix(1, pl.np, Dtype::kF32));
+  std::vector<Placed> wb;
+  for (std::size_t j = 0; j < wpieces; ++j)
+    wb.push_back(Placed{ws_[ci][j], wr.lo, ws_cols_[ci][j].lo});
+  for (std::size_t si = 0; si < pl.pre.size(); ++si) {
+    const ShardCollective& sc = pl.pre[si];
+    const std::size_t p = static_cast<std::size_t>(pl.axis_size(sc.axis));
+    if (sc.dim == 1 && wb.size() != 1)
+      throw std::logic_error("sharded matmul: a gather of W on N after another");
+    std::vector<Placed> next;
+    for (const Placed& cur : wb) {
+      if (cur.m.pitch != cur.m.cols && sc.dim == 1)
+        bad("W's column blocks of " + std::to_string(cur.m.cols) + " elements are not whole "
+            "HBM rows of the chip's pitch (" + std::to_string(cur.m.pitch) + "): pad N to a "
+            "multiple of " + std::to_string(cur.m.pitch * p));
+      const std::size_t elems = p * cur.m.rows * cur.m.pitch;
+      const uint64_t out = d.alloc(elems * 2);
+      Coll& k = coll_at(*ic);
+      k.bufs.in[ci] = cur.m.addr;
+      k.bufs.out[ci] = out;
+      k.spec.collective = Collective::kAllGather;
+      k.spec.dtype = DType::kBf16;
+      k.spec.n = elems;
+      k.spec.group_dims = sc.dims;
+      k.src = si;
+      k.piece = *ic;
+      ++*ic;
+      if (sc.dim == 0) {
+        HbmMatrix g = cur.m;
+        g.addr = out;
+        g.rows = cur.m.rows * p;
+        next.push_back(Placed{g, 0, cur.col_lo});
       } else {
-        y = d.alloc_matrix(R.size(), C.size(), Dtype::kF32);
-        cb.push_back(CBlock{Placed{y, R.lo, C.lo}, R.lo, 0});
-      }
-      std::vector<std::size_t> cuts = {C.lo, C.hi};
-      for (const Placed& b : wb)
-        for (std::size_t e : {b.col_lo, b.col_lo + b.m.cols})
-          if (e > C.lo && e < C.hi) cuts.push_back(e);
-      for (const CBlock& b : cb)
-        for (std::size_t e : {b.p.col_lo, b.p.col_lo + b.p.m.cols})
-          if (e > C.lo && e < C.hi) cuts.push_back(e);
-      std::sort(cuts.begin(), cuts.end());
-      cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-      for (const CBlock& blk : cb) {
-        for (std::size_t i = 0; i + 1 < cuts.size(); ++i) {
-          const std::size_t a = cuts[i], b = cuts[i + 1];
-          if (a < blk.p.col_lo || b > blk.p.col_lo + blk.p.m.cols) continue;
-          std::size_t wi = wb.size();
-          for (std::size_t q = 0; q < wb.size(); ++q)
-            if (wb[q].col_lo <= a && b <= wb[q].col_lo + wb[q].m.cols) wi = q;
-          if (wi == wb.size()) throw std::logic_error("sharded matmul: a column piece in no block");
-          const Placed& W = wb[wi];
-          if (K.lo < W.row_lo || K.hi > W.row_lo + W.m.rows)
-            throw std::logic_error("sharded matmul: the product's K range is not in W");
-          Job j;
-          j.a = hbm_view(xs_[ci], blk.row_lo - xr.lo, blk.p.m.rows, K.lo - xc.lo, K.size());
-          j.w = hbm_view(W.m, K.lo - W.row_lo, K.size(), a - W.col_lo, b - a);
-          j.c = hbm_view(blk.p.m, 0, blk.p.m.rows, a - blk.p.col_lo, b - a);
-          if (has_bias) {
-            j.bias = hbm_view(bias_[ci], 0, 1, a, b - a);
-            j.has_bias = true;
-          }
-          j.piece = pipe_ == Pipe::kGatherW ? wi : blk.piece;
-          jobs_[ci].push_back(j);
+        for (std::size_t s = 0; s < p; ++s) {
+          HbmMatrix g = cur.m;
+          g.addr = out + s * cur.m.rows * cur.m.pitch * 2;
+          next.push_back(Placed{g, cur.row_lo, s * cur.m.cols});
         }
       }
-
-      // After the matmul (no pipeline): the K reduction, then a gather of Y's rows.
-      if (pipe_ != Pipe::kReduceY) {
-        const uint64_t c_addr = cb[0].p.m.addr;
-        const std::size_t c_elems = cb.size() * R.size() * cb[0].p.m.pitch;
-        for (std::size_t si = 0; si < pl.post.size(); ++si) {
-          const ShardCollective& sc = pl.post[si];
-          const std::size_t p = static_cast<std::size_t>(pl.axis_size(sc.axis));
-          const int rank = pl.axis_rank(sc.axis, c);
-          Coll& k = coll_at(ic++);
-          k.spec.collective = sc.kind;
-          k.spec.dtype = DType::kF32;
-          k.spec.group_dims = sc.dims;
-          k.post = true;
-          k.src = si;
-          std::size_t out_elems = 0;
-          if (sc.kind == Collective::kAllGather) {
-            k.spec.n = p * y.rows * y.pitch;
-            out_elems = k.spec.n;
-            k.bufs.in[ci] = y.addr;
-            y.rows *= p;
-            yr = Range{0, pl.mp};
-          } else {
-            k.spec.n = c_elems;
-            out_elems = sc.kind == Collective::kAllReduce ? c_elems : c_elems / p;
-            k.bufs.in[ci] = c_addr;
-            if (sc.dim == 0) {
-              y.rows /= p;
-              yr = pl.block(sc.axis, pl.mp, c);
-            } else if (sc.dim == 1) {
-              yc = Range{C.lo + static_cast<std::size_t>(rank) * y.cols,
-                         C.lo + static_cast<std::size_t>(rank + 1) * y.cols};
-            }
-          }
-          y.addr = d.alloc(out_elems * 4);
-          k.bufs.out[ci] = y.addr;
-        }
-      }
-      if (!(yr == pl.y_rows(c)) || !(yc == pl.y_cols(c)))
-        throw std::logic_error("sharded matmul: Y's block on chip " + std::to_string(c) +
-                               " is not the block its spec gives");
-      y_.push_back(ShardBlock{y, yr, yc});
-    } catch (const std::runtime_error& e) {  // the HBM allocator
-      bad("not enough HBM: chip " + std::to_string(c) + " has " +
-          std::to_string(mi.shape.hbm_bytes) + " bytes; its shards, gathers and products need "
-          "more (" + e.what() + "): use more chips, split X or W, or a smaller shape");
     }
-    hbm_used_ = std::max(hbm_used_, d.allocated());
+    wb = next;
+  }
+  return wb;
+}
+
+// The product's buffer in blocks, and Y's block as the matmul leaves it (*y). Reduce-scatter
+// onto rows in pieces: piece j holds, for every rank r, rows r * mp/pk + j * sub of the product,
+// and its reduce-scatter leaves rank r rows j * sub of its block of Y. All-reduce in pieces:
+// piece j is rows j * sub of the product, reduced into rows j * sub of Y.
+std::vector<ShardedMatmul::CBlock> ShardedMatmul::layout_product(int c, ShardBlock* y) {
+  const ShardPlan& pl = plan_;
+  const std::size_t ci = static_cast<std::size_t>(c);
+  ChipDriver& d = *drv_[ci];
+  const std::size_t pk = static_cast<std::size_t>(pl.axis_size(pl.k_axis)), J = pieces_;
+  const Range R = pl.mm_rows(c), C = pl.mm_cols(c);
+  std::vector<CBlock> cb;
+  y->rows = R;
+  y->cols = C;
+  if (pipe_ == Pipe::kReduceY) {
+    const bool rs = pl.post[0].kind == Collective::kReduceScatter;
+    const std::size_t parts = rs ? pk : 1, sub = R.size() / parts / J;
+    for (std::size_t j = 0; j < J; ++j) {
+      const HbmMatrix piece = d.alloc_matrix(R.size() / J, C.size(), Dtype::kF32);
+      for (std::size_t r = 0; r < parts; ++r)
+        cb.push_back(CBlock{Placed{hbm_view(piece, r * sub, sub, 0, C.size()), R.lo, C.lo},
+                            R.lo + r * R.size() / parts + j * sub, j});
+    }
+    y->m = d.alloc_matrix(R.size() / parts, C.size(), Dtype::kF32);
+    for (std::size_t j = 0; j < J; ++j) {
+      Coll& k = coll_at(j);
+      const HbmMatrix& first = cb[j * parts].p.m;  // the piece's first sub-block
+      k.bufs.in[ci] = first.addr;
+      k.bufs.out[ci] = y->m.addr + j * sub * y->m.pitch * 4;
+      k.spec.collective = pl.post[0].kind;
+      k.spec.dtype = DType::kF32;
+      k.spec.n = R.size() / J * first.pitch;
+      k.spec.group_dims = pl.post[0].dims;
+      k.post = true;
+      k.piece = j;
+    }
+    if (rs) y->rows = pl.block(pl.k_axis, pl.mp, c);
+  } else if (pl.c_col_blocks) {
+    const std::size_t nb = C.size() / pk;
+    const HbmMatrix shape = d.alloc_matrix(R.size(), nb, Dtype::kF32);  // the first block
+    d.alloc(shape.bytes() * (pk - 1));
+    for (std::size_t t = 0; t < pk; ++t) {
+      HbmMatrix b = shape;
+      b.addr = shape.addr + t * shape.bytes();
+      cb.push_back(CBlock{Placed{b, R.lo, C.lo + t * nb}, R.lo, 0});
+    }
+    y->m = shape;
+  } else {
+    y->m = d.alloc_matrix(R.size(), C.size(), Dtype::kF32);
+    cb.push_back(CBlock{Placed{y->m, R.lo, C.lo}, R.lo, 0});
+  }
+  return cb;
+}
+
+// The chip's block of the product, cut into jobs that each lie in one W block and one block of
+// the product's buffer.
+void ShardedMatmul::cut_jobs(int c, const std::vector<Placed>& wb, const std::vector<CBlock>& cb) {
+  const ShardPlan& pl = plan_;
+  const std::size_t ci = static_cast<std::size_t>(c);
+  const Range xr = pl.x_rows(c), xc = pl.x_cols(c);
+  const Range R = pl.mm_rows(c), K = pl.mm_k(c), C = pl.mm_cols(c);
+  if (R.lo < xr.lo || R.hi > xr.hi || K.lo < xc.lo || K.hi > xc.hi)
+    throw std::logic_error("sharded matmul: the product's block is not in X's shard");
+  std::vector<std::size_t> cuts = {C.lo, C.hi};
+  for (const Placed& b : wb)
+    for (std::size_t e : {b.col_lo, b.col_lo + b.m.cols})
+      if (e > C.lo && e < C.hi) cuts.push_back(e);
+  for (const CBlock& b : cb)
+    for (std::size_t e : {b.p.col_lo, b.p.col_lo + b.p.m.cols})
+      if (e > C.lo && e < C.hi) cuts.push_back(e);
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  for (const CBlock& blk : cb) {
+    for (std::size_t i = 0; i + 1 < cuts.size(); ++i) {
+      const std::size_t a = cuts[i], b = cuts[i + 1];
+      if (a < blk.p.col_lo || b > blk.p.col_lo + blk.p.m.cols) continue;
+      std::size_t wi = wb.size();
+      for (std::size_t q = 0; q < wb.size(); ++q)
+        if (wb[q].col_lo <= a && b <= wb[q].col_lo + wb[q].m.cols) wi = q;
+      if (wi == wb.size()) throw std::logic_error("sharded matmul: a column piece in no block");
+      const Placed& W = wb[wi];
+      if (K.lo < W.row_lo || K.hi > W.row_lo + W.m.rows)
+        throw std::logic_error("sharded matmul: the product's K range is not in W");
+      Job j;
+      j.a = hbm_view(xs_[ci], blk.row_lo - xr.lo, blk.p.m.rows, K.lo - xc.lo, K.size());
+      j.w = hbm_view(W.m, K.lo - W.row_lo, K.size(), a - W.col_lo, b - a);
+      j.c = hbm_view(blk.p.m, 0, blk.p.m.rows, a - blk.p.col_lo, b - a);
+      if (!opt_.bias.empty()) {
+        j.bias = hbm_view(bias_[ci], 0, 1, a, b - a);
+        j.has_bias = true;
+      }
+      j.piece = pipe_ == Pipe::kGatherW ? wi : blk.piece;
+      jobs_[ci].push_back(j);
+    }
+  }
+}
+
+// The collectives after the matmul (no pipeline): the K reduction, then a gather of Y's rows;
+// each moves Y's block (*y) to its output.
+void ShardedMatmul::layout_post(int c, const std::vector<CBlock>& cb, ShardBlock* y,
+                                std::size_t* ic) {
+  const ShardPlan& pl = plan_;
+  const std::size_t ci = static_cast<std::size_t>(c);
+  ChipDriver& d = *drv_[ci];
+  const Range R = pl.mm_rows(c), C = pl.mm_cols(c);
+  const uint64_t c_addr = cb[0].p.m.addr;
+  const std::size_t c_elems = cb.size() * R.size() * cb[0].p.m.pitch;
+  for (std::size_t si = 0; si < pl.post.size(); ++si) {
+    const ShardCollective& sc = pl.post[si];
+    const std::size_t p = static_cast<std::size_t>(pl.axis_size(sc.axis));
+    const int rank = pl.axis_rank(sc.axis, c);
+    Coll& k = coll_at((*ic)++);
+    k.spec.collective = sc.kind;
+    k.spec.dtype = DType::kF32;
+    k.spec.group_dims = sc.dims;
+    k.post = true;
+    k.src = si;
+    std::size_t out_elems = 0;
+    if (sc.kind == Collective::kAllGather) {
+      k.spec.n = p * y->m.rows * y->m.pitch;
+      out_elems = k.spec.n;
+      k.bufs.in[ci] = y->m.addr;
+      y->m.rows *= p;
+      y->rows = Range{0, pl.mp};
+    } else {
+      k.spec.n = c_elems;
+      out_elems = sc.kind == Collective::kAllReduce ? c_elems : c_elems / p;
+      k.bufs.in[ci] = c_addr;
+      if (sc.dim == 0) {
+        y->m.rows /= p;
+        y->rows = pl.block(sc.axis, pl.mp, c);
+      } else if (sc.dim == 1) {
+        y->cols = Range{C.lo + static_cast<std::size_t>(rank) * y->m.cols,
+                        C.lo + static_cast<std::size_t>(rank + 1) * y->m.cols};
+      }
+    }
+    y->m.addr = d.alloc(out_elems * 4);
+    k.bufs.out[ci] = y->m.addr;
   }
 }
 
@@ -320,14 +365,13 @@ uint64_t ShardedMatmul::load(const std::vector<bf16_t>& x, const std::vector<bf1
   return host_.copy(ops);
 }
 
-std::vector<std::vector<ChipCmd>> ShardedMatmul::programs(
-    std::vector<ShardPhase>* phases, std::vector<std::vector<uint8_t>>* cmd_phase,
-    std::vector<std::vector<int>>* cmd_step) {
+std::vector<PodProgram> ShardedMatmul::compile_collectives() {
   const MachineInfo& mi = host_.info();
   const std::size_t ncoll = coll_.size();
   PodDriver pd(host_);
   std::vector<PodProgram> cp;
-  const uint32_t share = ncoll ? (mi.shape.vmem_rows - vmem_matmul_) / static_cast<uint32_t>(ncoll) : 0;
+  const uint32_t share =
+      ncoll ? (mi.shape.vmem_rows - vmem_matmul_) / static_cast<uint32_t>(ncoll) : 0;
   for (std::size_t i = 0; i < ncoll; ++i) {
     PodCollectiveOptions o;
     o.vmem_base = vmem_matmul_ + static_cast<uint32_t>(i) * share;
@@ -339,53 +383,40 @@ std::vector<std::vector<ChipCmd>> ShardedMatmul::programs(
   }
   rounds_.clear();
   for (const PodProgram& p : cp) rounds_.push_back(p.rounds);
+  return cp;
+}
 
-  // Phases: each collective, and the matmul.
-  std::vector<ShardPhase> ph;
-  std::vector<uint8_t> coll_phase(ncoll);
-  uint8_t mm_phase = 0;
-  auto add_coll = [&](std::size_t i) {
-    const ShardCollective& sc = coll_[i].post ? plan_.post[coll_[i].src] : plan_.pre[coll_[i].src];
-    ShardPhase s;
-    s.collective = true;
-    s.kind = sc.kind;
-    s.axis = sc.axis;
-    s.name = std::string(collective_name(sc.kind)) + " of " + sc.tensor + " over " +
-             axis_text(sc.axis) + (pieces_ > 1 ? " (piece " + std::to_string(coll_[i].piece) + ")" : "");
-    s.bytes = static_cast<uint64_t>(coll_[i].spec.n) *
-              (coll_[i].spec.dtype == DType::kBf16 ? 2 : 4);
-    coll_phase[i] = static_cast<uint8_t>(ph.size());
-    ph.push_back(s);
-  };
-  for (std::size_t i = 0; i < ncoll; ++i)
-    if (!coll_[i].post) add_coll(i);
-  mm_phase = static_cast<uint8_t>(ph.size());
-  ph.push_back(ShardPhase{"matmul", false, Collective::kAllGather, "", 0});
-  for (std::size_t i = 0; i < ncoll; ++i)
-    if (coll_[i].post) add_coll(i);
-  // K split: bias and ReLU after the reduction, on each chip's block of Y (the VPU).
-  const bool epi = !plan_.k_axis.empty() && (!opt_.bias.empty() || opt_.relu);
-  const uint8_t epi_phase = static_cast<uint8_t>(ph.size());
-  if (epi) ph.push_back(ShardPhase{"epilogue", false, Collective::kAllGather, "", 0});
+SpmdPhase ShardedMatmul::coll_phase(std::size_t i) const {
+  const Coll& k = coll_[i];
+  const ShardCollective& sc = k.post ? plan_.post[k.src] : plan_.pre[k.src];
+  SpmdPhase s;
+  s.collective = true;
+  s.kind = sc.kind;
+  s.axis = sc.axis;
+  s.name = std::string(collective_name(sc.kind)) + " of " + sc.tensor + " over " +
+           axis_text(sc.axis) + (pieces_ > 1 ? " (piece " + std::to_string(k.piece) + ")" : "");
+  s.bytes = static_cast<uint64_t>(k.spec.n) * (k.spec.dtype == DType::kBf16 ? 2 : 4);
+  return s;
+}
 
-  // The stream: steps of one or two programs (merged).
-  struct Part {
-    bool coll;
-    std::size_t index;  // collective, or matmul piece
-  };
+std::vector<std::vector<ShardedMatmul::Part>> ShardedMatmul::stream_steps() const {
+  const std::size_t ncoll = coll_.size(), J = pieces_;
   std::vector<std::vector<Part>> steps;
-  const std::size_t J = pieces_;
   if (pipe_ == Pipe::kGatherW) {
     steps.push_back({{true, 0}});
     for (std::size_t j = 0; j < J; ++j) {
-      if (j + 1 < J) steps.push_back({{false, j}, {true, j + 1}});
-      else steps.push_back({{false, j}});
+      if (j + 1 < J)
+        steps.push_back({{false, j}, {true, j + 1}});
+      else
+        steps.push_back({{false, j}});
     }
   } else if (pipe_ == Pipe::kReduceY) {
     steps.push_back({{false, 0}});
     for (std::size_t j = 0; j < J; ++j) {
-      if (j + 1 < J) steps.push_back({{true, j}, {false, j + 1}});
-      else steps.push_back({{true, j}});
+      if (j + 1 < J)
+        steps.push_back({{true, j}, {false, j + 1}});
+      else
+        steps.push_back({{true, j}});
     }
   } else {
     for (std::size_t i = 0; i < ncoll; ++i)
@@ -394,85 +425,76 @@ std::vector<std::vector<ChipCmd>> ShardedMatmul::programs(
     for (std::size_t i = 0; i < ncoll; ++i)
       if (coll_[i].post) steps.push_back({{true, i}});
   }
+  return steps;
+}
 
-  std::vector<std::vector<ChipCmd>> progs(static_cast<std::size_t>(P_));
-  std::vector<std::vector<uint8_t>> tags(static_cast<std::size_t>(P_));
-  std::vector<std::vector<ChipCmd>> steps_tail(static_cast<std::size_t>(P_));
-  std::vector<std::vector<int>> csteps(static_cast<std::size_t>(P_));
+std::vector<ChipCmd> ShardedMatmul::matmul_cmds(int chip, std::size_t piece) {
+  const std::size_t ci = static_cast<std::size_t>(chip);
+  ChipDriver& d = *drv_[ci];
+  std::vector<ChipCmd> cmds;
+  for (const Job& j : jobs_[ci]) {
+    if (j.piece != piece && pipe_ != Pipe::kNone) continue;
+    MatmulEpilogue ep;  // K split: the epilogue follows the reduction instead
+    ep.bias = j.has_bias && plan_.k_axis.empty() ? &j.bias : nullptr;
+    ep.relu = opt_.relu && plan_.k_axis.empty();
+    const std::vector<ChipCmd> p = without_halt(d.plan_matmul(j.c, j.a, j.w, ep).program);
+    cmds.insert(cmds.end(), p.begin(), p.end());
+  }
+  return cmds;
+}
+
+SpmdProgram ShardedMatmul::programs() {
+  const std::vector<PodProgram> cp = compile_collectives();
+  const std::size_t ncoll = coll_.size();
+  // Phases: each collective before the matmul, the matmul, each after it, the epilogue.
+  SpmdProgram prog(P_);
+  std::vector<int> cphase(ncoll);
+  for (std::size_t i = 0; i < ncoll; ++i)
+    if (!coll_[i].post) cphase[i] = prog.add_phase(coll_phase(i));
+  const int mm_phase = prog.add_phase("matmul");
+  for (std::size_t i = 0; i < ncoll; ++i)
+    if (coll_[i].post) cphase[i] = prog.add_phase(coll_phase(i));
+  // K split: bias and ReLU after the reduction, on each chip's block of Y (the VPU).
+  const bool epi = !plan_.k_axis.empty() && (!opt_.bias.empty() || opt_.relu);
+  const int epi_phase = epi ? prog.add_phase("epilogue") : -1;
+
+  // The stream: steps of one or two parts, two merged by command count.
+  const std::vector<std::vector<Part>> steps = stream_steps();
   for (int c = 0; c < P_; ++c) {
-    const std::size_t ci = static_cast<std::size_t>(c);
-    ChipDriver& d = *drv_[ci];
-    d.vmem_rows_limit = vmem_matmul_;
-    auto part = [&](const Part& pt, std::vector<ChipCmd>* cmds, std::vector<uint8_t>* tag,
-                    std::vector<int>* step) {
-      if (pt.coll) {
-        *cmds = cp[pt.index].progs[ci];
-        tag->assign(cmds->size(), coll_phase[pt.index]);
-        *step = cp[pt.index].cmd_step[ci];
-        return;
-      }
-      cmds->clear();
-      for (const Job& j : jobs_[ci]) {
-        if (j.piece != pt.index && pipe_ != Pipe::kNone) continue;
-        MatmulEpilogue ep;  // K split: the epilogue follows the reduction instead
-        ep.bias = j.has_bias && plan_.k_axis.empty() ? &j.bias : nullptr;
-        ep.relu = opt_.relu && plan_.k_axis.empty();
-        for (const ChipCmd& cmd : d.plan_matmul(j.c, j.a, j.w, ep).program)
-          if ((cmd.w[0] & 0xFu) != static_cast<uint32_t>(ChipOp::kHalt)) cmds->push_back(cmd);
-      }
-      tag->assign(cmds->size(), mm_phase);
-      step->assign(cmds->size(), -1);
+    drv_[static_cast<std::size_t>(c)]->vmem_rows_limit = vmem_matmul_;
+    auto part = [&](const Part& pt) {
+      const int piece = pipe_ == Pipe::kNone ? -1 : static_cast<int>(pt.index);
+      if (pt.coll) return cp[pt.index].program.chip(c).relabeled(cphase[pt.index], piece);
+      ChipProgram m;
+      m.append(matmul_cmds(c, pt.index), CmdLabel{mm_phase, -1, piece});
+      return m;
     };
+    std::vector<ChipCmd> tail;  // planned first, as it always was
     if (epi) {
-      const ShardBlock& b = y_[ci];
-      const HbmMatrix bv = opt_.bias.empty() ? HbmMatrix{} :
-                           hbm_view(bias_[ci], 0, 1, b.cols.lo, b.cols.size());
-      const auto e = d.plan_epilogue(b.m, opt_.bias.empty() ? nullptr : &bv, opt_.relu);
-      steps_tail[ci] = e;
+      const ShardBlock& b = y_[static_cast<std::size_t>(c)];
+      const HbmMatrix bv = opt_.bias.empty() ? HbmMatrix{}
+                                             : hbm_view(bias_[static_cast<std::size_t>(c)], 0, 1,
+                                                        b.cols.lo, b.cols.size());
+      tail = drv_[static_cast<std::size_t>(c)]->plan_epilogue(
+          b.m, opt_.bias.empty() ? nullptr : &bv, opt_.relu);
     }
     for (const std::vector<Part>& st : steps) {
-      std::vector<ChipCmd> a, b;
-      std::vector<uint8_t> ta, tb;
-      std::vector<int> sa, sb;
-      part(st[0], &a, &ta, &sa);
-      if (st.size() > 1) part(st[1], &b, &tb, &sb);
-      std::size_t i = 0, j = 0;
-      for (bool from_a : merge_order(a.size(), b.size())) {
-        progs[ci].push_back(from_a ? a[i] : b[j]);
-        tags[ci].push_back(from_a ? ta[i] : tb[j]);
-        csteps[ci].push_back(from_a ? sa[i++] : sb[j++]);
-      }
+      const ChipProgram a = part(st[0]);
+      prog.append(c, st.size() > 1 ? merge(a, part(st[1])) : a);
     }
-    for (const ChipCmd& cmd : steps_tail[ci]) {
-      progs[ci].push_back(cmd);
-      tags[ci].push_back(epi_phase);
-      csteps[ci].push_back(-1);
-    }
+    if (epi) prog.append(c, tail, epi_phase);
   }
-  if (phases) *phases = std::move(ph);
-  if (cmd_phase) *cmd_phase = std::move(tags);
-  if (cmd_step) *cmd_step = std::move(csteps);
-  return progs;
+  return prog;
 }
 
 ShardedRun ShardedMatmul::run() {
   ShardedRun r;
-  const auto progs = programs(&r.phases, &r.cmd_phase, &r.cmd_step);
+  r.program = programs();
   r.pieces = pieces_;
-  for (const auto& p : progs) r.commands += p.size();
+  r.commands = r.program.commands();
   // Each command carries its phase's name on the timeline, and a collective's its plan step.
-  PodDriver::ProgramLabels labels(progs.size());
-  for (std::size_t c = 0; c < progs.size(); ++c) {
-    std::string last;
-    for (std::size_t i = 0; i < r.cmd_phase[c].size(); ++i) {
-      const int s = r.cmd_step[c][i];
-      std::string l = r.phases[r.cmd_phase[c][i]].name + (s >= 0 ? " | step " + std::to_string(s) : "");
-      if (i == 0 || l != last) labels[c].push_back({i, l});
-      last = std::move(l);
-    }
-  }
   PodDriver pd(host_);
-  r.prog = pd.run_programs(progs, labels);
+  r.prog = pd.run_programs(r.program);
   return r;
 }
 
@@ -698,18 +720,17 @@ ShardF64Check shard_f64_check(const ShardedMatmul& sm, const std::vector<bf16_t>
 }
 
 void set_phase_cycles(ShardedRun* run, const std::vector<TraceEvent>& events) {
-  run->phase_cycles.assign(run->phases.size(), 0);
-  for (std::size_t p = 0; p < run->phases.size(); ++p) {
-    uint64_t lo = ~0ull, hi = 0;
-    for (const TraceEvent& e : events) {
-      const std::string& n = run->phases[p].name;
-      if (e.unit == TraceUnit::kHost || (e.label != n && e.label.rfind(n + " | ", 0) != 0))
-        continue;
-      lo = std::min(lo, e.issue);
-      hi = std::max(hi, e.done);
-    }
-    run->phase_cycles[p] = hi > lo ? hi - lo : 0;
+  const SpmdProgram& prog = run->program;
+  run->phase_cycles.assign(prog.phases().size(), 0);
+  std::vector<uint64_t> lo(prog.phases().size(), ~0ull), hi(prog.phases().size(), 0);
+  for (const TraceEvent& e : events) {
+    const int p = e.unit == TraceUnit::kHost ? -1 : prog.phase_of_label(e.label);
+    if (p < 0) continue;
+    lo[static_cast<std::size_t>(p)] = std::min(lo[static_cast<std::size_t>(p)], e.issue);
+    hi[static_cast<std::size_t>(p)] = std::max(hi[static_cast<std::size_t>(p)], e.done);
   }
+  for (std::size_t p = 0; p < lo.size(); ++p)
+    run->phase_cycles[p] = hi[p] > lo[p] ? hi[p] - lo[p] : 0;
 }
 
 ShardCheck check_sharded(const ShardedMatmul& sm, const std::vector<bf16_t>& x,
@@ -749,8 +770,8 @@ void fill_shard_report(ReportGroup& rep, const ShardedMatmul& sm, const ShardedR
   rep.set_cycles(cycles, (macs + chips_peak - 1) / chips_peak);
   report_profile(rep, run.prog.chip_delta, cycles, macs, peak);  // mfu, breakdown
   rep.metric("pieces", run.pieces, "", "pipeline depth: gathers or reductions under the matmul");
-  for (std::size_t i = 0; i < run.phases.size(); ++i) {
-    const ShardPhase& ph = run.phases[i];
+  for (std::size_t i = 0; i < run.program.phases().size(); ++i) {
+    const SpmdPhase& ph = run.program.phases()[i];
     Json o = Json::object({{"name", ph.name}});
     if (ph.collective) {
       o["kind"] = collective_name(ph.kind);

@@ -15,6 +15,7 @@
 #include "pod_driver.h"
 #include "report.h"
 #include "shard_plan.h"
+#include "spmd_program.h"
 #include "tpu/bf16.h"
 
 namespace tpu {
@@ -25,15 +26,6 @@ struct ShardedMatmulOptions {
   bool backdoor = false;    // operands in and Y out through the backdoor (no simulated time)
 };
 
-// One phase of the SPMD program: a collective, or the matmul (all its pieces).
-struct ShardPhase {
-  std::string name;  // "all_gather of W over 'data'", "matmul", ...
-  bool collective = false;
-  Collective kind = Collective::kAllGather;
-  std::string axis;
-  uint64_t bytes = 0;  // collectives: nccl-tests' S (per chip; see tpu/perf.h)
-};
-
 // Y's block on one chip as it lies in HBM at the end.
 struct ShardBlock {
   HbmMatrix m;   // rows x cols f32, row-major with its pitch
@@ -42,10 +34,10 @@ struct ShardBlock {
 };
 
 struct ShardedRun {
-  PodProgramRun prog;              // the SPMD program: pod and chip cycles, counters, links
-  std::vector<ShardPhase> phases;  // in program order
-  std::vector<std::vector<uint8_t>> cmd_phase;  // per chip, per command: its phase
-  std::vector<std::vector<int>> cmd_step;  // per chip, per command: its collective step or -1
+  PodProgramRun prog;   // what the program did: pod and chip cycles, counters, links
+  // The program that ran: its phases in program order (each collective, or the matmul with
+  // all its pieces; the epilogue), each command labelled with its phase, step and piece.
+  SpmdProgram program;
   std::size_t pieces = 1;          // pipeline depth: gathers or reductions overlapped with it
   // Per phase: its span on the chips, from the first command issuing to the last completing on
   // any chip (set_phase_cycles, from the timeline); phases of a pipeline overlap. Empty: unknown.
@@ -70,15 +62,11 @@ class ShardedMatmul {
   // X (M x K) and W (K x N) row-major bf16 bits: every chip's shards (zero padded) into its HBM.
   // Returns the simulated cycles of the copies (0 through the backdoor).
   uint64_t load(const std::vector<bf16_t>& x, const std::vector<bf16_t>& w);
-  // The per-chip programs, their phases and each command's phase, not run (load() not
-  // needed). A fully sharded W is gathered in column pieces, each piece's gather overlapping the
-  // matmul of the piece before; an all-reduce, or a reduce-scatter onto Y's rows, runs in row
-  // pieces, each overlapping the matmul of the next (merge_programs): `pieces` of them (1: no
-  // overlap).
-  // cmd_step: per chip, per command, the collective plan step it belongs to (-1: none).
-  std::vector<std::vector<ChipCmd>> programs(std::vector<ShardPhase>* phases = nullptr,
-                                             std::vector<std::vector<uint8_t>>* cmd_phase = nullptr,
-                                             std::vector<std::vector<int>>* cmd_step = nullptr);
+  // The SPMD program, not run (load() not needed). A fully sharded W is gathered in column
+  // pieces, each piece's gather overlapping the matmul of the piece before; an all-reduce, or a
+  // reduce-scatter onto Y's rows, runs in row pieces, each overlapping the matmul of the next
+  // (merged by command count, spmd_program.h): `pieces` of them (1: no overlap).
+  SpmdProgram programs();
   // Runs the programs: every chip at once, until every chip is idle.
   ShardedRun run();
   // Each chip's Y block (f32 bits, rows x cols of its ShardBlock), read from HBM; adds the
@@ -121,6 +109,27 @@ class ShardedMatmul {
     std::vector<uint8_t> bytes;
   };
   enum class Pipe { kNone, kGatherW, kReduceY };
+  struct Part {  // a part of the stream: a collective, or the matmul of a piece
+    bool coll;
+    std::size_t index;  // collective, or matmul piece
+  };
+  struct Placed;
+  struct CBlock;
+  // The constructor, in steps: the pipeline's depth; each chip's layout (W's shards and
+  // gathers, the product's blocks, the jobs, the collectives after the matmul).
+  void choose_pipeline();
+  Coll& coll_at(std::size_t i);  // collective i, made on first use
+  void layout_chip(int c);
+  std::vector<Placed> layout_w(int c, std::size_t* ic);
+  std::vector<CBlock> layout_product(int c, ShardBlock* y);
+  void cut_jobs(int c, const std::vector<Placed>& wb, const std::vector<CBlock>& cb);
+  void layout_post(int c, const std::vector<CBlock>& cb, ShardBlock* y, std::size_t* ic);
+  // programs(), in steps: the collectives compiled (their VMEM rows and counters apart), a
+  // collective's phase, the stream's steps (one part, or two merged), a piece's matmul commands.
+  std::vector<PodProgram> compile_collectives();
+  SpmdPhase coll_phase(std::size_t i) const;
+  std::vector<std::vector<Part>> stream_steps() const;
+  std::vector<ChipCmd> matmul_cmds(int chip, std::size_t piece);
   std::vector<Image> images(const std::vector<bf16_t>& x, const std::vector<bf16_t>& w) const;
   HostPort& host_;
   ShardPlan plan_;

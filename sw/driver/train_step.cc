@@ -18,16 +18,9 @@ constexpr uint64_t kBurst = 64;
 // Constant rows of the step (MlpConsts), in the `consts` matrix.
 enum ConstRow : std::size_t { kScaleRow = 0, kNegLrRow = 1, kBigRow = 2, kOneRow = 3, kConstRows = 4 };
 
-std::vector<ChipCmd> without_halt(const std::vector<ChipCmd>& prog) {
-  std::vector<ChipCmd> out;
-  for (const ChipCmd& c : prog)
-    if ((c.w[0] & 0xFu) != static_cast<uint32_t>(ChipOp::kHalt)) out.push_back(c);
-  return out;
-}
-
 // A part of the step's program: one phase's commands.
 struct Part {
-  uint16_t phase = 0;
+  int phase = 0;
   std::vector<ChipCmd> cmds;
 };
 
@@ -50,6 +43,14 @@ struct DataParallelTrainer::Impl {
     std::size_t r0 = 0, r1 = 0;  // rows of g
     std::vector<CollectiveRound> rounds;
   };
+  // The phases' indices in the program (the same on every chip).
+  struct Phases {
+    int model = -1;         // the prediction's all-reduce (tensor parallel)
+    std::vector<int> coll;  // the gradient all-reduces, in their order
+    std::vector<int> fwd, tr, da, mask, sgd;  // per layer
+    std::vector<std::vector<int>> gw;         // per layer, per gradient piece
+    int loss = -1;
+  };
   std::vector<std::unique_ptr<ChipDriver>> drv;
   HbmMatrix x, t, consts, loss;
   HbmMatrix pred;  // B x out f32: the prediction (tensor parallel: the model all-reduce's output)
@@ -57,10 +58,22 @@ struct DataParallelTrainer::Impl {
   std::vector<CollectiveRound> model_rounds;  // the model all-reduce of the prediction
   std::vector<Layer> layers;
   std::vector<Coll> colls;
-  std::vector<TrainPhase> phases;
-  std::vector<std::vector<ChipCmd>> progs;
-  std::vector<std::vector<uint16_t>> cmd_phase;
+  SpmdProgram program;
+  Phases ph;
   uint32_t vmem_compute = 0;
+
+  // The constructor's steps: the mesh's axes onto the spec, the buffers in HBM, the
+  // collectives compiled (their phases), the compute phases, and each chip's compute units and
+  // its stream.
+  void apply_mesh(const MachineInfo& mi, const std::string& mesh_text, MlpSpec* spec);
+  uint64_t layout(HostPort& host, const MlpSpec& spec, const TrainOptions& opt);
+  std::vector<PodProgram> plan_collectives(HostPort& host, const MlpSpec& spec);
+  void add_compute_phases(const MlpSpec& spec);
+  std::vector<Part> compute_units(int c, const MlpSpec& spec, const ChipShape& s,
+                                  std::vector<bool>* grad, std::size_t* loss_chunk);
+  Part sgd(const MlpSpec& spec, std::size_t l, const ChipShape& s);
+  void emit_chip(int c, const MlpSpec& spec, const ChipShape& s, std::vector<Part> units,
+                 const std::vector<bool>& grad, const std::vector<PodProgram>& cp);
 };
 
 namespace {
@@ -87,6 +100,307 @@ PodProgram compile_fitting(PodDriver& pd, CollectiveSpec cs, const CollectiveBuf
 }
 }  // namespace
 
+void DataParallelTrainer::Impl::apply_mesh(const MachineInfo& mi, const std::string& mesh_text,
+                                           MlpSpec* spec) {
+  const int P = mi.num_chips();
+  // Axes of size 1 split nothing: "data=4,model=1" is "data=4", "data=1,model=4" "model=4".
+  const Mesh mesh = mesh_without_unit_axes(parse_mesh(mesh_text));
+  for (const MeshAxis& a : mesh.axes)
+    if (a.name != "data" && a.name != "model")
+      throw std::invalid_argument("train: mesh axis '" + a.name + "': the axes are 'data' and "
+                                  "'model'");
+  if (mesh.num_chips() != P)
+    throw std::invalid_argument("train: the mesh " + mesh.text() + " has " +
+                                std::to_string(mesh.num_chips()) + " chips, the pod " +
+                                std::to_string(P));
+  const bool has_model = mesh.text().find("model=") != std::string::npos;
+  const bool has_data = mesh.text().find("data=") != std::string::npos;
+  if (!has_model || mesh.axis_size("model") <= 1) return;
+  model_dims = mesh_axis_dims(mi.topo, mesh, "model");
+  spec->model = mesh.axis_size("model");
+  if (has_data) data_dims = mesh_axis_dims(mi.topo, mesh, "data");
+  spec->data_rank.clear();
+  spec->model_rank.clear();
+  for (int c = 0; c < P; ++c) {
+    spec->model_rank.push_back(group_rank(mi.topo, model_dims, c));
+    spec->data_rank.push_back(has_data ? group_rank(mi.topo, data_dims, c) : 0);
+  }
+}
+
+uint64_t DataParallelTrainer::Impl::layout(HostPort& host, const MlpSpec& spec,
+                                           const TrainOptions& opt) {
+  const MachineInfo& mi = host.info();
+  const int P = mi.num_chips();
+  const ChipShape& s = mi.shape;
+  const std::size_t L = spec.layers(), B = spec.batch, lanes = s.cols;
+  const bool grad_ar = spec.data() > 1, model_ar = spec.model > 1;
+  // The same layout on every chip (every allocator runs the same sequence).
+  for (int c = 0; c < P; ++c) drv.push_back(std::make_unique<ChipDriver>(host, c));
+  for (int c = 0; c < P; ++c) try {
+    ChipDriver& d = *drv[static_cast<std::size_t>(c)];
+    const HbmMatrix k = d.alloc_matrix(kConstRows, lanes, Dtype::kF32);
+    const HbmMatrix lo = d.alloc_matrix(std::max<std::size_t>(1, kBurst / (4 * lanes)), lanes,
+                                        Dtype::kF32);
+    const HbmMatrix xm = d.alloc_matrix(B, spec.widths.front(), Dtype::kBf16);
+    const HbmMatrix tm = d.alloc_matrix(B, spec.widths.back(), Dtype::kF32);
+    std::vector<Layer> ls(L);
+    for (std::size_t l = 0; l < L; ++l) {
+      const std::size_t in = spec.in_width(l), out = spec.out_width(l);
+      Layer& y = ls[l];
+      y.w = d.alloc_matrix(in + 1, out, Dtype::kF32);
+      y.wb = d.alloc_matrix(in + 1, out, Dtype::kBf16);
+      y.at = d.alloc_matrix(in + 1, B, Dtype::kBf16);
+      y.g = d.alloc_matrix(in + 1, out, Dtype::kF32);
+      y.gs = grad_ar ? d.alloc_matrix(in + 1, out, Dtype::kF32) : y.g;
+      y.out = d.alloc_matrix(B, out, l + 1 < L ? Dtype::kBf16 : Dtype::kF32);
+      y.dy = d.alloc_matrix(B, out, Dtype::kBf16);
+      if (l > 0) y.da = d.alloc_matrix(B, in, Dtype::kF32);
+      const std::size_t n = (l == 0 && grad_ar) ? std::min(opt.grad_pieces, in + 1) : 1;
+      for (std::size_t q = 0; q < n; ++q)
+        y.pieces.push_back({(in + 1) * q / n, (in + 1) * (q + 1) / n});
+    }
+    const HbmMatrix pr =
+        model_ar ? d.alloc_matrix(B, spec.widths.back(), Dtype::kF32) : ls[L - 1].out;
+    if (c == 0) {
+      pred = pr;
+      consts = k;
+      loss = lo;
+      x = xm;
+      t = tm;
+      layers = ls;
+    }
+  } catch (const std::runtime_error& e) {
+    throw std::invalid_argument("train: the step's buffers do not fit in a chip's HBM (" +
+                                std::to_string(s.hbm_bytes) + " bytes): " + e.what());
+  }
+  return drv[0]->allocated();
+}
+
+// The collectives: the prediction's all-reduce over the model axis (tensor parallel), then one
+// per piece of every layer's gradient, last layer first (the order they become ready in).
+// Three VMEM regions and counter sets in rotation: a chip starts collective i + 3 only after
+// collective i + 2 finished everywhere it depends on, and with it i.
+std::vector<PodProgram> DataParallelTrainer::Impl::plan_collectives(HostPort& host,
+                                                                    const MlpSpec& spec) {
+  const MachineInfo& mi = host.info();
+  const int P = mi.num_chips();
+  const std::size_t L = spec.layers(), B = spec.batch;
+  PodDriver pd(host);
+  std::vector<PodProgram> cp;
+  const uint32_t share = (mi.shape.vmem_rows - vmem_compute) / 3;
+  auto compile = [&](CollectiveSpec cs, uint64_t in, uint64_t out) {
+    cs.collective = Collective::kAllReduce;
+    cs.dtype = DType::kF32;
+    std::size_t dims = 0;  // the group's dimensions with more than one chip
+    for (int dim : mi.topo.active_dims())
+      dims += cs.group_dims.empty() ||
+              std::find(cs.group_dims.begin(), cs.group_dims.end(), dim) != cs.group_dims.end();
+    cs.algorithm = dims >= 2 ? "torus" : "biring";
+    CollectiveBuffers bufs;
+    bufs.in.assign(static_cast<std::size_t>(P), in);
+    bufs.out.assign(static_cast<std::size_t>(P), out);
+    PodCollectiveOptions o;
+    const std::size_t slot = cp.size() % 3;
+    o.vmem_base = vmem_compute + static_cast<uint32_t>(slot) * share;
+    o.vmem_rows = share;
+    o.counter_count = kIciCounters / 3;
+    o.counter_base = static_cast<uint32_t>(slot) * o.counter_count;
+    o.early_heads = false;  // several collectives in one stream (PodCollectiveOptions)
+    cp.push_back(compile_fitting(pd, cs, bufs, o, mi.topo));
+    SpmdPhase phase;
+    phase.collective = true;
+    phase.kind = Collective::kAllReduce;
+    phase.bytes = static_cast<uint64_t>(cs.n) * 4;
+    return phase;
+  };
+  if (spec.model > 1) {  // the prediction's partial products summed over the model axis
+    CollectiveSpec cs;
+    cs.n = B * spec.widths.back();
+    cs.group_dims = model_dims;
+    SpmdPhase phase = compile(cs, layers[L - 1].out.addr, pred.addr);
+    model_rounds = cp.back().rounds;
+    phase.name = "all_reduce P over model";
+    phase.axis = "model";
+    ph.model = program.add_phase(phase);
+  }
+  if (spec.data() == 1) return cp;
+  for (std::size_t l = L; l-- > 0;) {
+    const Layer& y = layers[l];
+    const std::size_t out = spec.out_width(l);
+    for (std::size_t k = 0; k < y.pieces.size(); ++k) {
+      const auto [r0, r1] = y.pieces[k];
+      CollectiveSpec cs;
+      cs.n = (r1 - r0) * out;
+      cs.group_dims = data_dims;
+      SpmdPhase phase = compile(cs, hbm_view(y.g, r0, r1 - r0, 0, out).addr,
+                                hbm_view(y.gs, r0, r1 - r0, 0, out).addr);
+      colls.push_back(Coll{l, r0, r1, cp.back().rounds});
+      phase.name = "all_reduce dW" + std::to_string(l) +
+                   (y.pieces.size() > 1 ? " piece " + std::to_string(k) : "");
+      phase.axis = spec.model > 1 ? "data" : "";
+      phase.gradient = true;
+      ph.coll.push_back(program.add_phase(phase));
+    }
+  }
+  return cp;
+}
+
+void DataParallelTrainer::Impl::add_compute_phases(const MlpSpec& spec) {
+  const std::size_t L = spec.layers();
+  auto phase = [&](const std::string& name) { return program.add_phase(name); };
+  ph.fwd.assign(L, -1);
+  ph.tr.assign(L, -1);
+  ph.da.assign(L, -1);
+  ph.mask.assign(L, -1);
+  ph.sgd.assign(L, -1);
+  ph.gw.assign(L, {});
+  for (std::size_t l = 0; l < L; ++l) ph.fwd[l] = phase("forward " + std::to_string(l));
+  ph.loss = phase("loss");
+  for (std::size_t l = L; l-- > 0;) {
+    ph.tr[l] = phase("transpose A" + std::to_string(l));
+    for (std::size_t k = 0; k < layers[l].pieces.size(); ++k)
+      ph.gw[l].push_back(phase("dW" + std::to_string(l) +
+                               (layers[l].pieces.size() > 1 ? " piece " + std::to_string(k) : "")));
+    if (l > 0) {
+      ph.da[l] = phase("dA" + std::to_string(l));
+      ph.mask[l] = phase("relu mask " + std::to_string(l));
+    }
+  }
+  for (std::size_t l = L; l-- > 0;) ph.sgd[l] = phase("sgd " + std::to_string(l));
+}
+
+// Chip c's compute units in order: the forward, the loss, and per layer (last first) the
+// transpose, the gradient pieces (grad: a gradient piece is ready after it), dA and the ReLU
+// mask.
+std::vector<Part> DataParallelTrainer::Impl::compute_units(int c, const MlpSpec& spec,
+                                                           const ChipShape& s,
+                                                           std::vector<bool>* grad,
+                                                           std::size_t* loss_chunk) {
+  ChipDriver& d = *drv[static_cast<std::size_t>(c)];
+  const std::size_t L = spec.layers(), B = spec.batch;
+  const bool grad_ar = spec.data() > 1;
+  auto map_plan = [&](const VpuMap& vm) { return plan_vpu_map(vm, s, 0, vmem_compute); };
+  auto act = [&](std::size_t l) { return l == 0 ? x : layers[l - 1].out; };
+  std::vector<Part> units;
+  auto unit = [&](int phase, std::vector<ChipCmd> cmds, bool g = false) {
+    units.push_back(Part{phase, std::move(cmds)});
+    grad->push_back(g);
+  };
+  for (std::size_t l = 0; l < L; ++l) {
+    const Layer& y = layers[l];
+    const std::size_t in = spec.in_width(l), out = spec.out_width(l);
+    const HbmMatrix bias = hbm_view(y.w, in, 1, 0, out);
+    MatmulEpilogue ep;  // tensor parallel: the last bias once, on model rank 0
+    ep.bias = (l + 1 < L || spec.model_rank_of(c) == 0) ? &bias : nullptr;
+    ep.relu = l + 1 < L;
+    unit(ph.fwd[l],
+         without_halt(d.plan_matmul(y.out, act(l), hbm_view(y.wb, 0, in, 0, out), ep).program));
+  }
+  {  // loss: D = P - T, sum of D^2, dY = bf16(D x scale)
+    VpuMap vm;
+    vm.rows = B;
+    vm.cols = spec.widths.back();
+    vm.in = {pred, t};
+    vm.consts = consts;
+    vm.const_rows = {kScaleRow};
+    vm.ops = {{VpuOp::kSub, 0, 1, false}, {VpuOp::kMul, 3, 3, false}, {VpuOp::kMul, 3, 2, true}};
+    vm.out = {{5, layers[L - 1].dy}};
+    vm.sum = 4;
+    vm.sum_out = loss;
+    VpuMapPlan mp = map_plan(vm);
+    if (c == 0) *loss_chunk = mp.chunk;
+    unit(ph.loss, std::move(mp.prog));
+  }
+  for (std::size_t l = L; l-- > 0;) {
+    const Layer& y = layers[l];
+    const std::size_t in = spec.in_width(l), out = spec.out_width(l);
+    unit(ph.tr[l], d.plan_transpose(hbm_view(y.at, 0, in, 0, B), act(l)));
+    for (std::size_t k = 0; k < y.pieces.size(); ++k) {
+      const auto [r0, r1] = y.pieces[k];
+      unit(ph.gw[l][k],
+           without_halt(d.plan_matmul(hbm_view(y.g, r0, r1 - r0, 0, out),
+                                      hbm_view(y.at, r0, r1 - r0, 0, B), y.dy).program),
+           grad_ar);
+    }
+    if (l == 0) break;
+    // dA = dY W^T: W's tiles loaded transposed.
+    unit(ph.da[l],
+         without_halt(d.plan_matmul(y.da, y.dy, hbm_view(y.wb, 0, in, 0, out), {}, true).program));
+    VpuMap vm;  // dY(l-1) = bf16(dA x min(H x 2^127 x 2^127, 1)): the ReLU's derivative
+    vm.rows = B;
+    vm.cols = in;
+    vm.in = {y.da, layers[l - 1].out};
+    vm.consts = consts;
+    vm.const_rows = {kBigRow, kOneRow};
+    vm.ops = {{VpuOp::kMul, 1, 2, false}, {VpuOp::kMul, 4, 2, false},
+              {VpuOp::kMin, 5, 3, false}, {VpuOp::kMul, 0, 6, true}};
+    vm.out = {{7, layers[l - 1].dy}};
+    unit(ph.mask[l], map_plan(vm).prog);
+  }
+  return units;
+}
+
+// Layer l's update: w = w + g x (-lr); wb = bf16(w).
+Part DataParallelTrainer::Impl::sgd(const MlpSpec& spec, std::size_t l, const ChipShape& s) {
+  const Layer& y = layers[l];
+  VpuMap vm;
+  vm.rows = spec.in_width(l) + 1;
+  vm.cols = spec.out_width(l);
+  vm.in = {y.gs, y.w};
+  vm.consts = consts;
+  vm.const_rows = {kNegLrRow};
+  vm.ops = {{VpuOp::kMul, 0, 2, false}, {VpuOp::kAdd, 1, 3, false},
+            {VpuOp::kCvtF32Bf16, 4, -1, true}};
+  vm.out = {{4, y.w}, {5, y.wb}};
+  return Part{ph.sgd[l], plan_vpu_map(vm, s, 0, vmem_compute).prog};
+}
+
+// Chip c's stream: the compute units cut after each gradient piece; the all-reduce of a piece
+// merged (by command count) with the units up to the next piece; the last one with the SGD of
+// the layers whose gradients are complete, then the rest of the SGD. Tensor parallel: the
+// forward, then the prediction's all-reduce alone (the loss needs it).
+void DataParallelTrainer::Impl::emit_chip(int c, const MlpSpec& spec, const ChipShape& s,
+                                          std::vector<Part> units, const std::vector<bool>& grad,
+                                          const std::vector<PodProgram>& cp) {
+  const std::size_t L = spec.layers();
+  // The collectives run under their phase alone (the timeline names no plan step here).
+  auto emit = [&](int coll, const std::vector<Part>& comp) {
+    ChipProgram a, b;
+    if (coll >= 0) {
+      const std::size_t i = static_cast<std::size_t>(coll);
+      a.append(cp[i].program.cmds(c), CmdLabel{i == 0 && ph.model >= 0 ? ph.model
+                                               : ph.coll[i - (ph.model >= 0 ? 1 : 0)]});
+    }
+    for (const Part& p : comp) b.append(p.cmds, CmdLabel{p.phase});
+    program.append(c, merge(a, b));
+  };
+  std::size_t u0 = 0;
+  const int first_grad = ph.model >= 0 ? 1 : 0;  // the first gradient collective in cp
+  if (ph.model >= 0) {
+    emit(-1, std::vector<Part>(units.begin(), units.begin() + static_cast<std::ptrdiff_t>(L)));
+    emit(0, {});
+    u0 = L;
+  }
+  std::size_t next_coll = 0;  // gradient collectives emitted + 1
+  std::vector<Part> seg;
+  for (std::size_t u = u0; u < units.size(); ++u) {
+    seg.push_back(std::move(units[u]));
+    if (!grad[u] && u + 1 < units.size()) continue;
+    emit(next_coll == 0 ? -1 : first_grad + static_cast<int>(next_coll) - 1, seg);
+    seg.clear();
+    if (grad[u]) ++next_coll;
+  }
+  std::vector<Part> tail;
+  if (next_coll > 0) {
+    for (std::size_t l = L; l-- > 1;) tail.push_back(sgd(spec, l, s));
+    emit(first_grad + static_cast<int>(next_coll) - 1, tail);
+    emit(-1, {sgd(spec, 0, s)});
+  } else {
+    for (std::size_t l = L; l-- > 0;) tail.push_back(sgd(spec, l, s));
+    emit(-1, tail);
+  }
+}
+
 DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOptions opt)
     : host_(host), spec_(std::move(spec)), opt_(opt), impl_(std::make_unique<Impl>()) {
   const MachineInfo& mi = host_.info();
@@ -103,295 +417,20 @@ DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOpti
   if (opt_.grad_pieces == 0) throw std::invalid_argument("train: grad_pieces must be >= 1");
   if (spec_.loss_chunk == 0) spec_.loss_chunk = 1;  // set from the plan below
   Impl& m = *impl_;
-  if (!opt_.mesh.empty()) {  // data and model axes over the torus dimensions
-    // Axes of size 1 split nothing: "data=4,model=1" is "data=4", "data=1,model=4" "model=4".
-    const Mesh mesh = mesh_without_unit_axes(parse_mesh(opt_.mesh));
-    for (const MeshAxis& a : mesh.axes)
-      if (a.name != "data" && a.name != "model")
-        throw std::invalid_argument("train: mesh axis '" + a.name + "': the axes are 'data' and "
-                                    "'model'");
-    if (mesh.num_chips() != P)
-      throw std::invalid_argument("train: the mesh " + mesh.text() + " has " +
-                                  std::to_string(mesh.num_chips()) + " chips, the pod " +
-                                  std::to_string(P));
-    const bool has_model = mesh.text().find("model=") != std::string::npos;
-    const bool has_data = mesh.text().find("data=") != std::string::npos;
-    if (has_model && mesh.axis_size("model") > 1) {
-      m.model_dims = mesh_axis_dims(mi.topo, mesh, "model");
-      spec_.model = mesh.axis_size("model");
-      if (has_data) m.data_dims = mesh_axis_dims(mi.topo, mesh, "data");
-      spec_.data_rank.clear();
-      spec_.model_rank.clear();
-      for (int c = 0; c < P; ++c) {
-        spec_.model_rank.push_back(group_rank(mi.topo, m.model_dims, c));
-        spec_.data_rank.push_back(has_data ? group_rank(mi.topo, m.data_dims, c) : 0);
-      }
-    }
-  }
+  if (!opt_.mesh.empty()) m.apply_mesh(mi, opt_.mesh, &spec_);  // data and model axes
   spec_.validate();
   if (spec_.batch > 0xFFFF) throw std::invalid_argument("train: batch per chip above 65535");
-  const std::size_t L = spec_.layers(), B = spec_.batch, lanes = s.cols;
-  const bool grad_ar = spec_.data() > 1, model_ar = spec_.model > 1;
   m.vmem_compute = P > 1 ? s.vmem_rows / 2 : s.vmem_rows;
-
-  // The same layout on every chip (every allocator runs the same sequence).
-  for (int c = 0; c < P; ++c) m.drv.push_back(std::make_unique<ChipDriver>(host_, c));
-  for (int c = 0; c < P; ++c) try {
-    ChipDriver& d = *m.drv[static_cast<std::size_t>(c)];
-    const HbmMatrix consts = d.alloc_matrix(kConstRows, lanes, Dtype::kF32);
-    const HbmMatrix loss = d.alloc_matrix(std::max<std::size_t>(1, kBurst / (4 * lanes)), lanes,
-                                          Dtype::kF32);
-    const HbmMatrix x = d.alloc_matrix(B, spec_.widths.front(), Dtype::kBf16);
-    const HbmMatrix t = d.alloc_matrix(B, spec_.widths.back(), Dtype::kF32);
-    std::vector<Impl::Layer> layers(L);
-    for (std::size_t l = 0; l < L; ++l) {
-      const std::size_t in = spec_.in_width(l), out = spec_.out_width(l);
-      Impl::Layer& y = layers[l];
-      y.w = d.alloc_matrix(in + 1, out, Dtype::kF32);
-      y.wb = d.alloc_matrix(in + 1, out, Dtype::kBf16);
-      y.at = d.alloc_matrix(in + 1, B, Dtype::kBf16);
-      y.g = d.alloc_matrix(in + 1, out, Dtype::kF32);
-      y.gs = grad_ar ? d.alloc_matrix(in + 1, out, Dtype::kF32) : y.g;
-      y.out = d.alloc_matrix(B, out, l + 1 < L ? Dtype::kBf16 : Dtype::kF32);
-      y.dy = d.alloc_matrix(B, out, Dtype::kBf16);
-      if (l > 0) y.da = d.alloc_matrix(B, in, Dtype::kF32);
-      const std::size_t n = (l == 0 && grad_ar) ? std::min(opt_.grad_pieces, in + 1) : 1;
-      for (std::size_t k = 0; k < n; ++k) y.pieces.push_back({(in + 1) * k / n, (in + 1) * (k + 1) / n});
-    }
-    const HbmMatrix pred =
-        model_ar ? d.alloc_matrix(B, spec_.widths.back(), Dtype::kF32) : layers[L - 1].out;
-    if (c == 0) {
-      m.pred = pred;
-      m.consts = consts;
-      m.loss = loss;
-      m.x = x;
-      m.t = t;
-      m.layers = layers;
-    }
-  } catch (const std::runtime_error& e) {
-    throw std::invalid_argument("train: the step's buffers do not fit in a chip's HBM (" +
-                                std::to_string(s.hbm_bytes) + " bytes): " + e.what());
-  }
-  hbm_used_ = m.drv[0]->allocated();
-
-  // Phases and compute parts, per chip.
-  auto phase = [&](const std::string& name, bool coll = false, uint64_t bytes = 0,
-                   bool gradient = false) {
-    m.phases.push_back(TrainPhase{name, coll, gradient, bytes});
-    return static_cast<uint16_t>(m.phases.size() - 1);
-  };
-  // The collectives: one per piece of every layer's gradient, last layer first (the order they
-  // become ready in). Three VMEM regions and counter sets in rotation: a chip starts collective
-  // i + 3 only after collective i + 2 finished everywhere it depends on, and with it i.
-  PodDriver pd(host_);
-  std::vector<PodProgram> cp;
-  std::vector<uint16_t> coll_phase;
-  const uint32_t share = (s.vmem_rows - m.vmem_compute) / 3;
-  auto compile = [&](CollectiveSpec cs, uint64_t in, uint64_t out) {
-    cs.collective = Collective::kAllReduce;
-    cs.dtype = DType::kF32;
-    std::size_t dims = 0;  // the group's dimensions with more than one chip
-    for (int dim : mi.topo.active_dims())
-      dims += cs.group_dims.empty() ||
-              std::find(cs.group_dims.begin(), cs.group_dims.end(), dim) != cs.group_dims.end();
-    cs.algorithm = dims >= 2 ? "torus" : "biring";
-    CollectiveBuffers bufs;
-    bufs.in.assign(static_cast<std::size_t>(P), in);
-    bufs.out.assign(static_cast<std::size_t>(P), out);
-    PodCollectiveOptions o;
-    const std::size_t slot = cp.size() % 3;
-    o.vmem_base = m.vmem_compute + static_cast<uint32_t>(slot) * share;
-    o.vmem_rows = share;
-    o.counter_count = kIciCounters / 3;
-    o.counter_base = static_cast<uint32_t>(slot) * o.counter_count;
-    o.early_heads = false;  // several collectives in one stream (PodCollectiveOptions)
-    cp.push_back(compile_fitting(pd, cs, bufs, o, mi.topo));
-  };
-  uint16_t model_phase = 0;
-  if (model_ar) {  // the prediction's partial products summed over the model axis
-    CollectiveSpec cs;
-    cs.n = B * spec_.widths.back();
-    cs.group_dims = m.model_dims;
-    const HbmMatrix& q = m.layers[L - 1].out;
-    compile(cs, q.addr, m.pred.addr);
-    m.model_rounds = cp.back().rounds;
-    model_phase = phase("all_reduce P over model", true, static_cast<uint64_t>(cs.n) * 4);
-  }
-  const std::size_t first_grad = cp.size();
-  if (grad_ar) {
-    for (std::size_t l = L; l-- > 0;) {
-      const Impl::Layer& y = m.layers[l];
-      const std::size_t out = spec_.out_width(l);
-      for (std::size_t k = 0; k < y.pieces.size(); ++k) {
-        const auto [r0, r1] = y.pieces[k];
-        CollectiveSpec cs;
-        cs.n = (r1 - r0) * out;
-        cs.group_dims = m.data_dims;
-        compile(cs, hbm_view(y.g, r0, r1 - r0, 0, out).addr,
-                hbm_view(y.gs, r0, r1 - r0, 0, out).addr);
-        m.colls.push_back(Impl::Coll{l, r0, r1, cp.back().rounds});
-        coll_phase.push_back(phase("all_reduce dW" + std::to_string(l) +
-                                       (y.pieces.size() > 1 ? " piece " + std::to_string(k) : ""),
-                                   true, static_cast<uint64_t>(cs.n) * 4, true));
-      }
-    }
-  }
-
-  // Compute phases (their ids are the same on every chip).
-  std::vector<uint16_t> ph_fwd(L), ph_tr(L), ph_da(L), ph_mask(L), ph_sgd(L);
-  std::vector<std::vector<uint16_t>> ph_gw(L);
-  for (std::size_t l = 0; l < L; ++l) ph_fwd[l] = phase("forward " + std::to_string(l));
-  const uint16_t ph_loss = phase("loss");
-  for (std::size_t l = L; l-- > 0;) {
-    ph_tr[l] = phase("transpose A" + std::to_string(l));
-    for (std::size_t k = 0; k < m.layers[l].pieces.size(); ++k)
-      ph_gw[l].push_back(phase("dW" + std::to_string(l) +
-                               (m.layers[l].pieces.size() > 1 ? " piece " + std::to_string(k) : "")));
-    if (l > 0) {
-      ph_da[l] = phase("dA" + std::to_string(l));
-      ph_mask[l] = phase("relu mask " + std::to_string(l));
-    }
-  }
-  for (std::size_t l = L; l-- > 0;) ph_sgd[l] = phase("sgd " + std::to_string(l));
-
-  m.progs.assign(static_cast<std::size_t>(P), {});
-  m.cmd_phase.assign(static_cast<std::size_t>(P), {});
+  hbm_used_ = m.layout(host_, spec_, opt_);
+  m.program = SpmdProgram(P);
+  const std::vector<PodProgram> cp = m.plan_collectives(host_, spec_);
+  m.add_compute_phases(spec_);
   std::size_t loss_chunk = 0;
   for (int c = 0; c < P; ++c) {
-    const std::size_t ci = static_cast<std::size_t>(c);
-    ChipDriver& d = *m.drv[ci];
-    d.vmem_rows_limit = m.vmem_compute;
-    auto map_plan = [&](const VpuMap& vm) {
-      return plan_vpu_map(vm, s, 0, m.vmem_compute);
-    };
-    auto act = [&](std::size_t l) { return l == 0 ? m.x : m.layers[l - 1].out; };
-    // Compute units in order; `grad` marks the units after which a gradient piece is ready.
-    std::vector<Part> units;
+    m.drv[static_cast<std::size_t>(c)]->vmem_rows_limit = m.vmem_compute;
     std::vector<bool> grad;
-    auto unit = [&](uint16_t ph, std::vector<ChipCmd> cmds, bool g = false) {
-      units.push_back(Part{ph, std::move(cmds)});
-      grad.push_back(g);
-    };
-    for (std::size_t l = 0; l < L; ++l) {
-      const Impl::Layer& y = m.layers[l];
-      const std::size_t in = spec_.in_width(l), out = spec_.out_width(l);
-      const HbmMatrix bias = hbm_view(y.w, in, 1, 0, out);
-      MatmulEpilogue ep;  // tensor parallel: the last bias once, on model rank 0
-      ep.bias = (l + 1 < L || spec_.model_rank_of(c) == 0) ? &bias : nullptr;
-      ep.relu = l + 1 < L;
-      unit(ph_fwd[l], without_halt(d.plan_matmul(y.out, act(l), hbm_view(y.wb, 0, in, 0, out), ep)
-                                       .program));
-    }
-    {  // loss: D = P - T, sum of D^2, dY = bf16(D x scale)
-      VpuMap vm;
-      vm.rows = B;
-      vm.cols = spec_.widths.back();
-      vm.in = {m.pred, m.t};
-      vm.consts = m.consts;
-      vm.const_rows = {kScaleRow};
-      vm.ops = {{VpuOp::kSub, 0, 1, false}, {VpuOp::kMul, 3, 3, false}, {VpuOp::kMul, 3, 2, true}};
-      vm.out = {{5, m.layers[L - 1].dy}};
-      vm.sum = 4;
-      vm.sum_out = m.loss;
-      VpuMapPlan mp = map_plan(vm);
-      if (c == 0) loss_chunk = mp.chunk;
-      unit(ph_loss, std::move(mp.prog));
-    }
-    for (std::size_t l = L; l-- > 0;) {
-      const Impl::Layer& y = m.layers[l];
-      const std::size_t in = spec_.in_width(l), out = spec_.out_width(l);
-      unit(ph_tr[l], d.plan_transpose(hbm_view(y.at, 0, in, 0, B), act(l)));
-      for (std::size_t k = 0; k < y.pieces.size(); ++k) {
-        const auto [r0, r1] = y.pieces[k];
-        unit(ph_gw[l][k],
-             without_halt(d.plan_matmul(hbm_view(y.g, r0, r1 - r0, 0, out),
-                                        hbm_view(y.at, r0, r1 - r0, 0, B), y.dy).program),
-             grad_ar);
-      }
-      if (l == 0) break;
-      // dA = dY W^T: W's tiles loaded transposed.
-      unit(ph_da[l], without_halt(d.plan_matmul(y.da, y.dy, hbm_view(y.wb, 0, in, 0, out), {},
-                                                true).program));
-      VpuMap vm;  // dY(l-1) = bf16(dA x min(H x 2^127 x 2^127, 1)): the ReLU's derivative
-      vm.rows = B;
-      vm.cols = in;
-      vm.in = {y.da, m.layers[l - 1].out};
-      vm.consts = m.consts;
-      vm.const_rows = {kBigRow, kOneRow};
-      vm.ops = {{VpuOp::kMul, 1, 2, false}, {VpuOp::kMul, 4, 2, false},
-                {VpuOp::kMin, 5, 3, false}, {VpuOp::kMul, 0, 6, true}};
-      vm.out = {{7, m.layers[l - 1].dy}};
-      unit(ph_mask[l], map_plan(vm).prog);
-    }
-    auto sgd = [&](std::size_t l) {  // w = w + g x (-lr); wb = bf16(w)
-      const Impl::Layer& y = m.layers[l];
-      VpuMap vm;
-      vm.rows = spec_.in_width(l) + 1;
-      vm.cols = spec_.out_width(l);
-      vm.in = {y.gs, y.w};
-      vm.consts = m.consts;
-      vm.const_rows = {kNegLrRow};
-      vm.ops = {{VpuOp::kMul, 0, 2, false}, {VpuOp::kAdd, 1, 3, false},
-                {VpuOp::kCvtF32Bf16, 4, -1, true}};
-      vm.out = {{4, y.w}, {5, y.wb}};
-      return Part{ph_sgd[l], map_plan(vm).prog};
-    };
-
-    // The stream: the compute units cut after each gradient piece; the all-reduce of a piece
-    // merged with the units up to the next piece; the last one with the SGD of the layers whose
-    // gradients are complete, then the rest of the SGD.
-    auto& prog = m.progs[ci];
-    auto& tags = m.cmd_phase[ci];
-    auto emit = [&](const Part* coll, const std::vector<Part>& comp) {
-      std::vector<ChipCmd> b;
-      std::vector<uint16_t> tb;
-      for (const Part& p : comp) {
-        b.insert(b.end(), p.cmds.begin(), p.cmds.end());
-        tb.insert(tb.end(), p.cmds.size(), p.phase);
-      }
-      const std::size_t na = coll ? coll->cmds.size() : 0;
-      std::size_t i = 0, j = 0;
-      for (bool from_a : merge_order(na, b.size())) {
-        prog.push_back(from_a ? coll->cmds[i] : b[j]);
-        tags.push_back(from_a ? coll->phase : tb[j]);
-        if (from_a) ++i; else ++j;
-      }
-    };
-    // Tensor parallel: the forward, then the prediction's all-reduce alone (the loss needs it).
-    std::size_t u0 = 0;
-    if (model_ar) {
-      emit(nullptr, std::vector<Part>(units.begin(), units.begin() + static_cast<std::ptrdiff_t>(L)));
-      const Part coll{model_phase, cp[0].progs[ci]};
-      emit(&coll, {});
-      u0 = L;
-    }
-    std::size_t next_coll = 0;  // gradient collectives emitted + 1
-    std::vector<Part> seg;
-    auto grad_coll = [&](std::size_t i) {
-      return Part{coll_phase[i], cp[first_grad + i].progs[ci]};
-    };
-    for (std::size_t u = u0; u < units.size(); ++u) {
-      seg.push_back(std::move(units[u]));
-      if (!grad[u] && u + 1 < units.size()) continue;
-      if (next_coll == 0) {
-        emit(nullptr, seg);
-      } else {
-        const Part coll = grad_coll(next_coll - 1);
-        emit(&coll, seg);
-      }
-      seg.clear();
-      if (grad[u]) ++next_coll;
-    }
-    std::vector<Part> tail;
-    if (next_coll > 0) {
-      for (std::size_t l = L; l-- > 1;) tail.push_back(sgd(l));
-      const Part coll = grad_coll(next_coll - 1);
-      emit(&coll, tail);
-      emit(nullptr, {sgd(0)});
-    } else {
-      for (std::size_t l = L; l-- > 0;) tail.push_back(sgd(l));
-      emit(nullptr, tail);
-    }
+    std::vector<Part> units = m.compute_units(c, spec_, s, &grad, &loss_chunk);
+    m.emit_chip(c, spec_, s, std::move(units), grad, cp);
   }
   spec_.loss_chunk = loss_chunk;
   // Planning may have written the drivers' constant rows (identity, zeros) through the host
@@ -498,17 +537,10 @@ uint64_t DataParallelTrainer::load_params(const MlpParams& params) {
 TrainStepRun DataParallelTrainer::step() {
   Impl& m = *impl_;
   TrainStepRun r;
-  r.phases = m.phases;
-  r.cmd_phase = m.cmd_phase;
-  PodDriver::ProgramLabels labels(m.progs.size());
-  for (std::size_t c = 0; c < m.progs.size(); ++c) {
-    r.commands += m.progs[c].size();
-    for (std::size_t i = 0; i < m.cmd_phase[c].size(); ++i)
-      if (i == 0 || m.cmd_phase[c][i] != m.cmd_phase[c][i - 1])
-        labels[c].push_back({i, m.phases[m.cmd_phase[c][i]].name});
-  }
+  r.program = m.program;
+  r.commands = m.program.commands();
   PodDriver pd(host_);
-  r.prog = pd.run_programs(m.progs, labels);
+  r.prog = pd.run_programs(m.program);
   // The loss partials: one burst from every chip, all at once.
   const std::size_t lanes = spec_.lanes;
   std::vector<std::vector<uint8_t>> raw(static_cast<std::size_t>(spec_.chips),
@@ -600,12 +632,11 @@ double allreduce_hidden_fraction(const TrainStepRun& run, const std::vector<Trac
   // A command's phase from its label ("<phase>" or "<phase> | step s"): 0 no collective, 1 a
   // gradient all-reduce, 2 another collective.
   auto kind = [&](const std::string& label) {
-    for (const TrainPhase& p : run.phases)
-      if (p.collective && (label == p.name || label.rfind(p.name + " | ", 0) == 0))
-        return p.gradient ? 1 : 2;
-    return 0;
+    const int p = run.program.phase_of_label(label);
+    if (p < 0 || !run.program.phase(p).collective) return 0;
+    return run.program.phase(p).gradient ? 1 : 2;
   };
-  const int P = static_cast<int>(run.cmd_phase.size());
+  const int P = run.program.num_chips();
   uint64_t total = 0, hidden = 0;
   for (int c = 0; c < P; ++c) {
     // Edges (cycle, 0 gradient / 1 other work, +1 issue / -1 done), swept in order.

@@ -18,6 +18,7 @@
 #include "pod_driver.h"
 #include "profile.h"
 #include "report.h"
+#include "spmd_program.h"
 #include "tpu/train.h"
 
 namespace tpu {
@@ -33,18 +34,11 @@ struct TrainOptions {
   std::string mesh;
 };
 
-// One phase of the step's program: a compute part or a collective (the timeline's labels).
-struct TrainPhase {
-  std::string name;
-  bool collective = false;
-  bool gradient = false;  // a gradient all-reduce (the one the backward work hides)
-  uint64_t bytes = 0;     // collectives: bytes per chip (nccl-tests' S)
-};
-
 struct TrainStepRun {
   PodProgramRun prog;                           // pod and chip cycles, counters, links
-  std::vector<TrainPhase> phases;
-  std::vector<std::vector<uint16_t>> cmd_phase;  // per chip, per command: its phase
+  // The step's program: its phases (compute parts and collectives, a gradient all-reduce
+  // flagged `gradient`), each command labelled with its phase (the timeline's labels).
+  SpmdProgram program;
   std::size_t commands = 0;                     // all chips
   double loss = 0;                              // before this step's update
   std::vector<std::vector<float>> loss_parts;   // per chip: its partial sums

@@ -242,8 +242,8 @@ TEST(CollectiveCounters, DisjointForProgramsThatRunAtOnce) {
       drv.compile(spec_of(Collective::kAllGather, DType::kBf16, 9000, "ring"), b, ob);
   for (int c = 0; c < 4; ++c) {
     std::set<uint32_t> ca, cg;
-    counters_of(a.progs[static_cast<std::size_t>(c)], &ca);
-    counters_of(g.progs[static_cast<std::size_t>(c)], &cg);
+    counters_of(a.program.cmds(c), &ca);
+    counters_of(g.program.cmds(c), &cg);
     ASSERT_FALSE(ca.empty());
     ASSERT_FALSE(cg.empty());
     EXPECT_LT(*ca.rbegin(), 24u) << "chip " << c;

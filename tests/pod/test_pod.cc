@@ -160,11 +160,11 @@ TEST(PodAllReduce, OverlappedRoundsGiveTheSameBits) {
         const PodProgram pp = drv.compile(s, b, o);
         const std::size_t S = pp.rounds[0].plan.steps.size();
         std::size_t first_r1 = SIZE_MAX, last_r0 = 0;
-        for (std::size_t i = 0; i < pp.progs[0].size(); ++i) {
-          const ChipCmd& k = pp.progs[0][i];
+        for (std::size_t i = 0; i < pp.program.cmds(0).size(); ++i) {
+          const ChipCmd& k = pp.program.cmds(0)[i];
           if (k.op() != ChipOp::kIciWait && !(k.op() == ChipOp::kVpu && CmdVpu::decode(k).x_wait))
             continue;
-          const int st = pp.cmd_step[0][i];
+          const int st = pp.program.chip(0).labels[i].step;
           if (st >= 0 && static_cast<std::size_t>(st) < S) last_r0 = i;
           if (static_cast<std::size_t>(st) == S) first_r1 = std::min(first_r1, i);
         }
@@ -322,10 +322,11 @@ TEST(PodPrograms, AChipErrorStopsTheRunWithItsCodeAndCommand) {
   s.n = 300;
   CollectiveBuffers b{{0, 0, 0, 0}, {4096, 4096, 4096, 4096}};
   PodProgram pp = drv.compile(s, b);
-  auto& p2 = pp.progs[2];
-  p2.insert(p2.begin() + 3, ChipCmd::make(static_cast<ChipOp>(12), 0, 0, 0, 0, 0, 0));
+  ChipProgram& p2 = pp.program.chip(2);
+  p2.cmds.insert(p2.cmds.begin() + 3, ChipCmd::make(static_cast<ChipOp>(12), 0, 0, 0, 0, 0, 0));
+  p2.labels.insert(p2.labels.begin() + 3, CmdLabel{});
   try {
-    drv.run_programs(pp.progs);
+    drv.run_programs(pp.program);
     FAIL() << "no error";
   } catch (const ChipError& e) {
     EXPECT_EQ(e.chip(), 2);

@@ -112,7 +112,7 @@ void check_programs(const PodProgram& pp, const Topology& topo, const ChipShape&
   std::size_t chained = 0;  // commands that take their rows as they come
   const std::size_t esz = pp.spec.dtype == DType::kBf16 ? 2 : 4;
   for (int c = 0; c < P; ++c) {
-    const auto& prog = pp.progs[static_cast<std::size_t>(c)];
+    const auto& prog = pp.program.cmds(c);
     ASSERT_FALSE(prog.empty()) << "chip " << c;
     uint64_t in_len = 0, out_len = 0;
     for (const CollectiveRound& r : pp.rounds) {
@@ -239,12 +239,13 @@ TEST_P(PodPrograms, EveryRemoteWriteIsWaitedForAndEveryAccessStaysInside) {
   EXPECT_EQ(pp.rounds.size(), c.rounds);
   check_programs(pp, c.topo, port.info().shape, b, 1000, 7000);
   // run_programs pushes each chip its program and runs the machine once.
-  drv.run_programs(pp.progs);
-  ASSERT_EQ(port.pushed.size(), pp.progs.size());
-  for (std::size_t k = 0; k < pp.progs.size(); ++k) {
-    ASSERT_EQ(port.pushed[k].size(), pp.progs[k].size()) << k;
-    for (std::size_t i = 0; i < pp.progs[k].size(); ++i)
-      ASSERT_EQ(port.pushed[k][i].w, pp.progs[k][i].w) << k << " " << i;
+  drv.run_programs(pp.program);
+  ASSERT_EQ(port.pushed.size(), static_cast<std::size_t>(pp.program.num_chips()));
+  for (std::size_t k = 0; k < port.pushed.size(); ++k) {
+    const std::vector<ChipCmd>& prog = pp.program.cmds(static_cast<int>(k));
+    ASSERT_EQ(port.pushed[k].size(), prog.size()) << k;
+    for (std::size_t i = 0; i < prog.size(); ++i)
+      ASSERT_EQ(port.pushed[k][i].w, prog[i].w) << k << " " << i;
   }
   EXPECT_EQ(port.runs, 1);
 }
@@ -402,20 +403,20 @@ PodProgram compile_all_reduce(const Topology& topo, bool early) {
 
 TEST(EarlyHeads, OnlyWhereNoOtherPacketCrossesTheLinks) {
   const PodProgram t44 = compile_all_reduce(Topology::torus({4, 4}), true);
-  EXPECT_GT(early_heads(t44.progs), 0u);
-  EXPECT_EQ(early_heads(compile_all_reduce(Topology::torus({4, 4}), false).progs), 0u);
+  EXPECT_GT(early_heads(t44.program.all_cmds()), 0u);
+  EXPECT_EQ(early_heads(compile_all_reduce(Topology::torus({4, 4}), false).program.all_cmds()), 0u);
   const PodProgram m33 = compile_all_reduce(Topology::mesh({3, 3}), true);
   bool far = false;  // the mesh's plan does send past a neighbour
   for (const CollectiveRound& r : m33.rounds)
     for (const Step& st : r.plan.steps)
       for (const Transfer& t : st.transfers) far = far || t.route.hops > 1;
   EXPECT_TRUE(far);
-  EXPECT_EQ(early_heads(m33.progs), 0u);
+  EXPECT_EQ(early_heads(m33.program.all_cmds()), 0u);
   // Merged with a program that does not send (a matmul's), the heads stay early; with one that
   // sends, none is.
   const std::vector<ChipCmd> quiet{cmd_ici_wait(0, 0)};
-  EXPECT_EQ(early_heads({merge_programs(t44.progs[0], quiet)}), early_heads({t44.progs[0]}));
-  EXPECT_EQ(early_heads({merge_programs(t44.progs[0], t44.progs[1])}), 0u);
+  EXPECT_EQ(early_heads({merge(t44.program.cmds(0), quiet)}), early_heads({t44.program.cmds(0)}));
+  EXPECT_EQ(early_heads({merge(t44.program.cmds(0), t44.program.cmds(1))}), 0u);
 }
 
 // The matmul's program on a fake port: built without RTL, it reads and writes only its matrices

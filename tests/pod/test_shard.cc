@@ -101,14 +101,20 @@ TEST_P(Shard, BitExactAndWithinTheF64Bound) {
   EXPECT_EQ(flits > 0, !plan.pre.empty() || !plan.post.empty()) << plan.describe();
   for (uint64_t cyc : run.prog.run.chip_cycles) EXPECT_GT(cyc, 0u);
   const bool epilogue = !plan.k_axis.empty() && (c.bias || c.relu);
-  EXPECT_EQ(run.phases.size(), 1 + (run.pieces > 1 ? run.pieces : plan.pre.size() + plan.post.size()) +
-                                   (epilogue ? 1 : 0));
+  const std::vector<SpmdPhase>& phases = run.program.phases();
+  EXPECT_EQ(phases.size(), 1 + (run.pieces > 1 ? run.pieces : plan.pre.size() + plan.post.size()) +
+                               (epilogue ? 1 : 0));
   EXPECT_EQ(run.pieces, c.pieces);
   // Every command carries its phase, and every phase has commands on every chip.
-  ASSERT_EQ(run.cmd_phase.size(), static_cast<std::size_t>(pp.topo.num_chips()));
-  for (const auto& tags : run.cmd_phase)
-    for (std::size_t ph = 0; ph < run.phases.size(); ++ph)
-      EXPECT_NE(std::count(tags.begin(), tags.end(), static_cast<uint8_t>(ph)), 0) << ph;
+  ASSERT_EQ(run.program.num_chips(), pp.topo.num_chips());
+  for (int chip = 0; chip < run.program.num_chips(); ++chip) {
+    const std::vector<CmdLabel>& tags = run.program.chip(chip).labels;
+    for (std::size_t ph = 0; ph < phases.size(); ++ph)
+      EXPECT_NE(std::count_if(tags.begin(), tags.end(),
+                              [&](const CmdLabel& l) { return l.phase == static_cast<int>(ph); }),
+                0)
+          << ph;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, Shard, ::testing::ValuesIn(cases()),
