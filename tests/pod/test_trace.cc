@@ -222,7 +222,8 @@ TEST_F(PodTrace, TimelineMatchesCountersAndNeverOverlaps) {
     EXPECT_EQ(busy(c, {"MXU"}), d[kStatMatmulFlight]);
     EXPECT_EQ(busy(c, {"VPU"}), d[kStatVpuFlight]);
     std::vector<std::string> send_tracks;
-    for (unsigned l = 0; l < kTraceSendLanes; ++l) send_tracks.push_back("ICI send " + std::to_string(l));
+    for (unsigned l = 0; l < kTraceSendLanes; ++l)
+      send_tracks.push_back("ICI send " + std::to_string(l));
     EXPECT_EQ(busy(c, send_tracks), d[kStatSendFlight]);
     EXPECT_EQ(busy(c, {"ICI wait"}), d[kStatIciWait]);
     EXPECT_EQ(busy(c, {"host port"}), d[kStatHostBusy]);  // a full-rate port: no gaps
