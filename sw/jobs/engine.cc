@@ -9,7 +9,6 @@
 #include "check_port.h"
 #include "chip_config.h"
 #include "pod_mpi.h"
-#include "pod_sc.h"
 #include "trace.h"
 
 namespace tpu {
@@ -22,6 +21,8 @@ TraceOptions EngineOptions::trace_options() const {
 }
 
 namespace {
+
+PodRunner g_systemc = nullptr;
 
 // The pod split across MPI ranks (docs/scale.md): every rank agrees to start, or stops with the
 // first one's error.
@@ -39,6 +40,8 @@ void agree_on_mpi(const EngineOptions& opt, const PodParams& params) {
 }
 
 }  // namespace
+
+void set_systemc_runner(PodRunner run) { g_systemc = run; }
 
 void with_engine(const EngineOptions& opt, PodParams params, double clock_ghz,
                  const std::function<void(HostPort&)>& job) {
@@ -86,9 +89,10 @@ void with_engine(const EngineOptions& opt, PodParams params, double clock_ghz,
     CppPodHost host(params);
     traced(host);
   } else {
-    static std::unique_ptr<ScPod> pod;  // one elaboration per process
-    pod = std::make_unique<ScPod>("pod", params);
-    pod->run(traced);
+    if (g_systemc == nullptr)
+      throw std::logic_error("--engine " + opt.engine +
+                             ": this program is built without the SystemC pod (tpu_engine_sc)");
+    g_systemc(params, traced);
   }
 }
 

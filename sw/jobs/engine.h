@@ -40,4 +40,11 @@ struct EngineOptions {
 void with_engine(const EngineOptions& opt, PodParams params, double clock_ghz,
                  const std::function<void(HostPort&)>& job);
 
+// What runs a job on the SystemC pod of `params`. It lives apart (engine_sc.h, library
+// tpu_engine_sc), so that a program without SystemC (and its sc_main) can run jobs on the other
+// engines: a program that links it calls use_systemc_engine() first; --engine systemc without
+// it is a std::logic_error.
+using PodRunner = void (*)(const PodParams& params, const std::function<void(HostPort&)>& job);
+void set_systemc_runner(PodRunner run);
+
 }  // namespace tpu

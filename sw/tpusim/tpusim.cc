@@ -32,6 +32,7 @@
 
 #include "chip_config.h"
 #include "check_port.h"
+#include "engine_sc.h"
 #include "matmul_job.h"
 #include "mxu_dut.h"
 #include "cli_util.h"
@@ -255,6 +256,7 @@ std::string g_error;  // the error run_tool printed (for the other MPI ranks)
 // files; the other commands run in one process and refuse several ranks.
 int sc_main(int argc, char** argv) {
   std::signal(SIGBUS, on_sigbus);
+  use_systemc_engine();  // --engine systemc (the default of the pod commands)
   const int ranks = mpi_launch_size();
   if (ranks > 1 && !mpi_built()) {
     std::cerr << "tpusim: error: launched with " << ranks
