@@ -64,7 +64,7 @@ CollectiveJob::CollectiveJob(PodConfig cfg, const CollectiveJobOptions& o)
   const std::string def_algo = gtopo_.active_dims().size() >= 2 ? "torus" : "biring";
   // An --algo that does not apply to the collective (torus for a reduce-scatter, say) is refused
   // by the plan's checks, not ignored.
-  spec_.algorithm = !o.algorithm.empty()             ? o.algorithm
+  spec_.algorithm = !o.algorithm.empty()               ? o.algorithm
                     : o.kind == Collective::kAllReduce ? def_algo
                                                        : "ring";
   spec_.root = o.root;
@@ -101,8 +101,8 @@ void CollectiveJob::run(const EngineOptions& eng, const std::function<void(uint6
     for (int c = 0; c < topo.num_chips(); ++c)
       for (std::size_t i = 0; i < plan.input_len(c); ++i) {
         const float v = nd(rng);
-        in_[static_cast<std::size_t>(c)].push_back(
-            spec_.dtype == DType::kBf16 ? f32_to_bf16(v) : f32_bits(v));
+        in_[static_cast<std::size_t>(c)].push_back(spec_.dtype == DType::kBf16 ? f32_to_bf16(v)
+                                                                               : f32_bits(v));
       }
     h.progress = progress;
     const auto r0 = std::chrono::steady_clock::now();

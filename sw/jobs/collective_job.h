@@ -30,7 +30,7 @@ struct CollectiveJobOptions {
   // mesh, the torus dimensions `group_dims` (empty: the whole pod).
   std::string mesh, axis;
   std::vector<int> group_dims;
-  int root = 0;  // broadcast: rank within its group
+  int root = 0;             // broadcast: rank within its group
   unsigned block_rows = 0;  // rows per pipelined block; 0: automatic
   uint64_t rounds = 0;      // rounds through VMEM; 0: as few as fit
   bool backdoor = false;    // inputs in and outputs out through the backdoor (no time)

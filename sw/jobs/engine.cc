@@ -48,8 +48,7 @@ void with_engine(const EngineOptions& opt, PodParams params, double clock_ghz,
   for (const int c : opt.wave_chips) params.wave_chips.push_back(c);
   if (!opt.faults.empty()) {
     apply_fault_flags(params.faults, opt.faults);
-    check_fault_flags(params.faults, chip_shape(params.variant).hbm_bytes,
-                      params.topo.num_chips());
+    check_fault_flags(params.faults, chip_shape(params.variant).hbm_bytes, params.topo.num_chips());
   }
   if (opt.watchdog) params.watchdog_cycles = *opt.watchdog;
   // Threads stepping the chips, either engine (the SystemC pod then steps every chip from one

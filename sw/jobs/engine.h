@@ -19,10 +19,10 @@ namespace tpu {
 // What a pod job asks of its engine (tpusim's --engine, --threads, --waves-chips, --fault,
 // --watchdog, --trace, --trace-cycles and --check).
 struct EngineOptions {
-  std::string engine = "systemc";  // "systemc" (TLM host sockets) or "cpp" (plain C++ stepping)
-  unsigned threads = 1;            // threads stepping the chips, either engine
-  std::vector<int> wave_chips;     // FST waves of these chips (waves/pod_chipN.fst)
-  std::vector<std::string> faults;  // KEY=VALUE fault flags over the config's faults: section
+  std::string engine = "systemc";    // "systemc" (TLM host sockets) or "cpp" (plain C++ stepping)
+  unsigned threads = 1;              // threads stepping the chips, either engine
+  std::vector<int> wave_chips;       // FST waves of these chips (waves/pod_chipN.fst)
+  std::vector<std::string> faults;   // KEY=VALUE fault flags over the config's faults: section
   std::optional<uint64_t> watchdog;  // cycles without progress before a hang (none: the config's)
   std::string trace;                 // write the timeline of the whole job here ("": none)
   std::optional<std::pair<uint64_t, uint64_t>> trace_cycles;  // only events overlapping [A, B)

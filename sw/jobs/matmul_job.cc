@@ -99,8 +99,7 @@ void MatmulJob::make_inputs() {
 void MatmulJob::check_capacity() const {
   if (o_.mxu_only) {
     // The MXU alone has no HBM: the operands and the result live in host memory.
-    const uint64_t host =
-        2 * (uint64_t{m_} * k_ + uint64_t{k_} * n_) + 8 * uint64_t{m_} * n_;
+    const uint64_t host = 2 * (uint64_t{m_} * k_ + uint64_t{k_} * n_) + 8 * uint64_t{m_} * n_;
     if (host > (uint64_t{1} << 31))
       throw std::invalid_argument("matmul " + shape_text(m_, k_, n_) +
                                   " --mxu-only: the operands and results need " +
@@ -144,17 +143,17 @@ void MatmulJob::run_chip(const std::function<void(uint64_t, uint64_t, const char
   MatmulOptions mo;
   if (!o_.bias_file.empty()) {
     const NpyArray arr = read_npy(o_.bias_file);  // shape (N,) or (1, N), float32
-    if (arr.dtype != "<f4") throw std::invalid_argument(o_.bias_file + ": the bias must be float32");
+    if (arr.dtype != "<f4")
+      throw std::invalid_argument(o_.bias_file + ": the bias must be float32");
     const bool row = arr.shape.size() == 1
                          ? arr.shape[0] == n_
                          : arr.shape.size() == 2 && arr.shape[0] == 1 && arr.shape[1] == n_;
     if (!row) {
       std::string got;
       for (const size_t d : arr.shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
-      throw std::invalid_argument(o_.bias_file + ": the bias must have shape (" +
-                                  std::to_string(n_) + ",) or (1, " + std::to_string(n_) +
-                                  ") for N = " + std::to_string(n_) + " (it has shape (" + got +
-                                  "))");
+      throw std::invalid_argument(
+          o_.bias_file + ": the bias must have shape (" + std::to_string(n_) + ",) or (1, " +
+          std::to_string(n_) + ") for N = " + std::to_string(n_) + " (it has shape (" + got + "))");
     }
     bias_ = arr.as_f32();
     mo.bias = &bias_;
@@ -172,8 +171,8 @@ void MatmulJob::run_chip(const std::function<void(uint64_t, uint64_t, const char
   std::unique_ptr<CheckPort> check;
   std::unique_ptr<ChipDriver> checked;
   try {
-    machine = std::make_unique<LoneChip>(cfg_.variant, cfg_.hbm, o_.check ? "" : o_.waves,
-                                         cfg_.faults);
+    machine =
+        std::make_unique<LoneChip>(cfg_.variant, cfg_.hbm, o_.check ? "" : o_.waves, cfg_.faults);
   } catch (const std::invalid_argument& e) {
     const auto mxus = built_mxu_variants();
     const bool mxu = std::find(mxus.begin(), mxus.end(), cfg_.variant) != mxus.end();
@@ -193,7 +192,9 @@ void MatmulJob::run_chip(const std::function<void(uint64_t, uint64_t, const char
   drv->port().set_watchdog(o_.watchdog ? *o_.watchdog : cfg_.watchdog_cycles);
   const auto t0 = std::chrono::steady_clock::now();
   if (progress)
-    drv->progress = [&](uint64_t done, uint64_t total) { progress(done, total, "commands issued"); };
+    drv->progress = [&](uint64_t done, uint64_t total) {
+      progress(done, total, "commands issued");
+    };
   r_ = drv->matmul(a_, w_, m_, k_, n_, mo);
   drv->progress = nullptr;
   wall_ = seconds_since(t0);
@@ -204,12 +205,13 @@ void MatmulJob::run_chip(const std::function<void(uint64_t, uint64_t, const char
   got_ = r_.c_bits;
   c_.resize(r_.c_bits.size());
   for (std::size_t i = 0; i < c_.size(); ++i)
-    c_[i] = mo.out_bf16 ? bf16_to_f32(static_cast<bf16_t>(r_.c_bits[i]))
-                        : f32_from_bits(r_.c_bits[i]);
+    c_[i] =
+        mo.out_bf16 ? bf16_to_f32(static_cast<bf16_t>(r_.c_bits[i])) : f32_from_bits(r_.c_bits[i]);
   shape_ = drv->shape();
   mi_ = drv->port().info();
   cycles_ = r_.prog.cycles;
-  const uint64_t tiles = ((k_ + shape_.rows - 1) / shape_.rows) * ((n_ + shape_.cols - 1) / shape_.cols);
+  const uint64_t tiles =
+      ((k_ + shape_.rows - 1) / shape_.rows) * ((n_ + shape_.cols - 1) / shape_.cols);
   rep_.emplace("matmul " + shape_text(m_, k_, n_) + " (M x K x N) on chip " + cfg_.variant + ": " +
                std::to_string(tiles) + " tiles, " + std::to_string(r_.commands) + " commands");
   chip_report(*rep_);
@@ -258,10 +260,10 @@ void MatmulJob::chip_report(Report& rep) const {
   busy.metric("dma_and_mxu", p.delta[kStatOverlap], "cycles", "both at once", true);
   ReportGroup& roof = rep.group("roofline");
   roof.metric("compute_cycles", r_.compute_cycles, "cycles", "the MXU's beats");
-  roof.metric("memory_cycles",
-              static_cast<uint64_t>(static_cast<double>(r_.hbm_bytes) / r_.peak_bytes_per_cycle +
-                                    0.5),
-              "cycles", "the HBM traffic at peak");
+  roof.metric(
+      "memory_cycles",
+      static_cast<uint64_t>(static_cast<double>(r_.hbm_bytes) / r_.peak_bytes_per_cycle + 0.5),
+      "cycles", "the HBM traffic at peak");
   roof.metric("bound_cycles", r_.roofline_cycles, "cycles", "the larger of the two", true);
   roof.metric("achieved_fraction", frac, "fraction", "bound / cycles", true);
 }
@@ -270,8 +272,11 @@ void MatmulJob::chip_report(Report& rep) const {
 void MatmulJob::run_mxu(const std::function<void(uint64_t, uint64_t, const char*)>& progress) {
   const bool given_dtype = o_.out_dtype.has_value();
   const std::pair<const char*, bool> whole_chip[] = {
-      {"--bias", !o_.bias_file.empty()}, {"--relu", o_.relu},       {"--out-dtype", given_dtype},
-      {"--trace", !o_.trace.empty()},    {"--trace-cycles", o_.trace_cycles.has_value()}};
+      {"--bias", !o_.bias_file.empty()},
+      {"--relu", o_.relu},
+      {"--out-dtype", given_dtype},
+      {"--trace", !o_.trace.empty()},
+      {"--trace-cycles", o_.trace_cycles.has_value()}};
   for (const auto& [flag, given] : whole_chip)
     if (given)
       throw std::invalid_argument(std::string(flag) + " needs the whole chip (drop --mxu-only)");
@@ -287,7 +292,8 @@ void MatmulJob::run_mxu(const std::function<void(uint64_t, uint64_t, const char*
   const MatmulShape sh{m_, k_, n_};
   const auto t0 = std::chrono::steady_clock::now();
   ro.progress_every = 4096;
-  if (progress) ro.progress = [&](uint64_t done, uint64_t total) { progress(done, total, "result rows"); };
+  if (progress)
+    ro.progress = [&](uint64_t done, uint64_t total) { progress(done, total, "result rows"); };
   const MxuRunResult res = run_matmul(*dut, sh, a_, w_, nullptr, ro);
   wall_ = seconds_since(t0);
   const auto want = golden_matmul(a_, w_, m_, k_, n_);
@@ -342,8 +348,7 @@ void MatmulJob::print_check() const {
 
 void MatmulJob::write_outputs() const {
   if (!o_.out.empty()) write_npy_f32(o_.out, c_, {m_, n_});
-  if (!o_.trace.empty() && !o_.mxu_only)
-    write_trace(o_.trace, events_, mi_, cfg_.clock_ghz);
+  if (!o_.trace.empty() && !o_.mxu_only) write_trace(o_.trace, events_, mi_, cfg_.clock_ghz);
 }
 
 }  // namespace tpu

@@ -15,7 +15,7 @@ namespace tpu {
 
 PodJob::PodJob(PodConfig cfg, const PodJobOptions& o) : cfg_(std::move(cfg)), o_(o) {
   const Topology& topo = cfg_.params.topo;
-  spec_.algorithm = !o.algorithm.empty()                   ? o.algorithm
+  spec_.algorithm = !o.algorithm.empty()             ? o.algorithm
                     : topo.active_dims().size() >= 2 ? "torus"
                                                      : "biring";
 }
@@ -29,8 +29,7 @@ void PodJob::run(const EngineOptions& eng, const std::function<void(uint64_t)>& 
   c_whole_.assign(chips, {});
   ar_out_.assign(chips, {});
   const auto t0 = std::chrono::steady_clock::now();
-  with_engine(eng, cfg_.params, cfg_.chip.clock_ghz,
-              [&](HostPort& h) { run_on(h, progress); });
+  with_engine(eng, cfg_.params, cfg_.chip.clock_ghz, [&](HostPort& h) { run_on(h, progress); });
   wall_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   mm_bad_ = 0;
   for (std::size_t c = 0; c < chips; ++c) mm_bad_ += c_bits_[c] != want_c_[c];

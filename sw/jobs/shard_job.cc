@@ -15,8 +15,10 @@ ShardJob::ShardJob(PodConfig cfg, const ShardJobOptions& o, const std::string& c
     : cfg_(std::move(cfg)), o_(o), M_(o.m), K_(o.k), N_(o.n) {
   const Topology& topo = cfg_.params.topo;
   if (o.mesh.empty() && cfg_.mesh.empty())
-    throw std::invalid_argument("no mesh: give --mesh (e.g. data=2,model=2) or a mesh: section "
-                                "in " + config);
+    throw std::invalid_argument(
+        "no mesh: give --mesh (e.g. data=2,model=2) or a mesh: section "
+        "in " +
+        config);
   mesh_ = parse_mesh(!o.mesh.empty() ? o.mesh : cfg_.mesh);
   try {
     check_mesh(topo, mesh_);
@@ -40,8 +42,7 @@ ShardJob::ShardJob(PodConfig cfg, const ShardJobOptions& o, const std::string& c
   }
   if (!o.bias_file.empty()) {
     const NpyArray arr = read_npy(o.bias_file);
-    if (arr.dtype != "<f4")
-      throw std::invalid_argument(o.bias_file + ": the bias must be float32");
+    if (arr.dtype != "<f4") throw std::invalid_argument(o.bias_file + ": the bias must be float32");
     so_.bias = arr.as_f32();
     if (so_.bias.size() != N_)
       throw std::invalid_argument(o.bias_file + ": the bias must hold N = " + std::to_string(N_) +

@@ -20,8 +20,9 @@
 namespace tpu {
 
 struct ShardJobOptions {
-  std::string mesh;                      // "data=2,model=2"; "": the config's mesh: section
-  std::string x_spec, w_spec, y_spec;    // partition specs; "": first-axis,- / -,second-axis / the product's
+  std::string mesh;  // "data=2,model=2"; "": the config's mesh: section
+  std::string x_spec, w_spec,
+      y_spec;  // partition specs; "": first-axis,- / -,second-axis / the product's
   std::size_t m = 512, k = 512, n = 512;  // random operands' shape
   uint64_t seed = 1;                      // random operands: X then W from one generator
   std::string a_file, w_file;             // X and W from .npy files instead (both or neither)

@@ -24,7 +24,7 @@ struct TrainJobOptions {
   // splits the hidden layer of a 2-layer MLP over M chips.
   std::string mesh;
   std::vector<std::size_t> widths = {64, 128, 32};  // inputs first
-  std::size_t global_batch = 256;  // split evenly over the data-parallel ranks
+  std::size_t global_batch = 256;                   // split evenly over the data-parallel ranks
   float lr = 0.5f;
   std::string lr_text = "0.5";  // as given, for the title
   std::size_t steps = 20;
@@ -33,7 +33,7 @@ struct TrainJobOptions {
   std::size_t grad_pieces = 4;
   bool backdoor = false;  // data and weights in through the backdoor
   std::optional<std::pair<std::size_t, std::size_t>> trace_steps;  // [A, B), default 0:1
-  std::string save;  // the run's directory ("": none)
+  std::string save;                                                // the run's directory ("": none)
   // tpusim's sections of the report: the pod (add_pod) and the train group's mesh.
   bool pod_sections = true;
   bool table = true;  // the per-step table on stdout

@@ -53,7 +53,7 @@ class ChipLoadWTranspose : public ::testing::TestWithParam<std::string> {
 // banks rotate; several loads ahead of their MATMULs), each multiplied by the same A: every
 // result is golden_matmul(A, tile) or golden_matmul(A, transpose(tile)), bit for bit.
 TEST_P(ChipLoadWTranspose, MatmulSeesTheTransposedTile) {
-  ChipDriver drv(GetParam());
+  LoneChip drv(GetParam());
   const uint32_t L = drv.shape().cols, banks = drv.shape().wbanks;
   std::mt19937_64 rng(L * 31 + 5);
   const uint32_t M = 12;
@@ -114,7 +114,7 @@ TEST_P(ChipLoadWTranspose, MatmulSeesTheTransposedTile) {
 // A transposed LOADW is in flight Rows / WRows cycles longer than a plain one (the staging
 // register's fill), moves the same weight beats, and keeps the MXU busy meanwhile.
 TEST_P(ChipLoadWTranspose, CostsRowsOverWRowsExtraCycles) {
-  ChipDriver drv(GetParam());
+  LoneChip drv(GetParam());
   const uint32_t L = drv.shape().cols, beats = L / drv.shape().wrows;
   std::vector<uint64_t> flight, busy;
   for (bool t : {false, true}) {
