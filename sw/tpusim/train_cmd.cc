@@ -18,6 +18,7 @@
 #include <tuple>
 
 #include "cli_util.h"
+#include "config_keys.h"
 #include "npy.h"
 #include "pod_cli.h"
 #include "profile.h"
@@ -30,32 +31,30 @@ namespace tpu {
 
 namespace {
 
-// The options of `tpusim train`. The settings a config's train: section also has are kept as the
-// text given (checked when parsed): a flag, else the config's key, else the default.
+// The options of `tpusim train`. The settings a config's train: section also has are typed as
+// the section is (TrainSettings): a flag that was given, else the config's key, else the
+// default of the table of keys (config_keys(): train.*).
 struct TrainArgs {
   PodOptions pod;
-  std::string mesh, layers, batch, steps, lr, seed, grad_pieces;
+  std::string mesh;
+  std::vector<std::size_t> layers;  // --layers W0,W1,.. (checked by list_of(uint_in))
+  uint64_t batch = 0, steps = 0, seed = 0, grad_pieces = 0;
+  double lr = 0;
   bool fresh_batches = false;
   std::string save, load = "host", trace_steps;
 };
 
-// "64,128,32" (checked: every width an integer from 1 to 65536) -> the widths.
-std::vector<std::size_t> parse_layers(const std::string& v) {
-  std::vector<std::size_t> w;
-  for (const std::string& item : cli::split_list(v))
-    w.push_back(static_cast<std::size_t>(std::stoull(item)));
-  if (w.size() < 2)
-    throw std::invalid_argument("--layers " + v + ": need at least two widths (inputs, outputs)");
-  return w;
+// The learning rate: a positive normal f32 (tpu/limits.h); `where` names the flag or key.
+float checked_lr(double v, const std::string& where) {
+  if (!lr_in_range(v)) throw std::invalid_argument(where + ": " + real_text(v) + ": " + lr_rule());
+  return static_cast<float>(v);
 }
 
-// The learning rate: a positive normal f32 (tpu/limits.h); `where` names the flag or key.
-float parse_lr(const std::string& text, const std::string& where) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !lr_in_range(v))
-    throw std::invalid_argument(where + ": " + text + ": " + lr_rule());
-  return static_cast<float>(v);
+// "64-128-32": the widths joined by `sep`.
+std::string widths_text(const std::vector<std::size_t>& w, const char* sep) {
+  std::string t;
+  for (std::size_t x : w) t += (t.empty() ? "" : sep) + std::to_string(x);
+  return t;
 }
 
 void save_run(const std::string& dir, const MlpSpec& spec, const std::vector<MlpData>& batches,
@@ -97,12 +96,6 @@ int run_train(const TrainArgs& a) {
   const PodConfig cfg = load_pod_config(config);
   const Topology& topo = cfg.params.topo;
   const int P = topo.num_chips();
-  // A flag, else the config's train: key, else the default.
-  auto setting = [&](const char* flag, const std::string& given, const char* key,
-                     const char* def) {
-    if (opt.given(flag)) return given;
-    return cfg.train.count(key) ? cfg.train.at(key) : std::string(def);
-  };
   // Data parallel over every chip, or data x model axes (tensor parallel) from --mesh.
   int model = 1;
   std::string mesh_text = "data=" + std::to_string(P);
@@ -126,22 +119,27 @@ int run_train(const TrainArgs& a) {
     if (model > 1) mesh_text = mesh.text();  // else plain data parallel, as without --mesh
   }
   const int data_ways = P / model;
+  // Each setting: its flag when given, else the config's train: key, else its default.
+  const TrainSettings& ts = cfg.train;
   MlpSpec spec;
-  spec.widths = parse_layers(setting("--layers", a.layers, "layers", "64,128,32"));
-  const std::size_t global = std::stoull(setting("--batch", a.batch, "batch", "256"));
+  spec.widths = opt.given("--layers") ? a.layers : ts.layers;
+  if (spec.widths.size() < 2)
+    throw std::invalid_argument("--layers " + widths_text(spec.widths, ",") +
+                                ": need at least two widths (inputs, outputs)");
+  const std::size_t global = opt.given("--batch") ? a.batch : ts.batch;
   if (global % static_cast<std::size_t>(data_ways) != 0)
     throw std::invalid_argument("--batch " + std::to_string(global) + ": the global batch must "
                                 "split evenly over the " + std::to_string(data_ways) +
                                 " data-parallel ranks");
   spec.batch = global / static_cast<std::size_t>(data_ways);
-  const std::string lr = setting("--lr", a.lr, "lr", "0.5");
-  spec.lr = parse_lr(lr, opt.given("--lr") ? "--lr" : config + ": key 'train.lr'");
-  const std::size_t steps = std::stoull(setting("--steps", a.steps, "steps", "20"));
-  const uint64_t seed = std::stoull(setting("--seed", a.seed, "seed", "1"));
-  const bool fresh = a.fresh_batches || cfg.train.count("fresh_batches") > 0;
+  const double lr = opt.given("--lr") ? a.lr : ts.lr;
+  spec.lr = checked_lr(lr, opt.given("--lr") ? "--lr" : config + ": key 'train.lr'");
+  const std::size_t steps = opt.given("--steps") ? a.steps : ts.steps;
+  const uint64_t seed = opt.given("--seed") ? a.seed : ts.seed;
+  const bool fresh = a.fresh_batches || ts.fresh_batches;
   TrainOptions to;
   to.mesh = model > 1 ? mesh_text : "";
-  to.grad_pieces = std::stoull(setting("--grad-pieces", a.grad_pieces, "grad_pieces", "4"));
+  to.grad_pieces = opt.given("--grad-pieces") ? a.grad_pieces : ts.grad_pieces;
   to.backdoor = a.load == "backdoor";
   std::size_t t0 = 0, t1 = 1;
   if (!a.trace_steps.empty()) {
@@ -151,14 +149,13 @@ int run_train(const TrainArgs& a) {
                                   std::to_string(steps) + " steps");
   }
 
-  std::string widths;
-  for (std::size_t w : spec.widths) widths += (widths.empty() ? "" : "-") + std::to_string(w);
+  const std::string widths = widths_text(spec.widths, "-");
   Report rep(std::string(model > 1 ? "data x tensor parallel" : "data-parallel") +
              " training of an MLP " + widths + " on " + topo.name() + " (" +
              std::to_string(P) + " chips " + cfg.params.variant + ", mesh " + mesh_text +
              "), global batch " +
              std::to_string(global) + ", " + std::to_string(steps) + " steps, lr " +
-             lr);
+             real_text(lr));
   rep.field("command", "train");
   bool pass = true;
   const auto wall0 = std::chrono::steady_clock::now();
@@ -226,6 +223,15 @@ int run_train(const TrainArgs& a) {
   return pass ? 0 : 1;
 }
 
+// train.KEY's default and range in the table of keys, for its flag.
+std::string train_default(const char* key) {
+  return config_keys().at(std::string("train.") + key).def;
+}
+CLI::Validator train_uint_check(const char* key) {
+  const ConfigKey& k = config_keys().at(std::string("train.") + key);
+  return cli::uint_in(k.lo, k.hi);
+}
+
 }  // namespace
 
 std::function<int()> train_command(CLI::App& tool) {
@@ -240,28 +246,42 @@ std::function<int()> train_command(CLI::App& tool) {
                   "default data=<chips> (the config's mesh: is for tpusim shard)")
       ->type_name("AXES");
   // Each of these overrides the key of the config's train: section, which overrides the default.
-  cmd->add_option("--layers", a->layers,
-                  "widths, inputs first (default 64,128,32; multiples of 32)")
+  // Their ranges and defaults are the table's (config_keys(): train.*).
+  cmd->add_option_function<std::string>(
+         "--layers",
+         [a](const std::string& v) {
+           a->layers.clear();
+           for (const std::string& item : cli::split_list(v))
+             a->layers.push_back(static_cast<std::size_t>(std::stoull(item)));
+         },
+         "widths, inputs first (default " + train_default("layers") + "; multiples of 32)")
       ->type_name("W0,W1,..")
-      ->check(cli::list_of(cli::uint_in(1, 65536)));
-  cmd->add_option("--batch", a->batch, "global batch, split evenly over the chips (default 256)")
+      ->check(cli::list_of(train_uint_check("layers")));
+  cmd->add_option("--batch", a->batch,
+                  "global batch, split evenly over the chips (default " + train_default("batch") +
+                      ")")
       ->type_name("N")
-      ->check(cli::uint_in(1, 1u << 24));
-  cmd->add_option("--steps", a->steps, "SGD steps (default 20)")
+      ->check(train_uint_check("batch"));
+  cmd->add_option("--steps", a->steps, "SGD steps (default " + train_default("steps") + ")")
       ->type_name("S")
-      ->check(cli::uint_in(1, 100000));
-  cmd->add_option("--lr", a->lr, "learning rate (default 0.5)")
+      ->check(train_uint_check("steps"));
+  const ConfigKey& lr = config_keys().at("train.lr");
+  cmd->add_option_function<std::string>(
+         "--lr", [a](const std::string& v) { a->lr = std::strtod(v.c_str(), nullptr); },
+         "learning rate (default " + lr.def + ")")
       ->type_name("LR")
-      ->check(cli::real_in(kLrMin, kLrMax));
-  cmd->add_option("--seed", a->seed, "data, teacher and initial weights (default 1)")
+      ->check(cli::real_in(lr.real_lo, lr.real_hi));
+  cmd->add_option("--seed", a->seed,
+                  "data, teacher and initial weights (default " + train_default("seed") + ")")
       ->type_name("S")
-      ->check(in_range(kSeedRange));
+      ->check(train_uint_check("seed"));
   cmd->add_flag("--fresh-batches", a->fresh_batches,
                 "a new batch every step (default: the same batch)");
   cmd->add_option("--grad-pieces", a->grad_pieces,
-                  "the first layer's gradient all-reduced in P pieces (default 4)")
+                  "the first layer's gradient all-reduced in P pieces (default " +
+                      train_default("grad_pieces") + ")")
       ->type_name("P")
-      ->check(cli::uint_in(1, 64));
+      ->check(train_uint_check("grad_pieces"));
   cmd->add_option("--save", a->save,
                   "x.npy, y.npy, init_/final_w{i}.npy, init_/final_b{i}.npy, loss.npy,\n"
                   "train.json: the run, to replay in numpy or JAX")

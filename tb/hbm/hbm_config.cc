@@ -125,21 +125,22 @@ std::vector<HbmAddrMap> hbm_all_maps() {
 std::vector<HbmParamInfo> hbm_param_info() {
   const HbmConfig d;
   std::vector<HbmParamInfo> v;
-  v.push_back({"tck_ns", "clock period in ns (reports only)", std::to_string(d.tck_ns)});
-  v.push_back(
-      {"burst_length", "beats per access (the data path is BL4)", std::to_string(d.burst_length)});
+  v.push_back({"tck_ns", "clock period in ns (reports only)", std::to_string(d.tck_ns), 'r'});
+  v.push_back({"burst_length", "beats per access (the data path is BL4)",
+               std::to_string(d.burst_length), 'i', 1, 64});
   for (const auto& f : kTimingFields)
-    v.push_back({std::string("timing.") + f.key, f.desc, std::to_string(d.timing.*f.member)});
+    v.push_back({std::string("timing.") + f.key, f.desc, std::to_string(d.timing.*f.member), 'i',
+                 f.min, f.max});
   v.push_back({"controller.address_map",
                "address map: ch_bg_co_ba, ch_bg_ba_co, ch_co_bg_ba, "
                "co_bg_ba_ro_ch",
-               hbm_map_name(d.ctrl.addr_map)});
+               hbm_map_name(d.ctrl.addr_map), 's'});
   v.push_back({"controller.starvation_cap", "cycles after which the oldest request goes first",
-               std::to_string(d.ctrl.starve_cap)});
+               std::to_string(d.ctrl.starve_cap), 'i', 1, 65535});
   v.push_back({"controller.write_high_watermark", "buffered writes that start a write drain",
-               std::to_string(d.ctrl.wr_hi)});
+               std::to_string(d.ctrl.wr_hi), 'i', 1, kHbmWriteBufferEntries});
   v.push_back({"controller.write_low_watermark", "buffered writes at which a drain stops",
-               std::to_string(d.ctrl.wr_lo)});
+               std::to_string(d.ctrl.wr_lo), 'i', 0, kHbmWriteBufferEntries});
   return v;
 }
 

@@ -1,9 +1,13 @@
-// ChipConfig: the run-time description of one chip, read from a YAML file (configs/*.yaml).
-// One typed struct with defaults and one-line descriptions, filled and validated in one place.
+// ChipConfig and PodConfig: the run-time description of one chip or a pod, read from a YAML file
+// (configs/*.yaml), with tpusim's --fault overrides. Typed structs with defaults, filled and
+// checked in one place against the one table of keys (config_keys.h: names, types, ranges,
+// defaults, descriptions); errors name the file, the key and the rule.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <stdexcept>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -36,6 +40,22 @@ struct ChipConfig {
 // are ConfigErrors.
 ChipConfig load_chip_config(const std::string& path);
 
+// The `train:` section of a pod configuration (tpusim train, docs/training.md), each key checked
+// against its range in the table (config_keys(): train.*); a key the file does not give keeps
+// the default here, and tpusim train's flag of the same name overrides either.
+struct TrainSettings {
+  std::vector<std::size_t> layers = {64, 128, 32};  // widths, inputs first (two or more)
+  uint64_t batch = 256;                              // global batch
+  uint64_t steps = 20;                               // SGD steps
+  double lr = 0.5;                                   // learning rate
+  uint64_t seed = 1;                                 // data, teacher and initial weights
+  uint64_t grad_pieces = 4;  // the first layer's gradient all-reduced in this many pieces
+  bool fresh_batches = false;  // a new batch every step
+};
+
+// A real as the shortest decimal text that reads back as the same double ("0.5", "1e-05").
+std::string real_text(double v);
+
 // A pod (configs/pod_*.yaml): a `pod` section (shape, wrap, link_latency), and the `chip` and
 // `hbm` sections of a chip configuration, which every chip of the pod shares.
 struct PodConfig {
@@ -43,13 +63,12 @@ struct PodConfig {
   ChipConfig chip;
   PodParams params;  // topology, link latency, variant and HBM (tb/pod/pod.h)
   std::string mesh;  // the `mesh:` section ("data=2,model=2"), or "" when there is none
-  // The `train:` section (tpusim train): key -> value as its flag takes it ("layers" ->
-  // "64,128,32", "lr" -> "0.5", "fresh_batches" -> "1"); checked when loaded.
-  std::map<std::string, std::string> train;
+  TrainSettings train;  // the `train:` section (tpusim train)
 };
 PodConfig load_pod_config(const std::string& path);
 
-// tpusim's --fault KEY=VALUE: one key of a `faults:` section (seed, hbm_single_bit_rate,
+// tpusim's --fault KEY=VALUE: one key of a `faults:` section (the same table of keys as the
+// file's section: config_keys() faults.*) (seed, hbm_single_bit_rate,
 // hbm_double_bit_rate, hbm_flip_at=ADDR[:BITS][@CHIP], which adds one flip,
 // link_bit_error_rate, link_burst_rate, link_drop_rate, link_down=CHIP:PORT@CYCLE, which adds
 // one link). Then the whole
