@@ -91,9 +91,10 @@ std::string ConfigKeys::listed(const std::string& section) const {
   return t;
 }
 
-std::string ConfigKeys::help() const {
+std::string ConfigKeys::help(const std::string& section) const {
   std::string out;
   for (const ConfigKey& k : keys_) {
+    if (!section.empty() && k.name != section && k.name.rfind(section + ".", 0) != 0) continue;
     if (k.type == KeyType::kSection) {
       out += (out.empty() ? "" : "\n") + k.name + ": " + k.doc + "\n";
       continue;

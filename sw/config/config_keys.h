@@ -57,8 +57,9 @@ class ConfigKeys {
   // The same in the order they were registered, "a, b, c".
   std::string listed(const std::string& section) const;
   const std::vector<ConfigKey>& all() const { return keys_; }
-  // The help text: one line per key (name, type and range, default, description), by section.
-  std::string help() const;
+  // The help text: per key its name, type and range, default, and description, by section;
+  // every key, or those of `section` ("train").
+  std::string help(const std::string& section = "") const;
 
  private:
   std::vector<ConfigKey> keys_;

@@ -145,8 +145,7 @@ std::vector<std::string> built_chip_variants();
 std::string chip_build_command(const std::string& variant);
 // "chip variant '8x8' is not built in this binary (chips built: 4x4, 16x16); build it with: ..."
 std::string chip_not_built(const std::string& variant);
-// Shape of a variant by name (built or not); throws std::invalid_argument if unknown.
-ChipShape chip_shape(const std::string& variant);
+// chip_shape(variant): host_port_types.h.
 // Makes a chip of the named variant; std::invalid_argument naming the variant and how to build
 // it when it was not built.
 std::unique_ptr<ChipDut> make_chip(const std::string& variant);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 #include "tpu_contract.h"
@@ -23,6 +24,28 @@ struct ChipShape {
   unsigned hbm_channels = 0;
   uint64_t hbm_bytes = 0;   // HBM capacity
 };
+
+// Shape of a variant by name (built or not; the generated contract's table); throws
+// std::invalid_argument if unknown.
+inline ChipShape chip_shape(const std::string& variant) {
+  const ChipVariant* v = find_chip_variant(variant.c_str());
+  if (v == nullptr) {
+    std::string all;
+    for (const auto& k : kChipVariants) all += (all.empty() ? "" : ", ") + std::string(k.name);
+    throw std::invalid_argument("unknown chip variant '" + variant + "' (chip variants: " + all +
+                                ")");
+  }
+  ChipShape s;
+  s.rows = v->mxu_rows;
+  s.cols = v->mxu_cols;
+  s.wbanks = v->mxu_wbanks;
+  s.wrows = v->mxu_wrows;
+  s.vmem_rows = v->vmem_rows;
+  s.amem_rows = v->amem_rows;
+  s.hbm_channels = v->hbm_channels;
+  s.hbm_bytes = uint64_t{v->hbm_channels} * 16 * v->hbm_rows_per_bank * 2048;
+  return s;
+}
 
 // Address maps of tpu_hbm_pkg::hbm_map_e (same values). Fields from bit 6 upwards.
 enum class HbmAddrMap : uint8_t {

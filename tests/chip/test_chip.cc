@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "chip_driver.h"
+#include "chip_dut.h"
 #include "chip_test_util.h"
 #include "tpu/bf16.h"
 #include "tpu/vector.h"

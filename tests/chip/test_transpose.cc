@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "chip_driver.h"
+#include "chip_dut.h"
 #include "tpu/bf16.h"
 #include "tpu/matmul.h"
 
