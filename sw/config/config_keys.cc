@@ -56,20 +56,16 @@ std::string leaf_of(const std::string& name) {
   return dot == std::string::npos ? name : name.substr(dot + 1);
 }
 
-std::string real_text(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%g", v);
-  return b;
-}
-
 // "integer 1..64 cycles", "number 0..1 per bit on a link", "list", ...
 std::string type_and_range(const ConfigKey& k) {
   std::string t = key_type_name(k.type);
   if (k.type == KeyType::kUint || (k.type == KeyType::kList && k.hi > 0)) {
     const std::string hi = k.hi == ~uint64_t{0} ? "2^64-1" : std::to_string(k.hi);
     t += (k.type == KeyType::kList ? " of " : " ") + std::to_string(k.lo) + ".." + hi;
+  } else if (k.type == KeyType::kReal && k.real_hi == std::numeric_limits<double>::infinity()) {
+    t += std::string(k.real_open_lo ? " above " : " from ") + real_text(k.real_lo);
   } else if (k.type == KeyType::kReal) {
-    t += std::string(" ") + (k.real_open_lo ? "(" : "") + real_text(k.real_lo) + ".." +
+    t += std::string(" ") + (k.real_open_lo ? "above " : "") + real_text(k.real_lo) + ".." +
          real_text(k.real_hi);
   }
   if (!k.unit.empty()) t += " " + k.unit;

@@ -299,9 +299,7 @@ std::function<int()> train_command(CLI::App& tool) {
       ->option_text("A:B")
       ->check(cli::span())
       ->needs("--trace");
-  cmd->footer("the keys of the config's train: section (docs/training.md), each overridden by\n"
-              "its flag:\n" +
-              config_keys().help("train") +
+  cmd->footer(config_keys().help("train") +
               "exit codes: 0 pass, 1 golden mismatch, 2 bad input or output, 3 hang or chip "
               "error");
   return [a] { return run_train(*a); };
