@@ -6,7 +6,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -27,7 +26,7 @@ class ConfigError : public std::runtime_error {
 struct ChipConfig {
   std::string source = "<defaults>";  // file the values came from
   std::string variant = "16x16";      // chip.variant: compile-time RTL variant (MXU rows x cols)
-  HbmConfig hbm;                      // hbm: HBM timing and controller policy (tb/hbm/hbm_config.h)
+  HbmConfig hbm;                      // hbm: HBM timing and controller policy (docs/hbm.md)
   double clock_ghz = 1.0;             // chip.clock_ghz: the chip (and pod) clock, for the
                                       // timeline's microseconds (docs/profiling.md)
   FaultConfig faults;                 // faults: fault injection (none by default; docs/hbm.md)
@@ -67,13 +66,12 @@ struct PodConfig {
 };
 PodConfig load_pod_config(const std::string& path);
 
-// tpusim's --fault KEY=VALUE: one key of a `faults:` section (the same table of keys as the
-// file's section: config_keys() faults.*) (seed, hbm_single_bit_rate,
-// hbm_double_bit_rate, hbm_flip_at=ADDR[:BITS][@CHIP], which adds one flip,
-// link_bit_error_rate, link_burst_rate, link_drop_rate, link_down=CHIP:PORT@CYCLE, which adds
-// one link). Then the whole
-// set is checked against the machine (HBM bytes, chips). Both throw std::invalid_argument
-// naming the flag and the rule.
+// tpusim's --fault KEY=VALUE: one key of a `faults:` section, the same keys of the same table
+// (config_keys(): faults.*): seed, hbm_single_bit_rate, hbm_double_bit_rate,
+// hbm_flip_at=ADDR[:BITS][@CHIP], which adds one flip, link_bit_error_rate, link_burst_rate,
+// link_drop_rate, link_down=CHIP:PORT@CYCLE, which adds one link. Then the whole set is checked
+// against the machine (HBM bytes, chips). Both throw std::invalid_argument naming the flag and
+// the rule.
 void apply_fault_flag(FaultConfig& f, const std::string& key_value);
 // Every --fault of a line, in order (apply_fault_flag): a key that holds one value (all but
 // hbm_flip_at and link_down, which add an item per flag) given twice is an error naming it, as

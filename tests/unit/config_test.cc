@@ -62,8 +62,9 @@ TEST(ConfigKeys, EveryKeyHasADescriptionAndARange) {
     if (k.type == KeyType::kUint) {
       EXPECT_LE(k.lo, k.hi) << k.name;
       EXPECT_GT(k.hi, 0u) << k.name;
-      if (!k.def.empty() && k.def.find_first_not_of("0123456789") == std::string::npos)
+      if (!k.def.empty() && k.def.find_first_not_of("0123456789") == std::string::npos) {
         EXPECT_TRUE(k.holds(std::stoull(k.def))) << k.name << " default " << k.def;
+      }
     }
     if (k.type == KeyType::kReal) {
       EXPECT_LT(k.real_lo, k.real_hi) << k.name;
