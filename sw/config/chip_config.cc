@@ -70,8 +70,8 @@ uint64_t get_uint(const YAML::Node& n, const std::string& file, const std::strin
   if (!ok || !r.holds(v)) fail(file, key, "must be " + what + " (" + r.text() + ")");
   return v;
 }
-uint64_t get_uint(const YAML::Node& n, const std::string& file, const std::string& key,
-                  uint64_t hi, const std::string& what) {
+uint64_t get_uint(const YAML::Node& n, const std::string& file, const std::string& key, uint64_t hi,
+                  const std::string& what) {
   return get_uint(n, file, key, UintRange{0, hi, ""}, what);
 }
 
@@ -86,7 +86,8 @@ namespace {
 YAML::Node load_yaml(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
-    throw ConfigError(path + ": is a directory, not a configuration file (a YAML file such as "
+    throw ConfigError(path +
+                      ": is a directory, not a configuration file (a YAML file such as "
                       "configs/default.yaml for a chip, configs/pod_2x2.yaml for a pod)");
   YAML::Node root;
   try {
@@ -164,15 +165,17 @@ void pod_topology_from(const YAML::Node& pod, const std::string& path, Topology&
       fail(path, "pod.shape", "every size must be an integer from 1 to " + std::to_string(ks.hi));
     }
     if (v < 0 || !ks.holds(static_cast<uint64_t>(v)))
-      fail(path, "pod.shape", "every size must be from 1 to " + std::to_string(ks.hi) +
-                                  " (got " + std::to_string(v) + ")");
+      fail(path, "pod.shape",
+           "every size must be from 1 to " + std::to_string(ks.hi) + " (got " + std::to_string(v) +
+               ")");
     topo.size.push_back(v);
   }
   topo.wrap.assign(topo.size.size(), true);
   if (const YAML::Node w = pod["wrap"]) {
     if (!w.IsSequence() || w.size() != shape.size())
-      fail(path, "pod.wrap", "must be a list of " + std::to_string(shape.size()) +
-                                 " booleans (one per dimension of pod.shape)");
+      fail(path, "pod.wrap",
+           "must be a list of " + std::to_string(shape.size()) +
+               " booleans (one per dimension of pod.shape)");
     for (std::size_t d = 0; d < w.size(); ++d) {
       try {
         topo.wrap[d] = w[d].as<bool>();
@@ -191,9 +194,9 @@ void pod_links_from(const YAML::Node& pod, const std::string& path, const std::s
     const ConfigKey& k = K.at("pod.link_latency");
     const int v = pod_int(l, path, "link_latency", "cycles");
     if (v < 0 || !k.holds(static_cast<uint64_t>(v)))
-      fail(path, "pod.link_latency", "must be from " + std::to_string(k.lo) + " to " +
-                                         std::to_string(k.hi) + " cycles (got " +
-                                         std::to_string(v) + ")");
+      fail(path, "pod.link_latency",
+           "must be from " + std::to_string(k.lo) + " to " + std::to_string(k.hi) +
+               " cycles (got " + std::to_string(v) + ")");
     p.link_latency = static_cast<unsigned>(v);
   }
   if (const YAML::Node w = pod["link_width_bytes"]) {
@@ -221,8 +224,9 @@ void pod_links_from(const YAML::Node& pod, const std::string& path, const std::s
 void check_fault_chips(const FaultConfig& f, const std::string& path, int chips) {
   auto check = [&](int c, const std::string& key) {
     if (c >= chips)
-      fail(path, key, "chip " + std::to_string(c) + " is not in the pod (0.." +
-                          std::to_string(chips - 1) + ")");
+      fail(path, key,
+           "chip " + std::to_string(c) + " is not in the pod (0.." + std::to_string(chips - 1) +
+               ")");
   };
   for (std::size_t i = 0; i < f.hbm_flip_at.size(); ++i)
     check(f.hbm_flip_at[i].chip, "faults.hbm_flip_at[" + std::to_string(i) + "].chip");
@@ -257,8 +261,9 @@ uint64_t train_uint(const YAML::Node& n, const std::string& path, const std::str
     fail(path, "train." + key, "must be an integer");
   }
   if (v < 0 || !k.holds(static_cast<uint64_t>(v)))
-    fail(path, "train." + key, "must be from " + std::to_string(k.lo) + " to " +
-                                   std::to_string(k.hi) + " (got " + std::to_string(v) + ")");
+    fail(path, "train." + key,
+         "must be from " + std::to_string(k.lo) + " to " + std::to_string(k.hi) + " (got " +
+             std::to_string(v) + ")");
   return static_cast<uint64_t>(v);
 }
 
@@ -393,8 +398,9 @@ double yaml_rate(const YAML::Node& n, const std::string& file, const FaultKeyUse
     if (u.kind == FaultKind::kHbmRate)
       fail(file, key,
            "must be a probability " + rate_range_text(k) + " (got " + n.as<std::string>() + ")");
-    fail(file, key, "must be a probability " + k.unit + ", " + rate_range_text(k) + " (got " +
-                        n.as<std::string>() + ")");
+    fail(file, key,
+         "must be a probability " + k.unit + ", " + rate_range_text(k) + " (got " +
+             n.as<std::string>() + ")");
   }
   return v;
 }
@@ -451,8 +457,7 @@ void flip_bits_from(const YAML::Node& b, const std::string& path, const std::str
 }
 
 // faults.hbm_flip_at: [ADDR, {addr, bits, chip}, ...].
-void flips_from(const YAML::Node& l, const std::string& path, uint64_t hbm_bytes,
-                FaultConfig& fc) {
+void flips_from(const YAML::Node& l, const std::string& path, uint64_t hbm_bytes, FaultConfig& fc) {
   if (!l.IsSequence())
     fail(path, "faults.hbm_flip_at",
          "must be a list of addresses or {addr, bits, chip} entries, e.g. [0x1000, "
@@ -492,8 +497,8 @@ FaultConfig faults_from(const YAML::Node& f, const std::string& path, uint64_t h
     if (!n) continue;
     if (u.kind == FaultKind::kSeed) {
       const ConfigKey& k = table_key(u);
-      fc.seed = get_uint(n, path, "faults.seed", UintRange{k.lo, k.hi, ""},
-                         "the fault generator's seed");
+      fc.seed =
+          get_uint(n, path, "faults.seed", UintRange{k.lo, k.hi, ""}, "the fault generator's seed");
     } else if (u.kind == FaultKind::kHbmRate || u.kind == FaultKind::kLinkRate) {
       fc.*u.rate = yaml_rate(n, path, u);
     }
@@ -522,7 +527,8 @@ ChipConfig chip_config_from(const YAML::Node& root, const std::string& path) {
   if (!chip) fail(path, "chip", "missing section");
   if (!chip.IsMap()) fail(path, "chip", "must be a mapping");
   check_keys(chip, path, "chip.", config_keys().keys_in("chip"));
-  if (const YAML::Node w = chip["watchdog_cycles"]) cfg.watchdog_cycles = watchdog_of(w, path, "chip.");
+  if (const YAML::Node w = chip["watchdog_cycles"])
+    cfg.watchdog_cycles = watchdog_of(w, path, "chip.");
   if (chip["variant"]) cfg.variant = get_string(chip["variant"], path, "chip.variant");
   if (const YAML::Node g = chip["clock_ghz"]) {
     double v = 0;
@@ -553,9 +559,9 @@ ChipConfig chip_config_from(const YAML::Node& root, const std::string& path) {
         cfg.variant == "128x128"
             ? "; build its MXU with: cmake --preset default -DTPU_BUILD_MXU128=ON && "
               "cmake --build --preset default"
-            : find_chip_variant(cfg.variant.c_str()) ? "; build it with: " +
-                                                           chip_build_command(cfg.variant)
-                                                     : "";
+        : find_chip_variant(cfg.variant.c_str())
+            ? "; build it with: " + chip_build_command(cfg.variant)
+            : "";
     fail(path, "chip.variant",
          "variant '" + cfg.variant + "' is not built in this binary (whole chips built: " +
              join(chips) + "; MXUs alone, tpusim matmul --mxu-only: " + join(mxus) + ")" + how);
@@ -639,8 +645,8 @@ HbmFlip flag_flip(const std::string& kv, const std::string& val) {
   const auto colon = a.find(':');
   fl.count = 1;
   if (colon != std::string::npos) {
-    fl.count = static_cast<unsigned>(
-        flag_uint(kv, a.substr(colon + 1), kFlipBitsRange, "the bit count"));
+    fl.count =
+        static_cast<unsigned>(flag_uint(kv, a.substr(colon + 1), kFlipBitsRange, "the bit count"));
     a = a.substr(0, colon);
   }
   fl.addr = flag_uint(kv, a, {0, ~0u, ""}, "the address (ADDR[:BITS][@CHIP])");
@@ -702,8 +708,7 @@ void check_fault_flags(const FaultConfig& f, uint64_t hbm_bytes, int chips) {
   for (const HbmFlip& fl : f.hbm_flip_at) {
     if (fl.addr >= hbm_bytes)
       throw std::invalid_argument("--fault hbm_flip_at: address " + std::to_string(fl.addr) +
-                                  " is outside the HBM (" + std::to_string(hbm_bytes) +
-                                  " bytes)");
+                                  " is outside the HBM (" + std::to_string(hbm_bytes) + " bytes)");
     if (fl.chip >= chips)
       throw std::invalid_argument("--fault hbm_flip_at: chip " + std::to_string(fl.chip) +
                                   " is not in the machine (0.." + std::to_string(chips - 1) + ")");

@@ -31,8 +31,8 @@ struct ChipConfig {
                                       // timeline's microseconds (docs/profiling.md)
   FaultConfig faults;                 // faults: fault injection (none by default; docs/hbm.md)
   uint64_t watchdog_cycles = kDefaultWatchdogCycles;  // chip.watchdog_cycles: cycles without
-                                      // progress before a run stops as hung (0: off;
-                                      // docs/errors.md)
+                                                      // progress before a run stops as hung (0:
+                                                      // off; docs/errors.md)
 };
 
 // Reads `path`. Unknown keys, wrong types, impossible values and variants that were not built
@@ -44,11 +44,11 @@ ChipConfig load_chip_config(const std::string& path);
 // the default here, and tpusim train's flag of the same name overrides either.
 struct TrainSettings {
   std::vector<std::size_t> layers = {64, 128, 32};  // widths, inputs first (two or more)
-  uint64_t batch = 256;                              // global batch
-  uint64_t steps = 20;                               // SGD steps
-  double lr = 0.5;                                   // learning rate
-  uint64_t seed = 1;                                 // data, teacher and initial weights
-  uint64_t grad_pieces = 4;  // the first layer's gradient all-reduced in this many pieces
+  uint64_t batch = 256;                             // global batch
+  uint64_t steps = 20;                              // SGD steps
+  double lr = 0.5;                                  // learning rate
+  uint64_t seed = 1;                                // data, teacher and initial weights
+  uint64_t grad_pieces = 4;    // the first layer's gradient all-reduced in this many pieces
   bool fresh_batches = false;  // a new batch every step
 };
 
@@ -60,8 +60,8 @@ std::string real_text(double v);
 struct PodConfig {
   std::string source = "<defaults>";
   ChipConfig chip;
-  PodParams params;  // topology, link latency, variant and HBM (tb/pod/pod.h)
-  std::string mesh;  // the `mesh:` section ("data=2,model=2"), or "" when there is none
+  PodParams params;     // topology, link latency, variant and HBM (tb/pod/pod.h)
+  std::string mesh;     // the `mesh:` section ("data=2,model=2"), or "" when there is none
   TrainSettings train;  // the `train:` section (tpusim train)
 };
 PodConfig load_pod_config(const std::string& path);

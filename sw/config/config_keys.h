@@ -31,14 +31,30 @@ struct ConfigKey {
   std::string def;   // the default, as written in a file ("" when there is none)
   std::string doc;   // one line
 
-  ConfigKey& desc(const std::string& d) { doc = d; return *this; }
-  ConfigKey& default_val(const std::string& v) { def = v; return *this; }
-  ConfigKey& range(uint64_t l, uint64_t h) { lo = l; hi = h; return *this; }
+  ConfigKey& desc(const std::string& d) {
+    doc = d;
+    return *this;
+  }
+  ConfigKey& default_val(const std::string& v) {
+    def = v;
+    return *this;
+  }
+  ConfigKey& range(uint64_t l, uint64_t h) {
+    lo = l;
+    hi = h;
+    return *this;
+  }
   ConfigKey& range(const UintRange& r) { return range(r.lo, r.hi); }
   ConfigKey& real_range(double l, double h, bool open_lo = false) {
-    real_lo = l; real_hi = h; real_open_lo = open_lo; return *this;
+    real_lo = l;
+    real_hi = h;
+    real_open_lo = open_lo;
+    return *this;
   }
-  ConfigKey& units(const std::string& u) { unit = u; return *this; }
+  ConfigKey& units(const std::string& u) {
+    unit = u;
+    return *this;
+  }
   bool holds(uint64_t v) const { return v >= lo && v <= hi; }
   bool holds_real(double v) const {
     return (real_open_lo ? v > real_lo : v >= real_lo) && v <= real_hi;

@@ -15,14 +15,14 @@ namespace tpu {
 
 // Compile-time shape of a chip variant (rtl/tpu_pkg.sv variant_cfg).
 struct ChipShape {
-  unsigned rows = 0;        // MXU rows (K extent of a weight tile)
-  unsigned cols = 0;        // MXU columns = VPU lanes = lanes of a memory row
-  unsigned wbanks = 0;      // MXU weight banks: weight tiles loaded and not yet consumed
-  unsigned wrows = 0;       // weight rows a LOADW moves per cycle
-  unsigned vmem_rows = 0;   // vector memory rows
-  unsigned amem_rows = 0;   // accumulator memory rows
+  unsigned rows = 0;       // MXU rows (K extent of a weight tile)
+  unsigned cols = 0;       // MXU columns = VPU lanes = lanes of a memory row
+  unsigned wbanks = 0;     // MXU weight banks: weight tiles loaded and not yet consumed
+  unsigned wrows = 0;      // weight rows a LOADW moves per cycle
+  unsigned vmem_rows = 0;  // vector memory rows
+  unsigned amem_rows = 0;  // accumulator memory rows
   unsigned hbm_channels = 0;
-  uint64_t hbm_bytes = 0;   // HBM capacity
+  uint64_t hbm_bytes = 0;  // HBM capacity
 };
 
 // Shape of a variant by name (built or not; the generated contract's table); throws

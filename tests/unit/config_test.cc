@@ -91,9 +91,10 @@ TEST(ConfigKeys, DefaultsAreTheTypedStructs) {
 }
 
 TEST(ConfigKeys, TheTrainSectionIsTyped) {
-  const std::string path = write_tmp(
-      "train", "pod:\n  shape: [2, 2]\nchip:\n  variant: 16x16\ntrain:\n  layers: [32, 64, 32]\n"
-               "  batch: 8\n  lr: 0.25\n  seed: 0x10\n  fresh_batches: true\n");
+  const std::string path =
+      write_tmp("train",
+                "pod:\n  shape: [2, 2]\nchip:\n  variant: 16x16\ntrain:\n  layers: [32, 64, 32]\n"
+                "  batch: 8\n  lr: 0.25\n  seed: 0x10\n  fresh_batches: true\n");
   const TrainSettings t = load_pod_config(path).train;
   EXPECT_EQ(t.layers, (std::vector<std::size_t>{32, 64, 32}));
   EXPECT_EQ(t.batch, 8u);
@@ -108,9 +109,9 @@ TEST(ConfigKeys, TheLoadersCheckTheTablesRanges) {
   for (const char* key : {"link_latency", "host_bytes_per_cycle"}) {
     const ConfigKey& k = config_keys().at(std::string("pod.") + key);
     for (uint64_t v : {k.lo, k.hi, k.hi + 1}) {
-      const std::string path = write_tmp(
-          key, "pod:\n  shape: [2, 2]\n  " + std::string(key) + ": " + std::to_string(v) +
-                   "\nchip:\n  variant: 16x16\n");
+      const std::string path =
+          write_tmp(key, "pod:\n  shape: [2, 2]\n  " + std::string(key) + ": " + std::to_string(v) +
+                             "\nchip:\n  variant: 16x16\n");
       if (v <= k.hi) {
         EXPECT_NO_THROW(load_pod_config(path)) << key << " " << v;
         continue;
@@ -131,13 +132,14 @@ TEST(ConfigKeys, TheLoadersCheckTheTablesRanges) {
 
 // A faults: section and the same keys as --fault give the same settings.
 TEST(ConfigKeys, FaultSectionAndFlagsAgree) {
-  const std::string path = write_tmp(
-      "faults", "chip:\n  variant: 16x16\nfaults:\n  seed: 7\n  hbm_single_bit_rate: 0.25\n"
+  const std::string path =
+      write_tmp("faults",
+                "chip:\n  variant: 16x16\nfaults:\n  seed: 7\n  hbm_single_bit_rate: 0.25\n"
                 "  link_drop_rate: 0.5\n  hbm_flip_at: [{addr: 0x40, bits: 2}]\n");
   const FaultConfig y = load_chip_config(path).faults;
   FaultConfig f;
-  apply_fault_flags(f, {"seed=7", "hbm_single_bit_rate=0.25", "link_drop_rate=0.5",
-                        "hbm_flip_at=0x40:2"});
+  apply_fault_flags(
+      f, {"seed=7", "hbm_single_bit_rate=0.25", "link_drop_rate=0.5", "hbm_flip_at=0x40:2"});
   EXPECT_EQ(y.seed, f.seed);
   EXPECT_EQ(y.hbm_single_bit_rate, f.hbm_single_bit_rate);
   EXPECT_EQ(y.link_drop_rate, f.link_drop_rate);
