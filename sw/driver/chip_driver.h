@@ -11,8 +11,6 @@
 #include <vector>
 
 #include "chip_contract.h"
-#include "fault_config.h"
-#include "hbm_config.h"
 #include "host_port.h"
 #include "tpu/bf16.h"
 

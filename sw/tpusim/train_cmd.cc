@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli_util.h"
+#include "config_keys.h"
 #include "pod_cli.h"
 #include "tpu/limits.h"
 #include "train_job.h"
@@ -17,54 +18,52 @@ namespace tpu {
 
 namespace {
 
-// The options of `tpusim train`. The settings a config's train: section also has are kept as the
-// text given (checked when parsed): a flag, else the config's key, else the default.
+// The options of `tpusim train`. The settings a config's train: section also has are typed as
+// the section is (TrainSettings): a flag that was given, else the config's key, else the
+// default of the table of keys (config_keys(): train.*).
 struct TrainArgs {
   PodOptions pod;
-  std::string mesh, layers, batch, steps, lr, seed, grad_pieces;
+  std::string mesh;
+  std::vector<std::size_t> layers;  // --layers W0,W1,.. (checked by list_of(uint_in))
+  uint64_t batch = 0, steps = 0, seed = 0, grad_pieces = 0;
+  double lr = 0;
   bool fresh_batches = false;
   std::string save, load = "host", trace_steps;
 };
 
-// "64,128,32" (checked: every width an integer from 1 to 65536) -> the widths.
-std::vector<std::size_t> parse_layers(const std::string& v) {
-  std::vector<std::size_t> w;
-  for (const std::string& item : cli::split_list(v))
-    w.push_back(static_cast<std::size_t>(std::stoull(item)));
-  if (w.size() < 2)
-    throw std::invalid_argument("--layers " + v + ": need at least two widths (inputs, outputs)");
-  return w;
+// The learning rate: a positive normal f32 (tpu/limits.h); `where` names the flag or key.
+float checked_lr(double v, const std::string& where) {
+  if (!lr_in_range(v)) throw std::invalid_argument(where + ": " + real_text(v) + ": " + lr_rule());
+  return static_cast<float>(v);
 }
 
-// The learning rate: a positive normal f32 (tpu/limits.h); `where` names the flag or key.
-float parse_lr(const std::string& text, const std::string& where) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !lr_in_range(v))
-    throw std::invalid_argument(where + ": " + text + ": " + lr_rule());
-  return static_cast<float>(v);
+// "64-128-32": the widths joined by `sep`.
+std::string widths_text(const std::vector<std::size_t>& w, const char* sep) {
+  std::string t;
+  for (std::size_t x : w) t += (t.empty() ? "" : sep) + std::to_string(x);
+  return t;
 }
 
 int run_train(const TrainArgs& a) {
   const PodOptions& opt = a.pod;
   const std::string config = opt.config_path();
   const PodConfig cfg = load_pod_config(config);
-  // A flag, else the config's train: key, else the default.
-  auto setting = [&](const char* flag, const std::string& given, const char* key,
-                     const char* def) {
-    if (opt.given(flag)) return given;
-    return cfg.train.count(key) ? cfg.train.at(key) : std::string(def);
-  };
+  // Each setting: its flag when given, else the config's train: key, else its default.
+  const TrainSettings& ts = cfg.train;
   TrainJobOptions o;
   o.mesh = a.mesh;
-  o.widths = parse_layers(setting("--layers", a.layers, "layers", "64,128,32"));
-  o.global_batch = std::stoull(setting("--batch", a.batch, "batch", "256"));
-  o.lr_text = setting("--lr", a.lr, "lr", "0.5");
-  o.lr = parse_lr(o.lr_text, opt.given("--lr") ? "--lr" : config + ": key 'train.lr'");
-  o.steps = std::stoull(setting("--steps", a.steps, "steps", "20"));
-  o.seed = std::stoull(setting("--seed", a.seed, "seed", "1"));
-  o.fresh_batches = a.fresh_batches || cfg.train.count("fresh_batches") > 0;
-  o.grad_pieces = std::stoull(setting("--grad-pieces", a.grad_pieces, "grad_pieces", "4"));
+  o.widths = opt.given("--layers") ? a.layers : ts.layers;
+  if (o.widths.size() < 2)
+    throw std::invalid_argument("--layers " + widths_text(o.widths, ",") +
+                                ": need at least two widths (inputs, outputs)");
+  o.global_batch = opt.given("--batch") ? a.batch : ts.batch;
+  const double lr = opt.given("--lr") ? a.lr : ts.lr;
+  o.lr = checked_lr(lr, opt.given("--lr") ? "--lr" : config + ": key 'train.lr'");
+  o.lr_text = real_text(lr);
+  o.steps = opt.given("--steps") ? a.steps : ts.steps;
+  o.seed = opt.given("--seed") ? a.seed : ts.seed;
+  o.fresh_batches = a.fresh_batches || ts.fresh_batches;
+  o.grad_pieces = opt.given("--grad-pieces") ? a.grad_pieces : ts.grad_pieces;
   o.backdoor = a.load == "backdoor";
   if (!a.trace_steps.empty()) o.trace_steps = cli::split_span(a.trace_steps);
   o.save = a.save;
@@ -85,6 +84,15 @@ int run_train(const TrainArgs& a) {
   return finish_pod_report(rep, opt, job.pass());
 }
 
+// train.KEY's default and range in the table of keys, for its flag.
+std::string train_default(const char* key) {
+  return config_keys().at(std::string("train.") + key).def;
+}
+CLI::Validator train_uint_check(const char* key) {
+  const ConfigKey& k = config_keys().at(std::string("train.") + key);
+  return cli::uint_in(k.lo, k.hi);
+}
+
 }  // namespace
 
 std::function<int()> train_command(CLI::App& tool) {
@@ -99,28 +107,42 @@ std::function<int()> train_command(CLI::App& tool) {
                   "default data=<chips> (the config's mesh: is for tpusim shard)")
       ->type_name("AXES");
   // Each of these overrides the key of the config's train: section, which overrides the default.
-  cmd->add_option("--layers", a->layers,
-                  "widths, inputs first (default 64,128,32; multiples of 32)")
+  // Their ranges and defaults are the table's (config_keys(): train.*).
+  cmd->add_option_function<std::string>(
+         "--layers",
+         [a](const std::string& v) {
+           a->layers.clear();
+           for (const std::string& item : cli::split_list(v))
+             a->layers.push_back(static_cast<std::size_t>(std::stoull(item)));
+         },
+         "widths, inputs first (default " + train_default("layers") + "; multiples of 32)")
       ->type_name("W0,W1,..")
-      ->check(cli::list_of(cli::uint_in(1, 65536)));
-  cmd->add_option("--batch", a->batch, "global batch, split evenly over the chips (default 256)")
+      ->check(cli::list_of(train_uint_check("layers")));
+  cmd->add_option("--batch", a->batch,
+                  "global batch, split evenly over the chips (default " + train_default("batch") +
+                      ")")
       ->type_name("N")
-      ->check(cli::uint_in(1, 1u << 24));
-  cmd->add_option("--steps", a->steps, "SGD steps (default 20)")
+      ->check(train_uint_check("batch"));
+  cmd->add_option("--steps", a->steps, "SGD steps (default " + train_default("steps") + ")")
       ->type_name("S")
-      ->check(cli::uint_in(1, 100000));
-  cmd->add_option("--lr", a->lr, "learning rate (default 0.5)")
+      ->check(train_uint_check("steps"));
+  const ConfigKey& lr = config_keys().at("train.lr");
+  cmd->add_option_function<std::string>(
+         "--lr", [a](const std::string& v) { a->lr = std::strtod(v.c_str(), nullptr); },
+         "learning rate (default " + lr.def + ")")
       ->type_name("LR")
-      ->check(cli::real_in(kLrMin, kLrMax));
-  cmd->add_option("--seed", a->seed, "data, teacher and initial weights (default 1)")
+      ->check(cli::real_in(lr.real_lo, lr.real_hi));
+  cmd->add_option("--seed", a->seed,
+                  "data, teacher and initial weights (default " + train_default("seed") + ")")
       ->type_name("S")
-      ->check(in_range(kSeedRange));
+      ->check(train_uint_check("seed"));
   cmd->add_flag("--fresh-batches", a->fresh_batches,
                 "a new batch every step (default: the same batch)");
   cmd->add_option("--grad-pieces", a->grad_pieces,
-                  "the first layer's gradient all-reduced in P pieces (default 4)")
+                  "the first layer's gradient all-reduced in P pieces (default " +
+                      train_default("grad_pieces") + ")")
       ->type_name("P")
-      ->check(cli::uint_in(1, 64));
+      ->check(train_uint_check("grad_pieces"));
   cmd->add_option("--save", a->save,
                   "x.npy, y.npy, init_/final_w{i}.npy, init_/final_b{i}.npy, loss.npy,\n"
                   "train.json: the run, to replay in numpy or JAX")
@@ -138,7 +160,7 @@ std::function<int()> train_command(CLI::App& tool) {
       ->option_text("A:B")
       ->check(cli::span())
       ->needs("--trace");
-  cmd->footer("the settings of the config's train: section: docs/training.md\n"
+  cmd->footer(config_keys().help("train") +
               "exit codes: 0 pass, 1 golden mismatch, 2 bad input or output, 3 hang or chip "
               "error");
   return [a] { return run_train(*a); };

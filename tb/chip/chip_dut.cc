@@ -238,26 +238,6 @@ class ChipDutImpl final : public ChipDut {
 
 // From the contract's variant table (configs/tpu_contract.yaml, which also generates the RTL's
 // variant_cfg). HBM capacity: channels x 16 banks x rows per bank x 2 KiB rows (tpu_hbm_pkg).
-ChipShape chip_shape(const std::string& variant) {
-  const ChipVariant* v = find_chip_variant(variant.c_str());
-  if (v == nullptr) {
-    std::string all;
-    for (const auto& k : kChipVariants) all += (all.empty() ? "" : ", ") + std::string(k.name);
-    throw std::invalid_argument("unknown chip variant '" + variant + "' (chip variants: " + all +
-                                ")");
-  }
-  ChipShape s;
-  s.rows = v->mxu_rows;
-  s.cols = v->mxu_cols;
-  s.wbanks = v->mxu_wbanks;
-  s.wrows = v->mxu_wrows;
-  s.vmem_rows = v->vmem_rows;
-  s.amem_rows = v->amem_rows;
-  s.hbm_channels = v->hbm_channels;
-  s.hbm_bytes = uint64_t{v->hbm_channels} * 16 * v->hbm_rows_per_bank * 2048;
-  return s;
-}
-
 std::vector<std::string> built_chip_variants() {
   std::vector<std::string> v;
 #ifdef TPU_HAVE_CHIP_4X4

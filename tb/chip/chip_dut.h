@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "hbm_config.h"
+#include "host_port_types.h"
 
 namespace tpu {
 
@@ -17,18 +17,6 @@ namespace tpu {
 class ChipRtlError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
-};
-
-// Compile-time shape of a chip variant (rtl/tpu_pkg.sv variant_cfg).
-struct ChipShape {
-  unsigned rows = 0;        // MXU rows (K extent of a weight tile)
-  unsigned cols = 0;        // MXU columns = VPU lanes = lanes of a memory row
-  unsigned wbanks = 0;      // MXU weight banks: weight tiles loaded and not yet consumed
-  unsigned wrows = 0;       // weight rows a LOADW moves per cycle
-  unsigned vmem_rows = 0;   // vector memory rows
-  unsigned amem_rows = 0;   // accumulator memory rows
-  unsigned hbm_channels = 0;
-  uint64_t hbm_bytes = 0;   // HBM capacity
 };
 
 // The chip's trace port (tpu_chip trc_*) in one cycle, read after eval: what the harness's
@@ -157,8 +145,7 @@ std::vector<std::string> built_chip_variants();
 std::string chip_build_command(const std::string& variant);
 // "chip variant '8x8' is not built in this binary (chips built: 4x4, 16x16); build it with: ..."
 std::string chip_not_built(const std::string& variant);
-// Shape of a variant by name (built or not); throws std::invalid_argument if unknown.
-ChipShape chip_shape(const std::string& variant);
+// chip_shape(variant): host_port_types.h.
 // Makes a chip of the named variant; std::invalid_argument naming the variant and how to build
 // it when it was not built.
 std::unique_ptr<ChipDut> make_chip(const std::string& variant);

@@ -4,13 +4,6 @@
 
 namespace tpu {
 
-const std::vector<std::string>& FaultConfig::keys() {
-  static const std::vector<std::string> k = {
-      "seed",           "hbm_single_bit_rate", "hbm_double_bit_rate", "hbm_flip_at",
-      "link_bit_error_rate", "link_burst_rate", "link_drop_rate",     "link_down"};
-  return k;
-}
-
 uint64_t hbm_fault_seed(const FaultConfig& f, int chip) {
   const uint64_t s = splitmix64(f.seed ^ splitmix64(static_cast<uint64_t>(chip) + 1));
   return s != 0 ? s : 1;

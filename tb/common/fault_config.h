@@ -1,8 +1,9 @@
 // FaultConfig: what faults a simulated machine suffers (the `faults:` section of a chip or pod
-// configuration, and tpusim's --fault KEY=VALUE), seeded and reproducible. Sim only: the HBM
-// device model flips bits on their way out (rtl/sim/hbm_device.sv). Empty (the default) means
-// no fault at all: the same bits and cycles as a machine without fault injection. Link faults
-// (link_* keys) act on the ICI link channels of the pod (tb/pod/pod.h IciLink), where the wire is.
+// configuration, and tpusim's --fault KEY=VALUE, both read by sw/config against its one table of
+// keys), seeded and reproducible. Sim only: the HBM device model flips bits on their way out
+// (rtl/sim/hbm_device.sv). Empty (the default) means no fault at all: the same bits and cycles as
+// a machine without fault injection. Link faults (link_* keys) act on the ICI link channels of
+// the pod (tb/pod/pod.h IciLink), where the wire is.
 #pragma once
 
 #include <cstdint>
@@ -45,8 +46,6 @@ struct FaultConfig {
     return link_bit_error_rate > 0 || link_burst_rate > 0 || link_drop_rate > 0 ||
            !link_down.empty();
   }
-  // The keys a `faults:` section and --fault take.
-  static const std::vector<std::string>& keys();
 };
 
 // The seed of chip `chip`'s HBM fault generator (never 0).

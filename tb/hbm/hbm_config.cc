@@ -93,6 +93,19 @@ void rule(bool ok, const HbmConfig& c, const std::string& key, const std::string
   if (!ok) fail(c.source, nullptr, key, text);
 }
 
+// The range of an integer key of the section ("controller.starvation_cap"), from the one list
+// of its keys (hbm_param_info).
+const HbmParamInfo& key_info(const std::string& key) {
+  static const std::vector<HbmParamInfo> info = hbm_param_info();
+  for (const HbmParamInfo& p : info)
+    if (p.key == key) return p;
+  throw std::logic_error("hbm key '" + key + "' is not in hbm_param_info()");
+}
+uint32_t get_key(const YAML::Node& n, const std::string& source, const std::string& key) {
+  const HbmParamInfo& p = key_info(key);
+  return get_ranged(n, source, key, p.min, p.max);
+}
+
 uint32_t ref_lead(const HbmTiming& t) {
   // tpu_hbm_pkg::hbm_ref_lead: tRAS + (CWL + BL/2 + tWR) + tRTP + tRP + 4.
   return t.ras + t.cwl + 2 + t.wr + t.rtp + t.rp + 4;
@@ -125,21 +138,22 @@ std::vector<HbmAddrMap> hbm_all_maps() {
 std::vector<HbmParamInfo> hbm_param_info() {
   const HbmConfig d;
   std::vector<HbmParamInfo> v;
-  v.push_back({"tck_ns", "clock period in ns (reports only)", std::to_string(d.tck_ns)});
-  v.push_back(
-      {"burst_length", "beats per access (the data path is BL4)", std::to_string(d.burst_length)});
+  v.push_back({"tck_ns", "clock period in ns (reports only)", std::to_string(d.tck_ns), 'r'});
+  v.push_back({"burst_length", "beats per access (the data path is BL4)",
+               std::to_string(d.burst_length), 'i', 1, 64});
   for (const auto& f : kTimingFields)
-    v.push_back({std::string("timing.") + f.key, f.desc, std::to_string(d.timing.*f.member)});
+    v.push_back({std::string("timing.") + f.key, f.desc, std::to_string(d.timing.*f.member), 'i',
+                 f.min, f.max});
   v.push_back({"controller.address_map",
                "address map: ch_bg_co_ba, ch_bg_ba_co, ch_co_bg_ba, "
                "co_bg_ba_ro_ch",
-               hbm_map_name(d.ctrl.addr_map)});
+               hbm_map_name(d.ctrl.addr_map), 's'});
   v.push_back({"controller.starvation_cap", "cycles after which the oldest request goes first",
-               std::to_string(d.ctrl.starve_cap)});
+               std::to_string(d.ctrl.starve_cap), 'i', 1, 65535});
   v.push_back({"controller.write_high_watermark", "buffered writes that start a write drain",
-               std::to_string(d.ctrl.wr_hi)});
+               std::to_string(d.ctrl.wr_hi), 'i', 1, kHbmWriteBufferEntries});
   v.push_back({"controller.write_low_watermark", "buffered writes at which a drain stops",
-               std::to_string(d.ctrl.wr_lo)});
+               std::to_string(d.ctrl.wr_lo), 'i', 0, kHbmWriteBufferEntries});
   return v;
 }
 
@@ -206,7 +220,7 @@ HbmConfig hbm_config_from_node(const YAML::Node& hbm, const std::string& source)
       }
       if (!(c.tck_ns > 0.0)) fail(source, &v, key, "must be > 0");
     } else if (key == "burst_length") {
-      c.burst_length = get_ranged(v, source, key, 1, 64);
+      c.burst_length = get_key(v, source, key);
     } else if (key == "timing") {
       require_map(v, source, key);
       for (const auto& tkv : v) {
@@ -218,7 +232,7 @@ HbmConfig hbm_config_from_node(const YAML::Node& hbm, const std::string& source)
           const YAML::Node k = tkv.first;
           fail(source, &k, "timing." + tkey, "unknown key");
         }
-        c.timing.*(f->member) = get_ranged(tkv.second, source, "timing." + tkey, f->min, f->max);
+        c.timing.*(f->member) = get_key(tkv.second, source, "timing." + tkey);
       }
     } else if (key == "controller") {
       require_map(v, source, key);
@@ -234,11 +248,11 @@ HbmConfig hbm_config_from_node(const YAML::Node& hbm, const std::string& source)
                      "' (known: ch_bg_co_ba, ch_bg_ba_co, ch_co_bg_ba, co_bg_ba_ro_ch)");
           }
         } else if (ckey == "starvation_cap") {
-          c.ctrl.starve_cap = get_ranged(cv, source, full, 1, 65535);
+          c.ctrl.starve_cap = get_key(cv, source, full);
         } else if (ckey == "write_high_watermark") {
-          c.ctrl.wr_hi = get_ranged(cv, source, full, 1, kHbmWriteBufferEntries);
+          c.ctrl.wr_hi = get_key(cv, source, full);
         } else if (ckey == "write_low_watermark") {
-          c.ctrl.wr_lo = get_ranged(cv, source, full, 0, kHbmWriteBufferEntries);
+          c.ctrl.wr_lo = get_key(cv, source, full);
         } else {
           const YAML::Node k = ckv.first;
           fail(source, &k, full, "unknown key");

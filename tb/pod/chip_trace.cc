@@ -4,28 +4,6 @@
 
 namespace tpu {
 
-const char* trace_unit_name(TraceUnit u) {
-  switch (u) {
-    case TraceUnit::kSeq:
-      return "sequencer";
-    case TraceUnit::kDma:
-      return "DMA";
-    case TraceUnit::kLoadW:
-      return "MXU weights";
-    case TraceUnit::kMatmul:
-      return "MXU";
-    case TraceUnit::kVpu:
-      return "VPU";
-    case TraceUnit::kIciSend:
-      return "ICI send";
-    case TraceUnit::kIciWait:
-      return "ICI wait";
-    case TraceUnit::kHost:
-      return "host port";
-  }
-  return "unknown";
-}
-
 void ChipTraceRec::set(int chip, const TraceOptions& o) {
   chip_ = chip;
   opt_ = o;

@@ -14,48 +14,9 @@
 
 #include "chip_contract.h"
 #include "chip_dut.h"
+#include "host_port_types.h"
 
 namespace tpu {
-
-// A track of the timeline: one per unit of a chip (ICI sends: one per send context).
-enum class TraceUnit : unsigned {
-  kSeq = 0,      // NOP, FENCE, HALT: one cycle at issue
-  kDma = 1,      // DMA, issue to done (queued for the engine included)
-  kLoadW = 2,    // LOADW ("MXU weights")
-  kMatmul = 3,   // MATMUL ("MXU")
-  kVpu = 4,      // VPU
-  kIciSend = 5,  // ICI_SEND, per send context (lane)
-  kIciWait = 6,  // ICI_WAIT: the cycles it blocked the queue
-  kHost = 7,     // host-port copies: first request to the cycle after the last response
-};
-constexpr unsigned kNumTraceUnits = 8;
-constexpr unsigned kTraceSendLanes = kIciSendContexts;  // ICI send contexts
-const char* trace_unit_name(TraceUnit u);  // "sequencer", "DMA", "MXU weights", "MXU", ...
-
-// One command (or blocked ICI_WAIT, or host copy) of one chip, in pod cycles.
-struct TraceEvent {
-  int chip = 0;
-  TraceUnit unit = TraceUnit::kSeq;
-  unsigned lane = 0;   // kIciSend: the send context (its own track); else 0
-  uint64_t issue = 0;  // issued (ICI_WAIT: first blocked cycle; copy: first request)
-  uint64_t done = 0;   // completed: its done pulse (ICI_WAIT: issue; copy: last response + 1)
-  uint64_t begin = 0;  // drawn as [begin, end): begin = max(issue, the track's previous end),
-  uint64_t end = 0;    // end = max(done, the track's previous end); no overlap on a track
-  int64_t index = -1;  // command index since reset or clear (-1: a host copy)
-  unsigned op = 0;     // ChipOp (the chip's decode of the head)
-  ChipCmd cmd;         // the command word the host pushed (zero if pushed before tracing)
-  std::string label;   // the label the driver gave (HostPort::trace_label), or ""
-  bool write = false;  // host copy: a write into HBM
-  uint64_t addr = 0;   // host copy: HBM address
-  uint64_t bytes = 0;  // host copy: length
-};
-
-// Whether to record, and the cycle window [from, to) of the events kept (any overlap).
-struct TraceOptions {
-  bool enabled = false;
-  uint64_t from = 0;
-  uint64_t to = std::numeric_limits<uint64_t>::max();
-};
 
 // One chip's recorder (owned by its HostAgent).
 class ChipTraceRec {

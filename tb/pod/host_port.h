@@ -1,7 +1,9 @@
 // HostPort: what a driver sees of a machine of chips (one chip alone, a C++ pod, the SystemC
 // pod): one transaction-level host port per chip. Copies to and from HBM, command pushes,
 // status, error, counter and link-statistics registers, and "run until idle". No pins, no pod
-// internals: the seam at which a pod could later be split across processes (docs/pod.md).
+// internals: the seam at which a pod could later be split across processes (docs/pod.md). It
+// depends only on the hardware contract (chip_contract.h over the generated tpu_contract.h), the
+// value types beside it (host_port_types.h) and the topology of the golden model.
 #pragma once
 
 #include <cstdint>
@@ -11,9 +13,7 @@
 #include <vector>
 
 #include "chip_contract.h"
-#include "chip_dut.h"
-#include "chip_trace.h"
-#include "hbm_config.h"
+#include "host_port_types.h"
 #include "tpu/collective.h"
 
 namespace tpu {
@@ -176,6 +176,10 @@ class HostPort {
 };
 
 // The "chip i (x,y,z)" name of chip id i.
-std::string chip_name(const Topology& topo, int id);
+inline std::string chip_name(const Topology& topo, int id) {
+  const PodCoord c = topo.coord(id);
+  return "chip " + std::to_string(id) + " (" + std::to_string(c[0]) + "," + std::to_string(c[1]) +
+         "," + std::to_string(c[2]) + ")";
+}
 
 }  // namespace tpu

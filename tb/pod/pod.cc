@@ -23,12 +23,6 @@ std::string hex_addr(uint64_t a) {
 }
 }  // namespace
 
-std::string chip_name(const Topology& topo, int id) {
-  const PodCoord c = topo.coord(id);
-  return "chip " + std::to_string(id) + " (" + std::to_string(c[0]) + "," + std::to_string(c[1]) +
-         "," + std::to_string(c[2]) + ")";
-}
-
 // ---------------------------------------------------------------------------------------------
 // IciLink
 // ---------------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@
 
 namespace tpu {
 
-// The run-time description of a pod (configs/pod_*.yaml, read by sw/driver/pod_config.h).
+// The run-time description of a pod (configs/pod_*.yaml, read by sw/config/chip_config.h).
 struct PodParams {
   Topology topo = Topology::torus({2, 2});
   std::string variant = "4x4";   // chip variant (every chip the same)

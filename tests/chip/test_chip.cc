@@ -14,6 +14,7 @@
 
 #include "chip_driver.h"
 #include "lone_chip.h"
+#include "chip_dut.h"
 #include "chip_test_util.h"
 #include "tpu/bf16.h"
 #include "tpu/vector.h"

@@ -12,6 +12,7 @@
 
 #include "chip_driver.h"
 #include "lone_chip.h"
+#include "chip_dut.h"
 #include "tpu/bf16.h"
 #include "tpu/matmul.h"
 

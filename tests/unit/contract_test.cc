@@ -1,6 +1,6 @@
 // The generated hardware contract (configs/tpu_contract.yaml -> tpu_contract.h): every field of
 // every opcode round-trips at its documented bit position, fields never overlap the opcode or
-// each other, and the encoders of tb/chip/chip_contract.h give the words they gave before the
+// each other, and the encoders of tb/pod/chip_contract.h give the words they gave before the
 // contract was generated (the shifts below are the hand-written encoders they replaced).
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The ranges that several options and configuration keys share, each written once: tpusim's and
 // the benches' options (sw/tpusim/cli_util.h in_range) and the configuration loaders
-// (sw/driver/chip_config.cc) read them from here, so a flag and its YAML key never disagree on
+// (sw/config/chip_config.cc) read them from here, so a flag and its YAML key never disagree on
 // what a seed, a watchdog or a bit count may be. Header only; the model owns it because every
 // layer may include the model.
 #pragma once
