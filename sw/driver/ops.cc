@@ -7,14 +7,22 @@ namespace tpu {
 
 const char* op_kind_name(OpKind k) {
   switch (k) {
-    case OpKind::kMatmul: return "matmul";
-    case OpKind::kTranspose: return "transpose";
-    case OpKind::kVectorMap: return "vector map";
-    case OpKind::kEpilogue: return "epilogue";
-    case OpKind::kCollective: return "collective";
-    case OpKind::kSend: return "send";
-    case OpKind::kRecv: return "receive";
-    case OpKind::kHostCopy: return "host copy";
+    case OpKind::kMatmul:
+      return "matmul";
+    case OpKind::kTranspose:
+      return "transpose";
+    case OpKind::kVectorMap:
+      return "vector map";
+    case OpKind::kEpilogue:
+      return "epilogue";
+    case OpKind::kCollective:
+      return "collective";
+    case OpKind::kSend:
+      return "send";
+    case OpKind::kRecv:
+      return "receive";
+    case OpKind::kHostCopy:
+      return "host copy";
   }
   return "?";
 }

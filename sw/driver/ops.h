@@ -52,7 +52,8 @@ enum class OpKind {
   kCollective,  // `coll` over the chips of `coll.spec.group_dims` (PodDriver::compile)
   kSend,        // a's rows from chip `from` into chip `to`'s VMEM, a counter there
   kRecv,        // the send `peer` lands: chip `to` waits on its counter and writes `out`
-  kHostCopy,    // the host writes `data` into `out` (to_device) or reads `a` into `data`
+  kHostCopy,    // the host writes `data` into `out` (to_device) or reads `a` into `data`:
+                // no command; run_host_copies runs them before and after the program
 };
 const char* op_kind_name(OpKind k);
 
@@ -67,10 +68,10 @@ struct VectorMapRefs {
 };
 
 struct CollectiveOp {
-  CollectiveSpec spec;       // kind, dtype, elements, the group's dimensions, the algorithm
-  BufferRef in, out;         // the first element of each (spec.n elements from there)
-  std::string axis;          // the mesh axis (the phase's; "" the pod)
-  bool gradient = false;     // a gradient all-reduce (the phase's flag)
+  CollectiveSpec spec;    // kind, dtype, elements, the group's dimensions, the algorithm
+  BufferRef in, out;      // the first element of each (spec.n elements from there)
+  std::string axis;       // the mesh axis (the phase's; "" the pod)
+  bool gradient = false;  // a gradient all-reduce (the phase's flag)
   // The asked algorithm, else the slower ones after it (torus, biring, ring) that fit its ICI
   // counters; the phase's name keeps what the op says.
   bool fit_algorithm = false;
@@ -91,9 +92,9 @@ struct Op {
   bool relu = false, w_transposed = false;
   VectorMapRefs vmap;
   CollectiveOp coll;
-  int from = -1, to = -1;  // send and receive: the chips
-  int peer = -1;           // a receive: its send
-  bool to_device = true;   // host copy: into HBM (else out of it)
+  int from = -1, to = -1;                             // send and receive: the chips
+  int peer = -1;                                      // a receive: its send
+  bool to_device = true;                              // host copy: into HBM (else out of it)
   std::vector<std::vector<uint8_t>>* data = nullptr;  // host copy: per chip, the bytes
 
   // What it reads and writes (the scheduler's dependencies).

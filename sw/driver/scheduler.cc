@@ -52,8 +52,7 @@ int Workload::add_buffer(Buffer b) {
       throw BufferDoesNotFit("buffer '" + b.name + "' (" + std::to_string(b.rows) + "x" +
                              std::to_string(b.cols) + ") does not fit in chip " +
                              std::to_string(c) + "'s HBM (" +
-                             std::to_string(host_.info().shape.hbm_bytes) + " bytes): " +
-                             e.what());
+                             std::to_string(host_.info().shape.hbm_bytes) + " bytes): " + e.what());
     }
     if (c == 0) m = here;
     if (here.addr != m.addr)
@@ -85,7 +84,8 @@ BufferRef Workload::ref_of(const HbmMatrix& v) const {
   const HbmMatrix& m = matrix(b);
   const uint64_t off = (v.addr - m.addr) / m.esize();
   if (v.pitch != m.pitch || v.dtype != m.dtype || (v.addr - m.addr) % m.esize() != 0)
-    throw std::logic_error("workload: a view of buffer '" + buffer(b).name + "' with its own pitch");
+    throw std::logic_error("workload: a view of buffer '" + buffer(b).name +
+                           "' with its own pitch");
   BufferRef r{b, static_cast<std::size_t>(off / m.pitch), v.rows,
               static_cast<std::size_t>(off % m.pitch), v.cols};
   if (r.row0 + r.rows > m.rows || r.col0 + r.cols > m.cols)
@@ -125,7 +125,8 @@ int Workload::add_op(Op op) {
                      " are not the pod's");
   }
   if (op.kind == OpKind::kRecv) {
-    if (op.peer < 0 || op.peer >= idx || ops_[static_cast<std::size_t>(op.peer)].kind != OpKind::kSend)
+    if (op.peer < 0 || op.peer >= idx ||
+        ops_[static_cast<std::size_t>(op.peer)].kind != OpKind::kSend)
       bad_op(op, "op " + std::to_string(op.peer) + " is not an earlier send");
     const Op& s = ops_[static_cast<std::size_t>(op.peer)];
     if (s.from != op.from || s.to != op.to)
@@ -209,8 +210,7 @@ std::vector<CommWindow> comm_windows(const Workload& w, const ChipShape& s,
     cw.counter_count = static_cast<uint32_t>(kIciCounters / regions);
     if (cw.counter_count == 0 || share == 0)
       bad_op(w.ops()[static_cast<std::size_t>(comm[k])],
-             "no VMEM rows or ICI counters left for it (" + std::to_string(regions) +
-                 " regions)");
+             "no VMEM rows or ICI counters left for it (" + std::to_string(regions) + " regions)");
     win.push_back(cw);
   }
   return win;
@@ -341,7 +341,8 @@ std::vector<int> make_phases(const Workload& w, SpmdProgram* prog) {
     if (std::find(names.begin(), names.end(), op.name) == names.end()) names.push_back(op.name);
   std::map<std::string, int> index;
   for (const std::string& n : names) {
-    const auto first = std::find_if(ops.begin(), ops.end(), [&](const Op& o) { return o.name == n; });
+    const auto first =
+        std::find_if(ops.begin(), ops.end(), [&](const Op& o) { return o.name == n; });
     if (first == ops.end()) continue;
     SpmdPhase ph;
     ph.name = n;
@@ -381,9 +382,6 @@ Schedule schedule(Workload& w, const ScheduleOptions& o) {
     s.collectives.push_back(
         compile_collective(w, ops[i], s.windows[static_cast<std::size_t>(window_of[i])]));
   }
-  for (std::size_t i = 0; i < ops.size(); ++i)
-    if (ops[i].kind == OpKind::kHostCopy)
-      bad_op(ops[i], "a host copy is no command: run it with run_host_copies");
   for (int c = 0; c < P; ++c) {
     w.driver(c).vmem_rows_limit = s.vmem_compute;
     for (const std::vector<int>& st : s.steps) {
@@ -391,20 +389,29 @@ Schedule schedule(Workload& w, const ScheduleOptions& o) {
       bool lead = true;
       for (int i : st) {
         const Op& op = ops[static_cast<std::size_t>(i)];
-        if (!op.runs_on(c)) continue;
+        if (!op.runs_on(c) || op.kind == OpKind::kHostCopy) continue;  // no commands
         const int ph = s.phase_of_op[static_cast<std::size_t>(i)];
         if (op.kind == OpKind::kCollective) {
-          const PodProgram& pp = s.collectives[static_cast<std::size_t>(coll_of[static_cast<std::size_t>(i)])];
+          const PodProgram& pp =
+              s.collectives[static_cast<std::size_t>(coll_of[static_cast<std::size_t>(i)])];
           if (op.coll.label_steps)
             comm = pp.program.chip(c).relabeled(ph, op.piece);
           else
             comm.append(pp.program.cmds(c), CmdLabel{ph, -1, op.piece});
           lead = op.coll.lead;
         } else if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) {
-          comm.append(p2p_cmds(w, op, s.windows[static_cast<std::size_t>(window_of[static_cast<std::size_t>(i)])]),
-                      CmdLabel{ph, -1, op.piece});
+          comm.append(
+              p2p_cmds(w, op,
+                       s.windows[static_cast<std::size_t>(window_of[static_cast<std::size_t>(i)])]),
+              CmdLabel{ph, -1, op.piece});
         } else {
-          comp.append(compute_cmds(w, op, c, s.vmem_compute), CmdLabel{ph, -1, op.piece});
+          std::vector<ChipCmd> cmds;
+          try {
+            cmds = compute_cmds(w, op, c, s.vmem_compute);
+          } catch (const std::invalid_argument& e) {  // the planner's rule, and which op
+            bad_op(op, "chip " + std::to_string(c) + ": " + e.what());
+          }
+          comp.append(cmds, CmdLabel{ph, -1, op.piece});
         }
       }
       s.program.append(c, lead ? merge(comm, comp, o.merge, &mi) : merge(comp, comm, o.merge, &mi));
@@ -425,8 +432,8 @@ uint64_t run_host_copies(Workload& w, bool to_device, bool backdoor) {
       auto& b = (*op.data)[static_cast<std::size_t>(c)];
       if (!to_device) b.assign(v.bytes(), 0);
       if (b.size() > v.bytes())
-        bad_op(op, "buffer '" + w.buffer((to_device ? op.out : op.a).buffer).name + "': " +
-                       std::to_string(b.size()) + " bytes, the block holds " +
+        bad_op(op, "buffer '" + w.buffer((to_device ? op.out : op.a).buffer).name +
+                       "': " + std::to_string(b.size()) + " bytes, the block holds " +
                        std::to_string(v.bytes()));
       copies.push_back(HostCopy{c, to_device, v.addr, b.data(), b.size()});
     }
