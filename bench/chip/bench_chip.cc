@@ -15,7 +15,6 @@
 // HBM region, then the same with f32 rows (a 16x16 chip's f32 row is one 64-byte burst, so two
 // rows a cycle are the two HBM ports' 128 B; two bf16 rows are 64 B): bytes per cycle against
 // the HBM peak.
-#include <chrono>
 #include <cstdio>
 #include <random>
 #include <set>
@@ -25,6 +24,8 @@
 
 #include "bench_main.h"
 #include "chip_driver.h"
+#include "lone_chip.h"
+#include "matmul_job.h"
 #include "profile.h"
 #include "report.h"
 #include "tpu/perf.h"
@@ -59,7 +60,7 @@ static int run(const std::string& variant, const std::string& shapes, bool small
   const std::size_t d = small ? 4 : 1;
   ReportArray out;
   if (wanted.count("dma")) {
-    ChipDriver drv(variant);
+    LoneChip drv(variant);
     const ChipShape& cs = drv.shape();
     const uint64_t piece = 2 * cs.cols, rows = cs.vmem_rows / 64 * 64, seg = 64 * piece;
     const uint64_t bytes = rows * piece, at = drv.alloc(2 * bytes), back = drv.alloc(2 * bytes);
@@ -113,15 +114,22 @@ static int run(const std::string& variant, const std::string& shapes, bool small
                        {"speed", 256, 256, 256}};
   for (const Shape& s : all) {
     if (!wanted.count(s.name)) continue;
-    ChipDriver drv(variant);
+    MatmulJobOptions o;
+    o.m = s.m;
+    o.k = s.k;
+    o.n = s.n;
     std::mt19937_64 rng(1);
-    std::vector<bf16_t> a(s.m * s.k), w(s.k * s.n);
-    for (auto& x : a) x = static_cast<bf16_t>(0x3C00u + (rng() & 0x3FFu));
-    for (auto& x : w) x = static_cast<bf16_t>(0x3C00u + (rng() & 0x3FFu));
-    const auto t0 = std::chrono::steady_clock::now();
-    const MatmulRun r = drv.matmul(a, w, s.m, s.k, s.n);
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const bool ok = r.c_bits == golden_chip_matmul(a, w, s.m, s.k, s.n, {});
+    o.a.resize(s.m * s.k);
+    o.w.resize(s.k * s.n);
+    for (auto& x : o.a) x = static_cast<bf16_t>(0x3C00u + (rng() & 0x3FFu));
+    for (auto& x : o.w) x = static_cast<bf16_t>(0x3C00u + (rng() & 0x3FFu));
+    ChipConfig cfg;
+    cfg.variant = variant;
+    MatmulJob job(cfg, "bench_chip", o);
+    job.run();
+    const MatmulRun& r = job.result();
+    const double wall = job.run_seconds();
+    const bool ok = job.pass();
     const double frac = static_cast<double>(r.roofline_cycles) / static_cast<double>(r.prog.cycles);
     Report rep(std::string(s.name) + " matmul " + std::to_string(s.m) + "x" + std::to_string(s.k) +
                "x" + std::to_string(s.n) + ", " + variant);
@@ -150,7 +158,7 @@ static int run(const std::string& variant, const std::string& shapes, bool small
                "C bit for bit against golden_chip_matmul", true);
     // MFU, the breakdown and the HBM counters (ECC included), as tpusim reports them.
     report_profile(rep, {r.prog.delta}, r.prog.cycles, matmul_useful_macs(s.m, s.k, s.n),
-                   peak_macs_per_cycle(drv.shape().rows, drv.shape().cols));
+                   peak_macs_per_cycle(job.shape().rows, job.shape().cols));
     rep.metric("wall_seconds", wall, "s", "host time of the matmul");
     rep.metric("chip_cycles_per_second",
                wall > 0 ? static_cast<double>(r.prog.cycles) / wall : 0.0, "cycles/s",

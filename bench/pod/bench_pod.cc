@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -20,9 +21,12 @@
 
 #include "bench_main.h"
 #include "chip_driver.h"
+#include "collective_job.h"
+#include "engine.h"
+#include "engine_sc.h"
 #include "pod.h"
 #include "pod_driver.h"
-#include "pod_sc.h"
+#include "pod_sc.h"  // sc_elab_and_sim
 #include "profile.h"
 #include "report.h"
 #include "tpu/bf16.h"
@@ -58,26 +62,44 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The bound of a collective of S bytes per chip within groups of `dims` (model/perf.h).
-CollectiveBound bound_of(const MachineInfo& mi, Collective k, const std::vector<int>& dims,
-                         double S) {
-  const Topology g = group_topology(mi.topo, dims);
-  return collective_bound(k, g.num_chips(), S, topology_links_per_chip(g), mi.link_bytes_per_cycle,
-                          collective_hbm_bytes(k, g.num_chips(), S), mi.shape.hbm_channels * 32.0);
+// The collective job of bench_pod: on plain C++ stepping of the pod of `p`, buffers in and out
+// through the backdoor, normal(0, 1) inputs from seed 7, checked bit for bit against the golden
+// of the driver's rounds; the link layer's counters kept.
+CollectiveJob checked_collective(const PodParams& p, const CollectiveSpec& s) {
+  PodConfig cfg;
+  cfg.params = p;
+  CollectiveJobOptions o;
+  o.kind = s.collective;
+  o.dtype = s.dtype;
+  o.op = s.op;
+  o.bytes = s.n * (s.dtype == DType::kBf16 ? 2 : 4);
+  o.algorithm = s.algorithm;
+  o.group_dims = s.group_dims;
+  o.backdoor = true;
+  o.seed = 7;
+  o.input_stddev = 1.0f;
+  o.keep_link_stats = true;
+  CollectiveJob job(cfg, o);
+  EngineOptions eng;
+  eng.engine = "cpp";
+  eng.threads = p.threads;
+  job.run(eng);
+  return job;
 }
 
-void add_collective(Report& rep, const MachineInfo& mi, const CollectiveSpec& s,
-                    const PodCollectiveRun& r, std::size_t outputs, std::size_t mismatches,
-                    double target) {
+void add_collective(Report& rep, const CollectiveJob& job, double target) {
+  const MachineInfo& mi = job.info();
+  const CollectiveSpec& s = job.spec();
+  const PodCollectiveRun& r = job.result();
   const bool bf16 = s.dtype == DType::kBf16;
   const double S = static_cast<double>(s.n) * (bf16 ? 2.0 : 4.0);
-  const CollectiveBound b = bound_of(mi, s.collective, s.group_dims, S);
-  const Topology g = group_topology(mi.topo, s.group_dims);
+  const CollectiveBound b = job.bound();
+  const int p = job.group_chips();
   const double cyc = static_cast<double>(r.collective_cycles);
   rep.field("topology", mi.topo.name()).field("algorithm", s.algorithm);
   if (s.algorithm == "torus")  // the parts' weights the driver chose (empty: equal parts)
     rep.field("part_weights", Json(r.plan.spec.part_weights));
-  rep.metric("group_chips", g.num_chips(), "", "chips of one group");
+  rep.metric("group_chips", p, "", "chips of one group");
   rep.metric("bytes_per_chip", static_cast<uint64_t>(S), "bytes", "S");
   rep.metric("rounds", r.rounds.size(), "", "rounds through VMEM", true);
   rep.set_cycles(r.collective_cycles, b.ici_cycles);
@@ -89,59 +111,28 @@ void add_collective(Report& rep, const MachineInfo& mi, const CollectiveSpec& s,
     rep.metric("fraction_of_partials_bound", cyc > 0 ? partials * b.ici_cycles / cyc : 0.0,
                "fraction", "the bound for the bytes sent with f32 partials (model/perf.h) / cycles",
                true);
-  rep.metric("links_per_chip", topology_links_per_chip(g), "", "links of the bound");
+  rep.metric("links_per_chip", topology_links_per_chip(group_topology(mi.topo, s.group_dims)), "",
+             "links of the bound");
   rep.metric("hbm_bound_cycles", b.hbm_cycles, "cycles", "input read + output written at peak");
   rep.metric("fraction_of_hardware_bound", cyc > 0 ? b.ideal_cycles / cyc : 0.0, "fraction",
              "max(ici, hbm) / cycles", true);
-  rep.set_bandwidth(algbw(S, cyc), busbw(s.collective, g.num_chips(), S, cyc));
+  rep.set_bandwidth(algbw(S, cyc), busbw(s.collective, p, S, cyc));
   uint64_t mx = 0;
   for (const LinkStat& l : r.prog.link_flits) mx = std::max(mx, l.flits * r.row_bytes);
   rep.metric("max_link_bytes", mx, "bytes", "the busiest directed link");
   report_profile(rep, r.prog.chip_delta, r.prog.run.cycles, 0,
                  peak_macs_per_cycle(mi.shape.rows, mi.shape.cols));
-  rep.set_golden(mismatches == 0, outputs, mismatches);
-}
-
-// One collective on a pod of `p`: buffers loaded by the backdoor, the programs run, the outputs
-// checked bit for bit against the golden of the driver's rounds.
-struct CheckedRun {
-  MachineInfo info;
-  PodCollectiveRun run;
-  std::size_t outputs = 0, mismatches = 0;
-  std::vector<LinkStat> links;  // the link layer's counters after the run
-  double wall = 0.0;
-};
-
-CheckedRun checked_collective(const PodParams& p, const CollectiveSpec& s) {
-  CppPodHost host(p);
-  PodDriver drv(host);
-  CollectiveSpec sg = s;
-  sg.granule = drv.granule(s.dtype);
-  const auto in = inputs(make_plan(p.topo, sg));
-  PodCollectiveOptions o;
-  o.backdoor = true;
-  CheckedRun c;
-  c.info = host.info();
-  const auto t0 = std::chrono::steady_clock::now();
-  c.run = drv.run(s, in, o);
-  c.wall = seconds_since(t0);
-  const auto want = golden_collective(c.run.rounds, in);
-  for (std::size_t k = 0; k < want.size(); ++k) {
-    c.outputs += want[k].size();
-    for (std::size_t i = 0; i < want[k].size(); ++i) c.mismatches += c.run.out[k][i] != want[k][i];
-  }
-  c.links = host.link_stats();
-  return c;
+  rep.set_golden(job.mismatches() == 0, job.outputs(), job.mismatches());
 }
 
 // A collective alone, fault-free.
 Report collective_case(const std::string& name, const Topology& topo, CollectiveSpec s,
                        double target) {
-  const CheckedRun c = checked_collective(make_params(topo), s);
+  const CollectiveJob c = checked_collective(make_params(topo), s);
   Report rep(name);
   rep.field("bench", name);
-  add_collective(rep, c.info, s, c.run, c.outputs, c.mismatches, target);
-  rep.metric("wall_seconds", c.wall, "s", "host time");
+  add_collective(rep, c, target);
+  rep.metric("wall_seconds", c.run_seconds(), "s", "host time");
   return rep;
 }
 
@@ -169,13 +160,14 @@ Report faults_case() {
       p.faults.seed = 11;
       p.faults.link_bit_error_rate = ber;
     }
-    const CheckedRun c = checked_collective(p, s);
-    outputs += c.outputs;
-    bad += c.mismatches;
-    const CollectiveBound b = bound_of(c.info, s.collective, s.group_dims, static_cast<double>(s.n) * 4.0);
-    const double frac = b.ici_cycles / static_cast<double>(c.run.collective_cycles);
+    const CollectiveJob c = checked_collective(p, s);
+    outputs += c.outputs();
+    bad += c.mismatches();
+    const CollectiveBound b = c.bound();
+    const uint64_t cycles = c.result().collective_cycles;
+    const double frac = b.ici_cycles / static_cast<double>(cycles);
     uint64_t crc = 0, replays = 0, replayed = 0, down = 0;
-    for (const LinkStat& l : c.links) {
+    for (const LinkStat& l : c.link_stats()) {
       crc += l.crc_errors;
       replays += l.replays;
       replayed += l.replayed_flits;
@@ -185,7 +177,7 @@ Report faults_case() {
     std::snprintf(key, sizeof key, "ber_%g", ber);
     ReportGroup& g = rep.group(ber > 0 ? key : "fault_free");
     g.metric("bit_error_rate", ber, "1/bit", "per bit on every link");
-    g.set_cycles(c.run.collective_cycles, b.ici_cycles);
+    g.set_cycles(cycles, b.ici_cycles);
     g.metric("crc_errors", crc, "", "flits or control words that failed their CRC, all links");
     g.metric("replays", replays, "", "go-back-N replays, all links");
     g.metric("replayed_flits", replayed, "", "flits sent again, all links");
@@ -203,11 +195,11 @@ Report faults_case() {
 
 // A 1 MiB all-reduce and an independent matmul on every chip, alone and side by side: the
 // matmul's VMEM below, the collective's above; the two programs merged, each spread evenly.
-Report overlap_case(const Topology& topo) {
+Report overlap_on(HostPort& host) {
+  const Topology& topo = host.info().topo;
   const std::size_t M = 256, K = 256, N = 256;
   const uint32_t mm_vmem = 4096;  // of 8192 rows
   CollectiveSpec s = allreduce(1 << 20, "torus");
-  CppPodHost host(make_params(topo));
   const int P = host.num_chips();
   PodDriver drv(host);
   std::vector<std::unique_ptr<ChipDriver>> cd;
@@ -280,6 +272,15 @@ Report overlap_case(const Topology& topo) {
   return rep;
 }
 
+// The overlap case on plain C++ stepping of a pod of `topo` (with_engine).
+Report overlap_case(const Topology& topo) {
+  EngineOptions cpp;
+  cpp.engine = "cpp";
+  std::optional<Report> out;
+  with_engine(cpp, make_params(topo), 1.0, [&](HostPort& host) { out.emplace(overlap_on(host)); });
+  return std::move(*out);
+}
+
 // Simulation speed: an all-reduce with its host copies (every simulated cycle counted).
 struct Speed {
   uint64_t cycles = 0;
@@ -301,6 +302,21 @@ CollectiveSpec speed_spec(const std::string& variant) {
   return s;
 }
 
+// The speed job on the engine with_engine builds (sw/jobs/engine.h): plain C++ stepping ("cpp",
+// on pp.threads) or the SystemC pod ("systemc").
+Speed engine_speed(const char* engine, const PodParams& pp, const CollectiveSpec& s) {
+  EngineOptions eng;
+  eng.engine = engine;
+  eng.threads = pp.threads;
+  Speed t;
+  with_engine(eng, pp, 1.0, [&](HostPort& h) {
+    CollectiveSpec sg = s;
+    sg.granule = PodDriver(h).granule(s.dtype);
+    t = speed_run(h, s, inputs(make_plan(pp.topo, sg)));
+  });
+  return t;
+}
+
 Topology parse_topo(const std::string& t) {
   std::vector<int> v;
   std::stringstream ss(t);
@@ -312,10 +328,7 @@ Topology parse_topo(const std::string& t) {
 Report speed_case(const char* self, const std::string& shape, const std::string& variant) {
   const Topology topo = parse_topo(shape);
   const CollectiveSpec s = speed_spec(variant);
-  CppPodHost host(make_params(topo, variant));
-  CollectiveSpec sg = s;
-  sg.granule = PodDriver(host).granule(s.dtype);
-  const Speed cpp = speed_run(host, s, inputs(make_plan(topo, sg)));
+  const Speed cpp = engine_speed("cpp", make_params(topo, variant), s);
   const std::string cmd = std::string(self) + " --systemc-speed " + shape + " " + variant;
   Speed sc;
   unsigned long long sc_cyc = 0;
@@ -351,10 +364,7 @@ Report threads_case(const std::string& shape, const std::string& variant, unsign
     const int k = rep % 2;
     PodParams pp = make_params(topo, variant);
     pp.threads = k == 0 ? 1 : n;
-    CppPodHost host(pp);
-    CollectiveSpec sg = s;
-    sg.granule = PodDriver(host).granule(s.dtype);
-    const Speed r = speed_run(host, s, inputs(make_plan(topo, sg)));
+    const Speed r = engine_speed("cpp", pp, s);
     if (rep < 2 || r.wall < run[k].wall) run[k] = r;
   }
   Report rep("threads: all-reduce of " + std::to_string(s.n) + " f32 with host copies on " +
@@ -381,13 +391,7 @@ Report threads_case(const std::string& shape, const std::string& variant, unsign
 int systemc_speed(const std::string& shape, const std::string& variant) {
   const Topology topo = parse_topo(shape);
   const CollectiveSpec s = speed_spec(variant);
-  ScPod pod("pod", make_params(topo, variant));
-  Speed t;
-  pod.run([&](HostPort& h) {
-    CollectiveSpec sg = s;
-    sg.granule = PodDriver(h).granule(s.dtype);
-    t = speed_run(h, s, inputs(make_plan(topo, sg)));
-  });
+  const Speed t = engine_speed("systemc", make_params(topo, variant), s);
   std::printf("%llu %.6f\n", static_cast<unsigned long long>(t.cycles), t.wall);
   return 0;
 }
@@ -459,6 +463,7 @@ std::vector<Case> cases() {
 }  // namespace
 
 extern "C" int sc_main(int argc, char** argv) {
+  use_systemc_engine();
   if (argc == 4 && std::string(argv[1]) == "--systemc-speed")
     return systemc_speed(argv[2], argv[3]);
   // The cases outlive the loop: each BenchCase calls back into its own.

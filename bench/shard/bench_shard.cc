@@ -3,20 +3,15 @@
 // report per case, sw/common/report.h). 16x16 chips, 16-byte ICI links of 2 cycles' latency,
 // bf16 in, f32 out, operands in through the backdoor, Y checked bit for bit (docs/sharding.md).
 //   bench_shard [--only CASE[,CASE...]] [--list]
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <functional>
-#include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "bench_main.h"
-#include "pod.h"
+#include "engine.h"
 #include "report.h"
-#include "sharded_matmul.h"
-#include "tpu/bf16.h"
+#include "shard_job.h"
 #include "tpu/perf.h"
 
 using namespace tpu;
@@ -52,40 +47,36 @@ const std::vector<Case>& cases() {
 }
 
 Report run_case(const Case& c) {
-  PodParams pp;
-  pp.topo = Topology::torus(c.shape);
-  pp.variant = "16x16";
-  pp.link_latency = 2;
-  pp.link_width = 16;
-  CppPodHost host(pp);
-  const PSpec ys = *c.y ? parse_pspec(c.y, "--y-spec") : PSpec{};
-  const ShardPlan plan = plan_sharding(pp.topo, parse_mesh(c.mesh), c.m, c.k, c.n,
-                                       parse_pspec(c.x, "--x-spec"), parse_pspec(c.w, "--w-spec"),
-                                       *c.y ? &ys : nullptr);
-  std::mt19937_64 rng(11);
-  const std::vector<bf16_t> x = random_bf16(rng, c.m * c.k), w = random_bf16(rng, c.k * c.n);
-  ShardedMatmulOptions so;
-  so.backdoor = true;
-  ShardedMatmul sm(host, plan, so);
-  sm.load(x, w);
-  TraceOptions to;
-  to.enabled = true;  // each phase's cycles come from the timeline
-  host.set_trace(to);
-  const auto t0 = std::chrono::steady_clock::now();
-  ShardedRun run = sm.run();
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  set_phase_cycles(&run, host.take_trace());
-  const ShardCheck chk = check_sharded(sm, x, w, sm.read_y(&run));
+  PodConfig cfg;
+  cfg.params.topo = Topology::torus(c.shape);
+  cfg.params.variant = "16x16";
+  cfg.params.link_latency = 2;
+  cfg.params.link_width = 16;
+  ShardJobOptions o;
+  o.mesh = c.mesh;
+  o.m = c.m;
+  o.k = c.k;
+  o.n = c.n;
+  o.x_spec = c.x;
+  o.w_spec = c.w;
+  o.y_spec = c.y;
+  o.seed = 11;
+  o.backdoor = true;
+  o.pod_sections = false;
+  ShardJob job(cfg, o);
+  EngineOptions eng;
+  eng.engine = "cpp";
   Report rep(std::string("bench_shard ") + c.name + ": " + c.what);
   rep.field("case", c.name);
-  fill_shard_report(rep, sm, run, chk, host.info());
-  const double got = run.prog.run.cycles
-                         ? mfu(matmul_useful_macs(c.m, c.k, c.n), pp.topo.num_chips(),
-                               peak_macs_per_cycle(16, 16), run.prog.run.cycles)
-                         : 0.0;
+  job.run(eng, rep);
+  const uint64_t cycles = job.pod_cycles();
+  const double got = cycles ? mfu(matmul_useful_macs(c.m, c.k, c.n), cfg.params.topo.num_chips(),
+                                  peak_macs_per_cycle(16, 16), cycles)
+                            : 0.0;
   rep.metric("target_mfu", c.target, "fraction", "what issue 11 asks for", true);
   rep.metric("meets_target", got >= c.target, "", "mfu >= target_mfu", true);
-  rep.metric("pod_cycles_per_second", wall > 0 ? static_cast<double>(run.prog.run.cycles) / wall : 0.0,
+  const double wall = job.run_seconds();
+  rep.metric("pod_cycles_per_second", wall > 0 ? static_cast<double>(cycles) / wall : 0.0,
              "cycles/s", "simulation speed of the program (plain C++ stepping)");
   return rep;
 }

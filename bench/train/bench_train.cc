@@ -4,16 +4,15 @@
 // for bit against the golden (docs/training.md). One report per case, a JSON array on stdout.
 //   bench_train [--only CASE[,CASE...]] [--list]
 // weak4x4 runs the 2x2 step too (unless dp2x2 ran in the same process) and reports the ratio.
-#include <chrono>
 #include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "bench_main.h"
-#include "pod.h"
+#include "engine.h"
 #include "report.h"
-#include "train_step.h"
+#include "train_job.h"
 
 using namespace tpu;
 
@@ -32,36 +31,36 @@ std::map<std::string, Measured>& measured() {
   return m;
 }
 
-TrainRunResult run_pod(const std::vector<int>& shape, double* wall, MachineInfo* mi) {
-  PodParams pp;
-  pp.topo = Topology::torus(shape);
-  pp.variant = "16x16";
-  pp.link_latency = 2;
-  pp.link_width = 16;
-  CppPodHost host(pp);
-  MlpSpec spec;
-  spec.widths = {256, 256, 256};
-  spec.batch = 256;
-  spec.lr = 0.5f;
-  TrainOptions to;
-  to.backdoor = true;
-  TrainRunOptions ro;
-  ro.steps = 1;
-  ro.seed = 1;
-  const auto t0 = std::chrono::steady_clock::now();
-  TrainRunResult r = run_training(host, spec, to, ro);
-  *wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  *mi = host.info();
-  return r;
+// The training job of bench_train: one step on plain C++ stepping of a torus of `shape`,
+// 256 examples per chip, data and weights in through the backdoor; rep gets the step's report.
+TrainJob run_pod(const std::vector<int>& shape, Report& rep) {
+  PodConfig cfg;
+  cfg.params.topo = Topology::torus(shape);
+  cfg.params.variant = "16x16";
+  cfg.params.link_latency = 2;
+  cfg.params.link_width = 16;
+  TrainJobOptions o;
+  o.widths = {256, 256, 256};
+  o.global_batch = 256 * static_cast<std::size_t>(cfg.params.topo.num_chips());
+  o.lr = 0.5f;
+  o.steps = 1;
+  o.seed = 1;
+  o.backdoor = true;
+  o.pod_sections = false;
+  o.table = false;
+  TrainJob job(cfg, o);
+  EngineOptions eng;
+  eng.engine = "cpp";
+  job.run(eng, rep);
+  return job;
 }
 
 Report report(const char* name, const char* what, const std::vector<int>& shape) {
-  double wall = 0;
-  MachineInfo mi;
-  const TrainRunResult r = run_pod(shape, &wall, &mi);
   Report rep(std::string("bench_train ") + name + ": " + what);
   rep.field("case", name);
-  fill_train_report(rep, r, mi);
+  const TrainJob job = run_pod(shape, rep);
+  const TrainRunResult& r = job.result();
+  const double wall = job.run_seconds();
   const TrainStepRecord& st = r.steps.at(0);
   rep.metric("step_mfu", st.profile.mfu, "fraction", "MFU of the step", true);
   rep.metric("target_mfu", kTargetMfu, "fraction", "what issue 12 asks for (2x2)", true);

@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "matmul_plan.h"
-#include "pod.h"
 #include "tpu/matmul.h"
 #include "tpu/vector.h"
 
@@ -16,27 +15,6 @@ constexpr uint64_t kBurst = 64;
 uint64_t round_up(uint64_t x, uint64_t m) { return (x + m - 1) / m * m; }
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 }  // namespace
-
-namespace {
-PodParams alone(const std::string& variant, const HbmConfig& hbm, const std::string& waves,
-                const FaultConfig& faults) {
-  PodParams p;
-  p.topo = Topology::mesh({1});
-  p.variant = variant;
-  p.hbm = hbm;
-  p.faults = faults;
-  if (!waves.empty()) {
-    p.wave_chips = {0};
-    p.wave_path = waves;
-  }
-  return p;
-}
-}  // namespace
-
-ChipDriver::ChipDriver(const std::string& variant, const HbmConfig& hbm, const std::string& waves,
-                       const FaultConfig& faults)
-    : own_(std::make_unique<CppPodHost>(alone(variant, hbm, waves, faults))),
-      port_(own_.get()) {}
 
 ChipDriver::ChipDriver(HostPort& port, int chip) : port_(&port), chip_(chip) {
   if (chip < 0 || chip >= port.num_chips())

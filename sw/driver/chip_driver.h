@@ -83,12 +83,9 @@ struct MatmulRun {
 
 class ChipDriver {
  public:
-  // A chip of its own (a machine of one chip, stepped in plain C++); waves: an FST file that
-  // every signal of the chip is dumped to, or "". faults: fault injection (none by default).
-  explicit ChipDriver(const std::string& variant, const HbmConfig& hbm = HbmConfig{},
-                      const std::string& waves = "", const FaultConfig& faults = FaultConfig{});
-  // Chip `chip` of a machine: copies and programs go through that chip's host port; run() runs
-  // the whole machine until it is idle. The HBM allocator starts at 0 on that chip.
+  // Chip `chip` of a machine: copies and programs go through that chip's host port, which the
+  // driver does not own (a chip alone: LoneChip, sw/jobs/lone_chip.h); run() runs the whole
+  // machine until it is idle. The HBM allocator starts at 0 on that chip.
   ChipDriver(HostPort& port, int chip);
   ~ChipDriver();
 
@@ -183,7 +180,6 @@ class ChipDriver {
                    std::size_t k, std::size_t n, const MatmulOptions& opt = {});
 
  private:
-  std::unique_ptr<HostPort> own_;  // the machine of one chip when the chip stands alone
   HostPort* port_ = nullptr;
   int chip_ = 0;
   uint64_t next_free_ = 0;

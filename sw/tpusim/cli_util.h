@@ -1,5 +1,5 @@
-// Helpers the tpusim commands share (options: sw/common/cli.h): the shipped configuration files, a
-// progress line for long runs, and writing a JSON report.
+// Helpers the tpusim commands share (options: sw/common/cli.h): the shipped configuration files,
+// the matmul shape and file options, and a progress line for long runs.
 #pragma once
 
 #include <chrono>
@@ -109,18 +109,5 @@ class ProgressLine {
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point last_ = t0_;
 };
-
-// Writes rep (indented) to path; std::invalid_argument if the file cannot be opened or the
-// write fails or is cut short (a full disk).
-inline void write_json_report(const std::string& path, const Json& rep) {
-  if (files_muted()) return;
-  FILE* f = std::fopen(path.c_str(), "w");
-  if (!f) throw std::invalid_argument(path + ": cannot open the report for writing");
-  const std::string text = json_text(rep) + "\n";
-  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok) throw std::invalid_argument(path + ": writing the report failed (" +
-                                       std::strerror(errno) + ")");
-}
 
 }  // namespace tpu

@@ -1,5 +1,5 @@
-// What the pod commands of tpusim share (pod_cmd.cc, shard_cmd.cc, train_cmd.cc): options, the
-// engine, the pod and link sections of a report.
+// What the pod commands of tpusim share (pod_cmd.cc, shard_cmd.cc, train_cmd.cc): their options
+// and what they make of them for the jobs (sw/jobs: the engine, the reports' common parts).
 #pragma once
 
 #include <functional>
@@ -9,10 +9,8 @@
 
 #include "chip_config.h"
 #include "cli.h"
-#include "host_port.h"
-#include "json.h"
-#include "pod.h"
-#include "pod_driver.h"
+#include "cli_util.h"
+#include "engine.h"
 #include "report.h"
 
 namespace tpu {
@@ -44,21 +42,13 @@ void add_pod_config(CLI::App* cmd, PodOptions& o);
 void add_pod_options(CLI::App* cmd, PodOptions& o, bool bare = false);
 // --trace-cycles A:B (pod cycles; needs --trace).
 void add_trace_cycles(CLI::App* cmd, PodOptions& o);
-// --trace FILE and --trace-cycles FROM:TO: the timeline's options.
-TraceOptions trace_options(const PodOptions& o);
-// Runs job on the pod the options ask for: --engine systemc (default; TLM host sockets) or cpp;
-// --waves-chips; with --trace, the timeline of the whole job written at its end (clock_ghz:
-// the pod's clock, for the timestamps).
-void with_pod(const PodOptions& opt, PodParams params, double clock_ghz,
-              const std::function<void(HostPort&)>& job);
-// The chips of chip c's group over the torus dimensions `dims` (empty: the pod).
-std::vector<int> group_of(const Topology& t, const std::vector<int>& dims, int c);
-// Per-link bytes and the busiest link (group "ici").
-ReportGroup& add_links(Report& rep, const std::vector<LinkStat>& flits, uint64_t row_bytes,
-                       const Topology& topo);
-// tool, config, engine and the pod's shape and links (group "pod").
-void add_pod(Report& rep, const PodConfig& cfg, const MachineInfo& mi, const PodOptions& opt);
-// Per chip: cycles and the unit counters of a program run.
-Json chip_table(const PodProgramRun& pr);
+// The engine the options ask for (sw/jobs/engine.h): --engine, --threads, --waves-chips,
+// --fault, --watchdog (when given), --trace, --trace-cycles and --check.
+EngineOptions engine_options(const PodOptions& o);
+// A progress line's callback showing the pod's cycles.
+std::function<void(uint64_t)> show_cycles(ProgressLine& line);
+// The end of a pod command: the JSON report (--json), the summary on stdout; exit 0 on `pass`,
+// else 1 (a golden mismatch).
+int finish_pod_report(const Report& rep, const PodOptions& o, bool pass);
 
 }  // namespace tpu

@@ -2,29 +2,16 @@
 // checked bit for bit against the golden (docs/training.md).
 #include "train_cmd.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
 #include <memory>
-#include <sstream>
 #include <stdexcept>
-#include <tuple>
+#include <string>
 
 #include "cli_util.h"
-#include "npy.h"
 #include "pod_cli.h"
-#include "profile.h"
-#include "shard_plan.h"
-#include "tpu/perf.h"
-#include "trace.h"
-#include "train_step.h"
+#include "tpu/limits.h"
+#include "train_job.h"
 
 namespace tpu {
 
@@ -58,172 +45,44 @@ float parse_lr(const std::string& text, const std::string& where) {
   return static_cast<float>(v);
 }
 
-void save_run(const std::string& dir, const MlpSpec& spec, const std::vector<MlpData>& batches,
-              const MlpParams& init, const MlpParams& final_p, const std::vector<float>& losses,
-              const Json& hyper) {
-  std::filesystem::create_directories(dir);
-  const std::size_t N = spec.global_batch(), din = spec.widths.front(), dout = spec.widths.back();
-  std::vector<float> x, y;
-  for (const MlpData& d : batches) {
-    for (bf16_t v : d.x) x.push_back(bf16_to_f32(v));
-    y.insert(y.end(), d.t.begin(), d.t.end());
-  }
-  if (batches.size() == 1) {
-    write_npy_f32(dir + "/x.npy", x, {N, din});
-    write_npy_f32(dir + "/y.npy", y, {N, dout});
-  } else {
-    write_npy_f32(dir + "/x.npy", x, {batches.size(), N, din});
-    write_npy_f32(dir + "/y.npy", y, {batches.size(), N, dout});
-  }
-  for (std::size_t l = 0; l < spec.layers(); ++l) {
-    const std::size_t in = spec.widths[l], out = spec.widths[l + 1];
-    const std::string i = std::to_string(l);
-    write_npy_f32(dir + "/init_w" + i + ".npy", init[l].w, {in, out});
-    write_npy_f32(dir + "/init_b" + i + ".npy", init[l].b, {out});
-    write_npy_f32(dir + "/final_w" + i + ".npy", final_p[l].w, {in, out});
-    write_npy_f32(dir + "/final_b" + i + ".npy", final_p[l].b, {out});
-  }
-  write_npy_f32(dir + "/loss.npy", losses, {losses.size()});
-  write_json_report(dir + "/train.json", hyper);
-}
-
-}  // namespace
-
-namespace {
-
 int run_train(const TrainArgs& a) {
   const PodOptions& opt = a.pod;
   const std::string config = opt.config_path();
   const PodConfig cfg = load_pod_config(config);
-  const Topology& topo = cfg.params.topo;
-  const int P = topo.num_chips();
   // A flag, else the config's train: key, else the default.
   auto setting = [&](const char* flag, const std::string& given, const char* key,
                      const char* def) {
     if (opt.given(flag)) return given;
     return cfg.train.count(key) ? cfg.train.at(key) : std::string(def);
   };
-  // Data parallel over every chip, or data x model axes (tensor parallel) from --mesh.
-  int model = 1;
-  std::string mesh_text = "data=" + std::to_string(P);
-  if (!a.mesh.empty()) {
-    Mesh mesh;
-    try {
-      mesh = parse_mesh(a.mesh);
-      for (const MeshAxis& ax : mesh.axes) {
-        if (ax.name != "data" && ax.name != "model")
-          throw std::invalid_argument("axis '" + ax.name + "': the axes are 'data' and 'model'");
-      }
-      check_mesh(topo, mesh);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument("--mesh " + a.mesh + ": " + e.what());
-    }
-    // An axis of size 1 splits nothing: data=4,model=1 is plain data parallel, data=1,model=4
-    // is model=4 (the same programs, the same bits).
-    mesh = mesh_without_unit_axes(mesh);
-    for (const MeshAxis& ax : mesh.axes)
-      if (ax.name == "model") model = ax.size;
-    if (model > 1) mesh_text = mesh.text();  // else plain data parallel, as without --mesh
-  }
-  const int data_ways = P / model;
-  MlpSpec spec;
-  spec.widths = parse_layers(setting("--layers", a.layers, "layers", "64,128,32"));
-  const std::size_t global = std::stoull(setting("--batch", a.batch, "batch", "256"));
-  if (global % static_cast<std::size_t>(data_ways) != 0)
-    throw std::invalid_argument("--batch " + std::to_string(global) + ": the global batch must "
-                                "split evenly over the " + std::to_string(data_ways) +
-                                " data-parallel ranks");
-  spec.batch = global / static_cast<std::size_t>(data_ways);
-  const std::string lr = setting("--lr", a.lr, "lr", "0.5");
-  spec.lr = parse_lr(lr, opt.given("--lr") ? "--lr" : config + ": key 'train.lr'");
-  const std::size_t steps = std::stoull(setting("--steps", a.steps, "steps", "20"));
-  const uint64_t seed = std::stoull(setting("--seed", a.seed, "seed", "1"));
-  const bool fresh = a.fresh_batches || cfg.train.count("fresh_batches") > 0;
-  TrainOptions to;
-  to.mesh = model > 1 ? mesh_text : "";
-  to.grad_pieces = std::stoull(setting("--grad-pieces", a.grad_pieces, "grad_pieces", "4"));
-  to.backdoor = a.load == "backdoor";
-  std::size_t t0 = 0, t1 = 1;
-  if (!a.trace_steps.empty()) {
-    std::tie(t0, t1) = cli::split_span(a.trace_steps);
-    if (t1 > steps)
-      throw std::invalid_argument("--trace-steps " + a.trace_steps + ": the run has " +
-                                  std::to_string(steps) + " steps");
-  }
-
-  std::string widths;
-  for (std::size_t w : spec.widths) widths += (widths.empty() ? "" : "-") + std::to_string(w);
-  Report rep(std::string(model > 1 ? "data x tensor parallel" : "data-parallel") +
-             " training of an MLP " + widths + " on " + topo.name() + " (" +
-             std::to_string(P) + " chips " + cfg.params.variant + ", mesh " + mesh_text +
-             "), global batch " +
-             std::to_string(global) + ", " + std::to_string(steps) + " steps, lr " +
-             lr);
+  TrainJobOptions o;
+  o.mesh = a.mesh;
+  o.widths = parse_layers(setting("--layers", a.layers, "layers", "64,128,32"));
+  o.global_batch = std::stoull(setting("--batch", a.batch, "batch", "256"));
+  o.lr_text = setting("--lr", a.lr, "lr", "0.5");
+  o.lr = parse_lr(o.lr_text, opt.given("--lr") ? "--lr" : config + ": key 'train.lr'");
+  o.steps = std::stoull(setting("--steps", a.steps, "steps", "20"));
+  o.seed = std::stoull(setting("--seed", a.seed, "seed", "1"));
+  o.fresh_batches = a.fresh_batches || cfg.train.count("fresh_batches") > 0;
+  o.grad_pieces = std::stoull(setting("--grad-pieces", a.grad_pieces, "grad_pieces", "4"));
+  o.backdoor = a.load == "backdoor";
+  if (!a.trace_steps.empty()) o.trace_steps = cli::split_span(a.trace_steps);
+  o.save = a.save;
+  o.table = !opt.quiet;
+  TrainJob job(cfg, o);
+  Report rep(job.title());
   rep.field("command", "train");
-  bool pass = true;
   const auto wall0 = std::chrono::steady_clock::now();
   {
-    ProgressLine line("train " + widths + " on " + topo.name(), opt.quiet);
-    PodOptions pod_opt = opt;
-    pod_opt.trace.clear();
-    with_pod(pod_opt, cfg.params, cfg.chip.clock_ghz, [&](HostPort& h) {
-      const MachineInfo& mi = h.info();
-      TrainRunOptions ro;
-      ro.steps = steps;
-      ro.seed = seed;
-      ro.fresh_batches = fresh;
-      ro.trace_from = t0;
-      ro.trace_to = !opt.trace.empty() ? t1 : 0;
-      ro.progress = [&](std::size_t s, uint64_t cyc) {
-        line.show("step " + std::to_string(s) + "/" + std::to_string(steps) + ": " +
-                  std::to_string(cyc) + " cycles");
-      };
-      const bool quiet = opt.quiet || opt.check;  // a check runs no step
-      if (!quiet)
-        std::printf("%5s %12s %10s %6s %8s %8s %8s %6s %7s %s\n", "step", "loss", "cycles", "mfu",
-                    "compute", "comm", "memory", "idle", "ar_hid", "golden");
-      ro.on_step = [&](std::size_t s, const TrainStepRecord& st) {
-        if (quiet) return;
-        const Breakdown& b = st.profile.breakdown;
-        std::printf("%5zu %12.6f %10llu %6.3f %8.3f %8.3f %8.3f %6.3f %7.3f %s\n", s, st.loss,
-                    static_cast<unsigned long long>(st.cycles), st.profile.mfu, b.compute,
-                    b.communication, b.memory, b.idle, st.hidden, st.golden_pass ? "pass" : "FAIL");
-        std::fflush(stdout);
-      };
-      const TrainRunResult r = run_training(h, spec, to, ro);
-      pass = r.pass();
-      if (!opt.trace.empty()) {
-        write_trace(opt.trace, r.trace, mi, cfg.chip.clock_ghz);
-        rep.field("trace", opt.trace);
-      }
-      add_pod(rep, cfg, mi, opt);
-      fill_train_report(rep, r, mi);
-      rep.group("train").field("mesh", mesh_text);
-      if (!a.save.empty()) {
-        std::vector<float> losses;
-        for (const TrainStepRecord& st : r.steps) losses.push_back(static_cast<float>(st.loss));
-        Json hyper = Json::object();
-        hyper["layers"] = rep.json()["train"]["layers"];
-        hyper["global_batch"] = static_cast<uint64_t>(r.spec.global_batch());
-        hyper["chips"] = static_cast<uint64_t>(P);
-        hyper["steps"] = static_cast<uint64_t>(steps);
-        hyper["lr"] = static_cast<double>(r.spec.lr);
-        hyper["seed"] = seed;
-        hyper["fresh_batches"] = fresh;
-        hyper["loss"] = "mean over the global batch and the outputs of (prediction - y)^2";
-        hyper["activation"] = "relu on every layer but the last";
-        hyper["optimizer"] = "sgd: w = w + g * (-lr), two f32 roundings";
-        hyper["numerics"] = "docs/training.md";
-        save_run(a.save, r.spec, r.batches, r.init, r.final_params, losses, hyper);
-        rep.field("save", a.save);
-      }
+    ProgressLine line("train " + job.widths_text() + " on " + cfg.params.topo.name(), opt.quiet);
+    job.run(engine_options(opt), rep, [&](std::size_t s, uint64_t cyc) {
+      line.show("step " + std::to_string(s) + "/" + std::to_string(o.steps) + ": " +
+                std::to_string(cyc) + " cycles");
     });
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   rep.metric("wall_seconds", wall, "s", "host time of the simulation");
-  if (!opt.json.empty()) rep.write(opt.json);
-  std::fputs(rep.summary().c_str(), stdout);
-  return pass ? 0 : 1;
+  return finish_pod_report(rep, opt, job.pass());
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "chip_driver.h"
+#include "lone_chip.h"
 #include "chip_test_util.h"
 #include "tpu/bf16.h"
 #include "tpu/vector.h"
@@ -31,7 +32,7 @@ std::vector<std::string> built_among(std::initializer_list<const char*> wanted) 
 }
 
 TEST(ChipHbm, HostPortDataIntegrity) {
-  ChipDriver drv("4x4");
+  LoneChip drv("4x4");
   std::mt19937_64 rng(7);
   std::vector<uint8_t> data(8192 + 37);
   for (auto& b : data) b = static_cast<uint8_t>(rng());
@@ -43,7 +44,7 @@ TEST(ChipHbm, HostPortDataIntegrity) {
 }
 
 TEST(ChipDma, RoundTripBf16AndF32) {
-  ChipDriver drv("4x4");
+  LoneChip drv("4x4");
   std::mt19937_64 rng(3);
   for (bool bf16 : {true, false}) {
     drv.free_all();
@@ -72,7 +73,7 @@ TEST(ChipDma, RoundTripBf16AndF32) {
 // bf16 to HBM keeps each lane's bits [15:0], or with hi its bits [31:16]: the two halves of
 // f32 rows go out as two bf16 arrays.
 TEST(ChipDma, Bf16OutTakesTheLowerOrTheUpperHalfOfEachLane) {
-  ChipDriver drv("4x4");
+  LoneChip drv("4x4");
   std::mt19937_64 rng(5);
   const uint32_t rows = 16, lanes = 4;
   const uint64_t src = drv.alloc(rows * lanes * 4), lo = drv.alloc(rows * lanes * 2),
@@ -99,7 +100,7 @@ TEST(ChipDma, Bf16OutTakesTheLowerOrTheUpperHalfOfEachLane) {
 // tail != 0: the last piece of every segment keeps its first `tail` lanes, the others become -0;
 // dense segments (pieces of two segments merged into one burst) and strided ones.
 TEST(ChipDma, TailFillsEdgeLanesWithNegativeZero) {
-  ChipDriver drv("4x4");
+  LoneChip drv("4x4");
   std::mt19937_64 rng(5);
   for (bool bf16 : {true, false}) {
     for (uint32_t stride_pieces : {3u, 8u}) {
@@ -138,7 +139,7 @@ TEST(ChipDma, TailFillsEdgeLanesWithNegativeZero) {
 // and two pieces per cycle, segments ending inside a burst, merges across segments.
 TEST(ChipDma, RandomStridedReadsAndWriteBacks) {
   for (const std::string& variant : built_among({"4x4", "16x16"})) {
-    ChipDriver drv(variant);
+    LoneChip drv(variant);
     const uint32_t lanes = static_cast<uint32_t>(drv.shape().cols);
     std::mt19937_64 rng(variant.size() * 77 + 1);
     const uint64_t src = drv.alloc(1 << 16), dst = drv.alloc(1 << 16);
@@ -184,7 +185,7 @@ TEST(ChipDma, RandomStridedReadsAndWriteBacks) {
 // take about two times one (four at a time pay a read's latency together).
 TEST(ChipDma, BackToBackReadsOverlapAndKeepTheirOwnFormat) {
   for (const std::string& variant : built_among({"4x4", "16x16"})) {
-    ChipDriver drv(variant);
+    LoneChip drv(variant);
     const uint32_t lanes = static_cast<uint32_t>(drv.shape().cols), row_bytes = 4 * lanes;
     std::mt19937_64 rng(23 + lanes);
     const uint64_t src = drv.alloc(1 << 16), dst = drv.alloc(1 << 16);
@@ -244,7 +245,7 @@ TEST(ChipDma, BackToBackReadsOverlapAndKeepTheirOwnFormat) {
       }
     }
   }
-  ChipDriver drv("4x4");
+  LoneChip drv("4x4");
   const uint64_t src = drv.alloc(1 << 16);
   // Eight one-burst reads against one.
   const auto reads_of = [&](int n) {
@@ -271,7 +272,7 @@ TEST(ChipDma, BackToBackReadsOverlapAndKeepTheirOwnFormat) {
 // as if each had run alone, in program order, byte for byte.
 TEST(ChipDma, AccessesToOtherBytesOverlapAndAccessesToTheSameBytesKeepTheirOrder) {
   for (const std::string& variant : built_among({"4x4", "16x16"})) {
-    ChipDriver drv(variant);
+    LoneChip drv(variant);
     const uint32_t lanes = static_cast<uint32_t>(drv.shape().cols), rb = 4 * lanes;
     const uint32_t burst_rows = std::max(1u, 64 / rb);
     std::mt19937_64 rng(41 + lanes);
@@ -357,7 +358,7 @@ TEST(ChipDma, AccessesToOtherBytesOverlapAndAccessesToTheSameBytesKeepTheirOrder
 // exact; a bf16 C feeds the next matmul as its A (its padding is whatever the first wrote).
 TEST(ChipMatmulHbm, PaddingContentsDoNotMatterAndOutputsChain) {
   for (const std::string& variant : built_among({"4x4", "16x16"})) {
-    ChipDriver drv(variant);
+    LoneChip drv(variant);
     std::mt19937_64 rng(21);
     const std::size_t m = 37, k = 13, n = 10, n2 = 7;
     const auto a = random_bf16(m * k, rng), w = random_bf16(k * n, rng);
@@ -413,7 +414,7 @@ TEST(ChipMatmulHbm, PaddingContentsDoNotMatterAndOutputsChain) {
 }
 
 TEST(ChipMatmulHbm, BadOperandsAreClearErrors) {
-  ChipDriver drv("4x4");
+  LoneChip drv("4x4");
   const HbmMatrix a = drv.alloc_matrix(8, 12, Dtype::kBf16);
   const HbmMatrix w = drv.alloc_matrix(12, 5, Dtype::kBf16);
   const HbmMatrix c = drv.alloc_matrix(8, 5, Dtype::kF32);
@@ -462,7 +463,7 @@ TEST_P(ChipMatmul, BitExactThroughHbm) {
   const auto built = built_chip_variants();
   if (std::find(built.begin(), built.end(), variant) == built.end())
     GTEST_SKIP() << "chip variant " << variant << " not built (TPU_CHIP_VARIANTS)";
-  ChipDriver drv(variant);
+  LoneChip drv(variant);
   std::mt19937_64 rng(static_cast<uint64_t>(m * 1000003 + k * 1009 + n));
   const auto a = random_bf16(static_cast<std::size_t>(m * k), rng);
   const auto w = random_bf16(static_cast<std::size_t>(k * n), rng);
@@ -512,7 +513,7 @@ INSTANTIATE_TEST_SUITE_P(
     MmName);
 
 TEST(ChipConcurrency, DmaOverlapsMxu) {
-  ChipDriver drv("4x4");
+  LoneChip drv("4x4");
   std::mt19937_64 rng(11);
   const std::size_t m = 64, k = 64, n = 64;
   const auto a = random_bf16(m * k, rng), w = random_bf16(k * n, rng);
@@ -527,7 +528,7 @@ TEST(ChipConcurrency, DmaOverlapsMxu) {
 TEST(ChipSequencer, WarAndRawDependenciesHold) {
   // DMA X -> VMEM[0..); VPU copies VMEM[0..) -> AMEM; DMA Y -> VMEM[0..) (must wait for the
   // VPU: WAR); DMA AMEM -> HBM (must wait for the VPU: RAW). Reordering would write Y out.
-  ChipDriver drv("4x4");
+  LoneChip drv("4x4");
   const uint32_t rows = 64, bytes = rows * 16;
   std::vector<float> x(rows * 4), y(rows * 4, -1.0f), out(rows * 4);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) + 0.5f;
@@ -560,7 +561,7 @@ TEST(ChipSequencer, WarAndRawDependenciesHold) {
 // the golden lane op.
 TEST(ChipVpu, BackToBackCommandsFeedARowEveryCycle) {
   for (const std::string& variant : built_among({"4x4", "16x16"})) {
-    ChipDriver drv(variant);
+    LoneChip drv(variant);
     const uint32_t lanes = static_cast<uint32_t>(drv.shape().cols), rb = 4 * lanes;
     std::mt19937_64 rng(31 + lanes);
     std::normal_distribution<float> nd(0.0f, 2.0f);
@@ -663,7 +664,7 @@ struct StructCase {
 };
 
 TEST(ChipErrors, PerOpcodeStructFieldsReachTheSequencer) {
-  ChipDriver drv("4x4");  // 4 lanes, 4096 VMEM rows, 2048 AMEM rows, a 1x1x1 pod
+  LoneChip drv("4x4");  // 4 lanes, 4096 VMEM rows, 2048 AMEM rows, a 1x1x1 pod
   auto dma = [](auto set) {
     CmdDma c;
     c.dir = static_cast<uint32_t>(DmaDir::kHbmToVmem);
@@ -746,7 +747,7 @@ TEST(ChipErrors, PerOpcodeStructFieldsReachTheSequencer) {
 }
 
 TEST(ChipErrors, IllegalCommandsSetTheErrorRegister) {
-  ChipDriver drv("4x4");
+  LoneChip drv("4x4");
   const uint32_t hbm = static_cast<uint32_t>(drv.shape().hbm_bytes);
   const std::vector<BadCase> cases = {
       {"opcode 12", ChipCmd::make(static_cast<ChipOp>(12), 0, 0, 0, 0, 0, 0), 1},
@@ -788,7 +789,7 @@ TEST(ChipErrors, IllegalCommandsSetTheErrorRegister) {
   EXPECT_EQ(r.err, 9u);
   EXPECT_EQ(r.err_cmd, drv.shape().wbanks);
   {
-    ChipDriver fresh("4x4");
+    LoneChip fresh("4x4");
     prog.erase(prog.begin());
     EXPECT_EQ(fresh.run(prog, false, 10000).err, 0u);
   }
@@ -799,7 +800,7 @@ TEST(ChipErrors, IllegalCommandsSetTheErrorRegister) {
 // counter gates the DMA that reads the rows back; the rows cross as whole f32 rows, bit for bit.
 TEST(ChipIci, SendToSelfWritesRowsAndBumpsTheCounter) {
   for (const std::string variant : {"4x4", "16x16"}) {
-    ChipDriver drv(variant);
+    LoneChip drv(variant);
     const unsigned L = drv.shape().cols;
     const uint32_t rows = 2 * kIciPacketRows + 12;  // three packets, the last of 12 rows
     const uint32_t heads = 3;
@@ -828,7 +829,7 @@ TEST(ChipIci, SendToSelfWritesRowsAndBumpsTheCounter) {
 // ICI_WAIT is a semaphore: it takes its value off the counter, so a second wait for rows that
 // were already consumed would block; the program then hangs and the driver says so.
 TEST(ChipIci, WaitConsumesTheCounter) {
-  ChipDriver drv("4x4");
+  LoneChip drv("4x4");
   const ProgramResult r = drv.run({cmd_ici_send(Mem::kVmem, 0, 8, {0, 0, 0}, Mem::kVmem, 64, 3),
                                    cmd_ici_wait(3, 5), cmd_ici_wait(3, 3), cmd_halt()});
   EXPECT_EQ(r.err, 0u);
@@ -848,7 +849,7 @@ TEST(ChipIci, ReductionsAndSendsTakeTheirRowsAsTheyCome) {
     std::map<bool, uint64_t> cycles;
     for (bool chained : {true, false}) {
       SCOPED_TRACE(variant + (chained ? " chained" : " unchained"));
-      ChipDriver drv(variant);  // a fresh chip each: the hang checks below leave a wait queued
+      LoneChip drv(variant);  // a fresh chip each: the hang checks below leave a wait queued
       const uint32_t L = static_cast<uint32_t>(drv.shape().cols), rb = 4 * L;
       std::mt19937_64 rng(77 + L);
       std::normal_distribution<float> nd(0.0f, 3.0f);
@@ -912,7 +913,7 @@ TEST(ChipVpu, AYoungerReductionRunsAheadOfAnOlderOneWaitingForItsRows) {
   std::map<int, uint64_t> cycles;
   for (int way : {kAhead, kOneSigCounter, kOneXCounter}) {
     SCOPED_TRACE(way);
-    ChipDriver drv("4x4");
+    LoneChip drv("4x4");
     const uint32_t L = static_cast<uint32_t>(drv.shape().cols), rb = 4 * L;
     std::mt19937_64 rng(91);
     std::normal_distribution<float> nd(0.0f, 2.0f);
@@ -977,7 +978,7 @@ TEST(ChipIci, ASendOfItsVpusRowsHoldsLaterReadersOnlyWithoutWaitLocal) {
   std::map<bool, std::vector<uint32_t>> got;
   for (bool local : {true, false}) {
     SCOPED_TRACE(local ? "wait_local" : "held");
-    ChipDriver drv("4x4");
+    LoneChip drv("4x4");
     const uint32_t L = static_cast<uint32_t>(drv.shape().cols), rb = 4 * L;
     std::mt19937_64 rng(5);
     std::normal_distribution<float> nd(0.0f, 2.0f);
@@ -1016,7 +1017,7 @@ TEST(ChipIci, ASendOfItsVpusRowsHoldsLaterReadersOnlyWithoutWaitLocal) {
 // Two consumers taking from one counter at once would race for its rows: CounterNoUnderflow_A
 // fires (here a reduction waiting for its row, and an ICI_WAIT for the same row behind it).
 TEST(ChipIci, TwoConsumersOfOneCounterTripTheUnderflowAssertion) {
-  ChipDriver drv("4x4");
+  LoneChip drv("4x4");
   VpuCmdArgs red = vpu_rows(VpuOp::kAdd, Mem::kVmem, 300, 400, 400, 1);
   red.x_counter = 5;
   std::string what;
@@ -1033,7 +1034,7 @@ TEST(ChipWaves, GtkwSignalsAreInTheDump) {
   ASSERT_TRUE(have_fst2vcd()) << "fst2vcd not found: scripts/deps.sh installs gtkwave";
   const std::string fst = std::string(TPU_SOURCE_DIR) + "/waves/chip_test.fst";
   {
-    ChipDriver drv("4x4", HbmConfig{}, fst);
+    LoneChip drv("4x4", HbmConfig{}, fst);
     std::mt19937_64 rng(5);
     const auto a = random_bf16(8 * 8, rng), w = random_bf16(8 * 8, rng);
     std::vector<float> b(8, 1.0f);
@@ -1055,7 +1056,7 @@ TEST(ChipWaves, GtkwSignalsAreInTheDump) {
 TEST(ChipEpilogue, BiasAndReluInPlace) {
   for (const char* variant : {"4x4", "16x16"}) {
     for (int mode = 0; mode < 3; ++mode) {  // bias + relu, relu alone, bias alone
-      ChipDriver drv(variant);
+      LoneChip drv(variant);
       const std::size_t rows = 37, cols = 40;
       const HbmMatrix guard = drv.alloc_matrix(1, 64, Dtype::kF32);
       const HbmMatrix y = drv.alloc_matrix(rows, cols, Dtype::kF32);

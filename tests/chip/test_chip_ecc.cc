@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "chip_driver.h"
+#include "lone_chip.h"
 #include "chip_test_util.h"
 #include "pod.h"
 #include "tpu/vector.h"
@@ -34,7 +35,7 @@ MatmulRun run_matmul(ChipDriver& drv, std::size_t m, std::size_t k, std::size_t 
 constexpr uint64_t kNoFaultCycles = 4610;
 
 TEST(ChipEcc, NoFaultsSameCyclesAsBeforeEcc) {
-  ChipDriver drv("4x4");
+  LoneChip drv("4x4");
   std::vector<uint32_t> want;
   const MatmulRun r = run_matmul(drv, 48, 40, 36, 1, &want);
   EXPECT_EQ(r.c_bits, want);
@@ -47,7 +48,7 @@ TEST(ChipEcc, SingleBitFlipsDuringAMatmulAreCorrected) {
   FaultConfig f;
   f.seed = 3;
   f.hbm_single_bit_rate = 2e-3;
-  ChipDriver drv("4x4", HbmConfig{}, "", f);
+  LoneChip drv("4x4", HbmConfig{}, "", f);
   std::vector<uint32_t> want;
   const MatmulRun r = run_matmul(drv, 48, 40, 36, 1, &want);
   EXPECT_EQ(r.c_bits, want) << "a corrected word must give the same bits";
@@ -81,7 +82,7 @@ TEST(ChipEcc, FaultsAreReproducible) {
     FaultConfig f;
     f.seed = seed;
     f.hbm_single_bit_rate = 5e-3;
-    ChipDriver drv("4x4", HbmConfig{}, "", f);
+    LoneChip drv("4x4", HbmConfig{}, "", f);
     std::vector<uint32_t> want;
     run_matmul(drv, 32, 32, 32, 2, &want);
     return drv.counters()[kStatEccCorrected];
@@ -92,12 +93,12 @@ TEST(ChipEcc, FaultsAreReproducible) {
 }
 
 TEST(ChipEcc, DoubleBitFlipReadByADmaIsAChipError) {
-  ChipDriver probe("4x4");
+  LoneChip probe("4x4");
   const uint64_t src = probe.alloc(4096);
   const uint64_t bad = src + 2 * 64 + 3 * 8;  // word 3 of the third burst
   FaultConfig f;
   f.hbm_flip_at.push_back(HbmFlip{0, bad, (uint64_t{1} << 5) | (uint64_t{1} << 40), 0, 0});
-  ChipDriver drv("4x4", HbmConfig{}, "", f);
+  LoneChip drv("4x4", HbmConfig{}, "", f);
   ASSERT_EQ(drv.alloc(4096), src);
   std::vector<uint8_t> in(4096, 0x3C);
   drv.write(src, in.data(), in.size());  // writes re-encode; the flip waits for the next read
@@ -111,7 +112,7 @@ TEST(ChipEcc, DoubleBitFlipReadByADmaIsAChipError) {
   EXPECT_EQ(r.delta[kStatEccUncorr], 1u);
   // Thrown by the driver: chip, code and address named.
   FaultConfig f2 = f;
-  ChipDriver drv2("4x4", HbmConfig{}, "", f2);
+  LoneChip drv2("4x4", HbmConfig{}, "", f2);
   drv2.write(src, in.data(), in.size());
   try {
     drv2.run(prog);
@@ -134,7 +135,7 @@ TEST(ChipEcc, DoubleBitFlipReadByADmaIsAChipError) {
 // third or fourth read, into each of its first four bursts in turn (whether the bad burst returns
 // before the older reads' last ones depends on the HBM's channels); each must name its own DMA.
 TEST(ChipEcc, DoubleBitFlipInAYoungerOfOverlappingReadsNamesIt) {
-  ChipDriver probe("4x4");
+  LoneChip probe("4x4");
   const uint64_t a = probe.alloc(8192);
   const uint64_t b = probe.alloc(3 * 1024);
   std::vector<uint8_t> in(8192, 0x5A);
@@ -143,7 +144,7 @@ TEST(ChipEcc, DoubleBitFlipInAYoungerOfOverlappingReadsNamesIt) {
       const uint64_t bad = b + (which - 1) * 1024 + burst * 64 + 5 * 8;  // word 5 of the burst
       FaultConfig f;
       f.hbm_flip_at.push_back(HbmFlip{0, bad, (uint64_t{1} << 2) | (uint64_t{1} << 50), 0, 0});
-      ChipDriver drv("4x4", HbmConfig{}, "", f);
+      LoneChip drv("4x4", HbmConfig{}, "", f);
       ASSERT_EQ(drv.alloc(8192), a);
       ASSERT_EQ(drv.alloc(3 * 1024), b);
       drv.write(a, in.data(), 8192);
@@ -167,7 +168,7 @@ TEST(ChipEcc, DoubleBitFlipInAYoungerOfOverlappingReadsNamesIt) {
 TEST(ChipEcc, DoubleBitFlipReadByTheHostPortIsAnError) {
   FaultConfig f;
   f.hbm_flip_at.push_back(HbmFlip{0, 1024 + 8, 0, 0x03, 0});  // two check bits of word 1
-  ChipDriver drv("4x4", HbmConfig{}, "", f);
+  LoneChip drv("4x4", HbmConfig{}, "", f);
   std::vector<uint8_t> in(2048, 0x11), out(2048);
   drv.write(0, in.data(), in.size());
   try {
@@ -184,7 +185,7 @@ TEST(ChipEcc, DoubleBitFlipReadByTheHostPortIsAnError) {
 TEST(ChipEcc, SingleBitFlipAtAnAddressIsCorrectedOnce) {
   FaultConfig f;
   f.hbm_flip_at.push_back(HbmFlip{0, 512, 0, 0, 1});  // one bit, chosen by the seed
-  ChipDriver drv("4x4", HbmConfig{}, "", f);
+  LoneChip drv("4x4", HbmConfig{}, "", f);
   // 8 KiB written, so the first KiB has left the controller's write buffer (a read of a buffered
   // block is answered from the buffer and never reaches the device).
   std::vector<uint8_t> in(8192), out(8192);
@@ -202,7 +203,7 @@ TEST(ChipEcc, SingleBitFlipAtAnAddressIsCorrectedOnce) {
 // The backdoor stores the check bits of what it writes: a DMA reads it without an ECC event,
 // and a backdoor read returns it.
 TEST(ChipEcc, BackdoorWritesCheckBits) {
-  ChipDriver drv("4x4");
+  LoneChip drv("4x4");
   std::vector<uint8_t> in(4096), out(4096);
   std::mt19937_64 rng(5);
   for (auto& b : in) b = static_cast<uint8_t>(rng());

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "chip_driver.h"
+#include "lone_chip.h"
 #include "tpu/bf16.h"
 #include "tpu/matmul.h"
 
@@ -52,7 +53,7 @@ class ChipLoadWTranspose : public ::testing::TestWithParam<std::string> {
 // banks rotate; several loads ahead of their MATMULs), each multiplied by the same A: every
 // result is golden_matmul(A, tile) or golden_matmul(A, transpose(tile)), bit for bit.
 TEST_P(ChipLoadWTranspose, MatmulSeesTheTransposedTile) {
-  ChipDriver drv(GetParam());
+  LoneChip drv(GetParam());
   const uint32_t L = drv.shape().cols, banks = drv.shape().wbanks;
   std::mt19937_64 rng(L * 31 + 5);
   const uint32_t M = 12;
@@ -113,7 +114,7 @@ TEST_P(ChipLoadWTranspose, MatmulSeesTheTransposedTile) {
 // A transposed LOADW is in flight Rows / WRows cycles longer than a plain one (the staging
 // register's fill), moves the same weight beats, and keeps the MXU busy meanwhile.
 TEST_P(ChipLoadWTranspose, CostsRowsOverWRowsExtraCycles) {
-  ChipDriver drv(GetParam());
+  LoneChip drv(GetParam());
   const uint32_t L = drv.shape().cols, beats = L / drv.shape().wrows;
   std::vector<uint64_t> flight, busy;
   for (bool t : {false, true}) {
@@ -152,7 +153,7 @@ std::string TrName(const ::testing::TestParamInfo<TrParam>& i) {
 TEST_P(ChipTranspose, BitExactAgainstTheGolden) {
   const auto& [variant, R, C] = GetParam();
   if (!built(variant)) GTEST_SKIP() << "chip variant " << variant << " not built";
-  ChipDriver drv(variant);
+  LoneChip drv(variant);
   const std::size_t rows = static_cast<std::size_t>(R), cols = static_cast<std::size_t>(C);
   std::mt19937_64 rng(rows * 977 + cols);
   const std::vector<bf16_t> src = rand_bf16(rows * cols, rng, true);
@@ -189,7 +190,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ChipTranspose,
 TEST(ChipTransposeSpecials, InfAndNanSpreadWithinTheirTileRow) {
   for (const std::string variant : {"4x4", "16x16"}) {
     if (!built(variant)) continue;
-    ChipDriver drv(variant);
+    LoneChip drv(variant);
     std::mt19937_64 rng(99);
     const std::size_t rows = 21, cols = 45;
     std::vector<bf16_t> src = rand_bf16(rows * cols, rng, true);
@@ -213,7 +214,7 @@ TEST(ChipTransposeSpecials, InfAndNanSpreadWithinTheirTileRow) {
 }
 
 TEST(ChipTransposeSpecials, BadOperandsAreClearErrors) {
-  ChipDriver drv("4x4");
+  LoneChip drv("4x4");
   const HbmMatrix s = drv.alloc_matrix(8, 12, Dtype::kBf16);
   const HbmMatrix d_bad = drv.alloc_matrix(8, 12, Dtype::kBf16);
   const HbmMatrix d_f32 = drv.alloc_matrix(12, 8, Dtype::kF32);
@@ -241,7 +242,7 @@ std::string MtName(const ::testing::TestParamInfo<MtParam>& info) {
 TEST_P(ChipMatmulTransposed, BitExactAgainstThePlainGolden) {
   const auto& [variant, m, k, n, bias, relu, bf16] = GetParam();
   if (!built(variant)) GTEST_SKIP() << "chip variant " << variant << " not built";
-  ChipDriver drv(variant);
+  LoneChip drv(variant);
   const std::size_t M = static_cast<std::size_t>(m), K = static_cast<std::size_t>(k),
                     N = static_cast<std::size_t>(n);
   std::mt19937_64 rng(M * 7919 + K * 31 + N);
@@ -290,7 +291,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(ChipMatmulTransposedZeros, NegativeZeroSumsSurviveTheKPadding) {
   for (const std::string variant : {"4x4", "16x16"}) {
     if (!built(variant)) continue;
-    ChipDriver drv(variant);
+    LoneChip drv(variant);
     const std::size_t M = 3, K = 5, N = 6;
     const bf16_t tiny = 0x0D80, ntiny = 0x8D80;  // +-2^-100: products underflow to +-0
     std::vector<bf16_t> a(M * K, ntiny), wt(N * K, tiny);
@@ -311,7 +312,7 @@ TEST(ChipMatmulTransposedZeros, NegativeZeroSumsSurviveTheKPadding) {
 // Rows / WRows cycles per tile hide behind the MATMULs).
 TEST(ChipMatmulTransposedPerf, SameUtilizationAsPlainForLargeM) {
   if (!built("16x16")) GTEST_SKIP() << "chip variant 16x16 not built";
-  ChipDriver drv("16x16");
+  LoneChip drv("16x16");
   const std::size_t M = 256, K = 256, N = 256;
   std::mt19937_64 rng(3);
   const auto a = rand_bf16(M * K, rng), w = rand_bf16(K * N, rng);

@@ -221,9 +221,10 @@ TEST_F(PodTrace, TimelineMatchesCountersAndNeverOverlaps) {
     EXPECT_EQ(busy(c, {"MXU weights"}), d[kStatLoadWFlight]);
     EXPECT_EQ(busy(c, {"MXU"}), d[kStatMatmulFlight]);
     EXPECT_EQ(busy(c, {"VPU"}), d[kStatVpuFlight]);
-    std::vector<std::string> sends;
-    for (unsigned l = 0; l < kTraceSendLanes; ++l) sends.push_back("ICI send " + std::to_string(l));
-    EXPECT_EQ(busy(c, sends), d[kStatSendFlight]);
+    std::vector<std::string> send_tracks;
+    for (unsigned l = 0; l < kTraceSendLanes; ++l)
+      send_tracks.push_back("ICI send " + std::to_string(l));
+    EXPECT_EQ(busy(c, send_tracks), d[kStatSendFlight]);
     EXPECT_EQ(busy(c, {"ICI wait"}), d[kStatIciWait]);
     EXPECT_EQ(busy(c, {"host port"}), d[kStatHostBusy]);  // a full-rate port: no gaps
     // Every cycle in exactly one class.

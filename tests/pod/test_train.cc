@@ -9,6 +9,7 @@
 #include <string>
 
 #include "chip_driver.h"
+#include "lone_chip.h"
 #include "pod.h"
 #include "train_step.h"
 #include "tpu/vector.h"
@@ -111,7 +112,7 @@ INSTANTIATE_TEST_SUITE_P(
 // The step's VPU maps on a chip alone: several chunks (a small VMEM budget), bf16 and f32
 // operands, a constant, and the chunked sum, against vpu_lane and mlp_loss_partial.
 TEST(VpuMap, ChunksBf16ConstantsAndTheSumMatchTheGolden) {
-  ChipDriver d("4x4");
+  LoneChip d("4x4");
   const std::size_t R = 37, C = 64, L = d.shape().cols;
   const HbmMatrix a = d.alloc_matrix(R, C, Dtype::kF32), b = d.alloc_matrix(R, C, Dtype::kBf16);
   const HbmMatrix consts = d.alloc_matrix(2, L, Dtype::kF32);
@@ -160,7 +161,7 @@ TEST(VpuMap, ChunksBf16ConstantsAndTheSumMatchTheGolden) {
 }
 
 TEST(VpuMap, RefusesWhatCannotRun) {
-  ChipDriver d("4x4");
+  LoneChip d("4x4");
   const HbmMatrix a = d.alloc_matrix(8, 64, Dtype::kF32), n = d.alloc_matrix(8, 4, Dtype::kF32);
   VpuMap m;
   m.rows = 8;

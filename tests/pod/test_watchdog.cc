@@ -7,6 +7,7 @@
 #include <string>
 
 #include "chip_driver.h"
+#include "lone_chip.h"
 #include "pod.h"
 #include "pod_driver.h"
 #include "tpu/bf16.h"
@@ -88,7 +89,7 @@ TEST(Watchdog, RealWorkIsProgressAndCreditsAreConserved) {
 // A chip alone (the single-chip host that tpusim matmul uses): a matmul passes under a tight
 // watchdog, and a wait nobody answers is a HangError from the driver, not a ChipError of code 0.
 TEST(Watchdog, SingleChipDriver) {
-  ChipDriver drv("4x4");
+  LoneChip drv("4x4");
   drv.port().set_watchdog(300);
   std::mt19937 rng(2);
   std::vector<bf16_t> a(40 * 24), w(24 * 12);

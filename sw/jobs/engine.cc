@@ -1,0 +1,98 @@
+#include "engine.h"
+
+#include <iostream>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+
+#include "check_port.h"
+#include "chip_config.h"
+#include "pod_mpi.h"
+#include "trace.h"
+
+namespace tpu {
+
+TraceOptions EngineOptions::trace_options() const {
+  TraceOptions t;
+  t.enabled = !trace.empty();
+  if (trace_cycles) std::tie(t.from, t.to) = *trace_cycles;
+  return t;
+}
+
+namespace {
+
+PodRunner g_systemc = nullptr;
+
+// The pod split across MPI ranks (docs/scale.md): every rank agrees to start, or stops with the
+// first one's error.
+void agree_on_mpi(const EngineOptions& opt, const PodParams& params) {
+  if (opt.engine != "cpp")
+    throw std::invalid_argument(
+        "--engine " + opt.engine + " with " + std::to_string(mpi_world().size) +
+        " MPI ranks: the pod split across processes runs on --engine cpp only (the SystemC "
+        "kernel is not split across processes); add --engine cpp");
+  (void)PodPartition::slabs(params.topo, mpi_world().size);  // every rank alike: too many?
+  // Every rank got this far, or every rank stops here with the first one's error (exit 2, no
+  // MPI_Abort): rank 0 may have refused an output path the others do not check.
+  const std::string other = mpi_agree_start("");
+  if (!other.empty()) throw std::invalid_argument(other);
+}
+
+}  // namespace
+
+void set_systemc_runner(PodRunner run) { g_systemc = run; }
+
+void with_engine(const EngineOptions& opt, PodParams params, double clock_ghz,
+                 const std::function<void(HostPort&)>& job) {
+  for (const int c : opt.wave_chips) params.wave_chips.push_back(c);
+  if (!opt.faults.empty()) {
+    apply_fault_flags(params.faults, opt.faults);
+    check_fault_flags(params.faults, chip_shape(params.variant).hbm_bytes, params.topo.num_chips());
+  }
+  if (opt.watchdog) params.watchdog_cycles = *opt.watchdog;
+  // Threads stepping the chips, either engine (the SystemC pod then steps every chip from one
+  // process on the worker threads).
+  params.threads = opt.threads;
+  const TraceOptions topt = opt.trace_options();
+  if (opt.check) {  // no dumps: a check writes no files (the chips named must exist)
+    for (const int c : params.wave_chips)
+      if (c >= params.topo.num_chips())
+        throw std::invalid_argument("--waves-chips: chip " + std::to_string(c) + " is not in the " +
+                                    params.topo.name() + " pod (chips 0.." +
+                                    std::to_string(params.topo.num_chips() - 1) + ")");
+    params.wave_chips.clear();
+  }
+  auto traced = [&](HostPort& h) {
+    if (opt.check) {  // the job runs up to its first simulated cycle (CheckStop)
+      CheckPort port(h);
+      job(port);
+      return;
+    }
+    if (topt.enabled) h.set_trace(topt);
+    job(h);
+    if (topt.enabled) write_trace(opt.trace, h.take_trace(), h.info(), clock_ghz);
+    const std::string late = trace_window_warning(topt.from, topt.to, h.cycle());
+    if (topt.enabled && opt.trace_cycles && !late.empty())
+      std::cerr << "tpusim: warning: " << late << "\n";
+  };
+  if (mpi_world().size > 1) {
+    agree_on_mpi(opt, params);
+#ifdef TPU_HAVE_MPI
+    MpiPodHost host(params);
+    traced(host);
+    return;
+#endif
+  }
+  if (opt.engine == "cpp") {
+    CppPodHost host(params);
+    traced(host);
+  } else {
+    if (g_systemc == nullptr)
+      throw std::logic_error("--engine " + opt.engine +
+                             ": this program is built without the SystemC pod (tpu_engine_sc)");
+    g_systemc(params, traced);
+  }
+}
+
+}  // namespace tpu

@@ -1,0 +1,50 @@
+// The engines a job runs on, and how a job gets one: the SystemC pod with TLM host sockets, the
+// pod stepped in plain C++, or the pod split across MPI ranks (docs/scale.md). EngineOptions
+// holds what every pod job asks of its engine (waves, faults, watchdog, threads, the timeline,
+// --check); with_engine builds the engine and runs the job on its host port.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "host_port.h"
+#include "pod.h"
+
+namespace tpu {
+
+// What a pod job asks of its engine (tpusim's --engine, --threads, --waves-chips, --fault,
+// --watchdog, --trace, --trace-cycles and --check).
+struct EngineOptions {
+  std::string engine = "systemc";    // "systemc" (TLM host sockets) or "cpp" (plain C++ stepping)
+  unsigned threads = 1;              // threads stepping the chips, either engine
+  std::vector<int> wave_chips;       // FST waves of these chips (waves/pod_chipN.fst)
+  std::vector<std::string> faults;   // KEY=VALUE fault flags over the config's faults: section
+  std::optional<uint64_t> watchdog;  // cycles without progress before a hang (none: the config's)
+  std::string trace;                 // write the timeline of the whole job here ("": none)
+  std::optional<std::pair<uint64_t, uint64_t>> trace_cycles;  // only events overlapping [A, B)
+  bool check = false;  // stop before the first simulated cycle (CheckPort), write no files
+
+  // The timeline's window and whether it is recorded.
+  TraceOptions trace_options() const;
+};
+
+// Runs job on the engine `opt` asks for, the pod of `params` with opt's waves, faults, watchdog
+// and threads: with several MPI ranks the pod split across them (--engine cpp only), else the
+// SystemC pod or plain C++ stepping. With a trace path the timeline of the whole job is written
+// at its end (clock_ghz: the pod's clock, for the timestamps); with opt.check the job runs on a
+// CheckPort, which stops it before its first simulated cycle (CheckStop).
+void with_engine(const EngineOptions& opt, PodParams params, double clock_ghz,
+                 const std::function<void(HostPort&)>& job);
+
+// What runs a job on the SystemC pod of `params`. It lives apart (engine_sc.h, library
+// tpu_engine_sc), so that a program without SystemC (and its sc_main) can run jobs on the other
+// engines: a program that links it calls use_systemc_engine() first; --engine systemc without
+// it is a std::logic_error.
+using PodRunner = void (*)(const PodParams& params, const std::function<void(HostPort&)>& job);
+void set_systemc_runner(PodRunner run);
+
+}  // namespace tpu

@@ -1,0 +1,188 @@
+#include "pod_job.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <utility>
+
+#include "profile.h"
+#include "tpu/bf16.h"
+#include "tpu/perf.h"
+
+namespace tpu {
+
+PodJob::PodJob(PodConfig cfg, const PodJobOptions& o) : cfg_(std::move(cfg)), o_(o) {
+  const Topology& topo = cfg_.params.topo;
+  spec_.algorithm = !o.algorithm.empty()             ? o.algorithm
+                    : topo.active_dims().size() >= 2 ? "torus"
+                                                     : "biring";
+}
+
+void PodJob::run(const EngineOptions& eng, const std::function<void(uint64_t)>& progress) {
+  const int P = cfg_.params.topo.num_chips();
+  const std::size_t chips = static_cast<std::size_t>(P);
+  mm_.assign(chips, {});
+  want_c_.assign(chips, {});
+  c_bits_.assign(chips, {});
+  c_whole_.assign(chips, {});
+  ar_out_.assign(chips, {});
+  const auto t0 = std::chrono::steady_clock::now();
+  with_engine(eng, cfg_.params, cfg_.chip.clock_ghz, [&](HostPort& h) { run_on(h, progress); });
+  wall_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  mm_bad_ = 0;
+  for (std::size_t c = 0; c < chips; ++c) mm_bad_ += c_bits_[c] != want_c_[c];
+  // The all-reduce's golden: the rounds the driver ran, on the C buffers as they are in HBM;
+  // and the sum of the golden matmuls for the M x N elements that are results.
+  const auto want = golden_collective(ar_.rounds, c_whole_);
+  ar_bad_ = 0;
+  for (std::size_t c = 0; c < chips; ++c)
+    for (std::size_t i = 0; i < spec_.n; ++i) ar_bad_ += ar_out_[c][i] != want[c][i];
+  f64_ = f64_check(ar_.plan, {}, c_whole_, ar_out_);
+}
+
+void PodJob::run_on(HostPort& h, const std::function<void(uint64_t)>& progress) {
+  const std::size_t M = o_.m, K = o_.k, N = o_.n;
+  const int P = cfg_.params.topo.num_chips();
+  mi_ = h.info();
+  h.progress = progress;
+  // Every chip's operands, copied in through every host port at once.
+  std::vector<std::unique_ptr<ChipDriver>> drv;
+  std::vector<HbmMatrix> am(mm_.size()), wm(mm_.size()), cm(mm_.size());
+  std::vector<std::vector<uint8_t>> img;
+  std::vector<HostCopy> copies;
+  img.reserve(2 * mm_.size());
+  for (int c = 0; c < P; ++c) {
+    const std::size_t i = static_cast<std::size_t>(c);
+    std::mt19937_64 rng(o_.seed * 1000 + static_cast<uint64_t>(c));
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<bf16_t> a(M * K), w(K * N);
+    for (auto& v : a) v = f32_to_bf16(nd(rng));
+    for (auto& v : w) v = f32_to_bf16(nd(rng));
+    drv.push_back(std::make_unique<ChipDriver>(h, c));
+    am[i] = drv[i]->alloc_matrix(M, K, Dtype::kBf16);
+    wm[i] = drv[i]->alloc_matrix(K, N, Dtype::kBf16);
+    cm[i] = drv[i]->alloc_matrix(M, N, Dtype::kF32);
+    img.push_back(drv[i]->matrix_image(am[i], a));
+    copies.push_back(HostCopy{c, true, am[i].addr, img.back().data(), img.back().size()});
+    img.push_back(drv[i]->matrix_image(wm[i], w));
+    copies.push_back(HostCopy{c, true, wm[i].addr, img.back().data(), img.back().size()});
+    want_c_[i] = golden_chip_matmul(a, w, M, K, N, MatmulOptions{});
+  }
+  in_cycles_ = h.copy(copies);
+  // One SPMD program: every chip's matmul at once.
+  std::vector<std::vector<ChipCmd>> progs;
+  for (int c = 0; c < P; ++c) {
+    const std::size_t i = static_cast<std::size_t>(c);
+    mm_[i] = drv[i]->plan_matmul(cm[i], am[i], wm[i]);
+    progs.push_back(mm_[i].program);
+  }
+  PodDriver pd(h);
+  mm_run_ = pd.run_programs(progs, "matmul");
+  for (int c = 0; c < P; ++c) {
+    const std::size_t i = static_cast<std::size_t>(c);
+    ProgramResult pr;
+    pr.cycles = mm_run_.run.chip_cycles[i];
+    pr.delta = mm_run_.chip_delta[i];
+    drv[i]->finish_matmul(&mm_[i], pr);
+    if (h.status(c).halted) h.clear(c);  // the program's final HALT
+  }
+  // The all-reduce reads every C where the matmul left it (rows x pitch f32, padding
+  // included) and writes the sum into a buffer of the same size.
+  spec_.n = cm[0].rows * cm[0].pitch;
+  CollectiveBuffers bufs;
+  for (int c = 0; c < P; ++c) {
+    const std::size_t i = static_cast<std::size_t>(c);
+    bufs.in.push_back(cm[i].addr);
+    bufs.out.push_back(drv[i]->alloc(cm[i].bytes()));
+  }
+  ar_ = pd.run(spec_, bufs);
+  // Results checked through the backdoor (no simulated time).
+  for (int c = 0; c < P; ++c) {
+    const std::size_t i = static_cast<std::size_t>(c);
+    std::vector<uint8_t> b(cm[i].bytes());
+    h.backdoor_read(c, cm[i].addr, b.data(), b.size());
+    c_bits_[i] = ChipDriver::matrix_from_image(cm[i], b);
+    c_whole_[i].resize(spec_.n);
+    std::memcpy(c_whole_[i].data(), b.data(), spec_.n * 4);
+    h.backdoor_read(c, bufs.out[i], b.data(), b.size());
+    ar_out_[i].resize(spec_.n);
+    std::memcpy(ar_out_[i].data(), b.data(), spec_.n * 4);
+  }
+  backdoor_bytes_ = h.backdoor_bytes();
+  h.progress = nullptr;
+}
+
+Report PodJob::report(const EngineOptions& eng) const {
+  const Topology& topo = cfg_.params.topo;
+  const std::size_t M = o_.m, K = o_.k, N = o_.n;
+  const int P = topo.num_chips();
+  uint64_t pod_cycles = mm_run_.run.cycles, sum_cycles = 0, ideal = 0;
+  Json chips = Json::array();
+  for (int c = 0; c < P; ++c) {
+    const MatmulRun& m = mm_[static_cast<std::size_t>(c)];
+    sum_cycles += m.prog.cycles;
+    ideal = std::max(ideal, m.compute_cycles);
+    chips.push_back(Json::object({{"chip", c},
+                                  {"cycles", m.prog.cycles},
+                                  {"ideal_cycles", m.compute_cycles},
+                                  {"hbm_bytes", m.hbm_bytes},
+                                  {"mxu_busy_cycles", m.prog.delta[kStatMxuBusy]}}));
+  }
+  const CollectiveBound bound = collective_bound(
+      Collective::kAllReduce, P, static_cast<double>(spec_.n) * 4.0, topology_links_per_chip(topo),
+      mi_.link_bytes_per_cycle,
+      collective_hbm_bytes(Collective::kAllReduce, P, static_cast<double>(spec_.n) * 4.0),
+      mi_.shape.hbm_channels * 32.0);
+  const uint64_t macs = matmul_useful_macs(M, K, N) * static_cast<uint64_t>(P);
+  const uint64_t peak = peak_macs_per_cycle(mi_.shape.rows, mi_.shape.cols);
+  const uint64_t ar_cycles = ar_.collective_cycles;
+
+  Report rep("pod job on " + topo.name() + " (" + std::to_string(P) + " chips " +
+             cfg_.params.variant + "): matmul " + std::to_string(M) + "x" + std::to_string(K) +
+             "x" + std::to_string(N) + " on every chip at once, then an all-reduce (" +
+             spec_.algorithm + ") of the results in HBM");
+  rep.field("command", "pod");
+  add_pod(rep, cfg_, mi_, eng);
+  rep.metric("cycles", pod_cycles + ar_cycles, "cycles",
+             "the job's programs: matmuls, then the all-reduce", true);
+  ReportGroup& mg = rep.group("matmul");
+  mg.metric("m", M, "", "").metric("k", K, "", "").metric("n", N, "", "");
+  mg.metric("pod_cycles", pod_cycles, "cycles", "the slowest chip: the chips run at once", true);
+  mg.metric("ideal_cycles", ideal, "cycles", "M x ceil(K/R) x ceil(N/C) activation beats", true);
+  mg.metric("sum_of_chip_cycles", sum_cycles, "cycles", "what one chip after another would take");
+  mg.set_mfu(pod_cycles ? mfu(macs, P, peak, pod_cycles) : 0.0);
+  mg.metric("host_copy_cycles", in_cycles_, "cycles", "A and W into every chip's HBM at once");
+  mg.field("chips", chips);
+  mg.metric("mismatching_chips", mm_bad_, "", "chips whose C differs from the golden", true);
+  ReportGroup& ag = rep.group("all_reduce");
+  ag.field("algorithm", spec_.algorithm);
+  ag.metric("elements", spec_.n, "", "f32 elements per chip (C with its row padding)");
+  ag.set_cycles(ar_cycles, bound.ici_cycles);
+  ag.metric("hbm_bound_cycles", bound.hbm_cycles, "cycles",
+            "the C buffers read and the sums written at the chip's peak HBM bandwidth");
+  ag.metric("fraction_of_hardware_bound",
+            ar_cycles ? bound.ideal_cycles / static_cast<double>(ar_cycles) : 0.0, "fraction",
+            "max(ici, hbm) / cycles", true);
+  ag.metric("rounds", ar_.rounds.size(), "", "rounds through VMEM");
+  ag.set_mismatches(ar_bad_);
+  add_links(rep, ar_.prog.link_flits, ar_.row_bytes, topo);
+  // Where the job's cycles went (RTL counters over the matmuls and the all-reduce).
+  std::vector<ChipCounters> job_delta;
+  for (int c = 0; c < P; ++c) {
+    ChipCounters d = mm_run_.chip_delta[static_cast<std::size_t>(c)];
+    const ChipCounters& a = ar_.prog.chip_delta[static_cast<std::size_t>(c)];
+    for (unsigned k = 0; k < kNumChipStats; ++k) d.v[k] += a.v[k];
+    job_delta.push_back(d);
+  }
+  report_profile(rep, job_delta, pod_cycles + ar_cycles, macs, peak);
+  if (!eng.trace.empty()) rep.field("trace", eng.trace);
+  rep.metric("backdoor_bytes", backdoor_bytes_, "bytes",
+             "results read by the backdoor for the check");
+  rep.set_golden(pass(), static_cast<uint64_t>(P) * (M * N + spec_.n), mm_bad_ + ar_bad_);
+  rep.metric("wall_seconds", wall_, "s", "host time of the simulation");
+  return rep;
+}
+
+}  // namespace tpu

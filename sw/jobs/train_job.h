@@ -1,0 +1,74 @@
+// TrainJob: `tpusim train`, data-parallel (and tensor-parallel) SGD of a multilayer perceptron
+// on the pod (docs/training.md): the mesh and batch split checked, the steps run with every one
+// checked bit for bit against the golden, the per-step table, the timeline of the chosen steps,
+// the report and the saved run (to replay in numpy or JAX). bench_train runs it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "chip_config.h"
+#include "engine.h"
+#include "report.h"
+#include "train_step.h"
+
+namespace tpu {
+
+struct TrainJobOptions {
+  // Data parallel over every chip (""), or axes data=D,model=M over the torus dimensions: M > 1
+  // splits the hidden layer of a 2-layer MLP over M chips.
+  std::string mesh;
+  std::vector<std::size_t> widths = {64, 128, 32};  // inputs first
+  std::size_t global_batch = 256;                   // split evenly over the data-parallel ranks
+  float lr = 0.5f;
+  std::string lr_text = "0.5";  // as given, for the title
+  std::size_t steps = 20;
+  uint64_t seed = 1;  // data, teacher and initial weights
+  bool fresh_batches = false;
+  std::size_t grad_pieces = 4;
+  bool backdoor = false;  // data and weights in through the backdoor
+  std::optional<std::pair<std::size_t, std::size_t>> trace_steps;  // [A, B), default 0:1
+  std::string save;                                                // the run's directory ("": none)
+  // tpusim's sections of the report: the pod (add_pod) and the train group's mesh.
+  bool pod_sections = true;
+  bool table = true;  // the per-step table on stdout
+};
+
+class TrainJob {
+ public:
+  // The mesh, the batch split and the traced steps checked (std::invalid_argument naming the
+  // flag and the rule).
+  TrainJob(PodConfig cfg, const TrainJobOptions& o);
+
+  // "data-parallel training of an MLP 64-128-32 on 2x2 (...), global batch 256, 20 steps, lr 0.5".
+  std::string title() const;
+  // On the engine: the steps, the table (unless quiet or a check), the timeline written to
+  // eng.trace, rep filled (fill_train_report), the run saved. progress: (step, cycles in it).
+  void run(const EngineOptions& eng, Report& rep,
+           const std::function<void(std::size_t, uint64_t)>& progress = nullptr);
+
+  std::string widths_text() const;  // "64-128-32"
+  bool pass() const { return pass_; }
+  const TrainRunResult& result() const { return r_; }
+  const MachineInfo& info() const { return mi_; }
+  double run_seconds() const { return run_wall_; }  // host time of the steps, checks included
+
+ private:
+  PodConfig cfg_;
+  TrainJobOptions o_;
+  MlpSpec spec_;
+  TrainOptions to_;
+  std::string mesh_text_;
+  int model_ = 1;
+  TrainRunResult r_;
+  MachineInfo mi_;
+  bool pass_ = true;
+  double run_wall_ = 0;
+};
+
+}  // namespace tpu
