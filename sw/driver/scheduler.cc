@@ -269,7 +269,7 @@ std::array<int, 3> coords(const Topology& topo, int chip) {
 // A send: the block DMAed into the window's first half, sent into the peer's second half, its
 // rows counted on the window's first counter. A receive: waits for them, DMAs them out.
 std::vector<ChipCmd> p2p_cmds(const Workload& w, const Op& op, const CommWindow& cw) {
-  const MachineInfo& mi = const_cast<Workload&>(w).host().info();
+  const MachineInfo& mi = w.info();
   const unsigned lanes = mi.shape.cols;
   const BufferRef& r = op.kind == OpKind::kSend ? op.a : op.out;
   const HbmMatrix v = w.view(r);

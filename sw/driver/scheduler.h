@@ -35,6 +35,7 @@ class Workload {
   explicit Workload(HostPort& host);
   ~Workload();
   HostPort& host() { return host_; }
+  const MachineInfo& info() const { return host_.info(); }
   int num_chips() const { return static_cast<int>(drv_.size()); }
   ChipDriver& driver(int chip) { return *drv_.at(static_cast<std::size_t>(chip)); }
 
