@@ -44,7 +44,7 @@ ShardedMatmul::ShardedMatmul(HostPort& host, ShardPlan plan, ShardedMatmulOption
     bad("bias: " + std::to_string(opt_.bias.size()) + " values; Y has " + std::to_string(pl.n) +
         " columns");
   choose_pipeline();
-  for (int c = 0; c < P_; ++c) drv_.push_back(std::make_unique<ChipDriver>(host_, c));
+  wl_ = std::make_unique<Workload>(host_);
   jobs_.resize(static_cast<std::size_t>(P_));
   ws_.resize(static_cast<std::size_t>(P_));
   ws_cols_.resize(static_cast<std::size_t>(P_));
@@ -52,13 +52,28 @@ ShardedMatmul::ShardedMatmul(HostPort& host, ShardPlan plan, ShardedMatmulOption
   for (int c = 0; c < P_; ++c) {
     try {
       layout_chip(c);
-    } catch (const std::runtime_error& e) {  // the HBM allocator
+    } catch (const BufferDoesNotFit& e) {  // every chip's HBM alike
       bad("not enough HBM: chip " + std::to_string(c) + " has " +
           std::to_string(mi.shape.hbm_bytes) + " bytes; its shards, gathers and products need "
           "more (" + e.what() + "): use more chips, split X or W, or a smaller shape");
     }
-    hbm_used_ = std::max(hbm_used_, drv_[static_cast<std::size_t>(c)]->allocated());
   }
+  hbm_used_ = wl_->hbm_used();
+  add_ops();
+}
+
+HbmMatrix ShardedMatmul::alloc_buf(int c, Buffer b) {
+  if (c == 0) {
+    decl_.push_back(wl_->add_buffer(b));
+    return wl_->matrix(decl_.back());
+  }
+  if (next_decl_ >= decl_.size()) next_decl_ = 0;  // the next chip's layout starts
+  const int i = decl_.at(next_decl_++);
+  const Buffer& d = wl_->buffer(i);
+  if (d.name != b.name || d.rows != b.rows || d.cols != b.cols || d.dtype != b.dtype)
+    throw std::logic_error("sharded matmul: chip " + std::to_string(c) + "'s buffer '" + b.name +
+                           "' is not chip 0's '" + d.name + "'");
+  return wl_->matrix(i);
 }
 
 // The pipeline: a fully sharded W is gathered in column pieces, a reduce-scatter onto Y's
@@ -89,9 +104,6 @@ void ShardedMatmul::choose_pipeline() {
     pieces_ = depth(pl.mm_rows(0).size() / parts, 1, 2, pipe_rows);
     pipe_ = pieces_ > 1 ? Pipe::kReduceY : Pipe::kNone;
   }
-  std::size_t ncoll = pl.pre.size() + pl.post.size();
-  if (pipe_ != Pipe::kNone) ncoll = pieces_;
-  vmem_matmul_ = ncoll ? mi.shape.vmem_rows / 2 : mi.shape.vmem_rows;
 }
 
 ShardedMatmul::Coll& ShardedMatmul::coll_at(std::size_t i) {
@@ -125,18 +137,18 @@ void ShardedMatmul::layout_chip(int c) {
 std::vector<ShardedMatmul::Placed> ShardedMatmul::layout_w(int c, std::size_t* ic) {
   const ShardPlan& pl = plan_;
   const std::size_t ci = static_cast<std::size_t>(c);
-  ChipDriver& d = *drv_[ci];
   const Range xr = pl.x_rows(c), xc = pl.x_cols(c);
   const Range wr = pl.w_rows(c), wc = pl.w_cols(c);
-  xs_.push_back(d.alloc_matrix(xr.size(), xc.size(), Dtype::kBf16));
+  xs_.push_back(alloc_buf(c, Buffer{"X", xr.size(), xc.size(), Dtype::kBf16}));
   const std::size_t wpieces = pipe_ == Pipe::kGatherW ? pieces_ : 1;
   for (std::size_t j = 0; j < wpieces; ++j) {
     const std::size_t w0 = wc.lo + j * wc.size() / wpieces,
                       w1 = wc.lo + (j + 1) * wc.size() / wpieces;
-    ws_[ci].push_back(d.alloc_matrix(wr.size(), w1 - w0, Dtype::kBf16));
+    ws_[ci].push_back(
+        alloc_buf(c, Buffer{"W piece " + std::to_string(j), wr.size(), w1 - w0, Dtype::kBf16}));
     ws_cols_[ci].push_back(Range{w0, w1});
   }
-  if (!opt_.bias.empty()) bias_.push_back(d.alloc_matrix(1, pl.np, Dtype::kF32));
+  if (!opt_.bias.empty()) bias_.push_back(alloc_buf(c, Buffer{"bias", 1, pl.np, Dtype::kF32}));
   std::vector<Placed> wb;
   for (std::size_t j = 0; j < wpieces; ++j)
     wb.push_back(Placed{ws_[ci][j], wr.lo, ws_cols_[ci][j].lo});
@@ -152,7 +164,10 @@ std::vector<ShardedMatmul::Placed> ShardedMatmul::layout_w(int c, std::size_t* i
             "HBM rows of the chip's pitch (" + std::to_string(cur.m.pitch) + "): pad N to a "
             "multiple of " + std::to_string(cur.m.pitch * p));
       const std::size_t elems = p * cur.m.rows * cur.m.pitch;
-      const uint64_t out = d.alloc(elems * 2);
+      const uint64_t out = alloc_buf(c, Buffer{"W gathered " + std::to_string(*ic),
+                                               p * cur.m.rows, cur.m.cols, Dtype::kBf16,
+                                               cur.m.pitch, elems * 2})
+                               .addr;
       Coll& k = coll_at(*ic);
       k.bufs.in[ci] = cur.m.addr;
       k.bufs.out[ci] = out;
@@ -188,7 +203,6 @@ std::vector<ShardedMatmul::Placed> ShardedMatmul::layout_w(int c, std::size_t* i
 std::vector<ShardedMatmul::CBlock> ShardedMatmul::layout_product(int c, ShardBlock* y) {
   const ShardPlan& pl = plan_;
   const std::size_t ci = static_cast<std::size_t>(c);
-  ChipDriver& d = *drv_[ci];
   const std::size_t pk = static_cast<std::size_t>(pl.axis_size(pl.k_axis)), J = pieces_;
   const Range R = pl.mm_rows(c), C = pl.mm_cols(c);
   std::vector<CBlock> cb;
@@ -198,12 +212,13 @@ std::vector<ShardedMatmul::CBlock> ShardedMatmul::layout_product(int c, ShardBlo
     const bool rs = pl.post[0].kind == Collective::kReduceScatter;
     const std::size_t parts = rs ? pk : 1, sub = R.size() / parts / J;
     for (std::size_t j = 0; j < J; ++j) {
-      const HbmMatrix piece = d.alloc_matrix(R.size() / J, C.size(), Dtype::kF32);
+      const HbmMatrix piece = alloc_buf(
+          c, Buffer{"product piece " + std::to_string(j), R.size() / J, C.size(), Dtype::kF32});
       for (std::size_t r = 0; r < parts; ++r)
         cb.push_back(CBlock{Placed{hbm_view(piece, r * sub, sub, 0, C.size()), R.lo, C.lo},
                             R.lo + r * R.size() / parts + j * sub, j});
     }
-    y->m = d.alloc_matrix(R.size() / parts, C.size(), Dtype::kF32);
+    y->m = alloc_buf(c, Buffer{"Y", R.size() / parts, C.size(), Dtype::kF32});
     for (std::size_t j = 0; j < J; ++j) {
       Coll& k = coll_at(j);
       const HbmMatrix& first = cb[j * parts].p.m;  // the piece's first sub-block
@@ -219,8 +234,8 @@ std::vector<ShardedMatmul::CBlock> ShardedMatmul::layout_product(int c, ShardBlo
     if (rs) y->rows = pl.block(pl.k_axis, pl.mp, c);
   } else if (pl.c_col_blocks) {
     const std::size_t nb = C.size() / pk;
-    const HbmMatrix shape = d.alloc_matrix(R.size(), nb, Dtype::kF32);  // the first block
-    d.alloc(shape.bytes() * (pk - 1));
+    const HbmMatrix all = alloc_buf(c, Buffer{"product", pk * R.size(), nb, Dtype::kF32});
+    const HbmMatrix shape = hbm_view(all, 0, R.size(), 0, nb);  // the first block
     for (std::size_t t = 0; t < pk; ++t) {
       HbmMatrix b = shape;
       b.addr = shape.addr + t * shape.bytes();
@@ -228,7 +243,7 @@ std::vector<ShardedMatmul::CBlock> ShardedMatmul::layout_product(int c, ShardBlo
     }
     y->m = shape;
   } else {
-    y->m = d.alloc_matrix(R.size(), C.size(), Dtype::kF32);
+    y->m = alloc_buf(c, Buffer{"product", R.size(), C.size(), Dtype::kF32});
     cb.push_back(CBlock{Placed{y->m, R.lo, C.lo}, R.lo, 0});
   }
   return cb;
@@ -283,7 +298,6 @@ void ShardedMatmul::layout_post(int c, const std::vector<CBlock>& cb, ShardBlock
                                 std::size_t* ic) {
   const ShardPlan& pl = plan_;
   const std::size_t ci = static_cast<std::size_t>(c);
-  ChipDriver& d = *drv_[ci];
   const Range R = pl.mm_rows(c), C = pl.mm_cols(c);
   const uint64_t c_addr = cb[0].p.m.addr;
   const std::size_t c_elems = cb.size() * R.size() * cb[0].p.m.pitch;
@@ -316,7 +330,10 @@ void ShardedMatmul::layout_post(int c, const std::vector<CBlock>& cb, ShardBlock
                         C.lo + static_cast<std::size_t>(rank + 1) * y->m.cols};
       }
     }
-    y->m.addr = d.alloc(out_elems * 4);
+    // Y's block as the collective leaves it: a matrix of the product's pitch.
+    y->m.addr = alloc_buf(c, Buffer{coll_name(*ic - 1), y->m.rows, y->m.cols, Dtype::kF32,
+                                    y->m.pitch, out_elems * 4})
+                    .addr;
     k.bufs.out[ci] = y->m.addr;
   }
 }
@@ -342,7 +359,7 @@ std::vector<ShardedMatmul::Image> ShardedMatmul::images(const std::vector<bf16_t
   std::vector<Image> out;
   for (int c = 0; c < P_; ++c) {
     const std::size_t ci = static_cast<std::size_t>(c);
-    const ChipDriver& d = *drv_[ci];
+    const ChipDriver& d = wl_->driver(c);
     out.push_back(Image{c, xs_[ci].addr,
                         d.matrix_image(xs_[ci], block(x, p.m, p.k, p.x_rows(c), p.x_cols(c)))});
     for (std::size_t j = 0; j < ws_[ci].size(); ++j)
@@ -365,126 +382,98 @@ uint64_t ShardedMatmul::load(const std::vector<bf16_t>& x, const std::vector<bf1
   return host_.copy(ops);
 }
 
-std::vector<PodProgram> ShardedMatmul::compile_collectives() {
-  const MachineInfo& mi = host_.info();
-  const std::size_t ncoll = coll_.size();
-  PodDriver pd(host_);
-  std::vector<PodProgram> cp;
-  const uint32_t share =
-      ncoll ? (mi.shape.vmem_rows - vmem_matmul_) / static_cast<uint32_t>(ncoll) : 0;
-  for (std::size_t i = 0; i < ncoll; ++i) {
-    PodCollectiveOptions o;
-    o.vmem_base = vmem_matmul_ + static_cast<uint32_t>(i) * share;
-    o.vmem_rows = share;
-    o.counter_base = static_cast<uint32_t>(i * kIciCounters / ncoll);
-    o.counter_count = static_cast<uint32_t>(kIciCounters / ncoll);
-    o.early_heads = false;  // several collectives in one stream (PodCollectiveOptions)
-    cp.push_back(pd.compile(coll_[i].spec, coll_[i].bufs, o));
-  }
-  rounds_.clear();
-  for (const PodProgram& p : cp) rounds_.push_back(p.rounds);
-  return cp;
-}
-
-SpmdPhase ShardedMatmul::coll_phase(std::size_t i) const {
+std::string ShardedMatmul::coll_name(std::size_t i) const {
   const Coll& k = coll_[i];
   const ShardCollective& sc = k.post ? plan_.post[k.src] : plan_.pre[k.src];
-  SpmdPhase s;
-  s.collective = true;
-  s.kind = sc.kind;
-  s.axis = sc.axis;
-  s.name = std::string(collective_name(sc.kind)) + " of " + sc.tensor + " over " +
-           axis_text(sc.axis) + (pieces_ > 1 ? " (piece " + std::to_string(k.piece) + ")" : "");
-  s.bytes = static_cast<uint64_t>(k.spec.n) * (k.spec.dtype == DType::kBf16 ? 2 : 4);
-  return s;
+  return std::string(collective_name(sc.kind)) + " of " + sc.tensor + " over " +
+         axis_text(sc.axis) + (pieces_ > 1 ? " (piece " + std::to_string(k.piece) + ")" : "");
 }
 
-std::vector<std::vector<ShardedMatmul::Part>> ShardedMatmul::stream_steps() const {
+// Collective i as an op: its buffers are every chip's (the same addresses on each).
+int ShardedMatmul::add_coll_op(std::size_t i, bool lead) {
+  const Coll& k = coll_[i];
+  const ShardCollective& sc = k.post ? plan_.post[k.src] : plan_.pre[k.src];
+  const uint64_t esize = k.spec.dtype == DType::kBf16 ? 2 : 4;
+  const uint64_t in_bytes =
+      k.spec.collective == Collective::kAllGather
+          ? k.spec.n * esize / static_cast<uint64_t>(group_size(plan_.topo, k.spec.group_dims))
+          : k.spec.n * esize;
+  CollectiveOp co;
+  co.spec = k.spec;
+  co.in = wl_->ref_span(k.bufs.in[0], in_bytes);
+  co.out = wl_->ref_span(k.bufs.out[0], 1);
+  co.axis = sc.axis;
+  co.lead = lead;
+  Op op = collective_op(coll_name(i), co);
+  op.piece = pipe_ == Pipe::kNone ? -1 : static_cast<int>(k.piece);
+  return wl_->add_op(std::move(op));
+}
+
+// The jobs of one piece (all of them without a pipeline), chip by chip.
+void ShardedMatmul::add_matmul_ops(std::size_t piece) {
+  for (int c = 0; c < P_; ++c)
+    for (const Job& j : jobs_[static_cast<std::size_t>(c)]) {
+      if (j.piece != piece && pipe_ != Pipe::kNone) continue;
+      // K split: the epilogue follows the reduction instead.
+      const bool epi_here = plan_.k_axis.empty();
+      Op op = matmul_op("matmul", wl_->ref_of(j.c), wl_->ref_of(j.a), wl_->ref_of(j.w),
+                        j.has_bias && epi_here ? wl_->ref_of(j.bias) : BufferRef{},
+                        opt_.relu && epi_here);
+      op.chips = {c};
+      op.piece = pipe_ == Pipe::kNone ? -1 : static_cast<int>(piece);
+      wl_->add_op(std::move(op));
+    }
+}
+
+// The stream: a gather pipeline gathers piece j + 1 beside the matmul of piece j (the matmul's
+// commands lead); a reduction pipeline reduces piece j beside the matmul of piece j + 1; else
+// the gathers, the matmul, the reductions one after another. Phases: each collective before the
+// matmul, the matmul, each after it, the epilogue.
+void ShardedMatmul::add_ops() {
   const std::size_t ncoll = coll_.size(), J = pieces_;
-  std::vector<std::vector<Part>> steps;
+  for (std::size_t i = 0; i < ncoll; ++i)
+    if (!coll_[i].post) wl_->declare_phase(coll_name(i));
+  wl_->declare_phase("matmul");
+  for (std::size_t i = 0; i < ncoll; ++i)
+    if (coll_[i].post) wl_->declare_phase(coll_name(i));
   if (pipe_ == Pipe::kGatherW) {
-    steps.push_back({{true, 0}});
+    add_coll_op(0, true);
     for (std::size_t j = 0; j < J; ++j) {
-      if (j + 1 < J)
-        steps.push_back({{false, j}, {true, j + 1}});
-      else
-        steps.push_back({{false, j}});
+      if (j + 1 < J) add_coll_op(j + 1, false);
+      add_matmul_ops(j);
     }
   } else if (pipe_ == Pipe::kReduceY) {
-    steps.push_back({{false, 0}});
     for (std::size_t j = 0; j < J; ++j) {
-      if (j + 1 < J)
-        steps.push_back({{true, j}, {false, j + 1}});
-      else
-        steps.push_back({{true, j}});
+      add_matmul_ops(j);
+      add_coll_op(j, true);
     }
   } else {
     for (std::size_t i = 0; i < ncoll; ++i)
-      if (!coll_[i].post) steps.push_back({{true, i}});
-    steps.push_back({{false, 0}});
+      if (!coll_[i].post) add_coll_op(i, true);
+    add_matmul_ops(0);
     for (std::size_t i = 0; i < ncoll; ++i)
-      if (coll_[i].post) steps.push_back({{true, i}});
+      if (coll_[i].post) add_coll_op(i, true);
   }
-  return steps;
-}
-
-std::vector<ChipCmd> ShardedMatmul::matmul_cmds(int chip, std::size_t piece) {
-  const std::size_t ci = static_cast<std::size_t>(chip);
-  ChipDriver& d = *drv_[ci];
-  std::vector<ChipCmd> cmds;
-  for (const Job& j : jobs_[ci]) {
-    if (j.piece != piece && pipe_ != Pipe::kNone) continue;
-    MatmulEpilogue ep;  // K split: the epilogue follows the reduction instead
-    ep.bias = j.has_bias && plan_.k_axis.empty() ? &j.bias : nullptr;
-    ep.relu = opt_.relu && plan_.k_axis.empty();
-    const std::vector<ChipCmd> p = without_halt(d.plan_matmul(j.c, j.a, j.w, ep).program);
-    cmds.insert(cmds.end(), p.begin(), p.end());
+  // K split: bias and ReLU after the reduction, on each chip's block of Y (the VPU).
+  if (plan_.k_axis.empty() || (opt_.bias.empty() && !opt_.relu)) return;
+  for (int c = 0; c < P_; ++c) {
+    const ShardBlock& b = y_[static_cast<std::size_t>(c)];
+    const BufferRef bias =
+        opt_.bias.empty()
+            ? BufferRef{}
+            : wl_->ref_of(hbm_view(bias_[static_cast<std::size_t>(c)], 0, 1, b.cols.lo,
+                                   b.cols.size()));
+    Op op = epilogue_op("epilogue", wl_->ref_of(b.m), bias, opt_.relu);
+    op.chips = {c};
+    wl_->add_op(std::move(op));
   }
-  return cmds;
 }
 
 SpmdProgram ShardedMatmul::programs() {
-  const std::vector<PodProgram> cp = compile_collectives();
-  const std::size_t ncoll = coll_.size();
-  // Phases: each collective before the matmul, the matmul, each after it, the epilogue.
-  SpmdProgram prog(P_);
-  std::vector<int> cphase(ncoll);
-  for (std::size_t i = 0; i < ncoll; ++i)
-    if (!coll_[i].post) cphase[i] = prog.add_phase(coll_phase(i));
-  const int mm_phase = prog.add_phase("matmul");
-  for (std::size_t i = 0; i < ncoll; ++i)
-    if (coll_[i].post) cphase[i] = prog.add_phase(coll_phase(i));
-  // K split: bias and ReLU after the reduction, on each chip's block of Y (the VPU).
-  const bool epi = !plan_.k_axis.empty() && (!opt_.bias.empty() || opt_.relu);
-  const int epi_phase = epi ? prog.add_phase("epilogue") : -1;
-
-  // The stream: steps of one or two parts, two merged by command count.
-  const std::vector<std::vector<Part>> steps = stream_steps();
-  for (int c = 0; c < P_; ++c) {
-    drv_[static_cast<std::size_t>(c)]->vmem_rows_limit = vmem_matmul_;
-    auto part = [&](const Part& pt) {
-      const int piece = pipe_ == Pipe::kNone ? -1 : static_cast<int>(pt.index);
-      if (pt.coll) return cp[pt.index].program.chip(c).relabeled(cphase[pt.index], piece);
-      ChipProgram m;
-      m.append(matmul_cmds(c, pt.index), CmdLabel{mm_phase, -1, piece});
-      return m;
-    };
-    std::vector<ChipCmd> tail;  // planned first, as it always was
-    if (epi) {
-      const ShardBlock& b = y_[static_cast<std::size_t>(c)];
-      const HbmMatrix bv = opt_.bias.empty() ? HbmMatrix{}
-                                             : hbm_view(bias_[static_cast<std::size_t>(c)], 0, 1,
-                                                        b.cols.lo, b.cols.size());
-      tail = drv_[static_cast<std::size_t>(c)]->plan_epilogue(
-          b.m, opt_.bias.empty() ? nullptr : &bv, opt_.relu);
-    }
-    for (const std::vector<Part>& st : steps) {
-      const ChipProgram a = part(st[0]);
-      prog.append(c, st.size() > 1 ? merge(a, part(st[1])) : a);
-    }
-    if (epi) prog.append(c, tail, epi_phase);
-  }
-  return prog;
+  Schedule s = schedule(*wl_);
+  rounds_.clear();
+  for (const PodProgram& p : s.collectives) rounds_.push_back(p.rounds);
+  return std::move(s.program);
 }
 
 ShardedRun ShardedMatmul::run() {

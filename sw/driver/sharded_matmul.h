@@ -14,6 +14,7 @@
 #include "host_port.h"
 #include "pod_driver.h"
 #include "report.h"
+#include "scheduler.h"
 #include "shard_plan.h"
 #include "spmd_program.h"
 #include "tpu/bf16.h"
@@ -109,10 +110,6 @@ class ShardedMatmul {
     std::vector<uint8_t> bytes;
   };
   enum class Pipe { kNone, kGatherW, kReduceY };
-  struct Part {  // a part of the stream: a collective, or the matmul of a piece
-    bool coll;
-    std::size_t index;  // collective, or matmul piece
-  };
   struct Placed;
   struct CBlock;
   // The constructor, in steps: the pipeline's depth; each chip's layout (W's shards and
@@ -124,12 +121,15 @@ class ShardedMatmul {
   std::vector<CBlock> layout_product(int c, ShardBlock* y);
   void cut_jobs(int c, const std::vector<Placed>& wb, const std::vector<CBlock>& cb);
   void layout_post(int c, const std::vector<CBlock>& cb, ShardBlock* y, std::size_t* ic);
-  // programs(), in steps: the collectives compiled (their VMEM rows and counters apart), a
-  // collective's phase, the stream's steps (one part, or two merged), a piece's matmul commands.
-  std::vector<PodProgram> compile_collectives();
-  SpmdPhase coll_phase(std::size_t i) const;
-  std::vector<std::vector<Part>> stream_steps() const;
-  std::vector<ChipCmd> matmul_cmds(int chip, std::size_t piece);
+  // Chip c's next buffer: declared (and allocated on every chip) by chip 0's layout, the same
+  // one again for the other chips (every chip's layout is the same).
+  HbmMatrix alloc_buf(int c, Buffer b);
+  // The op list programs() schedules: the gathers, the matmul's jobs (each chip's), the
+  // reductions, the epilogue, in the order of the stream (pipelined or not).
+  std::string coll_name(std::size_t i) const;
+  int add_coll_op(std::size_t i, bool lead);
+  void add_matmul_ops(std::size_t piece);
+  void add_ops();
   std::vector<Image> images(const std::vector<bf16_t>& x, const std::vector<bf16_t>& w) const;
   HostPort& host_;
   ShardPlan plan_;
@@ -137,7 +137,9 @@ class ShardedMatmul {
   int P_ = 0;
   Pipe pipe_ = Pipe::kNone;
   std::size_t pieces_ = 1;
-  std::vector<std::unique_ptr<ChipDriver>> drv_;
+  std::unique_ptr<Workload> wl_;
+  std::vector<int> decl_;  // buffers in chip 0's order of declaration
+  std::size_t next_decl_ = 0;
   std::vector<HbmMatrix> xs_, bias_;
   std::vector<std::vector<HbmMatrix>> ws_;   // per chip: W's shard (in column pieces)
   std::vector<std::vector<Range>> ws_cols_;  // their columns
@@ -146,7 +148,6 @@ class ShardedMatmul {
   std::vector<std::vector<CollectiveRound>> rounds_;  // as compiled (programs())
   std::vector<ShardBlock> y_;
   uint64_t hbm_used_ = 0;
-  uint32_t vmem_matmul_ = 0;
 };
 
 // The independent check: every element of Y's blocks within the f64 bound of the exact product

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "tpu/perf.h"
+#include "scheduler.h"
 #include "vpu_map.h"
 
 namespace tpu {
@@ -17,12 +18,6 @@ constexpr uint64_t kBurst = 64;
 
 // Constant rows of the step (MlpConsts), in the `consts` matrix.
 enum ConstRow : std::size_t { kScaleRow = 0, kNegLrRow = 1, kBigRow = 2, kOneRow = 3, kConstRows = 4 };
-
-// A part of the step's program: one phase's commands.
-struct Part {
-  int phase = 0;
-  std::vector<ChipCmd> cmds;
-};
 
 }  // namespace
 
@@ -43,15 +38,7 @@ struct DataParallelTrainer::Impl {
     std::size_t r0 = 0, r1 = 0;  // rows of g
     std::vector<CollectiveRound> rounds;
   };
-  // The phases' indices in the program (the same on every chip).
-  struct Phases {
-    int model = -1;         // the prediction's all-reduce (tensor parallel)
-    std::vector<int> coll;  // the gradient all-reduces, in their order
-    std::vector<int> fwd, tr, da, mask, sgd;  // per layer
-    std::vector<std::vector<int>> gw;         // per layer, per gradient piece
-    int loss = -1;
-  };
-  std::vector<std::unique_ptr<ChipDriver>> drv;
+  std::unique_ptr<Workload> wl;
   HbmMatrix x, t, consts, loss;
   HbmMatrix pred;  // B x out f32: the prediction (tensor parallel: the model all-reduce's output)
   std::vector<int> data_dims, model_dims;  // the mesh axes' torus dimensions (empty: the pod)
@@ -59,46 +46,21 @@ struct DataParallelTrainer::Impl {
   std::vector<Layer> layers;
   std::vector<Coll> colls;
   SpmdProgram program;
-  Phases ph;
-  uint32_t vmem_compute = 0;
+  VectorMapRefs loss_map;  // the loss (its chunk is the spec's loss_chunk)
 
-  // The constructor's steps: the mesh's axes onto the spec, the buffers in HBM, the
-  // collectives compiled (their phases), the compute phases, and each chip's compute units and
-  // its stream.
+  // The constructor's steps: the mesh's axes onto the spec, the buffers in HBM, the step's ops
+  // (forward, loss, backward with the gradients' all-reduces, SGD) and their phases.
   void apply_mesh(const MachineInfo& mi, const std::string& mesh_text, MlpSpec* spec);
   uint64_t layout(HostPort& host, const MlpSpec& spec, const TrainOptions& opt);
-  std::vector<PodProgram> plan_collectives(HostPort& host, const MlpSpec& spec);
-  void add_compute_phases(const MlpSpec& spec);
-  std::vector<Part> compute_units(int c, const MlpSpec& spec, const ChipShape& s,
-                                  std::vector<bool>* grad, std::size_t* loss_chunk);
-  Part sgd(const MlpSpec& spec, std::size_t l, const ChipShape& s);
-  void emit_chip(int c, const MlpSpec& spec, const ChipShape& s, std::vector<Part> units,
-                 const std::vector<bool>& grad, const std::vector<PodProgram>& cp);
+  BufferRef ref(const HbmMatrix& v) const { return wl->ref_of(v); }
+  void declare_phases(const MlpSpec& spec);
+  void add_all_reduce(const std::string& name, const MlpSpec& spec, std::size_t n,
+                      const std::vector<int>& dims, const HbmMatrix& in, const HbmMatrix& out,
+                      bool gradient);
+  void add_forward_and_loss(const MlpSpec& spec);
+  void add_backward(const MlpSpec& spec);
+  void add_sgd(const MlpSpec& spec, std::size_t l);
 };
-
-namespace {
-// pd.compile with the fastest algorithm that fits the collective's share of the ICI counters (a
-// third each): the torus all-reduce of a 3D group (4x4x4) needs more than that, the rings far
-// fewer. The golden replays the rounds that ran, so the bits stay checked whichever it is.
-PodProgram compile_fitting(PodDriver& pd, CollectiveSpec cs, const CollectiveBuffers& bufs,
-                           const PodCollectiveOptions& o, const Topology& topo) {
-  std::string first_error;
-  bool from_here = false;  // the asked algorithm first, then the slower ones after it
-  for (const char* algo : {"torus", "biring", "ring"}) {
-    from_here = from_here || cs.algorithm == algo;
-    if (!from_here) continue;
-    cs.algorithm = algo;
-    try {
-      return pd.compile(cs, bufs, o);
-    } catch (const std::invalid_argument& e) {
-      if (first_error.empty()) first_error = e.what();
-    }
-  }
-  throw std::invalid_argument("train: the all-reduce over " +
-                              std::to_string(group_size(topo, cs.group_dims)) +
-                              " chips: " + first_error);
-}
-}  // namespace
 
 void DataParallelTrainer::Impl::apply_mesh(const MachineInfo& mi, const std::string& mesh_text,
                                            MlpSpec* spec) {
@@ -127,278 +89,191 @@ void DataParallelTrainer::Impl::apply_mesh(const MachineInfo& mi, const std::str
   }
 }
 
+// The buffers, the same on every chip (the workload allocates each on every chip).
 uint64_t DataParallelTrainer::Impl::layout(HostPort& host, const MlpSpec& spec,
                                            const TrainOptions& opt) {
-  const MachineInfo& mi = host.info();
-  const int P = mi.num_chips();
-  const ChipShape& s = mi.shape;
+  const ChipShape& s = host.info().shape;
   const std::size_t L = spec.layers(), B = spec.batch, lanes = s.cols;
   const bool grad_ar = spec.data() > 1, model_ar = spec.model > 1;
-  // The same layout on every chip (every allocator runs the same sequence).
-  for (int c = 0; c < P; ++c) drv.push_back(std::make_unique<ChipDriver>(host, c));
-  for (int c = 0; c < P; ++c) try {
-    ChipDriver& d = *drv[static_cast<std::size_t>(c)];
-    const HbmMatrix k = d.alloc_matrix(kConstRows, lanes, Dtype::kF32);
-    const HbmMatrix lo = d.alloc_matrix(std::max<std::size_t>(1, kBurst / (4 * lanes)), lanes,
-                                        Dtype::kF32);
-    const HbmMatrix xm = d.alloc_matrix(B, spec.widths.front(), Dtype::kBf16);
-    const HbmMatrix tm = d.alloc_matrix(B, spec.widths.back(), Dtype::kF32);
-    std::vector<Layer> ls(L);
+  wl = std::make_unique<Workload>(host);
+  auto buf = [&](const std::string& name, std::size_t rows, std::size_t cols, Dtype dt) {
+    return wl->matrix(wl->add_buffer(Buffer{name, rows, cols, dt}));
+  };
+  try {
+    consts = buf("consts", kConstRows, lanes, Dtype::kF32);
+    loss = buf("loss", std::max<std::size_t>(1, kBurst / (4 * lanes)), lanes, Dtype::kF32);
+    x = buf("X", B, spec.widths.front(), Dtype::kBf16);
+    t = buf("T", B, spec.widths.back(), Dtype::kF32);
+    layers.assign(L, Layer{});
     for (std::size_t l = 0; l < L; ++l) {
       const std::size_t in = spec.in_width(l), out = spec.out_width(l);
-      Layer& y = ls[l];
-      y.w = d.alloc_matrix(in + 1, out, Dtype::kF32);
-      y.wb = d.alloc_matrix(in + 1, out, Dtype::kBf16);
-      y.at = d.alloc_matrix(in + 1, B, Dtype::kBf16);
-      y.g = d.alloc_matrix(in + 1, out, Dtype::kF32);
-      y.gs = grad_ar ? d.alloc_matrix(in + 1, out, Dtype::kF32) : y.g;
-      y.out = d.alloc_matrix(B, out, l + 1 < L ? Dtype::kBf16 : Dtype::kF32);
-      y.dy = d.alloc_matrix(B, out, Dtype::kBf16);
-      if (l > 0) y.da = d.alloc_matrix(B, in, Dtype::kF32);
-      const std::size_t n = (l == 0 && grad_ar) ? std::min(opt.grad_pieces, in + 1) : 1;
-      for (std::size_t q = 0; q < n; ++q)
-        y.pieces.push_back({(in + 1) * q / n, (in + 1) * (q + 1) / n});
+      const std::string n = std::to_string(l);
+      Layer& y = layers[l];
+      y.w = buf("W" + n, in + 1, out, Dtype::kF32);
+      y.wb = buf("Wb" + n, in + 1, out, Dtype::kBf16);
+      y.at = buf("AT" + n, in + 1, B, Dtype::kBf16);
+      y.g = buf("dW" + n, in + 1, out, Dtype::kF32);
+      y.gs = grad_ar ? buf("dW" + n + " summed", in + 1, out, Dtype::kF32) : y.g;
+      y.out = buf("A" + std::to_string(l + 1), B, out, l + 1 < L ? Dtype::kBf16 : Dtype::kF32);
+      y.dy = buf("dY" + n, B, out, Dtype::kBf16);
+      if (l > 0) y.da = buf("dA" + n, B, in, Dtype::kF32);
+      const std::size_t np = (l == 0 && grad_ar) ? std::min(opt.grad_pieces, in + 1) : 1;
+      for (std::size_t q = 0; q < np; ++q)
+        y.pieces.push_back({(in + 1) * q / np, (in + 1) * (q + 1) / np});
     }
-    const HbmMatrix pr =
-        model_ar ? d.alloc_matrix(B, spec.widths.back(), Dtype::kF32) : ls[L - 1].out;
-    if (c == 0) {
-      pred = pr;
-      consts = k;
-      loss = lo;
-      x = xm;
-      t = tm;
-      layers = ls;
-    }
-  } catch (const std::runtime_error& e) {
+    pred = model_ar ? buf("P", B, spec.widths.back(), Dtype::kF32) : layers[L - 1].out;
+  } catch (const BufferDoesNotFit& e) {
     throw std::invalid_argument("train: the step's buffers do not fit in a chip's HBM (" +
                                 std::to_string(s.hbm_bytes) + " bytes): " + e.what());
   }
-  return drv[0]->allocated();
+  return wl->hbm_used();
 }
 
-// The collectives: the prediction's all-reduce over the model axis (tensor parallel), then one
-// per piece of every layer's gradient, last layer first (the order they become ready in).
-// Three VMEM regions and counter sets in rotation: a chip starts collective i + 3 only after
-// collective i + 2 finished everywhere it depends on, and with it i.
-std::vector<PodProgram> DataParallelTrainer::Impl::plan_collectives(HostPort& host,
-                                                                    const MlpSpec& spec) {
-  const MachineInfo& mi = host.info();
-  const int P = mi.num_chips();
-  const std::size_t L = spec.layers(), B = spec.batch;
-  PodDriver pd(host);
-  std::vector<PodProgram> cp;
-  const uint32_t share = (mi.shape.vmem_rows - vmem_compute) / 3;
-  auto compile = [&](CollectiveSpec cs, uint64_t in, uint64_t out) {
-    cs.collective = Collective::kAllReduce;
-    cs.dtype = DType::kF32;
-    std::size_t dims = 0;  // the group's dimensions with more than one chip
-    for (int dim : mi.topo.active_dims())
-      dims += cs.group_dims.empty() ||
-              std::find(cs.group_dims.begin(), cs.group_dims.end(), dim) != cs.group_dims.end();
-    cs.algorithm = dims >= 2 ? "torus" : "biring";
-    CollectiveBuffers bufs;
-    bufs.in.assign(static_cast<std::size_t>(P), in);
-    bufs.out.assign(static_cast<std::size_t>(P), out);
-    PodCollectiveOptions o;
-    const std::size_t slot = cp.size() % 3;
-    o.vmem_base = vmem_compute + static_cast<uint32_t>(slot) * share;
-    o.vmem_rows = share;
-    o.counter_count = kIciCounters / 3;
-    o.counter_base = static_cast<uint32_t>(slot) * o.counter_count;
-    o.early_heads = false;  // several collectives in one stream (PodCollectiveOptions)
-    cp.push_back(compile_fitting(pd, cs, bufs, o, mi.topo));
-    SpmdPhase phase;
-    phase.collective = true;
-    phase.kind = Collective::kAllReduce;
-    phase.bytes = static_cast<uint64_t>(cs.n) * 4;
-    return phase;
-  };
-  if (spec.model > 1) {  // the prediction's partial products summed over the model axis
-    CollectiveSpec cs;
-    cs.n = B * spec.widths.back();
-    cs.group_dims = model_dims;
-    SpmdPhase phase = compile(cs, layers[L - 1].out.addr, pred.addr);
-    model_rounds = cp.back().rounds;
-    phase.name = "all_reduce P over model";
-    phase.axis = "model";
-    ph.model = program.add_phase(phase);
-  }
-  if (spec.data() == 1) return cp;
-  for (std::size_t l = L; l-- > 0;) {
-    const Layer& y = layers[l];
-    const std::size_t out = spec.out_width(l);
-    for (std::size_t k = 0; k < y.pieces.size(); ++k) {
-      const auto [r0, r1] = y.pieces[k];
-      CollectiveSpec cs;
-      cs.n = (r1 - r0) * out;
-      cs.group_dims = data_dims;
-      SpmdPhase phase = compile(cs, hbm_view(y.g, r0, r1 - r0, 0, out).addr,
-                                hbm_view(y.gs, r0, r1 - r0, 0, out).addr);
-      colls.push_back(Coll{l, r0, r1, cp.back().rounds});
-      phase.name = "all_reduce dW" + std::to_string(l) +
-                   (y.pieces.size() > 1 ? " piece " + std::to_string(k) : "");
-      phase.axis = spec.model > 1 ? "data" : "";
-      phase.gradient = true;
-      ph.coll.push_back(program.add_phase(phase));
-    }
-  }
-  return cp;
-}
-
-void DataParallelTrainer::Impl::add_compute_phases(const MlpSpec& spec) {
+// The phase table: the collectives (the prediction's all-reduce, then the gradients' in the
+// order they become ready), the forward, the loss, per layer (last first) the transpose, the
+// gradient pieces, dA and the ReLU mask, the SGD.
+void DataParallelTrainer::Impl::declare_phases(const MlpSpec& spec) {
   const std::size_t L = spec.layers();
-  auto phase = [&](const std::string& name) { return program.add_phase(name); };
-  ph.fwd.assign(L, -1);
-  ph.tr.assign(L, -1);
-  ph.da.assign(L, -1);
-  ph.mask.assign(L, -1);
-  ph.sgd.assign(L, -1);
-  ph.gw.assign(L, {});
-  for (std::size_t l = 0; l < L; ++l) ph.fwd[l] = phase("forward " + std::to_string(l));
-  ph.loss = phase("loss");
+  auto pieces = [&](std::size_t l, std::size_t k) {
+    return layers[l].pieces.size() > 1 ? " piece " + std::to_string(k) : std::string();
+  };
+  if (spec.model > 1) wl->declare_phase("all_reduce P over model");
+  if (spec.data() > 1)
+    for (std::size_t l = L; l-- > 0;)
+      for (std::size_t k = 0; k < layers[l].pieces.size(); ++k)
+        wl->declare_phase("all_reduce dW" + std::to_string(l) + pieces(l, k));
+  for (std::size_t l = 0; l < L; ++l) wl->declare_phase("forward " + std::to_string(l));
+  wl->declare_phase("loss");
   for (std::size_t l = L; l-- > 0;) {
-    ph.tr[l] = phase("transpose A" + std::to_string(l));
+    wl->declare_phase("transpose A" + std::to_string(l));
     for (std::size_t k = 0; k < layers[l].pieces.size(); ++k)
-      ph.gw[l].push_back(phase("dW" + std::to_string(l) +
-                               (layers[l].pieces.size() > 1 ? " piece " + std::to_string(k) : "")));
+      wl->declare_phase("dW" + std::to_string(l) + pieces(l, k));
     if (l > 0) {
-      ph.da[l] = phase("dA" + std::to_string(l));
-      ph.mask[l] = phase("relu mask " + std::to_string(l));
+      wl->declare_phase("dA" + std::to_string(l));
+      wl->declare_phase("relu mask " + std::to_string(l));
     }
   }
-  for (std::size_t l = L; l-- > 0;) ph.sgd[l] = phase("sgd " + std::to_string(l));
+  for (std::size_t l = L; l-- > 0;) wl->declare_phase("sgd " + std::to_string(l));
 }
 
-// Chip c's compute units in order: the forward, the loss, and per layer (last first) the
-// transpose, the gradient pieces (grad: a gradient piece is ready after it), dA and the ReLU
-// mask.
-std::vector<Part> DataParallelTrainer::Impl::compute_units(int c, const MlpSpec& spec,
-                                                           const ChipShape& s,
-                                                           std::vector<bool>* grad,
-                                                           std::size_t* loss_chunk) {
-  ChipDriver& d = *drv[static_cast<std::size_t>(c)];
+// An f32 all-reduce: the torus algorithm over a group of two dimensions or more, else the
+// bidirectional ring, or the slower ones after it that fit the collective's third of the ICI
+// counters (the torus of a 4x4x4 group needs more). The golden replays the rounds that ran.
+void DataParallelTrainer::Impl::add_all_reduce(const std::string& name, const MlpSpec& spec,
+                                               std::size_t n, const std::vector<int>& dims,
+                                               const HbmMatrix& in, const HbmMatrix& out,
+                                               bool gradient) {
+  const Topology& topo = wl->host().info().topo;
+  CollectiveOp co;
+  co.spec.collective = Collective::kAllReduce;
+  co.spec.dtype = DType::kF32;
+  co.spec.n = n;
+  co.spec.group_dims = dims;
+  std::size_t active = 0;  // the group's dimensions with more than one chip
+  for (int dim : topo.active_dims())
+    active += dims.empty() || std::find(dims.begin(), dims.end(), dim) != dims.end();
+  co.spec.algorithm = active >= 2 ? "torus" : "biring";
+  co.in = ref(in);
+  co.out = ref(out);
+  co.axis = gradient ? (spec.model > 1 ? "data" : "") : "model";
+  co.gradient = gradient;
+  co.fit_algorithm = true;
+  co.label_steps = false;  // the collectives run under their phase alone on the timeline
+  wl->add_op(collective_op(name, co));
+}
+
+// The forward (matmul, bias, ReLU; tensor parallel: the last bias once, on model rank 0, then
+// the prediction's all-reduce over the model axis), and the loss: D = P - T, sum of D^2,
+// dY = bf16(D x scale).
+void DataParallelTrainer::Impl::add_forward_and_loss(const MlpSpec& spec) {
   const std::size_t L = spec.layers(), B = spec.batch;
-  const bool grad_ar = spec.data() > 1;
-  auto map_plan = [&](const VpuMap& vm) { return plan_vpu_map(vm, s, 0, vmem_compute); };
-  auto act = [&](std::size_t l) { return l == 0 ? x : layers[l - 1].out; };
-  std::vector<Part> units;
-  auto unit = [&](int phase, std::vector<ChipCmd> cmds, bool g = false) {
-    units.push_back(Part{phase, std::move(cmds)});
-    grad->push_back(g);
-  };
+  const int P = wl->num_chips();
   for (std::size_t l = 0; l < L; ++l) {
     const Layer& y = layers[l];
     const std::size_t in = spec.in_width(l), out = spec.out_width(l);
-    const HbmMatrix bias = hbm_view(y.w, in, 1, 0, out);
-    MatmulEpilogue ep;  // tensor parallel: the last bias once, on model rank 0
-    ep.bias = (l + 1 < L || spec.model_rank_of(c) == 0) ? &bias : nullptr;
-    ep.relu = l + 1 < L;
-    unit(ph.fwd[l],
-         without_halt(d.plan_matmul(y.out, act(l), hbm_view(y.wb, 0, in, 0, out), ep).program));
+    const std::string name = "forward " + std::to_string(l);
+    const BufferRef a = ref(l == 0 ? x : layers[l - 1].out), w = ref(hbm_view(y.wb, 0, in, 0, out));
+    const BufferRef bias = ref(hbm_view(y.w, in, 1, 0, out));
+    if (l + 1 < L || spec.model == 1) {
+      wl->add_op(matmul_op(name, ref(y.out), a, w, bias, l + 1 < L));
+      continue;
+    }
+    for (int c = 0; c < P; ++c) {
+      Op op = matmul_op(name, ref(y.out), a, w, spec.model_rank_of(c) == 0 ? bias : BufferRef{});
+      op.chips = {c};
+      wl->add_op(std::move(op));
+    }
   }
-  {  // loss: D = P - T, sum of D^2, dY = bf16(D x scale)
-    VpuMap vm;
-    vm.rows = B;
-    vm.cols = spec.widths.back();
-    vm.in = {pred, t};
-    vm.consts = consts;
-    vm.const_rows = {kScaleRow};
-    vm.ops = {{VpuOp::kSub, 0, 1, false}, {VpuOp::kMul, 3, 3, false}, {VpuOp::kMul, 3, 2, true}};
-    vm.out = {{5, layers[L - 1].dy}};
-    vm.sum = 4;
-    vm.sum_out = loss;
-    VpuMapPlan mp = map_plan(vm);
-    if (c == 0) *loss_chunk = mp.chunk;
-    unit(ph.loss, std::move(mp.prog));
-  }
+  if (spec.model > 1)
+    add_all_reduce("all_reduce P over model", spec, B * spec.widths.back(), model_dims,
+                   layers[L - 1].out, pred, false);
+  loss_map.map.rows = B;
+  loss_map.map.cols = spec.widths.back();
+  loss_map.map.const_rows = {kScaleRow};
+  loss_map.map.ops = {{VpuOp::kSub, 0, 1, false}, {VpuOp::kMul, 3, 3, false},
+                      {VpuOp::kMul, 3, 2, true}};
+  loss_map.map.out = {{5, HbmMatrix{}}};
+  loss_map.map.sum = 4;
+  loss_map.in = {ref(pred), ref(t)};
+  loss_map.consts = ref(consts);
+  loss_map.out = {ref(layers[L - 1].dy)};
+  loss_map.sum_out = ref(loss);
+  wl->add_op(vector_map_op("loss", loss_map));
+}
+
+// Per layer, last first: A^T (the MXU's transpose), the gradient dW = [A^T; 1] dY in pieces,
+// each piece's all-reduce as soon as it is ready; dA = dY W^T (W's tiles loaded transposed) and
+// dY(l-1) = bf16(dA x min(H x 2^127 x 2^127, 1)), the ReLU's derivative.
+void DataParallelTrainer::Impl::add_backward(const MlpSpec& spec) {
+  const std::size_t L = spec.layers(), B = spec.batch;
   for (std::size_t l = L; l-- > 0;) {
     const Layer& y = layers[l];
     const std::size_t in = spec.in_width(l), out = spec.out_width(l);
-    unit(ph.tr[l], d.plan_transpose(hbm_view(y.at, 0, in, 0, B), act(l)));
+    const std::string n = std::to_string(l);
+    const HbmMatrix act = l == 0 ? x : layers[l - 1].out;
+    wl->add_op(transpose_op("transpose A" + n, ref(hbm_view(y.at, 0, in, 0, B)), ref(act)));
     for (std::size_t k = 0; k < y.pieces.size(); ++k) {
       const auto [r0, r1] = y.pieces[k];
-      unit(ph.gw[l][k],
-           without_halt(d.plan_matmul(hbm_view(y.g, r0, r1 - r0, 0, out),
-                                      hbm_view(y.at, r0, r1 - r0, 0, B), y.dy).program),
-           grad_ar);
+      const std::string piece = y.pieces.size() > 1 ? " piece " + std::to_string(k) : "";
+      wl->add_op(matmul_op("dW" + n + piece, ref(hbm_view(y.g, r0, r1 - r0, 0, out)),
+                           ref(hbm_view(y.at, r0, r1 - r0, 0, B)), ref(y.dy)));
+      if (spec.data() == 1) continue;
+      add_all_reduce("all_reduce dW" + n + piece, spec, (r1 - r0) * out, data_dims,
+                     hbm_view(y.g, r0, r1 - r0, 0, out), hbm_view(y.gs, r0, r1 - r0, 0, out),
+                     true);
+      colls.push_back(Coll{l, r0, r1, {}});
     }
     if (l == 0) break;
-    // dA = dY W^T: W's tiles loaded transposed.
-    unit(ph.da[l],
-         without_halt(d.plan_matmul(y.da, y.dy, hbm_view(y.wb, 0, in, 0, out), {}, true).program));
-    VpuMap vm;  // dY(l-1) = bf16(dA x min(H x 2^127 x 2^127, 1)): the ReLU's derivative
-    vm.rows = B;
-    vm.cols = in;
-    vm.in = {y.da, layers[l - 1].out};
-    vm.consts = consts;
-    vm.const_rows = {kBigRow, kOneRow};
-    vm.ops = {{VpuOp::kMul, 1, 2, false}, {VpuOp::kMul, 4, 2, false},
-              {VpuOp::kMin, 5, 3, false}, {VpuOp::kMul, 0, 6, true}};
-    vm.out = {{7, layers[l - 1].dy}};
-    unit(ph.mask[l], map_plan(vm).prog);
+    wl->add_op(matmul_op("dA" + n, ref(y.da), ref(y.dy), ref(hbm_view(y.wb, 0, in, 0, out)), {},
+                         false, true));
+    VectorMapRefs vm;
+    vm.map.rows = B;
+    vm.map.cols = in;
+    vm.map.const_rows = {kBigRow, kOneRow};
+    vm.map.ops = {{VpuOp::kMul, 1, 2, false}, {VpuOp::kMul, 4, 2, false},
+                  {VpuOp::kMin, 5, 3, false}, {VpuOp::kMul, 0, 6, true}};
+    vm.map.out = {{7, HbmMatrix{}}};
+    vm.in = {ref(y.da), ref(layers[l - 1].out)};
+    vm.consts = ref(consts);
+    vm.out = {ref(layers[l - 1].dy)};
+    wl->add_op(vector_map_op("relu mask " + n, vm));
   }
-  return units;
 }
 
 // Layer l's update: w = w + g x (-lr); wb = bf16(w).
-Part DataParallelTrainer::Impl::sgd(const MlpSpec& spec, std::size_t l, const ChipShape& s) {
+void DataParallelTrainer::Impl::add_sgd(const MlpSpec& spec, std::size_t l) {
   const Layer& y = layers[l];
-  VpuMap vm;
-  vm.rows = spec.in_width(l) + 1;
-  vm.cols = spec.out_width(l);
-  vm.in = {y.gs, y.w};
-  vm.consts = consts;
-  vm.const_rows = {kNegLrRow};
-  vm.ops = {{VpuOp::kMul, 0, 2, false}, {VpuOp::kAdd, 1, 3, false},
-            {VpuOp::kCvtF32Bf16, 4, -1, true}};
-  vm.out = {{4, y.w}, {5, y.wb}};
-  return Part{ph.sgd[l], plan_vpu_map(vm, s, 0, vmem_compute).prog};
-}
-
-// Chip c's stream: the compute units cut after each gradient piece; the all-reduce of a piece
-// merged (by command count) with the units up to the next piece; the last one with the SGD of
-// the layers whose gradients are complete, then the rest of the SGD. Tensor parallel: the
-// forward, then the prediction's all-reduce alone (the loss needs it).
-void DataParallelTrainer::Impl::emit_chip(int c, const MlpSpec& spec, const ChipShape& s,
-                                          std::vector<Part> units, const std::vector<bool>& grad,
-                                          const std::vector<PodProgram>& cp) {
-  const std::size_t L = spec.layers();
-  // The collectives run under their phase alone (the timeline names no plan step here).
-  auto emit = [&](int coll, const std::vector<Part>& comp) {
-    ChipProgram a, b;
-    if (coll >= 0) {
-      const std::size_t i = static_cast<std::size_t>(coll);
-      a.append(cp[i].program.cmds(c), CmdLabel{i == 0 && ph.model >= 0 ? ph.model
-                                               : ph.coll[i - (ph.model >= 0 ? 1 : 0)]});
-    }
-    for (const Part& p : comp) b.append(p.cmds, CmdLabel{p.phase});
-    program.append(c, merge(a, b));
-  };
-  std::size_t u0 = 0;
-  const int first_grad = ph.model >= 0 ? 1 : 0;  // the first gradient collective in cp
-  if (ph.model >= 0) {
-    emit(-1, std::vector<Part>(units.begin(), units.begin() + static_cast<std::ptrdiff_t>(L)));
-    emit(0, {});
-    u0 = L;
-  }
-  std::size_t next_coll = 0;  // gradient collectives emitted + 1
-  std::vector<Part> seg;
-  for (std::size_t u = u0; u < units.size(); ++u) {
-    seg.push_back(std::move(units[u]));
-    if (!grad[u] && u + 1 < units.size()) continue;
-    emit(next_coll == 0 ? -1 : first_grad + static_cast<int>(next_coll) - 1, seg);
-    seg.clear();
-    if (grad[u]) ++next_coll;
-  }
-  std::vector<Part> tail;
-  if (next_coll > 0) {
-    for (std::size_t l = L; l-- > 1;) tail.push_back(sgd(spec, l, s));
-    emit(first_grad + static_cast<int>(next_coll) - 1, tail);
-    emit(-1, {sgd(spec, 0, s)});
-  } else {
-    for (std::size_t l = L; l-- > 0;) tail.push_back(sgd(spec, l, s));
-    emit(-1, tail);
-  }
+  VectorMapRefs vm;
+  vm.map.rows = spec.in_width(l) + 1;
+  vm.map.cols = spec.out_width(l);
+  vm.map.const_rows = {kNegLrRow};
+  vm.map.ops = {{VpuOp::kMul, 0, 2, false}, {VpuOp::kAdd, 1, 3, false},
+                {VpuOp::kCvtF32Bf16, 4, -1, true}};
+  vm.map.out = {{4, HbmMatrix{}}, {5, HbmMatrix{}}};
+  vm.in = {ref(y.gs), ref(y.w)};
+  vm.consts = ref(consts);
+  vm.out = {ref(y.w), ref(y.wb)};
+  wl->add_op(vector_map_op("sgd " + std::to_string(l), vm));
 }
 
 DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOptions opt)
@@ -420,19 +295,27 @@ DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOpti
   if (!opt_.mesh.empty()) m.apply_mesh(mi, opt_.mesh, &spec_);  // data and model axes
   spec_.validate();
   if (spec_.batch > 0xFFFF) throw std::invalid_argument("train: batch per chip above 65535");
-  m.vmem_compute = P > 1 ? s.vmem_rows / 2 : s.vmem_rows;
   hbm_used_ = m.layout(host_, spec_, opt_);
-  m.program = SpmdProgram(P);
-  const std::vector<PodProgram> cp = m.plan_collectives(host_, spec_);
-  m.add_compute_phases(spec_);
-  std::size_t loss_chunk = 0;
-  for (int c = 0; c < P; ++c) {
-    m.drv[static_cast<std::size_t>(c)]->vmem_rows_limit = m.vmem_compute;
-    std::vector<bool> grad;
-    std::vector<Part> units = m.compute_units(c, spec_, s, &grad, &loss_chunk);
-    m.emit_chip(c, spec_, s, std::move(units), grad, cp);
-  }
-  spec_.loss_chunk = loss_chunk;
+  // The ops in stream order; the scheduler runs each gradient all-reduce beside the backward
+  // work after it, and the last beside the SGD of the layers whose gradients are complete.
+  m.declare_phases(spec_);
+  m.add_forward_and_loss(spec_);
+  m.add_backward(spec_);
+  for (std::size_t l = spec_.layers(); l-- > 0;) m.add_sgd(spec_, l);
+  ScheduleOptions so;
+  so.collective_regions = 3;  // a chip starts collective i + 3 once i + 2, and so i, finished
+  Schedule sch = schedule(*m.wl, so);
+  m.program = std::move(sch.program);
+  const std::size_t first_grad = spec_.model > 1 ? 1 : 0;
+  if (spec_.model > 1) m.model_rounds = sch.collectives[0].rounds;
+  for (std::size_t i = 0; i < m.colls.size(); ++i)
+    m.colls[i].rounds = sch.collectives.at(first_grad + i).rounds;
+  VpuMap lm = m.loss_map.map;  // the loss's chunk, as the scheduler planned it
+  lm.in = {m.pred, m.t};
+  lm.consts = m.consts;
+  lm.out[0].second = m.layers.back().dy;
+  lm.sum_out = m.loss;
+  spec_.loss_chunk = plan_vpu_map(lm, s, 0, sch.vmem_compute).chunk;
   // Planning may have written the drivers' constant rows (identity, zeros) through the host
   // ports: let those writes land, so that the backdoor may be used next.
   host_.run_until_idle();
@@ -478,7 +361,7 @@ uint64_t DataParallelTrainer::load_data(const MlpData& data) {
                                 std::to_string(dout) + " targets");
   std::vector<Image> img;
   for (int c = 0; c < spec_.chips; ++c) {
-    const ChipDriver& d = *m.drv[static_cast<std::size_t>(c)];
+    const ChipDriver& d = m.wl->driver(c);
     const std::size_t ci = static_cast<std::size_t>(spec_.data_rank_of(c));  // its batch shard
     const std::vector<bf16_t> x(data.x.begin() + static_cast<std::ptrdiff_t>(ci * B * din),
                                 data.x.begin() + static_cast<std::ptrdiff_t>((ci + 1) * B * din));
@@ -513,7 +396,7 @@ uint64_t DataParallelTrainer::load_params(const MlpParams& params) {
   }
   std::vector<Image> img;
   for (int c = 0; c < spec_.chips; ++c) {
-    const ChipDriver& d = *m.drv[static_cast<std::size_t>(c)];
+    const ChipDriver& d = m.wl->driver(c);
     img.push_back(Image{c, m.consts.addr, d.matrix_image(m.consts, consts)});
     const MlpParams shard = mlp_shard(spec_, params, spec_.model_rank_of(c));
     for (std::size_t l = 0; l < L; ++l) {

@@ -1,0 +1,451 @@
+#include "scheduler.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <utility>
+
+namespace tpu {
+namespace {
+
+[[noreturn]] void bad_op(const Op& op, const std::string& what) {
+  throw std::invalid_argument(std::string(op_kind_name(op.kind)) + " '" + op.name + "': " + what);
+}
+
+bool is_comm(const Op& op) {
+  return op.kind == OpKind::kCollective || op.kind == OpKind::kSend || op.kind == OpKind::kRecv ||
+         op.kind == OpKind::kHostCopy;
+}
+
+bool share_chip(const Op& a, const Op& b, int chips) {
+  for (int c = 0; c < chips; ++c)
+    if (a.runs_on(c) && b.runs_on(c)) return true;
+  return false;
+}
+
+std::size_t elem_bytes(DType d) { return d == DType::kBf16 ? 2 : 4; }
+
+}  // namespace
+
+Workload::Workload(HostPort& host) : host_(host) {
+  for (int c = 0; c < host.info().num_chips(); ++c)
+    drv_.push_back(std::make_unique<ChipDriver>(host, c));
+}
+
+Workload::~Workload() = default;
+
+int Workload::add_buffer(Buffer b) {
+  HbmMatrix m;
+  for (std::size_t c = 0; c < drv_.size(); ++c) {
+    HbmMatrix here;
+    try {
+      if (b.pitch) {
+        here.rows = b.rows;
+        here.cols = b.cols;
+        here.pitch = b.pitch;
+        here.dtype = b.dtype;
+        here.addr = drv_[c]->alloc(std::max<uint64_t>(b.bytes, here.bytes()));
+      } else {
+        here = drv_[c]->alloc_matrix(b.rows, b.cols, b.dtype);
+      }
+    } catch (const std::runtime_error& e) {
+      throw BufferDoesNotFit("buffer '" + b.name + "' (" + std::to_string(b.rows) + "x" +
+                             std::to_string(b.cols) + ") does not fit in chip " +
+                             std::to_string(c) + "'s HBM (" +
+                             std::to_string(host_.info().shape.hbm_bytes) + " bytes): " + e.what());
+    }
+    if (c == 0) m = here;
+    if (here.addr != m.addr)
+      throw std::logic_error("workload: buffer '" + b.name + "' lies apart on chip " +
+                             std::to_string(c));
+  }
+  buffers_.push_back(std::move(b));
+  mats_.push_back(m);
+  return static_cast<int>(buffers_.size()) - 1;
+}
+
+HbmMatrix Workload::view(const BufferRef& r) const {
+  const HbmMatrix& m = matrix(r.buffer);
+  return hbm_view(m, r.row0, r.rows ? r.rows : m.rows - r.row0, r.col0,
+                  r.cols ? r.cols : m.cols - r.col0);
+}
+
+namespace {
+int buffer_at(const std::vector<HbmMatrix>& mats, uint64_t addr) {
+  for (std::size_t i = 0; i < mats.size(); ++i)
+    if (addr >= mats[i].addr && addr < mats[i].addr + std::max<uint64_t>(mats[i].bytes(), 1))
+      return static_cast<int>(i);
+  throw std::logic_error("workload: HBM address " + std::to_string(addr) + " is in no buffer");
+}
+}  // namespace
+
+BufferRef Workload::ref_of(const HbmMatrix& v) const {
+  const int b = buffer_at(mats_, v.addr);
+  const HbmMatrix& m = matrix(b);
+  const uint64_t off = (v.addr - m.addr) / m.esize();
+  if (v.pitch != m.pitch || v.dtype != m.dtype || (v.addr - m.addr) % m.esize() != 0)
+    throw std::logic_error("workload: a view of buffer '" + buffer(b).name +
+                           "' with its own pitch");
+  BufferRef r{b, static_cast<std::size_t>(off / m.pitch), v.rows,
+              static_cast<std::size_t>(off % m.pitch), v.cols};
+  if (r.row0 + r.rows > m.rows || r.col0 + r.cols > m.cols)
+    throw std::logic_error("workload: a view beyond buffer '" + buffer(b).name + "'");
+  return r;
+}
+
+BufferRef Workload::ref_span(uint64_t addr, uint64_t bytes) const {
+  const int b = buffer_at(mats_, addr);
+  const HbmMatrix& m = matrix(b);
+  const uint64_t row = m.pitch * m.esize();
+  const std::size_t r0 = static_cast<std::size_t>((addr - m.addr) / row);
+  const std::size_t r1 = static_cast<std::size_t>((addr - m.addr + bytes + row - 1) / row);
+  if (r1 > m.rows)
+    throw std::logic_error("workload: " + std::to_string(bytes) + " bytes beyond buffer '" +
+                           buffer(b).name + "'");
+  return BufferRef{b, r0, r1 - r0, 0, 0};
+}
+
+uint64_t Workload::hbm_used() const { return drv_.empty() ? 0 : drv_[0]->allocated(); }
+
+int Workload::add_op(Op op) {
+  const int idx = static_cast<int>(ops_.size());
+  std::vector<BufferRef> refs = op.reads();
+  const std::vector<BufferRef> w = op.writes();
+  refs.insert(refs.end(), w.begin(), w.end());
+  for (const BufferRef& r : refs)
+    if (r.buffer >= static_cast<int>(buffers_.size()))
+      bad_op(op, "buffer " + std::to_string(r.buffer) + " is not declared");
+  for (int c : op.chips)
+    if (c < 0 || c >= num_chips()) bad_op(op, "chip " + std::to_string(c) + " is not the pod's");
+  for (int a : op.after)
+    if (a < 0 || a >= idx) bad_op(op, "it follows op " + std::to_string(a) + ", not an earlier op");
+  if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) {
+    if (op.from < 0 || op.from >= num_chips() || op.to < 0 || op.to >= num_chips())
+      bad_op(op, "its chips " + std::to_string(op.from) + " -> " + std::to_string(op.to) +
+                     " are not the pod's");
+  }
+  if (op.kind == OpKind::kRecv) {
+    if (op.peer < 0 || op.peer >= idx ||
+        ops_[static_cast<std::size_t>(op.peer)].kind != OpKind::kSend)
+      bad_op(op, "op " + std::to_string(op.peer) + " is not an earlier send");
+    const Op& s = ops_[static_cast<std::size_t>(op.peer)];
+    if (s.from != op.from || s.to != op.to)
+      bad_op(op, "its chips are not those of its send '" + s.name + "'");
+  }
+  ops_.push_back(std::move(op));
+  return idx;
+}
+
+std::vector<std::vector<int>> op_dependencies(const Workload& w) {
+  const std::vector<Op>& ops = w.ops();
+  std::vector<std::vector<int>> deps(ops.size());
+  for (std::size_t j = 0; j < ops.size(); ++j) {
+    const std::vector<BufferRef> rj = ops[j].reads(), wj = ops[j].writes();
+    for (std::size_t i = 0; i < j; ++i) {
+      bool dep = std::find(ops[j].after.begin(), ops[j].after.end(), static_cast<int>(i)) !=
+                 ops[j].after.end();
+      if (!dep && share_chip(ops[i], ops[j], w.num_chips())) {
+        const std::vector<BufferRef> ri = ops[i].reads(), wi = ops[i].writes();
+        for (const BufferRef& x : wi)
+          for (const BufferRef& y : rj) dep = dep || refs_overlap(x, y, w.buffers());
+        for (const BufferRef& x : wj) {
+          for (const BufferRef& y : ri) dep = dep || refs_overlap(x, y, w.buffers());
+          for (const BufferRef& y : wi) dep = dep || refs_overlap(x, y, w.buffers());
+        }
+      }
+      if (dep) deps[j].push_back(static_cast<int>(i));
+    }
+  }
+  return deps;
+}
+
+// A collective opens a step that takes the compute after it that does not depend on it, up to
+// the next op of communication or the first that does; a send, a receive or a host copy is a
+// step alone; compute between them is one step.
+std::vector<std::vector<int>> schedule_steps(const Workload& w) {
+  const std::vector<Op>& ops = w.ops();
+  const std::vector<std::vector<int>> deps = op_dependencies(w);
+  std::vector<std::vector<int>> steps;
+  const int n = static_cast<int>(ops.size());
+  for (int i = 0; i < n;) {
+    std::vector<int> st = {i};
+    const Op& op = ops[static_cast<std::size_t>(i)];
+    int j = i + 1;
+    if (op.kind == OpKind::kCollective) {
+      for (; j < n && !is_comm(ops[static_cast<std::size_t>(j)]); ++j) {
+        const std::vector<int>& d = deps[static_cast<std::size_t>(j)];
+        if (std::find(d.begin(), d.end(), i) != d.end()) break;
+        st.push_back(j);
+      }
+    } else if (!is_comm(op)) {
+      for (; j < n && !is_comm(ops[static_cast<std::size_t>(j)]); ++j) st.push_back(j);
+    }
+    steps.push_back(std::move(st));
+    i = j;
+  }
+  return steps;
+}
+
+// The collectives and sends, in op order, share the VMEM above the compute area (half of it when
+// there is one) and the ICI counters in `regions` equal parts.
+std::vector<CommWindow> comm_windows(const Workload& w, const ChipShape& s,
+                                     const ScheduleOptions& o, uint32_t* vmem_compute) {
+  std::vector<int> comm;
+  for (std::size_t i = 0; i < w.ops().size(); ++i) {
+    const OpKind k = w.ops()[i].kind;
+    if (k == OpKind::kCollective || k == OpKind::kSend) comm.push_back(static_cast<int>(i));
+  }
+  *vmem_compute = comm.empty() ? s.vmem_rows : s.vmem_rows / 2;
+  std::vector<CommWindow> win;
+  if (comm.empty()) return win;
+  const std::size_t regions = o.collective_regions ? o.collective_regions : comm.size();
+  const uint32_t share = (s.vmem_rows - *vmem_compute) / static_cast<uint32_t>(regions);
+  for (std::size_t k = 0; k < comm.size(); ++k) {
+    const std::size_t r = k % regions;
+    CommWindow cw;
+    cw.op = comm[k];
+    cw.vmem_base = *vmem_compute + static_cast<uint32_t>(r) * share;
+    cw.vmem_rows = share;
+    cw.counter_base = static_cast<uint32_t>(r * kIciCounters / regions);
+    cw.counter_count = static_cast<uint32_t>(kIciCounters / regions);
+    if (cw.counter_count == 0 || share == 0)
+      bad_op(w.ops()[static_cast<std::size_t>(comm[k])],
+             "no VMEM rows or ICI counters left for it (" + std::to_string(regions) + " regions)");
+    win.push_back(cw);
+  }
+  return win;
+}
+
+namespace {
+
+// The collective compiled in its window (fit_algorithm: the asked algorithm, else the slower
+// ones after it that fit).
+PodProgram compile_collective(Workload& w, const Op& op, const CommWindow& cw) {
+  PodDriver pd(w.host());
+  const int P = w.num_chips();
+  CollectiveBuffers bufs;
+  bufs.in.assign(static_cast<std::size_t>(P), w.view(op.coll.in).addr);
+  bufs.out.assign(static_cast<std::size_t>(P), w.view(op.coll.out).addr);
+  PodCollectiveOptions o;
+  o.vmem_base = cw.vmem_base;
+  o.vmem_rows = cw.vmem_rows;
+  o.counter_base = cw.counter_base;
+  o.counter_count = cw.counter_count;
+  o.early_heads = false;  // several programs in one stream (PodCollectiveOptions)
+  CollectiveSpec cs = op.coll.spec;
+  if (!op.coll.fit_algorithm) return pd.compile(cs, bufs, o);
+  std::string first_error;
+  bool from_here = false;
+  for (const char* algo : {"torus", "biring", "ring"}) {
+    from_here = from_here || cs.algorithm == algo;
+    if (!from_here) continue;
+    cs.algorithm = algo;
+    try {
+      return pd.compile(cs, bufs, o);
+    } catch (const std::invalid_argument& e) {
+      if (first_error.empty()) first_error = e.what();
+    }
+  }
+  bad_op(op, std::string(collective_name(cs.collective)) + " over " +
+                 std::to_string(group_size(w.host().info().topo, cs.group_dims)) +
+                 " chips: " + first_error);
+}
+
+// A send's rows: the block of its buffer, whole matrix rows (memory rows of `lanes` elements).
+uint32_t send_rows(const Workload& w, const Op& op, const BufferRef& r, unsigned lanes) {
+  const HbmMatrix v = w.view(r);
+  if (v.cols != v.pitch)
+    bad_op(op, "buffer '" + w.buffer(r.buffer).name + "': a send moves whole rows (" +
+                   std::to_string(v.cols) + " of " + std::to_string(v.pitch) + " columns)");
+  return static_cast<uint32_t>(v.rows * v.pitch / lanes);
+}
+
+// Chip `to` at its coordinates.
+std::array<int, 3> coords(const Topology& topo, int chip) {
+  const PodCoord c = topo.coord(chip);
+  return {c[0], c[1], c[2]};
+}
+
+// A send: the block DMAed into the window's first half, sent into the peer's second half, its
+// rows counted on the window's first counter. A receive: waits for them, DMAs them out.
+std::vector<ChipCmd> p2p_cmds(const Workload& w, const Op& op, const CommWindow& cw) {
+  const MachineInfo& mi = w.info();
+  const unsigned lanes = mi.shape.cols;
+  const BufferRef& r = op.kind == OpKind::kSend ? op.a : op.out;
+  const HbmMatrix v = w.view(r);
+  const uint32_t rows = send_rows(w, op, r, lanes);
+  if (2 * rows > cw.vmem_rows)
+    bad_op(op, "buffer '" + w.buffer(r.buffer).name + "': " + std::to_string(rows) +
+                   " memory rows do not fit twice in its VMEM window of " +
+                   std::to_string(cw.vmem_rows));
+  const bool bf16 = v.dtype == Dtype::kBf16;
+  const uint32_t seg = static_cast<uint32_t>(v.pitch * v.esize());
+  const uint32_t nseg = static_cast<uint32_t>(v.rows);
+  std::vector<ChipCmd> p;
+  if (op.kind == OpKind::kSend) {
+    p.push_back(cmd_dma(DmaDir::kHbmToVmem, bf16, cw.vmem_base, nseg, seg,
+                        static_cast<uint32_t>(v.addr), seg));
+    p.push_back(cmd_ici_send(Mem::kVmem, cw.vmem_base, rows, coords(mi.topo, op.to), Mem::kVmem,
+                             cw.vmem_base + rows, cw.counter_base));
+  } else {
+    p.push_back(cmd_ici_wait(cw.counter_base, rows));
+    p.push_back(cmd_dma(DmaDir::kVmemToHbm, bf16, cw.vmem_base + rows, nseg, seg,
+                        static_cast<uint32_t>(v.addr), seg));
+  }
+  return p;
+}
+
+// One compute op's commands on chip c, in VMEM rows [0, vmem).
+std::vector<ChipCmd> compute_cmds(Workload& w, const Op& op, int c, uint32_t vmem) {
+  ChipDriver& d = w.driver(c);
+  switch (op.kind) {
+    case OpKind::kMatmul: {
+      HbmMatrix bias;
+      MatmulEpilogue ep;
+      if (op.bias.valid()) {
+        bias = w.view(op.bias);
+        ep.bias = &bias;
+      }
+      ep.relu = op.relu;
+      return without_halt(
+          d.plan_matmul(w.view(op.out), w.view(op.a), w.view(op.w), ep, op.w_transposed).program);
+    }
+    case OpKind::kTranspose:
+      return d.plan_transpose(w.view(op.out), w.view(op.a));
+    case OpKind::kEpilogue: {
+      const HbmMatrix bias = op.bias.valid() ? w.view(op.bias) : HbmMatrix{};
+      return d.plan_epilogue(w.view(op.out), op.bias.valid() ? &bias : nullptr, op.relu);
+    }
+    case OpKind::kVectorMap: {
+      VpuMap m = op.vmap.map;
+      m.in.clear();
+      for (const BufferRef& r : op.vmap.in) m.in.push_back(w.view(r));
+      if (op.vmap.consts.valid()) m.consts = w.view(op.vmap.consts);
+      if (op.vmap.out.size() != m.out.size())
+        bad_op(op, "its map has " + std::to_string(m.out.size()) + " outputs and " +
+                       std::to_string(op.vmap.out.size()) + " buffers");
+      for (std::size_t i = 0; i < m.out.size(); ++i) m.out[i].second = w.view(op.vmap.out[i]);
+      if (op.vmap.sum_out.valid()) m.sum_out = w.view(op.vmap.sum_out);
+      return plan_vpu_map(m, d.shape(), 0, vmem).prog;
+    }
+    default:
+      return {};
+  }
+}
+
+// The phase table: the declared names first, then the others as their first ops come.
+std::vector<int> make_phases(const Workload& w, SpmdProgram* prog) {
+  const std::vector<Op>& ops = w.ops();
+  std::vector<std::string> names = w.phase_order();
+  for (const Op& op : ops)
+    if (std::find(names.begin(), names.end(), op.name) == names.end()) names.push_back(op.name);
+  std::map<std::string, int> index;
+  for (const std::string& n : names) {
+    const auto first =
+        std::find_if(ops.begin(), ops.end(), [&](const Op& o) { return o.name == n; });
+    if (first == ops.end()) continue;
+    SpmdPhase ph;
+    ph.name = n;
+    if (first->kind == OpKind::kCollective) {
+      ph.collective = true;
+      ph.kind = first->coll.spec.collective;
+      ph.axis = first->coll.axis;
+      ph.bytes = static_cast<uint64_t>(first->coll.spec.n) * elem_bytes(first->coll.spec.dtype);
+      ph.gradient = first->coll.gradient;
+    }
+    index[n] = prog->add_phase(ph);
+  }
+  std::vector<int> of_op;
+  for (const Op& op : ops) of_op.push_back(index.at(op.name));
+  return of_op;
+}
+
+}  // namespace
+
+Schedule schedule(Workload& w, const ScheduleOptions& o) {
+  const MachineInfo& mi = w.host().info();
+  const int P = w.num_chips();
+  const std::vector<Op>& ops = w.ops();
+  Schedule s;
+  s.program = SpmdProgram(P);
+  s.windows = comm_windows(w, mi.shape, o, &s.vmem_compute);
+  s.phase_of_op = make_phases(w, &s.program);
+  s.steps = schedule_steps(w);
+  std::vector<int> window_of(ops.size(), -1), coll_of(ops.size(), -1);
+  for (std::size_t k = 0; k < s.windows.size(); ++k)
+    window_of[static_cast<std::size_t>(s.windows[k].op)] = static_cast<int>(k);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].kind == OpKind::kRecv)
+      window_of[i] = window_of[static_cast<std::size_t>(ops[i].peer)];
+    if (ops[i].kind != OpKind::kCollective) continue;
+    coll_of[i] = static_cast<int>(s.collectives.size());
+    s.collectives.push_back(
+        compile_collective(w, ops[i], s.windows[static_cast<std::size_t>(window_of[i])]));
+  }
+  for (int c = 0; c < P; ++c) {
+    w.driver(c).vmem_rows_limit = s.vmem_compute;
+    for (const std::vector<int>& st : s.steps) {
+      ChipProgram comm, comp;
+      bool lead = true;
+      for (int i : st) {
+        const Op& op = ops[static_cast<std::size_t>(i)];
+        if (!op.runs_on(c) || op.kind == OpKind::kHostCopy) continue;  // no commands
+        const int ph = s.phase_of_op[static_cast<std::size_t>(i)];
+        if (op.kind == OpKind::kCollective) {
+          const PodProgram& pp =
+              s.collectives[static_cast<std::size_t>(coll_of[static_cast<std::size_t>(i)])];
+          if (op.coll.label_steps)
+            comm = pp.program.chip(c).relabeled(ph, op.piece);
+          else
+            comm.append(pp.program.cmds(c), CmdLabel{ph, -1, op.piece});
+          lead = op.coll.lead;
+        } else if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) {
+          comm.append(
+              p2p_cmds(w, op,
+                       s.windows[static_cast<std::size_t>(window_of[static_cast<std::size_t>(i)])]),
+              CmdLabel{ph, -1, op.piece});
+        } else {
+          std::vector<ChipCmd> cmds;
+          try {
+            cmds = compute_cmds(w, op, c, s.vmem_compute);
+          } catch (const std::invalid_argument& e) {  // the planner's rule, and which op
+            bad_op(op, "chip " + std::to_string(c) + ": " + e.what());
+          }
+          comp.append(cmds, CmdLabel{ph, -1, op.piece});
+        }
+      }
+      s.program.append(c, lead ? merge(comm, comp, o.merge, &mi) : merge(comp, comm, o.merge, &mi));
+    }
+  }
+  return s;
+}
+
+uint64_t run_host_copies(Workload& w, bool to_device, bool backdoor) {
+  std::vector<HostCopy> copies;
+  for (const Op& op : w.ops()) {
+    if (op.kind != OpKind::kHostCopy || op.to_device != to_device) continue;
+    const HbmMatrix v = w.view(to_device ? op.out : op.a);
+    if (!op.data || op.data->size() != static_cast<std::size_t>(w.num_chips()))
+      bad_op(op, "it needs the bytes of every chip");
+    for (int c = 0; c < w.num_chips(); ++c) {
+      if (!op.runs_on(c)) continue;
+      auto& b = (*op.data)[static_cast<std::size_t>(c)];
+      if (!to_device) b.assign(v.bytes(), 0);
+      if (b.size() > v.bytes())
+        bad_op(op, "buffer '" + w.buffer((to_device ? op.out : op.a).buffer).name +
+                       "': " + std::to_string(b.size()) + " bytes, the block holds " +
+                       std::to_string(v.bytes()));
+      copies.push_back(HostCopy{c, to_device, v.addr, b.data(), b.size()});
+    }
+  }
+  if (!backdoor) return w.host().copy(copies);
+  for (const HostCopy& h : copies) {
+    if (to_device)
+      w.host().backdoor_write(h.chip, h.addr, h.data, h.n);
+    else
+      w.host().backdoor_read(h.chip, h.addr, h.data, h.n);
+  }
+  return 0;
+}
+
+}  // namespace tpu

@@ -1,0 +1,268 @@
+// The scheduler alone (no RTL, the fake host port): buffers in declaration order, the VMEM and
+// ICI counter windows of collectives that may run together, the order the ops' buffers give,
+// the steps (a collective beside the independent compute after it), errors naming the op and
+// the buffer, and a point-to-point send and its receive.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "fake_host_port.h"
+#include "scheduler.h"
+
+namespace tpu {
+namespace {
+
+CollectiveOp all_reduce(int in, int out, std::size_t n) {
+  CollectiveOp co;
+  co.spec.collective = Collective::kAllReduce;
+  co.spec.dtype = DType::kF32;
+  co.spec.n = n;
+  co.spec.algorithm = "torus";
+  co.in = whole(in);
+  co.out = whole(out);
+  return co;
+}
+
+TEST(Scheduler, BuffersInDeclarationOrderAsTheChipDriverLaysThemOut) {
+  FakeHostPort port(Topology::torus({2, 2}), "4x4");
+  Workload w(port);
+  const int a = w.add_buffer(Buffer{"A", 8, 32, Dtype::kBf16});
+  const int b = w.add_buffer(Buffer{"B", 3, 20, Dtype::kF32});
+  const int c = w.add_buffer(Buffer{"flat", 1, 40, Dtype::kF32, 40});
+  ChipDriver d(port, 0);  // a fresh allocator, the same sequence
+  const HbmMatrix ma = d.alloc_matrix(8, 32, Dtype::kBf16), mb = d.alloc_matrix(3, 20, Dtype::kF32);
+  const uint64_t mc = d.alloc(160);
+  EXPECT_EQ(w.matrix(a).addr, ma.addr);
+  EXPECT_EQ(w.matrix(b).addr, mb.addr);
+  EXPECT_EQ(w.matrix(b).pitch, mb.pitch);
+  EXPECT_EQ(w.matrix(c).addr, mc);
+  EXPECT_EQ(w.hbm_used(), d.allocated());
+  EXPECT_LT(w.matrix(a).addr, w.matrix(b).addr);
+  // A view maps back onto its buffer's block.
+  const BufferRef r = w.ref_of(hbm_view(w.matrix(b), 1, 2, 0, 20));
+  EXPECT_EQ(r.buffer, b);
+  EXPECT_EQ(r.row0, 1u);
+  EXPECT_EQ(r.rows, 2u);
+  EXPECT_EQ(w.view(r).addr, hbm_view(w.matrix(b), 1, 2, 0, 20).addr);
+  const BufferRef s = w.ref_span(w.matrix(b).addr + mb.pitch * 4, mb.pitch * 4 + 1);
+  EXPECT_EQ(s.row0, 1u);
+  EXPECT_EQ(s.rows, 2u);
+}
+
+TEST(Scheduler, BufferThatDoesNotFitIsNamed) {
+  FakeHostPort port(Topology::torus({2}), "4x4");
+  Workload w(port);
+  const std::size_t rows = port.info().shape.hbm_bytes / 64 + 1;
+  try {
+    w.add_buffer(Buffer{"huge activations", rows, 16, Dtype::kF32});
+    FAIL() << "no error";
+  } catch (const BufferDoesNotFit& e) {
+    EXPECT_NE(std::string(e.what()).find("huge activations"), std::string::npos) << e.what();
+  }
+}
+
+// Two all-reduces that may run at once beside a matmul: windows above the compute area, apart.
+TEST(Scheduler, OverlappingCollectivesGetDisjointWindowsAndCounters) {
+  FakeHostPort port(Topology::torus({2, 2}), "4x4");
+  const ChipShape& s = port.info().shape;
+  Workload w(port);
+  const int x = w.add_buffer(Buffer{"X", 16, 16, Dtype::kBf16});
+  const int wt = w.add_buffer(Buffer{"W", 16, 32, Dtype::kBf16});
+  const int y = w.add_buffer(Buffer{"Y", 16, 32, Dtype::kF32});
+  const int g1 = w.add_buffer(Buffer{"G1", 16, 16, Dtype::kF32});
+  const int g2 = w.add_buffer(Buffer{"G2", 16, 16, Dtype::kF32});
+  const int s1 = w.add_buffer(Buffer{"S1", 16, 16, Dtype::kF32});
+  const int s2 = w.add_buffer(Buffer{"S2", 16, 16, Dtype::kF32});
+  w.add_op(collective_op("ar 1", all_reduce(g1, s1, 256)));
+  w.add_op(collective_op("ar 2", all_reduce(g2, s2, 256)));
+  w.add_op(matmul_op("mm", whole(y), whole(x), whole(wt)));
+  uint32_t compute = 0;
+  const std::vector<CommWindow> win = comm_windows(w, s, {}, &compute);
+  ASSERT_EQ(win.size(), 2u);
+  EXPECT_EQ(compute, s.vmem_rows / 2);
+  for (const CommWindow& c : win) {
+    EXPECT_GE(c.vmem_base, compute);
+    EXPECT_LE(c.vmem_base + c.vmem_rows, s.vmem_rows);
+    EXPECT_LE(c.counter_base + c.counter_count, kIciCounters);
+    EXPECT_GT(c.counter_count, 0u);
+  }
+  EXPECT_LE(win[0].vmem_base + win[0].vmem_rows, win[1].vmem_base);
+  EXPECT_LE(win[0].counter_base + win[0].counter_count, win[1].counter_base);
+  // The compiled programs stay in them: every ICI_WAIT on the collective's counters, and the
+  // matmul below the compute area.
+  const Schedule sch = schedule(w);
+  ASSERT_EQ(sch.collectives.size(), 2u);
+  for (std::size_t k = 0; k < 2; ++k)
+    for (int c = 0; c < 4; ++c)
+      for (const ChipCmd& cmd : sch.collectives[k].program.cmds(c)) {
+        if (cmd.op() != ChipOp::kIciWait) continue;
+        const uint32_t ctr = CmdIciWait::decode(cmd).counter;
+        EXPECT_GE(ctr, win[k].counter_base);
+        EXPECT_LT(ctr, win[k].counter_base + win[k].counter_count);
+      }
+  EXPECT_EQ(w.driver(0).vmem_rows_limit, compute);
+  // Three regions in rotation: the fourth collective shares the first one's.
+  Workload r(port);
+  std::vector<int> bufs;
+  for (int i = 0; i < 8; ++i) bufs.push_back(r.add_buffer(Buffer{"B" + std::to_string(i), 16, 16}));
+  for (int i = 0; i < 4; ++i)
+    r.add_op(
+        collective_op("ar " + std::to_string(i), all_reduce(bufs[2 * i], bufs[2 * i + 1], 256)));
+  ScheduleOptions three;
+  three.collective_regions = 3;
+  const std::vector<CommWindow> rot = comm_windows(r, s, three, &compute);
+  ASSERT_EQ(rot.size(), 4u);
+  EXPECT_EQ(rot[3].vmem_base, rot[0].vmem_base);
+  EXPECT_EQ(rot[3].counter_base, rot[0].counter_base);
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = i + 1; j < 3; ++j) {
+      EXPECT_TRUE(rot[i].vmem_base + rot[i].vmem_rows <= rot[j].vmem_base ||
+                  rot[j].vmem_base + rot[j].vmem_rows <= rot[i].vmem_base);
+      EXPECT_TRUE(rot[i].counter_base + rot[i].counter_count <= rot[j].counter_base ||
+                  rot[j].counter_base + rot[j].counter_count <= rot[i].counter_base);
+    }
+}
+
+// A gradient's pieces: the all-reduce of piece 0 runs beside the matmul of piece 1 (rows apart),
+// not beside the update that reads its result; explicit dependencies count too.
+TEST(Scheduler, DependenciesAndStepsFollowTheBuffers) {
+  FakeHostPort port(Topology::torus({2, 2}), "4x4");
+  Workload w(port);
+  const int a = w.add_buffer(Buffer{"AT", 32, 16, Dtype::kBf16});
+  const int dy = w.add_buffer(Buffer{"dY", 16, 16, Dtype::kBf16});
+  const int g = w.add_buffer(Buffer{"G", 32, 16, Dtype::kF32});
+  const int gs = w.add_buffer(Buffer{"Gs", 32, 16, Dtype::kF32});
+  const int o = w.add_buffer(Buffer{"other", 16, 16, Dtype::kF32});
+  CollectiveOp ar0 = all_reduce(g, gs, 16 * 16);
+  ar0.in = rows_of(g, 0, 16);
+  ar0.out = rows_of(gs, 0, 16);
+  const int mm0 =
+      w.add_op(matmul_op("dW piece 0", rows_of(g, 0, 16), rows_of(a, 0, 16), whole(dy)));
+  const int c0 = w.add_op(collective_op("ar piece 0", ar0));
+  const int mm1 =
+      w.add_op(matmul_op("dW piece 1", rows_of(g, 16, 16), rows_of(a, 16, 16), whole(dy)));
+  const int upd = w.add_op(epilogue_op("update", rows_of(gs, 0, 16), {}, true));
+  Op late = matmul_op("late", whole(o), rows_of(a, 16, 16), whole(dy));
+  late.after = {c0};
+  const int lt = w.add_op(late);
+  const std::vector<std::vector<int>> deps = op_dependencies(w);
+  EXPECT_EQ(deps[static_cast<std::size_t>(c0)], std::vector<int>{mm0});  // reads piece 0
+  EXPECT_TRUE(deps[static_cast<std::size_t>(mm1)].empty());              // rows apart
+  EXPECT_EQ(deps[static_cast<std::size_t>(upd)], std::vector<int>{c0});  // reads its result
+  EXPECT_EQ(deps[static_cast<std::size_t>(lt)], std::vector<int>{c0});   // after it
+  const std::vector<std::vector<int>> steps = schedule_steps(w);
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_EQ(steps[0], std::vector<int>{mm0});
+  EXPECT_EQ(steps[1], (std::vector<int>{c0, mm1}));
+  EXPECT_EQ(steps[2], (std::vector<int>{upd, lt}));
+  // The program: the collective merged with the matmul beside it, by command count, the
+  // collective's first command first.
+  const Schedule sch = schedule(w);
+  const ChipProgram& p = sch.program.chip(0);
+  const int cph = sch.phase_of_op[static_cast<std::size_t>(c0)];
+  const int mph = sch.phase_of_op[static_cast<std::size_t>(mm0)];
+  std::size_t first_coll = p.size();
+  for (std::size_t i = 0; i < p.size(); ++i)
+    if (p.labels[i].phase == cph) first_coll = std::min(first_coll, i);
+  ASSERT_LT(first_coll, p.size());
+  for (std::size_t i = 0; i < first_coll; ++i) EXPECT_EQ(p.labels[i].phase, mph) << i;
+  EXPECT_TRUE(sch.program.phase(cph).collective);
+  EXPECT_EQ(sch.program.phase(cph).bytes, 16u * 16u * 4u);
+}
+
+TEST(Scheduler, WhatDoesNotFitNamesTheOpAndTheBuffer) {
+  FakeHostPort port(Topology::torus({2}), "4x4");
+  Workload w(port);
+  const std::size_t big = port.info().shape.vmem_rows;  // far beyond a send's window
+  const int b = w.add_buffer(Buffer{"stage activations", big, 16, Dtype::kF32});
+  const int snd = w.add_op(send_op("send to stage 1", 0, 1, whole(b)));
+  w.add_op(recv_op("receive from stage 0", snd, 0, 1, whole(b)));
+  try {
+    schedule(w);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("send to stage 1"), std::string::npos) << m;
+    EXPECT_NE(m.find("stage activations"), std::string::npos) << m;
+  }
+  // A planner's rule, with the op that broke it.
+  Workload m(port);
+  const int f = m.add_buffer(Buffer{"f32 weights", 16, 16, Dtype::kF32});
+  const int x = m.add_buffer(Buffer{"x", 16, 16, Dtype::kBf16});
+  m.add_op(matmul_op("bad mm", whole(f), whole(x), whole(f)));
+  try {
+    schedule(m);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'bad mm'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bf16"), std::string::npos) << e.what();
+  }
+  // An op on a buffer nobody declared.
+  try {
+    w.add_op(matmul_op("mm", whole(b), whole(7), whole(b)));
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'mm'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Scheduler, SendAndReceiveMoveABufferBetweenTwoChips) {
+  FakeHostPort port(Topology::torus({4}), "4x4");
+  const unsigned lanes = port.info().shape.cols;
+  Workload w(port);
+  const int src = w.add_buffer(Buffer{"h", 8, 16, Dtype::kF32});
+  const int dst = w.add_buffer(Buffer{"h in", 8, 16, Dtype::kF32});
+  const int snd = w.add_op(send_op("send h", 1, 2, whole(src)));
+  w.add_op(recv_op("receive h", snd, 1, 2, whole(dst)));
+  const Schedule sch = schedule(w);
+  ASSERT_EQ(sch.windows.size(), 1u);
+  const CommWindow& cw = sch.windows[0];
+  const uint32_t rows = 8 * static_cast<uint32_t>(w.matrix(src).pitch) / lanes;
+  // Chip 1: the rows into its window, then sent into chip 2's at the window's second half.
+  const std::vector<ChipCmd>& s = sch.program.cmds(1);
+  ASSERT_EQ(s.size(), 2u);
+  ASSERT_EQ(s[0].op(), ChipOp::kDma);
+  const CmdDma in = CmdDma::decode(s[0]);
+  EXPECT_EQ(in.dir, static_cast<uint32_t>(DmaDir::kHbmToVmem));
+  EXPECT_EQ(in.mem_row, cw.vmem_base);
+  EXPECT_EQ(in.hbm_addr, w.matrix(src).addr);
+  ASSERT_EQ(s[1].op(), ChipOp::kIciSend);
+  const CmdIciSend is = CmdIciSend::decode(s[1]);
+  EXPECT_EQ(is.src_row, cw.vmem_base);
+  EXPECT_EQ(is.rows, rows);
+  EXPECT_EQ(is.dst_row, cw.vmem_base + rows);
+  EXPECT_EQ(is.dst_x, 2u);
+  EXPECT_EQ(is.counter, cw.counter_base);
+  // Chip 2: waits for every row, then writes them to its buffer.
+  const std::vector<ChipCmd>& r = sch.program.cmds(2);
+  ASSERT_EQ(r.size(), 2u);
+  ASSERT_EQ(r[0].op(), ChipOp::kIciWait);
+  EXPECT_EQ(CmdIciWait::decode(r[0]).counter, cw.counter_base);
+  EXPECT_EQ(CmdIciWait::decode(r[0]).value, rows);
+  const CmdDma out = CmdDma::decode(r[1]);
+  EXPECT_EQ(out.dir, static_cast<uint32_t>(DmaDir::kVmemToHbm));
+  EXPECT_EQ(out.mem_row, cw.vmem_base + rows);
+  EXPECT_EQ(out.hbm_addr, w.matrix(dst).addr);
+  EXPECT_TRUE(sch.program.cmds(0).empty());
+  EXPECT_TRUE(sch.program.cmds(3).empty());
+}
+
+// Host copies: into HBM before the program, out after it, every chip at once.
+TEST(Scheduler, HostCopiesRunThroughTheHostPorts) {
+  FakeHostPort port(Topology::torus({2}), "4x4");
+  Workload w(port);
+  const int b = w.add_buffer(Buffer{"B", 1, 16, Dtype::kF32});
+  std::vector<std::vector<uint8_t>> in = {std::vector<uint8_t>(64, 3), std::vector<uint8_t>(64, 4)};
+  std::vector<std::vector<uint8_t>> out(2);
+  w.add_op(host_copy_op("load B", whole(b), true, &in));
+  w.add_op(host_copy_op("read B", whole(b), false, &out));
+  run_host_copies(w, true);
+  run_host_copies(w, false);
+  EXPECT_EQ(out[0], in[0]);
+  EXPECT_EQ(out[1], in[1]);
+}
+
+}  // namespace
+}  // namespace tpu
