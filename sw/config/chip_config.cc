@@ -12,6 +12,7 @@
 
 #include "chip_dut.h"
 #include "config_keys.h"
+#include "mesh_text.h"
 #include "mxu_dut.h"
 #include "tpu/limits.h"
 #include "tpu_contract.h"

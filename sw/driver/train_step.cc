@@ -50,7 +50,7 @@ struct DataParallelTrainer::Impl {
 
   // The constructor's steps: the mesh's axes onto the spec, the buffers in HBM, the step's ops
   // (forward, loss, backward with the gradients' all-reduces, SGD) and their phases.
-  void apply_mesh(const MachineInfo& mi, const std::string& mesh_text, MlpSpec* spec);
+  void apply_mesh(const MachineInfo& mi, const Mesh& given, MlpSpec* spec);
   uint64_t layout(HostPort& host, const MlpSpec& spec, const TrainOptions& opt);
   BufferRef ref(const HbmMatrix& v) const { return wl->ref_of(v); }
   void declare_phases(const MlpSpec& spec);
@@ -62,11 +62,11 @@ struct DataParallelTrainer::Impl {
   void add_sgd(const MlpSpec& spec, std::size_t l);
 };
 
-void DataParallelTrainer::Impl::apply_mesh(const MachineInfo& mi, const std::string& mesh_text,
+void DataParallelTrainer::Impl::apply_mesh(const MachineInfo& mi, const Mesh& given,
                                            MlpSpec* spec) {
   const int P = mi.num_chips();
   // Axes of size 1 split nothing: "data=4,model=1" is "data=4", "data=1,model=4" "model=4".
-  const Mesh mesh = mesh_without_unit_axes(parse_mesh(mesh_text));
+  const Mesh mesh = mesh_without_unit_axes(given);
   for (const MeshAxis& a : mesh.axes)
     if (a.name != "data" && a.name != "model")
       throw std::invalid_argument("train: mesh axis '" + a.name + "': the axes are 'data' and "
@@ -292,7 +292,7 @@ DataParallelTrainer::DataParallelTrainer(HostPort& host, MlpSpec spec, TrainOpti
   if (opt_.grad_pieces == 0) throw std::invalid_argument("train: grad_pieces must be >= 1");
   if (spec_.loss_chunk == 0) spec_.loss_chunk = 1;  // set from the plan below
   Impl& m = *impl_;
-  if (!opt_.mesh.empty()) m.apply_mesh(mi, opt_.mesh, &spec_);  // data and model axes
+  if (!opt_.mesh.axes.empty()) m.apply_mesh(mi, opt_.mesh, &spec_);  // data and model axes
   spec_.validate();
   if (spec_.batch > 0xFFFF) throw std::invalid_argument("train: batch per chip above 65535");
   hbm_used_ = m.layout(host_, spec_, opt_);

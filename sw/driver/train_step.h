@@ -19,6 +19,7 @@
 #include "profile.h"
 #include "report.h"
 #include "spmd_program.h"
+#include "tpu/mesh.h"
 #include "tpu/train.h"
 
 namespace tpu {
@@ -28,10 +29,10 @@ struct TrainOptions {
   // gradient matmul of the next (1: one all-reduce per layer).
   std::size_t grad_pieces = 4;
   bool backdoor = false;  // data and parameters in through the backdoor (no simulated time)
-  // The mesh over the pod's dimensions (tpu::parse_mesh): axes `data` and `model`; a model axis
-  // of size M > 1 splits the hidden width of a two-layer network over M chips (tensor
-  // parallel). "": data parallel over every chip.
-  std::string mesh;
+  // The mesh over the pod's dimensions: axes `data` and `model`; a model axis of size M > 1
+  // splits the hidden width of a two-layer network over M chips (tensor parallel). No axes:
+  // data parallel over every chip.
+  Mesh mesh;
 };
 
 struct TrainStepRun {

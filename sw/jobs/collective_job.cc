@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "mesh_text.h"
 #include "profile.h"
 #include "shard_plan.h"
 #include "tpu/bf16.h"

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "mesh_text.h"
 #include "npy.h"
 #include "pod_report.h"
 #include "trace.h"

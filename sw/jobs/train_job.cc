@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "mesh_text.h"
 #include "npy.h"
 #include "output.h"
 #include "pod_report.h"
@@ -100,8 +101,8 @@ TrainJob::TrainJob(PodConfig cfg, const TrainJobOptions& o) : cfg_(std::move(cfg
   const int P = topo.num_chips();
   // Data parallel over every chip, or data x model axes (tensor parallel) from the mesh.
   mesh_text_ = "data=" + std::to_string(P);
+  Mesh mesh;
   if (!o.mesh.empty()) {
-    Mesh mesh;
     try {
       mesh = parse_mesh(o.mesh);
       for (const MeshAxis& ax : mesh.axes) {
@@ -127,7 +128,7 @@ TrainJob::TrainJob(PodConfig cfg, const TrainJobOptions& o) : cfg_(std::move(cfg
                                 std::to_string(data_ways) + " data-parallel ranks");
   spec_.batch = o.global_batch / static_cast<std::size_t>(data_ways);
   spec_.lr = o.lr;
-  to_.mesh = model_ > 1 ? mesh_text_ : "";
+  if (model_ > 1) to_.mesh = mesh;  // else plain data parallel: no axes
   to_.grad_pieces = o.grad_pieces;
   to_.backdoor = o.backdoor;
   if (o.trace_steps && o.trace_steps->second > o.steps)

@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "chip_config.h"
+#include "mesh_text.h"
 #include "pod.h"
 #include "pod_driver.h"
 #include "pod_mpi.h"

@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "mesh_text.h"
 #include "pod.h"
 #include "pod_driver.h"
 #include "pod_sc.h"

@@ -9,6 +9,7 @@
 #include <random>
 #include <string>
 
+#include "mesh_text.h"
 #include "pod.h"
 #include "sharded_matmul.h"
 #include "tpu/bf16.h"

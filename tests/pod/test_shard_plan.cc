@@ -7,6 +7,7 @@
 #include <string>
 
 #include "../unit/expect_invalid.h"
+#include "mesh_text.h"
 #include "shard_plan.h"
 
 namespace tpu {

@@ -10,6 +10,7 @@
 
 #include "chip_driver.h"
 #include "lone_chip.h"
+#include "mesh_text.h"
 #include "pod.h"
 #include "train_step.h"
 #include "tpu/vector.h"
@@ -44,7 +45,7 @@ TEST_P(Train, EveryStepBitExactReplicasEqualLossFalls) {
   spec.lr = 0.5f;
   TrainOptions to;
   to.grad_pieces = c.pieces;
-  to.mesh = c.mesh;
+  if (!std::string(c.mesh).empty()) to.mesh = parse_mesh(c.mesh);
   DataParallelTrainer tr(host, spec, to);
   const MlpSpec& sp = tr.spec();
   EXPECT_EQ(sp.chips, pp.topo.num_chips());

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "fake_host_port.h"
+#include "mesh_text.h"
 #include "sharded_matmul.h"
 #include "train_step.h"
 
@@ -416,7 +417,7 @@ TEST_P(TrainPins, ProgramIsTheHandWrittenOne) {
   spec.lr = 0.5f;
   TrainOptions to;
   to.grad_pieces = c.pieces;
-  to.mesh = c.mesh;
+  if (!std::string(c.mesh).empty()) to.mesh = parse_mesh(c.mesh);
   DataParallelTrainer tr(port, spec, to);
   const TrainStepRun run = tr.step();
   Fnv f;

@@ -5,6 +5,7 @@
 // algorithm's link costs (plan_cost, tpu/perf.h, where the other plans' costs are tested) against
 // the bandwidth bound, the errors on invalid input; collectives over groups (mesh axes)
 // against each group's own plan, and collectives in rounds against their splitting rule.
+#include "mesh_text.h"
 #include "tpu/collective.h"
 #include "tpu/perf.h"
 

@@ -1,5 +1,5 @@
 // A logical mesh over the pod (docs/collectives.md, "Mesh axes and rounds"): named axes with
-// sizes, the text form "data=16,model=4" and its parser, and which torus dimensions each axis
+// sizes, the text form "data=16,model=4" (parsed by sw/config/mesh_text.h), and which torus dimensions each axis
 // spans, so that a collective over an axis runs in the groups of those dimensions.
 #pragma once
 
@@ -21,11 +21,6 @@ struct Mesh {
   int axis_size(const std::string& name) const;  // throws when the axis is not in the mesh
   std::string text() const;                      // "data=16,model=4"
 };
-// Parses "x=4,y=4" / "data=16,model=4" (spaces around names and sizes allowed). Throws
-// std::invalid_argument naming the text and the rule: empty text, an item that is not
-// name=size, an empty name, a name not of letters, digits and '_', a duplicate name, a size that
-// is not an integer, a size < 1.
-Mesh parse_mesh(const std::string& text);
 // The torus dimensions an axis spans, strictly increasing, to use as CollectiveSpec::group_dims.
 // Axes take consecutive dimensions in order, each the dims whose extents multiply to its size.
 // Dimensions of one chip: an axis of size > 1 takes those before and between its dims, a size-1
