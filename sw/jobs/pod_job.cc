@@ -23,11 +23,6 @@ PodJob::PodJob(PodConfig cfg, const PodJobOptions& o) : cfg_(std::move(cfg)), o_
 void PodJob::run(const EngineOptions& eng, const std::function<void(uint64_t)>& progress) {
   const int P = cfg_.params.topo.num_chips();
   const std::size_t chips = static_cast<std::size_t>(P);
-  mm_.assign(chips, {});
-  want_c_.assign(chips, {});
-  c_bits_.assign(chips, {});
-  c_whole_.assign(chips, {});
-  ar_out_.assign(chips, {});
   const auto t0 = std::chrono::steady_clock::now();
   with_engine(eng, cfg_.params, cfg_.chip.clock_ghz, [&](HostPort& h) { run_on(h, progress); });
   wall_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -45,6 +40,12 @@ void PodJob::run(const EngineOptions& eng, const std::function<void(uint64_t)>& 
 void PodJob::run_on(HostPort& h, const std::function<void(uint64_t)>& progress) {
   const std::size_t M = o_.m, K = o_.k, N = o_.n;
   const int P = cfg_.params.topo.num_chips();
+  const std::size_t chips = static_cast<std::size_t>(P);
+  mm_.assign(chips, {});
+  want_c_.assign(chips, {});
+  c_bits_.assign(chips, {});
+  c_whole_.assign(chips, {});
+  ar_out_.assign(chips, {});
   mi_ = h.info();
   h.progress = progress;
   // Every chip's operands, copied in through every host port at once.
