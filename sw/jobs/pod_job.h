@@ -16,6 +16,7 @@
 #include "pod_driver.h"
 #include "pod_report.h"
 #include "report.h"
+#include "scheduler.h"
 
 namespace tpu {
 
@@ -39,6 +40,7 @@ class PodJob {
   void run_on(HostPort& h, const std::function<void(uint64_t)>& progress = nullptr);
 
  private:
+  void run_all_reduce(Workload& wl, int in, int out);
 
   PodConfig cfg_;
   PodJobOptions o_;
