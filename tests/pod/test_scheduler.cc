@@ -1,7 +1,8 @@
 // The scheduler alone (no RTL, the fake host port): buffers in declaration order, the VMEM and
 // ICI counter windows of collectives that may run together, the order the ops' buffers give,
 // the steps (a collective beside the independent compute after it), errors naming the op and
-// the buffer, and a point-to-point send and its receive.
+// the buffer, a point-to-point send and its receive, and a workload run as programs one after
+// another (first_op), a collective alone with the whole machine (alone) and a final HALT.
 #include <gtest/gtest.h>
 
 #include <algorithm>
