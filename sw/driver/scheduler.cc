@@ -162,12 +162,12 @@ std::vector<std::vector<int>> op_dependencies(const Workload& w) {
 // A collective opens a step that takes the compute after it that does not depend on it, up to
 // the next op of communication or the first that does; a send, a receive or a host copy is a
 // step alone; compute between them is one step.
-std::vector<std::vector<int>> schedule_steps(const Workload& w) {
+std::vector<std::vector<int>> schedule_steps(const Workload& w, std::size_t first_op) {
   const std::vector<Op>& ops = w.ops();
   const std::vector<std::vector<int>> deps = op_dependencies(w);
   std::vector<std::vector<int>> steps;
   const int n = static_cast<int>(ops.size());
-  for (int i = 0; i < n;) {
+  for (int i = static_cast<int>(first_op); i < n;) {
     std::vector<int> st = {i};
     const Op& op = ops[static_cast<std::size_t>(i)];
     int j = i + 1;
@@ -187,17 +187,27 @@ std::vector<std::vector<int>> schedule_steps(const Workload& w) {
 }
 
 // The collectives and sends, in op order, share the VMEM above the compute area (half of it when
-// there is one) and the ICI counters in `regions` equal parts.
+// there is one) and the ICI counters in `regions` equal parts; a collective alone (o.alone), the
+// whole VMEM and every counter.
 std::vector<CommWindow> comm_windows(const Workload& w, const ChipShape& s,
                                      const ScheduleOptions& o, uint32_t* vmem_compute) {
   std::vector<int> comm;
-  for (std::size_t i = 0; i < w.ops().size(); ++i) {
+  for (std::size_t i = o.first_op; i < w.ops().size(); ++i) {
     const OpKind k = w.ops()[i].kind;
     if (k == OpKind::kCollective || k == OpKind::kSend) comm.push_back(static_cast<int>(i));
   }
   *vmem_compute = comm.empty() ? s.vmem_rows : s.vmem_rows / 2;
   std::vector<CommWindow> win;
   if (comm.empty()) return win;
+  if (o.alone) {
+    const Op& op = w.ops()[static_cast<std::size_t>(comm[0])];
+    if (op.kind != OpKind::kCollective || w.ops().size() - o.first_op != 1)
+      bad_op(op, "a program that runs alone holds one collective and nothing else (" +
+                     std::to_string(w.ops().size() - o.first_op) + " ops)");
+    *vmem_compute = 0;
+    win.push_back(CommWindow{comm[0], 0, s.vmem_rows, 0, kIciCounters});
+    return win;
+  }
   const std::size_t regions = o.collective_regions ? o.collective_regions : comm.size();
   const uint32_t share = (s.vmem_rows - *vmem_compute) / static_cast<uint32_t>(regions);
   for (std::size_t k = 0; k < comm.size(); ++k) {
@@ -219,19 +229,21 @@ std::vector<CommWindow> comm_windows(const Workload& w, const ChipShape& s,
 namespace {
 
 // The collective compiled in its window (fit_algorithm: the asked algorithm, else the slower
-// ones after it that fit).
-PodProgram compile_collective(Workload& w, const Op& op, const CommWindow& cw) {
+// ones after it that fit); alone, with PodCollectiveOptions' defaults (the whole machine).
+PodProgram compile_collective(Workload& w, const Op& op, const CommWindow& cw, bool alone) {
   PodDriver pd(w.host());
   const int P = w.num_chips();
   CollectiveBuffers bufs;
   bufs.in.assign(static_cast<std::size_t>(P), w.view(op.coll.in).addr);
   bufs.out.assign(static_cast<std::size_t>(P), w.view(op.coll.out).addr);
   PodCollectiveOptions o;
-  o.vmem_base = cw.vmem_base;
-  o.vmem_rows = cw.vmem_rows;
-  o.counter_base = cw.counter_base;
-  o.counter_count = cw.counter_count;
-  o.early_heads = false;  // several programs in one stream (PodCollectiveOptions)
+  if (!alone) {
+    o.vmem_base = cw.vmem_base;
+    o.vmem_rows = cw.vmem_rows;
+    o.counter_base = cw.counter_base;
+    o.counter_count = cw.counter_count;
+    o.early_heads = false;  // several programs in one stream (PodCollectiveOptions)
+  }
   CollectiveSpec cs = op.coll.spec;
   if (!op.coll.fit_algorithm) return pd.compile(cs, bufs, o);
   std::string first_error;
@@ -295,8 +307,8 @@ std::vector<ChipCmd> p2p_cmds(const Workload& w, const Op& op, const CommWindow&
   return p;
 }
 
-// One compute op's commands on chip c, in VMEM rows [0, vmem).
-std::vector<ChipCmd> compute_cmds(Workload& w, const Op& op, int c, uint32_t vmem) {
+// One compute op's commands on chip c, in VMEM rows [0, vmem); a matmul's plan into *mm.
+std::vector<ChipCmd> compute_cmds(Workload& w, const Op& op, int c, uint32_t vmem, MatmulRun* mm) {
   ChipDriver& d = w.driver(c);
   switch (op.kind) {
     case OpKind::kMatmul: {
@@ -307,8 +319,8 @@ std::vector<ChipCmd> compute_cmds(Workload& w, const Op& op, int c, uint32_t vme
         ep.bias = &bias;
       }
       ep.relu = op.relu;
-      return without_halt(
-          d.plan_matmul(w.view(op.out), w.view(op.a), w.view(op.w), ep, op.w_transposed).program);
+      *mm = d.plan_matmul(w.view(op.out), w.view(op.a), w.view(op.w), ep, op.w_transposed);
+      return without_halt(mm->program);
     }
     case OpKind::kTranspose:
       return d.plan_transpose(w.view(op.out), w.view(op.a));
@@ -333,16 +345,17 @@ std::vector<ChipCmd> compute_cmds(Workload& w, const Op& op, int c, uint32_t vme
   }
 }
 
-// The phase table: the declared names first, then the others as their first ops come.
-std::vector<int> make_phases(const Workload& w, SpmdProgram* prog) {
+// The phase table of the ops from first_op on: the declared names first, then the others as
+// their first ops come.
+std::vector<int> make_phases(const Workload& w, std::size_t first_op, SpmdProgram* prog) {
   const std::vector<Op>& ops = w.ops();
+  const auto from = ops.begin() + static_cast<std::ptrdiff_t>(std::min(first_op, ops.size()));
   std::vector<std::string> names = w.phase_order();
-  for (const Op& op : ops)
-    if (std::find(names.begin(), names.end(), op.name) == names.end()) names.push_back(op.name);
+  for (auto it = from; it != ops.end(); ++it)
+    if (std::find(names.begin(), names.end(), it->name) == names.end()) names.push_back(it->name);
   std::map<std::string, int> index;
   for (const std::string& n : names) {
-    const auto first =
-        std::find_if(ops.begin(), ops.end(), [&](const Op& o) { return o.name == n; });
+    const auto first = std::find_if(from, ops.end(), [&](const Op& o) { return o.name == n; });
     if (first == ops.end()) continue;
     SpmdPhase ph;
     ph.name = n;
@@ -356,8 +369,49 @@ std::vector<int> make_phases(const Workload& w, SpmdProgram* prog) {
     index[n] = prog->add_phase(ph);
   }
   std::vector<int> of_op;
-  for (const Op& op : ops) of_op.push_back(index.at(op.name));
+  for (auto it = ops.begin(); it != ops.end(); ++it)
+    of_op.push_back(it < from ? -1 : index.at(it->name));
   return of_op;
+}
+
+}  // namespace
+
+namespace {
+
+// Chip c's commands of one step: its collective (or send, or receive) merged with its compute.
+ChipProgram step_program(Workload& w, Schedule& s, const std::vector<int>& st, int c,
+                         const std::vector<int>& window_of, const std::vector<int>& coll_of,
+                         const ScheduleOptions& o) {
+  const std::vector<Op>& ops = w.ops();
+  ChipProgram comm, comp;
+  bool lead = true;
+  for (int i : st) {
+    const std::size_t oi = static_cast<std::size_t>(i);
+    const Op& op = ops[oi];
+    if (!op.runs_on(c) || op.kind == OpKind::kHostCopy) continue;  // no commands
+    const int ph = s.phase_of_op[oi];
+    if (op.kind == OpKind::kCollective) {
+      const PodProgram& pp = s.collectives[static_cast<std::size_t>(coll_of[oi])];
+      if (op.coll.label_steps)
+        comm = pp.program.chip(c).relabeled(ph, op.piece);
+      else
+        comm.append(pp.program.cmds(c), CmdLabel{ph, -1, op.piece});
+      lead = op.coll.lead;
+    } else if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) {
+      comm.append(p2p_cmds(w, op, s.windows[static_cast<std::size_t>(window_of[oi])]),
+                  CmdLabel{ph, -1, op.piece});
+    } else {
+      std::vector<ChipCmd> cmds;
+      try {
+        cmds = compute_cmds(w, op, c, s.vmem_compute, &s.matmuls[oi][static_cast<std::size_t>(c)]);
+      } catch (const std::invalid_argument& e) {  // the planner's rule, and which op
+        bad_op(op, "chip " + std::to_string(c) + ": " + e.what());
+      }
+      comp.append(cmds, CmdLabel{ph, -1, op.piece});
+    }
+  }
+  const MachineInfo& mi = w.info();
+  return lead ? merge(comm, comp, o.merge, &mi) : merge(comp, comm, o.merge, &mi);
 }
 
 }  // namespace
@@ -369,52 +423,29 @@ Schedule schedule(Workload& w, const ScheduleOptions& o) {
   Schedule s;
   s.program = SpmdProgram(P);
   s.windows = comm_windows(w, mi.shape, o, &s.vmem_compute);
-  s.phase_of_op = make_phases(w, &s.program);
-  s.steps = schedule_steps(w);
+  s.phase_of_op = make_phases(w, o.first_op, &s.program);
+  s.steps = schedule_steps(w, o.first_op);
+  s.matmuls.assign(ops.size(), {});
   std::vector<int> window_of(ops.size(), -1), coll_of(ops.size(), -1);
   for (std::size_t k = 0; k < s.windows.size(); ++k)
     window_of[static_cast<std::size_t>(s.windows[k].op)] = static_cast<int>(k);
-  for (std::size_t i = 0; i < ops.size(); ++i) {
+  for (std::size_t i = o.first_op; i < ops.size(); ++i) {
+    if (ops[i].kind == OpKind::kMatmul) s.matmuls[i].assign(static_cast<std::size_t>(P), {});
     if (ops[i].kind == OpKind::kRecv)
       window_of[i] = window_of[static_cast<std::size_t>(ops[i].peer)];
     if (ops[i].kind != OpKind::kCollective) continue;
     coll_of[i] = static_cast<int>(s.collectives.size());
     s.collectives.push_back(
-        compile_collective(w, ops[i], s.windows[static_cast<std::size_t>(window_of[i])]));
+        compile_collective(w, ops[i], s.windows[static_cast<std::size_t>(window_of[i])], o.alone));
   }
   for (int c = 0; c < P; ++c) {
     w.driver(c).vmem_rows_limit = s.vmem_compute;
-    for (const std::vector<int>& st : s.steps) {
-      ChipProgram comm, comp;
-      bool lead = true;
-      for (int i : st) {
-        const Op& op = ops[static_cast<std::size_t>(i)];
-        if (!op.runs_on(c) || op.kind == OpKind::kHostCopy) continue;  // no commands
-        const int ph = s.phase_of_op[static_cast<std::size_t>(i)];
-        if (op.kind == OpKind::kCollective) {
-          const PodProgram& pp =
-              s.collectives[static_cast<std::size_t>(coll_of[static_cast<std::size_t>(i)])];
-          if (op.coll.label_steps)
-            comm = pp.program.chip(c).relabeled(ph, op.piece);
-          else
-            comm.append(pp.program.cmds(c), CmdLabel{ph, -1, op.piece});
-          lead = op.coll.lead;
-        } else if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) {
-          comm.append(
-              p2p_cmds(w, op,
-                       s.windows[static_cast<std::size_t>(window_of[static_cast<std::size_t>(i)])]),
-              CmdLabel{ph, -1, op.piece});
-        } else {
-          std::vector<ChipCmd> cmds;
-          try {
-            cmds = compute_cmds(w, op, c, s.vmem_compute);
-          } catch (const std::invalid_argument& e) {  // the planner's rule, and which op
-            bad_op(op, "chip " + std::to_string(c) + ": " + e.what());
-          }
-          comp.append(cmds, CmdLabel{ph, -1, op.piece});
-        }
-      }
-      s.program.append(c, lead ? merge(comm, comp, o.merge, &mi) : merge(comp, comm, o.merge, &mi));
+    for (const std::vector<int>& st : s.steps)
+      s.program.append(c, step_program(w, s, st, c, window_of, coll_of, o));
+    if (o.halt) {
+      const ChipProgram& cp = s.program.chip(c);
+      const CmdLabel last = cp.labels.empty() ? CmdLabel{} : cp.labels.back();
+      s.program.chip(c).append({cmd_halt()}, last);
     }
   }
   return s;

@@ -78,6 +78,16 @@ struct ScheduleOptions {
   // stream finishes a collective before the one k later starts).
   std::size_t collective_regions = 0;
   MergeOrder merge = MergeOrder::kByCount;
+  // The ops before this one ran in an earlier program (their results are in HBM): the program
+  // holds the ops from here on, and its phase table their phases only.
+  std::size_t first_op = 0;
+  // The program runs alone, nothing beside it in the chips' streams: its one collective (the
+  // program's only op) gets the whole VMEM, every ICI counter and early heads, the
+  // PodCollectiveOptions defaults PodDriver::run gives a collective.
+  bool alone = false;
+  // Each chip's program ends with a HALT (under its last command's label), as a program that
+  // ChipDriver::plan_matmul plans alone does: the chips stop, to be cleared after the run.
+  bool halt = false;
 };
 
 // A collective's (or a send's) place: VMEM rows [vmem_base, vmem_base + vmem_rows), ICI
@@ -92,7 +102,10 @@ struct Schedule {
   uint32_t vmem_compute = 0;            // the compute's VMEM rows: [0, vmem_compute)
   std::vector<CommWindow> windows;      // per collective or send, in op order
   std::vector<PodProgram> collectives;  // per collective op, in op order (its rounds)
-  std::vector<int> phase_of_op;         // per op: its phase in the program
+  // Per op: per chip, what planning a matmul op gave (ChipDriver::plan_matmul: its ideal cycles,
+  // its chunks; to be finished by ChipDriver::finish_matmul after the run); empty for the others.
+  std::vector<std::vector<MatmulRun>> matmuls;
+  std::vector<int> phase_of_op;  // per op: its phase in the program (-1: not in it)
   // The steps in program order: each a list of ops (a collective first, then the compute
   // merged beside it).
   std::vector<std::vector<int>> steps;
@@ -102,10 +115,12 @@ struct Schedule {
 // `after` list), ascending.
 std::vector<std::vector<int>> op_dependencies(const Workload& w);
 
-// The steps of the stream (Schedule::steps) from the op list and its dependencies.
-std::vector<std::vector<int>> schedule_steps(const Workload& w);
+// The steps of the stream (Schedule::steps) from the op list and its dependencies (the ops from
+// first_op on).
+std::vector<std::vector<int>> schedule_steps(const Workload& w, std::size_t first_op = 0);
 
-// The compute area and the collectives' windows (Schedule::vmem_compute, windows).
+// The compute area and the collectives' windows (Schedule::vmem_compute, windows), for the ops
+// from o.first_op on.
 std::vector<CommWindow> comm_windows(const Workload& w, const ChipShape& s,
                                      const ScheduleOptions& o, uint32_t* vmem_compute);
 

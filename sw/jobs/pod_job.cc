@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <memory>
 #include <random>
 #include <utility>
 
 #include "profile.h"
+#include "scheduler.h"
 #include "tpu/bf16.h"
 #include "tpu/perf.h"
 
@@ -23,11 +23,6 @@ PodJob::PodJob(PodConfig cfg, const PodJobOptions& o) : cfg_(std::move(cfg)), o_
 void PodJob::run(const EngineOptions& eng, const std::function<void(uint64_t)>& progress) {
   const int P = cfg_.params.topo.num_chips();
   const std::size_t chips = static_cast<std::size_t>(P);
-  mm_.assign(chips, {});
-  want_c_.assign(chips, {});
-  c_bits_.assign(chips, {});
-  c_whole_.assign(chips, {});
-  ar_out_.assign(chips, {});
   const auto t0 = std::chrono::steady_clock::now();
   with_engine(eng, cfg_.params, cfg_.chip.clock_ghz, [&](HostPort& h) { run_on(h, progress); });
   wall_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -42,76 +37,103 @@ void PodJob::run(const EngineOptions& eng, const std::function<void(uint64_t)>& 
   f64_ = f64_check(ar_.plan, {}, c_whole_, ar_out_);
 }
 
+// The job as op lists on named buffers (A, W, C, and the sum), run through the scheduler in two
+// programs, each alone and each with its own cycles in the report: the matmul on every chip
+// (ending with plan_matmul's HALT), then the all-reduce of C where the matmuls left it, with the
+// whole VMEM and every ICI counter (what PodDriver::run gives a collective).
 void PodJob::run_on(HostPort& h, const std::function<void(uint64_t)>& progress) {
   const std::size_t M = o_.m, K = o_.k, N = o_.n;
   const int P = cfg_.params.topo.num_chips();
+  const std::size_t chips = static_cast<std::size_t>(P);
+  mm_.assign(chips, {});
+  want_c_.assign(chips, {});
+  c_bits_.assign(chips, {});
+  c_whole_.assign(chips, {});
+  ar_out_.assign(chips, {});
   mi_ = h.info();
   h.progress = progress;
+  Workload wl(h);
+  const int a = wl.add_buffer(Buffer{"A", M, K, Dtype::kBf16});
+  const int w = wl.add_buffer(Buffer{"W", K, N, Dtype::kBf16});
+  const int cb = wl.add_buffer(Buffer{"C", M, N, Dtype::kF32});
+  // The all-reduce reads every C where the matmul left it (rows x pitch f32, padding included)
+  // and writes the sum into a buffer of the same size.
+  const HbmMatrix cm = wl.matrix(cb);
+  spec_.n = cm.rows * cm.pitch;
+  const int sum =
+      wl.add_buffer(Buffer{"C summed", cm.rows, cm.cols, Dtype::kF32, cm.pitch, cm.bytes()});
   // Every chip's operands, copied in through every host port at once.
-  std::vector<std::unique_ptr<ChipDriver>> drv;
-  std::vector<HbmMatrix> am(mm_.size()), wm(mm_.size()), cm(mm_.size());
-  std::vector<std::vector<uint8_t>> img;
-  std::vector<HostCopy> copies;
-  img.reserve(2 * mm_.size());
-  for (int c = 0; c < P; ++c) {
-    const std::size_t i = static_cast<std::size_t>(c);
-    std::mt19937_64 rng(o_.seed * 1000 + static_cast<uint64_t>(c));
+  std::vector<std::vector<uint8_t>> a_img(chips), w_img(chips);
+  for (std::size_t i = 0; i < chips; ++i) {
+    std::mt19937_64 rng(o_.seed * 1000 + static_cast<uint64_t>(i));
     std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<bf16_t> a(M * K), w(K * N);
-    for (auto& v : a) v = f32_to_bf16(nd(rng));
-    for (auto& v : w) v = f32_to_bf16(nd(rng));
-    drv.push_back(std::make_unique<ChipDriver>(h, c));
-    am[i] = drv[i]->alloc_matrix(M, K, Dtype::kBf16);
-    wm[i] = drv[i]->alloc_matrix(K, N, Dtype::kBf16);
-    cm[i] = drv[i]->alloc_matrix(M, N, Dtype::kF32);
-    img.push_back(drv[i]->matrix_image(am[i], a));
-    copies.push_back(HostCopy{c, true, am[i].addr, img.back().data(), img.back().size()});
-    img.push_back(drv[i]->matrix_image(wm[i], w));
-    copies.push_back(HostCopy{c, true, wm[i].addr, img.back().data(), img.back().size()});
-    want_c_[i] = golden_chip_matmul(a, w, M, K, N, MatmulOptions{});
+    std::vector<bf16_t> av(M * K), wv(K * N);
+    for (auto& v : av) v = f32_to_bf16(nd(rng));
+    for (auto& v : wv) v = f32_to_bf16(nd(rng));
+    a_img[i] = wl.driver(static_cast<int>(i)).matrix_image(wl.matrix(a), av);
+    w_img[i] = wl.driver(static_cast<int>(i)).matrix_image(wl.matrix(w), wv);
+    want_c_[i] = golden_chip_matmul(av, wv, M, K, N, MatmulOptions{});
   }
-  in_cycles_ = h.copy(copies);
+  wl.add_op(host_copy_op("A in", whole(a), true, &a_img));
+  wl.add_op(host_copy_op("W in", whole(w), true, &w_img));
+  in_cycles_ = run_host_copies(wl, true);
   // One SPMD program: every chip's matmul at once.
-  std::vector<std::vector<ChipCmd>> progs;
-  for (int c = 0; c < P; ++c) {
-    const std::size_t i = static_cast<std::size_t>(c);
-    mm_[i] = drv[i]->plan_matmul(cm[i], am[i], wm[i]);
-    progs.push_back(mm_[i].program);
-  }
+  const int mm_op = wl.add_op(matmul_op("matmul", whole(cb), whole(a), whole(w)));
+  ScheduleOptions mo;
+  mo.halt = true;
+  const Schedule ms = schedule(wl, mo);
   PodDriver pd(h);
-  mm_run_ = pd.run_programs(progs, "matmul");
+  mm_run_ = pd.run_programs(ms.program);
   for (int c = 0; c < P; ++c) {
     const std::size_t i = static_cast<std::size_t>(c);
+    mm_[i] = ms.matmuls[static_cast<std::size_t>(mm_op)][i];
     ProgramResult pr;
     pr.cycles = mm_run_.run.chip_cycles[i];
     pr.delta = mm_run_.chip_delta[i];
-    drv[i]->finish_matmul(&mm_[i], pr);
+    wl.driver(c).finish_matmul(&mm_[i], pr);
     if (h.status(c).halted) h.clear(c);  // the program's final HALT
   }
-  // The all-reduce reads every C where the matmul left it (rows x pitch f32, padding
-  // included) and writes the sum into a buffer of the same size.
-  spec_.n = cm[0].rows * cm[0].pitch;
-  CollectiveBuffers bufs;
-  for (int c = 0; c < P; ++c) {
-    const std::size_t i = static_cast<std::size_t>(c);
-    bufs.in.push_back(cm[i].addr);
-    bufs.out.push_back(drv[i]->alloc(cm[i].bytes()));
-  }
-  ar_ = pd.run(spec_, bufs);
+  run_all_reduce(wl, cb, sum);
   // Results checked through the backdoor (no simulated time).
   for (int c = 0; c < P; ++c) {
     const std::size_t i = static_cast<std::size_t>(c);
-    std::vector<uint8_t> b(cm[i].bytes());
-    h.backdoor_read(c, cm[i].addr, b.data(), b.size());
-    c_bits_[i] = ChipDriver::matrix_from_image(cm[i], b);
+    std::vector<uint8_t> b(cm.bytes());
+    h.backdoor_read(c, cm.addr, b.data(), b.size());
+    c_bits_[i] = ChipDriver::matrix_from_image(cm, b);
     c_whole_[i].resize(spec_.n);
     std::memcpy(c_whole_[i].data(), b.data(), spec_.n * 4);
-    h.backdoor_read(c, bufs.out[i], b.data(), b.size());
+    h.backdoor_read(c, wl.matrix(sum).addr, b.data(), b.size());
     ar_out_[i].resize(spec_.n);
     std::memcpy(ar_out_[i].data(), b.data(), spec_.n * 4);
   }
   backdoor_bytes_ = h.backdoor_bytes();
   h.progress = nullptr;
+}
+
+// The all-reduce of buffer `in` into `out` on every chip, a program alone (the collective's
+// plan, rounds and run into ar_, as PodDriver::run gives them).
+void PodJob::run_all_reduce(Workload& wl, int in, int out) {
+  CollectiveOp co;
+  co.spec = spec_;
+  co.in = whole(in);
+  co.out = whole(out);
+  ScheduleOptions ao;
+  ao.first_op = wl.ops().size();
+  ao.alone = true;
+  wl.add_op(collective_op(collective_phase(spec_).name, co));
+  const Schedule as = schedule(wl, ao);
+  const PodProgram& pp = as.collectives.at(0);
+  PodDriver pd(wl.host());
+  ar_ = PodCollectiveRun{};
+  ar_.plan = pd.plan(spec_);
+  ar_.commands = as.program.commands();
+  ar_.vmem_rows_used = pp.vmem_rows_used;
+  ar_.block_rows = pp.block_rows;
+  ar_.row_bytes = uint64_t{mi_.shape.cols} * 4;
+  ar_.link_bytes_per_cycle = mi_.link_bytes_per_cycle;
+  ar_.prog = pd.run_programs(as.program);
+  ar_.collective_cycles = ar_.prog.run.cycles;
+  ar_.rounds = pp.rounds;
 }
 
 Report PodJob::report(const EngineOptions& eng) const {

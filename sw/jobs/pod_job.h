@@ -16,6 +16,7 @@
 #include "pod_driver.h"
 #include "pod_report.h"
 #include "report.h"
+#include "scheduler.h"
 
 namespace tpu {
 
@@ -33,9 +34,13 @@ class PodJob {
   void run(const EngineOptions& eng, const std::function<void(uint64_t)>& progress = nullptr);
   bool pass() const { return mm_bad_ == 0 && ar_bad_ == 0 && f64_.outside == 0; }
   Report report(const EngineOptions& eng) const;
+  // The job's programs on any machine (run() gives it the engine's; the pins test a fake host
+  // port): operands in, the matmuls, the all-reduce, the results read back by the backdoor.
+  // run() sizes the per-chip results before it; run_on does so itself.
+  void run_on(HostPort& h, const std::function<void(uint64_t)>& progress = nullptr);
 
  private:
-  void run_on(HostPort& h, const std::function<void(uint64_t)>& progress);
+  void run_all_reduce(Workload& wl, int in, int out);
 
   PodConfig cfg_;
   PodJobOptions o_;

@@ -1,10 +1,13 @@
 // The scheduler alone (no RTL, the fake host port): buffers in declaration order, the VMEM and
 // ICI counter windows of collectives that may run together, the order the ops' buffers give,
 // the steps (a collective beside the independent compute after it), errors naming the op and
-// the buffer, and a point-to-point send and its receive.
+// the buffer, a point-to-point send and its receive, and a workload run as programs one after
+// another (first_op), a collective alone with the whole machine (alone) and a final HALT.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -262,6 +265,58 @@ TEST(Scheduler, HostCopiesRunThroughTheHostPorts) {
   run_host_copies(w, false);
   EXPECT_EQ(out[0], in[0]);
   EXPECT_EQ(out[1], in[1]);
+}
+
+std::vector<std::array<uint32_t, 4>> words(const std::vector<ChipCmd>& cmds) {
+  std::vector<std::array<uint32_t, 4>> v;
+  for (const ChipCmd& c : cmds) v.push_back(c.w);
+  return v;
+}
+
+// A workload run as two programs: the matmul alone (its plan per chip, a HALT at the end), then
+// from first_op on the collective alone (the whole VMEM and every counter, early heads).
+TEST(Scheduler, ProgramsOneAfterAnotherAndACollectiveAlone) {
+  FakeHostPort port(Topology::torus({2, 2}), "4x4");
+  Workload w(port);
+  const int a = w.add_buffer(Buffer{"A", 16, 32, Dtype::kBf16});
+  const int wt = w.add_buffer(Buffer{"W", 32, 16, Dtype::kBf16});
+  const int c = w.add_buffer(Buffer{"C", 16, 16, Dtype::kF32});
+  const int sum = w.add_buffer(Buffer{"sum", 16, 16, Dtype::kF32});
+  const int mm = w.add_op(matmul_op("matmul", whole(c), whole(a), whole(wt)));
+  ScheduleOptions mo;
+  mo.halt = true;
+  const Schedule ms = schedule(w, mo);
+  ASSERT_EQ(ms.matmuls.size(), 1u);
+  ASSERT_EQ(ms.matmuls[static_cast<std::size_t>(mm)].size(), 4u);
+  for (int ch = 0; ch < 4; ++ch) {
+    const MatmulRun& r = ms.matmuls[static_cast<std::size_t>(mm)][static_cast<std::size_t>(ch)];
+    EXPECT_EQ(words(ms.program.cmds(ch)), words(r.program)) << "the plan alone, its HALT kept";
+    EXPECT_GT(r.compute_cycles, 0u);
+  }
+  const std::size_t first = w.ops().size();
+  w.add_op(collective_op("all_reduce (torus)", all_reduce(c, sum, 16 * 16)));
+  ScheduleOptions ao;
+  ao.first_op = first;
+  ao.alone = true;
+  const Schedule as = schedule(w, ao);
+  ASSERT_EQ(as.program.phases().size(), 1u) << "the earlier program's phase left out";
+  EXPECT_EQ(as.program.phase(0).name, "all_reduce (torus)");
+  EXPECT_EQ(as.phase_of_op[static_cast<std::size_t>(mm)], -1);
+  ASSERT_EQ(as.windows.size(), 1u);
+  EXPECT_EQ(as.windows[0].vmem_base, 0u);
+  EXPECT_EQ(as.windows[0].vmem_rows, port.info().shape.vmem_rows);
+  EXPECT_EQ(as.windows[0].counter_count, static_cast<uint32_t>(kIciCounters));
+  // The same commands PodDriver::compile gives with its defaults (what PodDriver::run runs).
+  PodDriver pd(port);
+  CollectiveBuffers bufs;
+  bufs.in.assign(4, w.matrix(c).addr);
+  bufs.out.assign(4, w.matrix(sum).addr);
+  const PodProgram pp = pd.compile(all_reduce(c, sum, 16 * 16).spec, bufs);
+  for (int ch = 0; ch < 4; ++ch) EXPECT_EQ(words(as.program.cmds(ch)), words(pp.program.cmds(ch)));
+  EXPECT_EQ(as.collectives.at(0).vmem_rows_used, pp.vmem_rows_used);
+  // Alone means alone: compute beside it is refused, naming the op.
+  w.add_op(matmul_op("matmul again", whole(c), whole(a), whole(wt)));
+  EXPECT_THROW(schedule(w, ao), std::invalid_argument);
 }
 
 }  // namespace
