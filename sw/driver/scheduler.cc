@@ -402,8 +402,11 @@ ChipProgram step_program(Workload& w, Schedule& s, const std::vector<int>& st, i
                   CmdLabel{ph, -1, op.piece});
     } else {
       std::vector<ChipCmd> cmds;
+      // A matmul's plan goes to its slot (only matmuls have one per chip).
+      MatmulRun* plan =
+          s.matmuls[oi].empty() ? nullptr : &s.matmuls[oi][static_cast<std::size_t>(c)];
       try {
-        cmds = compute_cmds(w, op, c, s.vmem_compute, &s.matmuls[oi][static_cast<std::size_t>(c)]);
+        cmds = compute_cmds(w, op, c, s.vmem_compute, plan);
       } catch (const std::invalid_argument& e) {  // the planner's rule, and which op
         bad_op(op, "chip " + std::to_string(c) + ": " + e.what());
       }

@@ -84,8 +84,9 @@ TEST(ConfigKeys, DefaultsAreTheTypedStructs) {
   EXPECT_EQ(t.at("chip.variant").def, ChipConfig{}.variant);
   EXPECT_EQ(t.at("chip.watchdog_cycles").def, std::to_string(kDefaultWatchdogCycles));
   EXPECT_EQ(t.at("hbm.timing.tRCD").def, std::to_string(HbmTiming{}.rcd));
-  // A pod file without a train: section loads the defaults.
-  const PodConfig pc = load_pod_config(kConfigs + "/pod_4x4.yaml");
+  // A pod file without a train: section loads the defaults (4x4 chips: built in every preset).
+  const PodConfig pc =
+      load_pod_config(write_tmp("no_train", "pod:\n  shape: [4, 4]\nchip:\n  variant: 4x4\n"));
   EXPECT_EQ(pc.train.layers, d.layers);
   EXPECT_EQ(pc.train.grad_pieces, d.grad_pieces);
 }
@@ -93,7 +94,7 @@ TEST(ConfigKeys, DefaultsAreTheTypedStructs) {
 TEST(ConfigKeys, TheTrainSectionIsTyped) {
   const std::string path =
       write_tmp("train",
-                "pod:\n  shape: [2, 2]\nchip:\n  variant: 16x16\ntrain:\n  layers: [32, 64, 32]\n"
+                "pod:\n  shape: [2, 2]\nchip:\n  variant: 4x4\ntrain:\n  layers: [32, 64, 32]\n"
                 "  batch: 8\n  lr: 0.25\n  seed: 0x10\n  fresh_batches: true\n");
   const TrainSettings t = load_pod_config(path).train;
   EXPECT_EQ(t.layers, (std::vector<std::size_t>{32, 64, 32}));
@@ -111,7 +112,7 @@ TEST(ConfigKeys, TheLoadersCheckTheTablesRanges) {
     for (uint64_t v : {k.lo, k.hi, k.hi + 1}) {
       const std::string path =
           write_tmp(key, "pod:\n  shape: [2, 2]\n  " + std::string(key) + ": " + std::to_string(v) +
-                             "\nchip:\n  variant: 16x16\n");
+                             "\nchip:\n  variant: 4x4\n");
       if (v <= k.hi) {
         EXPECT_NO_THROW(load_pod_config(path)) << key << " " << v;
         continue;
@@ -134,7 +135,7 @@ TEST(ConfigKeys, TheLoadersCheckTheTablesRanges) {
 TEST(ConfigKeys, FaultSectionAndFlagsAgree) {
   const std::string path =
       write_tmp("faults",
-                "chip:\n  variant: 16x16\nfaults:\n  seed: 7\n  hbm_single_bit_rate: 0.25\n"
+                "chip:\n  variant: 4x4\nfaults:\n  seed: 7\n  hbm_single_bit_rate: 0.25\n"
                 "  link_drop_rate: 0.5\n  hbm_flip_at: [{addr: 0x40, bits: 2}]\n");
   const FaultConfig y = load_chip_config(path).faults;
   FaultConfig f;
