@@ -311,12 +311,14 @@ float xcend_tanh(float x) { return f32_from_bits(xcend_bits(XcendFn::kTanh, f32_
 float xcend_exp(float x) { return f32_from_bits(xcend_bits(XcendFn::kExp, f32_bits(x))); }
 
 float xcend_gelu(float x) {
+  // 0.5 x (1 + tanh(z)) = x / (1 + e^(-2z)): the same function, evaluated without the
+  // cancellation of 1 + tanh(z) for negative x (docs/transcendentals.md measures both).
   const float x2 = f32_mul(x, x);
   const float x3 = f32_mul(x2, x);
-  const float inner = f32_fma(kGeluCubic, x3, x);  // x + 0.044715 x^3, one rounding
-  const float t = xcend_tanh(f32_mul(kGeluSqrt2OverPi, inner));
-  const float h = f32_mul(0.5f, x);
-  return f32_fma(h, t, h);  // 0.5 x (1 + t) = h t + h, one rounding
+  const float inner = f32_fma(kGeluCubic, x3, x);      // x + 0.044715 x^3, one rounding
+  const float w = f32_mul(kGeluMinus2Sqrt2OverPi, inner);  // -2z
+  const float d = f32_add(1.0f, xcend_exp(w));         // 1 + e^(-2z)
+  return f32_mul(x, xcend_rcp(d));
 }
 
 uint64_t xcend_exp2_table(int j) { return kExp2Table[j]; }

@@ -26,13 +26,16 @@ float xcend_rcp(float x);    // 1/x, correctly rounded
 float xcend_rsqrt(float x);  // 1/sqrt(x), correctly rounded; rsqrt(-0) = -Inf, x < 0 gives NaN
 float xcend_tanh(float x);
 float xcend_exp(float x);  // e^x
-// GPT-2's GELU, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in the f32 ops of tpu/vector.h
-// and xcend_tanh, in the order docs/transcendentals.md gives.
+// GPT-2's GELU, 0.5 x (1 + tanh(z)), z = sqrt(2/pi) (x + 0.044715 x^3), evaluated as
+// x * rcp(1 + exp(-2z)) in the f32 ops of tpu/vector.h and the unit's exp and rcp, in the order
+// docs/transcendentals.md gives. gelu(-Inf) is NaN (-Inf * 0), as the formula gives.
 float xcend_gelu(float x);
 
-// GELU's two f32 constants: sqrt(2/pi) and 0.044715, each the nearest f32.
+// GELU's f32 constants: sqrt(2/pi) and 0.044715 (each the nearest f32), and -2 sqrt(2/pi) (the
+// first times -2, exact).
 constexpr float kGeluSqrt2OverPi = 0.797884560802865355879892119868763737f;
 constexpr float kGeluCubic = 0.044715f;
+constexpr float kGeluMinus2Sqrt2OverPi = -2.0f * kGeluSqrt2OverPi;
 
 // The tables, for tests that check them against an independent computation.
 uint64_t xcend_exp2_table(int j);   // round(2^(j/64) * 2^62), j in [0, 64)
