@@ -96,7 +96,7 @@ struct Stats {
   double mean() const { return n == 0 ? 0.0 : static_cast<double>(sum_err / n); }
   std::string row(const std::string& fn, const std::string& set) const {
     char buf[256];
-    std::snprintf(buf, sizeof buf, "| %s | %s | %llu | %.4f | %.9g | %.4f | %.4f%% | %lld |",
+    std::snprintf(buf, sizeof buf, "| %s | %s | %llu | %.6f | %.9g | %.4f | %.4f%% | %lld |",
                   fn.c_str(), set.c_str(), static_cast<unsigned long long>(n),
                   static_cast<double>(max_err), static_cast<double>(max_at), mean(),
                   n == 0 ? 0.0 : 100.0 * static_cast<double>(exact) / static_cast<double>(n),
