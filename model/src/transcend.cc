@@ -220,7 +220,7 @@ uint32_t rsqrt_bits(uint32_t u) {
   const uint64_t mp = uint64_t{a.m} << odd;
   const int e = a.exp - static_cast<int>(odd);
   uint64_t y = uint64_t{rsqrt_seeds()[64 * odd + ((a.m >> 17) & 63u)]} << 24;
-  const uint64_t d = mp << 17;  // m' at 40 fraction bits
+  const uint64_t d = mp << 17;   // m' at 40 fraction bits
   for (int i = 0; i < 2; ++i) {  // y = y (3 - m' y^2) / 2, truncating to 40 fraction bits
     const auto yy = static_cast<uint64_t>((u128{y} * y) >> 40);
     const auto myy = static_cast<uint64_t>((u128{d} * yy) >> 40);
@@ -258,7 +258,7 @@ uint32_t tanh_bits(uint32_t u) {
   }
   // 2^-4 <= |x| < 16: E = e^(-2|x|) = 2^-(2|x| log2 e) from the exp2 core, then (1 - E) / (1 + E).
   const auto y = static_cast<int64_t>((u128{a.m} * kLog2E) >> (36 - a.exp));  // 48 frac bits
-  const Exp2Out ex = exp2_core(-y);                     // n <= -1
+  const Exp2Out ex = exp2_core(-y);                                           // n <= -1
   const auto e = static_cast<uint64_t>(ex.s >> (62 - ex.n));  // E at 62 fraction bits
   const uint64_t num = (uint64_t{1} << 62) - e;
   const uint64_t den = ((uint64_t{1} << 62) + e) >> 22;  // 40 fraction bits, in [1, 2)
@@ -315,9 +315,9 @@ float xcend_gelu(float x) {
   // cancellation of 1 + tanh(z) for negative x (docs/transcendentals.md measures both).
   const float x2 = f32_mul(x, x);
   const float x3 = f32_mul(x2, x);
-  const float inner = f32_fma(kGeluCubic, x3, x);      // x + 0.044715 x^3, one rounding
+  const float inner = f32_fma(kGeluCubic, x3, x);          // x + 0.044715 x^3, one rounding
   const float w = f32_mul(kGeluMinus2Sqrt2OverPi, inner);  // -2z
-  const float d = f32_add(1.0f, xcend_exp(w));         // 1 + e^(-2z)
+  const float d = f32_add(1.0f, xcend_exp(w));             // 1 + e^(-2z)
   return f32_mul(x, xcend_rcp(d));
 }
 

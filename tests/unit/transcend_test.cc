@@ -105,8 +105,8 @@ struct Stats {
   }
 };
 
-constexpr XcendFn kAllFns[] = {XcendFn::kExp2, XcendFn::kLog2, XcendFn::kRcp,
-                               XcendFn::kRsqrt, XcendFn::kTanh,  XcendFn::kExp};
+constexpr XcendFn kAllFns[] = {XcendFn::kExp2,  XcendFn::kLog2, XcendFn::kRcp,
+                               XcendFn::kRsqrt, XcendFn::kTanh, XcendFn::kExp};
 
 // The bounds of docs/transcendentals.md: max error in ulps against the exact value.
 long double bound(XcendFn fn) {
@@ -190,8 +190,8 @@ TEST(XcendTables, TranscendentalTablesAreNearestFixedPoint) {
     EXPECT_LE(std::fabs(entry - exact), 0.5L + slack) << what;
   };
   for (int j = 0; j < 64; ++j) {
-    check(std::ldexp(std::exp2(j / 64.0L), 62),
-          static_cast<long double>(xcend_exp2_table(j)), "exp2 table " + std::to_string(j));
+    check(std::ldexp(std::exp2(j / 64.0L), 62), static_cast<long double>(xcend_exp2_table(j)),
+          "exp2 table " + std::to_string(j));
   }
   long double lnk = 1, fact = 1;
   for (int k = 1; k <= 4; ++k) {
@@ -302,53 +302,75 @@ constexpr uint32_t kMinSub = 0x00000001u, kMaxF = 0x7F7FFFFFu;
 TEST(XcendSpecial, OneByOne) {
   const std::vector<Special> cases = {
       // exp2
-      {XcendFn::kExp2, 0, kOne}, {XcendFn::kExp2, kNegZero, kOne},
-      {XcendFn::kExp2, kPInf, kPInf}, {XcendFn::kExp2, kNInf, 0},
-      {XcendFn::kExp2, 0x7FA00001u, kNan}, {XcendFn::kExp2, 0xFFFFFFFFu, kNan},
-      {XcendFn::kExp2, f32_bits(128.0f), kPInf}, {XcendFn::kExp2, kMaxF, kPInf},
+      {XcendFn::kExp2, 0, kOne},
+      {XcendFn::kExp2, kNegZero, kOne},
+      {XcendFn::kExp2, kPInf, kPInf},
+      {XcendFn::kExp2, kNInf, 0},
+      {XcendFn::kExp2, 0x7FA00001u, kNan},
+      {XcendFn::kExp2, 0xFFFFFFFFu, kNan},
+      {XcendFn::kExp2, f32_bits(128.0f), kPInf},
+      {XcendFn::kExp2, kMaxF, kPInf},
       {XcendFn::kExp2, 0xFF7FFFFFu, 0},
-      {XcendFn::kExp2, f32_bits(-149.0f), kMinSub},        // 2^-149, exact
-      {XcendFn::kExp2, f32_bits(-150.0f), 0},              // a tie: to even (zero)
-      {XcendFn::kExp2, f32_bits(-149.5f), kMinSub},        // above the tie
-      {XcendFn::kExp2, f32_bits(-127.0f), 0x00400000u},    // subnormal, exact
-      {XcendFn::kExp2, f32_bits(127.0f), 0x7F000000u},     // largest power of two
-      {XcendFn::kExp2, kMinSub, kOne}, {XcendFn::kExp2, 0x80000001u, kOne},
+      {XcendFn::kExp2, f32_bits(-149.0f), kMinSub},      // 2^-149, exact
+      {XcendFn::kExp2, f32_bits(-150.0f), 0},            // a tie: to even (zero)
+      {XcendFn::kExp2, f32_bits(-149.5f), kMinSub},      // above the tie
+      {XcendFn::kExp2, f32_bits(-127.0f), 0x00400000u},  // subnormal, exact
+      {XcendFn::kExp2, f32_bits(127.0f), 0x7F000000u},   // largest power of two
+      {XcendFn::kExp2, kMinSub, kOne},
+      {XcendFn::kExp2, 0x80000001u, kOne},
       // log2
-      {XcendFn::kLog2, 0, kNInf}, {XcendFn::kLog2, kNegZero, kNInf},
-      {XcendFn::kLog2, kPInf, kPInf}, {XcendFn::kLog2, kNInf, kNan},
-      {XcendFn::kLog2, kMinusOne, kNan}, {XcendFn::kLog2, 0x80000001u, kNan},
-      {XcendFn::kLog2, 0xFFC12345u, kNan}, {XcendFn::kLog2, kOne, 0},
-      {XcendFn::kLog2, kMinSub, f32_bits(-149.0f)},        // subnormal input, exact
+      {XcendFn::kLog2, 0, kNInf},
+      {XcendFn::kLog2, kNegZero, kNInf},
+      {XcendFn::kLog2, kPInf, kPInf},
+      {XcendFn::kLog2, kNInf, kNan},
+      {XcendFn::kLog2, kMinusOne, kNan},
+      {XcendFn::kLog2, 0x80000001u, kNan},
+      {XcendFn::kLog2, 0xFFC12345u, kNan},
+      {XcendFn::kLog2, kOne, 0},
+      {XcendFn::kLog2, kMinSub, f32_bits(-149.0f)},  // subnormal input, exact
       {XcendFn::kLog2, 0x00400000u, f32_bits(-127.0f)},
       {XcendFn::kLog2, 0x7F000000u, f32_bits(127.0f)},
       // rcp
-      {XcendFn::kRcp, 0, kPInf}, {XcendFn::kRcp, kNegZero, kNInf},
-      {XcendFn::kRcp, kPInf, 0}, {XcendFn::kRcp, kNInf, kNegZero},
+      {XcendFn::kRcp, 0, kPInf},
+      {XcendFn::kRcp, kNegZero, kNInf},
+      {XcendFn::kRcp, kPInf, 0},
+      {XcendFn::kRcp, kNInf, kNegZero},
       {XcendFn::kRcp, 0x7F800001u, kNan},
-      {XcendFn::kRcp, kMinSub, kPInf},                     // overflow
-      {XcendFn::kRcp, 0x00200000u, kPInf},                 // 1/2^-128 = 2^128 overflows
-      {XcendFn::kRcp, 0x00400000u, 0x7F000000u},           // 1/2^-127 = 2^127
-      {XcendFn::kRcp, 0x7F000000u, 0x00400000u},           // 1/2^127 = 2^-127, subnormal
-      {XcendFn::kRcp, kMaxF, 0x00200000u},                 // 2^-128 (1 + 2^-24 ..) rounds down
+      {XcendFn::kRcp, kMinSub, kPInf},            // overflow
+      {XcendFn::kRcp, 0x00200000u, kPInf},        // 1/2^-128 = 2^128 overflows
+      {XcendFn::kRcp, 0x00400000u, 0x7F000000u},  // 1/2^-127 = 2^127
+      {XcendFn::kRcp, 0x7F000000u, 0x00400000u},  // 1/2^127 = 2^-127, subnormal
+      {XcendFn::kRcp, kMaxF, 0x00200000u},        // 2^-128 (1 + 2^-24 ..) rounds down
       {XcendFn::kRcp, kMinusOne, kMinusOne},
       // rsqrt
-      {XcendFn::kRsqrt, 0, kPInf}, {XcendFn::kRsqrt, kNegZero, kNInf},
-      {XcendFn::kRsqrt, kPInf, 0}, {XcendFn::kRsqrt, kNInf, kNan},
-      {XcendFn::kRsqrt, kMinusOne, kNan}, {XcendFn::kRsqrt, 0x80000001u, kNan},
+      {XcendFn::kRsqrt, 0, kPInf},
+      {XcendFn::kRsqrt, kNegZero, kNInf},
+      {XcendFn::kRsqrt, kPInf, 0},
+      {XcendFn::kRsqrt, kNInf, kNan},
+      {XcendFn::kRsqrt, kMinusOne, kNan},
+      {XcendFn::kRsqrt, 0x80000001u, kNan},
       {XcendFn::kRsqrt, 0xFF800001u, kNan},
       {XcendFn::kRsqrt, f32_bits(4.0f), f32_bits(0.5f)},
       // tanh
-      {XcendFn::kTanh, 0, 0}, {XcendFn::kTanh, kNegZero, kNegZero},
-      {XcendFn::kTanh, kPInf, kOne}, {XcendFn::kTanh, kNInf, kMinusOne},
+      {XcendFn::kTanh, 0, 0},
+      {XcendFn::kTanh, kNegZero, kNegZero},
+      {XcendFn::kTanh, kPInf, kOne},
+      {XcendFn::kTanh, kNInf, kMinusOne},
       {XcendFn::kTanh, 0x7FFFFFFFu, kNan},
-      {XcendFn::kTanh, kMinSub, kMinSub}, {XcendFn::kTanh, 0x807FFFFFu, 0x807FFFFFu},
-      {XcendFn::kTanh, f32_bits(20.0f), kOne}, {XcendFn::kTanh, f32_bits(-9.5f), kMinusOne},
+      {XcendFn::kTanh, kMinSub, kMinSub},
+      {XcendFn::kTanh, 0x807FFFFFu, 0x807FFFFFu},
+      {XcendFn::kTanh, f32_bits(20.0f), kOne},
+      {XcendFn::kTanh, f32_bits(-9.5f), kMinusOne},
       {XcendFn::kTanh, kMaxF, kOne},
       // exp
-      {XcendFn::kExp, 0, kOne}, {XcendFn::kExp, kNegZero, kOne},
-      {XcendFn::kExp, kPInf, kPInf}, {XcendFn::kExp, kNInf, 0},
-      {XcendFn::kExp, 0xFFC00001u, kNan}, {XcendFn::kExp, f32_bits(89.0f), kPInf},
-      {XcendFn::kExp, f32_bits(-104.0f), 0}, {XcendFn::kExp, kMinSub, kOne},
+      {XcendFn::kExp, 0, kOne},
+      {XcendFn::kExp, kNegZero, kOne},
+      {XcendFn::kExp, kPInf, kPInf},
+      {XcendFn::kExp, kNInf, 0},
+      {XcendFn::kExp, 0xFFC00001u, kNan},
+      {XcendFn::kExp, f32_bits(89.0f), kPInf},
+      {XcendFn::kExp, f32_bits(-104.0f), 0},
+      {XcendFn::kExp, kMinSub, kOne},
   };
   for (const Special& c : cases) {
     EXPECT_EQ(xcend_bits(c.fn, c.x), c.want)
@@ -372,7 +394,8 @@ TEST(XcendKnown, Values) {
   EXPECT_EQ(xcend_rsqrt(0.25f), 2.0f);
   EXPECT_EQ(xcend_rsqrt(16.0f), 0.25f);
   EXPECT_EQ(xcend_rsqrt(2.0f), static_cast<float>(1.0L / std::sqrt(2.0L)));
-  EXPECT_EQ(xcend_rsqrt(std::ldexp(1.0f, -127)), static_cast<float>(std::ldexp(std::sqrt(2.0L), 63)));
+  EXPECT_EQ(xcend_rsqrt(std::ldexp(1.0f, -127)),
+            static_cast<float>(std::ldexp(std::sqrt(2.0L), 63)));
   EXPECT_EQ(xcend_tanh(0.5f), static_cast<float>(std::tanh(0.5L)));
   EXPECT_EQ(xcend_tanh(-1.0f), static_cast<float>(std::tanh(-1.0L)));
   EXPECT_EQ(xcend_exp(1.0f), static_cast<float>(std::exp(1.0L)));
@@ -471,8 +494,7 @@ TEST(XcendSoak, ExhaustiveBf16AndRandom1e7) {
       g.add(x, literal != 0 ? gelu_literal(x) : xcend_gelu(x));
     }
     const std::string name = literal != 0 ? "gelu (literal 0.5x(1+tanh))" : "gelu";
-    std::printf("%s\n%s (max |error|/|x| %.3Lg)\n",
-                g.pos.row(name, "uniform in [0, 10)").c_str(),
+    std::printf("%s\n%s (max |error|/|x| %.3Lg)\n", g.pos.row(name, "uniform in [0, 10)").c_str(),
                 g.neg.row(name, "uniform in [-10, 0)").c_str(), g.neg_rel_x);
   }
 }

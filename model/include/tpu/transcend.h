@@ -38,12 +38,12 @@ constexpr float kGeluCubic = 0.044715f;
 constexpr float kGeluMinus2Sqrt2OverPi = -2.0f * kGeluSqrt2OverPi;
 
 // The tables, for tests that check them against an independent computation.
-uint64_t xcend_exp2_table(int j);   // round(2^(j/64) * 2^62), j in [0, 64)
-uint64_t xcend_exp2_poly(int k);    // round(ln2^k / k! * 2^62), k in [1, 4]
-uint64_t xcend_log2e();             // round(log2(e) * 2^62)
-uint32_t xcend_log2_r(int j);       // log2's reduction factor, 16 fraction bits, j in [0, 128)
-int64_t xcend_log2_table(int j);    // round(-log2(xcend_log2_r(j) / 2^16) * 2^60)
-uint32_t xcend_rcp_seed(int j);     // round(2^16 / (1 + (j + 0.5) / 128)), j in [0, 128)
-uint32_t xcend_rsqrt_seed(int j);   // round(2^16 / sqrt(midpoint)), j = 64 * odd + 6 bits
+uint64_t xcend_exp2_table(int j);  // round(2^(j/64) * 2^62), j in [0, 64)
+uint64_t xcend_exp2_poly(int k);   // round(ln2^k / k! * 2^62), k in [1, 4]
+uint64_t xcend_log2e();            // round(log2(e) * 2^62)
+uint32_t xcend_log2_r(int j);      // log2's reduction factor, 16 fraction bits, j in [0, 128)
+int64_t xcend_log2_table(int j);   // round(-log2(xcend_log2_r(j) / 2^16) * 2^60)
+uint32_t xcend_rcp_seed(int j);    // round(2^16 / (1 + (j + 0.5) / 128)), j in [0, 128)
+uint32_t xcend_rsqrt_seed(int j);  // round(2^16 / sqrt(midpoint)), j = 64 * odd + 6 bits
 
 }  // namespace tpu
