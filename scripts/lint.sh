@@ -40,6 +40,7 @@ rtl/tpu_vpu_unit.sv rtl/tpu_seq.sv rtl/tpu_chip.sv"
   ids="0 1 2"; [ "${1:-}" = "--all" ] && ids="0 1 2 3"
   for id in $ids; do lint "tpu_mxu_top (variant $id)" tpu_mxu_top -GVariantId=$id $MXU; done
   lint tpu_fma32 tpu_fma32 $PKG rtl/tpu_fma32.sv
+  lint tpu_xcend tpu_xcend $PKG rtl/tpu_xcend_pkg.sv rtl/tpu_xcend.sv
   for lanes in 4 16 128; do lint "tpu_vpu (Lanes=$lanes)" tpu_vpu -GLanes=$lanes $VPU; done
   lint tpu_hbm_ctrl tpu_hbm_ctrl $HBM
   lint "hbm_subsys_tb_top (sim)" hbm_subsys_tb_top $HBM rtl/sim/hbm_device.sv \
