@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "Vxcend.h"
+#include "tpu/bf16.h"
 #include "tpu/transcend.h"
 #include "verilated.h"
 
@@ -86,15 +87,15 @@ uint64_t Stream(XcendDut& dut, const std::vector<Beat>& beats) {
       inflight.pop_front();
       const uint32_t want = xcend_bits(b.fn, b.x);
       if (dut.y_o() != want && ++bad <= 5) {
-        ADD_FAILURE() << xcend_fn_name(b.fn) << "(0x" << std::hex << b.x << "): rtl 0x"
-                      << dut.y_o() << ", golden 0x" << want;
+        ADD_FAILURE() << xcend_fn_name(b.fn) << "(0x" << std::hex << b.x << "): rtl 0x" << dut.y_o()
+                      << ", golden 0x" << want;
       }
     }
   }
   return bad;
 }
 
-constexpr XcendFn kFns[] = {XcendFn::kExp2, XcendFn::kLog2, XcendFn::kRcp,
+constexpr XcendFn kFns[] = {XcendFn::kExp2,  XcendFn::kLog2, XcendFn::kRcp,
                             XcendFn::kRsqrt, XcendFn::kTanh, XcendFn::kExp};
 
 TEST(RtlXcend, EveryBf16InputEveryFunction) {
