@@ -8,13 +8,14 @@
 // results are honoured; overflow gives Inf.
 //
 // Handshake: none (always ready). A beat with valid_i high is accepted every cycle.
-// Latency: 3 cycles, throughput one result per cycle, in order: a beat presented before clock
-// edge k comes out on valid_o / y_o after edge k + 3.
-// Stages: (1) unpack (leading-zero count of subnormals) and special values; (2) the core: the
-// fixed-point argument, the table lookups, the polynomial or Newton steps, the correction step,
-// up to the unrounded significand and its scale; (3) the final round to nearest even. Stage 2
-// holds the longest chain (tanh: the exp2 core, then a Newton reciprocal); retiming it into more
-// stages (docs/transcendentals.md, latency plan) changes only the latency.
+// Latency: 5 cycles, throughput one result per cycle, in order: a beat presented before clock
+// edge k comes out on valid_o / y_o after edge k + 5.
+// Stages: (1) unpack (leading-zero count of subnormals) and special values; (2) the fixed-point
+// argument, table and seed lookups; (3) the iterations: the exp2 core (table times a degree-4
+// polynomial), log2's and tanh's Horner steps, the Newton steps of rcp and rsqrt; (4) the
+// correction steps (rcp, rsqrt), log2's sum, tanh's Newton quotient (1 - E) / (1 + E); (5) the
+// final round to nearest even. Stages 3 and 4 hold the longest chains (five to six 64-bit
+// multiplies); a faster clock splits them further, which changes only the latency.
 `include "tpu_assert.svh"
 
 module tpu_xcend
@@ -64,7 +65,20 @@ module tpu_xcend
     exp_t       scale;
   } s2_t;
 
+  // Between the core's stages 2, 3 and 4: the operand (e adjusted where a function needs it)
+  // and the function's working values, named per function at each stage.
+  typedef struct packed {
+    s1_t        op;
+    logic       tanh_small;  // tanh: |x| < 2^-4
+    logic [6:0] j;      // log2: the table index
+    logic [63:0] a;
+    logic [63:0] b;
+    u128_t      c;
+    exp_t       n;
+  } mid_t;
+
   s1_t s1_d, s1_q;
+  mid_t m1_d, m1_q, m2_d, m2_q;
   s2_t s2_d, s2_q;
   logic valid_q;
   f32_t y_q, y_d;
@@ -115,11 +129,12 @@ module tpu_xcend
     return {sign, bits};
   endfunction
 
-  // y ~ 1/d (both F40, d in [1, 2)): seed ROM, two Newton steps y = y (2 - d y).
-  function automatic logic [63:0] recip40(logic [63:0] d);
+  // y ~ 1/d (both F40, d in [1, 2)) from the seed y0 (RCP_SEED of d's top 7 fraction bits):
+  // two Newton steps y = y (2 - d y).
+  function automatic logic [63:0] newton_recip(logic [63:0] d, logic [63:0] y0);
     logic [63:0] y, dy, t;
     u128_t p;
-    y = {24'd0, RCP_SEED[d[39:33]], 24'd0};
+    y = y0;
     for (int i = 0; i < 2; i++) begin
       p = u128_t'(d) * u128_t'(y);
       dy = p[103:40];
@@ -214,32 +229,29 @@ module tpu_xcend
     end
   end
 
-  // ---------------------------------------------------------------- stage 2: the cores
+  // ---------------------------------------------------------------- stage 2: argument, seeds
 
+  // exp2 / exp: a = the exp2 core's argument X (F48). log2: a = r (F40), j, e adjusted.
+  // rcp: a = d = m (F40), b = the seed y0 (F40). rsqrt: a = d = m' (F40), b = y0, e even.
+  // tanh: small: a = z = x^2 (F62); else a = -2|x| log2(e) (F48).
   always_comb begin
-    u128_t prod, s, m2;
-    i128_t v, sprod;
-    exp_t n, e, sh;
-    logic [63:0] mag, y, q, q1, ev, num, den, mp, d, yy, myy, z, pz, t3;
-    logic signed [63:0] xs, r, qs, rem, ps;
-    logic [6:0] j;
+    u128_t prod, m2;
+    exp_t e, sh;
+    logic [63:0] mag, mp;
+    logic signed [63:0] r;
     logic odd;
+    logic [6:0] j;
     prod = '0;
-    s = '0;
     m2 = '0;
-    v = '0;
-    sprod = '0;
-    n = '0;
     sh = '0;
-    {mag, y, q, q1, ev, num, den, mp, d, yy, myy, z, pz, t3} = '0;
-    {xs, r, qs, rem, ps} = '0;
-    j = '0;
+    mag = '0;
+    mp = '0;
+    r = '0;
     odd = 1'b0;
-    s2_d = '0;
-    s2_d.valid = s1_q.valid;
-    s2_d.special = s1_q.special;
-    s2_d.spec = s1_q.spec;
+    j = '0;
     e = s1_q.e;
+    m1_d = '0;
+    m1_d.op = s1_q;
     unique case (s1_q.fn)
       FN_EXP2, FN_EXP: begin
         if (s1_q.fn == FN_EXP) begin  // |x| log2(e), F48, truncated
@@ -251,56 +263,154 @@ module tpu_xcend
           if (sh >= 0) mag = 64'(s1_q.m) << sh;
           else mag = -sh < 16'sd64 ? 64'(s1_q.m) >> (-sh) : 64'd0;
         end
-        xs = s1_q.sign ? -$signed(mag) : $signed(mag);
-        exp2_core(xs, s, n);
-        s2_d.sig = s;
-        s2_d.scale = n - 16'sd124;
+        m1_d.a = s1_q.sign ? 64'(-$signed(mag)) : mag;
       end
       FN_LOG2: begin
         j = s1_q.m[22:16];
         mp = j[6] ? 64'(s1_q.m) : 64'(s1_q.m) << 1;
-        if (j[6]) e = e + 16'sd1;
+        if (j[6]) m1_d.op.e = e + 16'sd1;
         r = $signed(mp * 64'(LOG2_R[j])) - (64'sd1 <<< 40);
-        qs = LOG2_P[4];
-        for (int k = 3; k >= 0; k--) begin
-          sprod = sext64(qs) * sext64(r);
-          qs = LOG2_P[k] + sprod[103:40];
-        end
-        v = (i128_t'(e) <<< 102) + (sext64(LOG2_T[j]) <<< 42) + sext64(qs) * sext64(r);
-        s2_d.sign = v[127];
-        s2_d.sig = v[127] ? u128_t'(-v) : u128_t'(v);
-        s2_d.scale = -16'sd102;
+        m1_d.j = j;
+        m1_d.a = r;
       end
       FN_RCP: begin
-        q = recip40(64'(s1_q.m) << 17) >> 13;
-        rem = (64'sd1 <<< 50) - $signed(q * 64'(s1_q.m));
-        if (rem < 0) begin
-          q = q - 64'd1;
-          rem = rem + $signed(64'(s1_q.m));
-        end else if (rem >= $signed(64'(s1_q.m))) begin
-          q = q + 64'd1;
-          rem = rem - $signed(64'(s1_q.m));
-        end
-        s2_d.sign = s1_q.sign;
-        s2_d.sig = {63'd0, q, rem != 0};
-        s2_d.scale = -16'sd28 - e;
+        m1_d.a = 64'(s1_q.m) << 17;
+        m1_d.b = {24'd0, RCP_SEED[s1_q.m[22:16]], 24'd0};
       end
       FN_RSQRT: begin
         odd = e[0];
         mp = 64'(s1_q.m) << odd;
-        e = e - exp_t'({15'd0, odd});
-        y = {23'd0, RSQRT_SEED[{odd, s1_q.m[22:17]}], 24'd0};
-        d = mp << 17;
-        for (int i = 0; i < 2; i++) begin
+        m1_d.op.e = e - exp_t'({15'd0, odd});
+        m1_d.a = mp << 17;
+        m1_d.b = {23'd0, RSQRT_SEED[{odd, s1_q.m[22:17]}], 24'd0};
+      end
+      FN_TANH: begin
+        m1_d.tanh_small = e <= -16'sd5;
+        if (e <= -16'sd5) begin  // z = x^2, F62, truncated
+          m2 = u128_t'(s1_q.m) * u128_t'(s1_q.m);
+          sh = 16'sd2 * e + 16'sd16;
+          if (sh >= 0) m1_d.a = 64'(m2 << sh);
+          else m1_d.a = -sh < 16'sd128 ? 64'(m2 >> (-sh)) : 64'd0;
+        end else begin  // -2|x| log2(e), F48, truncated
+          prod = (u128_t'(s1_q.m) * u128_t'(LOG2E)) >> (16'sd36 - e);
+          m1_d.a = 64'(-$signed(prod[63:0]));
+        end
+      end
+      default: ;
+    endcase
+  end
+
+  // ---------------------------------------------------------------- stage 3: iterations
+
+  // exp2 / exp / tanh (not small): c, n = the exp2 core. log2: b = q (Horner, F62).
+  // rcp, rsqrt: b = y after two Newton steps (F40). tanh small: b = p (Horner, F62).
+  always_comb begin
+    u128_t prod, s;
+    i128_t sprod;
+    exp_t n;
+    logic [63:0] y, yy, myy, t3, pz;
+    logic signed [63:0] qs, ps;
+    prod = '0;
+    s = '0;
+    sprod = '0;
+    n = '0;
+    {y, yy, myy, t3, pz} = '0;
+    {qs, ps} = '0;
+    m2_d = m1_q;
+    unique case (m1_q.op.fn)
+      FN_EXP2, FN_EXP: begin
+        exp2_core($signed(m1_q.a), s, n);
+        m2_d.c = s;
+        m2_d.n = n;
+      end
+      FN_LOG2: begin
+        qs = LOG2_P[4];
+        for (int k = 3; k >= 0; k--) begin
+          sprod = sext64(qs) * sext64($signed(m1_q.a));
+          qs = LOG2_P[k] + sprod[103:40];
+        end
+        m2_d.b = qs;
+      end
+      FN_RCP: m2_d.b = newton_recip(m1_q.a, m1_q.b);
+      FN_RSQRT: begin
+        y = m1_q.b;
+        for (int i = 0; i < 2; i++) begin  // y = y (3 - d y^2) / 2
           prod = u128_t'(y) * u128_t'(y);
           yy = prod[103:40];
-          prod = u128_t'(d) * u128_t'(yy);
+          prod = u128_t'(m1_q.a) * u128_t'(yy);
           myy = prod[103:40];
           t3 = (64'd3 << 40) - myy;
           prod = u128_t'(y) * u128_t'(t3);
           y = prod[104:41];
         end
-        q = y >> 13;
+        m2_d.b = y;
+      end
+      FN_TANH: begin
+        if (m1_q.tanh_small) begin  // p = 1 + b1 z + b2 z^2 + b3 z^3
+          ps = TANH_P[2];
+          for (int k = 1; k >= 0; k--) begin
+            sprod = sext64(ps) * sext64($signed(m1_q.a));
+            ps = TANH_P[k] + sprod[125:62];
+          end
+          sprod = sext64(ps) * sext64($signed(m1_q.a));
+          pz = 64'(sprod[125:62]);
+          m2_d.b = 64'((64'sd1 <<< 62) + $signed(pz));
+        end else begin
+          exp2_core($signed(m1_q.a), s, n);
+          m2_d.c = s;
+          m2_d.n = n;
+        end
+      end
+      default: ;
+    endcase
+  end
+
+  // ---------------------------------------------------------------- stage 4: finish
+
+  // The correction steps, log2's sum, tanh's quotient: the unrounded sign * sig * 2^scale.
+  always_comb begin
+    i128_t v;
+    exp_t e;
+    logic [63:0] q, q1, ev, num, den, mp, m, y;
+    logic signed [63:0] rem;
+    v = '0;
+    {q, q1, ev, num, den, mp, y} = '0;
+    rem = '0;
+    e = m2_q.op.e;
+    m = 64'(m2_q.op.m);
+    s2_d = '0;
+    s2_d.valid = m2_q.op.valid;
+    s2_d.special = m2_q.op.special;
+    s2_d.spec = m2_q.op.spec;
+    unique case (m2_q.op.fn)
+      FN_EXP2, FN_EXP: begin
+        s2_d.sig = m2_q.c;
+        s2_d.scale = m2_q.n - 16'sd124;
+      end
+      FN_LOG2: begin  // e + L_j + r q, F102
+        v = (i128_t'(e) <<< 102) + (sext64(LOG2_T[m2_q.j]) <<< 42) +
+            sext64($signed(m2_q.b)) * sext64($signed(m2_q.a));
+        s2_d.sign = v[127];
+        s2_d.sig = v[127] ? u128_t'(-v) : u128_t'(v);
+        s2_d.scale = -16'sd102;
+      end
+      FN_RCP: begin  // q = floor(2^50 / m) by one correction step
+        q = m2_q.b >> 13;
+        rem = (64'sd1 <<< 50) - $signed(q * m);
+        if (rem < 0) begin
+          q = q - 64'd1;
+          rem = rem + $signed(m);
+        end else if (rem >= $signed(m)) begin
+          q = q + 64'd1;
+          rem = rem - $signed(m);
+        end
+        s2_d.sign = m2_q.op.sign;
+        s2_d.sig = {63'd0, q, rem != 0};
+        s2_d.scale = -16'sd28 - e;
+      end
+      FN_RSQRT: begin  // q = max{q : q^2 m' <= 2^77} by one correction step
+        mp = m2_q.a >> 17;
+        q = m2_q.b >> 13;
         q1 = q + 64'd1;
         if (u128_t'(q) * u128_t'(q) * u128_t'(mp) > (u128_t'(1) << 77)) q = q - 64'd1;
         else if (u128_t'(q1) * u128_t'(q1) * u128_t'(mp) <= (u128_t'(1) << 77)) q = q1;
@@ -308,30 +418,16 @@ module tpu_xcend
         s2_d.scale = -16'sd28 - (e >>> 1);
       end
       FN_TANH: begin
-        s2_d.sign = s1_q.sign;
-        if (e <= -16'sd5) begin  // x (1 + b1 z + b2 z^2 + b3 z^3), z = x^2 (F62)
-          m2 = u128_t'(s1_q.m) * u128_t'(s1_q.m);
-          sh = 16'sd2 * e + 16'sd16;
-          if (sh >= 0) z = 64'(m2 << sh);
-          else z = -sh < 16'sd128 ? 64'(m2 >> (-sh)) : 64'd0;
-          ps = TANH_P[2];
-          for (int k = 1; k >= 0; k--) begin
-            sprod = sext64(ps) * sext64($signed(z));
-            ps = TANH_P[k] + sprod[125:62];
-          end
-          sprod = sext64(ps) * sext64($signed(z));
-          pz = 64'(sprod[125:62]);
-          ps = (64'sd1 <<< 62) + $signed(pz);
-          s2_d.sig = u128_t'(s1_q.m) * u128_t'(ps);
+        s2_d.sign = m2_q.op.sign;
+        if (m2_q.tanh_small) begin  // x p
+          s2_d.sig = u128_t'(m) * u128_t'(m2_q.b);
           s2_d.scale = e - 16'sd85;
-        end else begin  // (1 - E) / (1 + E), E = 2^-(2|x| log2 e)
-          prod = (u128_t'(s1_q.m) * u128_t'(LOG2E)) >> (16'sd36 - e);
-          xs = -$signed(prod[63:0]);
-          exp2_core(xs, s, n);
-          ev = 64'(s >> (16'sd62 - n));
+        end else begin  // (1 - E) / (1 + E)
+          ev = 64'(m2_q.c >> (16'sd62 - m2_q.n));
           num = (64'd1 << 62) - ev;
           den = ((64'd1 << 62) + ev) >> 22;
-          s2_d.sig = u128_t'(num) * u128_t'(recip40(den));
+          y = newton_recip(den, {24'd0, RCP_SEED[den[39:33]], 24'd0});
+          s2_d.sig = u128_t'(num) * u128_t'(y);
           s2_d.scale = -16'sd102;
         end
       end
@@ -339,7 +435,7 @@ module tpu_xcend
     endcase
   end
 
-  // ---------------------------------------------------------------- stage 3: round
+  // ---------------------------------------------------------------- stage 5: round
 
   always_comb begin
     y_d = s2_q.special ? s2_q.spec : round_pack(s2_q.sign, s2_q.sig, s2_q.scale);
@@ -348,11 +444,15 @@ module tpu_xcend
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       s1_q <= '0;
+      m1_q <= '0;
+      m2_q <= '0;
       s2_q <= '0;
       valid_q <= 1'b0;
       y_q <= '0;
     end else begin
       s1_q <= s1_d;
+      m1_q <= m1_d;
+      m2_q <= m2_d;
       s2_q <= s2_d;
       valid_q <= s2_q.valid;
       y_q <= y_d;
@@ -371,7 +471,7 @@ module tpu_xcend
               valid_o && y_o[30:23] == 8'hFF && y_o[22:0] != '0 |-> y_o == F32_CANON_NAN,
               ("tpu_xcend: non-canonical NaN %08x", y_o))
   // valid_o follows valid_i by exactly the latency.
-  `TPU_ASSERT(XcendValidInOrder_A, valid_o |-> $past(valid_i, 3),
-              ("tpu_xcend: valid_o without a beat 3 cycles earlier"))
+  `TPU_ASSERT(XcendValidInOrder_A, valid_o |-> $past(valid_i, 5),
+              ("tpu_xcend: valid_o without a beat 5 cycles earlier"))
 
 endmodule
