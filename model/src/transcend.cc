@@ -185,7 +185,8 @@ uint32_t log2_bits(uint32_t u) {
   int64_t q = kLog2Poly[4];
   for (int k = 3; k >= 0; --k) q = kLog2Poly[k] + static_cast<int64_t>((i128{q} * r) >> 40);
   // log2 x = e + L_j + r q, at 102 fraction bits (r q exact).
-  const i128 v = (i128{e} << 102) + (i128{kLog2Table[j]} << 42) + i128{q} * r;
+  // (Scaled by multiplying: a left shift of a negative value is undefined in C++17.)
+  const i128 v = i128{e} * (i128{1} << 102) + i128{kLog2Table[j]} * (i128{1} << 42) + i128{q} * r;
   return v < 0 ? round_pack(kSignBit, static_cast<u128>(-v), -102)
                : round_pack(0, static_cast<u128>(v), -102);
 }
