@@ -1,0 +1,376 @@
+// The GPT golden's training step (tpu/gpt.h): forward, cross-entropy, backward and AdamW on every
+// chip of the data x model mesh, in the order docs/training.md ("The GPT step") defines.
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "gpt_ops.h"
+#include "tpu/gpt.h"
+#include "tpu/transcend.h"
+
+namespace tpu {
+
+using namespace gpt_detail;
+
+namespace {
+
+constexpr float kLn2 = 0.693147180559945309417232121458176568f;
+
+// What one layer keeps for the backward pass (one chip; dm = d / model, fm = 4d / model).
+struct LayerCache {
+  std::vector<float> xhat1, rstd1, x1;  // LN1: normalised rows, 1/std, output [T x d]
+  std::vector<float> qkv;               // [T x 3dm]: q | k | v of the chip's heads
+  std::vector<float> probs;             // [B x Hm x S x S] softmax rows
+  std::vector<float> att;               // [T x dm] heads concatenated
+  std::vector<float> xhat2, rstd2, x2;  // LN2
+  std::vector<float> u, a;              // [T x fm]: x2 w1 + b1 and gelu(u)
+};
+
+// One chip's step.
+struct Run {
+  const GptParams* p = nullptr;
+  GptParams* g = nullptr;
+  std::vector<int32_t> in, tgt;  // [T] tokens and next tokens
+  std::vector<float> h;          // [T x d] residual stream
+  std::vector<LayerCache> lc;
+  std::vector<float> xhatf, rstdf, xf, dlogits;
+  std::vector<float> loss_parts;  // [B]
+};
+
+struct Dims {
+  std::size_t B, S, T, d, dm, fm, Hm, dh, V, lanes;
+  float scale;  // rsqrt(dh)
+};
+
+Dims dims_of(const GptSpec& s) {
+  const std::size_t M = static_cast<std::size_t>(s.model);
+  return Dims{s.batch,
+              s.seq,
+              s.tokens(),
+              s.d_model,
+              s.d_model / M,
+              4 * s.d_model / M,
+              s.heads / M,
+              s.head_dim(),
+              s.vocab,
+              s.lanes,
+              xcend_rsqrt(static_cast<float>(s.head_dim()))};
+}
+
+const std::vector<float>& P(const Run& r, std::size_t l, GptLayerSlot s) {
+  return (*r.p)[gpt_index(l, s)].v;
+}
+std::vector<float>& G(Run& r, std::size_t l, GptLayerSlot s) { return (*r.g)[gpt_index(l, s)].v; }
+
+// The model all-reduce: the partial sums of the chips of one data rank, folded in model-rank
+// order, ((p0 + p1) + p2) + ..., the same bits on every chip.
+std::vector<float> model_fold(const std::vector<std::vector<float>>& parts) {
+  std::vector<float> s = parts[0];
+  for (std::size_t m = 1; m < parts.size(); ++m) add_into(s, parts[m]);
+  return s;
+}
+
+// x [rows x n] + bias[j] per row (f32_add).
+void add_bias(std::vector<float>& x, const std::vector<float>& b) {
+  const std::size_t n = b.size();
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = f32_add(x[i], b[i % n]);
+}
+
+// h = wte[token] + wpe[position].
+void embed(Run& r, const Dims& D) {
+  const std::vector<float>& wte = (*r.p)[0].v;
+  const std::vector<float>& wpe = (*r.p)[1].v;
+  r.h.assign(D.T * D.d, 0.0f);
+  for (std::size_t t = 0; t < D.T; ++t) {
+    const std::size_t tok = static_cast<std::size_t>(r.in[t]), pos = t % D.S;
+    for (std::size_t j = 0; j < D.d; ++j)
+      r.h[t * D.d + j] = f32_add(wte[tok * D.d + j], wpe[pos * D.d + j]);
+  }
+}
+
+// Causal softmax attention of the chip's heads: c.qkv -> c.att, c.probs.
+void attention(LayerCache& c, const Dims& D) {
+  const std::size_t S = D.S, dh = D.dh, w = 3 * D.dm;
+  const float ninf = -std::numeric_limits<float>::infinity();
+  c.att.assign(D.T * D.dm, 0.0f);
+  c.probs.assign(D.B * D.Hm * S * S, 0.0f);
+  std::vector<float> q(S * dh), kt(dh * S), v(S * dh), e(S);
+  for (std::size_t b = 0; b < D.B; ++b)
+    for (std::size_t j = 0; j < D.Hm; ++j) {
+      for (std::size_t i = 0; i < S; ++i)
+        for (std::size_t x = 0; x < dh; ++x) {
+          const std::size_t o = (b * S + i) * w + j * dh + x;
+          q[i * dh + x] = c.qkv[o];
+          kt[x * S + i] = c.qkv[o + D.dm];
+          v[i * dh + x] = c.qkv[o + 2 * D.dm];
+        }
+      std::vector<float> z = mm(q, kt, S, dh, S);
+      float* pr = &c.probs[(b * D.Hm + j) * S * S];
+      for (std::size_t i = 0; i < S; ++i) {
+        for (std::size_t k = 0; k < S; ++k)
+          z[i * S + k] = k <= i ? f32_mul(z[i * S + k], D.scale) : ninf;
+        const float mx = row_reduce(VpuOp::kRedMax, z, i * S, S, D.lanes);
+        for (std::size_t k = 0; k < S; ++k) e[k] = xcend_exp(f32_sub(z[i * S + k], mx));
+        const float rs = xcend_rcp(vector_reduce(VpuOp::kRedSum, e, D.lanes));
+        for (std::size_t k = 0; k < S; ++k) pr[i * S + k] = f32_mul(e[k], rs);
+      }
+      const std::vector<float> pv(pr, pr + S * S);
+      const std::vector<float> o = mm(pv, v, S, S, dh);
+      for (std::size_t i = 0; i < S; ++i)
+        for (std::size_t x = 0; x < dh; ++x) c.att[(b * S + i) * D.dm + j * dh + x] = o[i * dh + x];
+    }
+}
+
+// One layer's forward on the chips of one data rank (model ranks in order).
+void layer_forward(std::vector<Run>& g, std::size_t l, const Dims& D) {
+  std::vector<std::vector<float>> part(g.size());
+  for (std::size_t m = 0; m < g.size(); ++m) {
+    Run& r = g[m];
+    LayerCache& c = r.lc[l];
+    c.x1 = gpt_layernorm(r.h, D.T, D.d, P(r, l, kLn1G), P(r, l, kLn1B), D.lanes, c.xhat1, c.rstd1);
+    c.qkv = mm(c.x1, P(r, l, kWqkv), D.T, D.d, 3 * D.dm);
+    add_bias(c.qkv, P(r, l, kBqkv));
+    attention(c, D);
+    part[m] = mm(c.att, P(r, l, kWo), D.T, D.dm, D.d);
+  }
+  std::vector<float> y = model_fold(part);
+  for (Run& r : g) {
+    std::vector<float> yb = y;
+    add_bias(yb, P(r, l, kBo));
+    add_into(r.h, yb);
+  }
+  for (std::size_t m = 0; m < g.size(); ++m) {
+    Run& r = g[m];
+    LayerCache& c = r.lc[l];
+    c.x2 = gpt_layernorm(r.h, D.T, D.d, P(r, l, kLn2G), P(r, l, kLn2B), D.lanes, c.xhat2, c.rstd2);
+    c.u = mm(c.x2, P(r, l, kW1), D.T, D.d, D.fm);
+    add_bias(c.u, P(r, l, kB1));
+    c.a.resize(c.u.size());
+    for (std::size_t i = 0; i < c.u.size(); ++i) c.a[i] = xcend_gelu(c.u[i]);
+    part[m] = mm(c.a, P(r, l, kW2), D.T, D.fm, D.d);
+  }
+  y = model_fold(part);
+  for (Run& r : g) {
+    std::vector<float> yb = y;
+    add_bias(yb, P(r, l, kB2));
+    add_into(r.h, yb);
+  }
+}
+
+// Final LN, head, cross-entropy and its gradient (every model rank alike).
+void loss_head(Run& r, const Dims& D, std::size_t layers, float inv_n) {
+  const std::size_t f = gpt_index_lnf_g(layers), V = D.V;
+  r.xf = gpt_layernorm(r.h, D.T, D.d, (*r.p)[f].v, (*r.p)[f + 1].v, D.lanes, r.xhatf, r.rstdf);
+  const std::vector<float> logits = mm(r.xf, (*r.p)[f + 2].v, D.T, D.d, V);
+  std::vector<float> loss(D.T), e(V);
+  r.dlogits.assign(D.T * V, 0.0f);
+  for (std::size_t t = 0; t < D.T; ++t) {
+    const float mx = row_reduce(VpuOp::kRedMax, logits, t * V, V, D.lanes);
+    for (std::size_t k = 0; k < V; ++k) e[k] = xcend_exp(f32_sub(logits[t * V + k], mx));
+    const float s = vector_reduce(VpuOp::kRedSum, e, D.lanes);
+    const float lse = f32_add(mx, f32_mul(xcend_log2(s), kLn2));
+    const std::size_t y = static_cast<std::size_t>(r.tgt[t]);
+    loss[t] = f32_sub(lse, logits[t * V + y]);
+    const float rs = xcend_rcp(s);
+    for (std::size_t k = 0; k < V; ++k) {
+      const float p = f32_mul(e[k], rs);
+      r.dlogits[t * V + k] = f32_mul(f32_sub(p, k == y ? 1.0f : 0.0f), inv_n);
+    }
+  }
+  r.loss_parts.resize(D.B);
+  for (std::size_t b = 0; b < D.B; ++b)
+    r.loss_parts[b] = row_reduce(VpuOp::kRedSum, loss, b * D.S, D.S, D.lanes);
+}
+
+// Backward of the causal softmax attention: datt [T x dm] -> dqkv [T x 3dm].
+std::vector<float> attention_back(const LayerCache& c, const std::vector<float>& datt,
+                                  const Dims& D) {
+  const std::size_t S = D.S, dh = D.dh, w = 3 * D.dm;
+  std::vector<float> dqkv(D.T * w, 0.0f);
+  std::vector<float> q(S * dh), k(S * dh), v(S * dh), dout(S * dh), pd(S);
+  for (std::size_t b = 0; b < D.B; ++b)
+    for (std::size_t j = 0; j < D.Hm; ++j) {
+      for (std::size_t i = 0; i < S; ++i)
+        for (std::size_t x = 0; x < dh; ++x) {
+          const std::size_t o = (b * S + i) * w + j * dh + x;
+          q[i * dh + x] = c.qkv[o];
+          k[i * dh + x] = c.qkv[o + D.dm];
+          v[i * dh + x] = c.qkv[o + 2 * D.dm];
+          dout[i * dh + x] = datt[(b * S + i) * D.dm + j * dh + x];
+        }
+      const float* pr = &c.probs[(b * D.Hm + j) * S * S];
+      const std::vector<float> pm(pr, pr + S * S);
+      const std::vector<float> dp = mm(dout, transpose(v, S, dh), S, dh, S);
+      const std::vector<float> dv = mm(transpose(pm, S, S), dout, S, S, dh);
+      std::vector<float> ds(S * S);
+      for (std::size_t i = 0; i < S; ++i) {
+        for (std::size_t x = 0; x < S; ++x) pd[x] = f32_mul(pm[i * S + x], dp[i * S + x]);
+        const float dot = vector_reduce(VpuOp::kRedSum, pd, D.lanes);
+        for (std::size_t x = 0; x < S; ++x)
+          ds[i * S + x] = f32_mul(f32_mul(pm[i * S + x], f32_sub(dp[i * S + x], dot)), D.scale);
+      }
+      const std::vector<float> dq = mm(ds, k, S, S, dh);
+      const std::vector<float> dk = mm(transpose(ds, S, S), q, S, S, dh);
+      for (std::size_t i = 0; i < S; ++i)
+        for (std::size_t x = 0; x < dh; ++x) {
+          const std::size_t o = (b * S + i) * w + j * dh + x;
+          dqkv[o] = dq[i * dh + x];
+          dqkv[o + D.dm] = dk[i * dh + x];
+          dqkv[o + 2 * D.dm] = dv[i * dh + x];
+        }
+    }
+  return dqkv;
+}
+
+// dY [T x n] through y = x W + b with x [T x in] on every chip: dW = x^T dY, db = column sums,
+// returns the chip's partial dX = dY W^T.
+std::vector<float> linear_back(const std::vector<float>& x, const std::vector<float>& dy,
+                               const std::vector<float>& w, std::size_t T, std::size_t in,
+                               std::size_t n, std::vector<float>& dw, std::vector<float>* db) {
+  dw = mm(transpose(x, T, in), dy, in, T, n);
+  if (db) col_sum(*db, dy, T, n);
+  return mm(dy, transpose(w, in, n), T, n, in);
+}
+
+// One layer's backward on the chips of one data rank: each r.h holds dL/dh on entry and exit.
+void layer_backward(std::vector<Run>& g, std::size_t l, const Dims& D) {
+  std::vector<std::vector<float>> part(g.size());
+  for (std::size_t m = 0; m < g.size(); ++m) {  // MLP block
+    Run& r = g[m];
+    const LayerCache& c = r.lc[l];
+    col_sum(G(r, l, kB2), r.h, D.T, D.d);
+    std::vector<float> du =
+        linear_back(c.a, r.h, P(r, l, kW2), D.T, D.fm, D.d, G(r, l, kW2), nullptr);
+    for (std::size_t i = 0; i < du.size(); ++i) du[i] = f32_mul(du[i], gpt_gelu_grad(c.u[i]));
+    part[m] = linear_back(c.x2, du, P(r, l, kW1), D.T, D.d, D.fm, G(r, l, kW1), &G(r, l, kB1));
+  }
+  std::vector<float> dx = model_fold(part);
+  for (Run& r : g) {
+    const LayerCache& c = r.lc[l];
+    add_into(r.h, gpt_layernorm_back(dx, c.xhat2, c.rstd2, D.T, D.d, P(r, l, kLn2G), D.lanes,
+                                     G(r, l, kLn2G), G(r, l, kLn2B)));
+  }
+  for (std::size_t m = 0; m < g.size(); ++m) {  // attention block
+    Run& r = g[m];
+    const LayerCache& c = r.lc[l];
+    col_sum(G(r, l, kBo), r.h, D.T, D.d);
+    const std::vector<float> datt =
+        linear_back(c.att, r.h, P(r, l, kWo), D.T, D.dm, D.d, G(r, l, kWo), nullptr);
+    const std::vector<float> dqkv = attention_back(c, datt, D);
+    part[m] = linear_back(c.x1, dqkv, P(r, l, kWqkv), D.T, D.d, 3 * D.dm, G(r, l, kWqkv),
+                          &G(r, l, kBqkv));
+  }
+  dx = model_fold(part);
+  for (Run& r : g) {
+    const LayerCache& c = r.lc[l];
+    add_into(r.h, gpt_layernorm_back(dx, c.xhat1, c.rstd1, D.T, D.d, P(r, l, kLn1G), D.lanes,
+                                     G(r, l, kLn1G), G(r, l, kLn1B)));
+  }
+}
+
+// Head, final LN and embedding gradients; leaves dL/dh in r.h for the layers.
+void head_backward(Run& r, const Dims& D, std::size_t layers) {
+  const std::size_t f = gpt_index_lnf_g(layers);
+  GptParams& g = *r.g;
+  const std::vector<float> dxf =
+      linear_back(r.xf, r.dlogits, (*r.p)[f + 2].v, D.T, D.d, D.V, g[f + 2].v, nullptr);
+  r.h =
+      gpt_layernorm_back(dxf, r.xhatf, r.rstdf, D.T, D.d, (*r.p)[f].v, D.lanes, g[f].v, g[f + 1].v);
+}
+
+// Embedding gradients: rows of wte and wpe += dh rows in token order (a scatter-add).
+void embed_backward(Run& r, const Dims& D) {
+  std::vector<float>& dwte = (*r.g)[0].v;
+  std::vector<float>& dwpe = (*r.g)[1].v;
+  for (std::size_t t = 0; t < D.T; ++t) {
+    const std::size_t tok = static_cast<std::size_t>(r.in[t]), pos = t % D.S;
+    for (std::size_t j = 0; j < D.d; ++j) {
+      dwte[tok * D.d + j] = f32_add(dwte[tok * D.d + j], r.h[t * D.d + j]);
+      dwpe[pos * D.d + j] = f32_add(dwpe[pos * D.d + j], r.h[t * D.d + j]);
+    }
+  }
+}
+
+}  // namespace
+
+GptGolden::GptGolden(const GptSpec& spec, const GptParams& init) : spec_(spec) {
+  spec_.validate();
+  const GptParams shape = gpt_zero_params(spec_);
+  if (init.size() != shape.size())
+    throw std::invalid_argument("GptGolden: " + std::to_string(init.size()) +
+                                " parameters, the spec has " + std::to_string(shape.size()));
+  for (std::size_t k = 0; k < init.size(); ++k)
+    if (init[k].name != shape[k].name || init[k].v.size() != shape[k].v.size())
+      throw std::invalid_argument("GptGolden: parameter " + std::to_string(k) + " is " +
+                                  init[k].name + ", expected " + shape[k].name + " of " +
+                                  std::to_string(shape[k].v.size()) + " values");
+  for (int c = 0; c < spec_.chips(); ++c) {
+    Chip ch;
+    ch.p = gpt_shard(spec_, init, spec_.model_rank_of(c));
+    ch.m = ch.v = ch.g = gpt_zero_shard(spec_);
+    chip_.push_back(std::move(ch));
+  }
+}
+
+GptStepResult GptGolden::step(const std::vector<int32_t>& windows, const GptDataReduce& reduce) {
+  const Dims D = dims_of(spec_);
+  const std::size_t W = spec_.seq + 1, P = chip_.size();
+  if (windows.size() != spec_.global_batch() * W)
+    throw std::invalid_argument(
+        "GptGolden::step: " + std::to_string(windows.size()) +
+        " tokens, expected global batch x (seq + 1) = " + std::to_string(spec_.global_batch() * W));
+  for (int32_t tok : windows)
+    if (tok < 0 || static_cast<std::size_t>(tok) >= spec_.vocab)
+      throw std::invalid_argument("tokens: id " + std::to_string(tok) + " is outside [0, " +
+                                  std::to_string(spec_.vocab) + ")");
+  const float inv_n = xcend_rcp(static_cast<float>(spec_.global_batch() * spec_.seq));
+  std::vector<std::vector<Run>> groups(static_cast<std::size_t>(spec_.data),
+                                       std::vector<Run>(static_cast<std::size_t>(spec_.model)));
+  std::vector<Run*> of_chip(P);
+  for (std::size_t c = 0; c < P; ++c) {
+    const std::size_t d = static_cast<std::size_t>(spec_.data_rank_of(static_cast<int>(c)));
+    Run& r = groups[d][static_cast<std::size_t>(spec_.model_rank_of(static_cast<int>(c)))];
+    of_chip[c] = &r;
+    chip_[c].g = gpt_zero_shard(spec_);
+    r.p = &chip_[c].p;
+    r.g = &chip_[c].g;
+    r.lc.resize(spec_.layers);
+    for (std::size_t b = 0; b < D.B; ++b)
+      for (std::size_t s = 0; s < D.S; ++s) {
+        r.in.push_back(windows[(d * D.B + b) * W + s]);
+        r.tgt.push_back(windows[(d * D.B + b) * W + s + 1]);
+      }
+  }
+  for (std::vector<Run>& g : groups) {
+    for (Run& r : g) embed(r, D);
+    for (std::size_t l = 0; l < spec_.layers; ++l) layer_forward(g, l, D);
+    for (Run& r : g) loss_head(r, D, spec_.layers, inv_n);
+    for (Run& r : g) head_backward(r, D, spec_.layers);
+    for (std::size_t l = spec_.layers; l-- > 0;) layer_backward(g, l, D);
+    for (Run& r : g) embed_backward(r, D);
+  }
+  GptStepResult res;
+  for (std::size_t c = 0; c < P; ++c) res.loss_parts.push_back(of_chip[c]->loss_parts);
+  res.loss = gpt_loss(spec_, res.loss_parts);
+  // The data all-reduce of every gradient tensor, then AdamW on every chip.
+  const std::size_t n_t = chip_[0].g.size();
+  for (std::size_t m = 0; m < static_cast<std::size_t>(spec_.model); ++m)
+    for (std::size_t k = 0; k < n_t; ++k) {
+      std::vector<std::vector<float>> parts;
+      for (const std::vector<Run>& g : groups) parts.push_back(g[m].g->at(k).v);
+      const std::vector<float> sum = reduce ? reduce(parts) : model_fold(parts);
+      for (std::vector<Run>& g : groups) g[m].g->at(k).v = sum;
+    }
+  ++t_;
+  const AdamConsts ak = gpt_adam_consts(spec_, t_);
+  for (Chip& ch : chip_)
+    for (std::size_t k = 0; k < n_t; ++k) {
+      GptTensor& w = ch.p[k];
+      for (std::size_t i = 0; i < w.v.size(); ++i)
+        gpt_adam_element(ak, w.matrix(), ch.g[k].v[i], w.v[i], ch.m[k].v[i], ch.v[k].v[i]);
+    }
+  return res;
+}
+
+}  // namespace tpu
