@@ -58,10 +58,12 @@ Dims dims_of(const GptSpec& s) {
               xcend_rsqrt(static_cast<float>(s.head_dim()))};
 }
 
-const std::vector<float>& P(const Run& r, std::size_t l, GptLayerSlot s) {
+const std::vector<float>& par(const Run& r, std::size_t l, GptLayerSlot s) {
   return (*r.p)[gpt_index(l, s)].v;
 }
-std::vector<float>& G(Run& r, std::size_t l, GptLayerSlot s) { return (*r.g)[gpt_index(l, s)].v; }
+std::vector<float>& grad(Run& r, std::size_t l, GptLayerSlot s) {
+  return (*r.g)[gpt_index(l, s)].v;
+}
 
 // The model all-reduce: the partial sums of the chips of one data rank, folded in model-rank
 // order, ((p0 + p1) + p2) + ..., the same bits on every chip.
@@ -128,32 +130,34 @@ void layer_forward(std::vector<Run>& g, std::size_t l, const Dims& D) {
   for (std::size_t m = 0; m < g.size(); ++m) {
     Run& r = g[m];
     LayerCache& c = r.lc[l];
-    c.x1 = gpt_layernorm(r.h, D.T, D.d, P(r, l, kLn1G), P(r, l, kLn1B), D.lanes, c.xhat1, c.rstd1);
-    c.qkv = mm(c.x1, P(r, l, kWqkv), D.T, D.d, 3 * D.dm);
-    add_bias(c.qkv, P(r, l, kBqkv));
+    c.x1 =
+        gpt_layernorm(r.h, D.T, D.d, par(r, l, kLn1G), par(r, l, kLn1B), D.lanes, c.xhat1, c.rstd1);
+    c.qkv = mm(c.x1, par(r, l, kWqkv), D.T, D.d, 3 * D.dm);
+    add_bias(c.qkv, par(r, l, kBqkv));
     attention(c, D);
-    part[m] = mm(c.att, P(r, l, kWo), D.T, D.dm, D.d);
+    part[m] = mm(c.att, par(r, l, kWo), D.T, D.dm, D.d);
   }
   std::vector<float> y = model_fold(part);
   for (Run& r : g) {
     std::vector<float> yb = y;
-    add_bias(yb, P(r, l, kBo));
+    add_bias(yb, par(r, l, kBo));
     add_into(r.h, yb);
   }
   for (std::size_t m = 0; m < g.size(); ++m) {
     Run& r = g[m];
     LayerCache& c = r.lc[l];
-    c.x2 = gpt_layernorm(r.h, D.T, D.d, P(r, l, kLn2G), P(r, l, kLn2B), D.lanes, c.xhat2, c.rstd2);
-    c.u = mm(c.x2, P(r, l, kW1), D.T, D.d, D.fm);
-    add_bias(c.u, P(r, l, kB1));
+    c.x2 =
+        gpt_layernorm(r.h, D.T, D.d, par(r, l, kLn2G), par(r, l, kLn2B), D.lanes, c.xhat2, c.rstd2);
+    c.u = mm(c.x2, par(r, l, kW1), D.T, D.d, D.fm);
+    add_bias(c.u, par(r, l, kB1));
     c.a.resize(c.u.size());
     for (std::size_t i = 0; i < c.u.size(); ++i) c.a[i] = xcend_gelu(c.u[i]);
-    part[m] = mm(c.a, P(r, l, kW2), D.T, D.fm, D.d);
+    part[m] = mm(c.a, par(r, l, kW2), D.T, D.fm, D.d);
   }
   y = model_fold(part);
   for (Run& r : g) {
     std::vector<float> yb = y;
-    add_bias(yb, P(r, l, kB2));
+    add_bias(yb, par(r, l, kB2));
     add_into(r.h, yb);
   }
 }
@@ -239,33 +243,34 @@ void layer_backward(std::vector<Run>& g, std::size_t l, const Dims& D) {
   for (std::size_t m = 0; m < g.size(); ++m) {  // MLP block
     Run& r = g[m];
     const LayerCache& c = r.lc[l];
-    col_sum(G(r, l, kB2), r.h, D.T, D.d);
+    col_sum(grad(r, l, kB2), r.h, D.T, D.d);
     std::vector<float> du =
-        linear_back(c.a, r.h, P(r, l, kW2), D.T, D.fm, D.d, G(r, l, kW2), nullptr);
+        linear_back(c.a, r.h, par(r, l, kW2), D.T, D.fm, D.d, grad(r, l, kW2), nullptr);
     for (std::size_t i = 0; i < du.size(); ++i) du[i] = f32_mul(du[i], gpt_gelu_grad(c.u[i]));
-    part[m] = linear_back(c.x2, du, P(r, l, kW1), D.T, D.d, D.fm, G(r, l, kW1), &G(r, l, kB1));
+    part[m] =
+        linear_back(c.x2, du, par(r, l, kW1), D.T, D.d, D.fm, grad(r, l, kW1), &grad(r, l, kB1));
   }
   std::vector<float> dx = model_fold(part);
   for (Run& r : g) {
     const LayerCache& c = r.lc[l];
-    add_into(r.h, gpt_layernorm_back(dx, c.xhat2, c.rstd2, D.T, D.d, P(r, l, kLn2G), D.lanes,
-                                     G(r, l, kLn2G), G(r, l, kLn2B)));
+    add_into(r.h, gpt_layernorm_back(dx, c.xhat2, c.rstd2, D.T, D.d, par(r, l, kLn2G), D.lanes,
+                                     grad(r, l, kLn2G), grad(r, l, kLn2B)));
   }
   for (std::size_t m = 0; m < g.size(); ++m) {  // attention block
     Run& r = g[m];
     const LayerCache& c = r.lc[l];
-    col_sum(G(r, l, kBo), r.h, D.T, D.d);
+    col_sum(grad(r, l, kBo), r.h, D.T, D.d);
     const std::vector<float> datt =
-        linear_back(c.att, r.h, P(r, l, kWo), D.T, D.dm, D.d, G(r, l, kWo), nullptr);
+        linear_back(c.att, r.h, par(r, l, kWo), D.T, D.dm, D.d, grad(r, l, kWo), nullptr);
     const std::vector<float> dqkv = attention_back(c, datt, D);
-    part[m] = linear_back(c.x1, dqkv, P(r, l, kWqkv), D.T, D.d, 3 * D.dm, G(r, l, kWqkv),
-                          &G(r, l, kBqkv));
+    part[m] = linear_back(c.x1, dqkv, par(r, l, kWqkv), D.T, D.d, 3 * D.dm, grad(r, l, kWqkv),
+                          &grad(r, l, kBqkv));
   }
   dx = model_fold(part);
   for (Run& r : g) {
     const LayerCache& c = r.lc[l];
-    add_into(r.h, gpt_layernorm_back(dx, c.xhat1, c.rstd1, D.T, D.d, P(r, l, kLn1G), D.lanes,
-                                     G(r, l, kLn1G), G(r, l, kLn1B)));
+    add_into(r.h, gpt_layernorm_back(dx, c.xhat1, c.rstd1, D.T, D.d, par(r, l, kLn1G), D.lanes,
+                                     grad(r, l, kLn1G), grad(r, l, kLn1B)));
   }
 }
 
