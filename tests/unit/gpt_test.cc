@@ -5,8 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "expect_invalid.h"
@@ -39,6 +43,20 @@ std::vector<uint8_t> text() {
   std::string all;
   for (int i = 0; i < 8; ++i) all += t;
   return std::vector<uint8_t>(all.begin(), all.end());
+}
+
+// The issue's default data: the project's docs/*.md, concatenated in name order.
+std::vector<uint8_t> project_docs() {
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(TPU_SOURCE_DIR "/docs"))
+    if (e.path().extension() == ".md") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  std::vector<uint8_t> all;
+  for (const auto& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    all.insert(all.end(), std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  return all;
 }
 
 double max_abs(const std::vector<double>& v) {
@@ -252,6 +270,27 @@ TEST(Gpt, DataParallelSameLossBits) {
     EXPECT_NEAR(a.grads(0)[gpt_index(0, kBo)].v[i], b.grads(0)[gpt_index(0, kBo)].v[i], 1e-6);
 }
 
+// Where the orders are the same the bits are: a data = 2 step's gradient is the fold g0 + g1 of
+// two one-chip steps on each rank's windows (whose mean is over half the tokens: their
+// gradients are twice as large, exactly, so halved), and its loss partials are theirs.
+TEST(Gpt, DataParallelIsTheFoldOfOneChipSteps) {
+  const GptSpec s1 = tiny(1, 1, 2), s2 = tiny(2, 1, 2);
+  const GptParams p = gpt_init(s1, 8);
+  const std::vector<int32_t> w = gpt_windows(s2, text(), 3, 0);
+  const std::ptrdiff_t half = static_cast<std::ptrdiff_t>(w.size() / 2);
+  GptGolden r0(s1, p), r1(s1, p), b(s2, p);
+  const GptStepResult a0 = r0.step({w.begin(), w.begin() + half});
+  const GptStepResult a1 = r1.step({w.begin() + half, w.end()});
+  const GptStepResult rb = b.step(w);
+  EXPECT_EQ(a0.loss_parts[0], rb.loss_parts[0]);
+  EXPECT_EQ(a1.loss_parts[0], rb.loss_parts[1]);
+  for (std::size_t k = 0; k < p.size(); ++k)
+    for (std::size_t i = 0; i < p[k].v.size(); ++i)
+      ASSERT_EQ(f32_bits(b.grads(1)[k].v[i]), f32_bits(f32_add(f32_mul(r0.grads(0)[k].v[i], 0.5f),
+                                                               f32_mul(r1.grads(0)[k].v[i], 0.5f))))
+          << p[k].name << " " << i;
+}
+
 TEST(Gpt, AdamElementMatchesF64) {
   GptSpec s = tiny();
   s.lr = 3e-3f;
@@ -315,6 +354,27 @@ TEST(Gpt, LossFallsOnAFixedText) {
   std::printf("loss:");
   for (double l : loss) std::printf(" %.3f", l);
   std::printf("\n(%.2f s)\n", secs);
+  EXPECT_NEAR(loss[0], std::log(256.0), 0.15);
+  EXPECT_LE(loss.back(), 0.7 * loss[0]);
+}
+
+// scripts/run.sh's model (2 layers, d 32, 2 heads, S 32, global batch 8, data = 2 x model = 2)
+// on the project's docs, 20 steps: the loss falls by >= 30% from about ln 256. It measured 5.544
+// -> 3.686 (33.5%): the docs' byte statistics leave little margin at 20 steps (lr 5e-3 .. 3e-2
+// and a 5-step warmup all end at 3.65 .. 3.69), so the issue's 30% is tight on this text.
+TEST(Gpt, LossFallsOnTheProjectDocs) {
+  GptSpec s = tiny(2, 2, 4);
+  s.seq = 32;
+  s.lr = 1e-2f;
+  const std::vector<uint8_t> docs = project_docs();
+  ASSERT_GT(docs.size(), 10000u);
+  GptGolden g(s, gpt_init(s, 1));
+  std::vector<double> loss;
+  for (uint64_t step = 0; step < 20; ++step)
+    loss.push_back(g.step(gpt_windows(s, docs, 1, step)).loss);
+  std::printf("loss on docs/*.md:");
+  for (double l : loss) std::printf(" %.3f", l);
+  std::printf("\n");
   EXPECT_NEAR(loss[0], std::log(256.0), 0.15);
   EXPECT_LE(loss.back(), 0.7 * loss[0]);
 }
