@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 
 #include "expect_invalid.h"
@@ -153,6 +155,63 @@ TEST(Gpt, WindowsAreSlicesOfTheText) {
   const std::vector<uint8_t> one(t.begin(), t.begin() + 9);
   for (int32_t x : gpt_windows(s, one, 3, 4)) EXPECT_LT(x, 256);
   EXPECT_EQ(gpt_windows(s, one, 3, 4)[9], one[0]);
+}
+
+// The lines scripts/gpt_data.py prints for `args` (python3, the project's dependency).
+std::vector<std::string> python_lines(const std::string& args) {
+  const std::string cmd =
+      std::string(TPU_PYTHON) + " '" TPU_SOURCE_DIR "/scripts/gpt_data.py' " + args;
+  std::vector<std::string> lines;
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) return lines;
+  std::string cur;
+  for (int ch; (ch = std::fgetc(f)) != EOF;) {
+    if (ch == '\n') {
+      lines.push_back(cur);
+      cur.clear();
+    } else {
+      cur.push_back(static_cast<char>(ch));
+    }
+  }
+  EXPECT_EQ(pclose(f), 0) << cmd;
+  return lines;
+}
+
+// The plain-Python init and windows (for replays outside C++) give the golden's bits.
+TEST(Gpt, PythonReproducesInitAndWindows) {
+  GptSpec s = tiny(2, 1, 3);
+  s.n_ctx = 12;
+  const GptParams p = gpt_init(s, 7);
+  const std::vector<std::string> init =
+      python_lines("init --seed 7 --layers 2 --d-model 32 --n-ctx 12 --count 64");
+  ASSERT_EQ(init.size(), p.size());
+  for (std::size_t k = 0; k < p.size(); ++k) {
+    std::istringstream in(init[k]);
+    std::string name;
+    in >> name;
+    EXPECT_EQ(name, p[k].name);
+    for (std::size_t i = 0; i < 64 && i < p[k].v.size(); ++i) {
+      std::string hex;
+      in >> hex;
+      EXPECT_EQ(std::stoul(hex, nullptr, 16), f32_bits(p[k].v[i])) << name << " " << i;
+    }
+  }
+  const std::string path = ::testing::TempDir() + "gpt_text.bin";
+  const std::vector<uint8_t> t = text();
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(t.data()), static_cast<std::streamsize>(t.size()));
+  const std::vector<int32_t> w = gpt_windows(s, t, 5, 3);
+  const std::vector<std::string> win =
+      python_lines("windows --seed 5 --seq 8 --global-batch 6 --step 3 '" + path + "'");
+  ASSERT_EQ(win.size(), 6u);
+  for (std::size_t b = 0; b < 6; ++b) {
+    std::istringstream in(win[b]);
+    for (std::size_t i = 0; i < 9; ++i) {
+      int x = -1;
+      in >> x;
+      EXPECT_EQ(x, w[b * 9 + i]) << b << " " << i;
+    }
+  }
 }
 
 TEST(Gpt, ShardsSplitHeadsAndRoundTrip) {
