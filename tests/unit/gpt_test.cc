@@ -446,8 +446,10 @@ TEST(Gpt, LossFallsOnAFixedText) {
 // scripts/run.sh's model (2 layers, d 32, 2 heads, S 32, global batch 8, data = 2 x model = 2)
 // on the project's docs, 20 steps: the loss falls by >= 30% from about ln 256. It measured 5.544
 // -> 3.686 (33.5%): the docs' byte statistics leave little margin at 20 steps (lr 5e-3 .. 3e-2
-// and a 5-step warmup all end at 3.65 .. 3.69), so the 30% is tight on this text.
-TEST(Gpt, LossFallsOnTheProjectDocs) {
+// and a 5-step warmup all end at 3.65 .. 3.69), so the 30% is tight on this text. The
+// docs change with every session, so this runs as a soak (label soak); the default run's
+// LossFallsOnAFixedText above holds the same claim on a text that does not move.
+TEST(GptSoak, LossFallsOnTheProjectDocs) {
   GptSpec s = tiny(2, 2, 4);
   s.seq = 32;
   s.lr = 1e-2f;
