@@ -1,6 +1,7 @@
 #include "tpu/matmul.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "tpu/vector.h"
@@ -15,11 +16,21 @@ std::vector<float> golden_matmul(const std::vector<bf16_t>& a, const std::vector
   }
   std::vector<float> c(m * n, 0.0f);
   if (acc_init) c = *acc_init;
+  // mac() in a form that runs fast: the operands widened once (bf16 -> f32 is exact), W read by
+  // columns, and NaN canonicalised once at the end: fmaf gives a NaN whenever an operand is one,
+  // so a NaN met midway stays a NaN to the end and only its payload differs, which the final
+  // canonicalize() erases. Same bits as acc = mac(a, w, acc) step by step.
+  std::vector<float> af(m * k), wt(k * n);
+  for (std::size_t i = 0; i < m * k; ++i) af[i] = bf16_to_f32(a[i]);
+  for (std::size_t kk = 0; kk < k; ++kk)
+    for (std::size_t j = 0; j < n; ++j) wt[j * k + kk] = bf16_to_f32(w[kk * n + j]);
   for (std::size_t i = 0; i < m; ++i) {
+    const float* ar = af.data() + i * k;
     for (std::size_t j = 0; j < n; ++j) {
+      const float* wc = wt.data() + j * k;
       float acc = c[i * n + j];
-      for (std::size_t kk = 0; kk < k; ++kk) acc = mac(a[i * k + kk], w[kk * n + j], acc);
-      c[i * n + j] = acc;
+      for (std::size_t kk = 0; kk < k; ++kk) acc = std::fmaf(ar[kk], wc[kk], acc);
+      c[i * n + j] = k > 0 ? canonicalize(acc) : acc;  // K = 0: acc_init as given
     }
   }
   return c;
