@@ -45,13 +45,18 @@ package tpu_mac_pkg;
   localparam int unsigned WinW = 27;  // aligned window: 24-bit significand, 2 guard, 1 sticky
   localparam int unsigned SumW = 28;  // window plus the carry of an effective addition
 
-  // Leading zeros of a SumW-bit vector (SumW when it is all zero): a priority encoder.
+  // Leading zeros of a SumW-bit vector (SumW when it is all zero): a priority tree of five
+  // test-and-shift steps on 32 bits, with a sentinel one below v that caps the count at SumW.
   function automatic logic [4:0] lzc(logic [SumW-1:0] v);
-    logic [4:0] n;
-    n = 5'(SumW);
-    for (int unsigned i = 0; i < SumW; i++) begin
-      if (v[i]) n = 5'(SumW - 1 - i);
-    end
+    logic [31:0] x;
+    logic [4:0]  n;
+    x = {v, 4'b1000};
+    n = '0;
+    if (x[31:16] == '0) begin n = n + 5'd16; x = x << 16; end
+    if (x[31:24] == '0) begin n = n + 5'd8;  x = x << 8;  end
+    if (x[31:28] == '0) begin n = n + 5'd4;  x = x << 4;  end
+    if (x[31:30] == '0) begin n = n + 5'd2;  x = x << 2;  end
+    if (!x[31])               n = n + 5'd1;
     return n;
   endfunction
 
@@ -62,6 +67,10 @@ package tpu_mac_pkg;
 
   function automatic tpu_pkg::f32_t mac(tpu_pkg::bf16_t a, tpu_pkg::bf16_t w,
                                           tpu_pkg::f32_t acc);
+    // One C++ function in the verilated model, not inlined into every caller: its locals stay
+    // locals there (registers), where inlined they become model members (the MXU's cell loop is
+    // evaluated from two scheduling regions, so Verilator cannot localize them).
+    /*verilator no_inline_task*/
     tpu_pkg::f32_t res;
     logic       a_s, w_s, p_s, c_s;
     logic [7:0] a_e, w_e, c_e;
