@@ -206,6 +206,18 @@ module tpu_mxu #(
     else if (en && live) live_q <= live_q + 1'b1;
   end
 
+  // What enters the array at its edges: row i's activation (askew_q[i][i]) and column j's
+  // running sum (tskew_q[j][j]), picked once per row and column at constant positions, not by
+  // each cell of the loop below (a variable part-select of a packed line).
+  act_t          a_edge [Rows];
+  tpu_pkg::f32_t p_edge [Cols];
+  for (genvar i = 0; i < Rows; i++) begin : gen_a_edge
+    assign a_edge[i] = askew_q[i][i];
+  end
+  for (genvar j = 0; j < Cols; j++) begin : gen_p_edge
+    assign p_edge[j] = tskew_q[j][j];
+  end
+
   // The cells read registers only, so a simulator evaluates them once per clock edge, not again
   // whenever an input of the array changes (keep input-dependent logic out of this block).
   always_comb begin
@@ -216,9 +228,9 @@ module tpu_mxu #(
     if (live) begin
       for (int unsigned i = 0; i < Rows; i++) begin
         for (int unsigned j = 0; j < Cols; j++) begin
-          if (j == 0) a_in = askew_q[i][i];
+          if (j == 0) a_in = a_edge[i];
           else        a_in = '{sel: sel_q[i][j-1], a: a_q[i][j-1]};
-          if (i == 0) p_in = tskew_q[j][j];
+          if (i == 0) p_in = p_edge[j];
           else        p_in = psum_q[i-1][j];
           a_d[i][j]    = a_in.a;
           sel_d[i][j]  = a_in.sel;
