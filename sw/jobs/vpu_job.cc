@@ -78,7 +78,7 @@ std::string vpu_command_op_names() {
 }
 
 VpuJob::VpuJob(const std::string& config_path, const VpuJobOptions& o)
-    : cfg_(load_chip_config(config_path)), config_path_(config_path), o_(o) {
+    : cfg_(load_chip_config(config_path)), o_(o) {
   if (o.variant) cfg_.variant = *o.variant;
   op_ = resolve_op(o.op);
   if (!o.z_file.empty())
@@ -120,7 +120,12 @@ VpuJob::VpuJob(const std::string& config_path, const VpuJobOptions& o)
 }
 
 std::vector<float> VpuJob::read_operand(const std::string& flag, const std::string& path) {
-  const NpyArray a = read_npy(path);
+  NpyArray a;
+  try {
+    a = read_npy(path);
+  } catch (const NpyError& e) {
+    throw std::invalid_argument(flag + " " + e.what());  // what() starts with the path
+  }
   if (a.dtype != "<f4")
     throw std::invalid_argument(flag + " " + path + ": dtype " + a.dtype +
                                 " (rule: float32, '<f4')");
