@@ -61,7 +61,6 @@ class VpuJob {
   std::vector<float> read_operand(const std::string& flag, const std::string& path);
 
   ChipConfig cfg_;
-  std::string config_path_;
   VpuJobOptions o_;
   VpuCommandOp op_;
   std::vector<std::size_t> shape_;  // the operands' (and the result's) shape
