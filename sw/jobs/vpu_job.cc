@@ -45,10 +45,12 @@ VpuCommandOp resolve_op(const std::string& name) {
     if (vpu_op_is_reduction(op))
       throw std::invalid_argument("--op " + name +
                                   ": a reduction, which the chip's VPU command does not take "
-                                  "(the vector unit's alone, docs/vpu.md)" + ops);
+                                  "(the vector unit's alone, docs/vpu.md)" +
+                                  ops);
     throw std::invalid_argument("--op " + name +
                                 ": needs a z operand, which the chip's VPU command feeds as -0 "
-                                "(docs/isa.md)" + ops);
+                                "(docs/isa.md)" +
+                                ops);
   }
   throw std::invalid_argument("--op " + name + ": unknown op" + ops);
 }
@@ -92,9 +94,9 @@ VpuJob::VpuJob(const std::string& config_path, const VpuJobOptions& o)
   try {
     cs = chip_shape(cfg_.variant);
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument((o.variant ? "--variant " + *o.variant
-                                           : config_path + ": key 'chip.variant'") +
-                                ": " + e.what());
+    throw std::invalid_argument(
+        (o.variant ? "--variant " + *o.variant : config_path + ": key 'chip.variant'") + ": " +
+        e.what());
   }
   x_ = read_operand("--x", o.x_file);
   const std::vector<std::size_t> x_shape = shape_;
@@ -113,8 +115,8 @@ VpuJob::VpuJob(const std::string& config_path, const VpuJobOptions& o)
   const uint64_t bytes = (op_.reads_y ? 3 : 2) * rows * cols_ * 4;
   const uint64_t room = std::min<uint64_t>(cs.hbm_bytes, uint64_t{1} << 32);  // 32-bit DMA
   if (bytes > room)
-    throw std::invalid_argument("--x " + o.x_file + ": " + std::to_string(n_) +
-                                " elements need " + std::to_string(bytes) +
+    throw std::invalid_argument("--x " + o.x_file + ": " + std::to_string(n_) + " elements need " +
+                                std::to_string(bytes) +
                                 " bytes of HBM (operands and result), more than chip " +
                                 cfg_.variant + "'s " + std::to_string(room));
 }
@@ -196,14 +198,13 @@ void VpuJob::run(const std::function<void(uint64_t, uint64_t, const char*)>& pro
 }
 
 Report VpuJob::take_report() {
-  Report rep("vpu " + op_.name + " over " + std::to_string(n_) + " elements " +
-             shape_text(shape_) + " on chip " + cfg_.variant);
+  Report rep("vpu " + op_.name + " over " + std::to_string(n_) + " elements " + shape_text(shape_) +
+             " on chip " + cfg_.variant);
   rep.field("tool", "tpusim").field("command", "vpu").field("config", cfg_.source);
   rep.field("variant", cfg_.variant).field("op", op_.name);
   rep.field("operands", op_.reads_y ? "x, y" : "x");
   rep.metric("elements", n_, "", "elements of the array");
-  rep.metric("cycles", prog_.cycles, "cycles", "the on-chip program (DMA in, VPU, DMA out)",
-             true);
+  rep.metric("cycles", prog_.cycles, "cycles", "the on-chip program (DMA in, VPU, DMA out)", true);
   rep.metric("commands", commands_, "", "commands of the program");
   rep.metric("vpu_busy_cycles", prog_.delta[kStatVpuBusy], "cycles", "the VPU busy", true);
   rep.metric("hbm_read_bytes", prog_.delta[kStatDmaRdBytes], "bytes", "read by the DMA");
@@ -228,8 +229,7 @@ void VpuJob::write_outputs() const {
   // Lanes as they come out; a bf16 result (bits [15:0]) widened exactly to the f32 it is.
   const bool bf16_out = op_.op == VpuOp::kCvtF32Bf16;
   std::vector<float> v(n_);
-  for (std::size_t i = 0; i < n_; ++i)
-    v[i] = f32_from_bits(bf16_out ? got_[i] << 16 : got_[i]);
+  for (std::size_t i = 0; i < n_; ++i) v[i] = f32_from_bits(bf16_out ? got_[i] << 16 : got_[i]);
   write_npy_f32(o_.out, v, shape_);
 }
 

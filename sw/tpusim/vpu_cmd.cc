@@ -75,8 +75,9 @@ std::function<int()> vpu_command(CLI::App& tool) {
   cmd->add_flag("--check", a->check,
                 "check the line, the config, the operands and the plan, then stop\n"
                 "before the first simulated cycle: exit 0, no files written");
-  cmd->footer("exit codes: 0 pass, 1 golden mismatch, 2 bad input or output, 3 hang or chip "
-              "error (docs/vpu.md \"Running one op: tpusim vpu\")");
+  cmd->footer(
+      "exit codes: 0 pass, 1 golden mismatch, 2 bad input or output, 3 hang or chip "
+      "error (docs/vpu.md \"Running one op: tpusim vpu\")");
   return [a] { return run_vpu(*a); };
 }
 

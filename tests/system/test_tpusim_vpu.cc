@@ -48,7 +48,8 @@ const std::vector<uint32_t> kSpecials = {
 // n values: the specials in two orders, so that x and y pair them differently.
 std::vector<float> values(std::size_t n, std::size_t step, std::size_t offset) {
   std::vector<float> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = from(kSpecials[(i * step + offset) % kSpecials.size()]);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = from(kSpecials[(i * step + offset) % kSpecials.size()]);
   return v;
 }
 
@@ -113,9 +114,9 @@ void run_op(const std::string& op, const std::string& config, const std::vector<
   write_npy_f32(px, x, shape);
   write_npy_f32(py, y, shape);
   std::remove(pz.c_str());
-  const CliRun r = tpusim("vpu --op " + op + " " + config + " --x " + px +
-                          (c.reads_y ? " --y " + py : "") + " --out " + pz + " --json " + json +
-                          " --quiet");
+  const CliRun r =
+      tpusim("vpu --op " + op + " " + config + " --x " + px + (c.reads_y ? " --y " + py : "") +
+             " --out " + pz + " --json " + json + " --quiet");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("golden check: PASS (0 of " + std::to_string(n) + " outputs differ)"),
             std::string::npos)
@@ -134,9 +135,9 @@ void run_op(const std::string& op, const std::string& config, const std::vector<
     }
   }
   const std::string rep = slurp(json);
-  for (const std::string& key : {"\"op\": \"" + op + "\"", "\"elements\": " + std::to_string(n),
-                                std::string("\"cycles\""), std::string("\"verdict\": \"pass\""),
-                                std::string("\"mismatches\": 0")})
+  for (const std::string& key :
+       {"\"op\": \"" + op + "\"", "\"elements\": " + std::to_string(n), std::string("\"cycles\""),
+        std::string("\"verdict\": \"pass\""), std::string("\"mismatches\": 0")})
     EXPECT_NE(rep.find(key), std::string::npos) << key << " not in " << rep;
 }
 
@@ -160,9 +161,9 @@ TEST(TpusimVpu, HandCheckedValues) {
   EXPECT_EQ(bits(z[0]), 0x40400000u);  // 3
   EXPECT_EQ(bits(z[1]), 0x3E99999Au);  // 0.1f + 0.2f = 0.3000000119...
   EXPECT_EQ(bits(z[2]), 0xC0200000u);  // -2.5
-  ASSERT_EQ(tpusim("vpu --quiet --op cvt_f32_bf16 --x " + tmp("hx.npy") + " --out " + tmp("hz.npy"))
-                .code,
-            0);
+  ASSERT_EQ(
+      tpusim("vpu --quiet --op cvt_f32_bf16 --x " + tmp("hx.npy") + " --out " + tmp("hz.npy")).code,
+      0);
   z = read_npy(tmp("hz.npy")).as_f32();
   EXPECT_EQ(bits(z[1]), 0x3DCD0000u);  // 0.1f = 0x3DCCCCCD rounds up to bf16 0x3DCD
 }
@@ -197,8 +198,8 @@ TEST(TpusimVpu, TheOpsAreExactlyThoseTestedHere) {
 TEST(TpusimVpu, CheckStopsBeforeTheFirstCycle) {
   write_npy_f32(tmp("cx.npy"), values(40, 1, 0), {40});
   std::remove(tmp("cz.npy").c_str());
-  const CliRun r = tpusim("vpu --op relu --x " + tmp("cx.npy") + " --out " + tmp("cz.npy") +
-                          " --check");
+  const CliRun r =
+      tpusim("vpu --op relu --x " + tmp("cx.npy") + " --out " + tmp("cz.npy") + " --check");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("check passed"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(tmp("cz.npy")));
@@ -240,7 +241,8 @@ TEST(TpusimVpu, ErrorsAreOneLineExitTwoAndWriteNothing) {
     EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
     EXPECT_EQ(r.out.rfind("tpusim: error: ", 0), 0u) << args << "\n" << r.out;
     EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << args << "\n" << r.out;
-    for (const std::string& w : words) EXPECT_NE(r.out.find(w), std::string::npos) << w << " in " << r.out;
+    for (const std::string& w : words)
+      EXPECT_NE(r.out.find(w), std::string::npos) << w << " in " << r.out;
     EXPECT_FALSE(std::filesystem::exists(out)) << args;
   }
 }
