@@ -5,6 +5,7 @@
 //   tpusim shard [options]                                (sw/tpusim/shard_cmd.h)
 //   tpusim train [options]                                (sw/tpusim/train_cmd.h)
 //   tpusim traffic [options]                              (sw/tpusim/traffic.h)
+//   tpusim vpu --op NAME --x X.npy [--y Y.npy] [options]   (sw/tpusim/vpu_cmd.h)
 //   tpusim matmul [--config FILE] [--variant RxC] [--m M --k K --n N --seed S | --a A.npy --w W.npy]
 //                 [--dist narrow|wide] [--out C.npy] [--json REPORT.json] [--waves FILE.fst]
 //
@@ -50,6 +51,7 @@
 #include "report.h"
 #include "trace.h"
 #include "traffic.h"
+#include "vpu_cmd.h"
 
 namespace {
 
@@ -237,7 +239,7 @@ std::map<std::string, std::function<int()>> tpusim_commands(CLI::App& tool) {
           {"allreduce", allreduce_command(tool)},   {"collective", collective_command(tool)},
           {"pod", pod_command(tool)},               {"shard", shard_command(tool)},
           {"train", train_command(tool)},           {"hang", hang_command(tool)},
-          {"example-inputs", example_inputs_command(tool)}};
+          {"vpu", vpu_command(tool)},               {"example-inputs", example_inputs_command(tool)}};
 }
 
 }  // namespace tpu

@@ -467,6 +467,10 @@ std::map<std::string, CommandOptions> tpusim_options() {
       if (!opt->get_default_str().empty()) o.good[n] = opt->get_default_str();
     }
     if (o.good.count("--kind") == 0) o.good["--kind"] = "all_reduce";  // required, no default
+    if (c.first == "vpu") {  // vpu's required --op and --x: an op and an input file
+      o.good["--op"] = "relu";
+      o.good["--x"] = "in.npy";
+    }
   }
   return out;
 }
@@ -530,7 +534,8 @@ std::string parsed_line_breaks_a_rule(const CLI::App& tool) {
     const std::string n = o->get_name();
     for (const std::string& v : o->results()) {
       if (v.empty() || v.rfind("--", 0) == 0) return n + " took the value '" + v + "'";
-      const bool in = n == "--config" || n == "--a" || n == "--w" || n == "--bias";
+      const bool in = n == "--config" || n == "--a" || n == "--w" || n == "--bias" || n == "--x" ||
+                      n == "--y" || n == "--z";
       const bool out = n == "--out" || n == "--json" || n == "--trace" || n == "--waves" ||
                        n == "--save";
       if (in) inputs.push_back(v);
@@ -614,7 +619,7 @@ void fuzz_command_lines(int per_command, uint64_t seed) {
 }
 
 TEST(CommandLineFuzz, EveryTpusimCommandParsesOrIsOneErrorLine) {
-  EXPECT_EQ(tpusim_options().size(), 9u);  // matmul traffic allreduce ... example-inputs
+  EXPECT_EQ(tpusim_options().size(), 10u);  // matmul traffic allreduce ... vpu example-inputs
   fuzz_command_lines(300, 1);
 }
 TEST(CommandLineFuzz, EveryTpusimCommandSoak) { fuzz_command_lines(20000, 2); }

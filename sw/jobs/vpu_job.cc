@@ -1,0 +1,236 @@
+#include "vpu_job.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <numeric>
+#include <stdexcept>
+#include <utility>
+
+#include "check_port.h"
+#include "lone_chip.h"
+#include "npy.h"
+#include "vpu_map.h"
+
+namespace tpu {
+
+namespace {
+
+constexpr uint32_t kNegZeroBits = 0x80000000u;  // the z the VPU command feeds (docs/isa.md)
+
+// Whether op's lane result depends on y, by the golden itself: a few x, two y each.
+bool golden_reads_y(VpuOp op) {
+  for (const float x : {1.5f, 5.0f, -2.0f}) {
+    const uint32_t a = vpu_lane(op, f32_bits(x), f32_bits(2.0f), kNegZeroBits);
+    const uint32_t b = vpu_lane(op, f32_bits(x), f32_bits(3.0f), kNegZeroBits);
+    if (a != b) return true;
+  }
+  return false;
+}
+
+std::string shape_text(const std::vector<std::size_t>& s) {
+  std::string t;
+  for (const std::size_t d : s) t += (t.empty() ? "" : ", ") + std::to_string(d);
+  return "(" + t + (s.size() == 1 ? ",)" : ")");
+}
+
+// The op of that name, or std::invalid_argument naming --op and the ops there are.
+VpuCommandOp resolve_op(const std::string& name) {
+  for (const VpuCommandOp& c : vpu_command_ops())
+    if (c.name == name) return c;
+  const std::string ops = " (tpusim vpu runs: " + vpu_command_op_names() + ")";
+  for (uint32_t v = 0; v < kVpuOpCount; ++v) {
+    const auto op = static_cast<VpuOp>(v);
+    if (name != vpu_op_name(op)) continue;
+    if (vpu_op_is_reduction(op))
+      throw std::invalid_argument("--op " + name +
+                                  ": a reduction, which the chip's VPU command does not take "
+                                  "(the vector unit's alone, docs/vpu.md)" +
+                                  ops);
+    throw std::invalid_argument("--op " + name +
+                                ": needs a z operand, which the chip's VPU command feeds as -0 "
+                                "(docs/isa.md)" +
+                                ops);
+  }
+  throw std::invalid_argument("--op " + name + ": unknown op" + ops);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+std::vector<VpuCommandOp> vpu_command_ops() {
+  std::vector<VpuCommandOp> ops;
+  for (uint32_t v = 0; v < kVpuOpCount; ++v) {
+    const auto op = static_cast<VpuOp>(v);
+    const std::string name = vpu_op_name(op);
+    // Gaps in the enum are "unknown"; fma is the one op of three operands.
+    if (name == "unknown" || vpu_op_is_reduction(op) || op == VpuOp::kFma) continue;
+    ops.push_back({op, name, golden_reads_y(op)});
+  }
+  return ops;
+}
+
+std::string vpu_command_op_names() {
+  std::string s;
+  for (const VpuCommandOp& c : vpu_command_ops()) s += (s.empty() ? "" : ", ") + c.name;
+  return s;
+}
+
+VpuJob::VpuJob(const std::string& config_path, const VpuJobOptions& o)
+    : cfg_(load_chip_config(config_path)), o_(o) {
+  if (o.variant) cfg_.variant = *o.variant;
+  op_ = resolve_op(o.op);
+  if (!o.z_file.empty())
+    throw std::invalid_argument("--z " + o.z_file + ": --op " + op_.name +
+                                " takes no z (no op of the chip's VPU command reads one)");
+  if (op_.reads_y && o.y_file.empty())
+    throw std::invalid_argument("--y: --op " + op_.name + " takes x and y (give --y Y.npy)");
+  if (!op_.reads_y && !o.y_file.empty())
+    throw std::invalid_argument("--y " + o.y_file + ": --op " + op_.name + " takes x alone");
+  ChipShape cs;
+  try {
+    cs = chip_shape(cfg_.variant);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(
+        (o.variant ? "--variant " + *o.variant : config_path + ": key 'chip.variant'") + ": " +
+        e.what());
+  }
+  x_ = read_operand("--x", o.x_file);
+  const std::vector<std::size_t> x_shape = shape_;
+  if (op_.reads_y) {
+    y_ = read_operand("--y", o.y_file);
+    if (shape_ != x_shape)
+      throw std::invalid_argument("--y " + o.y_file + ": shape " + shape_text(shape_) +
+                                  ", but --x " + o.x_file + " has shape " + shape_text(x_shape) +
+                                  " (rule: y has x's shape; no broadcasting)");
+  }
+  n_ = x_.size();
+  // A matrix row is whole memory rows of the chip's lanes and whole 64-byte bursts of bf16 (the
+  // narrowest result) and f32 elements.
+  cols_ = std::lcm<std::size_t>(cs.cols, 32);
+  const uint64_t rows = (n_ + cols_ - 1) / cols_;
+  const uint64_t bytes = (op_.reads_y ? 3 : 2) * rows * cols_ * 4;
+  const uint64_t room = std::min<uint64_t>(cs.hbm_bytes, uint64_t{1} << 32);  // 32-bit DMA
+  if (bytes > room)
+    throw std::invalid_argument("--x " + o.x_file + ": " + std::to_string(n_) + " elements need " +
+                                std::to_string(bytes) +
+                                " bytes of HBM (operands and result), more than chip " +
+                                cfg_.variant + "'s " + std::to_string(room));
+}
+
+std::vector<float> VpuJob::read_operand(const std::string& flag, const std::string& path) {
+  NpyArray a;
+  try {
+    a = read_npy(path);
+  } catch (const NpyError& e) {
+    throw std::invalid_argument(flag + " " + e.what());  // what() starts with the path
+  }
+  if (a.dtype != "<f4")
+    throw std::invalid_argument(flag + " " + path + ": dtype " + a.dtype +
+                                " (rule: float32, '<f4')");
+  if (a.shape.empty() || a.shape.size() > 2)
+    throw std::invalid_argument(flag + " " + path + ": shape " + shape_text(a.shape) +
+                                " (rule: 1-D or 2-D)");
+  if (a.elements() == 0)
+    throw std::invalid_argument(flag + " " + path + ": shape " + shape_text(a.shape) +
+                                " holds no element");
+  shape_ = a.shape;
+  return a.as_f32();
+}
+
+std::string VpuJob::label() const {
+  return "vpu " + op_.name + " over " + std::to_string(n_) + " elements on chip " + cfg_.variant;
+}
+
+void VpuJob::run(const std::function<void(uint64_t, uint64_t, const char*)>& progress) {
+  LoneChip chip(cfg_.variant, cfg_.hbm, "", cfg_.faults);
+  chip.port().set_watchdog(cfg_.watchdog_cycles);
+  const ChipShape& s = chip.shape();
+  const std::size_t rows = (n_ + cols_ - 1) / cols_;
+  // plan_vpu_map's rule for a value's type: cvt_f32_bf16's result is bf16.
+  const bool bf16_out = op_.op == VpuOp::kCvtF32Bf16;
+  auto padded = [&](std::vector<float> v) {
+    v.resize(rows * cols_, 0.0f);
+    return v;
+  };
+  VpuMap map;
+  map.rows = rows;
+  map.cols = cols_;
+  map.in.push_back(chip.alloc_matrix(rows, cols_, Dtype::kF32));
+  if (op_.reads_y) map.in.push_back(chip.alloc_matrix(rows, cols_, Dtype::kF32));
+  map.ops.push_back({op_.op, 0, op_.reads_y ? 1 : -1, false});
+  const HbmMatrix out = chip.alloc_matrix(rows, cols_, bf16_out ? Dtype::kBf16 : Dtype::kF32);
+  map.out.push_back({static_cast<int>(map.in.size()), out});
+  VpuMapPlan plan = plan_vpu_map(map, s, 0, s.vmem_rows);
+  plan.prog.push_back(cmd_halt());
+  if (o_.check)
+    throw CheckStop("after planning " + std::to_string(plan.prog.size()) +
+                    " commands, before the first copy or cycle");
+  chip.write_matrix(map.in[0], padded(x_));
+  if (op_.reads_y) chip.write_matrix(map.in[1], padded(y_));
+  commands_ = plan.prog.size();
+  if (progress)
+    chip.progress = [&](uint64_t done, uint64_t total) {
+      progress(done, total, "commands issued");
+    };
+  const auto t0 = std::chrono::steady_clock::now();
+  prog_ = chip.run(plan.prog);
+  chip.progress = nullptr;
+  wall_ = seconds_since(t0);
+  got_ = chip.read_matrix(out);
+  got_.resize(n_);  // the padding is not read back
+  // The golden of the command: y is x where the op reads none (plan_vpu_map feeds x), z is -0.
+  want_.resize(n_);
+  for (std::size_t i = 0; i < n_; ++i) {
+    const uint32_t x = f32_bits(x_[i]);
+    want_[i] = vpu_lane(op_.op, x, op_.reads_y ? f32_bits(y_[i]) : x, kNegZeroBits);
+  }
+  mismatches_ = 0;
+  first_bad_ = -1;
+  for (std::size_t i = 0; i < n_; ++i)
+    if (got_[i] != want_[i]) {
+      if (first_bad_ < 0) first_bad_ = static_cast<long>(i);
+      ++mismatches_;
+    }
+}
+
+Report VpuJob::take_report() {
+  Report rep("vpu " + op_.name + " over " + std::to_string(n_) + " elements " + shape_text(shape_) +
+             " on chip " + cfg_.variant);
+  rep.field("tool", "tpusim").field("command", "vpu").field("config", cfg_.source);
+  rep.field("variant", cfg_.variant).field("op", op_.name);
+  rep.field("operands", op_.reads_y ? "x, y" : "x");
+  rep.metric("elements", n_, "", "elements of the array");
+  rep.metric("cycles", prog_.cycles, "cycles", "the on-chip program (DMA in, VPU, DMA out)", true);
+  rep.metric("commands", commands_, "", "commands of the program");
+  rep.metric("vpu_busy_cycles", prog_.delta[kStatVpuBusy], "cycles", "the VPU busy", true);
+  rep.metric("hbm_read_bytes", prog_.delta[kStatDmaRdBytes], "bytes", "read by the DMA");
+  rep.metric("hbm_write_bytes", prog_.delta[kStatDmaWrBytes], "bytes", "written by the DMA");
+  rep.set_golden(pass(), n_, mismatches_);
+  rep.metric("wall_seconds", wall_, "s", "host time of the run");
+  if (!o_.out.empty()) rep.field("out", o_.out);
+  return rep;
+}
+
+void VpuJob::print_check() const {
+  std::printf("  golden check: %s (%zu of %zu outputs differ)\n", pass() ? "PASS" : "FAIL",
+              mismatches_, n_);
+  if (!pass() && first_bad_ >= 0) {
+    const auto i = static_cast<std::size_t>(first_bad_);
+    std::printf("  first mismatch at element %zu: got %08x, golden %08x\n", i, got_[i], want_[i]);
+  }
+}
+
+void VpuJob::write_outputs() const {
+  if (o_.out.empty()) return;
+  // Lanes as they come out; a bf16 result (bits [15:0]) widened exactly to the f32 it is.
+  const bool bf16_out = op_.op == VpuOp::kCvtF32Bf16;
+  std::vector<float> v(n_);
+  for (std::size_t i = 0; i < n_; ++i) v[i] = f32_from_bits(bf16_out ? got_[i] << 16 : got_[i]);
+  write_npy_f32(o_.out, v, shape_);
+}
+
+}  // namespace tpu

@@ -1,0 +1,78 @@
+// VpuJob: `tpusim vpu`, one elementwise VPU op over an f32 array on one chip. The ops are the
+// contract's VpuOp values (kVpuOpCount, named by the golden's vpu_op_name) that the chip's VPU
+// command takes: every one but the reductions (the vector unit's alone) and fma (the command
+// feeds z = -0, docs/isa.md); an op reads y when the golden's lane result depends on it. The
+// array (1-D or 2-D, any shape) is laid out row-major into an HBM matrix of whole memory rows
+// (zero padding, never read back), streamed through VMEM by plan_vpu_map (DMA in, one VPU command
+// per chunk, DMA out), and every result checked bit for bit against the golden lane function
+// (model/include/tpu/vector.h) with the operands the command feeds.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "chip_config.h"
+#include "chip_driver.h"
+#include "report.h"
+#include "tpu/vector.h"
+
+namespace tpu {
+
+// One op `tpusim vpu` runs.
+struct VpuCommandOp {
+  VpuOp op = VpuOp::kAdd;
+  std::string name;      // the golden's snake_case name
+  bool reads_y = false;  // takes --y
+};
+
+// The ops the command runs, in the contract's order.
+std::vector<VpuCommandOp> vpu_command_ops();
+// Their names, "add, sub, ...".
+std::string vpu_command_op_names();
+
+struct VpuJobOptions {
+  std::string op;                      // an op's name (vpu_command_ops)
+  std::string x_file, y_file, z_file;  // float32 .npy; y and z: "" for none
+  std::string out;                     // the result as float32 .npy, or ""
+  std::optional<std::string> variant;  // overrides the config's chip.variant
+  bool check = false;  // plan, then stop before the first simulated cycle (CheckStop)
+};
+
+class VpuJob {
+ public:
+  // Loads the config, resolves the op, reads and checks the operands and the chip's capacity:
+  // std::invalid_argument naming the flag or file and the rule (NpyError for a bad .npy).
+  VpuJob(const std::string& config_path, const VpuJobOptions& o);
+
+  // Runs the op on the chip and checks every element against the golden; with `check`, plans
+  // the program and throws CheckStop before any copy or cycle.
+  void run(const std::function<void(uint64_t, uint64_t, const char*)>& progress = nullptr);
+  std::string label() const;  // "vpu add over 10 elements on chip 16x16"
+  bool pass() const { return mismatches_ == 0; }
+  Report take_report();
+  void print_check() const;    // "golden check: ..." and the first mismatch, on stdout
+  void write_outputs() const;  // --out
+
+ private:
+  std::vector<float> read_operand(const std::string& flag, const std::string& path);
+
+  ChipConfig cfg_;
+  VpuJobOptions o_;
+  VpuCommandOp op_;
+  std::vector<std::size_t> shape_;  // the operands' (and the result's) shape
+  std::vector<float> x_, y_;
+  std::size_t n_ = 0;     // elements
+  std::size_t cols_ = 0;  // columns of the HBM matrices (whole bursts and memory rows)
+  std::vector<uint32_t> got_, want_;
+  ProgramResult prog_;
+  std::size_t commands_ = 0;
+  std::size_t mismatches_ = 0;
+  long first_bad_ = -1;
+  double wall_ = 0;
+};
+
+}  // namespace tpu

@@ -1,0 +1,84 @@
+#include "vpu_cmd.h"
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "cli_util.h"
+#include "vpu_job.h"
+
+namespace tpu {
+
+namespace {
+
+// The options of `tpusim vpu`.
+struct VpuArgs {
+  const CLI::App* cmd = nullptr;
+  std::string op, x, y, z, out, config, variant, json;
+  bool quiet = false, check = false;
+};
+
+int run_vpu(const VpuArgs& a) {
+  VpuJobOptions o;
+  o.op = a.op;
+  o.x_file = a.x;
+  o.y_file = a.y;
+  o.z_file = a.z;
+  o.out = a.out;
+  if (a.cmd->count("--variant") > 0) o.variant = a.variant;
+  o.check = a.check;
+  VpuJob job(a.config.empty() ? source_file("configs/default.yaml") : a.config, o);
+  {
+    ProgressLine line(job.label(), a.quiet);
+    job.run([&](uint64_t done, uint64_t total, const char* what) { line(done, total, what); });
+  }
+  const Report rep = job.take_report();
+  std::fputs(rep.summary().c_str(), stdout);
+  job.print_check();
+  std::fflush(stdout);  // the summary stays even if a file cannot be written
+  job.write_outputs();
+  if (!a.json.empty()) rep.write(a.json);
+  return job.pass() ? 0 : 1;
+}
+
+}  // namespace
+
+std::function<int()> vpu_command(CLI::App& tool) {
+  auto a = std::make_shared<VpuArgs>();
+  CLI::App* cmd = tool.add_subcommand(
+      "vpu", "one elementwise VPU op over a float32 array on one chip, golden-checked");
+  a->cmd = cmd;
+  cmd->add_option("--op", a->op, "the op: " + vpu_command_op_names())
+      ->type_name("NAME")
+      ->required();
+  cmd->add_option("--x", a->x, "x, float32 .npy, 1-D or 2-D")
+      ->type_name("X.npy")
+      ->required()
+      ->check(cli::input_path());
+  cmd->add_option("--y", a->y, "y, x's shape (the ops of two operands)")
+      ->type_name("Y.npy")
+      ->check(cli::input_path());
+  cmd->add_option("--z", a->z, "z (no op of the chip's VPU command reads one today)")
+      ->type_name("Z.npy")
+      ->check(cli::input_path());
+  cmd->add_option("--out", a->out, "write the result (float32, x's shape)")
+      ->type_name("OUT.npy")
+      ->check(cli::output_path());
+  cmd->add_option("--config", a->config, "chip configuration (default configs/default.yaml)")
+      ->type_name("FILE")
+      ->check(cli::input_path());
+  cmd->add_option("--variant", a->variant, "override chip.variant (e.g. 4x4)")->type_name("RxC");
+  cmd->add_option("--json", a->json, "write the JSON report")
+      ->type_name("FILE")
+      ->check(cli::output_path());
+  cmd->add_flag("--quiet", a->quiet, "no progress line");
+  cmd->add_flag("--check", a->check,
+                "check the line, the config, the operands and the plan, then stop\n"
+                "before the first simulated cycle: exit 0, no files written");
+  cmd->footer(
+      "exit codes: 0 pass, 1 golden mismatch, 2 bad input or output, 3 hang or chip "
+      "error (docs/vpu.md \"Running one op: tpusim vpu\")");
+  return [a] { return run_vpu(*a); };
+}
+
+}  // namespace tpu

@@ -1,0 +1,264 @@
+// `tpusim vpu`: every op the chip's VPU command takes, run over arrays of special values (+-0,
+// +-Inf, NaNs, subnormals, bf16 ties) on both built chips, each output compared bit for bit with
+// a computation of its own here (the host's IEEE arithmetic, the bf16 rounding written out), the
+// report, and every error (exit 2, one line, nothing written).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cli_run.h"
+#include "npy.h"
+
+namespace tpu {
+namespace {
+
+std::string tmp(const std::string& name) { return ::testing::TempDir() + "tpusim_vpu_" + name; }
+
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float from(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+constexpr uint32_t kNan = 0x7FC00000u;
+
+// The values every op sees: zeros, infinities, NaNs (quiet, signalling, negative, payload),
+// subnormals, the normal edges, bf16 rounding ties (even down, odd up), overflow on rounding.
+const std::vector<uint32_t> kSpecials = {
+    0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00001, 0x7F800001,
+    0x00000001, 0x80000001, 0x007FFFFF, 0x00800000, 0x80800000, 0x3F800000, 0xBF800000,
+    0x3FC00000, 0x40400000, 0x7F7FFFFF, 0xFF7FFFFF, 0x3F808000, 0x3F818000, 0x3F80C000,
+    0x7F7F8000, 0x00008000, 0x00018000, 0xC0490FDB, 0x42F6E979, 0x3EAAAAAB};
+
+// n values: the specials in two orders, so that x and y pair them differently.
+std::vector<float> values(std::size_t n, std::size_t step, std::size_t offset) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = from(kSpecials[(i * step + offset) % kSpecials.size()]);
+  return v;
+}
+
+uint32_t canon(float r) { return std::isnan(r) ? kNan : bits(r); }
+// f32 -> bf16 bits: round to nearest even on the 16 dropped bits, NaN 0x7FC0.
+uint32_t bf16_rne(uint32_t x) {
+  if (std::isnan(from(x))) return 0x7FC0u;
+  return (x + 0x7FFFu + ((x >> 16) & 1u)) >> 16;
+}
+uint32_t widen(uint32_t b16) {
+  const uint32_t w = (b16 & 0xFFFFu) << 16;
+  return std::isnan(from(w)) ? kNan : w;
+}
+// IEEE 754-2019 maximum / minimum.
+uint32_t maximum(float x, float y) {
+  if (std::isnan(x) || std::isnan(y)) return kNan;
+  if (x == 0 && y == 0) return std::signbit(x) ? bits(y) : bits(x);
+  return bits(x < y ? y : x);
+}
+uint32_t minimum(float x, float y) {
+  if (std::isnan(x) || std::isnan(y)) return kNan;
+  if (x == 0 && y == 0) return std::signbit(x) ? bits(x) : bits(y);
+  return bits(y < x ? y : x);
+}
+
+struct OpCase {
+  bool reads_y;
+  std::function<uint32_t(float, float)> want;  // the output .npy's bits
+};
+
+// Every op the command runs, computed here.
+const std::map<std::string, OpCase>& op_cases() {
+  static const std::map<std::string, OpCase> m = {
+      {"add", {true, [](float x, float y) { return canon(x + y); }}},
+      {"sub", {true, [](float x, float y) { return canon(x - y); }}},
+      {"mul", {true, [](float x, float y) { return canon(x * y); }}},
+      {"max", {true, maximum}},
+      {"min", {true, minimum}},
+      {"relu", {false, [](float x, float) { return maximum(x, 0.0f); }}},
+      // The bf16 result widened exactly into the output's f32.
+      {"cvt_f32_bf16", {false, [](float x, float) { return bf16_rne(bits(x)) << 16; }}},
+      {"cvt_bf16_f32", {false, [](float x, float) { return widen(bits(x)); }}},
+      {"cvt_bf16hi_f32", {false, [](float x, float) { return widen(bits(x) >> 16); }}},
+      {"pack_bf16",
+       {true, [](float x, float y) { return bf16_rne(bits(y)) << 16 | bf16_rne(bits(x)); }}},
+  };
+  return m;
+}
+
+const std::string kConfig4 = std::string("--config ") + TPU_SOURCE_DIR + "/configs/chip_4x4.yaml";
+
+// Runs `op` over x (and y) of `shape` on the chip of `config`; the output checked bit for bit.
+void run_op(const std::string& op, const std::string& config, const std::vector<std::size_t>& shape,
+            const std::string& tag) {
+  SCOPED_TRACE(op + " " + config + " " + tag);
+  const OpCase& c = op_cases().at(op);
+  std::size_t n = 1;
+  for (const std::size_t d : shape) n *= d;
+  const std::vector<float> x = values(n, 1, 0), y = values(n, 7, 3);
+  const std::string px = tmp(tag + "x.npy"), py = tmp(tag + "y.npy"), pz = tmp(tag + op + ".npy");
+  const std::string json = tmp(tag + op + ".json");
+  write_npy_f32(px, x, shape);
+  write_npy_f32(py, y, shape);
+  std::remove(pz.c_str());
+  const CliRun r =
+      tpusim("vpu --op " + op + " " + config + " --x " + px + (c.reads_y ? " --y " + py : "") +
+             " --out " + pz + " --json " + json + " --quiet");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("golden check: PASS (0 of " + std::to_string(n) + " outputs differ)"),
+            std::string::npos)
+      << r.out;
+  const NpyArray got = read_npy(pz);
+  ASSERT_EQ(got.dtype, "<f4");
+  ASSERT_EQ(got.shape, shape);
+  const std::vector<float> z = got.as_f32();
+  int bad = 0;
+  for (std::size_t i = 0; i < n && bad < 5; ++i) {
+    const uint32_t want = c.want(x[i], y[i]);
+    if (bits(z[i]) != want) {
+      ++bad;
+      ADD_FAILURE() << op << " element " << i << ": x=" << std::hex << bits(x[i])
+                    << " y=" << bits(y[i]) << " got " << bits(z[i]) << " want " << want;
+    }
+  }
+  const std::string rep = slurp(json);
+  for (const std::string& key :
+       {"\"op\": \"" + op + "\"", "\"elements\": " + std::to_string(n), std::string("\"cycles\""),
+        std::string("\"verdict\": \"pass\""), std::string("\"mismatches\": 0")})
+    EXPECT_NE(rep.find(key), std::string::npos) << key << " not in " << rep;
+}
+
+TEST(TpusimVpu, EveryOpOnTheDefaultChipMatchesTheHostBitForBit) {
+  for (const auto& [op, c] : op_cases()) run_op(op, "", {37}, "d16_");
+}
+
+TEST(TpusimVpu, EveryOpOn4x4In2DMatchesTheHostBitForBit) {
+  for (const auto& [op, c] : op_cases()) run_op(op, kConfig4, {3, 29}, "d4_");
+}
+
+// A hand-checked value or two, apart from the computations above.
+TEST(TpusimVpu, HandCheckedValues) {
+  write_npy_f32(tmp("hx.npy"), {1.0f, 0.1f, -3.0f}, {3});
+  write_npy_f32(tmp("hy.npy"), {2.0f, 0.2f, 0.5f}, {3});
+  ASSERT_EQ(tpusim("vpu --quiet --op add --x " + tmp("hx.npy") + " --y " + tmp("hy.npy") +
+                   " --out " + tmp("hz.npy"))
+                .code,
+            0);
+  std::vector<float> z = read_npy(tmp("hz.npy")).as_f32();
+  EXPECT_EQ(bits(z[0]), 0x40400000u);  // 3
+  EXPECT_EQ(bits(z[1]), 0x3E99999Au);  // 0.1f + 0.2f = 0.3000000119...
+  EXPECT_EQ(bits(z[2]), 0xC0200000u);  // -2.5
+  ASSERT_EQ(
+      tpusim("vpu --quiet --op cvt_f32_bf16 --x " + tmp("hx.npy") + " --out " + tmp("hz.npy")).code,
+      0);
+  z = read_npy(tmp("hz.npy")).as_f32();
+  EXPECT_EQ(bits(z[1]), 0x3DCD0000u);  // 0.1f = 0x3DCCCCCD rounds up to bf16 0x3DCD
+}
+
+TEST(TpusimVpu, HelpListsTheOps) {
+  const CliRun r = tpusim("help vpu");
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const auto& [op, c] : op_cases()) EXPECT_NE(r.out.find(op), std::string::npos) << op;
+  EXPECT_NE(r.out.find("--x"), std::string::npos) << r.out;
+  EXPECT_NE(tpusim("--help").out.find("vpu"), std::string::npos);
+}
+
+// The unknown-op error lists exactly the ops computed here: an op added to the contract and the
+// golden shows up in the command, and this test asks for its own computation of it.
+TEST(TpusimVpu, TheOpsAreExactlyThoseTestedHere) {
+  write_npy_f32(tmp("ox.npy"), {1.0f}, {1});
+  const CliRun r = tpusim("vpu --op bogus --x " + tmp("ox.npy"));
+  ASSERT_EQ(r.code, 2) << r.out;
+  const auto a = r.out.find("(tpusim vpu runs: ");
+  ASSERT_NE(a, std::string::npos) << r.out;
+  const auto b = r.out.find(')', a);
+  std::string list = r.out.substr(a + 18, b - a - 18) + ", ";
+  std::vector<std::string> got;
+  for (std::size_t p = 0; (p = list.find(", ")) != std::string::npos; list.erase(0, p + 2))
+    got.push_back(list.substr(0, p));
+  std::vector<std::string> want;
+  for (const auto& [op, c] : op_cases()) want.push_back(op);
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, want);
+}
+
+TEST(TpusimVpu, CheckStopsBeforeTheFirstCycle) {
+  write_npy_f32(tmp("cx.npy"), values(40, 1, 0), {40});
+  std::remove(tmp("cz.npy").c_str());
+  const CliRun r =
+      tpusim("vpu --op relu --x " + tmp("cx.npy") + " --out " + tmp("cz.npy") + " --check");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("check passed"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(tmp("cz.npy")));
+}
+
+// Each error: exit 2, one line "tpusim: error: ..." naming the flag or file and the rule, no
+// output written.
+TEST(TpusimVpu, ErrorsAreOneLineExitTwoAndWriteNothing) {
+  const std::string x = tmp("ex.npy"), y = tmp("ey.npy"), y2 = tmp("ey2.npy"), u = tmp("eu.npy");
+  const std::string t = tmp("et.npy"), d3 = tmp("e3.npy"), e0 = tmp("e0.npy"), out = tmp("eo.npy");
+  write_npy_f32(x, values(10, 1, 0), {10});
+  write_npy_f32(y, values(10, 3, 0), {10});
+  write_npy_f32(y2, values(10, 3, 0), {2, 5});
+  write_npy_u16(u, std::vector<uint16_t>(10, 0x3F80), {10});
+  std::ofstream(t) << "not an npy file\n";
+  write_npy_f32(d3, values(8, 1, 0), {2, 2, 2});
+  write_npy_f32(e0, {}, {0});
+  const std::string o = " --out " + out;
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"--op bogus --x " + x + o, {"--op bogus", "unknown op", "add, sub"}},
+      {"--op red_sum --x " + x + o, {"--op red_sum", "reduction", "add, sub"}},
+      {"--op red_max --x " + x + o, {"--op red_max", "reduction"}},
+      {"--op fma --x " + x + " --y " + y + o, {"--op fma", "z operand", "-0"}},
+      {"--op add --x " + x + o, {"--y", "takes x and y"}},
+      {"--op relu --x " + x + " --y " + y + o, {"--y " + y, "takes x alone"}},
+      {"--op add --x " + x + " --y " + y + " --z " + y + o, {"--z", "takes no z"}},
+      {"--op add --x " + x + " --y " + y2 + o, {"--y " + y2, "(2, 5)", "(10,)", "shape"}},
+      {"--op relu --x " + u + o, {"--x " + u, "float32"}},
+      {"--op relu --x " + t + o, {t}},
+      {"--op relu --x " + d3 + o, {"--x " + d3, "1-D or 2-D"}},
+      {"--op relu --x " + e0 + o, {"--x " + e0, "no element"}},
+      {"--op relu --x " + tmp("missing.npy") + o, {"missing.npy"}},
+      {"--op relu --x " + x + " --variant 3x3" + o, {"--variant 3x3"}},
+      {"--x " + x + o, {"--op"}},
+  };
+  for (const auto& [args, words] : cases) {
+    std::remove(out.c_str());
+    const CliRun r = tpusim("vpu " + args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
+    EXPECT_EQ(r.out.rfind("tpusim: error: ", 0), 0u) << args << "\n" << r.out;
+    EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << args << "\n" << r.out;
+    for (const std::string& w : words)
+      EXPECT_NE(r.out.find(w), std::string::npos) << w << " in " << r.out;
+    EXPECT_FALSE(std::filesystem::exists(out)) << args;
+  }
+}
+
+// An array the chip's HBM cannot hold (operands and result) is refused before the first cycle.
+// Chip 4x4 has 16 MiB of HBM: three arrays of 6 MB do not fit.
+constexpr std::size_t kBigElements = 1500000;
+
+TEST(TpusimVpu, AnArrayLargerThanTheHbmIsAnError) {
+  const std::string x = tmp("big.npy");
+  write_npy_f32(x, std::vector<float>(kBigElements, 1.0f), {kBigElements});
+  const CliRun r = tpusim("vpu --op add --x " + x + " --y " + x + " " + kConfig4);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("bytes of HBM"), std::string::npos) << r.out;
+  std::remove(x.c_str());
+}
+
+}  // namespace
+}  // namespace tpu
