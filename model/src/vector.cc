@@ -73,6 +73,28 @@ const char* vpu_op_name(VpuOp op) {
 
 bool vpu_op_is_reduction(VpuOp op) { return op == VpuOp::kRedSum || op == VpuOp::kRedMax; }
 
+int vpu_op_operands(VpuOp op) {
+  switch (op) {
+    case VpuOp::kAdd:
+    case VpuOp::kSub:
+    case VpuOp::kMul:
+    case VpuOp::kMax:
+    case VpuOp::kMin:
+    case VpuOp::kPackBf16:
+      return 2;
+    case VpuOp::kFma:
+      return 3;
+    case VpuOp::kRelu:
+    case VpuOp::kCvtF32Bf16:
+    case VpuOp::kCvtBf16F32:
+    case VpuOp::kRedSum:
+    case VpuOp::kRedMax:
+    case VpuOp::kCvtBf16HiF32:
+      return 1;
+  }
+  return 0;
+}
+
 float f32_add(float x, float y) { return canonicalize(x + y); }
 float f32_sub(float x, float y) { return canonicalize(x - y); }
 float f32_mul(float x, float y) { return canonicalize(x * y); }

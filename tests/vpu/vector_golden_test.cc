@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "tpu/vector.h"
@@ -53,6 +54,39 @@ TEST(VectorGolden, LaneFlags) {
   EXPECT_EQ(vpu_lane(VpuOp::kCvtBf16F32, 0xABCD7F81u, 0, 0), kF32CanonNan);
   EXPECT_EQ(vpu_lane(VpuOp::kFma, 0x40000000u, 0x40400000u, 0x3F800000u), 0x40E00000u);  // 7
   EXPECT_THROW(vpu_lane(VpuOp::kRedSum, 0, 0, 0), std::invalid_argument);
+}
+
+// vpu_op_operands says which operands an op reads (tpusim vpu asks for --y by it): the lane
+// result of a 1-operand op ignores y and z, of a 2-operand op ignores z, and each declared
+// operand changes the result somewhere. Reductions are whole-vector ops and count x alone.
+TEST(VectorGolden, OperandCountsMatchWhatTheLaneReads) {
+  const uint32_t xs[] = {bits(1.5f), bits(-2.0f), bits(5.0f), 0x3F818000u};
+  const uint32_t ys[] = {bits(2.0f), bits(3.0f), bits(-0.25f)};
+  const uint32_t zs[] = {bits(0.0f), bits(7.0f)};
+  int named = 0;
+  for (uint32_t v = 0; v < kVpuOpCount; ++v) {
+    const auto op = static_cast<VpuOp>(v);
+    if (std::string(vpu_op_name(op)) == "unknown") continue;
+    ++named;
+    const int n = vpu_op_operands(op);
+    ASSERT_GE(n, 1) << vpu_op_name(op);
+    ASSERT_LE(n, 3) << vpu_op_name(op);
+    if (vpu_op_is_reduction(op)) {
+      EXPECT_EQ(n, 1) << vpu_op_name(op);
+      continue;
+    }
+    bool y_matters = false, z_matters = false;
+    for (const uint32_t x : xs)
+      for (const uint32_t y : ys)
+        for (const uint32_t z : zs) {
+          const uint32_t r = vpu_lane(op, x, y, z);
+          y_matters = y_matters || r != vpu_lane(op, x, ys[0], z);
+          z_matters = z_matters || r != vpu_lane(op, x, y, zs[0]);
+        }
+    EXPECT_EQ(y_matters, n >= 2) << vpu_op_name(op);
+    EXPECT_EQ(z_matters, n >= 3) << vpu_op_name(op);
+  }
+  EXPECT_GE(named, 13);
 }
 
 TEST(VectorGolden, PackTwoBf16AndReadTheUpperOneBack) {
