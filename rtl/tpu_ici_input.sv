@@ -209,10 +209,16 @@ module tpu_ici_input
                                             in_valid_i && !in_flit_i.head |-> in_open_q[in_vc_i],
       ("tpu_ici_input: body flit on VC %0d outside a packet", in_vc_i))
   // Buffer heads: a VC without an output holds a head at its front, one with an output a body.
+  // An immediate assertion at the clock edge (the same check as a concurrent one): Verilator
+  // samples every signal of a concurrent assertion at every eval(), here the whole front flit
+  // of every VC for its head bit.
   for (genvar v = 0; v < NumVc; v++) begin : gen_sva
-    `TPU_ASSERT(HeadAtFront_A,
-                                      !vc_empty[v] |-> (front_head[v] == !active_q[v]),
-        ("tpu_ici_input: VC %0d front flit does not match its packet state", v))
+    always_ff @(posedge clk_i) begin
+      if (rst_ni && !vc_empty[v]) begin
+        `TPU_ASSERT_I(HeadAtFront_A, front_head[v] == !active_q[v],
+            ("tpu_ici_input: VC %0d front flit does not match its packet state", v))
+      end
+    end
   end
   `TPU_ASSERT(GntHasReq_A,
       (gnt_i & ~req_o) == '0,
