@@ -24,36 +24,25 @@ module tpu_fifo #(
 );
 
   data_t mem_q[Depth];
-  logic [PtrW-1:0] rd_ptr_q, rd_ptr_d, wr_ptr_q, wr_ptr_d;
-  logic [CntW-1:0] count_q, count_d;
+  logic [PtrW-1:0] rd_ptr_q, wr_ptr_q;
+  logic [CntW-1:0] count_q;
 
   function automatic logic [PtrW-1:0] ptr_inc(logic [PtrW-1:0] p);
     return (32'(p) == Depth - 1) ? '0 : p + 1'b1;
   endfunction
 
-  always_comb begin
-    rd_ptr_d = rd_ptr_q;
-    wr_ptr_d = wr_ptr_q;
-    count_d = count_q;
-    if (push_i) begin
-      wr_ptr_d = ptr_inc(wr_ptr_q);
-      count_d = count_d + 1'b1;
-    end
-    if (pop_i) begin
-      rd_ptr_d = ptr_inc(rd_ptr_q);
-      count_d = count_d - 1'b1;
-    end
-  end
-
+  // Pointers and count move at the clock edge (no next-state always_comb: push_i often depends
+  // on a top-level input, which would evaluate it at every eval() of a verilated model).
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       rd_ptr_q <= '0;
       wr_ptr_q <= '0;
       count_q <= '0;
     end else begin
-      rd_ptr_q <= rd_ptr_d;
-      wr_ptr_q <= wr_ptr_d;
-      count_q <= count_d;
+      if (push_i) wr_ptr_q <= ptr_inc(wr_ptr_q);
+      if (pop_i) rd_ptr_q <= ptr_inc(rd_ptr_q);
+      if (push_i && !pop_i) count_q <= count_q + 1'b1;
+      if (pop_i && !push_i) count_q <= count_q - 1'b1;
     end
   end
 

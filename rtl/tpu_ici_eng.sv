@@ -415,27 +415,54 @@ module tpu_ici_eng
   logic vpu_take_there;  // (Verilator 5.006 wants plain signals in the properties)
   assign vpu_take_there = cnt_val_q[vpu_take_cnt_i] != '0;
 
-  // Per counter, this cycle: what lands (a received row or CNT_INC, a VPU sig row) and what is
-  // taken (an ICI_WAIT's value, a VPU x row, a wait_rows send's row).
-  logic [NumCnt-1:0][1:0]  cnt_add;  // up to two received rows and a VPU sig row
-  logic [NumCnt-1:0][33:0] cnt_take;
+  // This cycle's counter events: what lands (a received row or CNT_INC per local port, a VPU sig
+  // row) and what is taken (an ICI_WAIT's value, a VPU x row, a wait_rows send's row per local
+  // port), each with its counter and its change (mod 2^32). Only the counters named by an event
+  // change, each by the sum of its events (several events may name one counter); the other
+  // counters hold (no per-counter logic runs in a cycle without events).
+  localparam int unsigned NumEv = 3 + 2 * LP;
+  logic [NumEv-1:0]           ev_on;
+  logic [NumEv-1:0][7:0]      ev_id;
+  logic [NumEv-1:0][31:0]     ev_delta;
+  logic [NumEv-1:0]           ev_take;  // a take (else an add)
   always_comb begin
-    for (int unsigned c = 0; c < NumCnt; c++) begin
-      cnt_add[c]  = 2'(vpu_sig_i && 32'(vpu_sig_cnt_i) == c);
-      for (int unsigned l = 0; l < LP; l++) cnt_add[c] += 2'(inc[l] && 32'(inc_id[l]) == c);
-      cnt_take[c] = ((wait_take_i && 32'(wait_cnt_i) == c) ? 34'(wait_val_i) : 34'd0) +
-                    34'(vpu_take_i && 32'(vpu_take_cnt_i) == c) +
-                    34'(send_take[0] && 32'(wcnt_q[sel[0]]) == c) +
-                    ((LP > 1) ? 34'(send_take[LP-1] && 32'(wcnt_q[sel[LP-1]]) == c) : 34'd0);
+    ev_on[0] = vpu_sig_i && 32'(vpu_sig_cnt_i) < NumCnt;
+    ev_id[0] = 8'(vpu_sig_cnt_i);
+    ev_delta[0] = 32'd1;
+    ev_take[0] = 1'b0;
+    ev_on[1] = wait_take_i && 32'(wait_cnt_i) < NumCnt;
+    ev_id[1] = 8'(wait_cnt_i);
+    ev_delta[1] = -wait_val_i;
+    ev_take[1] = 1'b1;
+    ev_on[2] = vpu_take_i && 32'(vpu_take_cnt_i) < NumCnt;
+    ev_id[2] = 8'(vpu_take_cnt_i);
+    ev_delta[2] = '1;  // -1
+    ev_take[2] = 1'b1;
+    for (int unsigned l = 0; l < LP; l++) begin
+      ev_on[3 + l] = inc[l] && 32'(inc_id[l]) < NumCnt;  // an id beyond the counters: ignored
+      ev_id[3 + l] = inc_id[l];
+      ev_delta[3 + l] = 32'd1;
+      ev_take[3 + l] = 1'b0;
+      ev_on[3 + LP + l] = send_take[l] && 32'(wcnt_q[sel[l]]) < NumCnt;
+      ev_id[3 + LP + l] = 8'(wcnt_q[sel[l]]);
+      ev_delta[3 + LP + l] = '1;  // -1
+      ev_take[3 + LP + l] = 1'b1;
     end
   end
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       for (int unsigned c = 0; c < NumCnt; c++) cnt_val_q[c] <= '0;
-    end else begin
-      for (int unsigned c = 0; c < NumCnt; c++)
-        cnt_val_q[c] <= cnt_val_q[c] + 32'(cnt_add[c]) - 32'(cnt_take[c]);
+    end else if (ev_on != '0) begin
+      for (int unsigned a = 0; a < NumEv; a++) begin
+        if (ev_on[a]) begin
+          logic [31:0] sum;
+          sum = cnt_val_q[CntW'(ev_id[a])];
+          for (int unsigned b = 0; b < NumEv; b++)
+            if (ev_on[b] && ev_id[b] == ev_id[a]) sum = sum + ev_delta[b];
+          cnt_val_q[CntW'(ev_id[a])] <= sum;
+        end
+      end
     end
   end
 
@@ -457,17 +484,31 @@ module tpu_ici_eng
       wait_take_i |-> wait_ok_o,
       ("%m: TakeOnlyWhenOk_A failed"))
   // Takes never exceed what a counter holds (one consumer per counter at a time), and no
-  // counter wraps.
-  for (genvar c = 0; c < NumCnt; c++) begin : gen_sva_cnt
+  // counter wraps: checked for each counter an event names (the others do not change).
+  for (genvar a = 0; a < NumEv; a++) begin : gen_sva_cnt
     logic [33:0] have, took;  // (Verilator 5.006 wants plain signals in the properties)
-    assign have = 34'(cnt_val_q[c]) + 34'(cnt_add[c]);
-    assign took = cnt_take[c];
+    logic        on;
+    always_comb begin
+      have = '0;
+      took = '0;
+      on = ev_on[a];
+      if (ev_on[a]) begin
+        have = 34'(cnt_val_q[CntW'(ev_id[a])]);
+        for (int unsigned b = 0; b < NumEv; b++) begin
+          if (ev_on[b] && ev_id[b] == ev_id[a]) begin
+            if (!ev_take[b]) have = have + 34'd1;
+            else if (b == 1) took = took + 34'(wait_val_i);
+            else took = took + 34'd1;
+          end
+        end
+      end
+    end
     `TPU_ASSERT(CounterNoUnderflow_A,
-        took <= have,
-        ("%m: CounterNoUnderflow_A failed: counter %0d takes more than it holds", c))
+        on |-> took <= have,
+        ("%m: CounterNoUnderflow_A failed: counter %0d takes more than it holds", ev_id[a]))
     `TPU_ASSERT(CounterNoWrap_A,
-        have < 34'h1_0000_0000,
-        ("%m: CounterNoWrap_A failed: counter %0d", c))
+        on |-> have < 34'h1_0000_0000,
+        ("%m: CounterNoWrap_A failed: counter %0d", ev_id[a]))
   end
   `TPU_ASSERT(VpuTakeOnlyWhenThere_A,
       vpu_take_i |-> vpu_take_there,

@@ -75,15 +75,15 @@ module tpu_ici_input
 
   flit_t                 head_flit[NumVc];
   logic  [NumVc-1:0]     vc_empty, vc_full, vc_push, vc_pop, front_head;
-  logic  [NumVc-1:0]     active_q, active_d;          // a packet holds an output VC
-  ici_port_e [NumVc-1:0] oport_q, oport_d;
-  logic  [NumVc-1:0][VcW-1:0] ovc_q, ovc_d;
-  logic  [NumVc-1:0]     in_open_q, in_open_d;         // arrival side: packet begun, tail to come
+  logic  [NumVc-1:0]     active_q;                    // a packet holds an output VC
+  ici_port_e [NumVc-1:0] oport_q;
+  logic  [NumVc-1:0][VcW-1:0] ovc_q;
+  logic  [NumVc-1:0]     in_open_q;                   // arrival side: packet begun, tail to come
   ici_port_e             tgt_port[NumVc];
   logic  [VcW-1:0]       tgt_vc[NumVc];
   logic  [NumVc-1:0]     cand;
   logic  [VcW-1:0]       sel;
-  logic  [NumVc-1:0][StatW-1:0] st_in_q, st_in_d, st_stall_q, st_stall_d, st_lost_q, st_lost_d;
+  logic  [NumVc-1:0][StatW-1:0] st_in_q, st_stall_q, st_lost_q;
 
   for (genvar v = 0; v < NumVc; v++) begin : gen_vc
     logic [CntW-1:0] unused_count;
@@ -106,18 +106,30 @@ module tpu_ici_input
     );
   end
 
-  // Route computation and the per-VC request (the allocator's input stage).
+  // Route computation and the per-VC request (the allocator's input stage). Only a VC with a
+  // flit at its front requests; only a head that holds no output VC yet needs a route (a packet
+  // that holds one keeps its port and VC), so an empty input port computes nothing. The target of
+  // an empty VC is its last packet's (a don't-care: it requests nothing).
   always_comb begin
     for (int unsigned v = 0; v < NumVc; v++) begin
       ici_coord_t dst;
       ici_route_t rt;
-      dst = hdr_dst(head_flit[v].data[DstW-1:0]);
-      // the header's tie hint travels with the packet: every hop routes by it
-      rt = ici_route(me_i, dst, topo_i, hdr_tie(head_flit[v].data[TieLsb+:TieW]));
-      tgt_port[v] = active_q[v] ? oport_q[v] : (rt.port == PORT_LOCAL) ? EjPort : rt.port;
-      tgt_vc[v] = active_q[v] ? ovc_q[v] : vc_of(rt, dst);
-      cand[v] = !vc_empty[v] && ovc_credit_i[tgt_port[v]][tgt_vc[v]] &&
-                (active_q[v] || ovc_free_i[tgt_port[v]][tgt_vc[v]]);
+      dst = '0;
+      rt = '0;
+      tgt_port[v] = oport_q[v];
+      tgt_vc[v] = ovc_q[v];
+      cand[v] = 1'b0;
+      if (!vc_empty[v]) begin
+        if (!active_q[v]) begin
+          dst = hdr_dst(head_flit[v].data[DstW-1:0]);
+          // the header's tie hint travels with the packet: every hop routes by it
+          rt = ici_route(me_i, dst, topo_i, hdr_tie(head_flit[v].data[TieLsb+:TieW]));
+          tgt_port[v] = (rt.port == PORT_LOCAL) ? EjPort : rt.port;
+          tgt_vc[v] = vc_of(rt, dst);
+        end
+        cand[v] = ovc_credit_i[tgt_port[v]][tgt_vc[v]] &&
+                  (active_q[v] || ovc_free_i[tgt_port[v]][tgt_vc[v]]);
+      end
     end
   end
 
@@ -139,32 +151,8 @@ module tpu_ici_input
   assign empty_o = &vc_empty;
 
   // Packet state: a head that leaves without its tail binds the VC to (port, VC) until the tail.
-  always_comb begin
-    active_d = active_q;
-    oport_d = oport_q;
-    ovc_d = ovc_q;
-    in_open_d = in_open_q;
-    st_in_d = st_in_q;
-    st_stall_d = st_stall_q;
-    st_lost_d = st_lost_q;
-    for (int unsigned v = 0; v < NumVc; v++) begin
-      if (vc_pop[v]) begin
-        if (head_flit[v].head) begin
-          active_d[v] = 1'b1;
-          oport_d[v] = tgt_port[v];
-          ovc_d[v] = tgt_vc[v];
-        end
-        if (head_flit[v].tail) active_d[v] = 1'b0;
-      end
-      if (vc_push[v]) begin
-        in_open_d[v] = !in_flit_i.tail;
-        st_in_d[v] = st_in_q[v] + 1'b1;
-      end
-      if (!vc_empty[v] && !vc_pop[v]) st_stall_d[v] = st_stall_q[v] + 1'b1;
-      if (cand[v] && !vc_pop[v]) st_lost_d[v] = st_lost_q[v] + 1'b1;
-    end
-  end
-
+  // Worked out at the clock edge (the arrival side depends on the link inputs: an always_comb
+  // here would run at every evaluation of the model).
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       active_q <= '0;
@@ -175,13 +163,28 @@ module tpu_ici_input
       st_stall_q <= '0;
       st_lost_q <= '0;
     end else begin
-      active_q <= active_d;
-      oport_q <= oport_d;
-      ovc_q <= ovc_d;
-      in_open_q <= in_open_d;
-      st_in_q <= st_in_d;
-      st_stall_q <= st_stall_d;
-      st_lost_q <= st_lost_d;
+      if (in_valid_i) begin
+        for (int unsigned v = 0; v < NumVc; v++) begin
+          if (vc_push[v]) begin
+            in_open_q[v] <= !in_flit_i.tail;
+            st_in_q[v] <= st_in_q[v] + 1'b1;
+          end
+        end
+      end
+      if (!empty_o) begin
+        for (int unsigned v = 0; v < NumVc; v++) begin
+          if (vc_pop[v]) begin
+            if (head_flit[v].head) begin
+              active_q[v] <= 1'b1;
+              oport_q[v] <= tgt_port[v];
+              ovc_q[v] <= tgt_vc[v];
+            end
+            if (head_flit[v].tail) active_q[v] <= 1'b0;
+          end
+          if (!vc_empty[v] && !vc_pop[v]) st_stall_q[v] <= st_stall_q[v] + 1'b1;
+          if (cand[v] && !vc_pop[v]) st_lost_q[v] <= st_lost_q[v] + 1'b1;
+        end
+      end
     end
   end
 
@@ -206,10 +209,16 @@ module tpu_ici_input
                                             in_valid_i && !in_flit_i.head |-> in_open_q[in_vc_i],
       ("tpu_ici_input: body flit on VC %0d outside a packet", in_vc_i))
   // Buffer heads: a VC without an output holds a head at its front, one with an output a body.
+  // An immediate assertion at the clock edge (the same check as a concurrent one): Verilator
+  // samples every signal of a concurrent assertion at every eval(), here the whole front flit
+  // of every VC for its head bit.
   for (genvar v = 0; v < NumVc; v++) begin : gen_sva
-    `TPU_ASSERT(HeadAtFront_A,
-                                      !vc_empty[v] |-> (front_head[v] == !active_q[v]),
-        ("tpu_ici_input: VC %0d front flit does not match its packet state", v))
+    always_ff @(posedge clk_i) begin
+      if (rst_ni && !vc_empty[v]) begin
+        `TPU_ASSERT_I(HeadAtFront_A, front_head[v] == !active_q[v],
+            ("tpu_ici_input: VC %0d front flit does not match its packet state", v))
+      end
+    end
   end
   `TPU_ASSERT(GntHasReq_A,
       (gnt_i & ~req_o) == '0,

@@ -14,8 +14,9 @@
 // router returns this cycle. Every one carries the cumulative ACK (the next expected sequence
 // number), the NAK bit and the per-VC counts of credits returned so far (mod 2^LinkCntW), this
 // cycle's credit included: a lost control word loses nothing for good, the next good one carries
-// the counts and the ACK again. Every output is a function of registered state and of the
-// router's credit outputs (registered state too), so the link adds no combinational path.
+// the counts and the ACK again. Its CRC (`c_crc_o`) is 0 while no control word goes out. Every
+// output is a function of registered state and of the router's credit outputs (registered state
+// too), so the link adds no combinational path.
 `include "tpu_assert.svh"
 
 module tpu_ici_link_rx
@@ -57,10 +58,10 @@ module tpu_ici_link_rx
     logic [NumVc-1:0][CntW-1:0] cnt;
   } ctl_t;
 
-  logic [SeqW-1:0]            exp_q, exp_d;  // the next sequence number to accept
-  logic                       ack_q, ack_d, nak_q, nak_d, nak_sent_q, nak_sent_d;
+  logic [SeqW-1:0]            exp_q;  // the next sequence number to accept
+  logic                       ack_q, nak_q, nak_sent_q;
   logic [NumVc-1:0][CntW-1:0] cnt_q, cnt_d;
-  logic [StatW-1:0]           crc_err_q, crc_err_d;
+  logic [StatW-1:0]           crc_err_q;
 
   // ---- Flit word in ----
   logic [31:0]     crc;
@@ -84,13 +85,11 @@ module tpu_ici_link_rx
   assign rx_vc_o    = w_vc_i;
   assign rx_flit_o  = w_flit_i;
 
+  // The credit counts the control word carries include this cycle's credit (cnt_d); the rest of
+  // the next state is worked out at the clock edge (it depends on the link's word, a top-level
+  // input of a chip: an always_comb would run at every evaluation of the model).
   always_comb begin
-    exp_d      = good ? exp_q + 1'b1 : exp_q;
-    ack_d      = good || old;
-    nak_d      = (bad || ahead) && !nak_sent_q;
-    nak_sent_d = good ? 1'b0 : (nak_sent_q || bad || ahead);
-    crc_err_d  = crc_err_q + StatW'(bad);
-    cnt_d      = cnt_q;
+    cnt_d = cnt_q;
     if (rx_cr_valid_i) cnt_d[rx_cr_vc_i] = cnt_q[rx_cr_vc_i] + 1'b1;
   end
 
@@ -103,12 +102,12 @@ module tpu_ici_link_rx
       cnt_q      <= '0;
       crc_err_q  <= '0;
     end else begin
-      exp_q      <= exp_d;
-      ack_q      <= ack_d;
-      nak_q      <= nak_d;
-      nak_sent_q <= nak_sent_d;
-      cnt_q      <= cnt_d;
-      crc_err_q  <= crc_err_d;
+      if (good) exp_q <= exp_q + 1'b1;
+      ack_q      <= good || old;
+      nak_q      <= (bad || ahead) && !nak_sent_q;
+      nak_sent_q <= good ? 1'b0 : (nak_sent_q || bad || ahead);
+      if (bad) crc_err_q <= crc_err_q + 1'b1;
+      if (rx_cr_valid_i) cnt_q <= cnt_d;
     end
   end
 
@@ -120,7 +119,7 @@ module tpu_ici_link_rx
   tpu_ici_crc #(
     .Width(CtlW)
   ) i_ctl_crc (
-    .en_i  (1'b1),
+    .en_i  (c_valid_o),  // the word is only read beside its valid (0 otherwise)
     .data_i(c_ctl_o),
     .crc_o (c_crc_o)
   );

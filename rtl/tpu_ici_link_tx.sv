@@ -84,16 +84,16 @@ module tpu_ici_link_tx
   } ctl_t;
 
   ent_t            buf_q[BufN];
-  logic [SeqW-1:0] wr_q, wr_d;    // the next new flit's sequence number
-  logic [SeqW-1:0] snd_q, snd_d;  // the next one to put on the wire
-  logic [SeqW-1:0] ack_q, ack_d;  // the oldest unacknowledged one
-  logic [SeqW-1:0] hi_q, hi_d;    // one past the highest ever sent (below: a resend)
-  logic [3:0]      gap_q, hgap_q, busy_q, busy_d;
-  logic [15:0]     tmr_q, tmr_d;
-  logic [FailW-1:0] fails_q, fails_d;
-  logic            down_q, down_d;
-  logic [NumVc-1:0][CntW-1:0] got_q, got_d, out_q, out_d;
-  logic [StatW-1:0] replays_q, replays_d, replayed_q, replayed_d, ctl_err_q, ctl_err_d;
+  logic [SeqW-1:0] wr_q;    // the next new flit's sequence number
+  logic [SeqW-1:0] snd_q;   // the next one to put on the wire
+  logic [SeqW-1:0] ack_q;   // the oldest unacknowledged one
+  logic [SeqW-1:0] hi_q;    // one past the highest ever sent (below: a resend)
+  logic [3:0]      gap_q, hgap_q, busy_q;
+  logic [15:0]     tmr_q;
+  logic [FailW-1:0] fails_q;
+  logic            down_q;
+  logic [NumVc-1:0][CntW-1:0] got_q, out_q;
+  logic [StatW-1:0] replays_q, replayed_q, ctl_err_q;
 
   // ---- Control word in ----
   ctl_t        ctl;
@@ -165,49 +165,8 @@ module tpu_ici_link_tx
     end
   end
 
-  always_comb begin
-    wr_d       = wr_q;
-    snd_d      = snd_q;
-    ack_d      = ack_q;
-    hi_d       = hi_q;
-    busy_d     = busy_q;
-    tmr_d      = tmr_q;
-    fails_d    = fails_q;
-    down_d     = down_q;
-    got_d      = cnt_now;
-    out_d      = out_q;
-    replays_d  = replays_q;
-    replayed_d = replayed_q;
-    ctl_err_d  = ctl_err_q + StatW'(c_bad);
-    if (tx_valid_i && !down_q) wr_d = wr_q + 1'b1;
-    if (tx_cr_valid_o) out_d[tx_cr_vc_o] = out_q[tx_cr_vc_o] + 1'b1;
-    if (send) begin
-      snd_d  = snd_q + 1'b1;
-      busy_d = (out_e.flit.head ? hgap_q : gap_q) - 4'd1;
-      if (snd_q == hi_q) hi_d = hi_q + 1'b1;
-      else replayed_d = replayed_q + 1'b1;
-    end else if (busy_q != '0) begin
-      busy_d = busy_q - 4'd1;
-    end
-    if (a_in) begin
-      ack_d = ctl.ack;
-      if (!ctl.nak && a_off > snd_off) snd_d = ctl.ack;  // acknowledged before it was resent
-    end
-    if (replay) begin
-      if (give_up) begin
-        down_d = 1'b1;
-      end else begin
-        snd_d     = back;
-        replays_d = replays_q + 1'b1;
-        fails_d   = progress ? FailW'(1) : fails_q + 1'b1;
-      end
-    end else if (progress) begin
-      fails_d = '0;
-    end
-    if (!unacked || progress || replay || down_q) tmr_d = '0;
-    else if (tmr_q != '1) tmr_d = tmr_q + 1'b1;
-  end
-
+  // Next state at the clock edge: the control words come from the link (top-level inputs of a
+  // chip), so an always_comb here would run at every evaluation of the model.
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       wr_q       <= '0;
@@ -226,21 +185,37 @@ module tpu_ici_link_tx
       replayed_q <= '0;
       ctl_err_q  <= '0;
     end else begin
-      wr_q       <= wr_d;
-      snd_q      <= snd_d;
-      ack_q      <= ack_d;
-      hi_q       <= hi_d;
-      gap_q      <= (link_gap_i == '0) ? 4'd1 : link_gap_i;
-      hgap_q     <= (link_hgap_i == '0) ? 4'd1 : link_hgap_i;
-      busy_q     <= busy_d;
-      tmr_q      <= tmr_d;
-      fails_q    <= fails_d;
-      down_q     <= down_d;
-      got_q      <= got_d;
-      out_q      <= out_d;
-      replays_q  <= replays_d;
-      replayed_q <= replayed_d;
-      ctl_err_q  <= ctl_err_d;
+      gap_q  <= (link_gap_i == '0) ? 4'd1 : link_gap_i;
+      hgap_q <= (link_hgap_i == '0) ? 4'd1 : link_hgap_i;
+      got_q  <= cnt_now;
+      if (c_bad) ctl_err_q <= ctl_err_q + 1'b1;
+      if (tx_valid_i && !down_q) wr_q <= wr_q + 1'b1;
+      if (tx_cr_valid_o) out_q[tx_cr_vc_o] <= out_q[tx_cr_vc_o] + 1'b1;
+      if (send) begin
+        snd_q  <= snd_q + 1'b1;
+        busy_q <= (out_e.flit.head ? hgap_q : gap_q) - 4'd1;
+        if (snd_q == hi_q) hi_q <= hi_q + 1'b1;
+        else replayed_q <= replayed_q + 1'b1;
+      end else if (busy_q != '0) begin
+        busy_q <= busy_q - 4'd1;
+      end
+      if (a_in) begin
+        ack_q <= ctl.ack;
+        if (!ctl.nak && a_off > snd_off) snd_q <= ctl.ack;  // acknowledged before it was resent
+      end
+      if (replay) begin
+        if (give_up) begin
+          down_q <= 1'b1;
+        end else begin
+          snd_q     <= back;
+          replays_q <= replays_q + 1'b1;
+          fails_q   <= progress ? FailW'(1) : fails_q + 1'b1;
+        end
+      end else if (progress) begin
+        fails_q <= '0;
+      end
+      if (!unacked || progress || replay || down_q) tmr_q <= '0;
+      else if (tmr_q != '1) tmr_q <= tmr_q + 1'b1;
     end
   end
 

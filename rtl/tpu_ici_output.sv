@@ -31,37 +31,30 @@ module tpu_ici_output
   output logic                        all_credits_o
 );
 
-  logic [NumVc-1:0][CntW-1:0]  cnt_q, cnt_d;
-  logic [NumVc-1:0]            busy_q, busy_d;
-  logic [NumVc-1:0][StatW-1:0] st_out_q, st_out_d;
+  logic [NumVc-1:0][CntW-1:0]  cnt_q;
+  logic [NumVc-1:0]            busy_q;
+  logic [NumVc-1:0][StatW-1:0] st_out_q;
 
-  always_comb begin
-    cnt_d = cnt_q;
-    busy_d = busy_q;
-    st_out_d = st_out_q;
-    for (int unsigned v = 0; v < NumVc; v++) begin
-      logic sent, ret;
-      sent = send_i && (send_vc_i == VcW'(v));
-      ret = cr_valid_i && (cr_vc_i == VcW'(v));
-      if (sent && !ret) cnt_d[v] = cnt_q[v] - 1'b1;
-      if (ret && !sent) cnt_d[v] = cnt_q[v] + 1'b1;
-      if (sent) begin
-        st_out_d[v] = st_out_q[v] + 1'b1;
-        if (send_head_i) busy_d[v] = 1'b1;
-        if (send_tail_i) busy_d[v] = 1'b0;
-      end
-    end
-  end
-
+  // Next state at the clock edge (the credits come from a link, often a top-level input: an
+  // always_comb would run at every evaluation of the model).
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       cnt_q <= {NumVc{CntW'(Credits)}};
       busy_q <= '0;
       st_out_q <= '0;
-    end else begin
-      cnt_q <= cnt_d;
-      busy_q <= busy_d;
-      st_out_q <= st_out_d;
+    end else if (send_i || cr_valid_i) begin
+      for (int unsigned v = 0; v < NumVc; v++) begin
+        logic sent, ret;
+        sent = send_i && (send_vc_i == VcW'(v));
+        ret = cr_valid_i && (cr_vc_i == VcW'(v));
+        if (sent && !ret) cnt_q[v] <= cnt_q[v] - 1'b1;
+        if (ret && !sent) cnt_q[v] <= cnt_q[v] + 1'b1;
+        if (sent) begin
+          st_out_q[v] <= st_out_q[v] + 1'b1;
+          if (send_head_i) busy_q[v] <= 1'b1;
+          if (send_tail_i) busy_q[v] <= 1'b0;
+        end
+      end
     end
   end
 

@@ -112,7 +112,7 @@ module tpu_ici_router
   // ---- Input side ----
   logic      [NP-1:0]            in_valid;
   logic      [NP-1:0][VcW-1:0]   in_vc;
-  flit_t     [NP-1:0]            in_flit;
+  flit_t                         in_flit[NP];  // unpacked: one word-aligned flit per port
   logic      [NP-1:0][NumVc-1:0] in_full;
   logic      [NP-1:0]            cr_valid;
   logic      [NP-1:0][VcW-1:0]   cr_vc;

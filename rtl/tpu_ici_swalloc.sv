@@ -44,6 +44,23 @@ module tpu_ici_swalloc
   logic [SelW-1:0]               first_q, first_d;      // the output that picks first
   logic [NumP-1:0]           in_matched, out_matched;
 
+  // Per output: whether any input VC requests it (pass 2), with a body flit (pass 1). An
+  // output nobody requests is skipped, and with no request at all nothing is scanned (the
+  // result is the same: such an output matches nothing).
+  logic [NumP-1:0] any_req, body_req;
+  always_comb begin
+    any_req = '0;
+    body_req = '0;
+    for (int unsigned i = 0; i < NumP; i++) begin
+      for (int unsigned v = 0; v < NumVc; v++) begin
+        if (req_i[i][v] && 32'(req_port_i[i][v]) < NumP) begin
+          any_req[req_port_i[i][v]] = 1'b1;
+          if (req_body_i[i][v]) body_req[req_port_i[i][v]] = 1'b1;
+        end
+      end
+    end
+  end
+
   always_comb begin
     int unsigned o, i, v;
     gnt_o = '0;
@@ -57,22 +74,28 @@ module tpu_ici_swalloc
     o = 0;
     i = 0;
     v = 0;
-    for (int unsigned pass = 0; pass < 2; pass++) begin
-      for (int unsigned k = 0; k < NumP; k++) begin
-        o = (32'(first_q) + k) % NumP;
-        for (int unsigned ki = 0; ki < NumP; ki++) begin
-          i = (32'(out_ptr_q[o]) + ki) % NumP;
-          for (int unsigned kv = 0; kv < NumVc; kv++) begin
-            v = (32'(vc_ptr_q[i]) + kv) % NumVc;
-            if (!out_matched[o] && !in_matched[i] && req_i[i][v] &&
-                req_port_i[i][v] == ici_port_e'(o) && (pass == 1 || req_body_i[i][v])) begin
-              out_matched[o] = 1'b1;
-              in_matched[i] = 1'b1;
-              gnt_o[i][v] = 1'b1;
-              out_valid_o[o] = 1'b1;
-              out_sel_o[o] = PortW'(i);
-              out_ptr_d[o] = SelW'((i + 1) % NumP);
-              vc_ptr_d[i] = VcW'((v + 1) % NumVc);
+    if (any_req != '0) begin
+      for (int unsigned pass = 0; pass < 2; pass++) begin
+        for (int unsigned k = 0; k < NumP; k++) begin
+          o = (32'(first_q) + k) % NumP;
+          if (!out_matched[o] && ((pass == 1) ? any_req[o] : body_req[o])) begin
+            for (int unsigned ki = 0; ki < NumP; ki++) begin
+              i = (32'(out_ptr_q[o]) + ki) % NumP;
+              if (!in_matched[i] && req_i[i] != '0) begin
+                for (int unsigned kv = 0; kv < NumVc; kv++) begin
+                  v = (32'(vc_ptr_q[i]) + kv) % NumVc;
+                  if (!out_matched[o] && !in_matched[i] && req_i[i][v] &&
+                      req_port_i[i][v] == ici_port_e'(o) && (pass == 1 || req_body_i[i][v])) begin
+                    out_matched[o] = 1'b1;
+                    in_matched[i] = 1'b1;
+                    gnt_o[i][v] = 1'b1;
+                    out_valid_o[o] = 1'b1;
+                    out_sel_o[o] = PortW'(i);
+                    out_ptr_d[o] = SelW'((i + 1) % NumP);
+                    vc_ptr_d[i] = VcW'((v + 1) % NumVc);
+                  end
+                end
+              end
             end
           end
         end
@@ -97,9 +120,10 @@ module tpu_ici_swalloc
   logic left_out;
   always_comb begin
     left_out = 1'b0;
-    for (int unsigned i = 0; i < NumP; i++)
-      for (int unsigned v = 0; v < NumVc; v++)
-        if (req_i[i][v] && !in_matched[i] && !out_matched[req_port_i[i][v]]) left_out = 1'b1;
+    if (req_i != '0)
+      for (int unsigned i = 0; i < NumP; i++)
+        for (int unsigned v = 0; v < NumVc; v++)
+          if (req_i[i][v] && !in_matched[i] && !out_matched[req_port_i[i][v]]) left_out = 1'b1;
   end
   `TPU_ASSERT(AllocMaximal_A,
       !left_out,
@@ -109,7 +133,7 @@ module tpu_ici_swalloc
   logic bad_gnt;
   always_comb begin
     bad_gnt = 1'b0;
-    for (int unsigned i = 0; i < NumP; i++) begin
+    for (int unsigned i = 0; i < NumP; i++) if (req_i[i] != '0 || gnt_o[i] != '0) begin
       if (!$onehot0(gnt_o[i]) || (gnt_o[i] & ~req_i[i]) != '0) bad_gnt = 1'b1;
       for (int unsigned v = 0; v < NumVc; v++)
         if (gnt_o[i][v] && (!out_valid_o[req_port_i[i][v]] ||
