@@ -120,14 +120,14 @@ module tpu_hbm_chan
                                    timing_i.rp);
 
   // "Cycles until allowed" down-counters: each cycle they count down (cnt_dec); a command that
-  // must be followed by `n` cycles before the next one raises the counter to n - 1 (cnt_req),
+  // must be followed by `n` cycles before the next one raises the counter to n - 1 (cnt_max),
   // so the next command may go exactly n cycles later.
   function automatic hbm_cyc_t cnt_dec(hbm_cyc_t q);
     return (q != '0) ? q - 1'b1 : '0;
   endfunction
 
-  function automatic hbm_cyc_t cnt_req(hbm_cyc_t d, logic apply, hbm_cyc_t n);
-    return (apply && n > 16'd1 && (n - 1'b1) > d) ? n - 1'b1 : d;
+  function automatic hbm_cyc_t cnt_max(hbm_cyc_t d, hbm_cyc_t n);
+    return (n > 16'd1 && (n - 1'b1) > d) ? n - 1'b1 : d;
   endfunction
 
   // ---------------------------------------------------------------------------------------------
@@ -261,24 +261,23 @@ module tpu_hbm_chan
   // ---------------------------------------------------------------------------------------------
   // Bank state and timing counters
   // ---------------------------------------------------------------------------------------------
-  logic [HBM_BANKS-1:0] open_q, open_d;
+  logic [HBM_BANKS-1:0] open_q;
   hbm_row_t row_q[HBM_BANKS];  // open row of each bank (an array: one trace signal per bank)
-  hbm_row_t row_d[HBM_BANKS];
   hbm_row_t [HBM_BANKS-1:0] open_row;
   always_comb begin
     for (int unsigned b = 0; b < HBM_BANKS; b++) open_row[b] = row_q[b];
   end
-  logic [HBM_BANKS-1:0] fresh_q, fresh_d;  // opened by an ACT, no column command yet
-  logic [HBM_BANKS-1:0] confl_q, confl_d;  // last PRE closed a row another request conflicted
-  hbm_cyc_t [HBM_BANKS-1:0] act_cnt_q, act_cnt_d;  // tRC, tRP
-  hbm_cyc_t [HBM_BANKS-1:0] col_cnt_q, col_cnt_d;  // tRCD
-  hbm_cyc_t [HBM_BANKS-1:0] pre_cnt_q, pre_cnt_d;  // tRAS, tRTP, tWR
-  hbm_cyc_t [HBM_BANK_GROUPS-1:0] act_bg_cnt_q, act_bg_cnt_d;  // tRRD_S/L, tRFC
-  hbm_cyc_t [HBM_BANK_GROUPS-1:0] rd_bg_cnt_q, rd_bg_cnt_d;  // tCCD_S/L, tWTR_S/L
-  hbm_cyc_t [HBM_BANK_GROUPS-1:0] wr_bg_cnt_q, wr_bg_cnt_d;  // tCCD_S/L, tRTW
-  hbm_cyc_t ref_cnt_q, ref_cnt_d;  // tRP after a PRE, tRFC after a REF
-  hbm_cyc_t [3:0] faw_q, faw_d;  // tFAW window: one counter per of the last four ACTs
-  logic [1:0] faw_ptr_q, faw_ptr_d;  // counter of the oldest of the last four ACTs
+  logic [HBM_BANKS-1:0] fresh_q;  // opened by an ACT, no column command yet
+  logic [HBM_BANKS-1:0] confl_q;  // last PRE closed a row another request conflicted
+  hbm_cyc_t [HBM_BANKS-1:0] act_cnt_q;  // tRC, tRP
+  hbm_cyc_t [HBM_BANKS-1:0] col_cnt_q;  // tRCD
+  hbm_cyc_t [HBM_BANKS-1:0] pre_cnt_q;  // tRAS, tRTP, tWR
+  hbm_cyc_t [HBM_BANK_GROUPS-1:0] act_bg_cnt_q;  // tRRD_S/L, tRFC
+  hbm_cyc_t [HBM_BANK_GROUPS-1:0] rd_bg_cnt_q;  // tCCD_S/L, tWTR_S/L
+  hbm_cyc_t [HBM_BANK_GROUPS-1:0] wr_bg_cnt_q;  // tCCD_S/L, tRTW
+  hbm_cyc_t ref_cnt_q;  // tRP after a PRE, tRFC after a REF
+  hbm_cyc_t [3:0] faw_q;  // tFAW window: one counter per of the last four ACTs
+  logic [1:0] faw_ptr_q;  // counter of the oldest of the last four ACTs
 
   // Refresh.
   hbm_cyc_t ref_timer_q, ref_timer_d;
@@ -296,8 +295,6 @@ module tpu_hbm_chan
   // Accepting requests
   // ---------------------------------------------------------------------------------------------
   hbm_bank_t req_bank;
-  logic [RqDepth-1:0] rq_match;
-  logic [WqDepth-1:0] wq_match;
   logic rq_hit, wq_hit;
   logic [WqIdxW-1:0] wq_hit_idx;
   logic [SlotW-1:0] wq_hit_slot, free_slot;
@@ -305,22 +302,29 @@ module tpu_hbm_chan
 
   assign req_bank = {req_i.bg, req_i.ba};
 
+  // The request is matched only while it is valid (ready is looked at only with valid), and only
+  // against valid entries; the read queue only for a write (rq_hit blocks nothing else). The
+  // request may come from the chip's host port, a top-level input, so this runs in every eval()
+  // of a verilated model: nothing is scanned in the cycles without a request (docs/scale.md).
   always_comb begin
     rq_hit = 1'b0;
     wq_hit = 1'b0;
     wq_hit_idx = '0;
-    for (int unsigned i = 0; i < RqDepth; i++) begin
-      rq_match[i] = rq_valid[i] && rq_ent[i].bank == req_bank && rq_ent[i].row == req_i.row &&
-                    rq_ent[i].col == req_i.col;
-      rq_hit |= rq_match[i];
-    end
-    // Merging keeps buffered blocks unique, so at most one entry matches.
-    for (int unsigned i = 0; i < WqDepth; i++) begin
-      wq_match[i] = wq_valid[i] && wq_ent[i].bank == req_bank && wq_ent[i].row == req_i.row &&
-                    wq_ent[i].col == req_i.col;
-      if (wq_match[i]) begin
-        wq_hit = 1'b1;
-        wq_hit_idx = WqIdxW'(i);
+    if (req_valid_i) begin
+      if (req_i.write) begin
+        for (int unsigned i = 0; i < RqDepth; i++) begin
+          if (rq_valid[i] && rq_ent[i].bank == req_bank && rq_ent[i].row == req_i.row &&
+              rq_ent[i].col == req_i.col)
+            rq_hit = 1'b1;
+        end
+      end
+      // Merging keeps buffered blocks unique, so at most one entry matches.
+      for (int unsigned i = 0; i < WqDepth; i++) begin
+        if (wq_valid[i] && wq_ent[i].bank == req_bank && wq_ent[i].row == req_i.row &&
+            wq_ent[i].col == req_i.col) begin
+          wq_hit = 1'b1;
+          wq_hit_idx = WqIdxW'(i);
+        end
       end
     end
     wq_hit_slot = wq_ent[wq_hit_idx].slot;
@@ -473,68 +477,107 @@ module tpu_hbm_chan
 
   assign cmd_bank = {cmd_d.bg, cmd_d.ba};
 
-  // Bank state and timing counters after this cycle's command.
-  always_comb begin
-    logic is_act, is_pre, is_prea, is_rd, is_wr, is_ref;
-    is_act = (cmd_d.cmd == HbmAct);
-    is_pre = (cmd_d.cmd == HbmPre);
-    is_prea = (cmd_d.cmd == HbmPrea);
-    is_rd = (cmd_d.cmd == HbmRd);
-    is_wr = (cmd_d.cmd == HbmWr);
-    is_ref = (cmd_d.cmd == HbmRef);
-    open_d = open_q;
-    row_d = row_q;
-    fresh_d = fresh_q;
-    confl_d = confl_q;
-    for (int unsigned b = 0; b < HBM_BANKS; b++) begin
-      logic mine;
-      mine = (hbm_bank_t'(b) == cmd_bank);
-      act_cnt_d[b] = cnt_req(cnt_req(cnt_dec(act_cnt_q[b]), mine && is_act, timing_i.rc),
-                             (mine && is_pre) || is_prea, timing_i.rp);
-      col_cnt_d[b] = cnt_req(cnt_dec(col_cnt_q[b]), mine && is_act, timing_i.rcd);
-      pre_cnt_d[b] = cnt_req(cnt_req(cnt_req(cnt_dec(pre_cnt_q[b]), mine && is_act, timing_i.ras),
-                                     mine && is_rd, timing_i.rtp),
-                             mine && is_wr, t_wr_to_pre);
-      if (mine && is_act) begin
-        open_d[b] = 1'b1;
-        row_d[b] = cmd_d.row;
-        fresh_d[b] = 1'b1;
+  // Bank state and timing counters after this cycle's command, worked out at the clock edge (it
+  // feeds only registers, docs/scale.md "One core"): the down-counters that run count down, then
+  // the command (if any) raises those of its bank, its bank group and the channel.
+  always_ff @(posedge clk_i or negedge rst_ni) begin : p_banks
+    hbm_cyc_t [HBM_BANKS-1:0] act_n, col_n, pre_n;
+    hbm_cyc_t [HBM_BANK_GROUPS-1:0] act_bg_n, rd_bg_n, wr_bg_n;
+    hbm_cyc_t ref_n;
+    hbm_cyc_t [3:0] faw_n;
+    if (!rst_ni) begin
+      open_q <= '0;
+      for (int unsigned b = 0; b < HBM_BANKS; b++) row_q[b] <= '0;
+      fresh_q <= '0;
+      confl_q <= '0;
+      act_cnt_q <= '0;
+      col_cnt_q <= '0;
+      pre_cnt_q <= '0;
+      act_bg_cnt_q <= '0;
+      rd_bg_cnt_q <= '0;
+      wr_bg_cnt_q <= '0;
+      ref_cnt_q <= '0;
+      faw_q <= '0;
+      faw_ptr_q <= '0;
+    end else begin
+      act_n = act_cnt_q;
+      col_n = col_cnt_q;
+      pre_n = pre_cnt_q;
+      act_bg_n = act_bg_cnt_q;
+      rd_bg_n = rd_bg_cnt_q;
+      wr_bg_n = wr_bg_cnt_q;
+      faw_n = faw_q;
+      for (int unsigned b = 0; b < HBM_BANKS; b++) begin
+        if (act_n[b] != '0) act_n[b] = act_n[b] - 1'b1;
+        if (col_n[b] != '0) col_n[b] = col_n[b] - 1'b1;
+        if (pre_n[b] != '0) pre_n[b] = pre_n[b] - 1'b1;
       end
-      if (mine && is_pre) begin
-        open_d[b] = 1'b0;
-        // A PRE (not the refresh's PREA) closes a row that some request conflicts with.
-        confl_d[b] = 1'b1;
+      for (int unsigned g = 0; g < HBM_BANK_GROUPS; g++) begin
+        if (act_bg_n[g] != '0) act_bg_n[g] = act_bg_n[g] - 1'b1;
+        if (rd_bg_n[g] != '0) rd_bg_n[g] = rd_bg_n[g] - 1'b1;
+        if (wr_bg_n[g] != '0) wr_bg_n[g] = wr_bg_n[g] - 1'b1;
       end
-      if (is_prea) begin
-        open_d[b] = 1'b0;
-        confl_d[b] = 1'b0;
-      end
-      if (mine && (is_rd || is_wr)) begin
-        fresh_d[b] = 1'b0;
-        confl_d[b] = 1'b0;
-      end
-    end
-    for (int unsigned g = 0; g < HBM_BANK_GROUPS; g++) begin
-      logic same;
-      same = (HBM_BG_W'(g) == cmd_d.bg);
-      act_bg_cnt_d[g] = cnt_req(cnt_req(cnt_dec(act_bg_cnt_q[g]), is_act,
-                                        same ? timing_i.rrd_l : timing_i.rrd_s),
-                                is_ref, timing_i.rfc);
-      rd_bg_cnt_d[g] = cnt_req(cnt_req(cnt_dec(rd_bg_cnt_q[g]), is_rd,
-                                       same ? timing_i.ccd_l : timing_i.ccd_s),
-                               is_wr, same ? t_wr_to_rd_l : t_wr_to_rd_s);
-      wr_bg_cnt_d[g] = cnt_req(cnt_req(cnt_dec(wr_bg_cnt_q[g]), is_wr,
-                                       same ? timing_i.ccd_l : timing_i.ccd_s),
-                               is_rd, t_rd_to_wr);
-    end
-    ref_cnt_d = cnt_req(cnt_req(cnt_dec(ref_cnt_q), is_pre || is_prea, timing_i.rp), is_ref,
-                        timing_i.rfc);
-    faw_d = faw_q;
-    faw_ptr_d = faw_ptr_q;
-    for (int unsigned i = 0; i < 4; i++) faw_d[i] = (faw_q[i] != '0) ? faw_q[i] - 1'b1 : '0;
-    if (is_act) begin
-      faw_d[faw_ptr_q] = (timing_i.faw > 16'd1) ? timing_i.faw - 1'b1 : '0;
-      faw_ptr_d = faw_ptr_q + 1'b1;
+      for (int unsigned i = 0; i < 4; i++) if (faw_n[i] != '0) faw_n[i] = faw_n[i] - 1'b1;
+      ref_n = cnt_dec(ref_cnt_q);
+      case (cmd_d.cmd)
+        HbmAct: begin
+          act_n[cmd_bank] = cnt_max(act_n[cmd_bank], timing_i.rc);
+          col_n[cmd_bank] = cnt_max(col_n[cmd_bank], timing_i.rcd);
+          pre_n[cmd_bank] = cnt_max(pre_n[cmd_bank], timing_i.ras);
+          for (int unsigned g = 0; g < HBM_BANK_GROUPS; g++)
+            act_bg_n[g] = cnt_max(act_bg_n[g], (HBM_BG_W'(g) == cmd_d.bg) ? timing_i.rrd_l
+                                                                            : timing_i.rrd_s);
+          faw_n[faw_ptr_q] = (timing_i.faw > 16'd1) ? timing_i.faw - 1'b1 : '0;
+          faw_ptr_q <= faw_ptr_q + 1'b1;
+          open_q[cmd_bank] <= 1'b1;
+          row_q[cmd_bank] <= cmd_d.row;
+          fresh_q[cmd_bank] <= 1'b1;
+        end
+        HbmPre: begin
+          act_n[cmd_bank] = cnt_max(act_n[cmd_bank], timing_i.rp);
+          ref_n = cnt_max(ref_n, timing_i.rp);
+          open_q[cmd_bank] <= 1'b0;
+          // A PRE (not the refresh's PREA) closes a row that some request conflicts with.
+          confl_q[cmd_bank] <= 1'b1;
+        end
+        HbmPrea: begin
+          for (int unsigned b = 0; b < HBM_BANKS; b++) act_n[b] = cnt_max(act_n[b], timing_i.rp);
+          ref_n = cnt_max(ref_n, timing_i.rp);
+          open_q <= '0;
+          confl_q <= '0;
+        end
+        HbmRd, HbmWr: begin
+          pre_n[cmd_bank] = cnt_max(pre_n[cmd_bank], (cmd_d.cmd == HbmRd) ? timing_i.rtp
+                                                                           : t_wr_to_pre);
+          for (int unsigned g = 0; g < HBM_BANK_GROUPS; g++) begin
+            logic same;
+            same = (HBM_BG_W'(g) == cmd_d.bg);
+            if (cmd_d.cmd == HbmRd) begin
+              rd_bg_n[g] = cnt_max(rd_bg_n[g], same ? timing_i.ccd_l : timing_i.ccd_s);
+              wr_bg_n[g] = cnt_max(wr_bg_n[g], t_rd_to_wr);
+            end else begin
+              rd_bg_n[g] = cnt_max(rd_bg_n[g], same ? t_wr_to_rd_l : t_wr_to_rd_s);
+              wr_bg_n[g] = cnt_max(wr_bg_n[g], same ? timing_i.ccd_l : timing_i.ccd_s);
+            end
+          end
+          fresh_q[cmd_bank] <= 1'b0;
+          confl_q[cmd_bank] <= 1'b0;
+        end
+        HbmRef: begin
+          for (int unsigned g = 0; g < HBM_BANK_GROUPS; g++)
+            act_bg_n[g] = cnt_max(act_bg_n[g], timing_i.rfc);
+          ref_n = cnt_max(ref_n, timing_i.rfc);
+        end
+        default: ;
+      endcase
+      act_cnt_q <= act_n;
+      col_cnt_q <= col_n;
+      pre_cnt_q <= pre_n;
+      act_bg_cnt_q <= act_bg_n;
+      rd_bg_cnt_q <= rd_bg_n;
+      wr_bg_cnt_q <= wr_bg_n;
+      ref_cnt_q <= ref_n;
+      faw_q <= faw_n;
     end
   end
 
@@ -563,7 +606,6 @@ module tpu_hbm_chan
   // ---------------------------------------------------------------------------------------------
   logic wbeat_q, wbeat_d, wvalid_d, rbeat_q, rbeat_d;
   hbm_bus_t wdata_d, rlo_q;
-  hbm_bus_ecc_t wcheck_d;
   hbm_cyc_t rd_lat;
 
   // Buffered write slots: filled on accept (new or merged), freed when the WR is issued.
@@ -598,17 +640,24 @@ module tpu_hbm_chan
     end
   end
 
-  // ECC: encode the write data of the next bus cycle; check the read data of this one.
-  assign wcheck_d = hbm_ecc_enc_bus(wdata_d);
+  // ECC: encode the write data of the next bus cycle (at the clock edge, only for a data beat:
+  // the check bits of the zero word are zero); check the read data of this one, only in a cycle
+  // with read data (rd_fix is used only then).
   hbm_bus_t rd_fix;
   logic [HBM_BUS_WORDS-1:0] rd_ce, rd_ue, rlo_ue_q;
   hbm_secded_dec_t [HBM_BUS_WORDS-1:0] rd_dec;
   always_comb begin
-    for (int unsigned w = 0; w < HBM_BUS_WORDS; w++) begin
-      rd_dec[w] = hbm_secded_dec(rdata_i[w*64+:64], rcheck_i[w*8+:8]);
-      rd_fix[w*64+:64] = rd_dec[w].data;
-      rd_ce[w] = rvalid_i && rd_dec[w].ce;
-      rd_ue[w] = rvalid_i && rd_dec[w].ue;
+    rd_dec = '0;
+    rd_fix = '0;
+    rd_ce = '0;
+    rd_ue = '0;
+    if (rvalid_i) begin
+      for (int unsigned w = 0; w < HBM_BUS_WORDS; w++) begin
+        rd_dec[w] = hbm_secded_dec(rdata_i[w*64+:64], rcheck_i[w*8+:8]);
+        rd_fix[w*64+:64] = rd_dec[w].data;
+        rd_ce[w] = rd_dec[w].ce;
+        rd_ue[w] = rd_dec[w].ue;
+      end
     end
   end
   logic unused_syndrome;  // the syndromes are for waves and debugging
@@ -698,19 +747,6 @@ module tpu_hbm_chan
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       wslot_busy_q <= '0;
-      open_q <= '0;
-      for (int unsigned b = 0; b < HBM_BANKS; b++) row_q[b] <= '0;
-      fresh_q <= '0;
-      confl_q <= '0;
-      act_cnt_q <= '0;
-      col_cnt_q <= '0;
-      pre_cnt_q <= '0;
-      act_bg_cnt_q <= '0;
-      rd_bg_cnt_q <= '0;
-      wr_bg_cnt_q <= '0;
-      ref_cnt_q <= '0;
-      faw_q <= '0;
-      faw_ptr_q <= '0;
       ref_timer_q <= '0;
       ref_pending_q <= 1'b0;
       ref_noact_q <= 1'b0;
@@ -728,19 +764,6 @@ module tpu_hbm_chan
       turn_ack_q <= 1'b0;
     end else begin
       wslot_busy_q <= wslot_busy_d;
-      open_q <= open_d;
-      row_q <= row_d;
-      fresh_q <= fresh_d;
-      confl_q <= confl_d;
-      act_cnt_q <= act_cnt_d;
-      col_cnt_q <= col_cnt_d;
-      pre_cnt_q <= pre_cnt_d;
-      act_bg_cnt_q <= act_bg_cnt_d;
-      rd_bg_cnt_q <= rd_bg_cnt_d;
-      wr_bg_cnt_q <= wr_bg_cnt_d;
-      ref_cnt_q <= ref_cnt_d;
-      faw_q <= faw_d;
-      faw_ptr_q <= faw_ptr_d;
       ref_timer_q <= ref_timer_d;
       ref_pending_q <= ref_pending_d;
       ref_noact_q <= ref_noact_d;
@@ -749,7 +772,7 @@ module tpu_hbm_chan
       wbeat_q <= wbeat_d;
       wvalid_o <= wvalid_d;
       wdata_o <= wdata_d;
-      wcheck_o <= wcheck_d;
+      wcheck_o <= wvalid_d ? hbm_ecc_enc_bus(wdata_d) : '0;
       rbeat_q <= rbeat_d;
       if (rvalid_i && !rbeat_q) begin
         rlo_q <= rd_fix;
