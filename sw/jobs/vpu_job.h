@@ -1,11 +1,11 @@
 // VpuJob: `tpusim vpu`, one elementwise VPU op over an f32 array on one chip. The ops are the
 // contract's VpuOp values (kVpuOpCount, named by the golden's vpu_op_name) that the chip's VPU
 // command takes: every one but the reductions (the vector unit's alone) and fma (the command
-// feeds z = -0, docs/isa.md); an op reads y when the golden's lane result depends on it. The
-// array (1-D or 2-D, any shape) is laid out row-major into an HBM matrix of whole memory rows
-// (zero padding, never read back), streamed through VMEM by plan_vpu_map (DMA in, one VPU command
-// per chunk, DMA out), and every result checked bit for bit against the golden lane function
-// (model/include/tpu/vector.h) with the operands the command feeds.
+// feeds z = -0, docs/isa.md); an op reads y when the golden declares two operands for it
+// (vpu_op_operands). The array (1-D or 2-D, any shape) is laid out row-major into an HBM matrix
+// of whole memory rows (zero padding, never read back), streamed through VMEM by plan_vpu_map
+// (DMA in, one VPU command per chunk, DMA out), and every result checked bit for bit against the
+// golden lane function (model/include/tpu/vector.h) with the operands the command feeds.
 #pragma once
 
 #include <cstddef>
