@@ -91,22 +91,37 @@ void embed(Run& r, const Dims& D) {
   }
 }
 
+// Head j of window b in a [T x width] matrix: the S x dh block whose columns start at col0 + j dh
+// (q, k and v of the qkv matrix at col0 = 0, dm, 2 dm; the attention output at 0).
+std::vector<float> head_block(const std::vector<float>& m, std::size_t width, std::size_t col0,
+                              std::size_t b, std::size_t j, const Dims& D) {
+  std::vector<float> blk(D.S * D.dh);
+  for (std::size_t i = 0; i < D.S; ++i)
+    for (std::size_t x = 0; x < D.dh; ++x)
+      blk[i * D.dh + x] = m[(b * D.S + i) * width + col0 + j * D.dh + x];
+  return blk;
+}
+
+// The inverse of head_block: writes the S x dh block back in place.
+void put_head_block(std::vector<float>& m, std::size_t width, std::size_t col0, std::size_t b,
+                    std::size_t j, const std::vector<float>& blk, const Dims& D) {
+  for (std::size_t i = 0; i < D.S; ++i)
+    for (std::size_t x = 0; x < D.dh; ++x)
+      m[(b * D.S + i) * width + col0 + j * D.dh + x] = blk[i * D.dh + x];
+}
+
 // Causal softmax attention of the chip's heads: c.qkv -> c.att, c.probs.
 void attention(LayerCache& c, const Dims& D) {
   const std::size_t S = D.S, dh = D.dh, w = 3 * D.dm;
   const float ninf = -std::numeric_limits<float>::infinity();
   c.att.assign(D.T * D.dm, 0.0f);
   c.probs.assign(D.B * D.Hm * S * S, 0.0f);
-  std::vector<float> q(S * dh), kt(dh * S), v(S * dh), e(S);
+  std::vector<float> e(S);
   for (std::size_t b = 0; b < D.B; ++b)
     for (std::size_t j = 0; j < D.Hm; ++j) {
-      for (std::size_t i = 0; i < S; ++i)
-        for (std::size_t x = 0; x < dh; ++x) {
-          const std::size_t o = (b * S + i) * w + j * dh + x;
-          q[i * dh + x] = c.qkv[o];
-          kt[x * S + i] = c.qkv[o + D.dm];
-          v[i * dh + x] = c.qkv[o + 2 * D.dm];
-        }
+      const std::vector<float> q = head_block(c.qkv, w, 0, b, j, D);
+      const std::vector<float> kt = transpose(head_block(c.qkv, w, D.dm, b, j, D), S, dh);
+      const std::vector<float> v = head_block(c.qkv, w, 2 * D.dm, b, j, D);
       std::vector<float> z = mm(q, kt, S, dh, S);
       float* pr = &c.probs[(b * D.Hm + j) * S * S];
       for (std::size_t i = 0; i < S; ++i) {
@@ -118,9 +133,7 @@ void attention(LayerCache& c, const Dims& D) {
         for (std::size_t k = 0; k < S; ++k) pr[i * S + k] = f32_mul(e[k], rs);
       }
       const std::vector<float> pv(pr, pr + S * S);
-      const std::vector<float> o = mm(pv, v, S, S, dh);
-      for (std::size_t i = 0; i < S; ++i)
-        for (std::size_t x = 0; x < dh; ++x) c.att[(b * S + i) * D.dm + j * dh + x] = o[i * dh + x];
+      put_head_block(c.att, D.dm, 0, b, j, mm(pv, v, S, S, dh), D);
     }
 }
 
@@ -192,17 +205,13 @@ std::vector<float> attention_back(const LayerCache& c, const std::vector<float>&
                                   const Dims& D) {
   const std::size_t S = D.S, dh = D.dh, w = 3 * D.dm;
   std::vector<float> dqkv(D.T * w, 0.0f);
-  std::vector<float> q(S * dh), k(S * dh), v(S * dh), dout(S * dh), pd(S);
+  std::vector<float> pd(S);
   for (std::size_t b = 0; b < D.B; ++b)
     for (std::size_t j = 0; j < D.Hm; ++j) {
-      for (std::size_t i = 0; i < S; ++i)
-        for (std::size_t x = 0; x < dh; ++x) {
-          const std::size_t o = (b * S + i) * w + j * dh + x;
-          q[i * dh + x] = c.qkv[o];
-          k[i * dh + x] = c.qkv[o + D.dm];
-          v[i * dh + x] = c.qkv[o + 2 * D.dm];
-          dout[i * dh + x] = datt[(b * S + i) * D.dm + j * dh + x];
-        }
+      const std::vector<float> q = head_block(c.qkv, w, 0, b, j, D);
+      const std::vector<float> k = head_block(c.qkv, w, D.dm, b, j, D);
+      const std::vector<float> v = head_block(c.qkv, w, 2 * D.dm, b, j, D);
+      const std::vector<float> dout = head_block(datt, D.dm, 0, b, j, D);
       const float* pr = &c.probs[(b * D.Hm + j) * S * S];
       const std::vector<float> pm(pr, pr + S * S);
       const std::vector<float> dp = mm(dout, transpose(v, S, dh), S, dh, S);
@@ -214,15 +223,9 @@ std::vector<float> attention_back(const LayerCache& c, const std::vector<float>&
         for (std::size_t x = 0; x < S; ++x)
           ds[i * S + x] = f32_mul(f32_mul(pm[i * S + x], f32_sub(dp[i * S + x], dot)), D.scale);
       }
-      const std::vector<float> dq = mm(ds, k, S, S, dh);
-      const std::vector<float> dk = mm(transpose(ds, S, S), q, S, S, dh);
-      for (std::size_t i = 0; i < S; ++i)
-        for (std::size_t x = 0; x < dh; ++x) {
-          const std::size_t o = (b * S + i) * w + j * dh + x;
-          dqkv[o] = dq[i * dh + x];
-          dqkv[o + D.dm] = dk[i * dh + x];
-          dqkv[o + 2 * D.dm] = dv[i * dh + x];
-        }
+      put_head_block(dqkv, w, 0, b, j, mm(ds, k, S, S, dh), D);
+      put_head_block(dqkv, w, D.dm, b, j, mm(transpose(ds, S, S), q, S, S, dh), D);
+      put_head_block(dqkv, w, 2 * D.dm, b, j, dv, D);
     }
   return dqkv;
 }
