@@ -73,6 +73,8 @@ const char* vpu_op_name(VpuOp op) {
 
 bool vpu_op_is_reduction(VpuOp op) { return op == VpuOp::kRedSum || op == VpuOp::kRedMax; }
 
+bool vpu_op_result_bf16(VpuOp op) { return op == VpuOp::kCvtF32Bf16; }
+
 int vpu_op_operands(VpuOp op) {
   switch (op) {
     case VpuOp::kAdd:

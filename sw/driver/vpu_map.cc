@@ -71,7 +71,7 @@ VpuMapPlan plan_vpu_map(const VpuMap& m, const ChipShape& s, uint32_t vmem_base,
     if (vpu_op_is_reduction(op.op) || op.op == VpuOp::kFma)
       throw std::invalid_argument(std::string("vpu map: op ") + vpu_op_name(op.op) +
                                   " is not an elementwise op of two operands");
-    is_bf16[static_cast<std::size_t>(v)] = op.bf16 || op.op == VpuOp::kCvtF32Bf16;
+    is_bf16[static_cast<std::size_t>(v)] = op.bf16 || vpu_op_result_bf16(op.op);
   }
   if (C && (m.consts.dtype != Dtype::kF32 || m.consts.cols != L))
     throw std::invalid_argument("vpu map: the constants must be f32 rows of " + std::to_string(L) +
@@ -154,7 +154,7 @@ VpuMapPlan plan_vpu_map(const VpuMap& m, const ChipShape& s, uint32_t vmem_base,
                                   : region(op.y, slot);
       prog.push_back(vmem_vpu(op.op, region(op.x, slot), is_bf16[static_cast<std::size_t>(op.x)], y,
                               op.y >= 0 && is_bf16[static_cast<std::size_t>(op.y)], yc,
-                              region(v, slot), op.bf16 && op.op != VpuOp::kCvtF32Bf16, n));
+                              region(v, slot), op.bf16 && !vpu_op_result_bf16(op.op), n));
     }
     if (sum) {  // the first chunk copied (maximum(v, v) = v, NaN canonical), then added
       const uint32_t x = region(m.sum, slot);

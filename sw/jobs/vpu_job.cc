@@ -140,8 +140,7 @@ void VpuJob::run(const std::function<void(uint64_t, uint64_t, const char*)>& pro
   chip.port().set_watchdog(cfg_.watchdog_cycles);
   const ChipShape& s = chip.shape();
   const std::size_t rows = (n_ + cols_ - 1) / cols_;
-  // plan_vpu_map's rule for a value's type: cvt_f32_bf16's result is bf16.
-  const bool bf16_out = op_.op == VpuOp::kCvtF32Bf16;
+  const bool bf16_out = vpu_op_result_bf16(op_.op);  // plan_vpu_map types its result alike
   auto padded = [&](std::vector<float> v) {
     v.resize(rows * cols_, 0.0f);
     return v;
@@ -217,7 +216,7 @@ void VpuJob::print_check() const {
 void VpuJob::write_outputs() const {
   if (o_.out.empty()) return;
   // Lanes as they come out; a bf16 result (bits [15:0]) widened exactly to the f32 it is.
-  const bool bf16_out = op_.op == VpuOp::kCvtF32Bf16;
+  const bool bf16_out = vpu_op_result_bf16(op_.op);
   std::vector<float> v(n_);
   for (std::size_t i = 0; i < n_; ++i) v[i] = f32_from_bits(bf16_out ? got_[i] << 16 : got_[i]);
   write_npy_f32(o_.out, v, shape_);

@@ -20,6 +20,8 @@ const char* vpu_op_name(VpuOp op);  // "add", "red_sum", ...
 bool vpu_op_is_reduction(VpuOp op);
 // The operand vectors whose values the op's result depends on: 1 (x), 2 (x, y) or 3 (x, y, z).
 int vpu_op_operands(VpuOp op);
+// Whether the op's lane result is bf16 bits in [15:0] whatever dst_bf16 says (cvt_f32_bf16).
+bool vpu_op_result_bf16(VpuOp op);
 
 // Scalar f32 ops: IEEE-754 binary32, round to nearest even, subnormals honoured, any NaN result
 // canonical (0x7FC00000).
