@@ -169,41 +169,17 @@ module hbm_device
   endfunction
 
   // One rule check: `ok` must hold. A failure is an assertion failure naming the rule.
-  // Call sites use `HBM_CHECK(ok, c, rule, what, k, a, b)`: `what` (what_e) says which message
-  // describes the failure, with the command `k` and the numbers `a`, `b`. A failure is counted
-  // at once and queued; the queue is reported (the assertion fails once per entry, in order) at
-  // the end of the cycle, where the message is formatted. The clocked process of a verilated
-  // model constructs the strings of every call site it inlines on every cycle, so the strings
-  // are built in one place only, and only when a rule failed (the 200 of the call sites cost
-  // more than the rest of the model).
-  typedef enum logic [4:0] {
-    WhatCmd, WhatAfterActBank, WhatAfterPreBank, WhatAfterRef, WhatAfterActSameBg,
-    WhatAfterActBg, WhatFifthAct, WhatAfterAct, WhatAfterRd, WhatAfterWrTwr, WhatAfterWrBg,
-    WhatAfterRdBg, WhatAfterWrBgWtr, WhatAfterRdRtw, WhatBusCollision, WhatRefOpen,
-    WhatAfterPre, WhatAfterPrevRef, WhatNoWdata, WhatWdataEcc, WhatStrayWdata, WhatRefOverdue
-  } what_e;
-  typedef struct packed {
-    logic [31:0] c;
-    hbm_rule_e r;
-    what_e what;
-    hbm_cmd_t k;
-    logic signed [63:0] a;
-    logic signed [63:0] b;
-    logic signed [63:0] d;
-    logic signed [63:0] now;
-  } fail_t;
-  fail_t fails[$];
-
-`define HBM_CHECK(ok_, c_, r_, w_, k_, a_, b_) \
-  if (!(ok_)) fail(c_, r_, w_, k_, a_, b_, 0)
-  task automatic fail(int unsigned c, hbm_rule_e r, what_e w, hbm_cmd_t k, longint a, longint b,
-                      longint d);
-    fail_t f;
-    viol_count = viol_count + 1;
-    viol_mask[r] = 1'b1;
-    viol_last = r;
-    f = '{c: c, r: r, what: w, k: k, a: a, b: b, d: d, now: now};
-    fails.push_back(f);
+  // Call sites use `HBM_CHECK(ok, c, rule, what): `what` (a $sformatf) is built only when the
+  // rule fails, not for every command that passes (it cost ~3% of a chip's simulation time).
+`define HBM_CHECK(ok_, c_, r_, what_) if (!(ok_)) check(1'b0, c_, r_, what_)
+  task automatic check(bit ok, int unsigned c, hbm_rule_e r, string what);
+    if (!ok) begin
+      viol_count = viol_count + 1;
+      viol_mask[r] = 1'b1;
+      viol_last = r;
+    end
+    `TPU_ASSERT_I(HbmRule_A, ok,
+        ("HBM rule %s violated: ch%0d bus cycle %0d: %s", rule_name(r), c, now, what))
   endtask
 
   // At least `need` cycles between an earlier event at `t0` and now.
@@ -211,109 +187,35 @@ module hbm_device
     return (now - t0) >= longint'(need);
   endfunction
 
-  // The command's enum name (what .name() gives, spelled out: a function that is not inlined
-  // may not use the enum's name table).
-  function automatic string cmd_name(hbm_cmd_e c);
-    unique case (c)
-      HbmNop:  return "HbmNop";
-      HbmAct:  return "HbmAct";
-      HbmPre:  return "HbmPre";
-      HbmRd:   return "HbmRd";
-      HbmWr:   return "HbmWr";
-      HbmRef:  return "HbmRef";
-      HbmPrea: return "HbmPrea";
-      default: return "";
-    endcase
-  endfunction
-
   function automatic string cmd_desc(hbm_cmd_t k);
-    return $sformatf("%s bg%0d ba%0d row %0d col %0d", cmd_name(k.cmd), k.bg, k.ba, k.row, k.col);
+    return $sformatf("%s bg%0d ba%0d row %0d col %0d", k.cmd.name(), k.bg, k.ba, k.row, k.col);
   endfunction
-
-  // The description of a failure (after "HBM rule <name> violated: ch<c> bus cycle <now>: ").
-  function automatic string what_text(what_e w, hbm_cmd_t k, longint a, longint b,
-                                      logic [31:0] d, longint t);
-    /*verilator no_inline_task*/  // its strings stay in its own C++ function
-    unique case (w)
-      WhatCmd:            return cmd_desc(k);
-      WhatAfterActBank:   return $sformatf("%s %0d cycles after ACT of the bank", cmd_desc(k), a);
-      WhatAfterPreBank:   return $sformatf("%s %0d cycles after PRE of the bank", cmd_desc(k), a);
-      WhatAfterRef:       return $sformatf("%s %0d cycles after REF", cmd_desc(k), a);
-      WhatAfterActSameBg:
-        return $sformatf("%s %0d cycles after an ACT in the same bank group", cmd_desc(k), a);
-      WhatAfterActBg:
-        return $sformatf("%s %0d cycles after an ACT in bank group %0d", cmd_desc(k), a,
-                         32'(b));
-      WhatFifthAct:
-        return $sformatf("%s is the fifth ACT within %0d cycles", cmd_desc(k), a);
-      WhatAfterAct:       return $sformatf("%s %0d cycles after ACT", cmd_desc(k), a);
-      WhatAfterRd:        return $sformatf("%s %0d cycles after RD", cmd_desc(k), a);
-      WhatAfterWrTwr:
-        return $sformatf("%s %0d cycles after WR (needs CWL + BL/2 + tWR)", cmd_desc(k), a);
-      WhatAfterWrBg:
-        return $sformatf("%s %0d cycles after a WR in bank group %0d", cmd_desc(k), a,
-                         32'(b));
-      WhatAfterRdBg:
-        return $sformatf("%s %0d cycles after a RD in bank group %0d", cmd_desc(k), a,
-                         32'(b));
-      WhatAfterWrBgWtr:
-        return $sformatf("%s %0d cycles after a WR in bank group %0d (needs CWL + BL/2 + tWTR)",
-                         cmd_desc(k), a, 32'(b));
-      WhatAfterRdRtw:
-        return $sformatf("%s %0d cycles after a RD (needs CL + BL/2 + 2 - CWL)", cmd_desc(k),
-                         a);
-      WhatBusCollision:
-        return $sformatf("%s: its data cycle %0d collides with another burst on the bus",
-                         cmd_desc(k), a);
-      WhatRefOpen:        return $sformatf("REF with %0d banks open", 32'(a));
-      WhatAfterPre:       return $sformatf("%s %0d cycles after a PRE", cmd_desc(k), a);
-      WhatAfterPrevRef:
-        return $sformatf("%s %0d cycles after the previous REF", cmd_desc(k), a);
-      WhatNoWdata:        return $sformatf("no write data in cycle %0d, CWL after its WR", a);
-      WhatWdataEcc:
-        return $sformatf("write data in cycle %0d with check bits %h, not %h", a,
-                         hbm_bus_ecc_t'(b), hbm_bus_ecc_t'(d));
-      WhatStrayWdata:
-        return $sformatf("write data in cycle %0d is not part of a BL4 write burst", a);
-      WhatRefOverdue:
-        return $sformatf("refresh overdue: %0d REFs by cycle %0d, %0d due (tREFI = %0d)", a,
-                         t, b, d);
-      default:            return "";
-    endcase
-  endfunction
-
-  // The failures of this cycle, in the order they were found: one assertion failure each.
-  task automatic report_fails();
-    while (fails.size() != 0) begin
-      fail_t f;
-      f = fails.pop_front();
-      `TPU_ASSERT_I(HbmRule_A, f.r == RuleNone,
-          ("HBM rule %s violated: ch%0d bus cycle %0d: %s", rule_name(f.r), f.c, f.now,
-           what_text(f.what, f.k, f.a, f.b, 32'(f.d), f.now)))
-    end
-  endtask
 
   task automatic do_act(int unsigned c, hbm_cmd_t k);
     hbm_bank_t b;
     b = {k.bg, k.ba};
-    `HBM_CHECK(!bank_open[c][b], c, RuleActOpen, WhatCmd, k, 0, 0);
-    `HBM_CHECK(32'(k.row) < RowsPerBank, c, RuleRowRange, WhatCmd, k, 0, 0);
-    `HBM_CHECK(gap_ok(t_act[c][b], timing_i.rc), c, RuleTRC, WhatAfterActBank, k,
-               now - t_act[c][b], 0);
-    `HBM_CHECK(gap_ok(t_pre[c][b], timing_i.rp), c, RuleTRP, WhatAfterPreBank, k,
-               now - t_pre[c][b], 0);
-    `HBM_CHECK(gap_ok(t_ref[c], timing_i.rfc), c, RuleTRFC, WhatAfterRef, k, now - t_ref[c], 0);
+    `HBM_CHECK(!bank_open[c][b], c, RuleActOpen, cmd_desc(k));
+    `HBM_CHECK(32'(k.row) < RowsPerBank, c, RuleRowRange, cmd_desc(k));
+    `HBM_CHECK(gap_ok(t_act[c][b], timing_i.rc), c, RuleTRC,
+          $sformatf("%s %0d cycles after ACT of the bank", cmd_desc(k), now - t_act[c][b]));
+    `HBM_CHECK(gap_ok(t_pre[c][b], timing_i.rp), c, RuleTRP,
+          $sformatf("%s %0d cycles after PRE of the bank", cmd_desc(k), now - t_pre[c][b]));
+    `HBM_CHECK(gap_ok(t_ref[c], timing_i.rfc), c, RuleTRFC,
+          $sformatf("%s %0d cycles after REF", cmd_desc(k), now - t_ref[c]));
     for (int unsigned g = 0; g < HBM_BANK_GROUPS; g++) begin
       if (g == 32'(k.bg)) begin
-        `HBM_CHECK(gap_ok(t_act_bg[c][g], timing_i.rrd_l), c, RuleTRRDL, WhatAfterActSameBg, k,
-                   now - t_act_bg[c][g], 0);
+        `HBM_CHECK(gap_ok(t_act_bg[c][g], timing_i.rrd_l), c, RuleTRRDL,
+              $sformatf("%s %0d cycles after an ACT in the same bank group", cmd_desc(k),
+                        now - t_act_bg[c][g]));
       end else begin
-        `HBM_CHECK(gap_ok(t_act_bg[c][g], timing_i.rrd_s), c, RuleTRRDS, WhatAfterActBg, k,
-                   now - t_act_bg[c][g], longint'(g));
+        `HBM_CHECK(gap_ok(t_act_bg[c][g], timing_i.rrd_s), c, RuleTRRDS,
+              $sformatf("%s %0d cycles after an ACT in bank group %0d", cmd_desc(k),
+                        now - t_act_bg[c][g], g));
       end
     end
-    `HBM_CHECK(gap_ok(act_hist[c][act_ptr[c]], timing_i.faw), c, RuleTFAW, WhatFifthAct, k,
-               now - act_hist[c][act_ptr[c]], 0);
+    `HBM_CHECK(gap_ok(act_hist[c][act_ptr[c]], timing_i.faw), c, RuleTFAW,
+          $sformatf("%s is the fifth ACT within %0d cycles", cmd_desc(k),
+                    now - act_hist[c][act_ptr[c]]));
     bank_open[c][b] = 1'b1;
     bank_row[c][b] = 32'(k.row);
     t_act[c][b] = now;
@@ -326,12 +228,13 @@ module hbm_device
     hbm_bank_t b;
     b = {k.bg, k.ba};
     if (bank_open[c][b]) begin  // PRE of a closed bank is a no-op
-      `HBM_CHECK(gap_ok(t_act[c][b], timing_i.ras), c, RuleTRAS, WhatAfterAct, k,
-                 now - t_act[c][b], 0);
-      `HBM_CHECK(gap_ok(t_rd[c][b], timing_i.rtp), c, RuleTRTP, WhatAfterRd, k,
-                 now - t_rd[c][b], 0);
+      `HBM_CHECK(gap_ok(t_act[c][b], timing_i.ras), c, RuleTRAS,
+            $sformatf("%s %0d cycles after ACT", cmd_desc(k), now - t_act[c][b]));
+      `HBM_CHECK(gap_ok(t_rd[c][b], timing_i.rtp), c, RuleTRTP,
+            $sformatf("%s %0d cycles after RD", cmd_desc(k), now - t_rd[c][b]));
       `HBM_CHECK(gap_ok(t_wr[c][b], hbm_wr_to_pre(timing_i.cwl, timing_i.wr)), c, RuleTWR,
-                 WhatAfterWrTwr, k, now - t_wr[c][b], 0);
+            $sformatf("%s %0d cycles after WR (needs CWL + BL/2 + tWR)", cmd_desc(k),
+                      now - t_wr[c][b]));
       bank_open[c][b] = 1'b0;
       t_pre[c][b] = now;
       t_pre_any[c] = now;
@@ -352,22 +255,25 @@ module hbm_device
     hbm_data_t rd_d;
     hbm_ecc_t rd_e;
     b = {k.bg, k.ba};
-    `HBM_CHECK(bank_open[c][b], c, is_wr ? RuleWrClosed : RuleRdClosed, WhatCmd, k, 0, 0);
-    `HBM_CHECK(gap_ok(t_act[c][b], timing_i.rcd), c, RuleTRCD, WhatAfterAct, k,
-               now - t_act[c][b], 0);
+    `HBM_CHECK(bank_open[c][b], c, is_wr ? RuleWrClosed : RuleRdClosed, cmd_desc(k));
+    `HBM_CHECK(gap_ok(t_act[c][b], timing_i.rcd), c, RuleTRCD,
+          $sformatf("%s %0d cycles after ACT", cmd_desc(k), now - t_act[c][b]));
     for (int unsigned g = 0; g < HBM_BANK_GROUPS; g++) begin
       if (is_wr) begin
         `HBM_CHECK(gap_ok(t_wr_bg[c][g], (g == 32'(k.bg)) ? timing_i.ccd_l : timing_i.ccd_s), c,
-                   (g == 32'(k.bg)) ? RuleTCCDL : RuleTCCDS, WhatAfterWrBg, k,
-                   now - t_wr_bg[c][g], longint'(g));
+              (g == 32'(k.bg)) ? RuleTCCDL : RuleTCCDS,
+              $sformatf("%s %0d cycles after a WR in bank group %0d", cmd_desc(k),
+                        now - t_wr_bg[c][g], g));
       end else begin
         `HBM_CHECK(gap_ok(t_rd_bg[c][g], (g == 32'(k.bg)) ? timing_i.ccd_l : timing_i.ccd_s), c,
-                   (g == 32'(k.bg)) ? RuleTCCDL : RuleTCCDS, WhatAfterRdBg, k,
-                   now - t_rd_bg[c][g], longint'(g));
+              (g == 32'(k.bg)) ? RuleTCCDL : RuleTCCDS,
+              $sformatf("%s %0d cycles after a RD in bank group %0d", cmd_desc(k),
+                        now - t_rd_bg[c][g], g));
         `HBM_CHECK(gap_ok(t_wr_bg[c][g], hbm_wr_to_rd(timing_i.cwl, (g == 32'(k.bg)) ?
-                                                      timing_i.wtr_l : timing_i.wtr_s)), c,
-                   (g == 32'(k.bg)) ? RuleTWTRL : RuleTWTRS, WhatAfterWrBgWtr, k,
-                   now - t_wr_bg[c][g], longint'(g));
+                                                 timing_i.wtr_l : timing_i.wtr_s)), c,
+              (g == 32'(k.bg)) ? RuleTWTRL : RuleTWTRS,
+              $sformatf("%s %0d cycles after a WR in bank group %0d (needs CWL + BL/2 + tWTR)",
+                        cmd_desc(k), now - t_wr_bg[c][g], g));
       end
     end
     if (!is_wr) begin  // the burst read (with its faults) once, for both bus cycles
@@ -379,7 +285,8 @@ module hbm_device
     end
     if (is_wr) begin
       `HBM_CHECK(gap_ok(t_rd_any[c], hbm_rd_to_wr(timing_i.cl, timing_i.cwl)), c, RuleTRTW,
-                 WhatAfterRdRtw, k, now - t_rd_any[c], 0);
+            $sformatf("%s %0d cycles after a RD (needs CL + BL/2 + 2 - CWL)", cmd_desc(k),
+                      now - t_rd_any[c]));
       lat = longint'(timing_i.cwl);
     end else begin
       lat = longint'(timing_i.cl);
@@ -387,8 +294,9 @@ module hbm_device
     for (int unsigned i = 0; i < HBM_BURST_CYCLES; i++) begin
       slot_t s;
       s = slot_of(now + lat + longint'(i));
-      `HBM_CHECK(bus_use[c][s] == BusFree, c, is_wr ? RuleCWL : RuleCL, WhatBusCollision, k,
-                 now + lat + longint'(i), 0);
+      `HBM_CHECK(bus_use[c][s] == BusFree, c, is_wr ? RuleCWL : RuleCL,
+            $sformatf("%s: its data cycle %0d collides with another burst on the bus",
+                      cmd_desc(k), now + lat + longint'(i)));
       if (is_wr) begin
         bus_use[c][s] = BusWrite;
         wr_key[c][s] = key_of(c, 32'(b), bank_row[c][b], 32'(k.col));
@@ -413,11 +321,11 @@ module hbm_device
     int unsigned n_open;
     n_open = 0;
     for (int unsigned b = 0; b < HBM_BANKS; b++) n_open += 32'(bank_open[c][b]);
-    `HBM_CHECK(n_open == 0, c, RuleRefOpen, WhatRefOpen, k, longint'(n_open), 0);
-    `HBM_CHECK(gap_ok(t_pre_any[c], timing_i.rp), c, RuleTRP, WhatAfterPre, k,
-               now - t_pre_any[c], 0);
-    `HBM_CHECK(gap_ok(t_ref[c], timing_i.rfc), c, RuleTRFC, WhatAfterPrevRef, k,
-               now - t_ref[c], 0);
+    `HBM_CHECK(n_open == 0, c, RuleRefOpen, $sformatf("REF with %0d banks open", n_open));
+    `HBM_CHECK(gap_ok(t_pre_any[c], timing_i.rp), c, RuleTRP,
+          $sformatf("%s %0d cycles after a PRE", cmd_desc(k), now - t_pre_any[c]));
+    `HBM_CHECK(gap_ok(t_ref[c], timing_i.rfc), c, RuleTRFC,
+          $sformatf("%s %0d cycles after the previous REF", cmd_desc(k), now - t_ref[c]));
     t_ref[c] = now;
     ref_count[c] = ref_count[c] + 1;
   endtask
@@ -470,7 +378,8 @@ module hbm_device
     slot_t s;
     s = slot_of(now);
     if (bus_use[c][s] == BusWrite) begin
-      `HBM_CHECK(wvalid_i[c], c, RuleCWL, WhatNoWdata, HBM_CMD_NOP, now, 0);
+      `HBM_CHECK(wvalid_i[c], c, RuleCWL,
+            $sformatf("no write data in cycle %0d, CWL after its WR", now));
       if (wvalid_i[c]) begin
         hbm_data_t d;
         hbm_ecc_t e;
@@ -480,12 +389,13 @@ module hbm_device
         e[32'(wr_hi[c][s])*HBM_BUS_WORDS*HBM_ECC_BITS+:HBM_BUS_WORDS*HBM_ECC_BITS] = wcheck_i[c];
         mem[wr_key[c][s]] = d;
         mem_ecc[wr_key[c][s]] = e;
-        if (wcheck_i[c] != hbm_ecc_enc_bus(wdata_i[c]))
-          fail(c, RuleWrEcc, WhatWdataEcc, HBM_CMD_NOP, now, longint'(wcheck_i[c]),
-               longint'(hbm_ecc_enc_bus(wdata_i[c])));
+        `HBM_CHECK(wcheck_i[c] == hbm_ecc_enc_bus(wdata_i[c]), c, RuleWrEcc,
+              $sformatf("write data in cycle %0d with check bits %h, not %h", now, wcheck_i[c],
+                        hbm_ecc_enc_bus(wdata_i[c])));
       end
     end else begin
-      `HBM_CHECK(!wvalid_i[c], c, RuleBL, WhatStrayWdata, HBM_CMD_NOP, now, 0);
+      `HBM_CHECK(!wvalid_i[c], c, RuleBL,
+            $sformatf("write data in cycle %0d is not part of a BL4 write burst", now));
     end
   endtask
 
@@ -536,7 +446,6 @@ module hbm_device
       viol_mask = '0;
       viol_last = RuleNone;
       mem.delete();
-      fails.delete();
       mem_ecc.delete();
       fi_pend.delete();
       fi_state = (fi_seed_i != '0) ? fi_seed_i : 64'h9E3779B97F4A7C15;
@@ -586,13 +495,12 @@ module hbm_device
           HbmPrea: do_prea(c);
           default: ;
         endcase
-        // Write data (or a stray beat) only in the cycles that have it.
-        if (bus_use[c][slot_of(now)] == BusWrite || wvalid_i[c]) do_wdata(c);
+        do_wdata(c);
         // Refresh deadline: REF number k must have been seen by the end of cycle k*tREFI - 1.
         if (now + 1 == ref_due[c]) begin
-          if (ref_count[c] < ref_due_k[c])
-            fail(c, RuleTREFI, WhatRefOverdue, HBM_CMD_NOP, ref_count[c], ref_due_k[c],
-                 longint'(timing_i.refi));
+          `HBM_CHECK(ref_count[c] >= ref_due_k[c], c, RuleTREFI,
+                $sformatf("refresh overdue: %0d REFs by cycle %0d, %0d due (tREFI = %0d)",
+                          ref_count[c], now, ref_due_k[c], timing_i.refi));
           ref_due_k[c] = ref_due_k[c] + 1;
           ref_due[c] = ref_due[c] + longint'(timing_i.refi);
         end
@@ -603,7 +511,6 @@ module hbm_device
         rcheck_o[c] <= (bus_use[c][slot_of(now + 1)] == BusRead) ?
                        rdc_slot[c][slot_of(now + 1)] : '0;
       end
-      if (fails.size() != 0) report_fails();
       now = now + 1;
     end
   end
