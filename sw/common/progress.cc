@@ -3,6 +3,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -96,6 +97,7 @@ void ProgressLine::update(uint64_t cycles, uint64_t done) {
   if (!active_) return;
   const double now = env_.now();
   cycles_ = cycles;
+  if (done != done_ || !started_) t_done_ = now;
   done_ = done;
   if (!started_) {
     started_ = true;
@@ -124,8 +126,11 @@ void ProgressLine::clear() {
 double ProgressLine::seconds_left(double now) const {
   if (total_ == 0 || !started_) return -1;
   if (done_ >= total_) return 0;
-  if (done_ <= done1_ || now <= t1_) return -1;
-  return (now - t1_) * static_cast<double>(total_ - done_) / static_cast<double>(done_ - done1_);
+  if (done_ <= done1_ || t_done_ <= t1_) return -1;
+  // The time each unit took so far, for those left, less the time since the last one was done
+  // (a step that runs now), but never below zero.
+  const double each = (t_done_ - t1_) / static_cast<double>(done_ - done1_);
+  return std::max(0.0, each * static_cast<double>(total_ - done_) - (now - t_done_));
 }
 
 std::string ProgressLine::text(double now) const {

@@ -61,7 +61,9 @@ class ProgressLine {
   // The line's text at time `now` (no \r, not cut to the width): label, phase, done/total unit,
   // cycles, simulated cycles per second, elapsed and what is left ("?" while not known).
   std::string text(double now) const;
-  // Seconds left at `now` from the rate of `done` since the first update, or < 0: not known.
+  // Seconds left at `now`, or < 0: not known. The time each unit of `done` took since the
+  // first update, times the units left, less the time since the last one was done (a unit in
+  // progress); never below 0.
   double seconds_left(double now) const;
 
  private:
@@ -72,6 +74,7 @@ class ProgressLine {
   double t0_ = 0, last_ = -1;
   bool started_ = false;  // a first update seen: (t1_, cycles1_, done1_)
   double t1_ = 0;
+  double t_done_ = 0;  // when done_ last changed
   uint64_t cycles1_ = 0, done1_ = 0;
   uint64_t cycles_ = 0, done_ = 0, total_ = 0;
   std::string unit_, phase_;

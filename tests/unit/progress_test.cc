@@ -101,6 +101,15 @@ TEST(ProgressLine, TheLineSaysPhaseCountsCyclesRateElapsedAndWhatIsLeft) {
   EXPECT_DOUBLE_EQ(line.seconds_left(f.t), 3.0);
   ASSERT_EQ(f.writes.size(), 1u);
   EXPECT_EQ(f.writes[0], "\r" + line.text(f.t) + "\033[K");
+  // The fifth step runs: what is left goes down with it, not up.
+  f.t += 1.0;
+  line.update(12000, 4);
+  EXPECT_DOUBLE_EQ(line.seconds_left(f.t), 2.0);
+  f.t += 5.0;  // slower than the steps before: no less than nothing
+  line.update(22000, 4);
+  EXPECT_DOUBLE_EQ(line.seconds_left(f.t), 0.0);
+  line.update(23000, 5);  // done: 5 steps in 8 s, 5 left
+  EXPECT_DOUBLE_EQ(line.seconds_left(f.t), 8.0);
 }
 
 TEST(ProgressLine, DoneOfTotalWithItsUnit) {
