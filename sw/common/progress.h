@@ -16,18 +16,18 @@ namespace tpu {
 struct RunProgress {
   uint64_t cycles = 0;
   uint64_t done = 0;
-  uint64_t total = 0;    // 0: not known (no estimate of what is left)
-  std::string unit;      // what done counts ("result rows"); "" with a phase that says it
-  std::string phase;     // e.g. "step 4/10": shown first; "" for none
+  uint64_t total = 0;  // 0: not known (no estimate of what is left)
+  std::string unit;    // what done counts ("result rows"); "" with a phase that says it
+  std::string phase;   // e.g. "step 4/10": shown first; "" for none
 };
 using RunProgressFn = std::function<void(const RunProgress&)>;
 
 // Where a progress line goes: whether it is a terminal, its width, the clock, the writer.
 struct ProgressEnv {
   bool terminal = false;
-  unsigned columns = 80;                            // the line is cut to columns - 1
-  std::function<double()> now;                      // seconds, monotonic
-  std::function<void(const std::string&)> write;    // raw bytes to the terminal
+  unsigned columns = 80;                          // the line is cut to columns - 1
+  std::function<double()> now;                    // seconds, monotonic
+  std::function<void(const std::string&)> write;  // raw bytes to the terminal
 };
 // stderr: isatty(2), its width (TIOCGWINSZ, else $COLUMNS, else 80), steady_clock.
 ProgressEnv stderr_progress_env();
