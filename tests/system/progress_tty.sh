@@ -8,7 +8,7 @@
 #   3. no terminal (stdout and stderr to files): no progress text anywhere, and stdout is byte
 #      for byte run 2's;
 #   4. --quiet on the terminal: no progress text.
-# The tmux server (a private socket) is killed at the end, whatever happens.
+# The tmux server (a private socket in WORK_DIR) is killed at the end, whatever happens.
 # Usage: progress_tty.sh TPUSIM SOURCE_DIR WORK_DIR
 set -euo pipefail
 TPUSIM=$1
@@ -17,9 +17,14 @@ WORK=$3
 command -v tmux >/dev/null || { echo "FAIL: tmux is not installed (scripts/deps.sh)"; exit 1; }
 rm -rf "$WORK"
 mkdir -p "$WORK"
-SOCK="tpusim-progress-$$"
-T() { tmux -L "$SOCK" -f /dev/null "$@"; }
-trap 'T kill-server 2>/dev/null || true' EXIT
+SOCK="$WORK/tmux.sock"  # a private server, its socket in the work folder
+T() { tmux -S "$SOCK" -f /dev/null "$@"; }
+# Even if this script is killed outright (a CTest time-out): a guard ends the server after
+# 15 minutes; on any other end the trap does, and ends the guard.
+( sleep 900; tmux -S "$SOCK" -f /dev/null kill-server 2>/dev/null ) >/dev/null 2>&1 &
+GUARD=$!
+trap 'T kill-server 2>/dev/null || true; pkill -P "$GUARD" 2>/dev/null; kill "$GUARD" 2>/dev/null || true' EXIT
+trap 'exit 1' TERM INT HUP
 # About 6 s of simulation on an idle machine (more on a busy one): long enough to be shown.
 JOB=(train --config "$SRC/configs/pod_2x2.yaml" --engine cpp --threads 1 --steps 3 --seed 3)
 fail() {
