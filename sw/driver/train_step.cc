@@ -573,7 +573,10 @@ TrainRunResult run_training(HostPort& host, const MlpSpec& spec, const TrainOpti
       r.load_cycles += tr.load_data(r.batches.back());
     }
     const MlpData& data = r.batches.back();
-    if (ro.progress) host.progress = [&](uint64_t cyc) { ro.progress(s, cyc); };
+    if (ro.progress) {  // the step's cycles so far, not the current copy's or program's
+      const uint64_t c0 = host.cycle();
+      host.progress = [&, c0](uint64_t) { ro.progress(s, host.cycle() - c0); };
+    }
     const TrainStepRun run = tr.step();
     host.progress = nullptr;
     std::vector<TraceEvent> ev = host.take_trace();

@@ -113,7 +113,7 @@ struct TrainRunOptions {
   uint64_t seed = 1;
   bool fresh_batches = false;          // a new batch every step (else the same one)
   std::size_t trace_from = 0, trace_to = 0;  // keep the timeline of steps [from, to)
-  // Called with (step, cycles so far in it) while a step runs.
+  // Called with (step from 0, the pod's cycles since the step began) while a step runs.
   std::function<void(std::size_t, uint64_t)> progress;
   // Called after each step with its record.
   std::function<void(std::size_t, const TrainStepRecord&)> on_step;

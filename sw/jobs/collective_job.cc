@@ -103,7 +103,7 @@ void CollectiveJob::run(const EngineOptions& eng, const std::function<void(uint6
         in_[static_cast<std::size_t>(c)].push_back(spec_.dtype == DType::kBf16 ? f32_to_bf16(v)
                                                                                : f32_bits(v));
       }
-    h.progress = progress;
+    h.progress = cycles_since_now(h, progress);
     const auto r0 = std::chrono::steady_clock::now();
     r_ = drv.run(plan, in_, po);  // the plan made once
     run_wall_ = seconds_since(r0);

@@ -46,8 +46,8 @@ class CollectiveJob {
   CollectiveJob(PodConfig cfg, const CollectiveJobOptions& o);
 
   // On the engine: plans (the plan's checks and HBM before any input), makes the inputs, runs
-  // the collective with its copies, then checks the outputs. progress: the pod's cycles, now
-  // and then.
+  // the collective with its copies, then checks the outputs. progress: the pod's cycles since the run
+  // began (one count over the copies and the collective, never going back), now and then.
   void run(const EngineOptions& eng, const std::function<void(uint64_t)>& progress = nullptr);
 
   bool pass() const { return mismatches_ == 0 && f64_.outside == 0; }

@@ -9,6 +9,7 @@
 #include "check_port.h"
 #include "chip_config.h"
 #include "pod_mpi.h"
+#include "progress.h"
 #include "trace.h"
 
 namespace tpu {
@@ -43,6 +44,13 @@ void agree_on_mpi(const EngineOptions& opt, const PodParams& params) {
 
 void set_systemc_runner(PodRunner run) { g_systemc = run; }
 
+std::function<void(uint64_t)> cycles_since_now(const HostPort& h,
+                                               const std::function<void(uint64_t)>& progress) {
+  if (!progress) return nullptr;
+  const uint64_t c0 = h.cycle();
+  return [&h, progress, c0](uint64_t) { progress(h.cycle() - c0); };
+}
+
 void with_engine(const EngineOptions& opt, PodParams params, double clock_ghz,
                  const std::function<void(HostPort&)>& job) {
   for (const int c : opt.wave_chips) params.wave_chips.push_back(c);
@@ -73,8 +81,10 @@ void with_engine(const EngineOptions& opt, PodParams params, double clock_ghz,
     job(h);
     if (topt.enabled) write_trace(opt.trace, h.take_trace(), h.info(), clock_ghz);
     const std::string late = trace_window_warning(topt.from, topt.to, h.cycle());
-    if (topt.enabled && opt.trace_cycles && !late.empty())
+    if (topt.enabled && opt.trace_cycles && !late.empty()) {
+      clear_progress_line();
       std::cerr << "tpusim: warning: " << late << "\n";
+    }
   };
   if (mpi_world().size > 1) {
     agree_on_mpi(opt, params);

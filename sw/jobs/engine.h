@@ -47,4 +47,10 @@ void with_engine(const EngineOptions& opt, PodParams params, double clock_ghz,
 using PodRunner = void (*)(const PodParams& params, const std::function<void(HostPort&)>& job);
 void set_systemc_runner(PodRunner run);
 
+// A HostPort::progress that calls `progress` with h's cycles since now (the call), not since the
+// start of each copy or run of the machine: one count for a job's whole run that never goes
+// back (the tools' progress line). nullptr when progress is empty.
+std::function<void(uint64_t)> cycles_since_now(const HostPort& h,
+                                               const std::function<void(uint64_t)>& progress);
+
 }  // namespace tpu

@@ -191,16 +191,25 @@ void MatmulJob::run_chip(const std::function<void(uint64_t, uint64_t, const char
   if (topt.enabled) drv->port().set_trace(topt);
   drv->port().set_watchdog(o_.watchdog ? *o_.watchdog : cfg_.watchdog_cycles);
   const auto t0 = std::chrono::steady_clock::now();
-  if (progress)
-    drv->progress = [&](uint64_t done, uint64_t total) {
-      progress(done, total, "commands issued");
+  if (progress || detail_) {
+    // The driver tells the program's length; the commands its host port still holds are those
+    // the chip has not taken (a plain read of the lone chip's state: no cycle passes).
+    const uint64_t c0 = drv->port().cycle();
+    drv->progress = [&, c0](uint64_t, uint64_t cmds) {
+      const uint64_t issued = cmds - std::min(cmds, drv->port().status(drv->chip()).cmds_waiting);
+      if (progress) progress(issued, cmds, "commands issued");
+      if (detail_) detail_({drv->port().cycle() - c0, issued, cmds, "commands issued", ""});
     };
+  }
   r_ = drv->matmul(a_, w_, m_, k_, n_, mo);
   drv->progress = nullptr;
   wall_ = seconds_since(t0);
   if (topt.enabled) events_ = drv->port().take_trace();
   const std::string late = trace_window_warning(topt.from, topt.to, drv->port().cycle());
-  if (o_.trace_cycles && !late.empty()) std::cerr << "tpusim: warning: " << late << "\n";
+  if (o_.trace_cycles && !late.empty()) {
+    clear_progress_line();
+    std::cerr << "tpusim: warning: " << late << "\n";
+  }
   want_ = golden_chip_matmul(a_, w_, m_, k_, n_, mo);
   got_ = r_.c_bits;
   c_.resize(r_.c_bits.size());
@@ -292,8 +301,13 @@ void MatmulJob::run_mxu(const std::function<void(uint64_t, uint64_t, const char*
   const MatmulShape sh{m_, k_, n_};
   const auto t0 = std::chrono::steady_clock::now();
   ro.progress_every = 4096;
-  if (progress)
-    ro.progress = [&](uint64_t done, uint64_t total) { progress(done, total, "result rows"); };
+  if (progress || detail_) {
+    const uint64_t c0 = dut->cycle();
+    ro.progress = [&, c0](uint64_t done, uint64_t total) {
+      if (progress) progress(done, total, "result rows");
+      if (detail_) detail_({dut->cycle() - c0, done, total, "result rows", ""});
+    };
+  }
   const MxuRunResult res = run_matmul(*dut, sh, a_, w_, nullptr, ro);
   wall_ = seconds_since(t0);
   const auto want = golden_matmul(a_, w_, m_, k_, n_);

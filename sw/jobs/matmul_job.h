@@ -16,6 +16,7 @@
 #include "chip_config.h"
 #include "chip_driver.h"
 #include "chip_trace.h"
+#include "progress.h"
 #include "report.h"
 #include "tpu/bf16.h"
 
@@ -48,8 +49,13 @@ class MatmulJob {
   // The same on a config already made (`config_path`: what the messages name).
   MatmulJob(ChipConfig cfg, const std::string& config_path, const MatmulJobOptions& o);
 
-  // Runs the matmul (progress: (done, total) and what counts) and checks it against the golden.
+  // Runs the matmul and checks it against the golden. progress, now and then: (done, total)
+  // and what counts: the whole chip's "commands issued" (taken by the chip from its host
+  // port) of the program, or the bare MXU's "result rows".
   void run(const std::function<void(uint64_t, uint64_t, const char*)>& progress = nullptr);
+  // Beside run()'s progress (not instead): the same counts with the chip's (or the array's)
+  // cycles since the run began.
+  void set_progress(RunProgressFn f) { detail_ = std::move(f); }
   // "matmul MxKxN on chip V" or "... on MXU V": the progress line's label.
   std::string label() const;
 
@@ -91,6 +97,7 @@ class MatmulJob {
   std::size_t mismatches_ = 0;
   long first_bad_ = -1;
   double wall_ = 0;
+  RunProgressFn detail_;
 };
 
 }  // namespace tpu

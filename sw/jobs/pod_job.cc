@@ -51,7 +51,7 @@ void PodJob::run_on(HostPort& h, const std::function<void(uint64_t)>& progress) 
   c_whole_.assign(chips, {});
   ar_out_.assign(chips, {});
   mi_ = h.info();
-  h.progress = progress;
+  h.progress = cycles_since_now(h, progress);
   Workload wl(h);
   const int a = wl.add_buffer(Buffer{"A", M, K, Dtype::kBf16});
   const int w = wl.add_buffer(Buffer{"W", K, N, Dtype::kBf16});

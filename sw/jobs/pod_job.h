@@ -30,7 +30,8 @@ class PodJob {
  public:
   PodJob(PodConfig cfg, const PodJobOptions& o);
   // On the engine: operands in, the matmuls, the all-reduce, the results read back by the
-  // backdoor; then the golden checks. progress: the pod's cycles, now and then.
+  // backdoor; then the golden checks. progress: the pod's cycles since the run began (never going
+  // back), now and then.
   void run(const EngineOptions& eng, const std::function<void(uint64_t)>& progress = nullptr);
   bool pass() const { return mm_bad_ == 0 && ar_bad_ == 0 && f64_.outside == 0; }
   Report report(const EngineOptions& eng) const;

@@ -78,7 +78,7 @@ void ShardJob::run(const EngineOptions& eng, Report& rep,
   quiet_eng.trace_cycles.reset();
   with_engine(quiet_eng, cfg_.params, cfg_.chip.clock_ghz, [&](HostPort& h) {
     const MachineInfo& mi = h.info();
-    h.progress = progress;
+    h.progress = cycles_since_now(h, progress);
     ShardedMatmul sm(h, plan_, so_);
     if (o_.a_file.empty()) {
       std::mt19937_64 rng(o_.seed);

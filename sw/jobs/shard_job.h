@@ -43,7 +43,8 @@ class ShardJob {
   std::string title() const;
   // On the engine: the operands made and loaded, the program run (its timeline always recorded;
   // eng.trace writes it), Y read and checked; rep gets the trace path, the pod's sections (if
-  // asked) and fill_shard_report's. progress: the pod's cycles, now and then.
+  // asked) and fill_shard_report's. progress: the pod's cycles since the run began (never going back), now
+  // and then.
   void run(const EngineOptions& eng, Report& rep,
            const std::function<void(uint64_t)>& progress = nullptr);
 

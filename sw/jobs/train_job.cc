@@ -81,13 +81,16 @@ Json hyper_parameters(const Report& rep, const TrainRunResult& r, int chips, std
   return hyper;
 }
 
+// Each while the run goes on: the progress line is erased first (sw/common/progress.h).
 void print_table_header() {
+  clear_progress_line();
   std::printf("%5s %12s %10s %6s %8s %8s %8s %6s %7s %s\n", "step", "loss", "cycles", "mfu",
               "compute", "comm", "memory", "idle", "ar_hid", "golden");
 }
 
 void print_table_row(std::size_t s, const TrainStepRecord& st) {
   const Breakdown& b = st.profile.breakdown;
+  clear_progress_line();
   std::printf("%5zu %12.6f %10llu %6.3f %8.3f %8.3f %8.3f %6.3f %7.3f %s\n", s, st.loss,
               static_cast<unsigned long long>(st.cycles), st.profile.mfu, b.compute,
               b.communication, b.memory, b.idle, st.hidden, st.golden_pass ? "pass" : "FAIL");
@@ -165,7 +168,15 @@ void TrainJob::run(const EngineOptions& eng, Report& rep,
     ro.fresh_batches = o_.fresh_batches;
     ro.trace_from = o_.trace_steps ? o_.trace_steps->first : 0;
     ro.trace_to = !eng.trace.empty() ? (o_.trace_steps ? o_.trace_steps->second : 1) : 0;
-    ro.progress = progress;
+    if (progress || detail_) {
+      const uint64_t c0 = h.cycle();
+      ro.progress = [&, c0](std::size_t s, uint64_t cyc) {
+        if (progress) progress(s, cyc);
+        if (detail_)
+          detail_({h.cycle() - c0, s, o_.steps, "",
+                   "step " + std::to_string(s + 1) + "/" + std::to_string(o_.steps)});
+      };
+    }
     const bool table = o_.table && !eng.check;  // a check runs no step
     if (table) {
       print_table_header();

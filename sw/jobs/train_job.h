@@ -14,6 +14,7 @@
 
 #include "chip_config.h"
 #include "engine.h"
+#include "progress.h"
 #include "report.h"
 #include "train_step.h"
 
@@ -48,9 +49,13 @@ class TrainJob {
   // "data-parallel training of an MLP 64-128-32 on 2x2 (...), global batch 256, 20 steps, lr 0.5".
   std::string title() const;
   // On the engine: the steps, the table (unless quiet or a check), the timeline written to
-  // eng.trace, rep filled (fill_train_report), the run saved. progress: (step, cycles in it).
+  // eng.trace, rep filled (fill_train_report), the run saved. progress: (step from 0, the pod's
+  // cycles since that step began), now and then while a step runs.
   void run(const EngineOptions& eng, Report& rep,
            const std::function<void(std::size_t, uint64_t)>& progress = nullptr);
+  // Beside run()'s progress (not instead): the pod's cycles since the run began (the load and
+  // every step before), the steps done of the total and the phase "step S/N" (from 1).
+  void set_progress(RunProgressFn f) { detail_ = std::move(f); }
 
   std::string widths_text() const;  // "64-128-32"
   bool pass() const { return pass_; }
@@ -69,6 +74,7 @@ class TrainJob {
   MachineInfo mi_;
   bool pass_ = true;
   double run_wall_ = 0;
+  RunProgressFn detail_;
 };
 
 }  // namespace tpu

@@ -161,10 +161,15 @@ void VpuJob::run(const std::function<void(uint64_t, uint64_t, const char*)>& pro
   chip.write_matrix(map.in[0], padded(x_));
   if (op_.reads_y) chip.write_matrix(map.in[1], padded(y_));
   commands_ = plan.prog.size();
-  if (progress)
-    chip.progress = [&](uint64_t done, uint64_t total) {
-      progress(done, total, "commands issued");
+  if (progress || detail_) {
+    // As the matmul job's: the commands the chip took from its host port, of the program's.
+    const uint64_t c0 = chip.port().cycle();
+    chip.progress = [&, c0](uint64_t, uint64_t cmds) {
+      const uint64_t issued = cmds - std::min(cmds, chip.port().status(chip.chip()).cmds_waiting);
+      if (progress) progress(issued, cmds, "commands issued");
+      if (detail_) detail_({chip.port().cycle() - c0, issued, cmds, "commands issued", ""});
     };
+  }
   const auto t0 = std::chrono::steady_clock::now();
   prog_ = chip.run(plan.prog);
   chip.progress = nullptr;

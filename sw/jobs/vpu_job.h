@@ -13,10 +13,12 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "chip_config.h"
 #include "chip_driver.h"
+#include "progress.h"
 #include "report.h"
 #include "tpu/vector.h"
 
@@ -50,7 +52,11 @@ class VpuJob {
 
   // Runs the op on the chip and checks every element against the golden; with `check`, plans
   // the program and throws CheckStop before any copy or cycle.
+  // progress, now and then: (commands issued, of the program's, "commands issued").
   void run(const std::function<void(uint64_t, uint64_t, const char*)>& progress = nullptr);
+  // Beside run()'s progress (not instead): the same counts with the chip's cycles since the
+  // run began.
+  void set_progress(RunProgressFn f) { detail_ = std::move(f); }
   std::string label() const;  // "vpu add over 10 elements on chip 16x16"
   bool pass() const { return mismatches_ == 0; }
   Report take_report();
@@ -73,6 +79,7 @@ class VpuJob {
   std::size_t mismatches_ = 0;
   long first_bad_ = -1;
   double wall_ = 0;
+  RunProgressFn detail_;
 };
 
 }  // namespace tpu

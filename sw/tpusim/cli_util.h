@@ -1,8 +1,7 @@
 // Helpers the tpusim commands share (options: sw/common/cli.h): the shipped configuration files,
-// the matmul shape and file options, and a progress line for long runs.
+// the matmul shape and file options; the progress line of long runs is sw/common/progress.h.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <cerrno>
 #include <cstdio>
@@ -17,6 +16,7 @@
 #include "cli.h"
 #include "json.h"
 #include "output.h"
+#include "progress.h"  // ProgressLine, for every command
 #include "tpu/limits.h"
 
 namespace tpu {
@@ -72,42 +72,5 @@ inline void add_matmul_files(CLI::App* cmd, std::string& a, std::string& w, cons
     fw->excludes(r);
   }
 }
-
-// A progress line on stderr, at most every two seconds, for runs long enough to need one; the
-// line is closed when the object goes.
-class ProgressLine {
- public:
-  ProgressLine(std::string label, bool quiet) : label_(std::move(label)), quiet_(quiet) {}
-  ~ProgressLine() {
-    if (printed_) std::fprintf(stderr, "\n");
-  }
-  ProgressLine(const ProgressLine&) = delete;
-  ProgressLine& operator=(const ProgressLine&) = delete;
-
-  // "done/total what (P%)".
-  void operator()(uint64_t done, uint64_t total, const char* what) {
-    char text[160];
-    std::snprintf(text, sizeof text, "%llu/%llu %s (%.0f%%)", static_cast<unsigned long long>(done),
-                  static_cast<unsigned long long>(total), what,
-                  total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 0.0);
-    show(text);
-  }
-  void show(const std::string& text) {
-    const auto now = std::chrono::steady_clock::now();
-    if (quiet_ || now - last_ < std::chrono::seconds(2)) return;
-    last_ = now;
-    printed_ = true;
-    std::fprintf(stderr, "\r[tpusim] %s: %s, %.1f s", label_.c_str(), text.c_str(),
-                 std::chrono::duration<double>(now - t0_).count());
-    std::fflush(stderr);
-  }
-
- private:
-  std::string label_;
-  bool quiet_;
-  bool printed_ = false;
-  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::time_point last_ = t0_;
-};
 
 }  // namespace tpu

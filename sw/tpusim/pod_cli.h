@@ -45,7 +45,8 @@ void add_trace_cycles(CLI::App* cmd, PodOptions& o);
 // The engine the options ask for (sw/jobs/engine.h): --engine, --threads, --waves-chips,
 // --fault, --watchdog (when given), --trace, --trace-cycles and --check.
 EngineOptions engine_options(const PodOptions& o);
-// A progress line's callback showing the pod's cycles.
+// A progress line's callback showing the pod's cycles (the jobs count them from the run's
+// start); no total, so no estimate of what is left.
 std::function<void(uint64_t)> show_cycles(ProgressLine& line);
 // The end of a pod command: the JSON report (--json), the summary on stdout; exit 0 on `pass`,
 // else 1 (a golden mismatch).

@@ -103,7 +103,7 @@ EngineOptions engine_options(const PodOptions& o) {
 }
 
 std::function<void(uint64_t)> show_cycles(ProgressLine& line) {
-  return [&line](uint64_t cyc) { line.show(std::to_string(cyc) + " cycles"); };
+  return [&line](uint64_t cyc) { line.update(cyc); };
 }
 
 int finish_pod_report(const Report& rep, const PodOptions& o, bool pass) {

@@ -138,7 +138,9 @@ int run_matmul_cmd(const MatmulArgs& opt) {
   if (has("--waves") && !opt.check) prepare_waves(opt.waves);
   {
     ProgressLine line(job.label(), opt.quiet);
-    job.run([&](uint64_t done, uint64_t total, const char* what) { line(done, total, what); });
+    job.set_progress([&line](const RunProgress& p) { line.update(p); });
+    job.run();
+    job.set_progress(nullptr);
   }
   const Report rep = job.take_report();
   std::fputs(rep.summary().c_str(), stdout);

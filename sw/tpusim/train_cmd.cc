@@ -74,10 +74,9 @@ int run_train(const TrainArgs& a) {
   const auto wall0 = std::chrono::steady_clock::now();
   {
     ProgressLine line("train " + job.widths_text() + " on " + cfg.params.topo.name(), opt.quiet);
-    job.run(engine_options(opt), rep, [&](std::size_t s, uint64_t cyc) {
-      line.show("step " + std::to_string(s) + "/" + std::to_string(o.steps) + ": " +
-                std::to_string(cyc) + " cycles");
-    });
+    job.set_progress([&line](const RunProgress& p) { line.update(p); });
+    job.run(engine_options(opt), rep);
+    job.set_progress(nullptr);
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   rep.metric("wall_seconds", wall, "s", "host time of the simulation");

@@ -30,7 +30,9 @@ int run_vpu(const VpuArgs& a) {
   VpuJob job(a.config.empty() ? source_file("configs/default.yaml") : a.config, o);
   {
     ProgressLine line(job.label(), a.quiet);
-    job.run([&](uint64_t done, uint64_t total, const char* what) { line(done, total, what); });
+    job.set_progress([&line](const RunProgress& p) { line.update(p); });
+    job.run();
+    job.set_progress(nullptr);
   }
   const Report rep = job.take_report();
   std::fputs(rep.summary().c_str(), stdout);
