@@ -4,6 +4,7 @@
 //   tpusim allreduce | collective | pod | hang [options]   (sw/tpusim/pod_cmd.h)
 //   tpusim shard [options]                                (sw/tpusim/shard_cmd.h)
 //   tpusim train [options]                                (sw/tpusim/train_cmd.h)
+//   tpusim sweep allreduce|collective|matmul [options]    (sw/tpusim/sweep_cmd.h)
 //   tpusim traffic [options]                              (sw/tpusim/traffic.h)
 //   tpusim vpu --op NAME --x X.npy [--y Y.npy] [options]   (sw/tpusim/vpu_cmd.h)
 //   tpusim matmul [--config FILE] [--variant RxC] [--m M --k K --n N --seed S | --a A.npy --w W.npy]
@@ -42,6 +43,7 @@
 #include "pod_cli.h"
 #include "pod_cmd.h"
 #include "shard_cmd.h"
+#include "sweep_cmd.h"
 #include "tpusim_cmds.h"
 #include "train_cmd.h"
 #include "output.h"
@@ -239,7 +241,8 @@ std::map<std::string, std::function<int()>> tpusim_commands(CLI::App& tool) {
           {"allreduce", allreduce_command(tool)},   {"collective", collective_command(tool)},
           {"pod", pod_command(tool)},               {"shard", shard_command(tool)},
           {"train", train_command(tool)},           {"hang", hang_command(tool)},
-          {"vpu", vpu_command(tool)},               {"example-inputs", example_inputs_command(tool)}};
+          {"vpu", vpu_command(tool)},               {"example-inputs", example_inputs_command(tool)},
+          {"sweep", sweep_command(tool)}};
 }
 
 }  // namespace tpu
