@@ -25,7 +25,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
 EXPECTED = ("a training report (tpusim train --json), a collective sweep (tpusim sweep "
             "allreduce|collective --json), a matmul sweep (tpusim sweep matmul --json) or "
@@ -177,8 +177,9 @@ def _roofline(points, peak, bw, unit_perf, unit_bw, title, out):
         ax.axvline(ridge, color="gray", linestyle=":", linewidth=1)
         ax.annotate("ridge %.3g FLOP/B" % ridge, (ridge, peak), textcoords="offset points",
                     xytext=(6, -14), fontsize=8, color="gray")
-        ax.annotate("HBM %.4g %s" % (bw, unit_bw), (grid[20], bw * grid[20]),
-                    textcoords="offset points", xytext=(4, 6), fontsize=8)
+        at = math.sqrt(lo * ridge)  # halfway up the slope (log scale)
+        ax.annotate("HBM %.4g %s" % (bw, unit_bw), (at, bw * at), textcoords="offset points",
+                    xytext=(10, -14), fontsize=8)
     else:
         ax.plot(grid, [peak] * len(grid), color="black", linewidth=2,
                 label="peak compute (no HBM peak in the report)")
@@ -189,9 +190,15 @@ def _roofline(points, peak, bw, unit_perf, unit_bw, title, out):
                 markeredgewidth=2, label=label + ("" if passed else " (golden FAILED)"))
     ax.set_xscale("log")
     ax.set_yscale("log")
+    plain = FuncFormatter(lambda v, _p: "%g" % v)  # 0.5, 10, 512: not 5 x 10^-1
+    ax.xaxis.set_major_formatter(plain)
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_major_formatter(plain)
     ax.set_xlim(lo, hi)
     ys = [p[2] for p in points]
     ax.set_ylim(min(ys + [peak]) / 4, peak * 2)
+    # Within a decade or so the minor ticks need numbers too; over more they would crowd.
+    ax.yaxis.set_minor_formatter(plain if peak * 8 / min(ys + [peak]) < 20 else NullFormatter())
     ax.set_xlabel("arithmetic intensity (FLOP per HBM byte moved)")
     ax.set_ylabel("achieved (%s)" % unit_perf)
     ax.grid(True, which="both", alpha=0.3)

@@ -253,14 +253,24 @@ void CollectiveSweep::run(const EngineOptions& eng, const SweepProgress& progres
   const bool child = eng.engine == "systemc";
   for (std::size_t i = 0; i < bytes_.size(); ++i) {
     if (progress) progress(i, bytes_.size(), std::to_string(bytes_[i]) + " bytes");
-    auto row = [&] { return run_row(eng, bytes_[i]); };
+    auto row = [&] {
+      try {
+        return run_row(eng, bytes_[i]);
+      } catch (const CheckStop&) {  // --check: this size's plan fits; nothing simulated
+        return Json{{"checked", true}};
+      }
+    };
     const Json got = child ? in_child_process(row) : row();
+    if (eng.check) continue;
     mi_.topo = cfg_.params.topo;
     mi_.link_latency = got.at("link_latency").get<unsigned>();
     mi_.link_bytes_per_cycle = got.at("link_bytes_per_cycle").get<double>();
     mi_.host_bytes_per_cycle = got.at("host_bytes_per_cycle").get<unsigned>();
     rows_.push_back(got.at("row"));
   }
+  if (eng.check)
+    throw CheckStop("after the plans of all " + std::to_string(bytes_.size()) +
+                    " sizes, before the first simulated cycle");
   if (progress) progress(bytes_.size(), bytes_.size(), "done");
 }
 
@@ -341,12 +351,15 @@ MatmulSweep::MatmulSweep(ChipConfig cfg, std::string config_path, const MatmulJo
     o.n = shapes_[i].n;
     o.check = true;
     MatmulJob job(cfg_, config_path_, o);
-    if (i > 0) continue;
-    try {  // the variant (built or not) and the plan, once, stopped before the first cycle
+    if (i > 0 && !base_.check) continue;
+    try {  // the variant (built or not) and the plan (every shape's with --check), no cycle
       job.run();
     } catch (const CheckStop&) {
     }
   }
+  if (base_.check)
+    throw CheckStop("after the plans of all " + std::to_string(shapes_.size()) +
+                    " shapes, before the first simulated cycle");
 }
 
 void MatmulSweep::run(const SweepProgress& progress) {

@@ -51,7 +51,8 @@ class CollectiveSweep {
   CollectiveSweep(PodConfig cfg, const CollectiveJobOptions& base, std::vector<uint64_t> bytes,
                   std::string command);
 
-  // Runs the rows one after the other on fresh pods of the engine `eng`.
+  // Runs the rows one after the other on fresh pods of the engine `eng`. With eng.check each
+  // size is planned (its HBM checked), then CheckStop is thrown before any cycle.
   void run(const EngineOptions& eng, const SweepProgress& progress = nullptr);
 
   bool pass() const;
@@ -81,6 +82,7 @@ class MatmulSweep {
  public:
   // `base`: variant, seed, dist, watchdog, faults (its m, k and n are the shapes'). Each shape
   // is checked (capacity) before any run: std::invalid_argument naming the shape and the rule.
+  // With base.check every shape's plan is made and CheckStop thrown before any cycle.
   MatmulSweep(ChipConfig cfg, std::string config_path, const MatmulJobOptions& base,
               std::vector<MatmulShape> shapes);
 

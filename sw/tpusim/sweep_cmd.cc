@@ -29,7 +29,7 @@ struct MatmulSweepArgs {
   const CLI::App* cmd = nullptr;
   std::string config, variant, shapes, sizes = "16:128:x2", dist = "narrow", json;
   uint64_t seed = 1, watchdog = 0;
-  bool quiet = false;
+  bool quiet = false, check = false;
 };
 
 Collective collective_of(const std::string& k) {
@@ -99,6 +99,9 @@ void add_collective_sweep_options(CLI::App* cmd, CollectiveSweepArgs& a, bool ki
       ->type_name("FILE")
       ->check(cli::output_path());
   cmd->add_flag("--quiet", a.pod.quiet, "no progress line");
+  cmd->add_flag("--check", a.pod.check,
+                "check the line, the config and every size's plan (capacities),\n"
+                "then stop before the first simulated cycle: exit 0, no files written");
   cmd->footer("exit codes: 0 every row passes, 1 golden mismatch, 2 bad input or output, 3 hang "
               "or chip error");
 }
@@ -150,6 +153,7 @@ int run_matmul_sweep(const MatmulSweepArgs& a) {
   o.seed = a.seed;
   o.dist = a.dist;
   if (a.cmd->count("--watchdog")) o.watchdog = a.watchdog;
+  o.check = a.check;
   MatmulSweep sweep(load_chip_config(path), path, o, list);
   {
     ProgressLine line("sweep matmul", a.quiet);
@@ -195,6 +199,9 @@ void add_matmul_sweep_options(CLI::App* cmd, MatmulSweepArgs& a) {
       ->type_name("FILE")
       ->check(cli::output_path());
   cmd->add_flag("--quiet", a.quiet, "no progress line");
+  cmd->add_flag("--check", a.check,
+                "check the line, the config and every shape's plan (capacities),\n"
+                "then stop before the first simulated cycle: exit 0, no files written");
   cmd->footer("exit codes: 0 every row passes, 1 golden mismatch, 2 bad input or output, 3 hang "
               "or chip error");
 }
