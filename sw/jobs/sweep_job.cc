@@ -229,7 +229,8 @@ Json CollectiveSweep::run_row(const EngineOptions& eng, uint64_t bytes) const {
   r["bytes"] = o.bytes;
   r["count"] = static_cast<uint64_t>(s.n);
   r["type"] = s.dtype == DType::kBf16 ? "bf16" : "f32";
-  r["redop"] = s.op == ReduceOp::kMax ? "max" : "sum";
+  // nccl-tests' redop column: "none" for a collective that does not reduce.
+  r["redop"] = !collective_reduces(s.collective) ? "none" : s.op == ReduceOp::kMax ? "max" : "sum";
   r["algorithm"] = s.algorithm;
   r["cycles"] = cyc;
   r["time_us"] = c / (ghz * 1e3);
