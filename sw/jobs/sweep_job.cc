@@ -5,8 +5,8 @@
 
 #include <cctype>
 #include <cerrno>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <utility>
@@ -94,11 +94,13 @@ bool all_pass(const Json& rows) {
 
 Json in_child_process(const std::function<Json()>& f) {
   int fd[2];
-  if (::pipe(fd) != 0) throw std::runtime_error("sweep: pipe() failed: " + std::string(std::strerror(errno)));
+  if (::pipe(fd) != 0)
+    throw std::runtime_error("sweep: pipe() failed: " + std::string(std::strerror(errno)));
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("sweep: fork() failed: " + std::string(std::strerror(errno)));
+  if (pid < 0)
+    throw std::runtime_error("sweep: fork() failed: " + std::string(std::strerror(errno)));
   if (pid == 0) {  // the child: the row, or the error's kind and message, as JSON on the pipe
     ::close(fd[0]);
     Json out;
@@ -188,8 +190,8 @@ std::vector<MatmulShape> parse_shapes(const std::string& text, const std::string
     std::size_t v[3];
     for (int i = 0; i < 3; ++i) {
       const std::string& s = d[static_cast<std::size_t>(i)];
-      if (s.empty() || s.size() > 6 ||
-          s.find_first_not_of("0123456789") != std::string::npos || std::stoul(s) == 0)
+      if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos ||
+          std::stoul(s) == 0)
         throw bad("has a dimension '" + s + "' that is not a whole number from 1 to 999999");
       v[i] = std::stoul(s);
     }
@@ -281,9 +283,8 @@ std::string CollectiveSweep::table() const {
   const std::string kind = collective_name(base_.kind);
   std::string out = "# tpusim sweep " + command_ + ": " + kind + " (" + algorithm_ + ") on " +
                     cfg_.params.topo.name() + ", groups of " + std::to_string(group_chips_) +
-                    " chips, clock " + real_text(cfg_.chip.clock_ghz) +
-                    " GHz\n# busbw = algbw x " +
-                    (base_.kind == Collective::kAllReduce ? "2(n-1)/n"
+                    " chips, clock " + real_text(cfg_.chip.clock_ghz) + " GHz\n# busbw = algbw x " +
+                    (base_.kind == Collective::kAllReduce   ? "2(n-1)/n"
                      : base_.kind == Collective::kBroadcast ? "1"
                                                             : "(n-1)/n") +
                     "; bound: the ICI bound (every link of a chip busy), fraction = bound / "
@@ -292,13 +293,12 @@ std::string CollectiveSweep::table() const {
   double bus_sum = 0;
   for (const Json& r : rows_) {
     bus_sum += r["busbw_gbps"].get<double>();
-    cells.push_back({std::to_string(r["bytes"].get<uint64_t>()),
-                     std::to_string(r["count"].get<uint64_t>()), r["type"].get<std::string>(),
-                     r["redop"].get<std::string>(), std::to_string(r["cycles"].get<uint64_t>()),
-                     fixed(r["time_us"].get<double>(), 3), fixed(r["algbw_gbps"].get<double>(), 2),
-                     fixed(r["busbw_gbps"].get<double>(), 2),
-                     fixed(r["fraction_of_bound"].get<double>(), 3),
-                     r["golden"].get<std::string>()});
+    cells.push_back(
+        {std::to_string(r["bytes"].get<uint64_t>()), std::to_string(r["count"].get<uint64_t>()),
+         r["type"].get<std::string>(), r["redop"].get<std::string>(),
+         std::to_string(r["cycles"].get<uint64_t>()), fixed(r["time_us"].get<double>(), 3),
+         fixed(r["algbw_gbps"].get<double>(), 2), fixed(r["busbw_gbps"].get<double>(), 2),
+         fixed(r["fraction_of_bound"].get<double>(), 3), r["golden"].get<std::string>()});
   }
   out += format_table({"size(B)", "count", "type", "redop", "cycles", "time(us)", "algbw(GB/s)",
                        "busbw(GB/s)", "bound", "golden"},
@@ -306,8 +306,8 @@ std::string CollectiveSweep::table() const {
   out += "# golden: " + std::string(pass() ? "pass" : "FAIL") + " (" +
          std::to_string(rows_.size()) + " sizes)\n";
   if (!rows_.empty())
-    out += "# Avg bus bandwidth: " + fixed(bus_sum / static_cast<double>(rows_.size()), 3) +
-           " GB/s\n";
+    out +=
+        "# Avg bus bandwidth: " + fixed(bus_sum / static_cast<double>(rows_.size()), 3) + " GB/s\n";
   return out;
 }
 
@@ -379,8 +379,8 @@ void MatmulSweep::run(const SweepProgress& progress) {
     peak_macs_ = j.at("array_rows").get<uint64_t>() * j.at("array_cols").get<uint64_t>();
     peak_hbm_bytes_ = j.at("hbm").at("peak_bytes_per_cycle").get<double>();
     const uint64_t cyc = j.at("cycles").get<uint64_t>();
-    const double flops = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.k) *
-                         static_cast<double>(s.n);
+    const double flops =
+        2.0 * static_cast<double>(s.m) * static_cast<double>(s.k) * static_cast<double>(s.n);
     const double hbm = static_cast<double>(j.at("hbm").at("bytes").get<uint64_t>());
     Json r = Json::object();
     r["shape"] = shape_name(s);
@@ -416,16 +416,15 @@ std::string MatmulSweep::table() const {
                     "cycles / cycles\n";
   std::vector<std::vector<std::string>> cells;
   for (const Json& r : rows_)
-    cells.push_back({r["shape"].get<std::string>(), std::to_string(r["cycles"].get<uint64_t>()),
-                     fixed(r["time_us"].get<double>(), 3), fixed(r["mfu"].get<double>(), 3),
-                     fixed(r["arithmetic_intensity"].get<double>(), 2),
-                     fixed(r["achieved_gflops"].get<double>(), 2),
-                     fixed(r["peak_gflops"].get<double>(), 1),
-                     fixed(r["fraction_of_bound"].get<double>(), 3),
-                     r["golden"].get<std::string>()});
-  out += format_table({"MxKxN", "cycles", "time(us)", "mfu", "flop/B", "GFLOP/s", "peak",
-                       "bound", "golden"},
-                      cells);
+    cells.push_back(
+        {r["shape"].get<std::string>(), std::to_string(r["cycles"].get<uint64_t>()),
+         fixed(r["time_us"].get<double>(), 3), fixed(r["mfu"].get<double>(), 3),
+         fixed(r["arithmetic_intensity"].get<double>(), 2),
+         fixed(r["achieved_gflops"].get<double>(), 2), fixed(r["peak_gflops"].get<double>(), 1),
+         fixed(r["fraction_of_bound"].get<double>(), 3), r["golden"].get<std::string>()});
+  out += format_table(
+      {"MxKxN", "cycles", "time(us)", "mfu", "flop/B", "GFLOP/s", "peak", "bound", "golden"},
+      cells);
   out += "# golden: " + std::string(pass() ? "pass" : "FAIL") + " (" +
          std::to_string(rows_.size()) + " shapes)\n";
   return out;

@@ -100,8 +100,8 @@ class MatmulSweep {
   MatmulJobOptions base_;
   std::vector<MatmulShape> shapes_;
   std::string variant_;
-  uint64_t peak_macs_ = 0;         // MACs per cycle of the array
-  double peak_hbm_bytes_ = 0;      // HBM bytes per cycle at peak
+  uint64_t peak_macs_ = 0;     // MACs per cycle of the array
+  double peak_hbm_bytes_ = 0;  // HBM bytes per cycle at peak
   Json rows_ = Json::array();
 };
 

@@ -102,8 +102,9 @@ void add_collective_sweep_options(CLI::App* cmd, CollectiveSweepArgs& a, bool ki
   cmd->add_flag("--check", a.pod.check,
                 "check the line, the config and every size's plan (capacities),\n"
                 "then stop before the first simulated cycle: exit 0, no files written");
-  cmd->footer("exit codes: 0 every row passes, 1 golden mismatch, 2 bad input or output, 3 hang "
-              "or chip error");
+  cmd->footer(
+      "exit codes: 0 every row passes, 1 golden mismatch, 2 bad input or output, 3 hang "
+      "or chip error");
 }
 
 int run_collective_sweep(const CollectiveSweepArgs& a, const std::string& command) {
@@ -202,8 +203,9 @@ void add_matmul_sweep_options(CLI::App* cmd, MatmulSweepArgs& a) {
   cmd->add_flag("--check", a.check,
                 "check the line, the config and every shape's plan (capacities),\n"
                 "then stop before the first simulated cycle: exit 0, no files written");
-  cmd->footer("exit codes: 0 every row passes, 1 golden mismatch, 2 bad input or output, 3 hang "
-              "or chip error");
+  cmd->footer(
+      "exit codes: 0 every row passes, 1 golden mismatch, 2 bad input or output, 3 hang "
+      "or chip error");
 }
 
 }  // namespace

@@ -52,8 +52,8 @@ TEST(TpusimSweep, AllreduceRowsMatchSingleRunsInCycles) {
     EXPECT_EQ(row.at("bytes").get<uint64_t>(), sizes[i]);
     EXPECT_EQ(row.at("count").get<uint64_t>(), sizes[i] / 4);
     const std::string one = tmp("ar_one.json");
-    const CliRun s = tpusim("allreduce --bytes " + std::to_string(sizes[i]) + " --quiet --json " +
-                            one);
+    const CliRun s =
+        tpusim("allreduce --bytes " + std::to_string(sizes[i]) + " --quiet --json " + one);
     ASSERT_EQ(s.code, 0) << s.out;
     const Json single = read_json(one);
     EXPECT_EQ(row.at("cycles").get<uint64_t>(), single.at("cycles").get<uint64_t>()) << sizes[i];
@@ -78,8 +78,10 @@ TEST(TpusimSweep, AllreduceRowsMatchSingleRunsInCycles) {
 
 TEST(TpusimSweep, CollectiveOnTheCppEngineMatchesAndUsesTheBusbwFactor) {
   const std::string json = tmp("ag.json");
-  const CliRun r = tpusim("sweep collective --kind all_gather --bytes 4K:8K:+4K --engine cpp "
-                          "--threads 2 --quiet --json " + json);
+  const CliRun r = tpusim(
+      "sweep collective --kind all_gather --bytes 4K:8K:+4K --engine cpp "
+      "--threads 2 --quiet --json " +
+      json);
   ASSERT_EQ(r.code, 0) << r.out;
   const Json rep = read_json(json);
   ASSERT_EQ(rep.at("rows").size(), 2u);
@@ -116,8 +118,8 @@ TEST(TpusimSweep, MatmulRowsMatchSingleRunsInCycles) {
     const Json one = read_json(tmp("mm_one.json"));
     EXPECT_EQ(row.at("cycles").get<uint64_t>(), one.at("cycles").get<uint64_t>());
     EXPECT_DOUBLE_EQ(row.at("mfu").get<double>(), one.at("mfu").get<double>());
-    const double flops = 2.0 * row.at("m").get<double>() * row.at("k").get<double>() *
-                         row.at("n").get<double>();
+    const double flops =
+        2.0 * row.at("m").get<double>() * row.at("k").get<double>() * row.at("n").get<double>();
     EXPECT_DOUBLE_EQ(row.at("arithmetic_intensity").get<double>(),
                      flops / static_cast<double>(one.at("hbm").at("bytes").get<uint64_t>()));
     EXPECT_EQ(row.at("golden"), "pass");
