@@ -52,11 +52,15 @@ def size_text(b, _pos=None):
     return "%d" % b
 
 
+def _is_bench_matmul(r):
+    """One of bench_chip's matmul cases (its DMA cases have no shape)."""
+    return isinstance(r, dict) and {"m", "k", "n", "cycles", "hbm_bytes"} <= set(r)
+
+
 def report_kind(rep):
     """'train', 'collective_sweep', 'matmul_sweep', 'bench_chip' or None."""
     if isinstance(rep, list):
-        if any(isinstance(r, dict) and {"m", "k", "n", "cycles", "hbm_bytes"} <= set(r)
-               for r in rep):
+        if any(_is_bench_matmul(r) for r in rep):
             return "bench_chip"
         return None
     if not isinstance(rep, dict):
@@ -119,7 +123,7 @@ def plot_train(rep, out, path="report"):
     ax_b.set_xlabel("step")
     cyc = [s["cycles"] for s in steps]
     ax_b.set_title("where each step's cycles go (%d to %d cycles per step)" % (min(cyc), max(cyc)))
-    ax_b.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=5, frameon=False)
+    ax_b.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, frameon=False)
     if len(x) <= 30:
         ax_b.set_xticks(x)
     fig.tight_layout()
@@ -231,7 +235,7 @@ def plot_matmul_sweep(rep, out, path="report"):
 def plot_bench_chip(rep, out, path="report"):
     """bench_chip's matmul cases on the roofline, per cycle (the bench gives no clock): peak
     2 x rows x cols FLOP per cycle of the variant, HBM from its DMA cases' peak_bytes_per_cycle."""
-    mm = [r for r in rep if isinstance(r, dict) and {"m", "k", "n", "cycles", "hbm_bytes"} <= set(r)]
+    mm = [r for r in rep if _is_bench_matmul(r)]
     variant = mm[0].get("variant", "")
     try:
         rows_, cols_ = (int(v) for v in variant.split("x"))
