@@ -341,7 +341,11 @@ int run_tool(std::vector<std::string> args) {
     return kExitOk;
   }
   if (!args.empty() && args[0] == "help") {  // tpusim help [COMMAND]: the help, as --help gives it
-    if (args.size() > 2) {
+    const CLI::App* outer = args.size() == 3 ? listed_command(tool, args[1]) : nullptr;
+    auto named = [&](const CLI::App* c) { return c->get_name() == args[2]; };
+    if (outer != nullptr && !outer->get_subcommands(named).empty()) {
+      args = {args[1], args[2], "--help"};  // tpusim help sweep matmul
+    } else if (args.size() > 2) {
       std::cerr << "tpusim: error: unexpected argument '" << args[2]
                 << "' (tpusim help COMMAND: one command's options)\n";
       return kExitUsage;
@@ -351,8 +355,9 @@ int run_tool(std::vector<std::string> args) {
                 << "' (tpusim --help: the commands)\n";
       return kExitUsage;
     }
-    args = args.size() == 2 ? std::vector<std::string>{args[1], "--help"}
-                            : std::vector<std::string>{"--help"};
+    if (args.size() < 3)
+      args = args.size() == 2 ? std::vector<std::string>{args[1], "--help"}
+                              : std::vector<std::string>{"--help"};
   }
   const std::string before = option_before_command(tool, args);
   if (!before.empty()) {

@@ -161,5 +161,19 @@ TEST(TpusimSweep, BadRangesAndShapesExit2NamingTheFlagAndTheRule) {
   }
 }
 
+TEST(TpusimSweep, HelpOfEachSweep) {
+  for (const char* sweep : {"allreduce", "collective", "matmul"}) {
+    const CliRun help = tpusim(std::string("help sweep ") + sweep);
+    EXPECT_EQ(help.code, 0) << help.out;
+    EXPECT_EQ(help.out, tpusim(std::string("sweep ") + sweep + " --help").out);
+    EXPECT_NE(help.out.find(std::string("usage: tpusim sweep ") + sweep), std::string::npos)
+        << help.out;
+  }
+  EXPECT_EQ(tpusim("help sweep").out, tpusim("sweep --help").out);
+  const CliRun bad = tpusim("help sweep nope");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("unexpected argument 'nope'"), std::string::npos) << bad.out;
+}
+
 }  // namespace
 }  // namespace tpu
