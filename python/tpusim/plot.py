@@ -150,6 +150,9 @@ def plot_collective_sweep(rep, out, path="report"):
                 markersize=12, markeredgewidth=2, label="golden check failed")
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(size_text))
+    if len(x) <= 16:  # a tick at every size run, where the points are
+        ax.set_xticks(x)
+        ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("size per chip (bytes)")
     ax.set_ylabel("bandwidth (GB/s at %s GHz)" % rep.get("clock_ghz", "?"))
     top = max([r["bound_busbw_gbps"] for r in rows] + [r["busbw_gbps"] for r in rows])
