@@ -161,6 +161,17 @@ TEST(TpusimSweep, BadRangesAndShapesExit2NamingTheFlagAndTheRule) {
   }
 }
 
+// A row that hangs ends the sweep with the watchdog's diagnosis and exit 3 on either engine
+// (on SystemC the row ran in a child process: its error crosses back to the tool).
+TEST(TpusimSweep, AHangingRowExits3) {
+  for (const char* engine : {"systemc", "cpp"}) {
+    const CliRun r =
+        tpusim(std::string("sweep allreduce --bytes 1K --watchdog 1 --quiet --engine ") + engine);
+    EXPECT_EQ(r.code, 3) << engine << ": " << r.out;
+    EXPECT_NE(r.out.find("tpusim: hang: watchdog: no progress"), std::string::npos) << r.out;
+  }
+}
+
 TEST(TpusimSweep, HelpOfEachSweep) {
   for (const char* sweep : {"allreduce", "collective", "matmul"}) {
     const CliRun help = tpusim(std::string("help sweep ") + sweep);
