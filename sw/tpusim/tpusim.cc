@@ -4,6 +4,7 @@
 //   tpusim allreduce | collective | pod | hang [options]   (sw/tpusim/pod_cmd.h)
 //   tpusim shard [options]                                (sw/tpusim/shard_cmd.h)
 //   tpusim train [options]                                (sw/tpusim/train_cmd.h)
+//   tpusim sweep allreduce|collective|matmul [options]    (sw/tpusim/sweep_cmd.h)
 //   tpusim traffic [options]                              (sw/tpusim/traffic.h)
 //   tpusim vpu --op NAME --x X.npy [--y Y.npy] [options]   (sw/tpusim/vpu_cmd.h)
 //   tpusim matmul [--config FILE] [--variant RxC] [--m M --k K --n N --seed S | --a A.npy --w W.npy]
@@ -42,6 +43,7 @@
 #include "pod_cli.h"
 #include "pod_cmd.h"
 #include "shard_cmd.h"
+#include "sweep_cmd.h"
 #include "tpusim_cmds.h"
 #include "train_cmd.h"
 #include "output.h"
@@ -241,7 +243,8 @@ std::map<std::string, std::function<int()>> tpusim_commands(CLI::App& tool) {
           {"allreduce", allreduce_command(tool)},   {"collective", collective_command(tool)},
           {"pod", pod_command(tool)},               {"shard", shard_command(tool)},
           {"train", train_command(tool)},           {"hang", hang_command(tool)},
-          {"vpu", vpu_command(tool)},               {"example-inputs", example_inputs_command(tool)}};
+          {"vpu", vpu_command(tool)},               {"example-inputs", example_inputs_command(tool)},
+          {"sweep", sweep_command(tool)}};
 }
 
 }  // namespace tpu
@@ -340,7 +343,11 @@ int run_tool(std::vector<std::string> args) {
     return kExitOk;
   }
   if (!args.empty() && args[0] == "help") {  // tpusim help [COMMAND]: the help, as --help gives it
-    if (args.size() > 2) {
+    const CLI::App* outer = args.size() == 3 ? listed_command(tool, args[1]) : nullptr;
+    auto named = [&](const CLI::App* c) { return c->get_name() == args[2]; };
+    if (outer != nullptr && !outer->get_subcommands(named).empty()) {
+      args = {args[1], args[2], "--help"};  // tpusim help sweep matmul
+    } else if (args.size() > 2) {
       std::cerr << "tpusim: error: unexpected argument '" << args[2]
                 << "' (tpusim help COMMAND: one command's options)\n";
       return kExitUsage;
@@ -350,8 +357,9 @@ int run_tool(std::vector<std::string> args) {
                 << "' (tpusim --help: the commands)\n";
       return kExitUsage;
     }
-    args = args.size() == 2 ? std::vector<std::string>{args[1], "--help"}
-                            : std::vector<std::string>{"--help"};
+    if (args.size() < 3)
+      args = args.size() == 2 ? std::vector<std::string>{args[1], "--help"}
+                              : std::vector<std::string>{"--help"};
   }
   const std::string before = option_before_command(tool, args);
   if (!before.empty()) {

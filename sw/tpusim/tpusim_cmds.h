@@ -1,7 +1,7 @@
 // Every command of tpusim declared on one CLI::App, without running anything: what tpusim's
 // main parses its line with, and what the command-line fuzz test (tests/unit/fuzz_test.cc)
 // parses random lines with. Each command's options are declared next to it (tpusim.cc,
-// pod_cmd.h, shard_cmd.h, train_cmd.h, traffic.h, vpu_cmd.h).
+// pod_cmd.h, shard_cmd.h, sweep_cmd.h, train_cmd.h, traffic.h, vpu_cmd.h).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -12,7 +12,7 @@
 namespace tpu {
 
 // Declares the commands (matmul, traffic, allreduce, collective, pod, shard, train, vpu,
-// example-inputs and the hidden hang) on `tool`; each function runs its command once the line
+// example-inputs, sweep and the hidden hang) on `tool`; each function runs its command once the line
 // is parsed into `tool`. The functions hold the variables the options write: keep them while
 // `tool` parses.
 std::map<std::string, std::function<int()>> tpusim_commands(CLI::App& tool);

@@ -457,9 +457,18 @@ std::map<std::string, CommandOptions> tpusim_options() {
   CLI::App tool("", "tpusim");
   std::map<std::string, CommandOptions> out;
   const auto commands = tpusim_commands(tool);
+  // A command with commands of its own (sweep allreduce|collective|matmul): each of them, named
+  // by both words.
+  std::vector<std::pair<std::string, const CLI::App*>> apps;
   for (const auto& c : commands) {
+    const CLI::App* app = tool.get_subcommand(c.first);
+    if (app->get_subcommands({}).empty()) apps.push_back({c.first, app});
+    for (const CLI::App* sub : app->get_subcommands({}))
+      apps.push_back({c.first + " " + sub->get_name(), sub});
+  }
+  for (const auto& c : apps) {
     CommandOptions& o = out[c.first];
-    for (const CLI::Option* opt : tool.get_subcommand(c.first)->get_options()) {
+    for (const CLI::Option* opt : c.second->get_options()) {
       const std::string n = opt->get_name();
       if (n == "--help" || n == "-h") continue;
       (opt->get_expected_max() != 0 ? o.valued : o.flags).push_back(n);
@@ -511,7 +520,10 @@ std::vector<std::string> random_line(std::mt19937_64& rng, const std::string& cm
     }
   }
   std::vector<std::string> line;
-  if (rng() % 20 != 0) line.push_back(cmd);
+  if (rng() % 20 != 0) {  // the command's words ("sweep matmul": two)
+    std::istringstream words(cmd);
+    for (std::string w; words >> w;) line.push_back(w);
+  }
   for (const auto& it : items) line.insert(line.end(), it.begin(), it.end());
   if (line.empty()) line.push_back(word());
   if (rng() % 10 == 0) std::shuffle(line.begin(), line.end(), rng);
@@ -528,8 +540,10 @@ std::filesystem::path resolved(const std::string& p) {
 std::string parsed_line_breaks_a_rule(const CLI::App& tool) {
   const auto cmds = tool.get_subcommands();
   if (cmds.size() != 1) return "parsed without a command";
+  const CLI::App* cmd = cmds.front();  // the innermost command parsed (sweep matmul: matmul)
+  while (!cmd->get_subcommands().empty()) cmd = cmd->get_subcommands().front();
   std::vector<std::string> inputs, outputs;
-  for (const CLI::Option* o : cmds.front()->get_options()) {
+  for (const CLI::Option* o : cmd->get_options()) {
     if (o->count() == 0 || o->get_expected_max() == 0) continue;
     const std::string n = o->get_name();
     for (const std::string& v : o->results()) {
@@ -619,7 +633,8 @@ void fuzz_command_lines(int per_command, uint64_t seed) {
 }
 
 TEST(CommandLineFuzz, EveryTpusimCommandParsesOrIsOneErrorLine) {
-  EXPECT_EQ(tpusim_options().size(), 10u);  // matmul traffic allreduce ... vpu example-inputs
+  // matmul traffic allreduce ... vpu example-inputs, and sweep allreduce|collective|matmul
+  EXPECT_EQ(tpusim_options().size(), 13u);
   fuzz_command_lines(300, 1);
 }
 TEST(CommandLineFuzz, EveryTpusimCommandSoak) { fuzz_command_lines(20000, 2); }
