@@ -28,6 +28,7 @@
 #include "profile.h"
 #include "tpu/bf16.h"
 #include "trace.h"
+#include "wave_check.h"
 
 namespace tpu {
 namespace {
@@ -406,6 +407,88 @@ TEST(TracePhases, OverlappingSpansSplitIntoTracks) {
   EXPECT_EQ(tracks["phase"], 1);
   EXPECT_EQ(tracks["phase 2"], 1);
   EXPECT_EQ(tracks.count("phase 3"), 0u);
+}
+
+// The value of a signal at dump time `t`: its last change at or before t.
+std::string value_at(const std::vector<std::pair<uint64_t, std::string>>& ch, uint64_t t) {
+  std::string v;
+  for (const auto& [when, val] : ch) {
+    if (when > t) break;
+    v = val;
+  }
+  return v;
+}
+
+// Waves and timeline on one clock (tb/common/wave_clock.h): a chip's dump, at 1.25 GHz, has a
+// 1 ps timescale, its clock rising every 800 ps (falling half-way), and each command issues at
+// cycle x 800 ps in the dump, the moment its slice starts in the trace of the same run.
+TEST_F(PodTrace, WavesAreOnTheTracesClock) {
+  ASSERT_TRUE(have_fst2vcd()) << "fst2vcd (gtkwave) is needed: scripts/deps.sh installs it";
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("tpu_wave_clock_" + std::to_string(getpid())))
+                              .string();
+  const double ghz = 1.25;
+  const uint64_t period = 800;  // ps
+  std::vector<TraceEvent> events;
+  MachineInfo info;
+  {
+    PodParams p;
+    p.topo = Topology::torus({2, 2});
+    p.variant = "4x4";
+    p.wave_chips = {1};
+    p.wave_dir = dir;
+    p.wave_clock_ghz = ghz;
+    CppPodHost host(p);
+    TraceOptions on;
+    on.enabled = true;
+    host.set_trace(on);
+    run_job(host);
+    events = host.take_trace();
+    info = host.info();
+  }
+  const std::string top = "TOP.tpu_chip_sim_top.";
+  const FstChanges d = fst_changes(dir + "/pod_chip1.fst",
+                                   {top + "clk_i", top + "trc_issue_o", top + "trc_idx_o"});
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(d.timescale, "1ps");
+  ASSERT_GT(d.times.size(), 4u);
+  EXPECT_EQ(d.times[0], 0u);  // pod cycle 0, after the reset
+  for (std::size_t i = 1; i < 5; ++i) EXPECT_EQ(d.times[i], period / 2 * (i + 1)) << i;
+  const auto& clk = d.changes.at(top + "clk_i");
+  ASSERT_GT(clk.size(), 100u);
+  for (std::size_t i = 1; i < clk.size(); ++i)
+    ASSERT_EQ(clk[i].first % period, clk[i].second == "1" ? 0u : period / 2)
+        << "clk_i -> " << clk[i].second << " at " << clk[i].first << " ps";
+  const auto& issue = d.changes.at(top + "trc_issue_o");
+  const auto& idx = d.changes.at(top + "trc_idx_o");
+
+  const Json doc = Json::parse(json_text(trace_json(events, info, ghz), -1));
+  std::map<std::pair<int64_t, uint64_t>, double> ts_of;  // chip 1's (index, issue) -> ts (us)
+  for (const Json& e : doc.at("traceEvents"))
+    if (e.at("ph").get<std::string>() == "X" && e.at("pid").get<int>() == 1 &&
+        e.at("args").contains("op") && e.at("args").at("op").get<std::string>() != "ICI_WAIT")
+      ts_of[{e.at("args").at("index").get<int64_t>(),
+             e.at("args").at("issue_cycle").get<uint64_t>()}] = e.at("ts").get<double>();
+  int checked = 0;
+  for (const TraceEvent& e : events) {
+    if (e.chip != 1 || e.unit == TraceUnit::kHost || e.unit == TraceUnit::kIciWait) continue;
+    // The command issues in pod cycle e.issue: from its rising edge at e.issue x period, the
+    // trace port shows the issue pulse with the command's index.
+    const uint64_t t = e.issue * period;
+    ASSERT_EQ(value_at(issue, t), "1") << "index " << e.index << " at " << t << " ps";
+    ASSERT_EQ(std::stoull(value_at(idx, t), nullptr, 2), static_cast<uint64_t>(e.index));
+    const bool before = value_at(issue, t - 1) == "1" &&
+                        std::stoull(value_at(idx, t - 1), nullptr, 2) ==
+                            static_cast<uint64_t>(e.index);
+    ASSERT_FALSE(before) << "index " << e.index << " issues before " << t << " ps";
+    if (e.begin == e.issue) {  // the slice starts at its issue: the same moment in both
+      const std::pair<int64_t, uint64_t> key{e.index, e.issue};
+      ASSERT_TRUE(ts_of.count(key));
+      EXPECT_NEAR(ts_of[key] * 1e6, static_cast<double>(t), 1e-3) << "index " << e.index;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 20);
 }
 
 TEST_F(PodTrace, WindowKeepsOnlyOverlappingEventsAndOffRecordsNothing) {
