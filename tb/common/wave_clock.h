@@ -29,7 +29,9 @@ struct WaveClock {
   uint64_t fall(uint64_t cycle) const { return ps(static_cast<double>(cycle - origin) + 0.5); }
 
  private:
-  uint64_t ps(double cycles) const { return static_cast<uint64_t>(std::llround(cycles * period_ps)); }
+  uint64_t ps(double cycles) const {
+    return static_cast<uint64_t>(std::llround(cycles * period_ps));
+  }
 };
 
 }  // namespace tpu

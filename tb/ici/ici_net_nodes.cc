@@ -252,8 +252,8 @@ class IciNodeModel final : public IciNetModel {
   std::unique_ptr<VerilatedContext> ctx_;  // shared by every node: one time, one FST file
   std::vector<std::unique_ptr<Vici_node_tb_top>> nodes_;
   std::unique_ptr<VerilatedFstC> fst_;
-  WaveClock wave_;      // where the dump puts each edge (tb/common/wave_clock.h)
-  uint64_t cycle_ = 0;  // rising edges so far
+  WaveClock wave_;         // where the dump puts each edge (tb/common/wave_clock.h)
+  uint64_t cycle_ = 0;     // rising edges so far
   bool clk_high_ = false;  // an edge left the clock high; the next settle() drops it
   std::vector<std::array<int, kDirs>> nb_;  // neighbour per direction, -1: none
   int dbg_node_ = -1;

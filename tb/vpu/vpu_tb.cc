@@ -7,9 +7,9 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "../common/wave_clock.h"
 #include "verilated.h"
 #include "verilated_fst_c.h"
-#include "../common/wave_clock.h"
 #include "vpu_variants.h"  // generated: TPU_VPU_VARIANTS(X) and the Vvpu<N>.h includes
 
 namespace tpu {

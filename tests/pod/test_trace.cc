@@ -164,8 +164,8 @@ TEST_F(PodTrace, TimelineMatchesCountersAndNeverOverlaps) {
     ASSERT_EQ(ph, "X");
     ASSERT_TRUE(e.contains("args"));
     const Json& args = e.at("args");
-    const std::string name = args.contains("op") ? args.at("op").get<std::string>()
-                                                 : e.at("name").get<std::string>();
+    const std::string name =
+        args.contains("op") ? args.at("op").get<std::string>() : e.at("name").get<std::string>();
     const uint64_t b = static_cast<uint64_t>(std::llround(e.at("ts").get<double>() * 1000.0));
     const uint64_t d = static_cast<uint64_t>(std::llround(e.at("dur").get<double>() * 1000.0));
     spans[{pid, tid}].push_back({b, b + d});  // phase tracks too: no overlap on any track
@@ -252,9 +252,9 @@ void expect_nested(std::vector<Span> v, const std::string& what) {
     EXPECT_LE(s.begin, s.end) << what;
     while (!open.empty() && open.back().end <= s.begin) open.pop_back();
     if (!open.empty()) {
-      EXPECT_LE(s.end, open.back().end) << what << ": a slice [" << s.begin << ", " << s.end
-                                        << ") crosses the end of [" << open.back().begin << ", "
-                                        << open.back().end << ")";
+      EXPECT_LE(s.end, open.back().end)
+          << what << ": a slice [" << s.begin << ", " << s.end << ") crosses the end of ["
+          << open.back().begin << ", " << open.back().end << ")";
     }
     open.push_back(s);
   }
@@ -318,8 +318,8 @@ TEST_F(PodTrace, PhaseTrackHasOneSlicePerPhaseSpan) {
     const std::string label = args.contains("label") ? args.at("label").get<std::string>() : "";
     EXPECT_EQ(name, label.empty() ? op : label + " \u00b7 " + op);
     if (!label.empty()) labels.insert(label);
-    cmds[pid].push_back({args.at("issue_cycle").get<uint64_t>(), args.at("index").get<int64_t>(),
-                         label, b, en});
+    cmds[pid].push_back(
+        {args.at("issue_cycle").get<uint64_t>(), args.at("index").get<int64_t>(), label, b, en});
   }
   EXPECT_TRUE(labels.count("matmul"));
   EXPECT_TRUE(labels.count("all_reduce (torus) | step 0"));
@@ -372,9 +372,8 @@ TEST(TracePhases, OverlappingSpansSplitIntoTracks) {
     return t;
   };
   const std::vector<TraceEvent> ev = {
-      cmd(0, 0, 0, 10, "A"),  cmd(0, 1, 2, 30, "A"), cmd(0, 2, 5, 8, "B"),
-      cmd(0, 3, 12, 20, "B"), cmd(0, 4, 31, 40, ""), cmd(0, 5, 41, 50, "A"),
-      cmd(1, 0, 3, 4, "C")};
+      cmd(0, 0, 0, 10, "A"), cmd(0, 1, 2, 30, "A"),  cmd(0, 2, 5, 8, "B"), cmd(0, 3, 12, 20, "B"),
+      cmd(0, 4, 31, 40, ""), cmd(0, 5, 41, 50, "A"), cmd(1, 0, 3, 4, "C")};
   const std::vector<PhaseSpan> p = trace_phases(ev);
   ASSERT_EQ(p.size(), 4u);
   EXPECT_EQ(p[0].label, "A");
@@ -424,9 +423,9 @@ std::string value_at(const std::vector<std::pair<uint64_t, std::string>>& ch, ui
 // cycle x 800 ps in the dump, the moment its slice starts in the trace of the same run.
 TEST_F(PodTrace, WavesAreOnTheTracesClock) {
   ASSERT_TRUE(have_fst2vcd()) << "fst2vcd (gtkwave) is needed: scripts/deps.sh installs it";
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("tpu_wave_clock_" + std::to_string(getpid())))
-                              .string();
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("tpu_wave_clock_" + std::to_string(getpid())))
+          .string();
   const double ghz = 1.25;
   const uint64_t period = 800;  // ps
   std::vector<TraceEvent> events;
@@ -447,8 +446,8 @@ TEST_F(PodTrace, WavesAreOnTheTracesClock) {
     info = host.info();
   }
   const std::string top = "TOP.tpu_chip_sim_top.";
-  const FstChanges d = fst_changes(dir + "/pod_chip1.fst",
-                                   {top + "clk_i", top + "trc_issue_o", top + "trc_idx_o"});
+  const FstChanges d =
+      fst_changes(dir + "/pod_chip1.fst", {top + "clk_i", top + "trc_issue_o", top + "trc_idx_o"});
   std::filesystem::remove_all(dir);
   EXPECT_EQ(d.timescale, "1ps");
   ASSERT_GT(d.times.size(), 4u);
@@ -477,9 +476,9 @@ TEST_F(PodTrace, WavesAreOnTheTracesClock) {
     const uint64_t t = e.issue * period;
     ASSERT_EQ(value_at(issue, t), "1") << "index " << e.index << " at " << t << " ps";
     ASSERT_EQ(std::stoull(value_at(idx, t), nullptr, 2), static_cast<uint64_t>(e.index));
-    const bool before = value_at(issue, t - 1) == "1" &&
-                        std::stoull(value_at(idx, t - 1), nullptr, 2) ==
-                            static_cast<uint64_t>(e.index);
+    const bool before =
+        value_at(issue, t - 1) == "1" &&
+        std::stoull(value_at(idx, t - 1), nullptr, 2) == static_cast<uint64_t>(e.index);
     ASSERT_FALSE(before) << "index " << e.index << " issues before " << t << " ps";
     if (e.begin == e.issue) {  // the slice starts at its issue: the same moment in both
       const std::pair<int64_t, uint64_t> key{e.index, e.issue};
