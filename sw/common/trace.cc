@@ -2,6 +2,7 @@
 
 #include "output.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -12,6 +13,7 @@ namespace tpu {
 namespace {
 
 constexpr unsigned kSendTrackBase = 10;
+constexpr unsigned kPhaseTrackBase = 100;  // phase tracks: 100 ("phase"), 101 ("phase 2"), ...
 
 const char* op_name(unsigned op) {
   switch (static_cast<ChipOp>(op)) {
@@ -112,13 +114,75 @@ Json meta(const char* what, int pid, unsigned tid, Json args) {
       {{"ph", "M"}, {"name", what}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}});
 }
 
+// Spreads the spans over phase tracks: sorted by begin (then longer first), each goes on the
+// first track whose last span ended at or before it begins, else on a new track. No two spans of
+// a track overlap, and this needs as few tracks as the most spans open at one moment.
+void place_phases(std::vector<PhaseSpan>& spans) {
+  std::stable_sort(spans.begin(), spans.end(), [](const PhaseSpan& a, const PhaseSpan& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end > b.end;
+  });
+  std::vector<uint64_t> track_end;
+  for (PhaseSpan& s : spans) {
+    unsigned t = 0;
+    while (t < track_end.size() && track_end[t] > s.begin) ++t;
+    if (t == track_end.size()) track_end.push_back(0);
+    track_end[t] = s.end;
+    s.track = t;
+  }
+}
+
 }  // namespace
+
+std::string trace_slice_name(const TraceEvent& e) {
+  if (e.unit == TraceUnit::kHost) return e.write ? "host write" : "host read";
+  const std::string op = op_name(e.op);
+  return e.label.empty() ? op : e.label + " \u00b7 " + op;
+}
+
+std::vector<PhaseSpan> trace_phases(const std::vector<TraceEvent>& events) {
+  std::vector<const TraceEvent*> cmds;  // every chip's commands, in issue order per chip
+  for (const TraceEvent& e : events)
+    if (e.unit != TraceUnit::kHost) cmds.push_back(&e);
+  std::stable_sort(cmds.begin(), cmds.end(), [](const TraceEvent* a, const TraceEvent* b) {
+    if (a->chip != b->chip) return a->chip < b->chip;
+    return a->issue != b->issue ? a->issue < b->issue : a->index < b->index;
+  });
+  std::vector<PhaseSpan> all, chip;
+  auto flush = [&] {
+    place_phases(chip);
+    all.insert(all.end(), chip.begin(), chip.end());
+    chip.clear();
+  };
+  const TraceEvent* prev = nullptr;
+  for (const TraceEvent* e : cmds) {
+    if (prev && prev->chip != e->chip) flush();
+    const bool same = prev && prev->chip == e->chip && !chip.empty() &&
+                      chip.back().label == e->label && prev->label == e->label;
+    prev = e;
+    if (e->label.empty()) continue;
+    if (same) {
+      PhaseSpan& s = chip.back();
+      s.begin = std::min(s.begin, e->begin);
+      s.end = std::max(s.end, e->end);
+      s.last_index = e->index;
+      ++s.commands;
+      continue;
+    }
+    chip.push_back(PhaseSpan{e->chip, e->label, e->begin, e->end, e->index, e->index, 1, 0});
+  }
+  flush();
+  return all;
+}
 
 unsigned trace_track(const TraceEvent& e) {
   return e.unit == TraceUnit::kIciSend ? kSendTrackBase + e.lane : static_cast<unsigned>(e.unit);
 }
 
 std::string trace_track_name(unsigned track) {
+  if (track >= kPhaseTrackBase) {
+    const unsigned k = track - kPhaseTrackBase;
+    return k == 0 ? "phase" : "phase " + std::to_string(k + 1);
+  }
   if (track >= kSendTrackBase) return "ICI send " + std::to_string(track - kSendTrackBase);
   return trace_unit_name(static_cast<TraceUnit>(track));
 }
@@ -132,31 +196,53 @@ Json trace_json(const std::vector<TraceEvent>& events, const MachineInfo& info, 
   for (unsigned u = 0; u < kNumTraceUnits; ++u)
     if (static_cast<TraceUnit>(u) != TraceUnit::kIciSend) tracks.push_back(u);
   for (unsigned l = 0; l < kTraceSendLanes; ++l) tracks.push_back(kSendTrackBase + l);
+  const std::vector<PhaseSpan> phases = trace_phases(events);
+  std::vector<unsigned> phase_tracks(static_cast<std::size_t>(std::max(info.num_chips(), 0)), 1);
+  for (const PhaseSpan& p : phases)
+    if (p.chip >= 0 && p.chip < info.num_chips()) {
+      unsigned& n = phase_tracks[static_cast<std::size_t>(p.chip)];
+      n = std::max(n, p.track + 1);
+    }
   for (int c = 0; c < info.num_chips(); ++c) {
     ev.push_back(meta("process_name", c, 0, Json::object({{"name", chip_name(info.topo, c)}})));
     ev.push_back(meta("process_sort_index", c, 0, Json::object({{"sort_index", c}})));
-    unsigned order = 0;
-    for (unsigned t : tracks) {
+    unsigned order = 0;  // the phase tracks first, then the units
+    std::vector<unsigned> chip_tracks;
+    for (unsigned k = 0; k < phase_tracks[static_cast<std::size_t>(c)]; ++k)
+      chip_tracks.push_back(kPhaseTrackBase + k);
+    chip_tracks.insert(chip_tracks.end(), tracks.begin(), tracks.end());
+    for (unsigned t : chip_tracks) {
       ev.push_back(meta("thread_name", c, t, Json::object({{"name", trace_track_name(t)}})));
       ev.push_back(meta("thread_sort_index", c, t, Json::object({{"sort_index", order++}})));
     }
   }
+  for (const PhaseSpan& p : phases)
+    ev.push_back(Json::object({{"name", p.label},
+                               {"cat", "phase"},
+                               {"ph", "X"},
+                               {"ts", static_cast<double>(p.begin) * us},
+                               {"dur", static_cast<double>(p.end - p.begin) * us},
+                               {"pid", p.chip},
+                               {"tid", kPhaseTrackBase + p.track},
+                               {"args", Json::object({{"commands", p.commands},
+                                                      {"first_index", p.first_index},
+                                                      {"last_index", p.last_index},
+                                                      {"begin_cycle", p.begin},
+                                                      {"end_cycle", p.end}})}}));
   for (const TraceEvent& e : events) {
     Json a = Json::object();
-    std::string name;
     if (e.unit == TraceUnit::kHost) {
-      name = e.write ? "host write" : "host read";
       a["hbm_addr"] = e.addr;
       a["bytes"] = e.bytes;
     } else {
-      name = op_name(e.op);
+      a["op"] = op_name(e.op);
       a["index"] = e.index;
       cmd_args(e, a, row_bytes);
     }
     a["issue_cycle"] = e.issue;
     a["done_cycle"] = e.done;
     if (!e.label.empty()) a["label"] = e.label;
-    ev.push_back(Json::object({{"name", name},
+    ev.push_back(Json::object({{"name", trace_slice_name(e)},
                                {"cat", trace_unit_name(e.unit)},
                                {"ph", "X"},
                                {"ts", static_cast<double>(e.begin) * us},

@@ -1,8 +1,10 @@
 // The timeline as Chrome trace-event JSON, which ui.perfetto.dev and chrome://tracing open
-// (docs/profiling.md): one process per chip ("chip N (x,y,z)"), one thread (track) per unit
-// (sequencer, DMA, MXU weights, MXU, VPU, ICI send 0..3, ICI wait, host port), one complete
-// event ("ph":"X") per command with its opcode as the name and its fields, command index and the
-// driver's label (HostPort::trace_label) as args; ts and dur in microseconds at clock_ghz.
+// (docs/profiling.md): one process per chip ("chip N (x,y,z)"); per chip a "phase" track (more,
+// "phase 2", ..., where phases overlap in time) with one slice per phase span, named by the
+// driver's label (HostPort::trace_label), then one thread (track) per unit (sequencer, DMA, MXU
+// weights, MXU, VPU, ICI send 0..3, ICI wait, host port) with one complete event ("ph":"X") per
+// command, named "<label> · <opcode>" (the opcode alone for a command without a label), with its
+// opcode, fields, command index and label as args; ts and dur in microseconds at clock_ghz.
 // Events come from HostPort::take_trace (tb/pod/chip_trace.h) and never overlap on a track.
 #pragma once
 
@@ -15,9 +17,27 @@
 
 namespace tpu {
 
+// One phase span of a chip: a run of its commands, in issue order, with the same non-empty label;
+// drawn from the first command's begin to the latest end among them, on phase track `track`
+// (0: "phase", 1: "phase 2", ...), chosen so that no two spans of a track overlap.
+struct PhaseSpan {
+  int chip = 0;
+  std::string label;
+  uint64_t begin = 0, end = 0;  // cycles
+  int64_t first_index = 0, last_index = 0;
+  uint64_t commands = 0;
+  unsigned track = 0;
+};
+
+// The phase spans of every chip (chip by chip, each chip's by begin), placed on tracks.
+std::vector<PhaseSpan> trace_phases(const std::vector<TraceEvent>& events);
+// A command slice's name: "dW0 piece 2 · MATMUL", or "MATMUL" without a label; host copies are
+// "host write" / "host read".
+std::string trace_slice_name(const TraceEvent& e);
+
 // The track (Chrome "tid") of an event: its unit, ICI sends 10 + send context.
 unsigned trace_track(const TraceEvent& e);
-// The track's name: "DMA", "ICI send 2", ...
+// The track's name: "DMA", "ICI send 2", "phase", "phase 2", ...
 std::string trace_track_name(unsigned track);
 
 // The trace-event JSON document: {"traceEvents": [...], "displayTimeUnit": "ns", ...}. Every

@@ -54,6 +54,7 @@ std::function<void(uint64_t)> cycles_since_now(const HostPort& h,
 void with_engine(const EngineOptions& opt, PodParams params, double clock_ghz,
                  const std::function<void(HostPort&)>& job) {
   for (const int c : opt.wave_chips) params.wave_chips.push_back(c);
+  params.wave_clock_ghz = clock_ghz;  // the dumps' time is the trace's
   if (!opt.faults.empty()) {
     apply_fault_flags(params.faults, opt.faults);
     check_fault_flags(params.faults, chip_shape(params.variant).hbm_bytes, params.topo.num_chips());

@@ -7,8 +7,9 @@ namespace tpu {
 namespace {
 
 PodParams alone(const std::string& variant, const HbmConfig& hbm, const std::string& waves,
-                const FaultConfig& faults) {
+                const FaultConfig& faults, double clock_ghz) {
   PodParams p;
+  p.wave_clock_ghz = clock_ghz;
   p.topo = Topology::mesh({1});
   p.variant = variant;
   p.hbm = hbm;
@@ -23,13 +24,14 @@ PodParams alone(const std::string& variant, const HbmConfig& hbm, const std::str
 }  // namespace
 
 LoneChipMachine::LoneChipMachine(const std::string& variant, const HbmConfig& hbm,
-                                 const std::string& waves, const FaultConfig& faults)
-    : machine_(std::make_unique<CppPodHost>(alone(variant, hbm, waves, faults))) {}
+                                 const std::string& waves, const FaultConfig& faults,
+                                 double clock_ghz)
+    : machine_(std::make_unique<CppPodHost>(alone(variant, hbm, waves, faults, clock_ghz))) {}
 
 LoneChipMachine::~LoneChipMachine() = default;
 
 LoneChip::LoneChip(const std::string& variant, const HbmConfig& hbm, const std::string& waves,
-                   const FaultConfig& faults)
-    : LoneChipMachine(variant, hbm, waves, faults), ChipDriver(*machine_, 0) {}
+                   const FaultConfig& faults, double clock_ghz)
+    : LoneChipMachine(variant, hbm, waves, faults, clock_ghz), ChipDriver(*machine_, 0) {}
 
 }  // namespace tpu

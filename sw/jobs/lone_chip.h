@@ -17,7 +17,7 @@ namespace tpu {
 class LoneChipMachine {
  protected:
   LoneChipMachine(const std::string& variant, const HbmConfig& hbm, const std::string& waves,
-                  const FaultConfig& faults);
+                  const FaultConfig& faults, double clock_ghz);
   ~LoneChipMachine();
   std::unique_ptr<HostPort> machine_;
 };
@@ -25,9 +25,11 @@ class LoneChipMachine {
 class LoneChip : private LoneChipMachine, public ChipDriver {
  public:
   // A chip of `variant` (std::invalid_argument if it is not built); waves: an FST file that
-  // every signal of the chip is dumped to, or "". faults: fault injection (none by default).
+  // every signal of the chip is dumped to, or "", timed by a `clock_ghz` clock (cycle t at
+  // t / clock_ghz ns, as on the trace). faults: fault injection (none by default).
   explicit LoneChip(const std::string& variant, const HbmConfig& hbm = HbmConfig{},
-                    const std::string& waves = "", const FaultConfig& faults = FaultConfig{});
+                    const std::string& waves = "", const FaultConfig& faults = FaultConfig{},
+                    double clock_ghz = 1.0);
 };
 
 }  // namespace tpu

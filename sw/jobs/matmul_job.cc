@@ -172,7 +172,8 @@ void MatmulJob::run_chip(const std::function<void(uint64_t, uint64_t, const char
   std::unique_ptr<ChipDriver> checked;
   try {
     machine =
-        std::make_unique<LoneChip>(cfg_.variant, cfg_.hbm, o_.check ? "" : o_.waves, cfg_.faults);
+        std::make_unique<LoneChip>(cfg_.variant, cfg_.hbm, o_.check ? "" : o_.waves, cfg_.faults,
+                                   cfg_.clock_ghz);
   } catch (const std::invalid_argument& e) {
     const auto mxus = built_mxu_variants();
     const bool mxu = std::find(mxus.begin(), mxus.end(), cfg_.variant) != mxus.end();
@@ -296,7 +297,7 @@ void MatmulJob::run_mxu(const std::function<void(uint64_t, uint64_t, const char*
     throw std::invalid_argument(chose_variant() + ": " + e.what());
   }
   if (o_.check) throw CheckStop("after the array was built, before its first cycle");
-  if (!o_.waves.empty()) dut->open_waves(o_.waves);
+  if (!o_.waves.empty()) dut->open_waves(o_.waves, cfg_.clock_ghz);
   MxuRunOptions ro;
   const MatmulShape sh{m_, k_, n_};
   const auto t0 = std::chrono::steady_clock::now();

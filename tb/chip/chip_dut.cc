@@ -140,7 +140,9 @@ class ChipDutImpl final : public ChipDut {
   uint32_t hbm_injected_single() const override { return m_->fi_sbe_o; }
   uint32_t hbm_injected_double() const override { return m_->fi_dbe_o; }
 
-  void open_waves(const std::string& path) override { m_.open_waves(path, "chip " + variant_); }
+  void open_waves(const std::string& path, double clock_ghz) override {
+    m_.open_waves(path, "chip " + variant_, clock_ghz);
+  }
 
   void set_ici_config(const std::array<int, 3>& me, const std::array<int, 3>& k,
                       const std::array<bool, 3>& wrap, unsigned link_gap) override {

@@ -101,8 +101,9 @@ class ChipDut {
   virtual uint32_t hbm_injected_single() const = 0;
   virtual uint32_t hbm_injected_double() const = 0;
 
-  // FST dump of every signal from now on; closed when the DUT is destroyed.
-  virtual void open_waves(const std::string& path) = 0;
+  // FST dump of every signal from now on; closed when the DUT is destroyed. Its time 0 is now,
+  // and each later cycle n starts at n x the period of a `clock_ghz` clock (WaveClock).
+  virtual void open_waves(const std::string& path, double clock_ghz) = 0;
 
   // ICI (docs/pod.md). The chip's coordinate {x, y, z} and the pod shape: chips per dimension
   // (1..8) and whether each dimension wraps; link_gap: cycles a link needs per flit (1..15: a

@@ -1,6 +1,8 @@
 // VerilatedModel<VTop>: one verilated model with a context of its own, clocked one cycle at a
-// time (rising edge in tick(); the falling edge with the next cycle's inputs), with an optional FST dump of every signal, and Verilator's
-// assertion failures reported to the caller instead of aborting. The block harnesses build on it.
+// time (rising edge in tick(); the falling edge with the next cycle's inputs), with an optional
+// FST dump of every signal on the configured clock (WaveClock: cycle n's rising edge at
+// n x period from the dump's start), and Verilator's assertion failures reported to the caller
+// instead of aborting. The block harnesses build on it.
 #pragma once
 
 #include <verilated.h>
@@ -9,6 +11,8 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+
+#include "wave_clock.h"
 
 namespace tpu {
 
@@ -58,9 +62,9 @@ class VerilatedModel {
     top_->clk_i = 1;
     top_->eval();
     ctx_->timeInc(1);
-    if (fst_) fst_->dump(ctx_->time());
-    clk_high_ = true;
     ++cycle_;
+    if (fst_) fst_->dump(wave_.rise(cycle_));
+    clk_high_ = true;
     if (ctx_->gotError()) {
       if (fst_) fst_->flush();
       return false;
@@ -91,19 +95,22 @@ class VerilatedModel {
     return true;
   }
 
-  // Starts an FST dump of every signal; closed when the model is destroyed.
-  void open_waves(const std::string& path, const std::string& what) {
+  // Starts an FST dump of every signal; closed when the model is destroyed. Its time 0 is now
+  // (the cycle count so far), and the rising edge of each later cycle n is at n x the period of
+  // a `clock_ghz` clock, in ps (WaveClock).
+  void open_waves(const std::string& path, const std::string& what, double clock_ghz = 1.0) {
     if constexpr (!kTraced) {
       throw std::runtime_error(path + ": " + what +
                                " is built without wave tracing; use a smaller variant for waves");
     } else {
       use_context();
+      wave_ = WaveClock::at(clock_ghz, cycle_);
       fst_.reset(new VerilatedFstC);
       top_->trace(fst_.get(), 99);
       fst_->open(path.c_str());
       if (!fst_->isOpen())
         throw std::runtime_error(path + ": cannot open the wave file for writing");
-      fst_->dump(ctx_->time());
+      fst_->dump(wave_.rise(cycle_));  // time 0: the start of this cycle
     }
   }
 
@@ -117,13 +124,14 @@ class VerilatedModel {
     top_->clk_i = 0;
     top_->eval();
     ctx_->timeInc(1);
-    if (fst_) fst_->dump(ctx_->time());
+    if (fst_) fst_->dump(wave_.fall(cycle_));
     clk_high_ = false;
   }
 
   std::unique_ptr<VerilatedContext> ctx_;
   std::unique_ptr<VTop> top_;
   std::unique_ptr<VerilatedFstC> fst_;
+  WaveClock wave_;  // where the dump puts each edge
   uint64_t cycle_ = 0;
   bool clk_high_ = false;  // tick() left the clock high; the next eval() or tick() drops it
 };

@@ -37,15 +37,26 @@ Pipe fst2vcd(const std::string& fst_path) {
 
 // Reads the declarations of fst2vcd's output, up to $enddefinitions: `on_var` gets each
 // variable's full name ("scope.sub.name", with its bit range when it has one) and its id code.
+// `timescale`, when given, gets the $timescale ("1ps").
 template <class OnVar>
-void read_declarations(FILE* p, OnVar on_var) {
+void read_declarations(FILE* p, OnVar on_var, std::string* timescale = nullptr) {
   std::vector<std::string> scope;
   char buf[4096];
+  bool in_timescale = false;
   while (std::fgets(buf, sizeof buf, p)) {
     std::istringstream ss(buf);
     std::string tok;
     ss >> tok;
-    if (tok == "$scope") {
+    if (tok == "$timescale" || in_timescale) {  // "$timescale 1ps $end", or over three lines
+      in_timescale = true;
+      for (std::string t = tok; !t.empty() || ss >> t; t.clear()) {
+        if (t == "$end") {
+          in_timescale = false;
+          break;
+        }
+        if (t != "$timescale" && timescale) *timescale += t;
+      }
+    } else if (tok == "$scope") {
       std::string kind, name;
       ss >> kind >> name;
       scope.push_back(name);
@@ -108,6 +119,49 @@ std::map<std::string, std::string> fst_last_values(const std::string& fst_path,
     const auto it = by_id.find(id);
     if (it == by_id.end()) continue;
     for (const auto& n : it->second) out[n] = value;
+  }
+  return out;
+}
+
+FstChanges fst_changes(const std::string& fst_path, const std::vector<std::string>& names) {
+  const std::set<std::string> wanted(names.begin(), names.end());
+  std::map<std::string, std::vector<std::string>> by_id;  // id code -> wanted names (aliases)
+  Pipe p = fst2vcd(fst_path);
+  FstChanges out;
+  bool any = false;
+  read_declarations(
+      p.get(),
+      [&](const std::string& name, const std::string& id) {
+        any = true;
+        const std::string bare = without_range(name);
+        if (wanted.count(bare)) by_id[id].push_back(bare);
+      },
+      &out.timescale);
+  if (!any) throw std::runtime_error(fst_path + ": fst2vcd found no signals");
+  uint64_t now = 0;
+  char buf[8192];
+  while (std::fgets(buf, sizeof buf, p.get())) {
+    std::string line(buf);
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+    if (line.empty() || line[0] == '$') continue;
+    if (line[0] == '#') {
+      now = std::stoull(line.substr(1));
+      out.times.push_back(now);
+      continue;
+    }
+    std::string value, id;
+    if (line[0] == 'b' || line[0] == 'r') {
+      const auto sp = line.find(' ');
+      if (sp == std::string::npos) continue;
+      value = line.substr(1, sp - 1);
+      id = line.substr(sp + 1);
+    } else {
+      value = line.substr(0, 1);
+      id = line.substr(1);
+    }
+    const auto it = by_id.find(id);
+    if (it == by_id.end()) continue;
+    for (const auto& n : it->second) out.changes[n].push_back({now, value});
   }
   return out;
 }

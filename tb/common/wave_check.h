@@ -1,8 +1,11 @@
-// Checks that a GTKWave save file (.gtkw) only names signals that a real dump contains.
+// Checks that a GTKWave save file (.gtkw) only names signals that a real dump contains, and reads
+// a dump's value changes back (its timescale and times, for the wave clock's tests).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tpu {
@@ -20,6 +23,16 @@ std::vector<std::string> fst_signals(const std::string& fst_path);
 // is not in the dump has no entry. Throws std::runtime_error if fst2vcd is missing or fails.
 std::map<std::string, std::string> fst_last_values(const std::string& fst_path,
                                                    const std::vector<std::string>& names);
+
+// The value changes of `names` in an FST dump (read through fst2vcd, as fst_last_values): the
+// dump's $timescale ("1ps"), every timestamp in order, and per name its (time, binary digits)
+// changes in order (the first at the dump's start).
+struct FstChanges {
+  std::string timescale;
+  std::vector<uint64_t> times;
+  std::map<std::string, std::vector<std::pair<uint64_t, std::string>>> changes;
+};
+FstChanges fst_changes(const std::string& fst_path, const std::vector<std::string>& names);
 
 // True when fst2vcd can be run.
 bool have_fst2vcd();

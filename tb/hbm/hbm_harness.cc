@@ -117,7 +117,8 @@ struct HbmHarness::Impl {
 HbmHarness::HbmHarness(const HbmConfig& cfg, const std::string& waves_path)
     : cfg_(cfg), impl_(new Impl) {
   validate_hbm_config(cfg_);
-  if (!waves_path.empty()) impl_->m.open_waves(waves_path, "the HBM subsystem");
+  // The dump on the configured clock: cycle n at n x tck_ns (tb/common/wave_clock.h).
+  if (!waves_path.empty()) impl_->m.open_waves(waves_path, "the HBM subsystem", 1.0 / cfg_.tck_ns);
   auto& t = impl_->m.top();
   drive_hbm_config_ports(t, cfg_);
   t.req_valid_i = 0;

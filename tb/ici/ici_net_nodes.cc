@@ -20,6 +20,7 @@
 
 #include "Vici_node_tb_top.h"
 #include "ici_net_model.h"
+#include "wave_clock.h"
 
 namespace tpu {
 namespace {
@@ -72,7 +73,8 @@ class IciNodeModel final : public IciNetModel {
     for (auto& m : nodes_) m->trace(fst_.get(), 99);
     fst_->open(path.c_str());
     if (!fst_->isOpen()) throw std::runtime_error(path + ": cannot open the wave file for writing");
-    fst_->dump(ctx_->time());
+    wave_.origin = cycle_;  // a 1 GHz clock (the default chip.clock_ghz): cycle n at n ns
+    fst_->dump(wave_.rise(cycle_));
   }
 
   unsigned reset(unsigned cycles) override {
@@ -164,7 +166,7 @@ class IciNodeModel final : public IciNetModel {
     }
     if (clk_high_) {
       ctx_->timeInc(1);
-      if (fst_) fst_->dump(ctx_->time());
+      if (fst_) fst_->dump(wave_.fall(cycle_));
       clk_high_ = false;
     }
   }
@@ -179,8 +181,9 @@ class IciNodeModel final : public IciNetModel {
       fails += take_error() ? 1 : 0;
     }
     ctx_->timeInc(1);
+    ++cycle_;
     if (fst_) {
-      fst_->dump(ctx_->time());
+      fst_->dump(wave_.rise(cycle_));
       if (fails) fst_->flush();  // the failure is in the file even if the run stops here
     }
     clk_high_ = true;
@@ -249,6 +252,8 @@ class IciNodeModel final : public IciNetModel {
   std::unique_ptr<VerilatedContext> ctx_;  // shared by every node: one time, one FST file
   std::vector<std::unique_ptr<Vici_node_tb_top>> nodes_;
   std::unique_ptr<VerilatedFstC> fst_;
+  WaveClock wave_;         // where the dump puts each edge (tb/common/wave_clock.h)
+  uint64_t cycle_ = 0;     // rising edges so far
   bool clk_high_ = false;  // an edge left the clock high; the next settle() drops it
   std::vector<std::array<int, kDirs>> nb_;  // neighbour per direction, -1: none
   int dbg_node_ = -1;

@@ -50,8 +50,9 @@ class MxuDut {
   virtual void reset(unsigned cycles = 2) = 0;
   virtual uint64_t cycle() const = 0;
 
-  // Starts an FST dump of every signal; the file is closed when the DUT is destroyed.
-  virtual void open_waves(const std::string& path) = 0;
+  // Starts an FST dump of every signal, cycle n from now at n x the period of a `clock_ghz`
+  // clock (tb/common/wave_clock.h); the file is closed when the DUT is destroyed.
+  virtual void open_waves(const std::string& path, double clock_ghz) = 0;
 };
 
 // Names of the variants compiled into this build, e.g. {"4x4", "8x8", "16x16"}.

@@ -71,8 +71,8 @@ class MxuDutImpl final : public MxuDut {
 
   uint64_t cycle() const override { return m_.cycle(); }
 
-  void open_waves(const std::string& path) override {
-    m_.open_waves(path, "the " + variant_ + " MXU");
+  void open_waves(const std::string& path, double clock_ghz) override {
+    m_.open_waves(path, "the " + variant_ + " MXU", clock_ghz);
   }
 
  private:

@@ -414,18 +414,10 @@ PodCore::PodCore(const PodParams& p, std::vector<int> owned) : p_(p) {
   info_.link_gap = gap_;
   info_.link_bytes_per_cycle = link_bytes_per_cycle();
   info_.host_bytes_per_cycle = p_.host_bytes_per_cycle;
-  for (int c : p_.wave_chips) {  // each dumped by the process that owns it
+  for (int c : p_.wave_chips)
     if (c < 0 || c >= n)
       throw std::invalid_argument("pod: --waves-chips: chip " + std::to_string(c) +
                                   " is not in the pod (0.." + std::to_string(n - 1) + ")");
-    if (!owns(c)) continue;
-    if (n == 1 && !p_.wave_path.empty()) {
-      chips_[c]->open_waves(p_.wave_path);
-      continue;
-    }
-    std::filesystem::create_directories(p_.wave_dir);
-    chips_[c]->open_waves(p_.wave_dir + "/pod_chip" + std::to_string(c) + ".fst");
-  }
   // Faults (none unless asked): the random ones are seeded by the reset below, one-time flips
   // are armed after it.
   if (p_.faults.any()) {
@@ -446,6 +438,18 @@ PodCore::PodCore(const PodParams& p, std::vector<int> owned) : p_(p) {
                                   p_.topo.name());
   }
   for (int i : order_) chips_[i]->reset(4);
+  // The dumps start here, at pod cycle 0, so that their time is the trace's: pod cycle t at
+  // t / wave_clock_ghz ns (each dumped by the process that owns the chip).
+  for (int c : p_.wave_chips) {
+    if (!owns(c)) continue;
+    if (n == 1 && !p_.wave_path.empty()) {
+      chips_[c]->open_waves(p_.wave_path, p_.wave_clock_ghz);
+      continue;
+    }
+    std::filesystem::create_directories(p_.wave_dir);
+    chips_[c]->open_waves(p_.wave_dir + "/pod_chip" + std::to_string(c) + ".fst",
+                          p_.wave_clock_ghz);
+  }
   for (std::size_t fi = 0; fi < p_.faults.hbm_flip_at.size(); ++fi) {
     const HbmFlip& f = p_.faults.hbm_flip_at[fi];
     if (f.chip < 0 || f.chip >= n)

@@ -46,6 +46,9 @@ struct PodParams {
   std::vector<int> wave_chips;   // chips that dump FST waves
   std::string wave_dir = "waves";  // dumps go to wave_dir/pod_chipN.fst
   std::string wave_path;           // a pod of one chip: its dump file instead, if set
+  // The clock the dumps are timed by (chip.clock_ghz): pod cycle t starts at t / clock_ghz ns,
+  // as on the trace's timeline (tb/common/wave_clock.h); the dumps start after the reset.
+  double wave_clock_ghz = 1.0;
   unsigned threads = 1;            // threads stepping the chips (PodCore; both engines)
   // The watchdog (docs/errors.md): a run in which nothing makes progress for this many cycles
   // stops with a HangError that says what every chip still holds. 0: off.

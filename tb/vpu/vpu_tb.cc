@@ -1,11 +1,13 @@
 #include "vpu_tb.h"
 
+#include <cmath>
 #include <deque>
 #include <random>
 #include <sstream>
 #include <stdexcept>
 #include <type_traits>
 
+#include "../common/wave_clock.h"
 #include "verilated.h"
 #include "verilated_fst_c.h"
 #include "vpu_variants.h"  // generated: TPU_VPU_VARIANTS(X) and the Vvpu<N>.h includes
@@ -58,7 +60,7 @@ struct VpuTb::Dut {
   virtual bool out_valid() const = 0;
   virtual bool idle() const = 0;
   virtual VpuResult out_beat() const = 0;
-  virtual void open_waves(const std::string& path) = 0;
+  virtual void open_waves(const std::string& path, double clock_ghz) = 0;
   virtual void dump(uint64_t time) = 0;
   virtual void close_waves() = 0;
   virtual uint64_t errors() const = 0;
@@ -119,14 +121,19 @@ class DutImpl final : public VpuTb::Dut {
     for (std::size_t l = 0; l < kLanes; ++l) r.data[l] = get_word(top_->out_data_o, l);
     return r;
   }
-  void open_waves(const std::string& path) override {
+  void open_waves(const std::string& path, double clock_ghz) override {
+    wave_ = WaveClock::at(clock_ghz);
     tfp_ = std::make_unique<VerilatedFstC>();
     top_->trace(tfp_.get(), 99);
     tfp_->open(path.c_str());
     if (!tfp_->isOpen()) throw std::runtime_error("VpuTb: cannot open wave file " + path);
   }
+  // `time` counts 10 per cycle, the clock low from 0 and high from 5: dumped so that the rising
+  // edge ending cycle n is at (n + 1) x the period of a clock_ghz clock (tb/common/wave_clock.h).
   void dump(uint64_t time) override {
-    if (tfp_) tfp_->dump(time);
+    if (tfp_)
+      tfp_->dump(static_cast<uint64_t>(
+          std::llround(static_cast<double>(time + 5) / 10.0 * wave_.period_ps)));
   }
   void close_waves() override {
     if (tfp_) tfp_->close();
@@ -138,6 +145,7 @@ class DutImpl final : public VpuTb::Dut {
   std::unique_ptr<VerilatedContext> ctx_;
   std::unique_ptr<V> top_;
   std::unique_ptr<VerilatedFstC> tfp_;
+  WaveClock wave_;  // the dump's clock
 };
 
 std::unique_ptr<VpuTb::Dut> make_dut(std::size_t lanes) {
@@ -181,7 +189,7 @@ std::vector<std::size_t> VpuTb::built_lanes() {
 VpuTb::VpuTb(const VpuTbOptions& opt) : dut_(make_dut(opt.lanes)), st_(std::make_unique<State>()) {
   st_->opt = opt;
   st_->rng.seed(opt.seed);
-  if (!opt.wave_path.empty()) dut_->open_waves(opt.wave_path);
+  if (!opt.wave_path.empty()) dut_->open_waves(opt.wave_path, opt.clock_ghz);
   // Asynchronous reset for two cycles, inputs idle.
   for (int i = 0; i < 2; ++i) {
     dut_->drive(false, false, nullptr, false);

@@ -16,6 +16,7 @@ namespace tpu {
 struct VpuTbOptions {
   std::size_t lanes = 4;        // lane count: one of the variants built (TPU_VPU_LANES)
   std::string wave_path;        // FST file to dump every cycle into; empty: no dump
+  double clock_ghz = 1.0;       // the dump's clock: the rising edge ending cycle n at (n+1)/GHz ns
   double in_valid_prob = 1.0;   // chance per cycle that the source offers its next queued beat
   double out_ready_prob = 1.0;  // chance per cycle that the sink is ready (back-pressure)
   uint64_t seed = 1;            // seed of the stall pattern

@@ -24,7 +24,7 @@ TEST_P(MxuWaves, GtkwSignalsArePresentInADump) {
   const std::string fst = ::testing::TempDir() + "mxu_" + GetParam() + ".fst";
   {
     auto dut = make_mxu(GetParam());
-    dut->open_waves(fst);
+    dut->open_waves(fst, 1.0);
     const MatmulShape sh{6, dut->rows() + 1, dut->cols()};
     std::vector<bf16_t> a(sh.m * sh.k, 0x3F80), w(sh.k * sh.n, 0x4000);
     ASSERT_TRUE(run_matmul(*dut, sh, a, w, nullptr).completed);

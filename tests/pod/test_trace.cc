@@ -3,7 +3,8 @@
 // trace on. The JSON that write_trace writes is parsed back: every chip a process, every unit a
 // track, no two events of a track overlapping, and each unit's busy time on the timeline equal
 // to the chip's RTL counter of it. The four class counters add up to the cycles; the breakdown
-// adds up to 1.
+// adds up to 1. The phase tracks: one slice per phase span (a run of commands with one label),
+// covering its command slices, properly nested per track; command slices named "label · OP".
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "chip_driver.h"
@@ -26,6 +28,7 @@
 #include "profile.h"
 #include "tpu/bf16.h"
 #include "trace.h"
+#include "wave_check.h"
 
 namespace tpu {
 namespace {
@@ -159,18 +162,21 @@ TEST_F(PodTrace, TimelineMatchesCountersAndNeverOverlaps) {
       continue;
     }
     ASSERT_EQ(ph, "X");
-    const std::string name = e.at("name").get<std::string>();
-    names.insert(name);
     ASSERT_TRUE(e.contains("args"));
-    if (name == "ICI_SEND") sends.push_back({pid, e.at("args").at("dst_chip").get<std::string>()});
+    const Json& args = e.at("args");
+    const std::string name =
+        args.contains("op") ? args.at("op").get<std::string>() : e.at("name").get<std::string>();
     const uint64_t b = static_cast<uint64_t>(std::llround(e.at("ts").get<double>() * 1000.0));
     const uint64_t d = static_cast<uint64_t>(std::llround(e.at("dur").get<double>() * 1000.0));
-    spans[{pid, tid}].push_back({b, b + d});
+    spans[{pid, tid}].push_back({b, b + d});  // phase tracks too: no overlap on any track
+    if (e.at("cat").get<std::string>() == "phase") continue;
+    names.insert(name);
+    if (name == "ICI_SEND") sends.push_back({pid, e.at("args").at("dst_chip").get<std::string>()});
   }
   // Every chip a process named "chip N (x,y,z)", every unit a track.
-  const std::vector<std::string> units = {"sequencer",  "DMA",        "MXU weights", "MXU",
-                                          "VPU",        "ICI send 0", "ICI send 1",  "ICI send 2",
-                                          "ICI send 3", "ICI wait",   "host port"};
+  const std::vector<std::string> units = {"phase",      "sequencer",  "DMA",        "MXU weights",
+                                          "MXU",        "VPU",        "ICI send 0", "ICI send 1",
+                                          "ICI send 2", "ICI send 3", "ICI wait",   "host port"};
   for (int c = 0; c < P; ++c) {
     EXPECT_EQ(process[c], chip_name(h.info().topo, c));
     std::set<std::string> have;
@@ -233,6 +239,255 @@ TEST_F(PodTrace, TimelineMatchesCountersAndNeverOverlaps) {
     EXPECT_EQ(d[kStatMxuMacs], d[kStatMxuBeats] * 16u);  // 4x4 array
     EXPECT_LE(d[kStatMxuStarved], d[kStatMatmulFlight]);
   }
+}
+
+// Checks that the slices of one track nest properly: each either starts at or after the end of
+// the enclosing one or lies within it (Perfetto's rule for a track of complete events).
+void expect_nested(std::vector<Span> v, const std::string& what) {
+  std::sort(v.begin(), v.end(), [](const Span& a, const Span& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end > b.end;
+  });
+  std::vector<Span> open;
+  for (const Span& s : v) {
+    EXPECT_LE(s.begin, s.end) << what;
+    while (!open.empty() && open.back().end <= s.begin) open.pop_back();
+    if (!open.empty()) {
+      EXPECT_LE(s.end, open.back().end)
+          << what << ": a slice [" << s.begin << ", " << s.end << ") crosses the end of ["
+          << open.back().begin << ", " << open.back().end << ")";
+    }
+    open.push_back(s);
+  }
+}
+
+// The phase track of a real run, parsed back from the file: every chip has a "phase" track; the
+// phase slices are exactly the runs of commands (in issue order) that share a label, each from
+// its first command's begin to the latest end among them, named by the label; the command
+// slices are named "label · OP" (the opcode alone without a label), the opcode also in args.
+TEST_F(PodTrace, PhaseTrackHasOneSlicePerPhaseSpan) {
+  HostPort& h = *host_;
+  TraceOptions on;
+  on.enabled = true;
+  h.set_trace(on);
+  run_job(h);
+  const Json doc = Json::parse(json_text(trace_json(h.take_trace(), h.info(), 2.0), -1));
+  const double cycles_per_us = 2000.0;  // 2 GHz
+  auto cyc = [&](double us) { return static_cast<uint64_t>(std::llround(us * cycles_per_us)); };
+  struct Cmd {
+    uint64_t issue;
+    int64_t index;
+    std::string label;
+    uint64_t begin, end;
+  };
+  struct Phase {
+    std::string label;
+    uint64_t begin, end, commands;
+    bool operator<(const Phase& o) const {
+      return std::tie(label, begin, end, commands) < std::tie(o.label, o.begin, o.end, o.commands);
+    }
+  };
+  std::map<std::pair<int, int>, std::string> thread;
+  std::map<int, std::vector<Cmd>> cmds;
+  std::map<int, std::vector<Phase>> phases;
+  std::map<std::pair<int, int>, std::vector<Span>> tracks;
+  std::set<std::string> labels;
+  for (const Json& e : doc.at("traceEvents")) {
+    const int pid = e.at("pid").get<int>(), tid = e.at("tid").get<int>();
+    const Json& args = e.at("args");
+    if (e.at("ph").get<std::string>() == "M") {
+      if (e.at("name").get<std::string>() == "thread_name")
+        thread[{pid, tid}] = args.at("name").get<std::string>();
+      continue;
+    }
+    for (const char* key : {"name", "cat", "ts", "dur", "pid", "tid"})
+      ASSERT_TRUE(e.contains(key)) << "an X event without " << key;
+    const std::string name = e.at("name").get<std::string>();
+    const uint64_t b = cyc(e.at("ts").get<double>());
+    const uint64_t en = b + cyc(e.at("dur").get<double>());
+    tracks[{pid, tid}].push_back({b, en});
+    if (e.at("cat").get<std::string>() == "phase") {
+      EXPECT_EQ(b, args.at("begin_cycle").get<uint64_t>());
+      EXPECT_EQ(en, args.at("end_cycle").get<uint64_t>());
+      phases[pid].push_back({name, b, en, args.at("commands").get<uint64_t>()});
+      const std::string& tn = thread[{pid, tid}];
+      EXPECT_EQ(tn.rfind("phase", 0), 0u) << "a phase slice on track " << tn;
+      continue;
+    }
+    if (!args.contains("op")) continue;  // host copies
+    const std::string op = args.at("op").get<std::string>();
+    const std::string label = args.contains("label") ? args.at("label").get<std::string>() : "";
+    EXPECT_EQ(name, label.empty() ? op : label + " \u00b7 " + op);
+    if (!label.empty()) labels.insert(label);
+    cmds[pid].push_back(
+        {args.at("issue_cycle").get<uint64_t>(), args.at("index").get<int64_t>(), label, b, en});
+  }
+  EXPECT_TRUE(labels.count("matmul"));
+  EXPECT_TRUE(labels.count("all_reduce (torus) | step 0"));
+  for (const auto& [key, v] : tracks)
+    expect_nested(v, "chip " + std::to_string(key.first) + " track " + thread[key]);
+  for (int c = 0; c < h.num_chips(); ++c) {
+    SCOPED_TRACE("chip " + std::to_string(c));
+    EXPECT_EQ(thread[std::make_pair(c, 100)], "phase");
+    std::vector<Cmd>& v = cmds[c];
+    std::sort(v.begin(), v.end(), [](const Cmd& a, const Cmd& b) {
+      return a.issue != b.issue ? a.issue < b.issue : a.index < b.index;
+    });
+    std::vector<Phase> want;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (v[i].label.empty()) continue;
+      if (i > 0 && v[i - 1].label == v[i].label) {
+        want.back().begin = std::min(want.back().begin, v[i].begin);
+        want.back().end = std::max(want.back().end, v[i].end);
+        ++want.back().commands;
+      } else {
+        want.push_back({v[i].label, v[i].begin, v[i].end, 1});
+      }
+    }
+    ASSERT_GT(want.size(), 2u);
+    std::vector<Phase> got = phases[c];
+    std::sort(want.begin(), want.end());
+    std::sort(got.begin(), got.end());
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].label, want[i].label);
+      EXPECT_EQ(got[i].begin, want[i].begin) << got[i].label;
+      EXPECT_EQ(got[i].end, want[i].end) << got[i].label;
+      EXPECT_EQ(got[i].commands, want[i].commands) << got[i].label;
+    }
+  }
+}
+
+// Phases that overlap in time go on further tracks ("phase 2", ...), never crossing on one; a
+// label that comes back after another is a new span; commands without a label make none.
+TEST(TracePhases, OverlappingSpansSplitIntoTracks) {
+  auto cmd = [](int chip, int64_t idx, uint64_t b, uint64_t e, const std::string& label) {
+    TraceEvent t;
+    t.chip = chip;
+    t.unit = TraceUnit::kDma;
+    t.op = static_cast<unsigned>(ChipOp::kDma);
+    t.index = idx;
+    t.issue = t.begin = b;
+    t.done = t.end = e;
+    t.label = label;
+    return t;
+  };
+  const std::vector<TraceEvent> ev = {
+      cmd(0, 0, 0, 10, "A"), cmd(0, 1, 2, 30, "A"),  cmd(0, 2, 5, 8, "B"), cmd(0, 3, 12, 20, "B"),
+      cmd(0, 4, 31, 40, ""), cmd(0, 5, 41, 50, "A"), cmd(1, 0, 3, 4, "C")};
+  const std::vector<PhaseSpan> p = trace_phases(ev);
+  ASSERT_EQ(p.size(), 4u);
+  EXPECT_EQ(p[0].label, "A");
+  EXPECT_EQ(p[0].begin, 0u);
+  EXPECT_EQ(p[0].end, 30u);
+  EXPECT_EQ(p[0].commands, 2u);
+  EXPECT_EQ(p[0].track, 0u);
+  EXPECT_EQ(p[1].label, "B");
+  EXPECT_EQ(p[1].begin, 5u);
+  EXPECT_EQ(p[1].end, 20u);
+  EXPECT_EQ(p[1].track, 1u);  // overlaps A: the next track
+  EXPECT_EQ(p[2].label, "A");
+  EXPECT_EQ(p[2].begin, 41u);
+  EXPECT_EQ(p[2].track, 0u);  // A again after an unlabelled command: a new span
+  EXPECT_EQ(p[3].chip, 1);
+  EXPECT_EQ(p[3].track, 0u);
+  EXPECT_EQ(trace_track_name(100), "phase");
+  EXPECT_EQ(trace_track_name(101), "phase 2");
+  EXPECT_EQ(trace_slice_name(ev[2]), "B \u00b7 DMA");
+  EXPECT_EQ(trace_slice_name(ev[4]), "DMA");
+  MachineInfo mi;
+  mi.topo = Topology::mesh({2});
+  mi.variant = "4x4";
+  mi.shape = chip_shape("4x4");
+  std::map<std::string, int> tracks;  // chip 0's track names
+  const Json doc = trace_json(ev, mi);
+  for (const Json& e : doc.at("traceEvents"))
+    if (e.at("name").get<std::string>() == "thread_name" && e.at("pid").get<int>() == 0)
+      ++tracks[e.at("args").at("name").get<std::string>()];
+  EXPECT_EQ(tracks["phase"], 1);
+  EXPECT_EQ(tracks["phase 2"], 1);
+  EXPECT_EQ(tracks.count("phase 3"), 0u);
+}
+
+// The value of a signal at dump time `t`: its last change at or before t.
+std::string value_at(const std::vector<std::pair<uint64_t, std::string>>& ch, uint64_t t) {
+  std::string v;
+  for (const auto& [when, val] : ch) {
+    if (when > t) break;
+    v = val;
+  }
+  return v;
+}
+
+// Waves and timeline on one clock (tb/common/wave_clock.h): a chip's dump, at 1.25 GHz, has a
+// 1 ps timescale, its clock rising every 800 ps (falling half-way), and each command issues at
+// cycle x 800 ps in the dump, the moment its slice starts in the trace of the same run.
+TEST_F(PodTrace, WavesAreOnTheTracesClock) {
+  ASSERT_TRUE(have_fst2vcd()) << "fst2vcd (gtkwave) is needed: scripts/deps.sh installs it";
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("tpu_wave_clock_" + std::to_string(getpid())))
+          .string();
+  const double ghz = 1.25;
+  const uint64_t period = 800;  // ps
+  std::vector<TraceEvent> events;
+  MachineInfo info;
+  {
+    PodParams p;
+    p.topo = Topology::torus({2, 2});
+    p.variant = "4x4";
+    p.wave_chips = {1};
+    p.wave_dir = dir;
+    p.wave_clock_ghz = ghz;
+    CppPodHost host(p);
+    TraceOptions on;
+    on.enabled = true;
+    host.set_trace(on);
+    run_job(host);
+    events = host.take_trace();
+    info = host.info();
+  }
+  const std::string top = "TOP.tpu_chip_sim_top.";
+  const FstChanges d =
+      fst_changes(dir + "/pod_chip1.fst", {top + "clk_i", top + "trc_issue_o", top + "trc_idx_o"});
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(d.timescale, "1ps");
+  ASSERT_GT(d.times.size(), 4u);
+  EXPECT_EQ(d.times[0], 0u);  // pod cycle 0, after the reset
+  for (std::size_t i = 1; i < 5; ++i) EXPECT_EQ(d.times[i], period / 2 * (i + 1)) << i;
+  const auto& clk = d.changes.at(top + "clk_i");
+  ASSERT_GT(clk.size(), 100u);
+  for (std::size_t i = 1; i < clk.size(); ++i)
+    ASSERT_EQ(clk[i].first % period, clk[i].second == "1" ? 0u : period / 2)
+        << "clk_i -> " << clk[i].second << " at " << clk[i].first << " ps";
+  const auto& issue = d.changes.at(top + "trc_issue_o");
+  const auto& idx = d.changes.at(top + "trc_idx_o");
+
+  const Json doc = Json::parse(json_text(trace_json(events, info, ghz), -1));
+  std::map<std::pair<int64_t, uint64_t>, double> ts_of;  // chip 1's (index, issue) -> ts (us)
+  for (const Json& e : doc.at("traceEvents"))
+    if (e.at("ph").get<std::string>() == "X" && e.at("pid").get<int>() == 1 &&
+        e.at("args").contains("op") && e.at("args").at("op").get<std::string>() != "ICI_WAIT")
+      ts_of[{e.at("args").at("index").get<int64_t>(),
+             e.at("args").at("issue_cycle").get<uint64_t>()}] = e.at("ts").get<double>();
+  int checked = 0;
+  for (const TraceEvent& e : events) {
+    if (e.chip != 1 || e.unit == TraceUnit::kHost || e.unit == TraceUnit::kIciWait) continue;
+    // The command issues in pod cycle e.issue: from its rising edge at e.issue x period, the
+    // trace port shows the issue pulse with the command's index.
+    const uint64_t t = e.issue * period;
+    ASSERT_EQ(value_at(issue, t), "1") << "index " << e.index << " at " << t << " ps";
+    ASSERT_EQ(std::stoull(value_at(idx, t), nullptr, 2), static_cast<uint64_t>(e.index));
+    const bool before =
+        value_at(issue, t - 1) == "1" &&
+        std::stoull(value_at(idx, t - 1), nullptr, 2) == static_cast<uint64_t>(e.index);
+    ASSERT_FALSE(before) << "index " << e.index << " issues before " << t << " ps";
+    if (e.begin == e.issue) {  // the slice starts at its issue: the same moment in both
+      const std::pair<int64_t, uint64_t> key{e.index, e.issue};
+      ASSERT_TRUE(ts_of.count(key));
+      EXPECT_NEAR(ts_of[key] * 1e6, static_cast<double>(t), 1e-3) << "index " << e.index;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 20);
 }
 
 TEST_F(PodTrace, WindowKeepsOnlyOverlappingEventsAndOffRecordsNothing) {

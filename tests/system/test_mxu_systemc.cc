@@ -106,7 +106,7 @@ class MxuDutSc final : public MxuDut {
     eval();
   }
   uint64_t cycle() const override { return cycle_; }
-  void open_waves(const std::string&) override {
+  void open_waves(const std::string&, double) override {
     throw std::runtime_error("waves are not wired in the SystemC smoke test");
   }
 
