@@ -5,7 +5,7 @@ set -euo pipefail
 
 TPU_DEBS=(build-essential cmake ccache verilator libsystemc-dev libyaml-cpp-dev libgtest-dev
           libeigen3-dev zlib1g-dev gtkwave libopenmpi-dev openmpi-bin libcli11-dev
-          nlohmann-json3-dev python3)
+          nlohmann-json3-dev python3 pybind11-dev python3-numpy python3-pytest)
 
 tpu_missing_debs() {
   local missing=()
