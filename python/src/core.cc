@@ -478,30 +478,8 @@ Collective collective_of(const std::string& kind) {
                         "all_to_all, broadcast)");
 }
 
-}  // namespace
-}  // namespace tpu
-
-PYBIND11_MODULE(_core, m) {
-  using namespace tpu;
-  m.doc() = "tpusim's jobs in-process (the package tpusim wraps these; docs/python.md)";
-  auto sim = py::register_exception<SimError>(m, "SimulationError", PyExc_RuntimeError);
-  py::register_exception<SimHang>(m, "HangError", sim.ptr());
-
-  py::class_<ConfigArg>(m, "_Config")
-      .def(py::init<std::optional<std::string>, std::optional<std::string>>(), py::arg("path"),
-           py::arg("text"));
-  py::class_<EngineArgs>(m, "_Engine")
-      .def(py::init([](std::string engine, std::optional<unsigned> threads, std::vector<int> waves,
-                       std::vector<std::string> faults, std::optional<uint64_t> watchdog,
-                       std::string trace,
-                       std::optional<std::pair<uint64_t, uint64_t>> trace_cycles) {
-             return EngineArgs{std::move(engine), threads,  std::move(waves),
-                               std::move(faults), watchdog, std::move(trace),
-                               trace_cycles};
-           }),
-           py::arg("engine"), py::arg("threads"), py::arg("waves"), py::arg("faults"),
-           py::arg("watchdog"), py::arg("trace"), py::arg("trace_cycles"));
-
+// tpusim._core.matmul (the package's matmul() passes every argument by name).
+void def_matmul(py::module_& m) {
   m.def(
       "matmul",
       [](const ConfigArg& config, const py::object& a, const py::object& w,
@@ -539,7 +517,10 @@ PYBIND11_MODULE(_core, m) {
       py::arg("n"), py::arg("seed"), py::arg("dist"), py::arg("bias"), py::arg("relu"),
       py::arg("out_dtype"), py::arg("mxu_only"), py::arg("faults"), py::arg("watchdog"),
       py::arg("waves"), py::arg("trace"), py::arg("trace_cycles"));
+}
 
+// tpusim._core.collective (the package's collective() passes every argument by name).
+void def_collective(py::module_& m) {
   m.def(
       "collective",
       [](const ConfigArg& config, const std::string& kind, const py::object& x,
@@ -578,7 +559,10 @@ PYBIND11_MODULE(_core, m) {
       py::arg("op"), py::arg("algo"), py::arg("mesh"), py::arg("axis"), py::arg("root"),
       py::arg("block_rows"), py::arg("rounds"), py::arg("load"), py::arg("seed"),
       py::arg("engine"));
+}
 
+// tpusim._core.shard (the package's shard() passes every argument by name).
+void def_shard(py::module_& m) {
   m.def(
       "shard",
       [](const ConfigArg& config, const py::object& x, const py::object& w, const std::string& mesh,
@@ -604,7 +588,10 @@ PYBIND11_MODULE(_core, m) {
       py::arg("config"), py::arg("x"), py::arg("w"), py::arg("mesh"), py::arg("x_spec"),
       py::arg("w_spec"), py::arg("y_spec"), py::arg("m"), py::arg("k"), py::arg("n"),
       py::arg("seed"), py::arg("bias"), py::arg("relu"), py::arg("load"), py::arg("engine"));
+}
 
+// tpusim._core.train (the package's train() passes every argument by name).
+void def_train(py::module_& m) {
   m.def(
       "train",
       [](const ConfigArg& config, const std::string& mesh,
@@ -633,4 +620,33 @@ PYBIND11_MODULE(_core, m) {
       py::arg("config"), py::arg("mesh"), py::arg("layers"), py::arg("batch"), py::arg("steps"),
       py::arg("lr"), py::arg("seed"), py::arg("fresh_batches"), py::arg("grad_pieces"),
       py::arg("load"), py::arg("trace_steps"), py::arg("save"), py::arg("engine"));
+}
+
+}  // namespace
+}  // namespace tpu
+
+PYBIND11_MODULE(_core, m) {
+  using namespace tpu;
+  m.doc() = "tpusim's jobs in-process (the package tpusim wraps these; docs/python.md)";
+  auto sim = py::register_exception<SimError>(m, "SimulationError", PyExc_RuntimeError);
+  py::register_exception<SimHang>(m, "HangError", sim.ptr());
+
+  py::class_<ConfigArg>(m, "_Config")
+      .def(py::init<std::optional<std::string>, std::optional<std::string>>(), py::arg("path"),
+           py::arg("text"));
+  py::class_<EngineArgs>(m, "_Engine")
+      .def(py::init([](std::string engine, std::optional<unsigned> threads, std::vector<int> waves,
+                       std::vector<std::string> faults, std::optional<uint64_t> watchdog,
+                       std::string trace,
+                       std::optional<std::pair<uint64_t, uint64_t>> trace_cycles) {
+             return EngineArgs{std::move(engine), threads,  std::move(waves),
+                               std::move(faults), watchdog, std::move(trace),
+                               trace_cycles};
+           }),
+           py::arg("engine"), py::arg("threads"), py::arg("waves"), py::arg("faults"),
+           py::arg("watchdog"), py::arg("trace"), py::arg("trace_cycles"));
+  def_matmul(m);
+  def_collective(m);
+  def_shard(m);
+  def_train(m);
 }

@@ -179,7 +179,7 @@ LONG_RUN = """
 import sys, tpusim
 print("started", flush=True)
 tpusim.allreduce(config={"pod": {"shape": [2, 2]}, "chip": {"variant": "4x4"}},
-                 bytes=1 << 24, threads=1, load="backdoor")
+                 bytes=6 << 20, threads=1, load="backdoor")
 print("finished", flush=True)
 """
 
@@ -212,7 +212,7 @@ def test_gil_released_while_simulating():
     t.start()
     t0 = time.monotonic()
     try:
-        tpusim.allreduce(config=SMALL_POD, bytes=1 << 18, threads=1)
+        tpusim.allreduce(config=SMALL_POD, bytes=1 << 20, threads=1, load="backdoor")
     finally:
         done.set()
         t.join()
