@@ -54,9 +54,9 @@ struct SimHang : SimError {
 };
 
 // Ctrl-C while the GIL is released: the jobs call their progress callbacks now and then (every
-// 1000 pod cycles, 4096 chip cycles); at most every 50 ms of those, poll() takes the GIL and runs
-// Python's signal handlers. An exception they raise (KeyboardInterrupt) is kept and the run
-// unwinds with Interrupted; simulate() raises it again.
+// 100 pod cycles: kPollCycles, 4096 chip cycles); at most every 50 ms of those, poll() takes the
+// GIL and runs Python's signal handlers. An exception they raise (KeyboardInterrupt) is kept and
+// the run unwinds with Interrupted; simulate() raises it again.
 class SignalCheck {
  public:
   void poll() {
@@ -174,6 +174,10 @@ py::array_t<float> float_matrix(const std::vector<float>& v, std::size_t rows, s
   return out;
 }
 
+// The pod's progress callback (SignalCheck::poll) every this many cycles of a run of the machine:
+// a collective runs one program per round, a few hundred cycles each on small chips.
+constexpr uint64_t kPollCycles = 100;
+
 // What the pod commands' engine flags give (--engine, --threads, --waves-chips, --fault,
 // --watchdog, --trace, --trace-cycles). The SystemC kernel elaborates one pod per process, so
 // the module runs the pod on the C++ engine (the same bits and cycles).
@@ -205,6 +209,7 @@ EngineOptions engine_of(const std::string& engine, std::optional<unsigned> threa
     throw py::value_error("trace_cycles: A < B, as the command line's --trace-cycles A:B");
   e.trace = trace;
   e.trace_cycles = trace_cycles;
+  e.progress_every = kPollCycles;
   return e;
 }
 
