@@ -30,7 +30,7 @@ mesh: "data=2,model=2"
 
 # Keys that differ between two runs of the same job: host times and paths.
 VOLATILE = {"wall_seconds", "run_seconds", "sim_cycles_per_second", "config", "trace", "inputs",
-            "save"}
+            "save", "out"}
 
 
 def stable(report):
