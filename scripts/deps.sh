@@ -5,7 +5,8 @@ set -euo pipefail
 
 TPU_DEBS=(build-essential cmake ccache verilator libsystemc-dev libyaml-cpp-dev libgtest-dev
           libeigen3-dev zlib1g-dev gtkwave libopenmpi-dev openmpi-bin libcli11-dev
-          nlohmann-json3-dev python3 python3-matplotlib python3-numpy python3-pytest tmux
+          nlohmann-json3-dev python3 python3-dev pybind11-dev python3-numpy python3-pytest
+          python3-matplotlib tmux
           xvfb xauth imagemagick)  # scripts/wave_shots.sh: GTKWave under Xvfb, screenshots
 
 tpu_missing_debs() {

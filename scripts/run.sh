@@ -24,7 +24,7 @@ echo "[run] tpusim train on configs/pod_2x2.yaml"
 echo "[run] report: out/train.json, timeline: out/trace.json (open in https://ui.perfetto.dev)"
 # The picture: loss per step, and each step's breakdown with MFU (python/tpusim/plot.py reads
 # the JSON only; Debian's python3 with python3-matplotlib, never a pyenv python3 on PATH).
-PYTHONPATH=python /usr/bin/python3 -m tpusim.plot out/train.json -o out/train.png
+PYTHONPATH=build/python /usr/bin/python3 -m tpusim.plot out/train.json -o out/train.png
 echo "[run] picture: out/train.png (loss and breakdown per step)"
 echo "[run] tpusim pod on configs/pod_2x2.yaml (matmuls on every chip, then an all-reduce)"
 ./build/sw/tpusim pod --config configs/pod_2x2.yaml --m 64 --k 64 --n 64 --seed 1 --quiet \

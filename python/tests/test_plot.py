@@ -24,7 +24,9 @@ def run(args, **kw):
 
 def plot(report, png):
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.path.join(ROOT, "python") + os.pathsep + env.get("PYTHONPATH", "")
+    # The build tree's package (python/CMakeLists.txt puts it there; CTest names the folder).
+    pkg = os.environ.get("TPU_PYTHONPATH", os.path.join(ROOT, "build", "python"))
+    env["PYTHONPATH"] = pkg + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.run([sys.executable, "-m", "tpusim.plot", str(report), "-o", str(png)],
                           capture_output=True, text=True, env=env)
 

@@ -84,15 +84,16 @@ std::string get_string(const YAML::Node& node, const std::string& file, const st
 }  // namespace
 
 namespace {
-YAML::Node load_yaml(const std::string& path) {
+// The file at `path`, or with `text` the YAML text itself (`path` then only names it).
+YAML::Node load_yaml(const std::string& path, const std::string* text = nullptr) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
+  if (!text && std::filesystem::is_directory(path, ec))
     throw ConfigError(path +
                       ": is a directory, not a configuration file (a YAML file such as "
                       "configs/default.yaml for a chip, configs/pod_2x2.yaml for a pod)");
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
+    root = text ? YAML::Load(*text) : YAML::LoadFile(path);
   } catch (const YAML::BadFile&) {
     throw ConfigError(path + ": cannot open the configuration file");
   } catch (const YAML::Exception& e) {
@@ -107,7 +108,7 @@ ChipConfig chip_config_from(const YAML::Node& root, const std::string& path);
 }  // namespace
 
 namespace {
-PodConfig pod_config_from(const std::string& path);
+PodConfig pod_config_from(const std::string& path, const std::string* text = nullptr);
 }  // namespace
 
 std::string real_text(double v) {
@@ -119,9 +120,10 @@ std::string real_text(double v) {
   return b;
 }
 
-ChipConfig load_chip_config(const std::string& path) {
+namespace {
+ChipConfig chip_config_of(const std::string& path, const std::string* text) {
   try {
-    const YAML::Node root = load_yaml(path);
+    const YAML::Node root = load_yaml(path, text);
     if (!root.IsMap()) fail(path, "", "the top level must be a mapping with a 'chip' section");
     check_keys(root, path, "", {"chip", "hbm", "faults"});  // of the table's top level
     return chip_config_from(root, path);
@@ -130,12 +132,22 @@ ChipConfig load_chip_config(const std::string& path) {
   }
 }
 
-PodConfig load_pod_config(const std::string& path) {
+PodConfig pod_config_of(const std::string& path, const std::string* text) {
   try {
-    return pod_config_from(path);
+    return pod_config_from(path, text);
   } catch (const YAML::Exception& e) {
     throw ConfigError(path + ": " + e.what());
   }
+}
+}  // namespace
+
+ChipConfig load_chip_config(const std::string& path) { return chip_config_of(path, nullptr); }
+ChipConfig load_chip_config_text(const std::string& text, const std::string& name) {
+  return chip_config_of(name, &text);
+}
+PodConfig load_pod_config(const std::string& path) { return pod_config_of(path, nullptr); }
+PodConfig load_pod_config_text(const std::string& text, const std::string& name) {
+  return pod_config_of(name, &text);
 }
 
 namespace {
@@ -305,8 +317,8 @@ TrainSettings train_from(const YAML::Node& t, const std::string& path) {
   return ts;
 }
 
-PodConfig pod_config_from(const std::string& path) {
-  const YAML::Node root = load_yaml(path);
+PodConfig pod_config_from(const std::string& path, const std::string* text) {
+  const YAML::Node root = load_yaml(path, text);
   if (!root.IsMap())
     fail(path, "", "the top level must be a mapping with 'pod' and 'chip' sections");
   check_keys(root, path, "", config_keys().keys_in(""));

@@ -38,6 +38,9 @@ struct ChipConfig {
 // Reads `path`. Unknown keys, wrong types, impossible values and variants that were not built
 // are ConfigErrors.
 ChipConfig load_chip_config(const std::string& path);
+// The same from YAML text (the Python module's config dicts, written as YAML flow text): every
+// rule and message is load_chip_config's, with `name` where those name the file.
+ChipConfig load_chip_config_text(const std::string& text, const std::string& name);
 
 // The `train:` section of a pod configuration (tpusim train, docs/training.md), each key checked
 // against its range in the table (config_keys(): train.*); a key the file does not give keeps
@@ -65,6 +68,7 @@ struct PodConfig {
   TrainSettings train;  // the `train:` section (tpusim train)
 };
 PodConfig load_pod_config(const std::string& path);
+PodConfig load_pod_config_text(const std::string& text, const std::string& name);
 
 // tpusim's --fault KEY=VALUE: one key of a `faults:` section, the same keys of the same table
 // (config_keys(): faults.*): seed, hbm_single_bit_rate, hbm_double_bit_rate,

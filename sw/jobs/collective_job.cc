@@ -97,7 +97,11 @@ void CollectiveJob::run(const EngineOptions& eng, const std::function<void(uint6
     std::mt19937_64 rng(o_.seed);
     std::normal_distribution<float> nd(0.0f, o_.input_stddev);
     in_.assign(static_cast<std::size_t>(topo.num_chips()), {});
-    for (int c = 0; c < topo.num_chips(); ++c)
+    if (!o_.inputs.empty()) {
+      check_given_inputs(plan);
+      in_ = o_.inputs;
+    }
+    for (int c = 0; c < topo.num_chips() && o_.inputs.empty(); ++c)
       for (std::size_t i = 0; i < plan.input_len(c); ++i) {
         const float v = nd(rng);
         in_[static_cast<std::size_t>(c)].push_back(spec_.dtype == DType::kBf16 ? f32_to_bf16(v)
@@ -122,6 +126,24 @@ void CollectiveJob::run(const EngineOptions& eng, const std::function<void(uint6
       mismatches_ += (i >= r_.out[c].size() || r_.out[c][i] != want[c][i]) ? 1 : 0;
   }
   f64_ = f64_check(r_.plan, spec_.group_dims, in_, r_.out);
+}
+
+void CollectiveJob::check_given_inputs(const CollectivePlan& plan) const {
+  const int chips = cfg_.params.topo.num_chips();
+  const std::string what = std::string(collective_name(spec_.collective)) + " of " +
+                           std::to_string(o_.bytes) + " bytes per chip on " +
+                           cfg_.params.topo.name();
+  if (o_.inputs.size() != static_cast<std::size_t>(chips))
+    throw std::invalid_argument("inputs: " + std::to_string(o_.inputs.size()) +
+                                " arrays given; the " + what + " takes one per chip (" +
+                                std::to_string(chips) + ")");
+  for (int c = 0; c < chips; ++c) {
+    const std::size_t n = o_.inputs[static_cast<std::size_t>(c)].size();
+    if (n != plan.input_len(c))
+      throw std::invalid_argument("inputs: chip " + std::to_string(c) + "'s array has " +
+                                  std::to_string(n) + " elements; the " + what + " takes " +
+                                  std::to_string(plan.input_len(c)));
+  }
 }
 
 CollectiveBound CollectiveJob::bound() const {

@@ -37,6 +37,9 @@ struct CollectiveJobOptions {
   uint64_t seed = 1;        // random inputs: normal(0, input_stddev), chip after chip
   float input_stddev = 4.0f;
   bool keep_link_stats = false;  // record the link layer's counters after the run (link_stats)
+  // The inputs given instead of random ones (the Python module): per chip, plan.input_len(c)
+  // elements, f32 bits or bf16 bits in the low 16 (std::invalid_argument otherwise).
+  std::vector<std::vector<uint32_t>> inputs;
 };
 
 class CollectiveJob {
@@ -63,10 +66,16 @@ class CollectiveJob {
   int group_chips() const { return gtopo_.num_chips(); }
   std::size_t outputs() const { return outputs_; }
   std::size_t mismatches() const { return mismatches_; }
+  // Per chip, the inputs of the run (random or given) and its outputs (f32 bits, or bf16 bits in
+  // the low 16).
+  const std::vector<std::vector<uint32_t>>& inputs() const { return in_; }
+  const std::vector<std::vector<uint32_t>>& outputs_of_chips() const { return r_.out; }
   const std::vector<LinkStat>& link_stats() const { return links_; }
   double run_seconds() const { return run_wall_; }  // the collective with its copies alone
 
  private:
+  void check_given_inputs(const CollectivePlan& plan) const;
+
   PodConfig cfg_;
   CollectiveJobOptions o_;
   CollectiveSpec spec_;

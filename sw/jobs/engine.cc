@@ -73,6 +73,7 @@ void with_engine(const EngineOptions& opt, PodParams params, double clock_ghz,
     params.wave_chips.clear();
   }
   auto traced = [&](HostPort& h) {
+    if (opt.progress_every) h.progress_every = opt.progress_every;
     if (opt.check) {  // the job runs up to its first simulated cycle (CheckStop)
       CheckPort port(h);
       job(port);

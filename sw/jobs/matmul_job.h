@@ -67,7 +67,10 @@ class MatmulJob {
   // --out and --trace: a failed write is an error naming the path.
   void write_outputs() const;
 
-  const MatmulRun& result() const { return r_; }  // the whole chip's run
+  const MatmulRun& result() const { return r_; }      // the whole chip's run
+  const std::vector<float>& c() const { return c_; }  // C as float32, M x N (after run)
+  std::size_t m() const { return m_; }
+  std::size_t n() const { return n_; }
   const ChipShape& shape() const { return shape_; }
   double run_seconds() const { return wall_; }  // host time of the matmul call
 

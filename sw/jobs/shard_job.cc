@@ -40,6 +40,13 @@ ShardJob::ShardJob(PodConfig cfg, const ShardJobOptions& o, const std::string& c
                                   std::to_string(kr) + " and " + o.w_file + " is " +
                                   std::to_string(kw) + "x" + std::to_string(N_) +
                                   ": X's columns must equal W's rows");
+  } else if (!o.x.empty() || !o.w.empty()) {
+    if (o.x.size() != M_ * K_ || o.w.size() != K_ * N_)
+      throw std::invalid_argument("shard " + std::to_string(M_) + "x" + std::to_string(K_) + "x" +
+                                  std::to_string(N_) +
+                                  ": the given X and W do not have that shape");
+    x_ = o.x;
+    w_ = o.w;
   }
   if (!o.bias_file.empty()) {
     const NpyArray arr = read_npy(o.bias_file);
@@ -80,7 +87,7 @@ void ShardJob::run(const EngineOptions& eng, Report& rep,
     const MachineInfo& mi = h.info();
     h.progress = cycles_since_now(h, progress);
     ShardedMatmul sm(h, plan_, so_);
-    if (o_.a_file.empty()) {
+    if (o_.a_file.empty() && o_.x.empty()) {
       std::mt19937_64 rng(o_.seed);
       x_ = random_bf16(rng, M_ * K_);
       w_ = random_bf16(rng, K_ * N_);
@@ -109,10 +116,12 @@ void ShardJob::run(const EngineOptions& eng, Report& rep,
   });
 }
 
-void ShardJob::write_y(const std::string& path) const {
+std::vector<float> ShardJob::y() const {
   std::vector<float> y(chk_.y.size());
   for (std::size_t i = 0; i < y.size(); ++i) y[i] = f32_from_bits(chk_.y[i]);
-  write_npy_f32(path, y, {M_, N_});
+  return y;
 }
+
+void ShardJob::write_y(const std::string& path) const { write_npy_f32(path, y(), {M_, N_}); }
 
 }  // namespace tpu

@@ -26,7 +26,8 @@ struct ShardJobOptions {
   std::size_t m = 512, k = 512, n = 512;  // random operands' shape
   uint64_t seed = 1;                      // random operands: X then W from one generator
   std::string a_file, w_file;             // X and W from .npy files instead (both or neither)
-  std::string bias_file;                  // a bias row (N float32 values), or ""
+  std::vector<bf16_t> x, w;  // or given (m x k, k x n; both or neither: the Python module)
+  std::string bias_file;     // a bias row (N float32 values), or ""
   bool relu = false;
   bool backdoor = false;  // operands in and Y out through the backdoor (no simulated time)
   // tpusim's sections of the report: the pod (add_pod), the per-chip table and the links.
@@ -55,7 +56,8 @@ class ShardJob {
   const ShardCheck& check() const { return chk_; }
   uint64_t pod_cycles() const { return pod_cycles_; }  // the sharded program's
   double run_seconds() const { return run_wall_; }     // host time of the program alone
-  // Writes the gathered Y (float32, M x N).
+  // The gathered Y (float32, M x N), and written to a file.
+  std::vector<float> y() const;
   void write_y(const std::string& path) const;
 
  private:
