@@ -797,24 +797,46 @@ module tpu_hbm_chan
   `TPU_ASSERT(ReqValidHeld_A,
                                      req_valid_i && !req_ready_o |=> req_valid_i,
       ("tpu_hbm_chan: request valid dropped before ready"))
-  `TPU_ASSERT(ReqStable_A,
-                                 req_valid_i && !req_ready_o |=> $stable(req_i),
-      ("tpu_hbm_chan: request payload changed while waiting for ready"))
+  // The payload checks are immediate, at the clock edge, against a copy taken only while the
+  // port waits: as concurrent $stable checks a verilated model sampled and kept a copy of each
+  // whole payload (over 500 bits) in every eval() (docs/scale.md). The same cycles are checked.
+  logic req_wait_q, rsp_wait_q;
+  hbm_chan_req_t req_held_q;
+  hbm_rsp_t rsp_held_q;
+  always_ff @(posedge clk_i) begin
+    if (rst_ni && req_wait_q) begin
+      `TPU_ASSERT_I(ReqStable_A, req_i == req_held_q,
+          ("tpu_hbm_chan: request payload changed while waiting for ready"))
+    end
+    if (rst_ni && rsp_wait_q) begin
+      `TPU_ASSERT_I(RspStable_A, rsp_o == rsp_held_q,
+          ("tpu_hbm_chan: response payload changed while waiting for ready"))
+    end
+    req_wait_q <= req_valid_i && !req_ready_o;
+    rsp_wait_q <= rsp_valid_o && !rsp_ready_i;
+    if (req_valid_i && !req_ready_o) req_held_q <= req_i;
+    if (rsp_valid_o && !rsp_ready_i) rsp_held_q <= rsp_o;
+  end
   // Response side: the same, for what this channel drives.
   `TPU_ASSERT(RspValidHeld_A,
                                      rsp_valid_o && !rsp_ready_i |=> rsp_valid_o,
       ("tpu_hbm_chan: response valid dropped before ready"))
-  `TPU_ASSERT(RspStable_A,
-                                 rsp_valid_o && !rsp_ready_i |=> $stable(rsp_o),
-      ("tpu_hbm_chan: response payload changed while waiting for ready"))
   // ECC: the check bits on the write bus are those of the word beside them, and a response
   // flags uncorrectable words only for device read data.
-  `TPU_ASSERT(WcheckMatches_A,
-                                     wvalid_o |-> wcheck_o == hbm_ecc_enc_bus(wdata_o),
-      ("tpu_hbm_chan: write check bits do not match their data"))
-  `TPU_ASSERT(UeOnlyOnReads_A,
-                                       rsp_valid_o && rsp_o.write |-> rsp_o.ue == '0,
-      ("tpu_hbm_chan: a write acknowledge flagged with an ECC error"))
+  // Immediate, at the clock edge, only with a data beat: as a concurrent assertion a verilated
+  // model encoded the bus (32 parity trees) every cycle, beat or not (docs/scale.md).
+  always_ff @(posedge clk_i) begin
+    if (rst_ni && wvalid_o) begin
+      `TPU_ASSERT_I(WcheckMatches_A, wcheck_o == hbm_ecc_enc_bus(wdata_o),
+          ("tpu_hbm_chan: write check bits do not match their data"))
+    end
+  end
+  always_ff @(posedge clk_i) begin
+    if (rst_ni && rsp_valid_o && rsp_o.write) begin
+      `TPU_ASSERT_I(UeOnlyOnReads_A, rsp_o.ue == '0,
+          ("tpu_hbm_chan: a write acknowledge flagged with an ECC error"))
+    end
+  end
   // Returning read data always has room, and arrives CL cycles after its RD reached the device.
   `TPU_ASSERT(RspRoom_A,
       rspq_push |-> !rspq_full,

@@ -98,9 +98,17 @@ module tpu_hbm_ctrl
         for (int p = int'(NumPorts) - 1; p >= 0; p--) if (cand[c][p]) sel[c] = PortW'(p);
       end
       chan_req_valid[c] = cand[c][sel[c]];
-      chan_req[c] = '{write: req_i[sel[c]].write, bg: loc[sel[c]].bg, ba: loc[sel[c]].ba,
-                      row: loc[sel[c]].row, col: loc[sel[c]].col, tag: req_i[sel[c]].tag,
-                      data: req_i[sel[c]].data};
+      // The selected port's request, picked by comparing sel with each constant port index: a
+      // verilated model copies a packed array's element at a variable index through a shift of
+      // the whole array (two 553-bit requests here), and this runs in every eval() (the ports
+      // are top-level inputs). Same request as req_i[sel[c]] (sel is always below NumPorts).
+      chan_req[c] = '{write: req_i[0].write, bg: loc[0].bg, ba: loc[0].ba, row: loc[0].row,
+                      col: loc[0].col, tag: req_i[0].tag, data: req_i[0].data};
+      for (int unsigned p = 1; p < NumPorts; p++) begin
+        if (32'(sel[c]) == p)
+          chan_req[c] = '{write: req_i[p].write, bg: loc[p].bg, ba: loc[p].ba, row: loc[p].row,
+                          col: loc[p].col, tag: req_i[p].tag, data: req_i[p].data};
+      end
     end
   end
 
@@ -243,23 +251,38 @@ module tpu_hbm_ctrl
     `TPU_ASSERT(ReqValidHeld_A,
                                        req_valid_i[p] && !req_ready_o[p] |=> req_valid_i[p],
         ("tpu_hbm_ctrl: port %0d: request valid dropped before ready", p))
-    `TPU_ASSERT(ReqStable_A,
-                                   req_valid_i[p] && !req_ready_o[p] |=> $stable(req_i[p]),
-        ("tpu_hbm_ctrl: port %0d: request payload changed while waiting for ready", p))
-    `TPU_ASSERT(ReqAligned_A,
-                                    req_valid_i[p] |-> req_i[p].addr[HBM_OFFSET_W-1:0] == '0,
-        ("tpu_hbm_ctrl: port %0d: request address %h is not 64-byte aligned", p,
-                req_i[p].addr))
-    `TPU_ASSERT(ReqInRange_A,
-                                     req_valid_i[p] |-> 64'(req_i[p].addr) < Capacity,
-        ("tpu_hbm_ctrl: port %0d: request address %h beyond the capacity", p,
-                req_i[p].addr))
     `TPU_ASSERT(RspValidHeld_A,
                                        rsp_valid_o[p] && !rsp_ready_i[p] |=> rsp_valid_o[p],
         ("tpu_hbm_ctrl: port %0d: response valid dropped before ready", p))
-    `TPU_ASSERT(RspStable_A,
-                                   rsp_valid_o[p] && !rsp_ready_i[p] |=> $stable(rsp_o[p]),
-        ("tpu_hbm_ctrl: port %0d: response payload changed while waiting for ready", p))
+    // The payload checks are immediate, at the clock edge (the stability ones against a copy
+    // taken only while the port waits): as concurrent assertions a verilated model sampled each
+    // whole payload (over 500 bits) in every eval(), and $stable kept a copy of it every cycle
+    // (docs/scale.md). The same cycles are checked.
+    logic req_wait_q, rsp_wait_q;
+    hbm_req_t req_held_q;
+    hbm_rsp_t rsp_held_q;
+    always_ff @(posedge clk_i) begin
+      if (rst_ni && req_wait_q) begin
+        `TPU_ASSERT_I(ReqStable_A, req_i[p] == req_held_q,
+            ("tpu_hbm_ctrl: port %0d: request payload changed while waiting for ready", p))
+      end
+      if (rst_ni && req_valid_i[p]) begin
+        `TPU_ASSERT_I(ReqAligned_A, req_i[p].addr[HBM_OFFSET_W-1:0] == '0,
+            ("tpu_hbm_ctrl: port %0d: request address %h is not 64-byte aligned", p,
+                    req_i[p].addr))
+        `TPU_ASSERT_I(ReqInRange_A, 64'(req_i[p].addr) < Capacity,
+            ("tpu_hbm_ctrl: port %0d: request address %h beyond the capacity", p,
+                    req_i[p].addr))
+      end
+      if (rst_ni && rsp_wait_q) begin
+        `TPU_ASSERT_I(RspStable_A, rsp_o[p] == rsp_held_q,
+            ("tpu_hbm_ctrl: port %0d: response payload changed while waiting for ready", p))
+      end
+      req_wait_q <= req_valid_i[p] && !req_ready_o[p];
+      rsp_wait_q <= rsp_valid_o[p] && !rsp_ready_i[p];
+      if (req_valid_i[p] && !req_ready_o[p]) req_held_q <= req_i[p];
+      if (rsp_valid_o[p] && !rsp_ready_i[p]) rsp_held_q <= rsp_o[p];
+    end
   end
   // A channel takes one request a cycle, and a response goes out on one port only.
   for (genvar c = 0; c < NumCh; c++) begin : gen_chan_sva

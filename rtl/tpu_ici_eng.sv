@@ -397,12 +397,17 @@ module tpu_ici_eng
       end
     end
 
-    `TPU_ASSERT(BodyInPacket_A,
-        ej_valid_i[l] && !ej_head |-> in_pkt,
-        ("%m: BodyInPacket_A failed"))
-    `TPU_ASSERT(HeadOutsidePacket_A,
-        ej_valid_i[l] && ej_head |-> !in_pkt,
-        ("%m: HeadOutsidePacket_A failed"))
+    // Immediate, at the clock edge (the same checks as concurrent ones, which a verilated model
+    // paid for by sampling the whole ejected flit at every eval() for its head bit).
+    always_ff @(posedge clk_i) begin
+      if (rst_ni && ej_valid_i[l]) begin
+        if (ej_head) begin
+          `TPU_ASSERT_I(HeadOutsidePacket_A, !in_pkt, ("%m: HeadOutsidePacket_A failed"))
+        end else begin
+          `TPU_ASSERT_I(BodyInPacket_A, in_pkt, ("%m: BodyInPacket_A failed"))
+        end
+      end
+    end
   end
 
   // ---------------------------------------------------------------------------------------------

@@ -202,12 +202,19 @@ module tpu_ici_input
       ("tpu_ici_input: VC %0d out of range", in_vc_i))
   // A packet stays on one VC and is not interleaved with another packet's flits on that VC:
   // on each VC, a head only after a tail, a body or tail flit only inside an open packet.
-  `TPU_ASSERT(ArriveHeadWhenClosed_A,
-                                              in_valid_i && in_flit_i.head |-> !in_open_q[in_vc_i],
-      ("tpu_ici_input: head on VC %0d inside another packet", in_vc_i))
-  `TPU_ASSERT(ArriveBodyWhenOpen_A,
-                                            in_valid_i && !in_flit_i.head |-> in_open_q[in_vc_i],
-      ("tpu_ici_input: body flit on VC %0d outside a packet", in_vc_i))
+  // Immediate, at the clock edge (the same checks as concurrent ones, which a verilated model
+  // paid for by sampling the whole arriving flit at every eval() for its head bit).
+  always_ff @(posedge clk_i) begin
+    if (rst_ni && in_valid_i) begin
+      if (in_flit_i.head) begin
+        `TPU_ASSERT_I(ArriveHeadWhenClosed_A, !in_open_q[in_vc_i],
+            ("tpu_ici_input: head on VC %0d inside another packet", in_vc_i))
+      end else begin
+        `TPU_ASSERT_I(ArriveBodyWhenOpen_A, in_open_q[in_vc_i],
+            ("tpu_ici_input: body flit on VC %0d outside a packet", in_vc_i))
+      end
+    end
+  end
   // Buffer heads: a VC without an output holds a head at its front, one with an output a body.
   // An immediate assertion at the clock edge (the same check as a concurrent one): Verilator
   // samples every signal of a concurrent assertion at every eval(), here the whole front flit

@@ -388,13 +388,25 @@ module tpu_ici_router
     assign ej_f = ej_flit_o[l];
     assign inj_head = inj_flit_i[l].head;
     assign inj_mid_here = inj_mid_q[l][inj_vc[l]];
-    // Local port: valid held and payload stable until the handshake, on both sides.
-    `TPU_ASSERT(InjStable_A,
-        inj_v |=> inj_valid_i[l] && $stable(inj_f),
-        ("tpu_ici_router: injected flit dropped or changed while not ready"))
-    `TPU_ASSERT(EjStable_A,
-        ej_v && !ej_r |=> ej_valid_o[l] && $stable(ej_f),
-        ("tpu_ici_router: ejected flit dropped or changed while not ready"))
+    // Local port: valid held and payload stable until the handshake, on both sides. Immediate,
+    // at the clock edge, against a copy of the flit taken only while it waits: as concurrent
+    // $stable checks a verilated model sampled and copied both whole flits at every eval().
+    logic inj_wait_q, ej_wait_q;
+    flit_t inj_held_q, ej_held_q;
+    always_ff @(posedge clk_i) begin
+      if (rst_ni && inj_wait_q) begin
+        `TPU_ASSERT_I(InjStable_A, inj_valid_i[l] && inj_f == inj_held_q,
+            ("tpu_ici_router: injected flit dropped or changed while not ready"))
+      end
+      if (rst_ni && ej_wait_q) begin
+        `TPU_ASSERT_I(EjStable_A, ej_valid_o[l] && ej_f == ej_held_q,
+            ("tpu_ici_router: ejected flit dropped or changed while not ready"))
+      end
+      inj_wait_q <= inj_v;
+      ej_wait_q <= ej_v && !ej_r;
+      if (inj_v) inj_held_q <= inj_f;
+      if (ej_v && !ej_r) ej_held_q <= ej_f;
+    end
     // Injection framing: a head only between packets, a body flit only inside one.
     `TPU_ASSERT(InjFraming_A,
         inj_valid_i[l] |-> (inj_head == !inj_mid_here) &&
