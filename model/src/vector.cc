@@ -250,7 +250,8 @@ std::optional<VpuResult> VpuModel::step(const VpuBeat& b) {
     return v.empty() || v.size() == lanes_;
   };
   if (b.x.size() != lanes_ || !operand_ok(b.y) || !operand_ok(b.z) ||
-      !(b.mask.empty() || b.mask.size() == lanes_) || static_cast<unsigned>(b.op) >= kVpuOpCount) {
+      !(b.mask.empty() || b.mask.size() == lanes_) || static_cast<unsigned>(b.op) >= kVpuOpCount ||
+      vpu_op_is_xcend(b.op)) {  // the transcendental ops are tpu_vpu_xcend's, not tpu_vpu's
     throw std::invalid_argument("VpuModel::step: malformed beat");
   }
   const auto lane_of = [](const std::vector<uint32_t>& v, std::size_t l) {

@@ -106,6 +106,8 @@ const std::map<std::string, OpCase>& op_cases() {
       {"rsqrt", {false, [](float x, float) { return bits(xcend_rsqrt(x)); }}},
       {"tanh", {false, [](float x, float) { return bits(xcend_tanh(x)); }}},
       {"exp", {false, [](float x, float) { return bits(xcend_exp(x)); }}},
+      // A program of nine commands: transcend.h's GELU, step for step.
+      {"gelu", {false, [](float x, float) { return bits(xcend_gelu(x)); }}},
   };
   return m;
 }
@@ -210,6 +212,31 @@ TEST(TpusimVpu, HandCheckedValues) {
       0);
   z = read_npy(tmp("hz.npy")).as_f32();
   EXPECT_EQ(bits(z[1]), 0x3DCD0000u);  // 0.1f = 0x3DCCCCCD rounds up to bf16 0x3DCD
+  ASSERT_EQ(tpusim("vpu --quiet --op rcp --x " + tmp("hy.npy") + " --out " + tmp("hz.npy")).code, 0);
+  z = read_npy(tmp("hz.npy")).as_f32();
+  EXPECT_EQ(bits(z[0]), 0x3F000000u);  // 1/2
+  EXPECT_EQ(bits(z[1]), 0x40A00000u);  // 1/0.2f = 4.99999993, correctly rounded: 5
+  EXPECT_EQ(bits(z[2]), 0x40000000u);  // 2
+}
+
+// gelu (a program of nine commands per chunk of rows) over a range where it bends, bit for bit
+// against transcend.h.
+TEST(TpusimVpu, GeluProgramMatchesTranscendH) {
+  std::vector<float> x;
+  for (int i = -400; i < 400; ++i) x.push_back(static_cast<float>(i) / 37.0f);
+  write_npy_f32(tmp("gx.npy"), x, {x.size()});
+  const CliRun r = tpusim("vpu --op gelu " + kConfig4 + " --x " + tmp("gx.npy") + " --out " +
+                          tmp("gz.npy") + " --json " + tmp("gz.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("golden check: PASS (0 of 800 outputs differ)"), std::string::npos) << r.out;
+  const std::vector<float> z = read_npy(tmp("gz.npy")).as_f32();
+  ASSERT_EQ(z.size(), x.size());
+  for (std::size_t i = 0; i < x.size(); ++i)
+    ASSERT_EQ(bits(z[i]), bits(xcend_gelu(x[i]))) << "gelu(" << x[i] << ")";
+  EXPECT_EQ(bits(z[437]), bits(xcend_gelu(1.0f)));  // x = 37 / 37
+  EXPECT_NEAR(z[437], 0.8411920f, 1e-6f);            // GELU(1), tanh form
+  const std::string rep = slurp(tmp("gz.json"));
+  EXPECT_NE(rep.find("\"op\": \"gelu\""), std::string::npos) << rep;
 }
 
 TEST(TpusimVpu, HelpListsTheOps) {

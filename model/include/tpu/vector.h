@@ -94,7 +94,8 @@ class VpuModel {
   explicit VpuModel(std::size_t lanes);  // throws std::invalid_argument unless a power of 2 >= 2
   std::size_t lanes() const { return lanes_; }
   // Elementwise beats and the last beat of a reduction group give a result. Throws
-  // std::invalid_argument on a malformed beat or a reduction group that breaks the protocol.
+  // std::invalid_argument on a malformed beat (a transcendental op too: tpu_vpu does not take
+  // them, docs/vpu.md) or a reduction group that breaks the protocol.
   std::optional<VpuResult> step(const VpuBeat& beat);
 
  private:
