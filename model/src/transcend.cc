@@ -318,8 +318,8 @@ float xcend_gelu(float x) {
   // x (1 + 0.044715 x^2), not an fma of x^3, which would need a third operand row.
   const float x2 = f32_mul(x, x);
   const float u = f32_add(f32_mul(x2, kGeluCubic), 1.0f);  // 1 + 0.044715 x^2
-  const float inner = f32_mul(x, u);                        // x + 0.044715 x^3
-  const float w = f32_mul(inner, kGeluMinus2Sqrt2OverPi);   // -2z
+  const float inner = f32_mul(x, u);                       // x + 0.044715 x^3
+  const float w = f32_mul(inner, kGeluMinus2Sqrt2OverPi);  // -2z
   const float d = f32_add(1.0f, xcend_exp(w));             // 1 + e^(-2z)
   return f32_mul(x, xcend_rcp(d));
 }

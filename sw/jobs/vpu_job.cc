@@ -52,15 +52,15 @@ VpuCommandOp resolve_op(const std::string& name) {
 void gelu_map(VpuMap& map) {
   const auto mul = VpuOp::kMul, add = VpuOp::kAdd;
   map.const_rows = {0, 1, 2};
-  map.ops = {{mul, 0, 0, false},               // 4: x2 = x * x
-             {mul, 4, 1, false},               // 5: t = x2 * 0.044715
-             {add, 5, 2, false},               // 6: u = t + 1
-             {mul, 0, 6, false},               // 7: inner = x * u
-             {mul, 7, 3, false},               // 8: w = inner * (-2 sqrt(2/pi)) = -2z
-             {VpuOp::kExp, 8, -1, false},      // 9: e^(-2z)
-             {add, 9, 2, false},               // 10: d = e^(-2z) + 1
-             {VpuOp::kRcp, 10, -1, false},     // 11: 1 / d
-             {mul, 0, 11, false}};             // 12: gelu = x * (1 / d)
+  map.ops = {{mul, 0, 0, false},            // 4: x2 = x * x
+             {mul, 4, 1, false},            // 5: t = x2 * 0.044715
+             {add, 5, 2, false},            // 6: u = t + 1
+             {mul, 0, 6, false},            // 7: inner = x * u
+             {mul, 7, 3, false},            // 8: w = inner * (-2 sqrt(2/pi)) = -2z
+             {VpuOp::kExp, 8, -1, false},   // 9: e^(-2z)
+             {add, 9, 2, false},            // 10: d = e^(-2z) + 1
+             {VpuOp::kRcp, 10, -1, false},  // 11: 1 / d
+             {mul, 0, 11, false}};          // 12: gelu = x * (1 / d)
   map.out = {{12, map.out.empty() ? HbmMatrix{} : map.out[0].second}};
 }
 

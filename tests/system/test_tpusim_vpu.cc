@@ -212,7 +212,8 @@ TEST(TpusimVpu, HandCheckedValues) {
       0);
   z = read_npy(tmp("hz.npy")).as_f32();
   EXPECT_EQ(bits(z[1]), 0x3DCD0000u);  // 0.1f = 0x3DCCCCCD rounds up to bf16 0x3DCD
-  ASSERT_EQ(tpusim("vpu --quiet --op rcp --x " + tmp("hy.npy") + " --out " + tmp("hz.npy")).code, 0);
+  ASSERT_EQ(tpusim("vpu --quiet --op rcp --x " + tmp("hy.npy") + " --out " + tmp("hz.npy")).code,
+            0);
   z = read_npy(tmp("hz.npy")).as_f32();
   EXPECT_EQ(bits(z[0]), 0x3F000000u);  // 1/2
   EXPECT_EQ(bits(z[1]), 0x40A00000u);  // 1/0.2f = 4.99999993, correctly rounded: 5
@@ -234,7 +235,7 @@ TEST(TpusimVpu, GeluProgramMatchesTranscendH) {
   for (std::size_t i = 0; i < x.size(); ++i)
     ASSERT_EQ(bits(z[i]), bits(xcend_gelu(x[i]))) << "gelu(" << x[i] << ")";
   EXPECT_EQ(bits(z[437]), bits(xcend_gelu(1.0f)));  // x = 37 / 37
-  EXPECT_NEAR(z[437], 0.8411920f, 1e-6f);            // GELU(1), tanh form
+  EXPECT_NEAR(z[437], 0.8411920f, 1e-6f);           // GELU(1), tanh form
   const std::string rep = slurp(tmp("gz.json"));
   EXPECT_NE(rep.find("\"op\": \"gelu\""), std::string::npos) << rep;
 }

@@ -89,7 +89,7 @@ struct Beat {
   uint32_t x[kLanes];
 };
 
-constexpr VpuOp kOps[] = {VpuOp::kExp2, VpuOp::kLog2, VpuOp::kRcp,
+constexpr VpuOp kOps[] = {VpuOp::kExp2,  VpuOp::kLog2, VpuOp::kRcp,
                           VpuOp::kRsqrt, VpuOp::kTanh, VpuOp::kExp};
 
 TEST(RtlVpuXcend, RandomOpsAndFormatsMatchTheGolden) {
@@ -168,7 +168,8 @@ TEST(RtlVpuXcend, OpNotTranscendentalFiresAssertion) {
 
 // waves/vpu_xcend.gtkw names only signals that a dump of tpu_vpu_xcend declares (same ranges).
 TEST(RtlVpuXcend, GtkwSignalsExistInARealDump) {
-  ASSERT_TRUE(have_fst2vcd()) << "fst2vcd (GTKWave) is not installed: scripts/deps.sh installs gtkwave";
+  ASSERT_TRUE(have_fst2vcd())
+      << "fst2vcd (GTKWave) is not installed: scripts/deps.sh installs gtkwave";
   const std::string fst = ::testing::TempDir() + "vpu_xcend_waves_test.fst";
   {
     VpuXcendDut dut(fst);
