@@ -211,8 +211,8 @@ module tpu_seq
   logic unused_cmd_bits;
   assign unused_cmd_bits = ^{h_dma.op, h_lw.rsvd_80, h_lw.rsvd_32, h_lw.rsvd_5,
                              h_lw.transpose,
-                             h_lw.op, h_mm.rsvd_80, h_mm.rsvd_5, h_mm.op, h_vpu.rsvd_120,
-                             h_vpu.rsvd_98, h_vpu.src_bf16, h_vpu.dst_bf16, h_vpu.op,
+                             h_lw.op, h_mm.rsvd_80, h_mm.rsvd_5, h_mm.op, h_vpu.rsvd_125,
+                             h_vpu.rsvd_4, h_vpu.rsvd_98, h_vpu.src_bf16, h_vpu.dst_bf16, h_vpu.op,
                              h_send.rsvd_104, h_send.rsvd_92, h_send.early_head,
                              h_send.rsvd_76, h_send.rsvd_8, h_send.tie, h_send.op, h_wait.rsvd_96,
                              h_wait.value, h_wait.rsvd_32, h_wait.rsvd_4, h_wait.op};

@@ -171,7 +171,7 @@ module tpu_vpu
       $stable(in_mask_i) && $stable(in_x_i) && $stable(in_y_i) && $stable(in_z_i),
       ("%m: InPayloadStable_A failed"))
   `TPU_ASSERT(InOpKnown_A,
-      in_valid_i |-> vpu_op_valid(in_op_i),
+      in_valid_i |-> vpu_op_vector(in_op_i),
       ("%m: InOpKnown_A failed"))
   // Reduction groups: a continuing beat belongs to the open group; groups do not nest.
   `TPU_ASSERT(RedGroupContinues_A,

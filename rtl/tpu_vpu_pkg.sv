@@ -20,8 +20,24 @@ package tpu_vpu_pkg;
     return 32'(op) < VPU_OP_COUNT;
   endfunction
 
+  // The transcendental ops (VpuExp2 .. VpuExp): computed by tpu_xcend lanes, whose function
+  // select is the op's distance from VpuExp2 (tpu::XcendFn's order).
+  function automatic logic vpu_op_is_xcend(vpu_op_e op);
+    return (32'(op) >= 32'(VpuExp2)) && (32'(op) <= 32'(VpuExp));
+  endfunction
+
+  function automatic logic [2:0] vpu_op_xcend_fn(vpu_op_e op);
+    return 3'(32'(op) - 32'(VpuExp2));
+  endfunction
+
+  // The ops tpu_vpu (the vector unit alone, tb/vpu) takes: all but the transcendental ones.
+  function automatic logic vpu_op_vector(vpu_op_e op);
+    return vpu_op_valid(op) && !vpu_op_is_xcend(op);
+  endfunction
+
   // The ops a chip's VPU command may name: tpu_vpu_unit streams rows elementwise, so the
-  // reductions are for the vector unit alone (tb/vpu).
+  // reductions are for the vector unit alone (tb/vpu); the transcendental ops go to its tpu_xcend
+  // lanes.
   function automatic logic vpu_op_elementwise(vpu_op_e op);
     return vpu_op_valid(op) && !vpu_op_is_red(op);
   endfunction

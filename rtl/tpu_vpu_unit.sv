@@ -18,8 +18,14 @@
 // older command (its packet, begun, would hold its path meanwhile: a deadlock across chips).
 // Memory hazards between held commands cannot arise: the sequencer issues a VPU command only
 // when its ranges do not overlap those of the VPU commands in flight (tpu_seq).
-// Latency: 1 cycle (tpu_vpu) plus the write. Throughput: one row per cycle, across commands too:
-// the next command's first row follows the oldest one's last without a gap. Handshake: start_i
+// The transcendental ops (VpuExp2 .. VpuExp) go to tpu_vpu_xcend instead of tpu_vpu, their
+// destination beside them through its five stages.
+// Latency: 1 cycle (tpu_vpu) plus the write; 5 cycles (tpu_vpu_xcend) plus the write for the
+// transcendental ops. Throughput: one row per cycle, across commands too: the next command's
+// first row follows the oldest one's last without a gap; a row of a tpu_vpu op behind rows of
+// transcendental ops waits until theirs are at their write (up to 4 cycles), so that rows are
+// written in the order they went in, one a cycle. A command is done only once its rows are
+// written. Handshake: start_i
 // is taken when ready_o is high (a slot free); done_o pulses once per command, in order: in the
 // cycle its last row is written, or, for one that finished before an older one, the cycle after
 // the older one's (one command a cycle).
@@ -127,6 +133,15 @@ module tpu_vpu_unit
   logic [Slots-1:0] fin;  // every row fed (the last one's write at most a cycle behind)
   tpu_pkg::f32_t [Lanes-1:0] x, y, z, out_data;
 
+  // The transcendental lanes: the row's destination {sig_cnt, sig, mem, addr} is the tag.
+  localparam int unsigned XTagW = CntW + 2 + 16;
+  logic                      sel_xc, vpu_valid, xc_valid, xc_out, xc_pend;
+  logic [XTagW-1:0]          xc_tag;
+  logic [CntW-1:0]           xc_sig_cnt;
+  logic                      xc_sig, xc_mem;
+  logic [15:0]               xc_addr;
+  tpu_pkg::f32_t [Lanes-1:0] xc_data;
+
   assign new_cmd = '{op: op_i, src_bf16: src_bf16_i, dst_bf16: dst_bf16_i, x_mem: x_mem_i,
                      y_mem: y_mem_i, y_bcast: y_bcast_i, dst_mem: dst_mem_i, x_row: x_row_i,
                      y_row: y_row_i, dst_row: dst_row_i,
@@ -138,7 +153,8 @@ module tpu_vpu_unit
   always_comb begin
     for (int unsigned k = 0; k < Slots; k++) fin[k] = fed_q[k] == cmd_q[k].rows;
     for (int unsigned k = 0; k < Slots; k++) begin
-      can[k] = v_q[k] && !fin[k] && (!cmd_q[k].x_wait || cnt_avail_i[k]);
+      can[k] = v_q[k] && !fin[k] && (!cmd_q[k].x_wait || cnt_avail_i[k]) &&
+               (vpu_op_is_xcend(cmd_q[k].op) || !xc_pend);
       if (k > 0) begin
         for (int unsigned j = 0; j < k; j++) begin
           if (v_q[j] && !fin[j] &&
@@ -164,8 +180,9 @@ module tpu_vpu_unit
   assign cnt_take_o    = in_fire && sel_cmd.x_wait;
   assign cnt_take_id_o = sel_cmd.x_cnt;
   assign rows_wait_o   = !in_valid && v_q[0] && !fin[0] && cmd_q[0].x_wait;
-  assign sig_o      = out_valid && wr_sig_q;  // the row's write: its sig rides beside it
-  assign sig_cnt_o  = wr_sig_cnt_q;
+  // the row's write: its sig rides beside it
+  assign sig_o      = (out_valid && wr_sig_q) || (xc_out && xc_sig);
+  assign sig_cnt_o  = xc_out ? xc_sig_cnt : wr_sig_cnt_q;
   assign in_fire  = in_valid && in_ready;
   assign x_mem_o  = sel_cmd.x_mem;
   assign y_mem_o  = sel_cmd.y_mem;
@@ -180,7 +197,7 @@ module tpu_vpu_unit
   ) i_vpu (
     .clk_i        (clk_i),
     .rst_ni       (rst_ni),
-    .in_valid_i   (in_valid),
+    .in_valid_i   (vpu_valid),
     .in_ready_o   (in_ready),
     .in_op_i      (sel_cmd.op),
     .in_src_bf16_i(sel_cmd.src_bf16),
@@ -198,13 +215,38 @@ module tpu_vpu_unit
     .idle_o       (idle)
   );
 
-  assign vmem_we_o = out_valid && !wr_mem_q;
-  assign amem_we_o = out_valid && wr_mem_q;
-  assign wr_addr_o = MemAddrW'(wr_addr_q);
-  assign wr_data_o = out_data;
-  assign done_o    = v_q[0] && fin[0];  // (in the cycle its last row is written, or later)
+  assign sel_xc    = vpu_op_is_xcend(sel_cmd.op);
+  assign vpu_valid = in_valid && !sel_xc;
+  assign xc_valid  = in_valid && sel_xc;
+
+  tpu_vpu_xcend #(
+    .Lanes(Lanes),
+    .TagW (XTagW)
+  ) i_xcend (
+    .clk_i          (clk_i),
+    .rst_ni         (rst_ni),
+    .in_valid_i     (xc_valid),
+    .in_op_i        (sel_cmd.op),
+    .in_src_bf16_x_i(sel_cmd.src_bf16[0]),
+    .in_dst_bf16_i  (sel_cmd.dst_bf16),
+    .in_tag_i       ({sel_cmd.sig_cnt, sel_cmd.sig, sel_cmd.dst_mem, ptr_q[sel]}),
+    .in_x_i         (x),
+    .out_valid_o    (xc_out),
+    .out_tag_o      (xc_tag),
+    .out_data_o     (xc_data),
+    .pend_o         (xc_pend)
+  );
+  assign {xc_sig_cnt, xc_sig, xc_mem, xc_addr} = xc_tag;
+
+  assign vmem_we_o = (out_valid && !wr_mem_q) || (xc_out && !xc_mem);
+  assign amem_we_o = (out_valid && wr_mem_q) || (xc_out && xc_mem);
+  assign wr_addr_o = MemAddrW'(xc_out ? xc_addr : wr_addr_q);
+  assign wr_data_o = xc_out ? xc_data : out_data;
+  // (in the cycle its last row is written, or later: rows in the transcendental lanes' first
+  // four stages, of any command, hold it back)
+  assign done_o    = v_q[0] && fin[0] && !xc_pend;
   assign ready_o   = !v_q[Slots-1];
-  assign busy_o    = |v_q || out_valid;
+  assign busy_o    = |v_q || out_valid || xc_out || xc_pend;
 
   always_comb begin
     held = '0;
@@ -222,11 +264,13 @@ module tpu_vpu_unit
     wr_mem_d  = wr_mem_q;
     wr_sig_d  = 1'b0;
     wr_sig_cnt_d = wr_sig_cnt_q;
-    if (in_fire) begin
+    if (in_fire && !sel_xc) begin  // (a transcendental row's destination rides in its tag)
       wr_addr_d = ptr_q[sel];
       wr_mem_d  = sel_cmd.dst_mem;
       wr_sig_d  = sel_cmd.sig;
       wr_sig_cnt_d = sel_cmd.sig_cnt;
+    end
+    if (in_fire) begin
       fed_d[sel] = sel_fed + 1'b1;
       ptr_d[sel] = ptr_q[sel] + sel_cmd.dst_stride;
     end
@@ -294,6 +338,9 @@ module tpu_vpu_unit
   `TPU_ASSERT(NoScalarOut_A,
       out_valid |-> !out_scalar,
       ("%m: NoScalarOut_A failed"))
+  `TPU_ASSERT(OneWriterACycle_A,
+      !(out_valid && xc_out),
+      ("%m: OneWriterACycle_A failed: tpu_vpu and the transcendental lanes write in one cycle"))
   `TPU_ASSERT(IdleWhenDone_A,
       !busy_o |-> idle,
       ("%m: IdleWhenDone_A failed"))

@@ -14,8 +14,10 @@
 // argument, table and seed lookups; (3) the iterations: the exp2 core (table times a degree-4
 // polynomial), log2's and tanh's Horner steps, the Newton steps of rcp and rsqrt; (4) the
 // correction steps (rcp, rsqrt), log2's sum, tanh's Newton quotient (1 - E) / (1 + E); (5) the
-// final round to nearest even. Stages 3 and 4 hold the longest chains (five to six 64-bit
-// multiplies); a faster clock splits them further, which changes only the latency.
+// final round to nearest even. Stages 2 to 5 compute only for a valid beat (an idle lane's
+// outputs are zeros: the lanes sit in every chip's VPU, docs/scale.md). Stages 3 and 4 hold the
+// longest chains (five to six 64-bit multiplies); a faster clock splits them further, which
+// changes only the latency.
 `include "tpu_assert.svh"
 
 module tpu_xcend
@@ -252,7 +254,7 @@ module tpu_xcend
     e = s1_q.e;
     m1_d = '0;
     m1_d.op = s1_q;
-    unique case (s1_q.fn)
+    if (s1_q.valid) unique case (s1_q.fn)  // idle lanes compute nothing (docs/scale.md)
       FN_EXP2, FN_EXP: begin
         if (s1_q.fn == FN_EXP) begin  // |x| log2(e), F48, truncated
           sh = 16'sd37 - e;
@@ -317,7 +319,7 @@ module tpu_xcend
     {y, yy, myy, t3, pz} = '0;
     {qs, ps} = '0;
     m2_d = m1_q;
-    unique case (m1_q.op.fn)
+    if (m1_q.op.valid) unique case (m1_q.op.fn)
       FN_EXP2, FN_EXP: begin
         exp2_core($signed(m1_q.a), s, n);
         m2_d.c = s;
@@ -382,7 +384,7 @@ module tpu_xcend
     s2_d.valid = m2_q.op.valid;
     s2_d.special = m2_q.op.special;
     s2_d.spec = m2_q.op.spec;
-    unique case (m2_q.op.fn)
+    if (m2_q.op.valid) unique case (m2_q.op.fn)
       FN_EXP2, FN_EXP: begin
         s2_d.sig = m2_q.c;
         s2_d.scale = m2_q.n - 16'sd124;
@@ -438,7 +440,8 @@ module tpu_xcend
   // ---------------------------------------------------------------- stage 5: round
 
   always_comb begin
-    y_d = s2_q.special ? s2_q.spec : round_pack(s2_q.sign, s2_q.sig, s2_q.scale);
+    y_d = 32'd0;
+    if (s2_q.valid) y_d = s2_q.special ? s2_q.spec : round_pack(s2_q.sign, s2_q.sig, s2_q.scale);
   end
 
   always_ff @(posedge clk_i or negedge rst_ni) begin

@@ -27,12 +27,12 @@ rtl/tpu_hbm_chan.sv rtl/tpu_hbm_ctrl.sv"
 ICI="rtl/tpu_ici_pkg.sv rtl/tpu_fifo.sv rtl/tpu_ici_delay.sv \
 rtl/tpu_ici_input.sv rtl/tpu_ici_output.sv rtl/tpu_ici_swalloc.sv rtl/tpu_ici_xbar.sv \
 rtl/tpu_ici_router.sv"
-CHIP="rtl/tpu_vpu_pkg.sv rtl/tpu_chip_pkg.sv $HBM rtl/tpu_ici_pkg.sv rtl/tpu_ici_input.sv \
-rtl/tpu_ici_output.sv rtl/tpu_ici_swalloc.sv rtl/tpu_ici_xbar.sv rtl/tpu_ici_router.sv \
-rtl/tpu_ici_crc.sv rtl/tpu_ici_link_tx.sv rtl/tpu_ici_link_rx.sv rtl/tpu_ici_eng.sv \
-rtl/tpu_mac_pkg.sv rtl/tpu_shift.sv rtl/tpu_mxu.sv rtl/tpu_fma32.sv rtl/tpu_vpu_lane.sv \
-rtl/tpu_vpu_tree.sv rtl/tpu_vpu.sv rtl/tpu_mem.sv rtl/tpu_dma.sv rtl/tpu_mxu_unit.sv \
-rtl/tpu_vpu_unit.sv rtl/tpu_seq.sv rtl/tpu_chip.sv"
+CHIP="rtl/tpu_vpu_pkg.sv rtl/tpu_xcend_pkg.sv rtl/tpu_chip_pkg.sv $HBM rtl/tpu_ici_pkg.sv \
+rtl/tpu_ici_input.sv rtl/tpu_ici_output.sv rtl/tpu_ici_swalloc.sv rtl/tpu_ici_xbar.sv \
+rtl/tpu_ici_router.sv rtl/tpu_ici_crc.sv rtl/tpu_ici_link_tx.sv rtl/tpu_ici_link_rx.sv \
+rtl/tpu_ici_eng.sv rtl/tpu_mac_pkg.sv rtl/tpu_shift.sv rtl/tpu_mxu.sv rtl/tpu_fma32.sv rtl/tpu_vpu_lane.sv \
+rtl/tpu_vpu_tree.sv rtl/tpu_vpu.sv rtl/tpu_xcend.sv rtl/tpu_vpu_xcend.sv rtl/tpu_mem.sv \
+rtl/tpu_dma.sv rtl/tpu_mxu_unit.sv rtl/tpu_vpu_unit.sv rtl/tpu_seq.sv rtl/tpu_chip.sv"
 
 # shellcheck disable=SC2086
 {
@@ -42,6 +42,8 @@ rtl/tpu_vpu_unit.sv rtl/tpu_seq.sv rtl/tpu_chip.sv"
   lint tpu_fma32 tpu_fma32 $PKG rtl/tpu_fma32.sv
   lint tpu_xcend tpu_xcend $PKG rtl/tpu_xcend_pkg.sv rtl/tpu_xcend.sv
   for lanes in 4 16 128; do lint "tpu_vpu (Lanes=$lanes)" tpu_vpu -GLanes=$lanes $VPU; done
+  lint tpu_vpu_xcend tpu_vpu_xcend -GLanes=4 $PKG rtl/tpu_vpu_pkg.sv rtl/tpu_xcend_pkg.sv \
+    rtl/tpu_xcend.sv rtl/tpu_vpu_xcend.sv
   lint tpu_hbm_ctrl tpu_hbm_ctrl $HBM
   lint "hbm_subsys_tb_top (sim)" hbm_subsys_tb_top $HBM rtl/sim/hbm_device.sv \
     rtl/sim/hbm_subsys_tb_top.sv

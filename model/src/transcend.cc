@@ -313,11 +313,13 @@ float xcend_exp(float x) { return f32_from_bits(xcend_bits(XcendFn::kExp, f32_bi
 
 float xcend_gelu(float x) {
   // 0.5 x (1 + tanh(z)) = x / (1 + e^(-2z)): the same function, evaluated without the
-  // cancellation of 1 + tanh(z) for negative x (docs/transcendentals.md measures both).
+  // cancellation of 1 + tanh(z) for negative x (docs/transcendentals.md measures both). Only
+  // the VPU command's two-operand ops (constants as broadcast rows): x + 0.044715 x^3 is
+  // x (1 + 0.044715 x^2), not an fma of x^3, which would need a third operand row.
   const float x2 = f32_mul(x, x);
-  const float x3 = f32_mul(x2, x);
-  const float inner = f32_fma(kGeluCubic, x3, x);          // x + 0.044715 x^3, one rounding
-  const float w = f32_mul(kGeluMinus2Sqrt2OverPi, inner);  // -2z
+  const float u = f32_add(f32_mul(x2, kGeluCubic), 1.0f);  // 1 + 0.044715 x^2
+  const float inner = f32_mul(x, u);                       // x + 0.044715 x^3
+  const float w = f32_mul(inner, kGeluMinus2Sqrt2OverPi);  // -2z
   const float d = f32_add(1.0f, xcend_exp(w));             // 1 + e^(-2z)
   return f32_mul(x, xcend_rcp(d));
 }

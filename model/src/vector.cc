@@ -67,11 +67,31 @@ const char* vpu_op_name(VpuOp op) {
       return "pack_bf16";
     case VpuOp::kCvtBf16HiF32:
       return "cvt_bf16hi_f32";
+    case VpuOp::kExp2:
+    case VpuOp::kLog2:
+    case VpuOp::kRcp:
+    case VpuOp::kRsqrt:
+    case VpuOp::kTanh:
+    case VpuOp::kExp:
+      return xcend_fn_name(vpu_op_xcend_fn(op));
   }
   return "unknown";
 }
 
 bool vpu_op_is_reduction(VpuOp op) { return op == VpuOp::kRedSum || op == VpuOp::kRedMax; }
+
+bool vpu_op_is_xcend(VpuOp op) {
+  return static_cast<unsigned>(op) >= static_cast<unsigned>(VpuOp::kExp2) &&
+         static_cast<unsigned>(op) < static_cast<unsigned>(VpuOp::kExp2) + kXcendFnCount;
+}
+
+XcendFn vpu_op_xcend_fn(VpuOp op) {
+  if (!vpu_op_is_xcend(op)) {
+    throw std::invalid_argument(std::string("vpu_op_xcend_fn: not a transcendental op: ") +
+                                vpu_op_name(op));
+  }
+  return static_cast<XcendFn>(static_cast<unsigned>(op) - static_cast<unsigned>(VpuOp::kExp2));
+}
 
 bool vpu_op_result_bf16(VpuOp op) { return op == VpuOp::kCvtF32Bf16; }
 
@@ -92,6 +112,12 @@ int vpu_op_operands(VpuOp op) {
     case VpuOp::kRedSum:
     case VpuOp::kRedMax:
     case VpuOp::kCvtBf16HiF32:
+    case VpuOp::kExp2:
+    case VpuOp::kLog2:
+    case VpuOp::kRcp:
+    case VpuOp::kRsqrt:
+    case VpuOp::kTanh:
+    case VpuOp::kExp:
       return 1;
   }
   return 0;
@@ -152,6 +178,14 @@ uint32_t vpu_lane(VpuOp op, uint32_t x, uint32_t y, uint32_t z, uint8_t src_bf16
       break;
     case VpuOp::kPackBf16:
       return uint32_t{f32_to_bf16(yf)} << 16 | f32_to_bf16(xf);
+    case VpuOp::kExp2:
+    case VpuOp::kLog2:
+    case VpuOp::kRcp:
+    case VpuOp::kRsqrt:
+    case VpuOp::kTanh:
+    case VpuOp::kExp:
+      r = f32_from_bits(xcend_bits(vpu_op_xcend_fn(op), f32_bits(xf)));
+      break;
     case VpuOp::kRedSum:
     case VpuOp::kRedMax:
       throw std::invalid_argument("vpu_lane: reductions are not elementwise");
@@ -216,7 +250,8 @@ std::optional<VpuResult> VpuModel::step(const VpuBeat& b) {
     return v.empty() || v.size() == lanes_;
   };
   if (b.x.size() != lanes_ || !operand_ok(b.y) || !operand_ok(b.z) ||
-      !(b.mask.empty() || b.mask.size() == lanes_) || static_cast<unsigned>(b.op) >= kVpuOpCount) {
+      !(b.mask.empty() || b.mask.size() == lanes_) || static_cast<unsigned>(b.op) >= kVpuOpCount ||
+      vpu_op_is_xcend(b.op)) {  // the transcendental ops are tpu_vpu_xcend's, not tpu_vpu's
     throw std::invalid_argument("VpuModel::step: malformed beat");
   }
   const auto lane_of = [](const std::vector<uint32_t>& v, std::size_t l) {

@@ -10,6 +10,7 @@
 #include "check_port.h"
 #include "lone_chip.h"
 #include "npy.h"
+#include "tpu/transcend.h"
 #include "vpu_map.h"
 
 namespace tpu {
@@ -45,6 +46,24 @@ VpuCommandOp resolve_op(const std::string& name) {
   throw std::invalid_argument("--op " + name + ": unknown op" + ops);
 }
 
+// GELU as xcend_gelu computes it (model/src/transcend.cc), one VPU command per step and chunk:
+// value 0 is x, 1..3 the constants (rows of `consts`: 0.044715, 1, -2 sqrt(2/pi)), 4.. the ops.
+// Every step is the golden's f32 op on the same operands (mul and add commute bit for bit).
+void gelu_map(VpuMap& map) {
+  const auto mul = VpuOp::kMul, add = VpuOp::kAdd;
+  map.const_rows = {0, 1, 2};
+  map.ops = {{mul, 0, 0, false},            // 4: x2 = x * x
+             {mul, 4, 1, false},            // 5: t = x2 * 0.044715
+             {add, 5, 2, false},            // 6: u = t + 1
+             {mul, 0, 6, false},            // 7: inner = x * u
+             {mul, 7, 3, false},            // 8: w = inner * (-2 sqrt(2/pi)) = -2z
+             {VpuOp::kExp, 8, -1, false},   // 9: e^(-2z)
+             {add, 9, 2, false},            // 10: d = e^(-2z) + 1
+             {VpuOp::kRcp, 10, -1, false},  // 11: 1 / d
+             {mul, 0, 11, false}};          // 12: gelu = x * (1 / d)
+  map.out = {{12, map.out.empty() ? HbmMatrix{} : map.out[0].second}};
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -58,8 +77,9 @@ std::vector<VpuCommandOp> vpu_command_ops() {
     const std::string name = vpu_op_name(op);
     // Gaps in the enum are "unknown"; fma is the one op of three operands.
     if (name == "unknown" || vpu_op_is_reduction(op) || op == VpuOp::kFma) continue;
-    ops.push_back({op, name, vpu_op_operands(op) >= 2});
+    ops.push_back({op, name, vpu_op_operands(op) >= 2, false});
   }
+  ops.push_back({VpuOp::kMul, "gelu", false, true});
   return ops;
 }
 
@@ -153,6 +173,10 @@ void VpuJob::run(const std::function<void(uint64_t, uint64_t, const char*)>& pro
   map.ops.push_back({op_.op, 0, op_.reads_y ? 1 : -1, false});
   const HbmMatrix out = chip.alloc_matrix(rows, cols_, bf16_out ? Dtype::kBf16 : Dtype::kF32);
   map.out.push_back({static_cast<int>(map.in.size()), out});
+  if (op_.gelu) {
+    map.consts = chip.alloc_matrix(3, s.cols, Dtype::kF32);
+    gelu_map(map);
+  }
   VpuMapPlan plan = plan_vpu_map(map, s, 0, s.vmem_rows);
   plan.prog.push_back(cmd_halt());
   if (o_.check)
@@ -160,6 +184,11 @@ void VpuJob::run(const std::function<void(uint64_t, uint64_t, const char*)>& pro
                     " commands, before the first copy or cycle");
   chip.write_matrix(map.in[0], padded(x_));
   if (op_.reads_y) chip.write_matrix(map.in[1], padded(y_));
+  if (op_.gelu) {
+    std::vector<float> k;
+    for (const float c : {kGeluCubic, 1.0f, kGeluMinus2Sqrt2OverPi}) k.resize(k.size() + s.cols, c);
+    chip.write_matrix(map.consts, k);
+  }
   commands_ = plan.prog.size();
   if (progress || detail_) {
     // As the matmul job's: the commands the chip took from its host port, of the program's.
@@ -180,7 +209,8 @@ void VpuJob::run(const std::function<void(uint64_t, uint64_t, const char*)>& pro
   want_.resize(n_);
   for (std::size_t i = 0; i < n_; ++i) {
     const uint32_t x = f32_bits(x_[i]);
-    want_[i] = vpu_lane(op_.op, x, op_.reads_y ? f32_bits(y_[i]) : x, kNegZeroBits);
+    want_[i] = op_.gelu ? f32_bits(xcend_gelu(x_[i]))
+                        : vpu_lane(op_.op, x, op_.reads_y ? f32_bits(y_[i]) : x, kNegZeroBits);
   }
   mismatches_ = 0;
   first_bad_ = -1;

@@ -5,7 +5,9 @@
 // (vpu_op_operands). The array (1-D or 2-D, any shape) is laid out row-major into an HBM matrix
 // of whole memory rows (zero padding, never read back), streamed through VMEM by plan_vpu_map
 // (DMA in, one VPU command per chunk, DMA out), and every result checked bit for bit against the
-// golden lane function (model/include/tpu/vector.h) with the operands the command feeds.
+// golden lane function (model/include/tpu/vector.h) with the operands the command feeds. One
+// more op is a program of several commands: gelu, transcend.h's xcend_gelu step by step (its
+// constants as broadcast y rows), checked against xcend_gelu.
 #pragma once
 
 #include <cstddef>
@@ -29,9 +31,10 @@ struct VpuCommandOp {
   VpuOp op = VpuOp::kAdd;
   std::string name;      // the golden's snake_case name
   bool reads_y = false;  // takes --y
+  bool gelu = false;     // the GELU program (op unused), not one command
 };
 
-// The ops the command runs, in the contract's order.
+// The ops the command runs, in the contract's order, then gelu.
 std::vector<VpuCommandOp> vpu_command_ops();
 // Their names, "add, sub, ...".
 std::string vpu_command_op_names();

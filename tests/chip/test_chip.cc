@@ -714,7 +714,8 @@ TEST(ChipErrors, PerOpcodeStructFieldsReachTheSequencer) {
       {"dma hi in", dma([](CmdDma& c) { c.bf16 = 1; c.hi = 1; }), ChipErr::kBadField},
       {"vpu vop 9", vpu([](CmdVpu& c) { c.vop = 9; }), ChipErr::kBadField},   // red_sum
       {"vpu vop 10", vpu([](CmdVpu& c) { c.vop = 10; }), ChipErr::kBadField},  // red_max
-      {"vpu vop 13", vpu([](CmdVpu& c) { c.vop = 13; }), ChipErr::kBadField},  // none
+      {"vpu vop 19", vpu([](CmdVpu& c) { c.vop = 19; }), ChipErr::kBadField},  // none
+      {"vpu vop 31", vpu([](CmdVpu& c) { c.vop = 31; }), ChipErr::kBadField},  // none
       {"vpu x amem", vpu([](CmdVpu& c) { c.x_mem = 1; c.x_row = 2047; }), ChipErr::kAmemRange},
       {"vpu y vmem", vpu([](CmdVpu& c) { c.y_row = 4095; }), ChipErr::kVmemRange},
       {"vpu y amem", vpu([](CmdVpu& c) { c.y_mem = 1; c.y_row = 2047; }), ChipErr::kAmemRange},

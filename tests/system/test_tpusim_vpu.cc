@@ -1,7 +1,9 @@
 // `tpusim vpu`: every op the chip's VPU command takes, run over arrays of special values (+-0,
 // +-Inf, NaNs, subnormals, bf16 ties) on both built chips, each output compared bit for bit with
 // a computation of its own here (the host's IEEE arithmetic, the bf16 rounding written out), the
-// report, and every error (exit 2, one line, nothing written).
+// report, and every error (exit 2, one line, nothing written). The transcendental ops against
+// transcend.h's functions: the specials on both chips, and every bf16 pattern (as f32) and 10^5
+// random f32 per op on the 4x4 chip.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,11 +15,13 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "cli_run.h"
 #include "npy.h"
+#include "tpu/transcend.h"
 
 namespace tpu {
 namespace {
@@ -95,6 +99,15 @@ const std::map<std::string, OpCase>& op_cases() {
       {"cvt_bf16hi_f32", {false, [](float x, float) { return widen(bits(x) >> 16); }}},
       {"pack_bf16",
        {true, [](float x, float y) { return bf16_rne(bits(y)) << 16 | bf16_rne(bits(x)); }}},
+      // The transcendental lanes: transcend.h's functions.
+      {"exp2", {false, [](float x, float) { return bits(xcend_exp2(x)); }}},
+      {"log2", {false, [](float x, float) { return bits(xcend_log2(x)); }}},
+      {"rcp", {false, [](float x, float) { return bits(xcend_rcp(x)); }}},
+      {"rsqrt", {false, [](float x, float) { return bits(xcend_rsqrt(x)); }}},
+      {"tanh", {false, [](float x, float) { return bits(xcend_tanh(x)); }}},
+      {"exp", {false, [](float x, float) { return bits(xcend_exp(x)); }}},
+      // A program of nine commands: transcend.h's GELU, step for step.
+      {"gelu", {false, [](float x, float) { return bits(xcend_gelu(x)); }}},
   };
   return m;
 }
@@ -149,6 +162,39 @@ TEST(TpusimVpu, EveryOpOn4x4In2DMatchesTheHostBitForBit) {
   for (const auto& [op, c] : op_cases()) run_op(op, kConfig4, {3, 29}, "d4_");
 }
 
+// Each transcendental op through the 4x4 chip's VPU command over every bf16 pattern (as f32: the
+// pattern << 16) and 10^5 random f32 (half raw bits, half in [-20, 20); fixed seed), in one run
+// of 165,536 values per op, every output bit for bit against transcend.h.
+TEST(TpusimVpu, TranscendentalOpsEveryBf16And1e5RandomOn4x4) {
+  std::vector<float> x;
+  for (uint32_t h = 0; h < 0x10000u; ++h) x.push_back(from(h << 16));
+  std::mt19937_64 rng(0x34);
+  std::uniform_real_distribution<float> dense(-20.0f, 20.0f);
+  for (int i = 0; i < 100000; ++i)
+    x.push_back((i & 1) != 0 ? from(static_cast<uint32_t>(rng())) : dense(rng));
+  const std::string px = tmp("xc_x.npy");
+  write_npy_f32(px, x, {x.size()});
+  for (const char* op : {"exp2", "log2", "rcp", "rsqrt", "tanh", "exp"}) {
+    SCOPED_TRACE(op);
+    const std::string pz = tmp(std::string("xc_") + op + ".npy");
+    std::remove(pz.c_str());
+    const CliRun r = tpusim(std::string("vpu --quiet --op ") + op + " " + kConfig4 + " --x " + px +
+                            " --out " + pz);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("golden check: PASS (0 of 165536 outputs differ)"), std::string::npos)
+        << r.out;
+    const std::vector<float> z = read_npy(pz).as_f32();
+    ASSERT_EQ(z.size(), x.size());
+    const auto& want = op_cases().at(op).want;
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (bits(z[i]) != want(x[i], 0.0f) && ++bad <= 5)
+        ADD_FAILURE() << op << "(0x" << std::hex << bits(x[i]) << "): chip 0x" << bits(z[i])
+                      << ", transcend.h 0x" << want(x[i], 0.0f);
+    EXPECT_EQ(bad, 0u);
+  }
+}
+
 // A hand-checked value or two, apart from the computations above.
 TEST(TpusimVpu, HandCheckedValues) {
   write_npy_f32(tmp("hx.npy"), {1.0f, 0.1f, -3.0f}, {3});
@@ -166,6 +212,32 @@ TEST(TpusimVpu, HandCheckedValues) {
       0);
   z = read_npy(tmp("hz.npy")).as_f32();
   EXPECT_EQ(bits(z[1]), 0x3DCD0000u);  // 0.1f = 0x3DCCCCCD rounds up to bf16 0x3DCD
+  ASSERT_EQ(tpusim("vpu --quiet --op rcp --x " + tmp("hy.npy") + " --out " + tmp("hz.npy")).code,
+            0);
+  z = read_npy(tmp("hz.npy")).as_f32();
+  EXPECT_EQ(bits(z[0]), 0x3F000000u);  // 1/2
+  EXPECT_EQ(bits(z[1]), 0x40A00000u);  // 1/0.2f = 4.99999993, correctly rounded: 5
+  EXPECT_EQ(bits(z[2]), 0x40000000u);  // 2
+}
+
+// gelu (a program of nine commands per chunk of rows) over a range where it bends, bit for bit
+// against transcend.h.
+TEST(TpusimVpu, GeluProgramMatchesTranscendH) {
+  std::vector<float> x;
+  for (int i = -400; i < 400; ++i) x.push_back(static_cast<float>(i) / 37.0f);
+  write_npy_f32(tmp("gx.npy"), x, {x.size()});
+  const CliRun r = tpusim("vpu --op gelu " + kConfig4 + " --x " + tmp("gx.npy") + " --out " +
+                          tmp("gz.npy") + " --json " + tmp("gz.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("golden check: PASS (0 of 800 outputs differ)"), std::string::npos) << r.out;
+  const std::vector<float> z = read_npy(tmp("gz.npy")).as_f32();
+  ASSERT_EQ(z.size(), x.size());
+  for (std::size_t i = 0; i < x.size(); ++i)
+    ASSERT_EQ(bits(z[i]), bits(xcend_gelu(x[i]))) << "gelu(" << x[i] << ")";
+  EXPECT_EQ(bits(z[437]), bits(xcend_gelu(1.0f)));  // x = 37 / 37
+  EXPECT_NEAR(z[437], 0.8411920f, 1e-6f);           // GELU(1), tanh form
+  const std::string rep = slurp(tmp("gz.json"));
+  EXPECT_NE(rep.find("\"op\": \"gelu\""), std::string::npos) << rep;
 }
 
 TEST(TpusimVpu, HelpListsTheOps) {

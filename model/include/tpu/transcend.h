@@ -27,8 +27,9 @@ float xcend_rsqrt(float x);  // 1/sqrt(x), correctly rounded; rsqrt(-0) = -Inf, 
 float xcend_tanh(float x);
 float xcend_exp(float x);  // e^x
 // GPT-2's GELU, 0.5 x (1 + tanh(z)), z = sqrt(2/pi) (x + 0.044715 x^3), evaluated as
-// x * rcp(1 + exp(-2z)) in the f32 ops of tpu/vector.h and the unit's exp and rcp, in the order
-// docs/transcendentals.md gives. gelu(-Inf) is NaN (-Inf * 0), as the formula gives.
+// x * rcp(1 + exp(-2z)) in the f32 ops of tpu/vector.h (two operands each: the VPU command's)
+// and the unit's exp and rcp, in the order docs/transcendentals.md gives. gelu(-Inf) is NaN
+// (-Inf * 0), as the formula gives.
 float xcend_gelu(float x);
 
 // GELU's f32 constants: sqrt(2/pi) and 0.044715 (each the nearest f32), and -2 sqrt(2/pi) (the

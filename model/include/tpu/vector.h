@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tpu/bf16.h"
+#include "tpu/transcend.h"
 #include "tpu_contract.h"
 
 namespace tpu {
@@ -18,6 +19,11 @@ namespace tpu {
 
 const char* vpu_op_name(VpuOp op);  // "add", "red_sum", ...
 bool vpu_op_is_reduction(VpuOp op);
+// The transcendental ops kExp2 .. kExp (the VPU's tpu_xcend lanes, docs/transcendentals.md): one
+// operand, the lane result tpu::xcend_bits of the widened x (bf16 with dst_bf16). Their names
+// are xcend_fn_name's ("exp2", "log2", "rcp", "rsqrt", "tanh", "exp").
+bool vpu_op_is_xcend(VpuOp op);
+XcendFn vpu_op_xcend_fn(VpuOp op);  // the unit's function select; throws for other ops
 // The operand vectors whose values the op's result depends on: 1 (x), 2 (x, y) or 3 (x, y, z).
 int vpu_op_operands(VpuOp op);
 // Whether the op's lane result is bf16 bits in [15:0] whatever dst_bf16 says (cvt_f32_bf16).
@@ -88,7 +94,8 @@ class VpuModel {
   explicit VpuModel(std::size_t lanes);  // throws std::invalid_argument unless a power of 2 >= 2
   std::size_t lanes() const { return lanes_; }
   // Elementwise beats and the last beat of a reduction group give a result. Throws
-  // std::invalid_argument on a malformed beat or a reduction group that breaks the protocol.
+  // std::invalid_argument on a malformed beat (a transcendental op too: tpu_vpu does not take
+  // them, docs/vpu.md) or a reduction group that breaks the protocol.
   std::optional<VpuResult> step(const VpuBeat& beat);
 
  private:
