@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <limits>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "tpu/vector.h"
 #include "verilated.h"
 #include "verilated_fst_c.h"
+#include "wave_clock.h"
 #include "wave_check.h"
 
 namespace tpu {
@@ -51,13 +53,15 @@ class VpuXcendDut {
     top_->final();
     if (fst_) fst_->close();
   }
+  // One cycle; the dump on a 1 GHz clock like every other (tb/common/wave_clock.h).
   void Tick() {
     top_->clk_i = 1;
     top_->eval();
-    if (fst_) fst_->dump(time_++);
+    if (fst_) fst_->dump(wave_.rise(cycle_));
     top_->clk_i = 0;
     top_->eval();
-    if (fst_) fst_->dump(time_++);
+    if (fst_) fst_->dump(wave_.fall(cycle_));
+    ++cycle_;
   }
   void Drive(bool valid, VpuOp op, bool src_bf16, bool dst_bf16, uint16_t tag,
              const uint32_t (&x)[kLanes]) {
@@ -79,7 +83,8 @@ class VpuXcendDut {
   std::unique_ptr<VerilatedContext> ctx_;
   std::unique_ptr<Vvpux> top_;
   std::unique_ptr<VerilatedFstC> fst_;
-  uint64_t time_ = 0;
+  WaveClock wave_ = WaveClock::at(1.0);
+  uint64_t cycle_ = 0;
 };
 
 struct Beat {
@@ -170,7 +175,9 @@ TEST(RtlVpuXcend, OpNotTranscendentalFiresAssertion) {
 TEST(RtlVpuXcend, GtkwSignalsExistInARealDump) {
   ASSERT_TRUE(have_fst2vcd())
       << "fst2vcd (GTKWave) is not installed: scripts/deps.sh installs gtkwave";
-  const std::string fst = ::testing::TempDir() + "vpu_xcend_waves_test.fst";
+  // TPU_VPU_XCEND_WAVES keeps the dump there (waves/vpu_xcend.gtkw's Dump line).
+  const char* keep = std::getenv("TPU_VPU_XCEND_WAVES");
+  const std::string fst = keep ? keep : ::testing::TempDir() + "vpu_xcend_waves_test.fst";
   {
     VpuXcendDut dut(fst);
     const uint32_t x[kLanes] = {f32_bits(1.0f), f32_bits(-0.5f), f32_bits(3.0f), f32_bits(0.25f)};
@@ -183,7 +190,7 @@ TEST(RtlVpuXcend, GtkwSignalsExistInARealDump) {
   EXPECT_GE(sigs.size(), 10u);  // the save file was found and parsed
   EXPECT_EQ(missing_signals(sigs, fst_signals(fst)), std::vector<std::string>{})
       << "signals of waves/vpu_xcend.gtkw that are not in the dump (name and bit range)";
-  std::remove(fst.c_str());
+  if (!keep) std::remove(fst.c_str());
 }
 
 }  // namespace
