@@ -49,7 +49,6 @@ for name in "${names[@]}"; do
   fi
   dump_cmd=${dump_cmd%%   (*}  # a trailing "   (where the dump goes)" note is not the command
   dump_cmd=${dump_cmd/#build\//${TPU_BUILD:-build}/}
-  dump_cmd=${dump_cmd// build\// ${TPU_BUILD:-build}/}  # after an environment assignment
   fst=$(echo "$open_cmd" | awk '{print $2}')
   echo "[$name] $dump_cmd"
   start=$(date +%s)

@@ -12,6 +12,7 @@
 #include "chip_driver.h"
 #include "fake_host_port.h"
 #include "matmul_plan.h"
+#include "pinned_words.h"
 #include "tpu/vector.h"
 
 namespace tpu {
@@ -32,7 +33,7 @@ struct Fnv {
   void add(const std::vector<ChipCmd>& prog) {
     add(prog.size());
     for (const ChipCmd& c : prog)
-      for (uint32_t w : c.w) add(w);
+      for (uint32_t w : pinned_words(c)) add(w);
   }
 };
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "fake_host_port.h"
+#include "pinned_words.h"
 #include "pod_job.h"
 
 namespace tpu {
@@ -60,7 +61,7 @@ TEST_P(PodJobPins, ProgramsAreTheHandWrittenOnes) {
   for (const std::vector<ChipCmd>& p : port.pushed) {
     f.add(p.size());
     for (const ChipCmd& cmd : p)
-      for (uint32_t w : cmd.w) f.add(w);
+      for (uint32_t w : pinned_words(cmd)) f.add(w);
   }
   if (const char* e = std::getenv("TPU_PRINT_PINS"); e != nullptr && std::string(e) == "1")
     std::printf("PIN pod %s 0x%016llxull\n", c.name, static_cast<unsigned long long>(f.h));

@@ -15,6 +15,7 @@
 
 #include "fake_host_port.h"
 #include "mesh_text.h"
+#include "pinned_words.h"
 #include "sharded_matmul.h"
 #include "train_step.h"
 
@@ -51,7 +52,7 @@ uint64_t program_hash(const SpmdProgram& p, uint64_t hbm_bytes) {
     const ChipProgram& cp = p.chip(c);
     f.add(cp.size());
     for (std::size_t i = 0; i < cp.size(); ++i) {
-      for (uint32_t w : cp.cmds[i].w) f.add(w);
+      for (uint32_t w : pinned_words(cp.cmds[i])) f.add(w);
       f.add(static_cast<uint64_t>(static_cast<int64_t>(cp.labels[i].phase)));
       f.add(static_cast<uint64_t>(static_cast<int64_t>(cp.labels[i].step)));
       f.add(static_cast<uint64_t>(static_cast<int64_t>(cp.labels[i].piece)));

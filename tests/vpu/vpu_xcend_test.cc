@@ -7,8 +7,9 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
+#include <cstring>
 #include <deque>
+#include <filesystem>
 #include <limits>
 #include <memory>
 #include <random>
@@ -25,6 +26,10 @@
 
 namespace tpu {
 namespace {
+
+namespace fs = std::filesystem;
+
+std::string g_waves;  // --waves FILE (main below); "" for none
 
 constexpr int kLanes = 4;    // -GLanes=4 (tb/vpu/CMakeLists.txt)
 constexpr int kLatency = 5;  // rtl/tpu_vpu_xcend.sv's header
@@ -175,9 +180,10 @@ TEST(RtlVpuXcend, OpNotTranscendentalFiresAssertion) {
 TEST(RtlVpuXcend, GtkwSignalsExistInARealDump) {
   ASSERT_TRUE(have_fst2vcd())
       << "fst2vcd (GTKWave) is not installed: scripts/deps.sh installs gtkwave";
-  // TPU_VPU_XCEND_WAVES keeps the dump there (waves/vpu_xcend.gtkw's Dump line).
-  const char* keep = std::getenv("TPU_VPU_XCEND_WAVES");
-  const std::string fst = keep ? keep : ::testing::TempDir() + "vpu_xcend_waves_test.fst";
+  // --waves FILE keeps the dump there (waves/vpu_xcend.gtkw's Dump line).
+  const bool keep = !g_waves.empty();
+  const std::string fst = keep ? g_waves : ::testing::TempDir() + "vpu_xcend_waves_test.fst";
+  if (keep && fs::path(fst).has_parent_path()) fs::create_directories(fs::path(fst).parent_path());
   {
     VpuXcendDut dut(fst);
     const uint32_t x[kLanes] = {f32_bits(1.0f), f32_bits(-0.5f), f32_bits(3.0f), f32_bits(0.25f)};
@@ -195,3 +201,20 @@ TEST(RtlVpuXcend, GtkwSignalsExistInARealDump) {
 
 }  // namespace
 }  // namespace tpu
+
+// GoogleTest's flags, plus --waves FILE: RtlVpuXcend.GtkwSignalsExistInARealDump keeps its dump
+// there (waves/vpu_xcend.gtkw's Dump line); --check, as every command the docs show takes: the
+// arguments are read and nothing runs (tests/system/test_docs.cc).
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  bool check = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--waves") == 0 && i + 1 < argc) tpu::g_waves = argv[++i];
+    else if (std::strcmp(argv[i], "--check") == 0) check = true;
+  }
+  if (check) {
+    std::printf("rtl_vpu_xcend_lanes: check passed (no test run)\n");
+    return 0;
+  }
+  return RUN_ALL_TESTS();
+}
