@@ -52,4 +52,49 @@ std::function<void(uint64_t)> show_cycles(ProgressLine& line);
 // else 1 (a golden mismatch).
 int finish_pod_report(const Report& rep, const PodOptions& o, bool pass);
 
+// --kind of a collective command (required).
+inline void add_collective_kind(CLI::App* cmd, std::string& kind) {
+  cmd->add_option("--kind", kind, "the collective")
+      ->type_name("K")
+      ->check(
+          CLI::IsMember({"all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast"}))
+      ->required();
+}
+
+// The options of a collective that `tpusim allreduce`, `collective` and `sweep` share, defined
+// once: --dtype, --algo, --op, --root (with `kind`: the broadcast's), --mesh and --axis (each
+// needing the other). A has the members of those names.
+template <class A>
+void add_collective_flags(CLI::App* cmd, A& a, bool kind) {
+  cmd->add_option("--dtype", a.dtype, "element type (bf16 accumulates in f32)")
+      ->type_name("f32|bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--algo", a.algo,
+                  "ring|biring|torus|direct (default torus, or biring on one dimension,\n"
+                  "for all_reduce; ring for the others; torus and direct: all_reduce only)")
+      ->type_name("A")
+      ->check(CLI::IsMember({"ring", "biring", "torus", "direct"}));
+  cmd->add_option("--op", a.op, "reduction")
+      ->type_name("sum|max")
+      ->check(CLI::IsMember({"sum", "max"}))
+      ->capture_default_str();
+  if (kind)
+    cmd->add_option("--root", a.root, "broadcast root: rank within its group")
+        ->type_name("R")
+        ->check(cli::uint_in(0, 4095))
+        ->capture_default_str();
+  CLI::Option* mesh =
+      cmd->add_option("--mesh", a.mesh,
+                      "named mesh axes over the torus dimensions, x first, e.g. x=4,y=4 or\n"
+                      "data=16,model=4 (default: one axis 'all' of every chip)")
+          ->type_name("AXES");
+  CLI::Option* axis =
+      cmd->add_option("--axis", a.axis,
+                      "the collective runs over this axis, in every group at once")
+          ->type_name("NAME");
+  mesh->needs(axis);  // the axis names one of the mesh's axes
+  axis->needs(mesh);
+}
+
 }  // namespace tpu

@@ -135,12 +135,7 @@ struct CollectiveArgs {
 CLI::App* collective_options(CLI::App& tool, const char* name, const char* what,
                              CollectiveArgs& a, bool kind) {
   CLI::App* cmd = tool.add_subcommand(name, what);
-  if (kind)
-    cmd->add_option("--kind", a.kind, "the collective")
-        ->type_name("K")
-        ->check(CLI::IsMember(
-            {"all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast"}))
-        ->required();
+  if (kind) add_collective_kind(cmd, a.kind);
   add_pod_config(cmd, a.pod);
   cmd->add_option("--bytes", a.bytes,
                   "bytes per chip (all_gather: of the output); any size that fits HBM:\n"
@@ -148,35 +143,7 @@ CLI::App* collective_options(CLI::App& tool, const char* name, const char* what,
       ->type_name("N")
       ->check(cli::uint_in(1, uint64_t{1} << 30))
       ->capture_default_str();
-  cmd->add_option("--dtype", a.dtype, "element type (bf16 accumulates in f32)")
-      ->type_name("f32|bf16")
-      ->check(CLI::IsMember({"f32", "bf16"}))
-      ->capture_default_str();
-  cmd->add_option("--algo", a.algo,
-                  "ring|biring|torus|direct (default torus, or biring on one dimension,\n"
-                  "for all_reduce; ring for the others; torus and direct: all_reduce only)")
-      ->type_name("A")
-      ->check(CLI::IsMember({"ring", "biring", "torus", "direct"}));
-  cmd->add_option("--op", a.op, "reduction")
-      ->type_name("sum|max")
-      ->check(CLI::IsMember({"sum", "max"}))
-      ->capture_default_str();
-  if (kind)
-    cmd->add_option("--root", a.root, "broadcast root: rank within its group")
-        ->type_name("R")
-        ->check(cli::uint_in(0, 4095))
-        ->capture_default_str();
-  CLI::Option* mesh =
-      cmd->add_option("--mesh", a.mesh,
-                      "named mesh axes over the torus dimensions, x first, e.g. x=4,y=4 or\n"
-                      "data=16,model=4 (default: one axis 'all' of every chip)")
-          ->type_name("AXES");
-  CLI::Option* axis =
-      cmd->add_option("--axis", a.axis,
-                      "the collective runs over this axis, in every group at once")
-          ->type_name("NAME");
-  mesh->needs(axis);  // the axis names one of the mesh's axes
-  axis->needs(mesh);
+  add_collective_flags(cmd, a, kind);
   cmd->add_option("--rounds", a.rounds, "rounds through VMEM; 0: as few as fit")
       ->type_name("R")
       ->check(cli::uint_in(0, 1u << 20))

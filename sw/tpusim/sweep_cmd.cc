@@ -42,44 +42,14 @@ Collective collective_of(const std::string& k) {
 // --json, --quiet and --threads of a sweep (a sweep writes no waves and no timeline: one run
 // per row would overwrite them).
 void add_collective_sweep_options(CLI::App* cmd, CollectiveSweepArgs& a, bool kind) {
-  if (kind)
-    cmd->add_option("--kind", a.kind, "the collective")
-        ->type_name("K")
-        ->check(CLI::IsMember(
-            {"all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast"}))
-        ->required();
+  if (kind) add_collective_kind(cmd, a.kind);
   add_pod_config(cmd, a.pod);
   cmd->add_option("--bytes", a.bytes,
                   "the sizes per chip (all_gather: of the output), START:STOP:xFACTOR,\n"
                   "START:STOP:+STEP or one size; units K, M, G = 2^10, 2^20, 2^30")
       ->type_name("RANGE")
       ->capture_default_str();
-  cmd->add_option("--dtype", a.dtype, "element type (bf16 accumulates in f32)")
-      ->type_name("f32|bf16")
-      ->check(CLI::IsMember({"f32", "bf16"}))
-      ->capture_default_str();
-  cmd->add_option("--algo", a.algo,
-                  "ring|biring|torus|direct (default torus, or biring on one dimension,\n"
-                  "for all_reduce; ring for the others; torus and direct: all_reduce only)")
-      ->type_name("A")
-      ->check(CLI::IsMember({"ring", "biring", "torus", "direct"}));
-  cmd->add_option("--op", a.op, "reduction")
-      ->type_name("sum|max")
-      ->check(CLI::IsMember({"sum", "max"}))
-      ->capture_default_str();
-  if (kind)
-    cmd->add_option("--root", a.root, "broadcast root: rank within its group")
-        ->type_name("R")
-        ->check(cli::uint_in(0, 4095))
-        ->capture_default_str();
-  CLI::Option* mesh =
-      cmd->add_option("--mesh", a.mesh, "named mesh axes over the torus dimensions, e.g. x=4,y=4")
-          ->type_name("AXES");
-  CLI::Option* axis =
-      cmd->add_option("--axis", a.axis, "the collective runs over this axis, in every group")
-          ->type_name("NAME");
-  mesh->needs(axis);
-  axis->needs(mesh);
+  add_collective_flags(cmd, a, kind);
   cmd->add_option("--load", a.load,
                   "inputs in / outputs out through the host ports, or the backdoor\n"
                   "(no simulated time; the collective's cycles are the same)")

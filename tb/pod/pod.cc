@@ -438,18 +438,7 @@ PodCore::PodCore(const PodParams& p, std::vector<int> owned) : p_(p) {
                                   p_.topo.name());
   }
   for (int i : order_) chips_[i]->reset(4);
-  // The dumps start here, at pod cycle 0, so that their time is the trace's: pod cycle t at
-  // t / wave_clock_ghz ns (each dumped by the process that owns the chip).
-  for (int c : p_.wave_chips) {
-    if (!owns(c)) continue;
-    if (n == 1 && !p_.wave_path.empty()) {
-      chips_[c]->open_waves(p_.wave_path, p_.wave_clock_ghz);
-      continue;
-    }
-    std::filesystem::create_directories(p_.wave_dir);
-    chips_[c]->open_waves(p_.wave_dir + "/pod_chip" + std::to_string(c) + ".fst",
-                          p_.wave_clock_ghz);
-  }
+  open_waves();
   for (std::size_t fi = 0; fi < p_.faults.hbm_flip_at.size(); ++fi) {
     const HbmFlip& f = p_.faults.hbm_flip_at[fi];
     if (f.chip < 0 || f.chip >= n)
@@ -461,6 +450,21 @@ PodCore::PodCore(const PodParams& p, std::vector<int> owned) : p_(p) {
     if (owns(f.chip)) chips_[f.chip]->arm_hbm_flip(f.addr, mask, check);
   }
   set_threads(p_.threads);
+}
+
+// The dumps start after the reset, at pod cycle 0, so that their time is the trace's: pod cycle t
+// at t / wave_clock_ghz ns (each dumped by the process that owns the chip).
+void PodCore::open_waves() {
+  for (int c : p_.wave_chips) {
+    if (!owns(c)) continue;
+    if (num_chips() == 1 && !p_.wave_path.empty()) {
+      chips_[c]->open_waves(p_.wave_path, p_.wave_clock_ghz);
+      continue;
+    }
+    std::filesystem::create_directories(p_.wave_dir);
+    chips_[c]->open_waves(p_.wave_dir + "/pod_chip" + std::to_string(c) + ".fst",
+                          p_.wave_clock_ghz);
+  }
 }
 
 ChipDut& PodCore::model(int i) const {

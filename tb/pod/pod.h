@@ -342,6 +342,8 @@ class PodCore {
     int peer = -1;           // the neighbour (-1: no link in the topology)
   };
   [[noreturn]] void link_down_error(int chip);
+  // The --waves-chips dumps of the chips this process owns, opened after the reset.
+  void open_waves();
   // Chip i's model: std::invalid_argument if i is not in the pod, std::logic_error if it is
   // another process's (not built here).
   ChipDut& model(int i) const;
