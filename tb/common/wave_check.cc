@@ -75,6 +75,21 @@ void read_declarations(FILE* p, OnVar on_var, std::string* timescale = nullptr) 
   }
 }
 
+// A VCD value change: "b0101 id" for a vector (or "r1.5 id"), "1id" for a scalar. False for a
+// vector line without its id.
+bool value_change(const std::string& line, std::string& value, std::string& id) {
+  if (line[0] == 'b' || line[0] == 'r') {
+    const auto sp = line.find(' ');
+    if (sp == std::string::npos) return false;
+    value = line.substr(1, sp - 1);
+    id = line.substr(sp + 1);
+  } else {
+    value = line.substr(0, 1);
+    id = line.substr(1);
+  }
+  return true;
+}
+
 }  // namespace
 
 std::vector<std::string> fst_signals(const std::string& fst_path) {
@@ -107,15 +122,7 @@ std::map<std::string, std::string> fst_last_values(const std::string& fst_path,
     while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
     if (line.empty() || line[0] == '#' || line[0] == '$') continue;
     std::string value, id;
-    if (line[0] == 'b' || line[0] == 'r') {
-      const auto sp = line.find(' ');
-      if (sp == std::string::npos) continue;
-      value = line.substr(1, sp - 1);
-      id = line.substr(sp + 1);
-    } else {
-      value = line.substr(0, 1);
-      id = line.substr(1);
-    }
+    if (!value_change(line, value, id)) continue;
     const auto it = by_id.find(id);
     if (it == by_id.end()) continue;
     for (const auto& n : it->second) out[n] = value;
@@ -150,15 +157,7 @@ FstChanges fst_changes(const std::string& fst_path, const std::vector<std::strin
       continue;
     }
     std::string value, id;
-    if (line[0] == 'b' || line[0] == 'r') {
-      const auto sp = line.find(' ');
-      if (sp == std::string::npos) continue;
-      value = line.substr(1, sp - 1);
-      id = line.substr(sp + 1);
-    } else {
-      value = line.substr(0, 1);
-      id = line.substr(1);
-    }
+    if (!value_change(line, value, id)) continue;
     const auto it = by_id.find(id);
     if (it == by_id.end()) continue;
     for (const auto& n : it->second) out.changes[n].push_back({now, value});
