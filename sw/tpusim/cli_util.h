@@ -73,4 +73,24 @@ inline void add_matmul_files(CLI::App* cmd, std::string& a, std::string& w, cons
   }
 }
 
+// A job on one chip (MatmulJob, VpuJob) as a command runs it: under a progress line, then its
+// summary and golden check on stdout (flushed, so they stay if a file cannot be written), its
+// output files, and the JSON report at `json` ("" for none). Returns whether the check passed.
+template <class Job>
+bool run_chip_job(Job& job, bool quiet, const std::string& json) {
+  {
+    ProgressLine line(job.label(), quiet);
+    job.set_progress([&line](const RunProgress& p) { line.update(p); });
+    job.run();
+    job.set_progress(nullptr);
+  }
+  const auto rep = job.take_report();
+  std::fputs(rep.summary().c_str(), stdout);
+  job.print_check();
+  std::fflush(stdout);
+  job.write_outputs();  // a failed write is an error naming the path (exit 2)
+  if (!json.empty()) rep.write(json);
+  return job.pass();
+}
+
 }  // namespace tpu

@@ -138,23 +138,12 @@ int run_matmul_cmd(const MatmulArgs& opt) {
   o.check = opt.check;
   MatmulJob job(has("--config") ? opt.config : source_file("configs/default.yaml"), o);
   if (has("--waves") && !opt.check) prepare_waves(opt.waves);
-  {
-    ProgressLine line(job.label(), opt.quiet);
-    job.set_progress([&line](const RunProgress& p) { line.update(p); });
-    job.run();
-    job.set_progress(nullptr);
-  }
-  const Report rep = job.take_report();
-  std::fputs(rep.summary().c_str(), stdout);
-  job.print_check();
-  std::fflush(stdout);   // the summary stays even if a file cannot be written
-  job.write_outputs();   // --out, --trace: a failed write is an error naming the path (exit 2)
-  if (!opt.json.empty()) rep.write(opt.json);
+  const bool pass = run_chip_job(job, opt.quiet, opt.json);
   // The dump is closed now: a disk found full after it is an error.
   if (has("--waves") && !opt.mxu_only && free_bytes(opt.waves) == 0)
     throw UsageError("--waves " + opt.waves +
                      ": the disk is full after the dump; the FST file may be cut short");
-  return job.pass() ? kExitOk : kExitMismatch;
+  return pass ? kExitOk : kExitMismatch;
 }
 
 // Declares `tpusim matmul` on tool; what it returns runs it once the line is parsed.

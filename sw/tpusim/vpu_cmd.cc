@@ -28,19 +28,7 @@ int run_vpu(const VpuArgs& a) {
   if (a.cmd->count("--variant") > 0) o.variant = a.variant;
   o.check = a.check;
   VpuJob job(a.config.empty() ? source_file("configs/default.yaml") : a.config, o);
-  {
-    ProgressLine line(job.label(), a.quiet);
-    job.set_progress([&line](const RunProgress& p) { line.update(p); });
-    job.run();
-    job.set_progress(nullptr);
-  }
-  const Report rep = job.take_report();
-  std::fputs(rep.summary().c_str(), stdout);
-  job.print_check();
-  std::fflush(stdout);  // the summary stays even if a file cannot be written
-  job.write_outputs();
-  if (!a.json.empty()) rep.write(a.json);
-  return job.pass() ? 0 : 1;
+  return run_chip_job(job, a.quiet, a.json) ? 0 : 1;
 }
 
 }  // namespace
