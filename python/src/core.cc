@@ -31,6 +31,7 @@
 #include "mxu_dut.h"
 #include "report.h"
 #include "shard_job.h"
+#include "source_file.h"
 #include "tpu/bf16.h"
 #include "tpu/limits.h"
 #include "train_job.h"
@@ -99,15 +100,6 @@ void simulate(const SignalCheck& sc, F&& f) {
   } catch (const std::exception& e) {  // ConfigError, NpyError, std::invalid_argument...
     throw py::value_error(e.what());
   }
-}
-
-// The config file's path (source_file: relative to the working directory, else the source tree).
-std::string source_file(const std::string& rel) {
-  if (FILE* f = std::fopen(rel.c_str(), "r")) {
-    std::fclose(f);
-    return rel;
-  }
-  return std::string(TPU_SOURCE_DIR) + "/" + rel;
 }
 
 // A config: the file at `path`, or YAML text (a dict, named "<config dict>" in messages), or the
@@ -270,6 +262,13 @@ py::tuple run_matmul(const ConfigArg& config, const py::object& a, const py::obj
     text = json_text(job->take_report().json());
   });
   return py::make_tuple(float_matrix(c, m, n), text, pass);
+}
+
+// load='host' or 'backdoor' (the commands' --load): whether the backdoor moves the data.
+bool backdoor_of(const std::string& load) {
+  if (load != "host" && load != "backdoor")
+    throw py::value_error("load='" + load + "': host or backdoor");
+  return load == "backdoor";
 }
 
 // The per-chip arrays of a collective, as the words the job takes.
@@ -554,9 +553,7 @@ void def_collective(py::module_& m) {
         o.root = static_cast<int>(root);
         o.block_rows = block_rows;
         o.rounds = rounds;
-        if (load != "host" && load != "backdoor")
-          throw py::value_error("load='" + load + "': host or backdoor");
-        o.backdoor = load == "backdoor";
+        o.backdoor = backdoor_of(load);
         o.seed = seed;
         return run_collective(config, x, o, bytes.has_value(), eng);
       },
@@ -585,9 +582,7 @@ void def_shard(py::module_& m) {
         o.seed = seed;
         o.bias_file = bias;
         o.relu = relu;
-        if (load != "host" && load != "backdoor")
-          throw py::value_error("load='" + load + "': host or backdoor");
-        o.backdoor = load == "backdoor";
+        o.backdoor = backdoor_of(load);
         return run_shard(config, x, w, o, eng);
       },
       py::arg("config"), py::arg("x"), py::arg("w"), py::arg("mesh"), py::arg("x_spec"),
@@ -614,9 +609,7 @@ void def_train(py::module_& m) {
         a.seed = seed;
         a.fresh_batches = fresh_batches;
         a.grad_pieces = grad_pieces;
-        if (load != "host" && load != "backdoor")
-          throw py::value_error("load='" + load + "': host or backdoor");
-        a.backdoor = load == "backdoor";
+        a.backdoor = backdoor_of(load);
         if (trace_steps && eng.trace.empty()) throw py::value_error("trace_steps needs trace");
         a.trace_steps = trace_steps;
         a.save = save;

@@ -17,19 +17,10 @@
 #include "json.h"
 #include "output.h"
 #include "progress.h"  // ProgressLine, for every command
+#include "source_file.h"
 #include "tpu/limits.h"
 
 namespace tpu {
-
-// A file of the source tree (e.g. "configs/default.yaml"): relative to the working directory
-// when it is there, else in the tree tpusim was built from.
-inline std::string source_file(const std::string& rel) {
-  if (FILE* f = std::fopen(rel.c_str(), "r")) {
-    std::fclose(f);
-    return rel;
-  }
-  return std::string(TPU_SOURCE_DIR) + "/" + rel;
-}
 
 // A shared range (model/include/tpu/limits.h) as an option's check.
 inline CLI::Validator in_range(const UintRange& r) { return cli::uint_in(r.lo, r.hi); }
