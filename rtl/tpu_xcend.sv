@@ -9,13 +9,15 @@
 //
 // Handshake: none (always ready). A beat with valid_i high is accepted every cycle.
 // Latency: 5 cycles, throughput one result per cycle, in order: a beat presented before clock
-// edge k comes out on valid_o / y_o after edge k + 5.
+// edge k comes out on valid_o / y_o after edge k + 4 (five registers: the cycle after it
+// went in is the first, the fifth is the output's).
 // Stages: (1) unpack (leading-zero count of subnormals) and special values; (2) the fixed-point
 // argument, table and seed lookups; (3) the iterations: the exp2 core (table times a degree-4
 // polynomial), log2's and tanh's Horner steps, the Newton steps of rcp and rsqrt; (4) the
 // correction steps (rcp, rsqrt), log2's sum, tanh's Newton quotient (1 - E) / (1 + E); (5) the
-// final round to nearest even. Stages 2 to 5 compute only for a valid beat (an idle lane's
-// outputs are zeros: the lanes sit in every chip's VPU, docs/scale.md). Stages 3 and 4 hold the
+// final round to nearest even. Every stage computes only for a valid beat and its register
+// loads only while a beat enters or leaves it (an idle lane's outputs are zeros and it copies
+// nothing: the lanes sit in every chip's VPU, docs/scale.md). Stages 3 and 4 hold the
 // longest chains (five to six 64-bit multiplies); a faster clock splits them further, which
 // changes only the latency.
 `include "tpu_assert.svh"
@@ -174,60 +176,63 @@ module tpu_xcend
     logic nan, inf, zero;
     logic [4:0] sh;
     sh = '0;
+    {be, frac, nan, inf, zero} = '0;
     s1_d = '0;
-    s1_d.valid = valid_i;
-    s1_d.fn = fn_i;
-    be = x_i[30:23];
-    frac = x_i[22:0];
-    nan = be == 8'hFF && frac != '0;
-    inf = be == 8'hFF && frac == '0;
-    zero = be == 8'h00 && frac == '0;
-    s1_d.sign = x_i[31];
-    if (be == 8'h00) begin  // subnormal: normalise (sh = leading zeros of {0, frac})
-      sh = 5'd0;
-      for (int unsigned i = 0; i < 23; i++) begin
-        if (frac[i]) sh = 5'(23 - i);
+    if (valid_i) begin  // an idle lane unpacks nothing (its x follows the VPU's operand rows)
+      s1_d.valid = 1'b1;
+      s1_d.fn = fn_i;
+      be = x_i[30:23];
+      frac = x_i[22:0];
+      nan = be == 8'hFF && frac != '0;
+      inf = be == 8'hFF && frac == '0;
+      zero = be == 8'h00 && frac == '0;
+      s1_d.sign = x_i[31];
+      if (be == 8'h00) begin  // subnormal: normalise (sh = leading zeros of {0, frac})
+        sh = 5'd0;
+        for (int unsigned i = 0; i < 23; i++) begin
+          if (frac[i]) sh = 5'(23 - i);
+        end
+        s1_d.m = {1'b0, frac} << sh;
+        s1_d.e = -16'sd126 - exp_t'({11'd0, sh});
+      end else begin
+        s1_d.m = {1'b1, frac};
+        s1_d.e = exp_t'({8'd0, be}) - 16'sd127;
       end
-      s1_d.m = {1'b0, frac} << sh;
-      s1_d.e = -16'sd126 - exp_t'({11'd0, sh});
-    end else begin
-      s1_d.m = {1'b1, frac};
-      s1_d.e = exp_t'({8'd0, be}) - 16'sd127;
-    end
-    s1_d.special = 1'b1;
-    if (nan) begin
-      s1_d.spec = F32_CANON_NAN;
-    end else begin
-      unique case (fn_i)
-        FN_EXP2, FN_EXP: begin
-          if (inf || (!zero && s1_d.e >= 16'sd8)) s1_d.spec = x_i[31] ? 32'd0 : INF;
-          else if (zero) s1_d.spec = ONE;
-          else s1_d.special = 1'b0;
-        end
-        FN_LOG2: begin
-          if (zero) s1_d.spec = {1'b1, INF[30:0]};
-          else if (x_i[31]) s1_d.spec = F32_CANON_NAN;
-          else if (inf) s1_d.spec = INF;
-          else s1_d.special = 1'b0;
-        end
-        FN_RCP: begin
-          if (inf) s1_d.spec = {x_i[31], 31'd0};
-          else if (zero) s1_d.spec = {x_i[31], INF[30:0]};
-          else s1_d.special = 1'b0;
-        end
-        FN_RSQRT: begin
-          if (zero) s1_d.spec = {x_i[31], INF[30:0]};
-          else if (x_i[31]) s1_d.spec = F32_CANON_NAN;
-          else if (inf) s1_d.spec = 32'd0;
-          else s1_d.special = 1'b0;
-        end
-        FN_TANH: begin
-          if (inf || (!zero && s1_d.e >= 16'sd4)) s1_d.spec = {x_i[31], ONE[30:0]};
-          else if (zero) s1_d.spec = x_i;
-          else s1_d.special = 1'b0;
-        end
-        default: s1_d.spec = F32_CANON_NAN;
-      endcase
+      s1_d.special = 1'b1;
+      if (nan) begin
+        s1_d.spec = F32_CANON_NAN;
+      end else begin
+        unique case (fn_i)
+          FN_EXP2, FN_EXP: begin
+            if (inf || (!zero && s1_d.e >= 16'sd8)) s1_d.spec = x_i[31] ? 32'd0 : INF;
+            else if (zero) s1_d.spec = ONE;
+            else s1_d.special = 1'b0;
+          end
+          FN_LOG2: begin
+            if (zero) s1_d.spec = {1'b1, INF[30:0]};
+            else if (x_i[31]) s1_d.spec = F32_CANON_NAN;
+            else if (inf) s1_d.spec = INF;
+            else s1_d.special = 1'b0;
+          end
+          FN_RCP: begin
+            if (inf) s1_d.spec = {x_i[31], 31'd0};
+            else if (zero) s1_d.spec = {x_i[31], INF[30:0]};
+            else s1_d.special = 1'b0;
+          end
+          FN_RSQRT: begin
+            if (zero) s1_d.spec = {x_i[31], INF[30:0]};
+            else if (x_i[31]) s1_d.spec = F32_CANON_NAN;
+            else if (inf) s1_d.spec = 32'd0;
+            else s1_d.special = 1'b0;
+          end
+          FN_TANH: begin
+            if (inf || (!zero && s1_d.e >= 16'sd4)) s1_d.spec = {x_i[31], ONE[30:0]};
+            else if (zero) s1_d.spec = x_i;
+            else s1_d.special = 1'b0;
+          end
+          default: s1_d.spec = F32_CANON_NAN;
+        endcase
+      end
     end
   end
 
@@ -453,12 +458,14 @@ module tpu_xcend
       valid_q <= 1'b0;
       y_q <= '0;
     end else begin
-      s1_q <= s1_d;
-      m1_q <= m1_d;
-      m2_q <= m2_d;
-      s2_q <= s2_d;
+      // A stage register loads while a beat enters or leaves it: an idle lane copies nothing
+      // (its stages hold zeros, which is what they would load).
+      if (valid_i || s1_q.valid) s1_q <= s1_d;
+      if (s1_q.valid || m1_q.op.valid) m1_q <= m1_d;
+      if (m1_q.op.valid || m2_q.op.valid) m2_q <= m2_d;
+      if (m2_q.op.valid || s2_q.valid) s2_q <= s2_d;
       valid_q <= s2_q.valid;
-      y_q <= y_d;
+      if (s2_q.valid || valid_q) y_q <= y_d;
     end
   end
 
