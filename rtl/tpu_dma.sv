@@ -632,9 +632,18 @@ module tpu_dma
     `TPU_ASSERT(ReqValidHeld_A,
         req_valid_o[l] && !req_ready_i[l] |=> req_valid_o[l],
         ("%m: ReqValidHeld_A failed"))
-    `TPU_ASSERT(ReqPayloadStable_A,
-        req_valid_o[l] && !req_ready_i[l] |=> $stable(req_o[l]),
-        ("%m: ReqPayloadStable_A failed"))
+    // Payload stable while it waits: immediate at the edge against a copy taken only while a
+    // request waits (a concurrent $stable sampled the whole request at every eval()).
+    logic req_wait_q;
+    hbm_req_t req_held_q;
+    always_ff @(posedge clk_i) begin
+      if (rst_ni && req_wait_q) begin
+        `TPU_ASSERT_I(ReqPayloadStable_A, req_o[l] == req_held_q,
+            ("tpu_dma: ReqPayloadStable_A failed: lane %0d's request changed while not ready", l))
+      end
+      req_wait_q <= req_valid_o[l] && !req_ready_i[l];
+      if (req_valid_o[l] && !req_ready_i[l]) req_held_q <= req_o[l];
+    end
     `TPU_ASSERT(ReqAligned_A,
         req_valid_o[l] |-> req_o[l].addr[5:0] == 6'b0,
         ("%m: ReqAligned_A failed"))
