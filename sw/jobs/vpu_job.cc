@@ -115,7 +115,10 @@ VpuJob::VpuJob(const std::string& config_path, const VpuJobOptions& o)
                                   " (rule: y has x's shape; no broadcasting)");
   }
   n_ = x_.size();
-  if (op_.reduce) return check_reduce(cs);
+  if (op_.reduce) {
+    check_reduce(cs);
+    return;
+  }
   // A matrix row is whole memory rows of the chip's lanes and whole 64-byte bursts of bf16 (the
   // narrowest result) and f32 elements.
   cols_ = std::lcm<std::size_t>(cs.cols, 32);
@@ -261,7 +264,8 @@ void VpuJob::run(const std::function<void(uint64_t, uint64_t, const char*)>& pro
           std::vector<float>(x_.begin() + static_cast<std::ptrdiff_t>(r * red_cols_),
                              x_.begin() + static_cast<std::ptrdiff_t>((r + 1) * red_cols_)),
           s.cols));
-    return check_golden();
+    check_golden();
+    return;
   }
   const bool bf16_out = vpu_op_result_bf16(op_.op);  // plan_vpu_map types its result alike
   auto padded = [&](std::vector<float> v) {
