@@ -137,7 +137,8 @@ TEST(ChipVrow, ReductionsMatchTheGoldenBitForBit) {
           if (op == VpuOp::kRedMax) {
             EXPECT_EQ(res, order_free_max(v)) << what << " row " << row;
           } else if (finite) {
-            EXPECT_LE(std::fabs(f32_from_bits(res) - sum), static_cast<double>(v.size()) * 0x1p-24 * mag + 1e-44)
+            EXPECT_LE(std::fabs(f32_from_bits(res) - sum),
+                      static_cast<double>(v.size()) * 0x1p-24 * mag + 1e-44)
                 << what << " row " << row;
           }
         }
