@@ -13,9 +13,9 @@
 namespace tpu {
 namespace {
 
-NpyArray read_input(const std::string& flag, const std::string& path) {
+NpyArray read_input(const std::string& flag, const std::string& path, bool ints = false) {
   try {
-    return read_npy(path);
+    return read_npy(path, ints);
   } catch (const NpyError& e) {
     throw std::invalid_argument(flag + " " + e.what());  // what() starts with the path
   }
@@ -23,7 +23,7 @@ NpyArray read_input(const std::string& flag, const std::string& path) {
 
 // The ids as int32, each checked against the table's rows.
 std::vector<int32_t> read_ids(const std::string& path, std::size_t v) {
-  const NpyArray a = read_input("--ids", path);
+  const NpyArray a = read_input("--ids", path, true);
   if (a.dtype != "<i4" && a.dtype != "<i8")
     throw std::invalid_argument("--ids " + path + ": dtype " + a.dtype +
                                 " (rule: int32 '<i4' or int64 '<i8')");

@@ -90,7 +90,7 @@ TEST(TpusimGather, BadInputsAreOneErrorLineAndExit2) {
       {"--table " + t + " --ids " + i + o, {"--ids " + i, "id 8 at 2", "0..7"}},
       {"--table " + t + " --ids " + tmp("neg.npy") + o, {"id -1 at 0"}},
       {"--table " + tmp("f1.npy") + " --ids " + tmp("ok.npy") + o, {"--table", "2-D"}},
-      {"--table " + t + " --ids " + tmp("f1.npy") + o, {"--ids", "dtype <f4", "int32"}},
+      {"--table " + t + " --ids " + tmp("f1.npy") + o, {"--ids", "dtype '<f4'", "int32"}},
       {"--table " + t + " --ids " + tmp("ok.npy") + " --variant 3x3" + o, {"--variant 3x3"}},
       {"--table " + t + " --ids " + tmp("none.npy") + o, {"none.npy"}},
   };
