@@ -68,7 +68,8 @@ PipeSchedule parse_pipe_schedule(const std::string& text) {
   if (text.compare(0, pre.size(), pre) == 0) {
     const long long v = digits(text.substr(pre.size()));
     if (v < 1 || v > 64)
-      bad("--schedule " + text + ": interleaved:V needs V, the model chunks per stage, an "
+      bad("--schedule " + text +
+          ": interleaved:V needs V, the model chunks per stage, an "
           "integer in [1, 64]");
     return PipeSchedule{PipeKind::kInterleaved, static_cast<int>(v)};
   }
@@ -92,8 +93,10 @@ std::vector<std::vector<PipeSlot>> pipeline_slots(const PipeSchedule& s, int p, 
   if (m < 1) bad("--microbatches " + std::to_string(m) + ": at least one");
   if (s.v < 1) bad("--schedule: " + std::to_string(s.v) + " chunks per stage: at least one");
   if (s.kind == PipeKind::k1f1b && m < p)
-    bad("--microbatches " + std::to_string(m) + ": 1F1B needs at least as many micro-batches as "
-        "stages (" + std::to_string(p) + ")");
+    bad("--microbatches " + std::to_string(m) +
+        ": 1F1B needs at least as many micro-batches as "
+        "stages (" +
+        std::to_string(p) + ")");
   if (s.kind == PipeKind::kInterleaved && m % p != 0)
     bad("--microbatches " + std::to_string(m) + ": interleaved needs a multiple of the " +
         std::to_string(p) + " stages");
@@ -135,7 +138,7 @@ std::string pipeline_bubble_formula_text(const PipeSchedule& s) {
 }
 
 std::vector<std::pair<std::size_t, std::size_t>> pipeline_stages(std::size_t layers, int p,
-                                                                  const std::string& text) {
+                                                                 const std::string& text) {
   std::vector<std::pair<std::size_t, std::size_t>> st;
   const std::size_t P = static_cast<std::size_t>(p);
   if (p < 1) bad("--mesh stage=" + std::to_string(p) + ": at least one stage");
@@ -144,8 +147,7 @@ std::vector<std::pair<std::size_t, std::size_t>> pipeline_stages(std::size_t lay
       bad("--mesh stage=" + std::to_string(p) + ": " + std::to_string(p) +
           " stages do not divide the " + std::to_string(layers) +
           " layers (give --stages to split them unevenly)");
-    for (std::size_t i = 0; i < P; ++i)
-      st.push_back({i * layers / P, (i + 1) * layers / P - 1});
+    for (std::size_t i = 0; i < P; ++i) st.push_back({i * layers / P, (i + 1) * layers / P - 1});
     return st;
   }
   std::size_t next = 0;
@@ -170,17 +172,20 @@ std::vector<std::pair<std::size_t, std::size_t>> pipeline_stages(std::size_t lay
     bad("--stages " + text + ": the stages end at layer " + std::to_string(next - 1) +
         ", the network has layers 0-" + std::to_string(layers - 1));
   if (st.size() != P)
-    bad("--stages " + text + ": " + std::to_string(st.size()) + " stages, the mesh's stage axis "
-        "has " + std::to_string(p));
+    bad("--stages " + text + ": " + std::to_string(st.size()) +
+        " stages, the mesh's stage axis "
+        "has " +
+        std::to_string(p));
   return st;
 }
 
 std::vector<std::pair<std::size_t, std::size_t>> pipeline_chunks(std::size_t layers, int p,
-                                                                  const PipeSchedule& s,
-                                                                  const std::string& text) {
+                                                                 const PipeSchedule& s,
+                                                                 const std::string& text) {
   if (s.kind != PipeKind::kInterleaved || s.v == 1) return pipeline_stages(layers, p, text);
   if (!text.empty())
-    bad("--stages " + text + ": interleaved splits the layers into stages x v equal chunks; "
+    bad("--stages " + text +
+        ": interleaved splits the layers into stages x v equal chunks; "
         "give no --stages");
   const auto st = pipeline_stages(layers, p, "");
   const std::size_t per = layers / static_cast<std::size_t>(p);

@@ -67,10 +67,10 @@ Sim simulate(const std::vector<std::vector<PipeSlot>>& t, int p, int v, double t
       while (i < t[static_cast<std::size_t>(s)].size()) {
         const PipeSlot& x = t[static_cast<std::size_t>(s)][i];
         const int j = x.chunk * p + s;
-        std::tuple<int, int, bool> need = x.backward
-                                              ? (j == last ? std::make_tuple(x.mb, j, false)
-                                                           : std::make_tuple(x.mb, j + 1, true))
-                                              : std::make_tuple(x.mb, j - 1, false);
+        std::tuple<int, int, bool> need =
+            x.backward
+                ? (j == last ? std::make_tuple(x.mb, j, false) : std::make_tuple(x.mb, j + 1, true))
+                : std::make_tuple(x.mb, j - 1, false);
         double ready = 0;
         if (x.backward || j > 0) {
           const auto it = end.find(need);
@@ -171,10 +171,10 @@ TEST(PipelineSlots, InterleavedChunkOrder) {
   EXPECT_EQ(f0, wf);
   EXPECT_EQ(b0, wb);
   // Stage 1: warm-up (2 - 1 - 1) x 2 + (2 - 1) x 2 = 2 forwards, then one F and one B in turn.
-  const std::vector<PipeSlot> s1 = {
-      {0, false, 0}, {1, false, 0}, {0, false, 1}, {0, true, 1}, {1, false, 1}, {1, true, 1},
-      {2, false, 0}, {0, true, 0},  {3, false, 0}, {1, true, 0}, {2, false, 1}, {2, true, 1},
-      {3, false, 1}, {3, true, 1},  {2, true, 0},  {3, true, 0}};
+  const std::vector<PipeSlot> s1 = {{0, false, 0}, {1, false, 0}, {0, false, 1}, {0, true, 1},
+                                    {1, false, 1}, {1, true, 1},  {2, false, 0}, {0, true, 0},
+                                    {3, false, 0}, {1, true, 0},  {2, false, 1}, {2, true, 1},
+                                    {3, false, 1}, {3, true, 1},  {2, true, 0},  {3, true, 0}};
   EXPECT_EQ(t[1], s1);
 }
 
@@ -222,13 +222,19 @@ TEST(PipelineStages, BadInputNamesTheValueAndTheRule) {
   expect_invalid([] { pipeline_stages(4, 3, "0-1,2-3"); }, {"--stages", "2 stages", "3"});
   expect_invalid([] { pipeline_stages(4, 2, "0-x,2-3"); }, {"'0-x'", "range"});
   expect_invalid(
-      [] { check_pipeline(8, 4, 2, PipeSchedule{PipeKind::k1f1b, 1}, ""); },
+      [] {
+        check_pipeline(8, 4, 2, PipeSchedule{PipeKind::k1f1b, 1}, "");
+      },
       {"--microbatches 2", "1F1B", "at least as many micro-batches as stages (4)"});
   expect_invalid(
-      [] { check_pipeline(8, 2, 4, PipeSchedule{PipeKind::kInterleaved, 3}, ""); },
+      [] {
+        check_pipeline(8, 2, 4, PipeSchedule{PipeKind::kInterleaved, 3}, "");
+      },
       {"interleaved:3", "v=3", "does not divide the 4 layers per stage"});
   expect_invalid(
-      [] { check_pipeline(8, 4, 6, PipeSchedule{PipeKind::kInterleaved, 2}, ""); },
+      [] {
+        check_pipeline(8, 4, 6, PipeSchedule{PipeKind::kInterleaved, 2}, "");
+      },
       {"--microbatches 6", "multiple of the 4 stages"});
   expect_invalid([] { parse_pipe_schedule("zigzag"); }, {"--schedule zigzag", "gpipe, 1f1b"});
   expect_invalid([] { parse_pipe_schedule("interleaved:0"); }, {"interleaved:0", "[1, 64]"});
@@ -278,8 +284,8 @@ TEST(PipelineGolden, MicrobatchAccumulationAgainstTheWholeBatch) {
   for (std::size_t l = 0; l < s.layers(); ++l)
     for (std::size_t i = 0; i < p0[l].w.size(); ++i) {
       mx = std::max(mx, std::fabs(static_cast<double>(p0[l].w[i] - whole.params(0)[l].w[i])));
-      diff = std::max(diff, std::fabs(static_cast<double>(micro.params(0)[l].w[i] -
-                                                          whole.params(0)[l].w[i])));
+      diff = std::max(
+          diff, std::fabs(static_cast<double>(micro.params(0)[l].w[i] - whole.params(0)[l].w[i])));
     }
   ASSERT_GT(mx, 0.0);
   EXPECT_LT(diff, 0.05 * mx);  // the updates agree to a few percent (often to the bit)

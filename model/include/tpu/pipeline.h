@@ -58,15 +58,15 @@ std::string pipeline_bubble_formula_text(const PipeSchedule& s);
 // contiguous from layer 0 to the last, one item per stage). std::invalid_argument naming the flag,
 // the value and the rule.
 std::vector<std::pair<std::size_t, std::size_t>> pipeline_stages(std::size_t layers, int p,
-                                                                  const std::string& text);
+                                                                 const std::string& text);
 
 // The layers [first, last] of each virtual stage j = chunk x p + stage (p x v of them; with v = 1
 // the stages of pipeline_stages). Interleaved splits the layers into p x v equal contiguous
 // chunks, chunk j on stage j mod p (Megatron): v must divide the layers per stage, and `text`
 // must be "" (std::invalid_argument otherwise).
 std::vector<std::pair<std::size_t, std::size_t>> pipeline_chunks(std::size_t layers, int p,
-                                                                  const PipeSchedule& s,
-                                                                  const std::string& text);
+                                                                 const PipeSchedule& s,
+                                                                 const std::string& text);
 
 // The checks of a pipelined run before anything runs (tpusim train --check): stages from
 // pipeline_stages, v dividing every stage's layer count, the schedule's rules on m (above).
