@@ -625,8 +625,8 @@ TrainStepRun PipelineTrainer::step() {
   for (int d = 0; d < m.D; ++d)
     for (std::size_t k = 0; k < M; ++k)  // micro-batch k's burst: rows [k lrows, (k+1) lrows)
       ops.push_back(
-          HostCopy{m.chip_at[static_cast<std::size_t>(d)][static_cast<std::size_t>(m.P - 1)],
-                   false, hbm_view(m.loss, k * m.lrows, m.lrows, 0, m.loss.cols).addr,
+          HostCopy{m.chip_at[static_cast<std::size_t>(d)][static_cast<std::size_t>(m.P - 1)], false,
+                   hbm_view(m.loss, k * m.lrows, m.lrows, 0, m.loss.cols).addr,
                    raw[static_cast<std::size_t>(d) * M + k].data(), kBurst});
   r.loss_read_cycles = host_.copy(ops);
   for (const auto& bytes : raw) {
