@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -36,36 +38,42 @@ const ScaleFile kFiles[] = {
     {"pod_v5e_4x4.yaml", {4, 4}, 120, 819e9 / 1.5e9 * 256 / 65536},
 };
 
-PodConfig load(const std::string& file) {
-  return load_pod_config(std::string(TPU_SOURCE_DIR) + "/configs/" + file);
+std::string text_of(const std::string& file) {
+  std::ifstream in(std::string(TPU_SOURCE_DIR) + "/configs/" + file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
-// The file's pod on 4x4 chips: the same links (cycles per flit) and HBM timing per channel.
+// The file's pod on 4x4 chips (loadable in a build of the 4x4 chip alone): the same links
+// (cycles per flit) and HBM timing per channel; the file itself names the 16x16 chip.
 PodConfig on_small_chips(const std::string& file) {
-  PodConfig c = load(file);
-  c.chip.variant = "4x4";
-  c.params.variant = "4x4";
-  return c;
+  std::string t = text_of(file);
+  const std::string v = "variant: 16x16";
+  const auto at = t.find(v);
+  EXPECT_NE(at, std::string::npos) << file;
+  if (at != std::string::npos) t.replace(at, v.size(), "variant: 4x4");
+  return load_pod_config_text(t, file);
 }
 
 TEST(ScaleModels, ConfigsLoadWithTheDocumentedRatios) {
   for (const ScaleFile& f : kFiles) {
     SCOPED_TRACE(f.file);
-    const PodConfig c = load(f.file);
+    const PodConfig c = on_small_chips(f.file);  // every knob but the variant: any chip
     EXPECT_EQ(c.params.topo.num_chips(),
               f.shape.size() == 3 ? f.shape[0] * f.shape[1] * f.shape[2] : f.shape[0] * f.shape[1]);
     for (std::size_t d = 0; d < f.shape.size(); ++d) {
       EXPECT_EQ(c.params.topo.extent(static_cast<int>(d)), f.shape[d]);
       EXPECT_TRUE(c.params.topo.wraps(static_cast<int>(d)));
     }
-    EXPECT_EQ(c.params.variant, "16x16");
+    EXPECT_NE(text_of(f.file).find("variant: 16x16"), std::string::npos);
     EXPECT_EQ(c.params.link_gap, 15u);
     EXPECT_EQ(c.params.link_width, 0u);
     EXPECT_EQ(c.params.hbm.timing.ccd_s, f.ccd);
     EXPECT_EQ(c.params.hbm.timing.ccd_l, f.ccd);
     // A read after a write waits as long as two bursts: mixing does not double the rate.
     EXPECT_GE(c.params.hbm.timing.cwl + 2 + c.params.hbm.timing.wtr_s + 14, 2 * f.ccd);
-    const ChipShape s = chip_shape(c.params.variant);
+    const ChipShape s = chip_shape("16x16");
     const double hbm = s.hbm_channels * 64.0 / f.ccd;  // B/cycle at most
     EXPECT_NEAR(hbm / f.real_hbm_per_256, 1.0, 0.01) << hbm << " B/cycle";
   }
@@ -111,8 +119,8 @@ TEST(ScaleModels, BadKnobValuesNameTheFileKeyAndRule) {
   EXPECT_THROW(CppPodHost{p}, std::invalid_argument);
 }
 
-// An all-reduce and one training step on each model's pod of 4x4 chips, bit-exact.
-TEST(ScaleModels, AllReduceAndTrainStepAreBitExactOnSmallChips) {
+// An all-reduce on each model's pod of 4x4 chips, bit-exact against the golden.
+TEST(ScaleModels, AllReduceIsBitExactOnSmallChips) {
   for (const char* file : {"pod_v4_2x2x2.yaml", "pod_v5e_2x2.yaml"}) {
     SCOPED_TRACE(file);
     const PodConfig c = on_small_chips(file);
@@ -125,10 +133,22 @@ TEST(ScaleModels, AllReduceAndTrainStepAreBitExactOnSmallChips) {
     ar.run(eng);
     EXPECT_TRUE(ar.pass()) << ar.mismatches() << " mismatches";
     EXPECT_GT(ar.outputs(), 0u);
+  }
+}
+
+// One training step on each model's pod of 4x4 chips, every chip's parameters and loss
+// bit-exact against the golden.
+TEST(ScaleModels, TrainStepIsBitExactOnSmallChips) {
+  for (const char* file : {"pod_v4_2x2x2.yaml", "pod_v5e_2x2.yaml"}) {
+    SCOPED_TRACE(file);
+    const PodConfig c = on_small_chips(file);
+    EngineOptions eng;
+    eng.engine = "cpp";
     TrainJobOptions to;
-    to.widths = {32, 64, 32};
-    to.global_batch = 16 * static_cast<std::size_t>(c.params.topo.num_chips());
+    to.widths = {32, 32, 32};
+    to.global_batch = 8 * static_cast<std::size_t>(c.params.topo.num_chips());
     to.steps = 1;
+    to.grad_pieces = 1;
     to.backdoor = true;
     to.pod_sections = false;
     to.table = false;
@@ -143,8 +163,8 @@ TEST(ScaleModels, AllReduceAndTrainStepAreBitExactOnSmallChips) {
   }
 }
 
-// One DMA of 64 KiB from HBM into VMEM on a chip with the v4 model's HBM timing: its bytes per
-// cycle are the channels' 64 bytes per tCCD, within a few percent (the first burst's latency).
+// One DMA of 16 KiB from HBM into VMEM on a chip with each model's HBM timing: its bytes per
+// cycle are the channels' 64 bytes per tCCD less refresh, within 3% (the first burst's latency).
 TEST(ScaleModels, DmaMovesTheConfiguredHbmBytesPerCycle) {
   for (const char* file : {"pod_v4_2x2x2.yaml", "pod_v5e_2x2.yaml"}) {
     SCOPED_TRACE(file);
@@ -162,14 +182,18 @@ TEST(ScaleModels, DmaMovesTheConfiguredHbmBytesPerCycle) {
                  static_cast<uint32_t>(seg), static_cast<uint32_t>(at), static_cast<uint32_t>(seg)),
          cmd_halt()});
     const double got = static_cast<double>(bytes) / static_cast<double>(r.cycles);
-    const double want = cs.hbm_channels * 64.0 / c.params.hbm.timing.ccd_s;
-    EXPECT_LE(got, want * 1.001) << got << " B/cycle";
-    EXPECT_GE(got, want * 0.95) << got << " B/cycle";
+    // Every channel's burst per tCCD, less the refresh's share (tRFC of every tREFI cycles).
+    const HbmTiming& tm = c.params.hbm.timing;
+    const double want = cs.hbm_channels * 64.0 / tm.ccd_s * (1.0 - double(tm.rfc) / tm.refi);
+    std::printf("%s: DMA %.4f B/cycle, configured %.4f (%llu cycles)\n", file, got, want,
+                static_cast<unsigned long long>(r.cycles));
+    EXPECT_LE(got, want * 1.01) << got << " B/cycle";
+    EXPECT_GE(got, want * 0.97) << got << " B/cycle";
   }
 }
 
 // An all-reduce with the HBM left fast (so that the links are the limit): its busiest link moves
-// a flit per 15 cycles, no faster, and close to it.
+// a flit per 15 cycles, within 5%.
 TEST(ScaleModels, AllReduceLinksMoveAFlitPerFifteenCycles) {
   PodConfig c = on_small_chips("pod_v5e_2x2.yaml");
   c.params.hbm = HbmConfig{};
@@ -185,8 +209,12 @@ TEST(ScaleModels, AllReduceLinksMoveAFlitPerFifteenCycles) {
   for (const LinkStat& l : ar.result().prog.link_flits) busiest = std::max(busiest, l.flits);
   const double per_cycle =
       static_cast<double>(busiest) / static_cast<double>(ar.result().collective_cycles);
-  EXPECT_LE(per_cycle, 1.0 / 15.0) << per_cycle;
-  EXPECT_GE(per_cycle, 0.80 / 15.0) << per_cycle;
+  std::printf("busiest link: %.5f flits/cycle (1/15 = %.5f), %llu cycles\n", per_cycle, 1.0 / 15.0,
+              static_cast<unsigned long long>(ar.result().collective_cycles));
+  // A head flit (its 8-byte header only) takes ceil(2 x 15 / lanes) cycles, not 15: a saturated
+  // link counts a little over 1/15 flits a cycle.
+  EXPECT_LE(per_cycle, 1.03 / 15.0) << per_cycle;
+  EXPECT_GE(per_cycle, 0.95 / 15.0) << per_cycle;
 }
 
 }  // namespace
