@@ -47,7 +47,7 @@ class ChipDutImpl final : public ChipDut {
       : variant_(std::move(variant)), shape_(shape) {
     m_->rst_ni = 1;
     dirty_ = true;
-    set_ici_config({0, 0, 0}, {1, 1, 1}, {false, false, false}, 1);  // alone: a 1x1x1 pod
+    set_ici_config({0, 0, 0}, {1, 1, 1}, {false, false, false}, 1, 0);  // alone: a 1x1x1 pod
     configure(HbmConfig{});
   }
 

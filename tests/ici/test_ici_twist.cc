@@ -9,7 +9,10 @@
 //   (or uniform traffic offered at 1 flit/node/cycle) and everything arrives once, in order,
 //   intact, with the network empty and every credit home; IciTwistSoak.* the same, longer, on
 //   4x8x8 (label soak).
-// - IciTwist.Refused: a twist on a shape that cannot be twisted names the shape and the rule.
+// - IciTwistTwoPorts.*: routers with two local ports (IciTopology::local_ports = 2, as the chip's):
+//   all-to-all and saturated uniform traffic drain, and a node then takes more than one flit a
+//   cycle (what one local port cannot).
+// - IciTwistRefused: a twist on a shape that cannot be twisted names the shape and the rule.
 #include <gtest/gtest.h>
 
 #include <stdexcept>
@@ -130,6 +133,33 @@ TEST(IciTwistRefused, NamesTheShapeAndTheRule) {
   IciTopology mesh = twisted(4, 4, 8);
   mesh.wrap = {false, false, false};
   EXPECT_THROW(IciNet net(mesh), std::invalid_argument);
+}
+
+TEST(IciTwistTwoPorts, AllToAllAndSaturationDrain) {
+  for (bool tw : {false, true}) {
+    IciTopology t = ici_3d(2, 4, 4);
+    t.twist = tw;
+    t.local_ports = 2;
+    {
+      IciNet net(t);
+      IciScoreboard sb(net);
+      const unsigned n = net.nodes();
+      for (unsigned s = 0; s < n; ++s)
+        for (unsigned i = 1; i < n; ++i) sb.send(s, (s + i) % n, 4);
+      ASSERT_TRUE(net.drain(200000, 2000)) << t.name() << ": all-to-all did not drain";
+      EXPECT_EQ(sb.checked(), 1ull * n * (n - 1));
+      expect_clean(net, sb);
+    }
+    IciNet net(t);
+    IciScoreboard sb(net);
+    IciTrafficConfig cfg;
+    cfg.length = IciLength::kFour;
+    cfg.rate = 2.0;
+    const IciRunStats st = ici_run(net, sb, cfg, 300, 1500, 40000);
+    ASSERT_TRUE(st.completed) << st.error;
+    EXPECT_GT(st.accepted, 1.0) << t.name() << ": two local ports should take over 1 flit/cycle";
+    expect_clean(net, sb);
+  }
 }
 
 // The soak (label soak): the 256-node 4x8x8 under repeated all-to-all and long saturation.
