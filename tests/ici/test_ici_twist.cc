@@ -54,8 +54,10 @@ uint64_t head_latency_alone(IciNet& net, unsigned s, unsigned d) {
 class IciTwist : public ::testing::TestWithParam<int> {};
 
 IciTopology twist_by_id(int id) {
-  return id == 0 ? twisted(2, 2, 4) : id == 1 ? twisted(2, 4, 4) : id == 2 ? twisted(4, 8, 1)
-                                                                          : twisted(4, 4, 8);
+  return id == 0   ? twisted(2, 2, 4)
+         : id == 1 ? twisted(2, 4, 4)
+         : id == 2 ? twisted(4, 8, 1)
+                   : twisted(4, 4, 8);
 }
 
 TEST_P(IciTwist, HeadLatencyIsShortestPath) {
@@ -79,8 +81,8 @@ TEST_P(IciTwist, HeadLatencyIsShortestPath) {
     const std::vector<int> pdist = torus_distances(plain, static_cast<int>(src));
     for (unsigned d = 0; d < n; ++d) {
       const auto hops = static_cast<uint64_t>(dist[d]);
-      EXPECT_EQ(head_latency_alone(net, src, d), hops * 3 + 2) << src << "->" << d << ": "
-                                                               << hops << " hops (shortest)";
+      EXPECT_EQ(head_latency_alone(net, src, d), hops * 3 + 2)
+          << src << "->" << d << ": " << hops << " hops (shortest)";
       plain_longer += pdist[d] > dist[d];
     }
   }

@@ -52,12 +52,12 @@ std::vector<int> torus_distances(const TorusShape& s, int src);
 // Uniform traffic (every node sends to every other node at the same rate) spread evenly over all
 // shortest paths of each pair: the ideal a minimal routing can reach.
 struct TorusBound {
-  double avg_hops = 0;         // mean shortest distance over ordered pairs
-  int diameter = 0;            // the largest distance
-  double max_link_load = 0;    // flits per cycle on the busiest directed link per flit/node/cycle
-  double bound = 0;            // 1 / max_link_load: saturation throughput, flits/node/cycle
-  double balanced = 0;         // links per node / avg_hops: the bound if every link were equal
-  int bisection_links = 0;     // links (each way) across the fewest-link halving plane cut
+  double avg_hops = 0;       // mean shortest distance over ordered pairs
+  int diameter = 0;          // the largest distance
+  double max_link_load = 0;  // flits per cycle on the busiest directed link per flit/node/cycle
+  double bound = 0;          // 1 / max_link_load: saturation throughput, flits/node/cycle
+  double balanced = 0;       // links per node / avg_hops: the bound if every link were equal
+  int bisection_links = 0;   // links (each way) across the fewest-link halving plane cut
 };
 TorusBound torus_uniform_bound(const TorusShape& s);
 
