@@ -10,10 +10,7 @@
 // A DMA that reads an uncorrectable HBM word (dma_ecc_err_i) sets ErrHbmUncorr the same way,
 // with that DMA's own command index (kept per DMA scoreboard slot: dma_ecc_which_i counts from
 // the oldest DMA, as the engine runs several reads at once) and the word's byte address
-// on err_addr_o (zero for every other error). A DMA_IDX whose list holds an id outside its table
-// (dma_idx_err_i) sets ErrIdxRange the same way, with the id's position in the list on err_addr_o.
-// DMA_IDX is a DMA for the scoreboard (same slots, same engine); its ranges are its VMEM rows
-// (written by a gather, read by a scatter) and its list's rows (read). An ICI link declared down (link_down_i) sets
+// on err_addr_o (zero for every other error). An ICI link declared down (link_down_i) sets
 // ErrIciLinkDown with the head's index and the link's direction on err_addr_o.
 // A legal head issues to its unit when the unit can take it and its ranges do not overlap a
 // range written by an in-flight command, nor write a range an in-flight command reads or writes
@@ -64,9 +61,6 @@ module tpu_seq
   input  logic       dma_ecc_err_i,   // the running DMA read an uncorrectable HBM word
   input  logic [31:0] dma_ecc_addr_i,  // its byte address
   input  logic [DmaW-1:0] dma_ecc_which_i,  // the word's DMA: 0 the oldest in flight
-  input  logic       dma_idx_err_i,   // the walking DMA_IDX read an id outside its table
-  input  logic [15:0] dma_idx_pos_i,  // the id's position in the list
-  input  logic [DmaW-1:0] dma_idx_which_i,  // that DMA: 0 the oldest in flight
   input  logic       link_down_i,     // an ICI link of this chip is down (tpu_ici_link_tx)
   input  logic [2:0] link_down_dir_i, // the lowest such direction (0..5: +X -X +Y -Y +Z -Z)
   output logic       lw_start_o,
@@ -204,16 +198,12 @@ module tpu_seq
   cmd_loadw_t    h_lw;
   cmd_matmul_t   h_mm;
   cmd_vpu_t      h_vpu;
-  cmd_vrow_t     h_row;
   cmd_ici_send_t h_send;
   cmd_ici_wait_t h_wait;
-  cmd_dma_idx_t  h_dmx;
-  assign h_dmx  = cmd_dma_idx_t'(head);
   assign h_dma  = cmd_dma_t'(head);
   assign h_lw   = cmd_loadw_t'(head);
   assign h_mm   = cmd_matmul_t'(head);
   assign h_vpu  = cmd_vpu_t'(head);
-  assign h_row  = cmd_vrow_t'(head);
   assign h_send = cmd_ici_send_t'(head);
   assign h_wait = cmd_ici_wait_t'(head);
   // Not read here: fields only the units use (bf16 flags, tie hint, wait value), reserved bits
@@ -223,45 +213,13 @@ module tpu_seq
                              h_lw.transpose,
                              h_lw.op, h_mm.rsvd_80, h_mm.rsvd_5, h_mm.op, h_vpu.rsvd_125,
                              h_vpu.rsvd_4, h_vpu.rsvd_98, h_vpu.src_bf16, h_vpu.dst_bf16, h_vpu.op,
-                             h_row.rsvd_125, h_row.rsvd_14, h_row.rsvd_4, h_row.op,
                              h_send.rsvd_104, h_send.rsvd_92, h_send.early_head,
                              h_send.rsvd_76, h_send.rsvd_8, h_send.tie, h_send.op, h_wait.rsvd_96,
-                             h_wait.value, h_wait.rsvd_32, h_wait.rsvd_4, h_wait.op,
-                             h_dmx.rsvd_6, h_dmx.op};
-
-  // DMA_IDX (docs/isa.md): ids and table rows at least 1; the table (table_rows rows of seg_bytes,
-  // whole pieces, aligned; a scatter: whole 64-byte bursts) inside HBM; its VMEM rows and its
-  // list's rows (ceil(rows / Lanes)) inside VMEM. The ids themselves are checked by the engine.
-  task automatic dma_idx_check(output mem_range_t r0, output mem_range_t r1,
-                               output mem_range_t w, output chip_err_e c);
-    logic [31:0] piece, count, nlist, bits;
-    logic [63:0] tbl_end;
-    piece   = h_dmx.bf16 ? 32'(2 * Lanes) : 32'(4 * Lanes);
-    count   = (32'(h_dmx.rows) * 32'(h_dmx.seg_bytes)) / piece;
-    nlist   = (32'(h_dmx.rows) + 32'(Lanes) - 32'd1) / 32'(Lanes);
-    bits    = h_dmx.hbm_addr | 32'(h_dmx.seg_bytes);
-    tbl_end = 64'(h_dmx.hbm_addr) + 64'(h_dmx.table_rows) * 64'(h_dmx.seg_bytes);
-    r0 = '0;
-    r1 = mk_range(MEM_VMEM, h_dmx.idx_row, nlist);
-    w  = '0;
-    c  = ErrNone;
-    if (h_dmx.rows == '0 || h_dmx.seg_bytes == '0 || h_dmx.table_rows == '0) c = ErrBadField;
-    else if ((bits & (piece - 32'd1)) != '0 || (h_dmx.scatter && (bits & 32'd63) != '0))
-      c = ErrAlign;
-    else if (tbl_end > 64'(HbmBytes)) c = ErrHbmRange;
-    else if (!range_ok(h_dmx.mem_row, count, VmemRows) ||
-             !range_ok(h_dmx.idx_row, nlist, VmemRows))
-      c = ErrVmemRange;
-    if (h_dmx.scatter) r0 = mk_range(MEM_VMEM, h_dmx.mem_row, count);
-    else               w  = mk_range(MEM_VMEM, h_dmx.mem_row, count);
-    // A gather may not write its own list (its ids would change under it).
-    if (c == ErrNone && ranges_overlap(w, r1)) c = ErrBadField;
-  endtask
+                             h_wait.value, h_wait.rsvd_32, h_wait.rsvd_4, h_wait.op};
 
   always_comb begin
     logic        wr_hbm;
-    logic [31:0] piece, count, total, ny, hbm_bits, rspan, rpk;
-    logic        rred;
+    logic [31:0] piece, count, total, ny, hbm_bits;
     logic [63:0] hbm_end;
     rd0 = '0;
     rd1 = '0;
@@ -275,12 +233,6 @@ module tpu_seq
     hbm_bits = h_dma.hbm_addr | h_dma.stride | 32'(h_dma.seg_bytes);
     wr_hbm = (h_dma.dir == DmaVmemToHbm) || (h_dma.dir == DmaAmemToHbm);
     ny     = h_vpu.y_bcast ? 32'd1 : 32'(h_vpu.rows);
-    // VROW: the rows from x_row its beats span, and its packed rows (one lane per logical row)
-    rred   = tpu_vpu_pkg::vpu_op_is_red(tpu_pkg::vpu_op_e'(h_row.vop));
-    rspan  = (h_row.rows == '0 || h_row.beats == '0) ? 32'd0 :
-             span(32'(h_row.rows), h_row.row_stride) - 32'd1 +
-             span(32'(h_row.beats), h_row.beat_stride);
-    rpk    = (32'(h_row.rows) + Lanes - 1) / Lanes;
     unique case (head.op)
       OpNop, OpFence, OpHalt: ;
       OpDma: begin
@@ -302,7 +254,6 @@ module tpu_seq
           else                           rd0 = mk_range(MEM_VMEM, h_dma.mem_row, count);
         end
       end
-      OpDmaIdx: dma_idx_check(rd0, rd1, wr, chk);
       OpLoadW: begin
         if (!range_ok(h_lw.vmem_row, span(32'(Lanes), h_lw.stride), VmemRows))
           chk = ErrVmemRange;
@@ -336,20 +287,6 @@ module tpu_seq
         rd0 = mk_range(h_vpu.x_mem, h_vpu.x_row, 32'(h_vpu.rows));
         rd1 = mk_range(h_vpu.y_mem, h_vpu.y_row, ny);
         wr  = mk_range(h_vpu.dst_mem, h_vpu.dst_row, span(32'(h_vpu.rows), h_vpu.dst_stride));
-      end
-      OpVrow: begin
-        if (h_row.rows == '0 || h_row.beats == '0 ||
-            !tpu_vpu_pkg::vpu_op_vector(tpu_pkg::vpu_op_e'(h_row.vop)))
-          chk = ErrBadField;
-        else if (!range_ok(h_row.x_row, rspan, h_row.x_mem ? AmemRows : VmemRows))
-          chk = h_row.x_mem ? ErrAmemRange : ErrVmemRange;
-        else if (!rred && !range_ok(h_row.y_row, rpk, h_row.y_mem ? AmemRows : VmemRows))
-          chk = h_row.y_mem ? ErrAmemRange : ErrVmemRange;
-        else if (!range_ok(h_row.dst_row, rred ? rpk : rspan, h_row.dst_mem ? AmemRows : VmemRows))
-          chk = h_row.dst_mem ? ErrAmemRange : ErrVmemRange;
-        rd0 = mk_range(h_row.x_mem, h_row.x_row, rspan);
-        if (!rred) rd1 = mk_range(h_row.y_mem, h_row.y_row, rpk);
-        wr  = mk_range(h_row.dst_mem, h_row.dst_row, rred ? rpk : rspan);
       end
       OpIciSend: begin
         // The destination rows are checked against this chip's memory: every chip of a pod is
@@ -464,9 +401,9 @@ module tpu_seq
         q_pop     = 1'b1;
       end else begin
         unique case (head.op)
-          OpDma, OpDmaIdx: can_issue = dma_ready_i && !sb_valid_q[dma_slot] && !hazard;
+          OpDma:    can_issue = dma_ready_i && !sb_valid_q[dma_slot] && !hazard;
           OpLoadW:  can_issue = lw_ready_i && !sb_valid_q[LwSlot] && !hazard;
-          OpVpu, OpVrow: can_issue = vpu_ready_i && !sb_valid_q[vpu_slot] && !hazard;
+          OpVpu:    can_issue = vpu_ready_i && !sb_valid_q[vpu_slot] && !hazard;
           OpMatmul: can_issue = mm_ready_i && !sb_valid_q[mm_slot] && !hazard;
           OpIciSend: can_issue = ici_ready_i && !sb_valid_q[ici_slot] && !hazard;
           OpIciWait: can_issue = wait_ok_i;
@@ -477,7 +414,7 @@ module tpu_seq
           q_pop     = 1'b1;
           cmd_idx_d = cmd_idx_q + 1'b1;
           unique case (head.op)
-            OpDma, OpDmaIdx: begin
+            OpDma: begin
               dma_start_o = 1'b1;
               sb_valid_d[dma_slot] = 1'b1;
               dma_idx_d[dma_tail_q] = cmd_idx_q;
@@ -490,7 +427,7 @@ module tpu_seq
               {sb_rd0_d[LwSlot], sb_rd1_d[LwSlot], sb_wr_d[LwSlot]} = {rd0, rd1, wr};
               wt_pending_d = wt_pending_q + 1'b1;
             end
-            OpVpu, OpVrow: begin
+            OpVpu: begin
               vpu_start_o = 1'b1;
               sb_valid_d[vpu_slot] = 1'b1;
               {sb_rd0_d[vpu_slot], sb_rd1_d[vpu_slot], sb_wr_d[vpu_slot]} = {rd0, rd1, wr};
@@ -529,11 +466,6 @@ module tpu_seq
       err_d      = ErrHbmUncorr;
       err_cmd_d  = dma_idx_q[dma_head_q + dma_ecc_which_i];
       err_addr_d = dma_ecc_addr_i;
-    end
-    if (dma_idx_err_i && err_d == ErrNone) begin
-      err_d      = ErrIdxRange;
-      err_cmd_d  = dma_idx_q[dma_head_q + dma_idx_which_i];
-      err_addr_d = 32'(dma_idx_pos_i);
     end
     // A link declared down stops the program the same way (the command at the head; err_addr_o
     // names the direction). It stays down until reset, so it is raised again after a clear.
@@ -614,7 +546,7 @@ module tpu_seq
   assign err_addr_o = err_addr_q;
 
   logic unused_bits;
-  assign unused_bits = ^{q_count, topo_i.wrap, topo_i.no_dateline, topo_i.twist};
+  assign unused_bits = ^{q_count, topo_i.wrap, topo_i.no_dateline};
 
   // Assertions
   `TPU_ASSERT(QueueNoOverflow_A,

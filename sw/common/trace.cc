@@ -27,8 +27,6 @@ const char* op_name(unsigned op) {
       return "MATMUL";
     case ChipOp::kVpu:
       return "VPU";
-    case ChipOp::kVrow:
-      return "VROW";
     case ChipOp::kFence:
       return "FENCE";
     case ChipOp::kHalt:
@@ -37,8 +35,6 @@ const char* op_name(unsigned op) {
       return "ICI_SEND";
     case ChipOp::kIciWait:
       return "ICI_WAIT";
-    case ChipOp::kDmaIdx:
-      return "DMA_IDX";
   }
   return "illegal";
 }
@@ -56,17 +52,6 @@ void cmd_args(const TraceEvent& e, Json& a, unsigned row_bytes) {
       a["bytes"] = static_cast<uint64_t>(c.rows) * c.seg_bytes;
       a["hbm_addr"] = c.hbm_addr;
       a["hbm_stride"] = c.stride;
-      break;
-    }
-    case ChipOp::kDmaIdx: {
-      const CmdDmaIdx c = CmdDmaIdx::decode(e.cmd);
-      a["dir"] = c.scatter ? "scatter" : "gather";
-      a["mem_row"] = c.mem_row;
-      a["ids"] = c.rows;
-      a["idx_row"] = c.idx_row;
-      a["bytes"] = static_cast<uint64_t>(c.rows) * c.seg_bytes;
-      a["hbm_addr"] = c.hbm_addr;
-      a["table_rows"] = c.table_rows;
       break;
     }
     case ChipOp::kLoadW: {
@@ -93,17 +78,6 @@ void cmd_args(const TraceEvent& e, Json& a, unsigned row_bytes) {
       a["dst"] = kMem[c.dst_mem & 1u];
       if (c.x_wait) a["x_counter"] = c.x_counter;
       if (c.sig) a["sig_counter"] = c.sig_counter;
-      break;
-    }
-    case ChipOp::kVrow: {
-      const CmdVrow c = CmdVrow::decode(e.cmd);
-      a["vpu_op"] = c.vop;
-      a["rows"] = c.rows;
-      a["beats"] = c.beats;
-      a["x_row"] = c.x_row;
-      a["y_row"] = c.y_row;
-      a["dst_row"] = c.dst_row;
-      a["dst"] = kMem[c.dst_mem & 1u];
       break;
     }
     case ChipOp::kIciSend: {

@@ -15,8 +15,6 @@
 #include "mesh_text.h"
 #include "mxu_dut.h"
 #include "tpu/limits.h"
-#include "tpu/pipeline.h"
-#include "tpu/twisted_torus.h"
 #include "tpu_contract.h"
 #include "yaml_keys.h"
 
@@ -201,7 +199,7 @@ void pod_topology_from(const YAML::Node& pod, const std::string& path, Topology&
   }
 }
 
-// pod.link_latency, pod.link_width_bytes, pod.link_cycles_per_flit, pod.host_bytes_per_cycle.
+// pod.link_latency, pod.link_width_bytes, pod.host_bytes_per_cycle.
 void pod_links_from(const YAML::Node& pod, const std::string& path, const std::string& variant,
                     PodParams& p) {
   const ConfigKeys& K = config_keys();
@@ -222,20 +220,6 @@ void pod_links_from(const YAML::Node& pod, const std::string& path, const std::s
            "must divide the " + std::to_string(row) + "-byte memory row of chip " + variant +
                " into 1 to 15 beats (got " + std::to_string(v) + ")");
     p.link_width = static_cast<unsigned>(v);
-  }
-  if (const YAML::Node g = pod["link_cycles_per_flit"]) {
-    const ConfigKey& k = K.at("pod.link_cycles_per_flit");
-    const int v = pod_int(g, path, "link_cycles_per_flit", "cycles");
-    if (v < 0 || !k.holds(static_cast<uint64_t>(v)))
-      fail(path, "pod.link_cycles_per_flit",
-           "must be from " + std::to_string(k.lo) + " to " + std::to_string(k.hi) +
-               " cycles per flit (the link's 4-bit pacing counter; got " + std::to_string(v) +
-               ")");
-    if (p.link_width != 0)
-      fail(path, "pod.link_cycles_per_flit",
-           "give link_cycles_per_flit or link_width_bytes, not both (link_width_bytes: " +
-               std::to_string(p.link_width) + ")");
-    p.link_gap = static_cast<unsigned>(v);
   }
   if (const YAML::Node h = pod["host_bytes_per_cycle"]) {
     const ConfigKey& k = K.at("pod.host_bytes_per_cycle");
@@ -296,34 +280,6 @@ uint64_t train_uint(const YAML::Node& n, const std::string& path, const std::str
   return static_cast<uint64_t>(v);
 }
 
-// train: mesh, stages, microbatches and schedule (pipeline parallelism); the mesh's fit to the
-// pod and the stages' to the layers are checked where they meet (TrainJob).
-void train_pipeline_from(const YAML::Node& t, const std::string& path, TrainSettings* ts) {
-  auto text = [&](const char* key) {
-    const YAML::Node n = t[key];
-    if (!n.IsScalar()) fail(path, std::string("train.") + key, "must be a string");
-    return n.Scalar();
-  };
-  if (t["mesh"]) {
-    ts->mesh = text("mesh");
-    try {
-      parse_mesh(ts->mesh);
-    } catch (const std::invalid_argument& e) {
-      fail(path, "train.mesh", e.what());
-    }
-  }
-  if (t["stages"]) ts->stages = text("stages");
-  if (const YAML::Node n = t["microbatches"]) ts->microbatches = train_uint(n, path, "microbatches");
-  if (t["schedule"]) {
-    ts->schedule = text("schedule");
-    try {
-      parse_pipe_schedule(ts->schedule);
-    } catch (const std::invalid_argument& e) {
-      fail(path, "train.schedule", e.what());
-    }
-  }
-}
-
 // The training run's settings (tpusim train, docs/training.md), each overridden by its flag.
 TrainSettings train_from(const YAML::Node& t, const std::string& path) {
   TrainSettings ts;
@@ -358,7 +314,6 @@ TrainSettings train_from(const YAML::Node& t, const std::string& path) {
       fail(path, "train.fresh_batches", "must be true or false");
     }
   }
-  train_pipeline_from(t, path, &ts);
   return ts;
 }
 
@@ -388,18 +343,6 @@ PodConfig pod_config_from(const std::string& path, const std::string* text) {
     p.topo.validate();
   } catch (const std::invalid_argument& e) {
     fail(path, "pod.shape", e.what());
-  }
-  if (const YAML::Node t = pod["twist"]) {
-    try {
-      p.twist = t.as<bool>();
-    } catch (const YAML::Exception&) {
-      fail(path, "pod.twist", "must be true (a twisted torus) or false");
-    }
-    try {
-      if (p.twist) twist_bits(p.topo);
-    } catch (const std::invalid_argument& e) {
-      fail(path, "pod.twist", e.what());
-    }
   }
   check_fault_chips(pc.chip.faults, path, p.topo.num_chips());
   p.faults = pc.chip.faults;

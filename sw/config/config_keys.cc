@@ -130,9 +130,6 @@ void chip_and_pod_keys(ConfigKeys& t) {
   t.param("pod.wrap", KeyType::kList)
       .default_val("true per dimension")
       .desc("per dimension: true (ring, torus) or false (line, mesh)");
-  t.param("pod.twist", KeyType::kBool)
-      .default_val("false")
-      .desc("a twisted torus: k x k x 2k, k x 2k x 2k or k x 2k (docs/topology.md)");
   t.param("pod.link_latency", KeyType::kUint)
       .range(1, 64)
       .units("cycles")
@@ -143,11 +140,6 @@ void chip_and_pod_keys(ConfigKeys& t) {
       .units("bytes")
       .default_val("a memory row")
       .desc("bytes a link carries per cycle: divides the memory row into 1 to 15 beats");
-  t.param("pod.link_cycles_per_flit", KeyType::kUint)
-      .range(1, 15)
-      .units("cycles")
-      .default_val("from link_width_bytes")
-      .desc("cycles a link takes per flit (a memory row), any chip; not with link_width_bytes");
   t.param("pod.host_bytes_per_cycle", KeyType::kUint)
       .range(1, 64)
       .units("bytes")
@@ -195,18 +187,6 @@ void train_keys(ConfigKeys& t) {
       .range(1, 64)
       .default_val(std::to_string(d.grad_pieces))
       .desc("the first layer's gradient all-reduced in this many pieces");
-  t.param("train.mesh", KeyType::kString)
-      .desc("axes data, model, stage over the pod's dimensions, x first, e.g. "
-            "\"data=1,stage=4\" (default: data parallel over every chip)");
-  t.param("train.stages", KeyType::kString)
-      .desc("the layers of each pipeline stage, e.g. \"0-1,2-3\" (default: equal stages)");
-  t.param("train.microbatches", KeyType::kUint)
-      .range(1, 4096)
-      .default_val(std::to_string(d.microbatches))
-      .desc("micro-batches per step and data replica (pipeline)");
-  t.param("train.schedule", KeyType::kString)
-      .default_val(d.schedule)
-      .desc("pipeline schedule: gpipe, 1f1b or interleaved:V (V model chunks per stage)");
 }
 
 void fault_keys(ConfigKeys& t) {

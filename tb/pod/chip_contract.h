@@ -44,24 +44,6 @@ inline ChipCmd cmd_dma(DmaDir dir, bool bf16, uint32_t mem_row, uint32_t rows, u
   c.stride = stride;
   return c.encode();
 }
-// Indexed DMA (docs/isa.md, DMA_IDX): for j = 0 .. ids-1, table row list[j] (seg_bytes bytes at
-// table + list[j] * seg_bytes; list[j] is the int32 in lane j % Lanes of VMEM row idx_row +
-// j / Lanes) <-> the seg_bytes / piece memory rows from mem_row + j * (seg_bytes / piece).
-// Gather: HBM -> VMEM; scatter: VMEM -> HBM. Every id must be below table_rows (ErrIdxRange).
-inline ChipCmd cmd_dma_idx(bool scatter, bool bf16, uint32_t mem_row, uint32_t ids,
-                           uint32_t seg_bytes, uint32_t table, uint32_t idx_row,
-                           uint32_t table_rows) {
-  CmdDmaIdx c;
-  c.scatter = scatter ? 1u : 0u;
-  c.bf16 = bf16 ? 1u : 0u;
-  c.mem_row = mem_row;
-  c.rows = ids;
-  c.seg_bytes = seg_bytes;
-  c.hbm_addr = table;
-  c.idx_row = idx_row;
-  c.table_rows = table_rows;
-  return c.encode();
-}
 // Weight rows from VMEM rows row, row + stride, ... (stride 0 means 1); transpose: the tile
 // goes in transposed (lane j of tile row i is weight row j, column i).
 inline ChipCmd cmd_loadw(uint32_t vmem_row, uint32_t stride = 1, bool transpose = false) {
@@ -133,27 +115,6 @@ inline ChipCmd cmd_vpu(const VpuCmdArgs& a) {
     c.sig = 1;
     c.sig_counter = static_cast<uint32_t>(a.sig_counter);
   }
-  return c.encode();
-}
-
-// VROW (docs/isa.md "VROW"): `rows` logical rows of `beats` memory rows of one memory, beat j of
-// row r at x_row + r * row_stride + j * beat_stride (0 means 1). red_sum / red_max: one value
-// per row, packed L to a row from dst_row (lane r mod L of row dst_row + r / L); any other op of
-// tpu_vpu: y per row (lane r mod L of row y_row + r / L, broadcast), the results at the x rows'
-// offsets from dst_row.
-inline ChipCmd cmd_vrow(VpuOp op, Mem mem, uint32_t x_row, uint32_t rows, uint32_t beats,
-                        uint32_t beat_stride, uint32_t row_stride, uint32_t y_row,
-                        uint32_t dst_row) {
-  CmdVrow c;
-  c.vop = static_cast<uint32_t>(op);
-  c.x_mem = c.y_mem = c.dst_mem = static_cast<uint32_t>(mem);
-  c.x_row = x_row;
-  c.rows = rows;
-  c.beats = beats;
-  c.beat_stride = beat_stride;
-  c.row_stride = row_stride;
-  c.y_row = y_row;
-  c.dst_row = dst_row;
   return c.encode();
 }
 

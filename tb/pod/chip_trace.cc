@@ -75,7 +75,6 @@ void ChipTraceRec::on_cycle(uint64_t t, const ChipTracePort& p) {
     if (!labels_.empty() && labels_.front().first <= idx) e.label = labels_.front().second;
     switch (static_cast<ChipOp>(p.op)) {
       case ChipOp::kDma:
-      case ChipOp::kDmaIdx:  // the DMA engine's queue: done in order with the DMAs
         e.unit = TraceUnit::kDma;
         pending_[0].push_back(std::move(e));
         break;
@@ -88,7 +87,6 @@ void ChipTraceRec::on_cycle(uint64_t t, const ChipTracePort& p) {
         pending_[2].push_back(std::move(e));
         break;
       case ChipOp::kVpu:
-      case ChipOp::kVrow:  // the VPU unit's row-wise command
         e.unit = TraceUnit::kVpu;
         pending_[3].push_back(std::move(e));
         break;

@@ -13,8 +13,6 @@
 #include <thread>
 #include <tuple>
 
-#include "tpu/twisted_torus.h"
-
 namespace tpu {
 
 namespace {
@@ -311,25 +309,6 @@ std::string HostAgent::describe_copies() const {
 // ---------------------------------------------------------------------------------------------
 // PodCore
 // ---------------------------------------------------------------------------------------------
-namespace {
-// Cycles a link takes per flit (a row of `row` bytes): from link_gap, or from link_width (which
-// must divide the row into 1 to 15 beats), else 1. The link's pacing counter has 4 bits.
-unsigned link_gap_of(const PodParams& p, unsigned row) {
-  if (p.link_gap != 0) {
-    if (p.link_width != 0 || p.link_gap > 15)
-      throw std::invalid_argument("pod: link gap " + std::to_string(p.link_gap) +
-                                  " cycles per flit must be from 1 to 15, link width unset");
-    return p.link_gap;
-  }
-  if (p.link_width == 0) return 1;
-  if (row % p.link_width != 0 || row / p.link_width > 15)
-    throw std::invalid_argument("pod: link width " + std::to_string(p.link_width) +
-                                " bytes must divide the " + std::to_string(row) +
-                                "-byte row of chip " + p.variant + " into 1 to 15 beats");
-  return row / p.link_width;
-}
-}  // namespace
-
 PodCore::PodCore(const PodParams& p, std::vector<int> owned) : p_(p) {
   p_.topo.validate();
   if (p_.link_latency == 0) throw std::invalid_argument("pod: link_latency must be >= 1 cycle");
@@ -367,24 +346,26 @@ PodCore::PodCore(const PodParams& p, std::vector<int> owned) : p_(p) {
   const ChipDut& first = *chips_[static_cast<std::size_t>(order_[0])];
   words_ = first.flit_words();
   const unsigned row = first.shape().cols * 4;
-  gap_ = link_gap_of(p_, row);
+  if (p_.link_width != 0) {
+    if (row % p_.link_width != 0 || row / p_.link_width > 15)
+      throw std::invalid_argument("pod: link width " + std::to_string(p_.link_width) +
+                                  " bytes must divide the " + std::to_string(row) +
+                                  "-byte row of chip " + p_.variant + " into 1 to 15 beats");
+    gap_ = row / p_.link_width;
+  }
   std::array<int, 3> k{}, me{};
   std::array<bool, 3> wrap{};
   for (int d = 0; d < 3; ++d) {
     k[d] = p_.topo.extent(d);
     wrap[d] = p_.topo.wraps(d);
   }
-  // A twisted torus (docs/topology.md): its wrap links land half a ring further along the
-  // dimensions they twist into; the routers route by the same bits (ici_topo_t.twist).
-  const unsigned twist = p_.twist ? twist_bits(p_.topo) : 0u;  // throws naming the rule
-  const TorusShape tshape{k, twist};
   // Every link of the topology is numbered (the same numbers in every process); a link is built
   // where one of its ends is.
   for (int i = 0; i < n; ++i) {
     const PodCoord c = p_.topo.coord(i);
     for (int d = 0; d < 3; ++d) me[d] = c[d];
     if (owns(i)) {
-      chips_[i]->set_ici_config(me, k, wrap, gap_, twist);
+      chips_[i]->set_ici_config(me, k, wrap, gap_);
       // The link layer's replay time-out: an ACK comes back 2L + 1 cycles after its flit left;
       // after a replay starts, its first flit may wait for the wire up to gap - 1 cycles.
       chips_[i]->set_ici_replay_timeout(2 * p_.link_latency + gap_ + 8);
@@ -399,7 +380,6 @@ PodCore::PodCore(const PodParams& p, std::vector<int> owned) : p_(p) {
           nb[d] = (nb[d] + k[d]) % k[d];
         }
         const int dir = 2 * d + s;
-        if (twist) nb = torus_neighbour(tshape, {c[0], c[1], c[2]}, dir);
         const int j = p_.topo.id(nb);
         link_rx_.push_back(j);
         link_ids_.push_back({i, dir, 0});
