@@ -949,39 +949,25 @@ module tpu_chip
       ("%m: HostRspHeld_A failed"))
   // The host port's payloads stable while they wait. Immediate, at the clock edge, against a
   // copy taken only while a beat waits: as concurrent $stable checks a verilated model sampled
-  // and copied both whole payloads (a 64-byte line each) at every eval() (docs/scale.md).
-  typedef struct packed {
-    logic write;
-    logic [31:0] addr;
-    logic [6:0] tag;
-    hbm_data_t data;
-  } host_req_sva_t;
-  typedef struct packed {
-    logic write;
-    logic [6:0] tag;
-    hbm_data_t data;
-    hbm_word_mask_t ue;
-  } host_rsp_sva_t;
-  host_req_sva_t host_req_now, host_req_held_q;
-  host_rsp_sva_t host_rsp_now, host_rsp_held_q;
+  // and copied both whole payloads (a 64-byte line each) at every eval() (docs/scale.md). The
+  // request as the controller's port sees it (`host_req`), the response as the host is shown it
+  // (`ctrl_rsp[hsel]`, whose tag bit 7 is 1 while it is valid).
+  hbm_req_t host_req_held_q;
+  hbm_rsp_t host_rsp_held_q;
   logic host_req_wait_q, host_rsp_wait_q;
-  assign host_req_now = '{write: hm_req_write_i, addr: hm_req_addr_i, tag: hm_req_tag_i,
-                          data: hm_req_data_i};
-  assign host_rsp_now = '{write: hm_rsp_write_o, tag: hm_rsp_tag_o, data: hm_rsp_data_o,
-                          ue: hm_rsp_ue_o};
   always_ff @(posedge clk_i) begin
     if (rst_ni && host_req_wait_q) begin
-      `TPU_ASSERT_I(HostReqStable_A, host_req_now == host_req_held_q,
+      `TPU_ASSERT_I(HostReqStable_A, host_req == host_req_held_q,
           ("tpu_chip: HostReqStable_A failed: the host request changed while not ready"))
     end
     if (rst_ni && host_rsp_wait_q) begin
-      `TPU_ASSERT_I(HostRspStable_A, host_rsp_now == host_rsp_held_q,
+      `TPU_ASSERT_I(HostRspStable_A, ctrl_rsp[hsel] == host_rsp_held_q,
           ("tpu_chip: HostRspStable_A failed: the host response changed while not ready"))
     end
     host_req_wait_q <= hm_req_valid_i && !hm_req_ready_o;
     host_rsp_wait_q <= hm_rsp_valid_o && !hm_rsp_ready_i;
-    if (hm_req_valid_i && !hm_req_ready_o) host_req_held_q <= host_req_now;
-    if (hm_rsp_valid_o && !hm_rsp_ready_i) host_rsp_held_q <= host_rsp_now;
+    if (hm_req_valid_i && !hm_req_ready_o) host_req_held_q <= host_req;
+    if (hm_rsp_valid_o && !hm_rsp_ready_i) host_rsp_held_q <= ctrl_rsp[hsel];
   end
   `TPU_ASSERT(HostOutNoWrap_A,
       !(host_rsp_fire && !host_req_fire && host_out_q == '0) &&
