@@ -162,11 +162,19 @@ module tpu_chip
   cmd_loadw_t    c_lw;
   cmd_matmul_t   c_mm;
   cmd_vpu_t      c_vpu;
+  cmd_vrow_t     c_row;  // VROW: the VPU unit's row-wise command (its fields overlay VPU's)
+  logic          vpu_row;
   cmd_ici_send_t c_send;
   cmd_ici_wait_t c_wait;
   assign c_lw   = cmd_loadw_t'(head);
   assign c_mm   = cmd_matmul_t'(head);
   assign c_vpu  = cmd_vpu_t'(head);
+  assign c_row  = cmd_vrow_t'(head);
+  assign vpu_row = head.op == OpVrow;
+  logic unused_row;  // (VROW's other fields sit where VPU's do: the unit takes those from c_vpu)
+  assign unused_row = ^{c_row.rsvd_125, c_row.vop, c_row.dst_row, c_row.y_row, c_row.rows,
+                        c_row.x_row, c_row.dst_mem, c_row.rsvd_14, c_row.y_mem, c_row.x_mem,
+                        c_row.rsvd_4, c_row.op};
   assign c_send = cmd_ici_send_t'(head);
   assign c_wait = cmd_ici_wait_t'(head);
   logic       dma_start, dma_ready, dma_done, dma_busy, dma_ecc_err;
@@ -439,21 +447,25 @@ module tpu_chip
     .start_i   (vpu_start),
     .ready_o   (vpu_ready),
     .op_i      (tpu_pkg::vpu_op_e'(c_vpu.vop)),
-    .src_bf16_i(c_vpu.src_bf16),
-    .dst_bf16_i(c_vpu.dst_bf16),
+    .src_bf16_i(vpu_row ? 3'b000 : c_vpu.src_bf16),
+    .dst_bf16_i(!vpu_row && c_vpu.dst_bf16),
     .x_mem_i   (c_vpu.x_mem),
     .x_row_i   (c_vpu.x_row),
     .y_mem_i   (c_vpu.y_mem),
     .y_row_i   (c_vpu.y_row),
-    .y_bcast_i (c_vpu.y_bcast),
+    .y_bcast_i (!vpu_row && c_vpu.y_bcast),
     .dst_mem_i (c_vpu.dst_mem),
     .dst_row_i (c_vpu.dst_row),
     .dst_stride_i(c_vpu.dst_stride),
     .rows_i    (c_vpu.rows),
-    .x_wait_i  (c_vpu.x_wait),
+    .x_wait_i  (!vpu_row && c_vpu.x_wait),
     .x_cnt_i   (c_vpu.x_counter[$clog2(IciNumCnt)-1:0]),
-    .sig_i     (c_vpu.sig),
+    .sig_i     (!vpu_row && c_vpu.sig),
     .sig_cnt_i (c_vpu.sig_counter[$clog2(IciNumCnt)-1:0]),
+    .row_i     (vpu_row),
+    .beats_i   (c_row.beats),
+    .beat_stride_i(c_row.beat_stride),
+    .row_stride_i(c_row.row_stride),
     .done_o    (vpu_done),
     .busy_o    (vpu_busy),
     .rows_wait_o(vpu_rows_wait),

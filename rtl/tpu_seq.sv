@@ -198,12 +198,14 @@ module tpu_seq
   cmd_loadw_t    h_lw;
   cmd_matmul_t   h_mm;
   cmd_vpu_t      h_vpu;
+  cmd_vrow_t     h_row;
   cmd_ici_send_t h_send;
   cmd_ici_wait_t h_wait;
   assign h_dma  = cmd_dma_t'(head);
   assign h_lw   = cmd_loadw_t'(head);
   assign h_mm   = cmd_matmul_t'(head);
   assign h_vpu  = cmd_vpu_t'(head);
+  assign h_row  = cmd_vrow_t'(head);
   assign h_send = cmd_ici_send_t'(head);
   assign h_wait = cmd_ici_wait_t'(head);
   // Not read here: fields only the units use (bf16 flags, tie hint, wait value), reserved bits
@@ -213,13 +215,15 @@ module tpu_seq
                              h_lw.transpose,
                              h_lw.op, h_mm.rsvd_80, h_mm.rsvd_5, h_mm.op, h_vpu.rsvd_125,
                              h_vpu.rsvd_4, h_vpu.rsvd_98, h_vpu.src_bf16, h_vpu.dst_bf16, h_vpu.op,
+                             h_row.rsvd_125, h_row.rsvd_14, h_row.rsvd_4, h_row.op,
                              h_send.rsvd_104, h_send.rsvd_92, h_send.early_head,
                              h_send.rsvd_76, h_send.rsvd_8, h_send.tie, h_send.op, h_wait.rsvd_96,
                              h_wait.value, h_wait.rsvd_32, h_wait.rsvd_4, h_wait.op};
 
   always_comb begin
     logic        wr_hbm;
-    logic [31:0] piece, count, total, ny, hbm_bits;
+    logic [31:0] piece, count, total, ny, hbm_bits, rspan, rpk;
+    logic        rred;
     logic [63:0] hbm_end;
     rd0 = '0;
     rd1 = '0;
@@ -233,6 +237,12 @@ module tpu_seq
     hbm_bits = h_dma.hbm_addr | h_dma.stride | 32'(h_dma.seg_bytes);
     wr_hbm = (h_dma.dir == DmaVmemToHbm) || (h_dma.dir == DmaAmemToHbm);
     ny     = h_vpu.y_bcast ? 32'd1 : 32'(h_vpu.rows);
+    // VROW: the rows from x_row its beats span, and its packed rows (one lane per logical row)
+    rred   = tpu_vpu_pkg::vpu_op_is_red(tpu_pkg::vpu_op_e'(h_row.vop));
+    rspan  = (h_row.rows == '0 || h_row.beats == '0) ? 32'd0 :
+             span(32'(h_row.rows), h_row.row_stride) - 32'd1 +
+             span(32'(h_row.beats), h_row.beat_stride);
+    rpk    = (32'(h_row.rows) + Lanes - 1) / Lanes;
     unique case (head.op)
       OpNop, OpFence, OpHalt: ;
       OpDma: begin
@@ -287,6 +297,20 @@ module tpu_seq
         rd0 = mk_range(h_vpu.x_mem, h_vpu.x_row, 32'(h_vpu.rows));
         rd1 = mk_range(h_vpu.y_mem, h_vpu.y_row, ny);
         wr  = mk_range(h_vpu.dst_mem, h_vpu.dst_row, span(32'(h_vpu.rows), h_vpu.dst_stride));
+      end
+      OpVrow: begin
+        if (h_row.rows == '0 || h_row.beats == '0 ||
+            !tpu_vpu_pkg::vpu_op_vector(tpu_pkg::vpu_op_e'(h_row.vop)))
+          chk = ErrBadField;
+        else if (!range_ok(h_row.x_row, rspan, h_row.x_mem ? AmemRows : VmemRows))
+          chk = h_row.x_mem ? ErrAmemRange : ErrVmemRange;
+        else if (!rred && !range_ok(h_row.y_row, rpk, h_row.y_mem ? AmemRows : VmemRows))
+          chk = h_row.y_mem ? ErrAmemRange : ErrVmemRange;
+        else if (!range_ok(h_row.dst_row, rred ? rpk : rspan, h_row.dst_mem ? AmemRows : VmemRows))
+          chk = h_row.dst_mem ? ErrAmemRange : ErrVmemRange;
+        rd0 = mk_range(h_row.x_mem, h_row.x_row, rspan);
+        if (!rred) rd1 = mk_range(h_row.y_mem, h_row.y_row, rpk);
+        wr  = mk_range(h_row.dst_mem, h_row.dst_row, rred ? rpk : rspan);
       end
       OpIciSend: begin
         // The destination rows are checked against this chip's memory: every chip of a pod is
@@ -403,7 +427,7 @@ module tpu_seq
         unique case (head.op)
           OpDma:    can_issue = dma_ready_i && !sb_valid_q[dma_slot] && !hazard;
           OpLoadW:  can_issue = lw_ready_i && !sb_valid_q[LwSlot] && !hazard;
-          OpVpu:    can_issue = vpu_ready_i && !sb_valid_q[vpu_slot] && !hazard;
+          OpVpu, OpVrow: can_issue = vpu_ready_i && !sb_valid_q[vpu_slot] && !hazard;
           OpMatmul: can_issue = mm_ready_i && !sb_valid_q[mm_slot] && !hazard;
           OpIciSend: can_issue = ici_ready_i && !sb_valid_q[ici_slot] && !hazard;
           OpIciWait: can_issue = wait_ok_i;
@@ -427,7 +451,7 @@ module tpu_seq
               {sb_rd0_d[LwSlot], sb_rd1_d[LwSlot], sb_wr_d[LwSlot]} = {rd0, rd1, wr};
               wt_pending_d = wt_pending_q + 1'b1;
             end
-            OpVpu: begin
+            OpVpu, OpVrow: begin
               vpu_start_o = 1'b1;
               sb_valid_d[vpu_slot] = 1'b1;
               {sb_rd0_d[vpu_slot], sb_rd1_d[vpu_slot], sb_wr_d[vpu_slot]} = {rd0, rd1, wr};

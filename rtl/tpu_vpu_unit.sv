@@ -5,6 +5,13 @@
 // is set: a bias), z = -0, and the destination rows dst_row + r * dst_stride in dst_mem;
 // src_bf16/dst_bf16 as in tpu_vpu.
 // Row r: dst[dst_row + r * dst_stride] = op(x[x_row + r], y[y_row + (y_bcast ? 0 : r)]).
+// A VROW command (row_i, docs/isa.md "VROW") works on logical rows of `beats` memory rows:
+// logical row r's beat j is memory row x_row + r * row_stride + j * beat_stride (an offset o
+// from x_row). A reduction (red_sum, red_max) feeds each logical row to tpu_vpu as one group
+// and packs the results: r's result goes to lane r mod Lanes of row dst_row + r / Lanes, which is
+// written once its last lane (or the command's last row) is in, the lanes past the last row +0.
+// Any other op reads y per logical row: lane r mod Lanes of y row y_row + r / Lanes, broadcast
+// over the lanes, and writes dst_row + o. VPU commands are VROWs of one beat a row at stride 1.
 // x_wait: the x rows arrive over ICI; row r goes in only once ICI counter x_cnt is >= 1
 // (cnt_avail_i) and takes 1 off it (cnt_take_o), so a reduction runs as its rows land (the
 // counter counts rows as they are written, in order). sig: each destination row adds 1 to ICI
@@ -61,6 +68,10 @@ module tpu_vpu_unit
   input  logic [CntW-1:0]     x_cnt_i,
   input  logic                sig_i,         // signal each written row
   input  logic [CntW-1:0]     sig_cnt_i,
+  input  logic                row_i,         // a VROW command: the three fields below
+  input  logic [7:0]          beats_i,       // memory rows per logical row (1..)
+  input  logic [15:0]         beat_stride_i, // rows between a logical row's beats (0 means 1)
+  input  logic [15:0]         row_stride_i,  // rows between logical rows (0 means 1)
   output logic                done_o,
   output logic                busy_o,
   output logic                rows_wait_o,   // no row goes in, and the oldest command waits for
@@ -106,6 +117,10 @@ module tpu_vpu_unit
     logic [CntW-1:0] x_cnt;
     logic        sig;
     logic [CntW-1:0] sig_cnt;
+    logic        row;
+    logic [7:0]  beats;
+    logic [15:0] beat_stride;
+    logic [15:0] row_stride;
   } vcmd_t;
 
   // Slot 0 holds the oldest command; held commands are packed from slot 0 and move down a slot
@@ -122,12 +137,30 @@ module tpu_vpu_unit
   logic [15:0] fed_d [Slots];
   logic [15:0] ptr_q [Slots];
   logic [15:0] ptr_d [Slots];
+  // VROW position of each slot: the beat j of its logical row fed_q, the offset of that row's
+  // first beat (base_q) and of the beat (off_q) from x_row.
+  logic [7:0]  beat_q [Slots];
+  logic [7:0]  beat_d [Slots];
+  logic [15:0] base_q [Slots];
+  logic [15:0] base_d [Slots];
+  logic [15:0] off_q [Slots];
+  logic [15:0] off_d [Slots];
   logic [SlotW-1:0] sel;
   logic [15:0] sel_fed;
   logic [NumW-1:0]  held, kept;
   logic [15:0] wr_addr_q, wr_addr_d;
   logic        wr_mem_q, wr_mem_d, wr_sig_q, wr_sig_d;
   logic [CntW-1:0] wr_sig_cnt_q, wr_sig_cnt_d;
+  // A reduction's result rides beside it too: its lane of the packed row and whether that row
+  // is written now (its last lane, or the command's last row); pk_q holds the lanes before it.
+  localparam int unsigned LaneW = $clog2(Lanes);
+  logic             wr_red_q, wr_red_d, wr_flush_q, wr_flush_d;
+  logic [LaneW-1:0] wr_lane_q, wr_lane_d;
+  tpu_pkg::f32_t [Lanes-1:0] pk_q, pk_d, pk_row;
+  logic             sel_red, sel_last, out_write;
+  logic [7:0]       sel_beat;
+  logic [15:0]      sel_off;
+  tpu_pkg::f32_t    y_lane;
 
   logic             in_valid, in_ready, in_fire, out_valid, out_scalar, idle;
   logic [Slots-1:0] fin;  // every row fed (the last one's write at most a cycle behind)
@@ -146,7 +179,10 @@ module tpu_vpu_unit
                      y_mem: y_mem_i, y_bcast: y_bcast_i, dst_mem: dst_mem_i, x_row: x_row_i,
                      y_row: y_row_i, dst_row: dst_row_i,
                      dst_stride: (dst_stride_i == '0) ? 16'd1 : dst_stride_i, rows: rows_i,
-                     x_wait: x_wait_i, x_cnt: x_cnt_i, sig: sig_i, sig_cnt: sig_cnt_i};
+                     x_wait: x_wait_i, x_cnt: x_cnt_i, sig: sig_i, sig_cnt: sig_cnt_i,
+                     row: row_i, beats: row_i ? beats_i : 8'd1,
+                     beat_stride: (!row_i || beat_stride_i == '0) ? 16'd1 : beat_stride_i,
+                     row_stride: (!row_i || row_stride_i == '0) ? 16'd1 : row_stride_i};
 
   // Which slot feeds a row: the oldest that can. A slot can when it has rows to go and its x row
   // is there, and no older slot with rows to go shares its x counter or its sig counter.
@@ -166,12 +202,13 @@ module tpu_vpu_unit
     end
     sel = '0;
     for (int k = Slots - 1; k >= 0; k--) if (can[k]) sel = SlotW'(k);
-    sel_cmd = cmd_q[sel];
-    sel_fed = fed_q[sel];
+    sel_cmd  = cmd_q[sel];
+    sel_fed  = fed_q[sel];
+    sel_beat = beat_q[sel];
+    sel_off  = off_q[sel];
   end
-
-  logic unused_bits;
-  assign unused_bits = ^sel_cmd.dst_row;  // the slot's ptr_q starts there and moves on
+  assign sel_red  = vpu_op_is_red(sel_cmd.op);
+  assign sel_last = sel_beat == sel_cmd.beats - 8'd1;
 
   for (genvar k = 0; k < Slots; k++) begin : gen_cnt_id
     assign cnt_id_o[k] = cmd_q[k].x_cnt;
@@ -181,15 +218,19 @@ module tpu_vpu_unit
   assign cnt_take_id_o = sel_cmd.x_cnt;
   assign rows_wait_o   = !in_valid && v_q[0] && !fin[0] && cmd_q[0].x_wait;
   // the row's write: its sig rides beside it
-  assign sig_o      = (out_valid && wr_sig_q) || (xc_out && xc_sig);
+  assign sig_o      = (out_write && wr_sig_q) || (xc_out && xc_sig);
   assign sig_cnt_o  = xc_out ? xc_sig_cnt : wr_sig_cnt_q;
   assign in_fire  = in_valid && in_ready;
   assign x_mem_o  = sel_cmd.x_mem;
   assign y_mem_o  = sel_cmd.y_mem;
-  assign x_addr_o = MemAddrW'(sel_cmd.x_row + sel_fed);
-  assign y_addr_o = MemAddrW'(sel_cmd.y_bcast ? sel_cmd.y_row : sel_cmd.y_row + sel_fed);
+  assign x_addr_o = MemAddrW'(sel_cmd.x_row + sel_off);
+  assign y_addr_o = MemAddrW'(sel_cmd.row ? sel_cmd.y_row + (sel_fed >> LaneW) :
+                              sel_cmd.y_bcast ? sel_cmd.y_row : sel_cmd.y_row + sel_fed);
   assign x        = sel_cmd.x_mem ? x_amem_i : x_vmem_i;
-  assign y        = sel_cmd.y_mem ? y_amem_i : y_vmem_i;
+  // (a VROW's y: its logical row's lane of the packed row, in every lane)
+  assign y_lane   = sel_cmd.y_mem ? y_amem_i[32*sel_fed[LaneW-1:0] +: 32] :
+                                    y_vmem_i[32*sel_fed[LaneW-1:0] +: 32];
+  assign y        = sel_cmd.row ? {Lanes{y_lane}} : sel_cmd.y_mem ? y_amem_i : y_vmem_i;
   assign z        = {Lanes{tpu_vpu_pkg::F32_NEG_ZERO}};
 
   tpu_vpu #(
@@ -202,8 +243,8 @@ module tpu_vpu_unit
     .in_op_i      (sel_cmd.op),
     .in_src_bf16_i(sel_cmd.src_bf16),
     .in_dst_bf16_i(sel_cmd.dst_bf16),
-    .in_first_i   (1'b1),
-    .in_last_i    (1'b1),
+    .in_first_i   (sel_beat == '0),
+    .in_last_i    (sel_last),
     .in_mask_i    ('1),
     .in_x_i       (x),
     .in_y_i       (y),
@@ -238,10 +279,16 @@ module tpu_vpu_unit
   );
   assign {xc_sig_cnt, xc_sig, xc_mem, xc_addr} = xc_tag;
 
-  assign vmem_we_o = (out_valid && !wr_mem_q) || (xc_out && !xc_mem);
-  assign amem_we_o = (out_valid && wr_mem_q) || (xc_out && xc_mem);
+  // A reduction's result goes into the packed row; the row is written with its last lane.
+  always_comb begin
+    pk_row = pk_q;
+    pk_row[wr_lane_q] = out_data[0];
+  end
+  assign out_write = out_valid && (!wr_red_q || wr_flush_q);
+  assign vmem_we_o = (out_write && !wr_mem_q) || (xc_out && !xc_mem);
+  assign amem_we_o = (out_write && wr_mem_q) || (xc_out && xc_mem);
   assign wr_addr_o = MemAddrW'(xc_out ? xc_addr : wr_addr_q);
-  assign wr_data_o = xc_out ? xc_data : out_data;
+  assign wr_data_o = xc_out ? xc_data : wr_red_q ? pk_row : out_data;
   // (in the cycle its last row is written, or later: rows in the transcendental lanes' first
   // four stages, of any command, hold it back)
   assign done_o    = v_q[0] && fin[0] && !xc_pend;
@@ -259,26 +306,49 @@ module tpu_vpu_unit
       cmd_d[k] = cmd_q[k];
       fed_d[k] = fed_q[k];
       ptr_d[k] = ptr_q[k];
+      beat_d[k] = beat_q[k];
+      base_d[k] = base_q[k];
+      off_d[k]  = off_q[k];
     end
     wr_addr_d = wr_addr_q;
     wr_mem_d  = wr_mem_q;
     wr_sig_d  = 1'b0;
     wr_sig_cnt_d = wr_sig_cnt_q;
+    wr_red_d   = wr_red_q;
+    wr_lane_d  = wr_lane_q;
+    wr_flush_d = wr_flush_q;
+    pk_d       = pk_q;
+    if (out_valid && wr_red_q) pk_d = wr_flush_q ? '0 : pk_row;
     if (in_fire && !sel_xc) begin  // (a transcendental row's destination rides in its tag)
-      wr_addr_d = ptr_q[sel];
+      wr_addr_d = !sel_cmd.row ? ptr_q[sel] :
+                  sel_red ? sel_cmd.dst_row + (sel_fed >> LaneW) : sel_cmd.dst_row + sel_off;
       wr_mem_d  = sel_cmd.dst_mem;
       wr_sig_d  = sel_cmd.sig;
       wr_sig_cnt_d = sel_cmd.sig_cnt;
+      wr_red_d   = sel_red;
+      wr_lane_d  = sel_fed[LaneW-1:0];
+      wr_flush_d = (sel_fed[LaneW-1:0] == LaneW'(Lanes - 1)) || (sel_fed + 1'b1 == sel_cmd.rows);
     end
     if (in_fire) begin
-      fed_d[sel] = sel_fed + 1'b1;
-      ptr_d[sel] = ptr_q[sel] + sel_cmd.dst_stride;
+      if (sel_last) begin  // the logical row's last beat: on to the next row
+        fed_d[sel]  = sel_fed + 1'b1;
+        ptr_d[sel]  = ptr_q[sel] + sel_cmd.dst_stride;
+        beat_d[sel] = '0;
+        base_d[sel] = base_q[sel] + sel_cmd.row_stride;
+        off_d[sel]  = base_q[sel] + sel_cmd.row_stride;
+      end else begin
+        beat_d[sel] = sel_beat + 1'b1;
+        off_d[sel]  = sel_off + sel_cmd.beat_stride;
+      end
     end
     if (done_o) begin  // the oldest command leaves: the others move down a slot
       for (int unsigned k = 0; k + 1 < Slots; k++) begin
         cmd_d[k] = cmd_d[k + 1];
         fed_d[k] = fed_d[k + 1];
         ptr_d[k] = ptr_d[k + 1];
+        beat_d[k] = beat_d[k + 1];
+        base_d[k] = base_d[k + 1];
+        off_d[k]  = off_d[k + 1];
       end
     end
     for (int unsigned k = 0; k < Slots; k++) v_d[k] = NumW'(k) < kept;
@@ -286,6 +356,9 @@ module tpu_vpu_unit
       cmd_d[kept[SlotW-1:0]] = new_cmd;
       fed_d[kept[SlotW-1:0]] = '0;
       ptr_d[kept[SlotW-1:0]] = new_cmd.dst_row;
+      beat_d[kept[SlotW-1:0]] = '0;
+      base_d[kept[SlotW-1:0]] = '0;
+      off_d[kept[SlotW-1:0]]  = '0;
       v_d[kept[SlotW-1:0]]   = 1'b1;
     end
   end
@@ -296,8 +369,15 @@ module tpu_vpu_unit
         cmd_q[k] <= '0;
         fed_q[k] <= '0;
         ptr_q[k] <= '0;
+        beat_q[k] <= '0;
+        base_q[k] <= '0;
+        off_q[k]  <= '0;
       end
       v_q       <= '0;
+      wr_red_q   <= 1'b0;
+      wr_lane_q  <= '0;
+      wr_flush_q <= 1'b0;
+      pk_q       <= '0;
       wr_addr_q <= '0;
       wr_mem_q  <= 1'b0;
       wr_sig_q  <= 1'b0;
@@ -307,8 +387,15 @@ module tpu_vpu_unit
         cmd_q[k] <= cmd_d[k];
         fed_q[k] <= fed_d[k];
         ptr_q[k] <= ptr_d[k];
+        beat_q[k] <= beat_d[k];
+        base_q[k] <= base_d[k];
+        off_q[k]  <= off_d[k];
       end
       v_q       <= v_d;
+      wr_red_q   <= wr_red_d;
+      wr_lane_q  <= wr_lane_d;
+      wr_flush_q <= wr_flush_d;
+      pk_q       <= pk_d;
       wr_addr_q <= wr_addr_d;
       wr_mem_q  <= wr_mem_d;
       wr_sig_q  <= wr_sig_d;
@@ -324,8 +411,23 @@ module tpu_vpu_unit
       start_i |-> rows_i != '0,
       ("%m: StartHasRows_A failed: a command of no rows"))
   `TPU_ASSERT(ElementwiseOnly_A,
-      start_i |-> vpu_op_elementwise(op_i),
+      start_i && !row_i |-> vpu_op_elementwise(op_i),
       ("%m: ElementwiseOnly_A failed"))
+  `TPU_ASSERT(RowOpKnown_A,
+      start_i && row_i |-> vpu_op_vector(op_i) && beats_i != '0 && !x_wait_i && !sig_i,
+      ("%m: RowOpKnown_A failed: a VROW of an op tpu_vpu lacks, of no beats, or chained"))
+  // A reduction's packed rows are written while its x rows are still read: they must lie apart
+  // (software's rule, docs/isa.md "VROW"; the sequencer orders commands, not a command's rows).
+  `TPU_ASSERT(RedDstApart_A,
+      start_i && row_i && vpu_op_is_red(op_i) && x_mem_i == dst_mem_i |->
+      (32'(dst_row_i) + (32'(rows_i) + Lanes - 1) / Lanes <= 32'(x_row_i)) ||
+      (32'(dst_row_i) >= 32'(x_row_i) +
+       (32'(rows_i) - 1) * ((row_stride_i == '0) ? 32'd1 : 32'(row_stride_i)) +
+       (32'(beats_i) - 1) * ((beat_stride_i == '0) ? 32'd1 : 32'(beat_stride_i)) + 1),
+      ("%m: RedDstApart_A failed: a VROW reduction writes rows it still reads"))
+  `TPU_ASSERT(PackedInOrder_A,
+      out_valid && wr_red_q && !wr_flush_q |-> wr_lane_q != LaneW'(Lanes - 1),
+      ("%m: PackedInOrder_A failed: a full packed row was not written"))
   `TPU_ASSERT(SlotsPacked_A,
       (v_q & (v_q + 1'b1)) == '0,
       ("%m: SlotsPacked_A failed: held commands are not packed from slot 0"))
@@ -336,7 +438,7 @@ module tpu_vpu_unit
       in_valid |-> in_ready,
       ("%m: VpuNeverStalls_A failed: a row's destination would no longer ride beside it"))
   `TPU_ASSERT(NoScalarOut_A,
-      out_valid |-> !out_scalar,
+      out_valid |-> out_scalar == wr_red_q,
       ("%m: NoScalarOut_A failed"))
   `TPU_ASSERT(OneWriterACycle_A,
       !(out_valid && xc_out),

@@ -1,5 +1,6 @@
 #include "tpu/vector.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -237,6 +238,53 @@ float vector_reduce(VpuOp op, const std::vector<float>& v, std::size_t lanes) {
     acc[i % lanes] = reduction_step(op, acc[i % lanes], v[i]);
   }
   return reduce_tree(op, std::move(acc));
+}
+
+namespace {
+
+// Memory row `row` of the memory a field names (0 VMEM, 1 AMEM), checked to lie inside it.
+uint32_t* vrow_mem_row(std::vector<uint32_t>& vmem, std::vector<uint32_t>& amem, uint32_t mem,
+                       uint64_t row, std::size_t lanes) {
+  std::vector<uint32_t>& m = mem ? amem : vmem;
+  if ((row + 1) * lanes > m.size())
+    throw std::invalid_argument("vrow_golden: row " + std::to_string(row) + " is outside " +
+                                (mem ? "AMEM" : "VMEM"));
+  return m.data() + row * lanes;
+}
+
+}  // namespace
+
+void vrow_golden(const CmdVrow& c, std::size_t lanes, std::vector<uint32_t>& vmem,
+                 std::vector<uint32_t>& amem) {
+  const auto op = static_cast<VpuOp>(c.vop);
+  if (c.rows == 0 || c.beats == 0 || c.vop >= kVpuOpCount || vpu_op_is_xcend(op) ||
+      !is_power_of_two_lanes(lanes))
+    throw std::invalid_argument("vrow_golden: a field the chip refuses (bad_field)");
+  const uint64_t bs = c.beat_stride ? c.beat_stride : 1, rs = c.row_stride ? c.row_stride : 1;
+  auto row = [&](uint32_t mem, uint64_t r) { return vrow_mem_row(vmem, amem, mem, r, lanes); };
+  if (vpu_op_is_reduction(op)) {
+    std::vector<uint32_t> packed((c.rows + lanes - 1) / lanes * lanes, 0u);
+    std::vector<float> v(c.beats * lanes);
+    for (uint32_t r = 0; r < c.rows; ++r) {
+      for (uint32_t j = 0; j < c.beats; ++j) {
+        const uint32_t* x = row(c.x_mem, c.x_row + r * rs + j * bs);
+        for (std::size_t l = 0; l < lanes; ++l) v[j * lanes + l] = f32_from_bits(x[l]);
+      }
+      packed[r] = f32_bits(vector_reduce(op, v, lanes));
+    }
+    for (std::size_t p = 0; p < packed.size() / lanes; ++p)
+      std::copy_n(packed.data() + p * lanes, lanes, row(c.dst_mem, c.dst_row + p));
+    return;
+  }
+  for (uint32_t r = 0; r < c.rows; ++r) {
+    const uint32_t y = row(c.y_mem, c.y_row + r / lanes)[r % lanes];
+    for (uint32_t j = 0; j < c.beats; ++j) {
+      const uint64_t off = r * rs + j * bs;
+      std::vector<uint32_t> x(row(c.x_mem, c.x_row + off), row(c.x_mem, c.x_row + off) + lanes);
+      uint32_t* d = row(c.dst_mem, c.dst_row + off);
+      for (std::size_t l = 0; l < lanes; ++l) d[l] = vpu_lane(op, x[l], y, 0x80000000u);
+    }
+  }
 }
 
 VpuModel::VpuModel(std::size_t lanes) : lanes_(lanes), acc_(lanes, 0.0f) {

@@ -27,6 +27,8 @@ const char* op_name(unsigned op) {
       return "MATMUL";
     case ChipOp::kVpu:
       return "VPU";
+    case ChipOp::kVrow:
+      return "VROW";
     case ChipOp::kFence:
       return "FENCE";
     case ChipOp::kHalt:
@@ -78,6 +80,17 @@ void cmd_args(const TraceEvent& e, Json& a, unsigned row_bytes) {
       a["dst"] = kMem[c.dst_mem & 1u];
       if (c.x_wait) a["x_counter"] = c.x_counter;
       if (c.sig) a["sig_counter"] = c.sig_counter;
+      break;
+    }
+    case ChipOp::kVrow: {
+      const CmdVrow c = CmdVrow::decode(e.cmd);
+      a["vpu_op"] = c.vop;
+      a["rows"] = c.rows;
+      a["beats"] = c.beats;
+      a["x_row"] = c.x_row;
+      a["y_row"] = c.y_row;
+      a["dst_row"] = c.dst_row;
+      a["dst"] = kMem[c.dst_mem & 1u];
       break;
     }
     case ChipOp::kIciSend: {

@@ -126,6 +126,10 @@ double estimate_cycles(const ChipCmd& c, const MachineInfo& mi) {
       return CmdMatmul::decode(c).rows;
     case ChipOp::kVpu:
       return CmdVpu::decode(c).rows;
+    case ChipOp::kVrow: {
+      const CmdVrow v = CmdVrow::decode(c);
+      return static_cast<double>(v.rows) * v.beats;
+    }
     case ChipOp::kIciSend: {
       const CmdIciSend x = CmdIciSend::decode(c);
       return static_cast<double>(x.count_only ? 1u : x.rows) * std::max(1u, mi.link_gap);
@@ -144,6 +148,7 @@ int unit_of(const ChipCmd& c) {
     case ChipOp::kLoadW: return 1;
     case ChipOp::kMatmul: return 2;
     case ChipOp::kVpu: return 3;
+    case ChipOp::kVrow: return 3;
     case ChipOp::kIciSend: return 4;
     default: return -1;
   }

@@ -1,13 +1,15 @@
-// VpuJob: `tpusim vpu`, one elementwise VPU op over an f32 array on one chip. The ops are the
-// contract's VpuOp values (kVpuOpCount, named by the golden's vpu_op_name) that the chip's VPU
-// command takes: every one but the reductions (the vector unit's alone) and fma (the command
-// feeds z = -0, docs/isa.md); an op reads y when the golden declares two operands for it
+// VpuJob: `tpusim vpu`, one VPU op over an f32 array on one chip. The ops are the contract's
+// VpuOp values (kVpuOpCount, named by the golden's vpu_op_name) that the chip's VPU command takes:
+// every one but the reductions and fma (the command feeds z = -0, docs/isa.md); an op reads y
+// when the golden declares two operands for it
 // (vpu_op_operands). The array (1-D or 2-D, any shape) is laid out row-major into an HBM matrix
 // of whole memory rows (zero padding, never read back), streamed through VMEM by plan_vpu_map
 // (DMA in, one VPU command per chunk, DMA out), and every result checked bit for bit against the
 // golden lane function (model/include/tpu/vector.h) with the operands the command feeds. One
 // more op is a program of several commands: gelu, transcend.h's xcend_gelu step by step (its
-// constants as broadcast y rows), checked against xcend_gelu.
+// constants as broadcast y rows), checked against xcend_gelu. The reductions (red_sum, red_max)
+// reduce each row of the array (a 1-D array is one row) with the VROW command, row by row
+// checked against vector_reduce with the chip's lanes: the result has one value per row.
 #pragma once
 
 #include <cstddef>
@@ -20,6 +22,7 @@
 
 #include "chip_config.h"
 #include "chip_driver.h"
+#include "lone_chip.h"
 #include "progress.h"
 #include "report.h"
 #include "tpu/vector.h"
@@ -32,9 +35,10 @@ struct VpuCommandOp {
   std::string name;      // the golden's snake_case name
   bool reads_y = false;  // takes --y
   bool gelu = false;     // the GELU program (op unused), not one command
+  bool reduce = false;   // a row reduction (VROW), one value per row of x
 };
 
-// The ops the command runs, in the contract's order, then gelu.
+// The ops the commands run, in the contract's order, then gelu.
 std::vector<VpuCommandOp> vpu_command_ops();
 // Their names, "add, sub, ...".
 std::string vpu_command_op_names();
@@ -68,6 +72,12 @@ class VpuJob {
 
  private:
   std::vector<float> read_operand(const std::string& flag, const std::string& path);
+  void check_reduce(const ChipShape& cs);  // a row's memory rows fit VROW and VMEM
+  // The reduction's program on `chip`: rows of x in chunks through VMEM, one VROW each.
+  std::vector<ChipCmd> plan_reduce(ChipDriver& chip, uint64_t* out_addr);
+  void attach_progress(LoneChip& chip,
+                       const std::function<void(uint64_t, uint64_t, const char*)>& progress);
+  void check_golden();  // mismatches_ and first_bad_ of got_ against want_
 
   ChipConfig cfg_;
   VpuJobOptions o_;
@@ -75,6 +85,8 @@ class VpuJob {
   std::vector<std::size_t> shape_;  // the operands' (and the result's) shape
   std::vector<float> x_, y_;
   std::size_t n_ = 0;     // elements
+  std::size_t red_rows_ = 0, red_cols_ = 0;  // a reduction: rows of x and their elements
+  uint32_t red_beats_ = 0, red_chunk_ = 0;   // memory rows per row; rows per VROW
   std::size_t cols_ = 0;  // columns of the HBM matrices (whole bursts and memory rows)
   std::vector<uint32_t> got_, want_;
   ProgramResult prog_;

@@ -36,7 +36,9 @@ int run_vpu(const VpuArgs& a) {
 std::function<int()> vpu_command(CLI::App& tool) {
   auto a = std::make_shared<VpuArgs>();
   CLI::App* cmd = tool.add_subcommand(
-      "vpu", "one elementwise VPU op over a float32 array on one chip, golden-checked");
+      "vpu",
+      "one VPU op (elementwise, or a reduction of each row) over a float32 array on one chip, "
+      "golden-checked");
   a->cmd = cmd;
   cmd->add_option("--op", a->op, "the op: " + vpu_command_op_names())
       ->type_name("NAME")
@@ -51,7 +53,7 @@ std::function<int()> vpu_command(CLI::App& tool) {
   cmd->add_option("--z", a->z, "z (no op of the chip's VPU command reads one today)")
       ->type_name("Z.npy")
       ->check(cli::input_path());
-  cmd->add_option("--out", a->out, "write the result (float32, x's shape)")
+  cmd->add_option("--out", a->out, "write the result (float32: x's shape; red_sum, red_max: one per row)")
       ->type_name("OUT.npy")
       ->check(cli::output_path());
   cmd->add_option("--config", a->config, "chip configuration (default configs/default.yaml)")

@@ -1,5 +1,5 @@
-// `tpusim vpu`: one elementwise VPU op over an f32 array on one chip, golden-checked
-// (sw/jobs/vpu_job.h; docs/vpu.md "Running one op: tpusim vpu").
+// `tpusim vpu`: one VPU op (elementwise, or a reduction of each row) over an f32 array on one
+// chip, golden-checked (sw/jobs/vpu_job.h; docs/vpu.md "Running one op: tpusim vpu").
 #pragma once
 
 #include <functional>

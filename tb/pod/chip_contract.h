@@ -118,6 +118,27 @@ inline ChipCmd cmd_vpu(const VpuCmdArgs& a) {
   return c.encode();
 }
 
+// VROW (docs/isa.md "VROW"): `rows` logical rows of `beats` memory rows of one memory, beat j of
+// row r at x_row + r * row_stride + j * beat_stride (0 means 1). red_sum / red_max: one value
+// per row, packed L to a row from dst_row (lane r mod L of row dst_row + r / L); any other op of
+// tpu_vpu: y per row (lane r mod L of row y_row + r / L, broadcast), the results at the x rows'
+// offsets from dst_row.
+inline ChipCmd cmd_vrow(VpuOp op, Mem mem, uint32_t x_row, uint32_t rows, uint32_t beats,
+                        uint32_t beat_stride, uint32_t row_stride, uint32_t y_row,
+                        uint32_t dst_row) {
+  CmdVrow c;
+  c.vop = static_cast<uint32_t>(op);
+  c.x_mem = c.y_mem = c.dst_mem = static_cast<uint32_t>(mem);
+  c.x_row = x_row;
+  c.rows = rows;
+  c.beats = beats;
+  c.beat_stride = beat_stride;
+  c.row_stride = row_stride;
+  c.y_row = y_row;
+  c.dst_row = dst_row;
+  return c.encode();
+}
+
 // kIciCounters (ICI_WAIT counters) and kIciPacketRows (rows per remote-write packet: a send of n
 // rows is ceil(n / kIciPacketRows) packets, each a head flit and its rows; tests/chip/test_chip.cc
 // counts them) come from the contract (configs/tpu_contract.yaml, constants).

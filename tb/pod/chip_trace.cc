@@ -87,6 +87,7 @@ void ChipTraceRec::on_cycle(uint64_t t, const ChipTracePort& p) {
         pending_[2].push_back(std::move(e));
         break;
       case ChipOp::kVpu:
+      case ChipOp::kVrow:  // the VPU unit's row-wise command
         e.unit = TraceUnit::kVpu;
         pending_[3].push_back(std::move(e));
         break;

@@ -240,6 +240,54 @@ TEST(TpusimVpu, GeluProgramMatchesTranscendH) {
   EXPECT_NE(rep.find("\"op\": \"gelu\""), std::string::npos) << rep;
 }
 
+// A row reduced as the VPU does it, computed here with the host's arithmetic: lane l of `lanes`
+// takes elements l, l + lanes, ... in order from the identity (-0, -Inf), then the lanes pairwise.
+uint32_t host_row_reduce(bool sum, const float* v, std::size_t n, std::size_t lanes) {
+  auto op = [&](uint32_t a, uint32_t b) {
+    return sum ? canon(from(a) + from(b)) : maximum(from(a), from(b));
+  };
+  std::vector<uint32_t> acc(lanes, sum ? 0x80000000u : 0xFF800000u);
+  for (std::size_t i = 0; i < n; ++i) acc[i % lanes] = op(acc[i % lanes], bits(v[i]));
+  for (std::size_t w = lanes / 2; w >= 1; w /= 2) {
+    for (std::size_t i = 0; i < w; ++i) acc[i] = op(acc[2 * i], acc[2 * i + 1]);
+    if (w == 1) break;
+  }
+  return acc[0];
+}
+
+// red_sum and red_max: each row of x to one value (the VROW command), for rows of one beat, of
+// several with a partial last one, 1-D x (one row), special values among random ones; the
+// output's shape is x's rows, every value bit for bit against the host's computation.
+TEST(TpusimVpu, ReductionsOfRowsMatchTheHostBitForBit) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 100.0f);
+  const std::vector<std::pair<std::string, std::vector<std::size_t>>> runs = {
+      {kConfig4, {5, 37}},  {kConfig4, {1, 4}},    {kConfig4, {9}},
+      {kConfig4, {40, 64}}, {kConfig4, {3, 1020}}, {kConfig4, {70, 9}}};
+  for (const std::string op : {"red_sum", "red_max"}) {
+    for (const auto& [config, shape] : runs) {
+      const std::size_t n = shape.size() == 2 ? shape[0] * shape[1] : shape[0];
+      const std::size_t cols = shape.back(), rows = n / cols, lanes = 4;
+      std::vector<float> x(n);
+      for (std::size_t i = 0; i < n; ++i)
+        x[i] = rng() % 8 == 0 ? from(kSpecials[rng() % kSpecials.size()]) : nd(rng);
+      if (n > 60) std::fill(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(cols), 1.5f);
+      write_npy_f32(tmp("rx.npy"), x, shape);
+      std::remove(tmp("rz.npy").c_str());
+      const CliRun r = tpusim("vpu --quiet --op " + op + " " + config + " --x " + tmp("rx.npy") +
+                              " --out " + tmp("rz.npy"));
+      ASSERT_EQ(r.code, 0) << op << " " << r.out;
+      EXPECT_NE(r.out.find("golden check: PASS"), std::string::npos) << r.out;
+      const NpyArray z = read_npy(tmp("rz.npy"));
+      ASSERT_EQ(z.shape, std::vector<std::size_t>{rows}) << op;
+      const std::vector<float> zv = z.as_f32();
+      for (std::size_t row = 0; row < rows; ++row)
+        EXPECT_EQ(bits(zv[row]), host_row_reduce(op == "red_sum", &x[row * cols], cols, lanes))
+            << op << " " << config << " row " << row << " of " << rows << " x " << cols;
+    }
+  }
+}
+
 TEST(TpusimVpu, HelpListsTheOps) {
   const CliRun r = tpusim("help vpu");
   ASSERT_EQ(r.code, 0) << r.out;
@@ -261,9 +309,10 @@ TEST(TpusimVpu, TheOpsAreExactlyThoseTestedHere) {
   std::vector<std::string> got;
   for (std::size_t p = 0; (p = list.find(", ")) != std::string::npos; list.erase(0, p + 2))
     got.push_back(list.substr(0, p));
-  std::vector<std::string> want;
+  std::vector<std::string> want = {"red_max", "red_sum"};  // ReductionsOfRows...
   for (const auto& [op, c] : op_cases()) want.push_back(op);
   std::sort(got.begin(), got.end());
+  std::sort(want.begin(), want.end());
   EXPECT_EQ(got, want);
 }
 
@@ -289,11 +338,14 @@ TEST(TpusimVpu, ErrorsAreOneLineExitTwoAndWriteNothing) {
   std::ofstream(t) << "not an npy file\n";
   write_npy_f32(d3, values(8, 1, 0), {2, 2, 2});
   write_npy_f32(e0, {}, {0});
+  const std::string wide = tmp("ewide.npy");  // a row of 1021 elements: 256 memory rows on 4x4
+  write_npy_f32(wide, values(2 * 1021, 1, 0), {2, 1021});
   const std::string o = " --out " + out;
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
       {"--op bogus --x " + x + o, {"--op bogus", "unknown op", "add, sub"}},
-      {"--op red_sum --x " + x + o, {"--op red_sum", "reduction", "add, sub"}},
-      {"--op red_max --x " + x + o, {"--op red_max", "reduction"}},
+      {"--op red_sum --x " + x + " --y " + y + o, {"--y " + y, "takes x alone"}},
+      {"--op red_max --x " + wide + " " + kConfig4 + o,
+       {"--x " + wide, "1021 elements", "255 memory rows"}},
       {"--op fma --x " + x + " --y " + y + o, {"--op fma", "z operand", "-0"}},
       {"--op add --x " + x + o, {"--y", "takes x and y"}},
       {"--op relu --x " + x + " --y " + y + o, {"--y " + y, "takes x alone"}},

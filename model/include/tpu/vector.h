@@ -70,6 +70,17 @@ std::vector<float> vector_from_bf16(const std::vector<bf16_t>& x);
 // An empty vector gives the identity. `lanes` must be a power of two, at least 2.
 float vector_reduce(VpuOp op, const std::vector<float>& v, std::size_t lanes);
 
+// The chip's VROW command (docs/isa.md "VROW") on its two memories, rows of `lanes` lanes of raw
+// bits, row-major (vmem, amem; the one a field names must hold every row the command touches).
+// Logical row r's beat j is memory row x_row + r * row_stride + j * beat_stride (strides 0 read
+// as 1). red_sum / red_max: vector_reduce of the row's beats * lanes values, packed: lane
+// r % lanes of row dst_row + r / lanes, the lanes past the last row +0. Any other op of tpu_vpu:
+// the same offset from dst_row gets vpu_lane(op, x, y_r, -0) lane by lane, y_r being lane
+// r % lanes of row y_row + r / lanes. Row after row, beat after beat, as the chip runs it;
+// std::invalid_argument for a field the chip refuses (bad_field) or a row outside a memory.
+void vrow_golden(const CmdVrow& c, std::size_t lanes, std::vector<uint32_t>& vmem,
+                 std::vector<uint32_t>& amem);
+
 // One input beat of the VPU, as the RTL sees it.
 struct VpuBeat {
   VpuOp op = VpuOp::kAdd;
