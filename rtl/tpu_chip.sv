@@ -180,6 +180,9 @@ module tpu_chip
   logic       dma_start, dma_ready, dma_done, dma_busy, dma_ecc_err;
   logic [$clog2(DmaQ)-1:0] dma_ecc_which;
   logic [31:0] dma_ecc_addr;
+  logic       dma_idx_err;
+  logic [15:0] dma_idx_pos, dma_list_lo, dma_list_hi;
+  logic [$clog2(DmaQ)-1:0] dma_idx_which;
   logic       lw_start, lw_ready, lw_done, mm_start, mm_ready, mm_done, mxu_busy;
   logic       vpu_start, vpu_ready, vpu_done, vpu_busy;
   logic       ici_start, ici_ready, wait_ok, wait_take, wait_block;
@@ -215,6 +218,9 @@ module tpu_chip
     .dma_ecc_err_i(dma_ecc_err),
     .dma_ecc_addr_i(dma_ecc_addr),
     .dma_ecc_which_i(dma_ecc_which),
+    .dma_idx_err_i  (dma_idx_err),
+    .dma_idx_pos_i  (dma_idx_pos),
+    .dma_idx_which_i(dma_idx_which),
     .link_down_i   (link_down),
     .link_down_dir_i(link_down_dir),
     .lw_start_o (lw_start),
@@ -323,7 +329,11 @@ module tpu_chip
   // while the engine is still busy with the previous one.
   chip_cmd_t dma_cmd;
   cmd_dma_t  c_dma;  // the DMA queue's head, by field
+  cmd_dma_idx_t c_dmx;  // the same head seen as a DMA_IDX (indexed: gather / scatter)
+  logic      dmx;  // the head is a DMA_IDX
   assign c_dma = cmd_dma_t'(dma_cmd);
+  assign c_dmx = cmd_dma_idx_t'(dma_cmd);
+  assign dmx   = dma_cmd.op == OpDmaIdx;
   logic [$clog2(DmaQ+1)-1:0] dmaq_count;
   logic      dmaq_empty, dmaq_full, dma_eng_ready, dma_eng_start;
   tpu_fifo #(
@@ -352,20 +362,28 @@ module tpu_chip
     .rst_ni        (rst_ni),
     .start_i       (dma_eng_start),
     .ready_o       (dma_eng_ready),
-    .dir_i         (c_dma.dir),
-    .bf16_i        (c_dma.bf16),
-    .hi_i          (c_dma.hi),
-    .tail_i        (c_dma.tail),
-    .mem_row_i     (c_dma.mem_row),
-    .rows_i        (c_dma.rows),
-    .seg_bytes_i   (c_dma.seg_bytes),
-    .hbm_addr_i    (c_dma.hbm_addr),
-    .stride_i      (c_dma.stride),
+    .dir_i         (dmx ? (c_dmx.scatter ? DmaVmemToHbm : DmaHbmToVmem) : c_dma.dir),
+    .bf16_i        (dmx ? c_dmx.bf16 : c_dma.bf16),
+    .hi_i          (dmx ? 1'b0 : c_dma.hi),
+    .tail_i        (dmx ? 8'd0 : c_dma.tail),
+    .mem_row_i     (dmx ? c_dmx.mem_row : c_dma.mem_row),
+    .rows_i        (dmx ? c_dmx.rows : c_dma.rows),
+    .seg_bytes_i   (dmx ? c_dmx.seg_bytes : c_dma.seg_bytes),
+    .hbm_addr_i    (dmx ? c_dmx.hbm_addr : c_dma.hbm_addr),
+    .stride_i      (dmx ? 32'(c_dmx.seg_bytes) : c_dma.stride),
+    .idx_i         (dmx),
+    .idx_row_i     (c_dmx.idx_row),
+    .vrows_i       (c_dmx.table_rows),
     .done_o        (dma_done),
     .busy_o        (dma_busy),
     .ecc_err_o     (dma_ecc_err),
     .ecc_addr_o    (dma_ecc_addr),
     .ecc_which_o   (dma_ecc_which),
+    .idx_err_o     (dma_idx_err),
+    .idx_pos_o     (dma_idx_pos),
+    .idx_which_o   (dma_idx_which),
+    .list_lo_o     (dma_list_lo),
+    .list_hi_o     (dma_list_hi),
     .req_valid_o   (dma_req_valid),
     .req_ready_i   (dma_req_ready),
     .req_o         (dma_req),
@@ -950,7 +968,8 @@ module tpu_chip
                          c_send.wait_counter[7:$clog2(IciNumCnt)], c_send.rsvd_92,
                          c_send.wait_local, c_send.rsvd_76, c_send.rsvd_8, c_send.op,
                          c_wait.rsvd_96, c_wait.rsvd_32, c_wait.rsvd_4, c_wait.op,
-                         c_wait.counter[15:$clog2(IciNumCnt)], c_dma.op};
+                         c_wait.counter[15:$clog2(IciNumCnt)], c_dma.op,
+                         c_dmx.rsvd_6, c_dmx.op};
 
   // Assertions
   `TPU_ASSERT(HostReqHeld_A,
@@ -992,6 +1011,15 @@ module tpu_chip
   `TPU_ASSERT(ClassesSumToCycles_A,
       cls_sum == cycles_now,
       ("%m: ClassesSumToCycles_A failed"))
+  // A DMA_IDX's list rows are not written while it still reads them: the sequencer orders the
+  // chip's own commands; a remote write (ICI) into them is the program's race, caught here.
+  for (genvar k = 0; k < 5; k++) begin : gen_list_sva
+    `TPU_ASSERT(IdxListStable_A,
+        v_we[k] |-> !(32'(v_wr_addr[k]) >= 32'(dma_list_lo) &&
+                      32'(v_wr_addr[k]) < 32'(dma_list_hi)),
+        ("%m: IdxListStable_A failed: VMEM port %0d wrote row %0d of a DMA_IDX list [%0d, %0d)",
+         k, v_wr_addr[k], dma_list_lo, dma_list_hi))
+  end
   `TPU_ASSERT_INIT(SquareArray_A, Cfg.mxu_rows == Cfg.mxu_cols,
       ("tpu_chip: the MXU must be square (%0d x %0d)", Cfg.mxu_rows, Cfg.mxu_cols))
 

@@ -38,6 +38,17 @@
 // start_i is taken when ready_o is high (idle, or the overlap above: ready_o then depends on
 // dir_i); done_o pulses for one cycle when a command has completed (all data in memory, or all
 // writes acknowledged and so visible in HBM).
+// Indexed (idx_i, the DMA_IDX command): segment j is the table row list[j] at hbm_addr_i +
+// list[j] * stride_i (stride_i = seg_bytes_i), where list[j] is the int32 in lane j % Lanes of
+// VMEM row idx_row_i + j / Lanes, read on read port 1: a gather (HBM -> VMEM) or a scatter
+// (VMEM -> HBM) by an id list. The first id is read in the cycle after start (one cycle per
+// command), each next one in the cycle its segment's last piece is taken (no cycle lost between
+// rows); a scatter takes one row a cycle (port 1 reads the list). An id outside
+// 0..vrows_i-1 stops the walk there (rows before it are moved, none after) and pulses
+// `idx_err_o` with its position in the list on `idx_pos_o` (`idx_which_o`: the command, 0 the
+// oldest in flight), for the sequencer's ErrIdxRange. The overlap check takes the whole table
+// (vrows_i rows) as the command's HBM bytes. Without idx_i nothing of the above applies: the
+// plain DMA's requests and cycles are as before.
 // ECC: a read response with an uncorrectable word (rsp_i.ue, tpu_hbm_ctrl) is still written (the
 // data as read), and `ecc_err_o` pulses with `ecc_addr_o`, the byte address of its first such
 // word, so that the sequencer stops the program with ErrHbmUncorr naming this DMA:
@@ -70,11 +81,21 @@ module tpu_dma
   input  logic [15:0]         seg_bytes_i,
   input  logic [31:0]         hbm_addr_i,
   input  logic [31:0]         stride_i,
+  input  logic                idx_i,     // indexed (DMA_IDX): segment j at list[j] * stride_i
+  input  logic [15:0]         idx_row_i, // the list's first VMEM row
+  input  logic [15:0]         vrows_i,   // table rows: ids 0..vrows_i-1
   output logic                done_o,
   output logic                busy_o,
   output logic                ecc_err_o,
   output logic [31:0]         ecc_addr_o,
   output logic [GenW-1:0]     ecc_which_o,   // the error's command: 0 the oldest in flight
+  output logic                idx_err_o,     // an id out of range (the walking command)
+  output logic [15:0]         idx_pos_o,     // its position in the list
+  output logic [GenW-1:0]     idx_which_o,   // that command: 0 the oldest in flight
+  // The list rows a walking DMA_IDX has still to read, [list_lo_o, list_hi_o) (empty: lo = hi),
+  // for the chip's check that no unit writes them meanwhile.
+  output logic [15:0]         list_lo_o,
+  output logic [15:0]         list_hi_o,
   // HBM controller ports (two lanes: even bursts on 0, odd bursts on 1)
   output logic     [1:0]      req_valid_o,
   input  logic     [1:0]      req_ready_i,
@@ -131,6 +152,15 @@ module tpu_dma
   logic [15:0] seg_left_q, seg_left_d, off_q, off_d, seg_bytes_q, seg_bytes_d;
   logic [15:0] mrow_q, mrow_d;
   logic [31:0] seg_addr_q, seg_addr_d, stride_q, stride_d;
+  // Indexed walk: the table's base, its rows, the list's row, the current id's position, and
+  // need_id_q: the first id is still to be read (the cycle after start).
+  logic        idx_q, idx_d, need_id_q, need_id_d;
+  logic [31:0] base_q, base_d;
+  logic [15:0] vrows_q, vrows_d, idx_row_q, idx_row_d, seg_i_q, seg_i_d;
+  // The id at position id_pos (the current one while need_id_q, else the next), read on port 1.
+  logic [15:0] id_pos;
+  logic [31:0] id_val, id_addr;
+  logic        id_ok;
 
   // The walker offers piece 0 at pa and, when the segment has another, piece 1 at pa1.
   logic [31:0] pbytes, pa, pa1;
@@ -141,7 +171,7 @@ module tpu_dma
   assign pbytes     = bf16_q ? 32'(2 * Lanes) : 32'(4 * Lanes);
   assign pa         = seg_addr_q + 32'(off_q);
   assign pa1        = pa + pbytes;
-  assign walker_has = active_q && (seg_left_q != '0);
+  assign walker_has = active_q && (seg_left_q != '0) && !need_id_q;
   assign is_read    = (dir_q == DmaHbmToVmem);
   assign seg_end    = 32'(off_q) + pbytes >= 32'(seg_bytes_q);
   assign seg_end1   = 32'(off_q) + 2 * pbytes >= 32'(seg_bytes_q);
@@ -188,7 +218,12 @@ module tpu_dma
   assign cpl01        = (32'(pa[5:0]) + 2 * pbytes) == 32'(HBM_BURST_BYTES);
   assign cpl1         = (32'(pa1[5:0]) + pbytes) == 32'(HBM_BURST_BYTES);
   assign rd_addr_o[0] = MemAddrW'(mrow_q);
-  assign rd_addr_o[1] = MemAddrW'(mrow_q + 16'd1);
+  assign rd_addr_o[1] = idx_q ? MemAddrW'(idx_row_q + 16'(32'(id_pos) / Lanes))
+                              : MemAddrW'(mrow_q + 16'd1);
+  assign id_pos       = need_id_q ? seg_i_q : seg_i_q + 16'd1;
+  assign id_val       = vmem_rd_data_i[1][32 * (32'(id_pos) % Lanes) +: 32];
+  assign id_ok        = id_val < 32'(vrows_q);
+  assign id_addr      = base_q + 32'(id_val[15:0]) * stride_q;
   assign src_row      = (dir_q == DmaAmemToHbm) ? amem_rd_data_i : vmem_rd_data_i;
 
   // Piece i (row mrow + i) placed at its offset in its burst.
@@ -247,7 +282,7 @@ module tpu_dma
       take2 = take1 && has1 && (same1 || slot_free[l1]);
     end else begin
       take1 = walker_has && (!cpl0 || slot_free[l0]);
-      take2 = walker_has && has1 &&
+      take2 = walker_has && has1 && !idx_q &&
               (same1 ? (!cpl01 || slot_free[l0]) : (slot_free[l0] && (!cpl1 || slot_free[l1])));
     end
   end
@@ -354,7 +389,8 @@ module tpu_dma
   // oldest command completes first; the walking one only when it is the only one.
   logic            walked, cur_done, old_done, can_follow;
   logic [InFlight-1:0] gen_busy;
-  assign walked = active_q && !walker_has && (pend_valid_q == '0) && (sreq_valid_q == '0);
+  assign walked = active_q && !walker_has && !need_id_q && (pend_valid_q == '0) &&
+                  (sreq_valid_q == '0);
   assign oldest = gen_q - old_q;
   always_comb begin
     for (int unsigned g = 0; g < InFlight; g++) gen_busy[g] = gen_tags_q[g] != '0;
@@ -372,7 +408,8 @@ module tpu_dma
   logic [InFlight-1:0] gen_wr_q;                  // per generation: a write
   assign new_is_read = dir_i == DmaHbmToVmem;
   assign new_lo = hbm_addr_i;
-  assign new_hi = hbm_addr_i + (32'(rows_i) - 32'd1) * stride_i + 32'(seg_bytes_i);
+  assign new_hi = hbm_addr_i + ((idx_i ? 32'(vrows_i) : 32'(rows_i)) - 32'd1) * stride_i +
+                  32'(seg_bytes_i);
   always_comb begin
     clash = 1'b0;
     for (int unsigned k = 0; k < InFlight; k++)
@@ -384,6 +421,16 @@ module tpu_dma
   end
   assign can_follow = walked && (32'(old_q) < InFlight - 1) && !cur_done && !clash;
   assign done_o  = old_done || cur_done;
+  assign idx_pos_o   = id_pos;
+  assign idx_which_o = old_q;  // the walking command is the youngest
+  always_comb begin
+    list_lo_o = '0;
+    list_hi_o = '0;
+    if (active_q && idx_q && seg_left_q != '0) begin
+      list_lo_o = idx_row_q + 16'(32'(seg_i_q) / Lanes);
+      list_hi_o = idx_row_q + 16'((32'(seg_i_q) + 32'(seg_left_q) - 1) / Lanes) + 16'd1;
+    end
+  end
   assign ready_o = !active_q || can_follow;
   assign busy_o  = active_q;
 
@@ -404,6 +451,13 @@ module tpu_dma
     mrow_d       = mrow_q;
     seg_addr_d   = seg_addr_q;
     stride_d     = stride_q;
+    idx_d        = idx_q;
+    need_id_d    = need_id_q;
+    base_d       = base_q;
+    vrows_d      = vrows_q;
+    idx_row_d    = idx_row_q;
+    seg_i_d      = seg_i_q;
+    idx_err_o    = 1'b0;
     tag_busy_d   = tag_busy_q;
     gen_tags_d   = gen_tags_q;
     next_tag_d   = next_tag_q;
@@ -438,6 +492,22 @@ module tpu_dma
       mrow_d      = mem_row_i;
       seg_addr_d  = hbm_addr_i;
       stride_d    = stride_i;
+      idx_d       = idx_i;
+      need_id_d   = idx_i;
+      base_d      = hbm_addr_i;
+      vrows_d     = vrows_i;
+      idx_row_d   = idx_row_i;
+      seg_i_d     = '0;
+    end
+
+    // indexed: the first id, read the cycle after start (the walker waits for it)
+    if (active_q && need_id_q) begin
+      need_id_d  = 1'b0;
+      seg_addr_d = id_addr;
+      if (!id_ok) begin
+        idx_err_o  = 1'b1;
+        seg_left_d = '0;
+      end
     end
 
     // requests sent
@@ -501,6 +571,14 @@ module tpu_dma
         off_d      = '0;
         seg_addr_d = seg_addr_q + stride_q;
         seg_left_d = seg_left_q - 1'b1;
+        if (idx_q) begin  // the next segment is the table row of the next id
+          seg_addr_d = id_addr;
+          seg_i_d    = seg_i_q + 16'd1;
+          if (seg_left_q != 16'd1 && !id_ok) begin
+            idx_err_o  = 1'b1;
+            seg_left_d = '0;
+          end
+        end
       end else begin
         off_d = n_after;
       end
@@ -556,6 +634,12 @@ module tpu_dma
       mrow_q       <= '0;
       seg_addr_q   <= '0;
       stride_q     <= '0;
+      idx_q        <= 1'b0;
+      need_id_q    <= 1'b0;
+      base_q       <= '0;
+      vrows_q      <= '0;
+      idx_row_q    <= '0;
+      seg_i_q      <= '0;
       tag_busy_q   <= '0;
       gen_tags_q   <= '0;
       next_tag_q   <= '0;
@@ -587,6 +671,12 @@ module tpu_dma
       mrow_q       <= mrow_d;
       seg_addr_q   <= seg_addr_d;
       stride_q     <= stride_d;
+      idx_q        <= idx_d;
+      need_id_q    <= need_id_d;
+      base_q       <= base_d;
+      vrows_q      <= vrows_d;
+      idx_row_q    <= idx_row_d;
+      seg_i_q      <= seg_i_d;
       tag_busy_q   <= tag_busy_d;
       gen_tags_q   <= gen_tags_d;
       next_tag_q   <= next_tag_d;
@@ -681,6 +771,20 @@ module tpu_dma
   `TPU_ASSERT(OneDoneACycle_A,
       !(old_done && cur_done),
       ("%m: OneDoneACycle_A failed"))
+  // Indexed: every segment walked is a row of the table (ids are checked before they are used),
+  // the list is read only at positions 0..rows-1, and a command's first id is read before its
+  // walk starts.
+  `TPU_ASSERT(IdxSegInTable_A,
+      walker_has && idx_q |->
+          seg_addr_q >= base_q && 64'(32'(seg_addr_q - base_q)) < 64'(vrows_q) * 64'(stride_q),
+      ("%m: IdxSegInTable_A failed: segment at %0h, table %0h, %0d rows",
+       seg_addr_q, base_q, vrows_q))
+  `TPU_ASSERT(IdxErrOnlyIndexed_A,
+      idx_err_o |-> idx_q && active_q,
+      ("%m: IdxErrOnlyIndexed_A failed"))
+  `TPU_ASSERT(IdxFirstBeforeWalk_A,
+      start_i && ready_o && idx_i |=> need_id_q && !walker_has,
+      ("%m: IdxFirstBeforeWalk_A failed"))
   `TPU_ASSERT(PieceAligned_A,
       walker_has |-> (pa & (pbytes - 32'd1)) == '0,
       ("%m: PieceAligned_A failed"))

@@ -10,7 +10,10 @@
 // A DMA that reads an uncorrectable HBM word (dma_ecc_err_i) sets ErrHbmUncorr the same way,
 // with that DMA's own command index (kept per DMA scoreboard slot: dma_ecc_which_i counts from
 // the oldest DMA, as the engine runs several reads at once) and the word's byte address
-// on err_addr_o (zero for every other error). An ICI link declared down (link_down_i) sets
+// on err_addr_o (zero for every other error). A DMA_IDX whose list holds an id outside its table
+// (dma_idx_err_i) sets ErrIdxRange the same way, with the id's position in the list on err_addr_o.
+// DMA_IDX is a DMA for the scoreboard (same slots, same engine); its ranges are its VMEM rows
+// (written by a gather, read by a scatter) and its list's rows (read). An ICI link declared down (link_down_i) sets
 // ErrIciLinkDown with the head's index and the link's direction on err_addr_o.
 // A legal head issues to its unit when the unit can take it and its ranges do not overlap a
 // range written by an in-flight command, nor write a range an in-flight command reads or writes
@@ -61,6 +64,9 @@ module tpu_seq
   input  logic       dma_ecc_err_i,   // the running DMA read an uncorrectable HBM word
   input  logic [31:0] dma_ecc_addr_i,  // its byte address
   input  logic [DmaW-1:0] dma_ecc_which_i,  // the word's DMA: 0 the oldest in flight
+  input  logic       dma_idx_err_i,   // the walking DMA_IDX read an id outside its table
+  input  logic [15:0] dma_idx_pos_i,  // the id's position in the list
+  input  logic [DmaW-1:0] dma_idx_which_i,  // that DMA: 0 the oldest in flight
   input  logic       link_down_i,     // an ICI link of this chip is down (tpu_ici_link_tx)
   input  logic [2:0] link_down_dir_i, // the lowest such direction (0..5: +X -X +Y -Y +Z -Z)
   output logic       lw_start_o,
@@ -201,6 +207,8 @@ module tpu_seq
   cmd_vrow_t     h_row;
   cmd_ici_send_t h_send;
   cmd_ici_wait_t h_wait;
+  cmd_dma_idx_t  h_dmx;
+  assign h_dmx  = cmd_dma_idx_t'(head);
   assign h_dma  = cmd_dma_t'(head);
   assign h_lw   = cmd_loadw_t'(head);
   assign h_mm   = cmd_matmul_t'(head);
@@ -218,7 +226,37 @@ module tpu_seq
                              h_row.rsvd_125, h_row.rsvd_14, h_row.rsvd_4, h_row.op,
                              h_send.rsvd_104, h_send.rsvd_92, h_send.early_head,
                              h_send.rsvd_76, h_send.rsvd_8, h_send.tie, h_send.op, h_wait.rsvd_96,
-                             h_wait.value, h_wait.rsvd_32, h_wait.rsvd_4, h_wait.op};
+                             h_wait.value, h_wait.rsvd_32, h_wait.rsvd_4, h_wait.op,
+                             h_dmx.rsvd_6, h_dmx.op};
+
+  // DMA_IDX (docs/isa.md): ids and table rows at least 1; the table (table_rows rows of seg_bytes,
+  // whole pieces, aligned; a scatter: whole 64-byte bursts) inside HBM; its VMEM rows and its
+  // list's rows (ceil(rows / Lanes)) inside VMEM. The ids themselves are checked by the engine.
+  task automatic dma_idx_check(output mem_range_t r0, output mem_range_t r1,
+                               output mem_range_t w, output chip_err_e c);
+    logic [31:0] piece, count, nlist, bits;
+    logic [63:0] tbl_end;
+    piece   = h_dmx.bf16 ? 32'(2 * Lanes) : 32'(4 * Lanes);
+    count   = (32'(h_dmx.rows) * 32'(h_dmx.seg_bytes)) / piece;
+    nlist   = (32'(h_dmx.rows) + 32'(Lanes) - 32'd1) / 32'(Lanes);
+    bits    = h_dmx.hbm_addr | 32'(h_dmx.seg_bytes);
+    tbl_end = 64'(h_dmx.hbm_addr) + 64'(h_dmx.table_rows) * 64'(h_dmx.seg_bytes);
+    r0 = '0;
+    r1 = mk_range(MEM_VMEM, h_dmx.idx_row, nlist);
+    w  = '0;
+    c  = ErrNone;
+    if (h_dmx.rows == '0 || h_dmx.seg_bytes == '0 || h_dmx.table_rows == '0) c = ErrBadField;
+    else if ((bits & (piece - 32'd1)) != '0 || (h_dmx.scatter && (bits & 32'd63) != '0))
+      c = ErrAlign;
+    else if (tbl_end > 64'(HbmBytes)) c = ErrHbmRange;
+    else if (!range_ok(h_dmx.mem_row, count, VmemRows) ||
+             !range_ok(h_dmx.idx_row, nlist, VmemRows))
+      c = ErrVmemRange;
+    if (h_dmx.scatter) r0 = mk_range(MEM_VMEM, h_dmx.mem_row, count);
+    else               w  = mk_range(MEM_VMEM, h_dmx.mem_row, count);
+    // A gather may not write its own list (its ids would change under it).
+    if (c == ErrNone && ranges_overlap(w, r1)) c = ErrBadField;
+  endtask
 
   always_comb begin
     logic        wr_hbm;
@@ -264,6 +302,7 @@ module tpu_seq
           else                           rd0 = mk_range(MEM_VMEM, h_dma.mem_row, count);
         end
       end
+      OpDmaIdx: dma_idx_check(rd0, rd1, wr, chk);
       OpLoadW: begin
         if (!range_ok(h_lw.vmem_row, span(32'(Lanes), h_lw.stride), VmemRows))
           chk = ErrVmemRange;
@@ -425,7 +464,7 @@ module tpu_seq
         q_pop     = 1'b1;
       end else begin
         unique case (head.op)
-          OpDma:    can_issue = dma_ready_i && !sb_valid_q[dma_slot] && !hazard;
+          OpDma, OpDmaIdx: can_issue = dma_ready_i && !sb_valid_q[dma_slot] && !hazard;
           OpLoadW:  can_issue = lw_ready_i && !sb_valid_q[LwSlot] && !hazard;
           OpVpu, OpVrow: can_issue = vpu_ready_i && !sb_valid_q[vpu_slot] && !hazard;
           OpMatmul: can_issue = mm_ready_i && !sb_valid_q[mm_slot] && !hazard;
@@ -438,7 +477,7 @@ module tpu_seq
           q_pop     = 1'b1;
           cmd_idx_d = cmd_idx_q + 1'b1;
           unique case (head.op)
-            OpDma: begin
+            OpDma, OpDmaIdx: begin
               dma_start_o = 1'b1;
               sb_valid_d[dma_slot] = 1'b1;
               dma_idx_d[dma_tail_q] = cmd_idx_q;
@@ -490,6 +529,11 @@ module tpu_seq
       err_d      = ErrHbmUncorr;
       err_cmd_d  = dma_idx_q[dma_head_q + dma_ecc_which_i];
       err_addr_d = dma_ecc_addr_i;
+    end
+    if (dma_idx_err_i && err_d == ErrNone) begin
+      err_d      = ErrIdxRange;
+      err_cmd_d  = dma_idx_q[dma_head_q + dma_idx_which_i];
+      err_addr_d = 32'(dma_idx_pos_i);
     end
     // A link declared down stops the program the same way (the command at the head; err_addr_o
     // names the direction). It stays down until reset, so it is raised again after a clear.

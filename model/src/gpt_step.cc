@@ -80,16 +80,7 @@ void add_bias(std::vector<float>& x, const std::vector<float>& b) {
 }
 
 // h = wte[token] + wpe[position].
-void embed(Run& r, const Dims& D) {
-  const std::vector<float>& wte = (*r.p)[0].v;
-  const std::vector<float>& wpe = (*r.p)[1].v;
-  r.h.assign(D.T * D.d, 0.0f);
-  for (std::size_t t = 0; t < D.T; ++t) {
-    const std::size_t tok = static_cast<std::size_t>(r.in[t]), pos = t % D.S;
-    for (std::size_t j = 0; j < D.d; ++j)
-      r.h[t * D.d + j] = f32_add(wte[tok * D.d + j], wpe[pos * D.d + j]);
-  }
-}
+void embed(Run& r, const Dims& D) { r.h = gpt_embed((*r.p)[0].v, (*r.p)[1].v, r.in, D.S, D.d); }
 
 // Head j of window b in a [T x width] matrix: the S x dh block whose columns start at col0 + j dh
 // (q, k and v of the qkv matrix at col0 = 0, dm, 2 dm; the attention output at 0).
@@ -289,18 +280,33 @@ void head_backward(Run& r, const Dims& D, std::size_t layers) {
 
 // Embedding gradients: rows of wte and wpe += dh rows in token order (a scatter-add).
 void embed_backward(Run& r, const Dims& D) {
-  std::vector<float>& dwte = (*r.g)[0].v;
-  std::vector<float>& dwpe = (*r.g)[1].v;
-  for (std::size_t t = 0; t < D.T; ++t) {
-    const std::size_t tok = static_cast<std::size_t>(r.in[t]), pos = t % D.S;
-    for (std::size_t j = 0; j < D.d; ++j) {
-      dwte[tok * D.d + j] = f32_add(dwte[tok * D.d + j], r.h[t * D.d + j]);
-      dwpe[pos * D.d + j] = f32_add(dwpe[pos * D.d + j], r.h[t * D.d + j]);
-    }
-  }
+  gpt_embed_backward(r.h, r.in, D.S, D.d, (*r.g)[0].v, (*r.g)[1].v);
 }
 
 }  // namespace
+
+std::vector<float> gpt_embed(const std::vector<float>& wte, const std::vector<float>& wpe,
+                             const std::vector<int32_t>& tokens, std::size_t seq, std::size_t d) {
+  std::vector<float> h(tokens.size() * d, 0.0f);
+  for (std::size_t t = 0; t < tokens.size(); ++t) {
+    const std::size_t tok = static_cast<std::size_t>(tokens[t]), pos = t % seq;
+    for (std::size_t j = 0; j < d; ++j)
+      h[t * d + j] = f32_add(wte[tok * d + j], wpe[pos * d + j]);
+  }
+  return h;
+}
+
+void gpt_embed_backward(const std::vector<float>& dh, const std::vector<int32_t>& tokens,
+                        std::size_t seq, std::size_t d, std::vector<float>& dwte,
+                        std::vector<float>& dwpe) {
+  for (std::size_t t = 0; t < tokens.size(); ++t) {
+    const std::size_t tok = static_cast<std::size_t>(tokens[t]), pos = t % seq;
+    for (std::size_t j = 0; j < d; ++j) {
+      dwte[tok * d + j] = f32_add(dwte[tok * d + j], dh[t * d + j]);
+      dwpe[pos * d + j] = f32_add(dwpe[pos * d + j], dh[t * d + j]);
+    }
+  }
+}
 
 GptGolden::GptGolden(const GptSpec& spec, const GptParams& init) : spec_(spec) {
   spec_.validate();

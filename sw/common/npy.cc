@@ -191,13 +191,17 @@ class HeaderParser {
   size_t pos_ = 0;
 };
 
-size_t itemsize_of(const std::string& path, const std::string& dtype) {
-  if (dtype == "<u2") return 2;
-  if (dtype == "<f4") return 4;
+size_t itemsize_of(const std::string& path, const std::string& dtype, bool ints) {
+  if (ints && dtype == "<i4") return 4;
+  if (ints && dtype == "<i8") return 8;
+  if (!ints && dtype == "<u2") return 2;
+  if (!ints && dtype == "<f4") return 4;
   if (!dtype.empty() && dtype[0] == '>') {
     fail(path, "dtype '" + dtype + "' is big-endian, which is not supported (convert with " +
                    "arr.astype('<" + dtype.substr(1) + "'))");
   }
+  if (ints)
+    fail(path, "dtype '" + dtype + "' is not supported (expected int32 '<i4' or int64 '<i8')");
   fail(path, "dtype '" + dtype +
                  "' is not supported (expected uint16 '<u2' holding bf16 bits or float32 '<f4')");
 }
@@ -273,7 +277,7 @@ std::vector<uint16_t> NpyArray::as_u16() const {
   return v;
 }
 
-NpyArray read_npy(const std::string& path) {
+NpyArray read_npy(const std::string& path, bool ints) {
   const std::vector<uint8_t> b = read_file(path);
   if (b.size() < kMagicLen + 2 || std::memcmp(b.data(), kMagic, kMagicLen) != 0) {
     fail(path, "not an .npy file (bad magic)");
@@ -302,7 +306,7 @@ NpyArray read_npy(const std::string& path) {
   NpyArray a;
   bool fortran = false;
   HeaderParser(path, header).parse(&a.dtype, &fortran, &a.shape);
-  const size_t itemsize = itemsize_of(path, a.dtype);
+  const size_t itemsize = itemsize_of(path, a.dtype, ints);
   if (fortran) fail(path, "fortran_order arrays are not supported (save a C-order array)");
 
   const size_t n = checked_elements(path, a.shape, itemsize);

@@ -30,7 +30,8 @@ struct NpyArray {
   std::vector<uint16_t> as_u16() const;  // requires dtype "<u2"
 };
 
-NpyArray read_npy(const std::string& path);
+// ints: an integer array instead (int32 '<i4' or int64 '<i8', e.g. token ids), and only that.
+NpyArray read_npy(const std::string& path, bool ints = false);
 
 // Write a C-order, little-endian, format 1.0 file. data.size() must equal the product of shape.
 void write_npy_f32(const std::string& path, const std::vector<float>& data,

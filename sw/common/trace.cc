@@ -37,6 +37,8 @@ const char* op_name(unsigned op) {
       return "ICI_SEND";
     case ChipOp::kIciWait:
       return "ICI_WAIT";
+    case ChipOp::kDmaIdx:
+      return "DMA_IDX";
   }
   return "illegal";
 }
@@ -54,6 +56,17 @@ void cmd_args(const TraceEvent& e, Json& a, unsigned row_bytes) {
       a["bytes"] = static_cast<uint64_t>(c.rows) * c.seg_bytes;
       a["hbm_addr"] = c.hbm_addr;
       a["hbm_stride"] = c.stride;
+      break;
+    }
+    case ChipOp::kDmaIdx: {
+      const CmdDmaIdx c = CmdDmaIdx::decode(e.cmd);
+      a["dir"] = c.scatter ? "scatter" : "gather";
+      a["mem_row"] = c.mem_row;
+      a["ids"] = c.rows;
+      a["idx_row"] = c.idx_row;
+      a["bytes"] = static_cast<uint64_t>(c.rows) * c.seg_bytes;
+      a["hbm_addr"] = c.hbm_addr;
+      a["table_rows"] = c.table_rows;
       break;
     }
     case ChipOp::kLoadW: {

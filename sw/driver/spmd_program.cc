@@ -120,6 +120,12 @@ double estimate_cycles(const ChipCmd& c, const MachineInfo& mi) {
       const double peak = static_cast<double>(std::max(1u, s.hbm_channels)) * 32.0;
       return std::max(static_cast<double>(d.rows), hbm_cycles(bytes, peak));
     }
+    case ChipOp::kDmaIdx: {  // one table row per id, one row a cycle at best
+      const CmdDmaIdx d = CmdDmaIdx::decode(c);
+      const double bytes = static_cast<double>(d.rows) * d.seg_bytes;
+      const double peak = static_cast<double>(std::max(1u, s.hbm_channels)) * 32.0;
+      return 1.0 + std::max(static_cast<double>(d.rows), hbm_cycles(bytes, peak));
+    }
     case ChipOp::kLoadW:
       return static_cast<double>(s.rows) / std::max(1u, s.wrows);
     case ChipOp::kMatmul:
@@ -144,7 +150,8 @@ namespace {
 // The unit a command occupies (ChipOp's DMA, LOADW, MATMUL, VPU, ICI_SEND), -1: none.
 int unit_of(const ChipCmd& c) {
   switch (c.op()) {
-    case ChipOp::kDma: return 0;
+    case ChipOp::kDma:
+    case ChipOp::kDmaIdx: return 0;
     case ChipOp::kLoadW: return 1;
     case ChipOp::kMatmul: return 2;
     case ChipOp::kVpu: return 3;

@@ -7,6 +7,7 @@
 //   tpusim sweep allreduce|collective|matmul [options]    (sw/tpusim/sweep_cmd.h)
 //   tpusim traffic [options]                              (sw/tpusim/traffic.h)
 //   tpusim vpu --op NAME --x X.npy [--y Y.npy] [options]   (sw/tpusim/vpu_cmd.h)
+//   tpusim gather --table T.npy --ids I.npy [options]     (sw/tpusim/gather_cmd.h)
 //   tpusim matmul [--config FILE] [--variant RxC] [--m M --k K --n N --seed S | --a A.npy --w W.npy]
 //                 [--dist narrow|wide] [--out C.npy] [--json REPORT.json] [--waves FILE.fst]
 //
@@ -54,6 +55,7 @@
 #include "trace.h"
 #include "traffic.h"
 #include "vpu_cmd.h"
+#include "gather_cmd.h"
 
 namespace {
 
@@ -233,7 +235,7 @@ std::map<std::string, std::function<int()>> tpusim_commands(CLI::App& tool) {
           {"pod", pod_command(tool)},               {"shard", shard_command(tool)},
           {"train", train_command(tool)},           {"hang", hang_command(tool)},
           {"vpu", vpu_command(tool)},               {"example-inputs", example_inputs_command(tool)},
-          {"sweep", sweep_command(tool)}};
+          {"sweep", sweep_command(tool)},           {"gather", gather_command(tool)}};
 }
 
 }  // namespace tpu

@@ -44,6 +44,24 @@ inline ChipCmd cmd_dma(DmaDir dir, bool bf16, uint32_t mem_row, uint32_t rows, u
   c.stride = stride;
   return c.encode();
 }
+// Indexed DMA (docs/isa.md, DMA_IDX): for j = 0 .. ids-1, table row list[j] (seg_bytes bytes at
+// table + list[j] * seg_bytes; list[j] is the int32 in lane j % Lanes of VMEM row idx_row +
+// j / Lanes) <-> the seg_bytes / piece memory rows from mem_row + j * (seg_bytes / piece).
+// Gather: HBM -> VMEM; scatter: VMEM -> HBM. Every id must be below table_rows (ErrIdxRange).
+inline ChipCmd cmd_dma_idx(bool scatter, bool bf16, uint32_t mem_row, uint32_t ids,
+                           uint32_t seg_bytes, uint32_t table, uint32_t idx_row,
+                           uint32_t table_rows) {
+  CmdDmaIdx c;
+  c.scatter = scatter ? 1u : 0u;
+  c.bf16 = bf16 ? 1u : 0u;
+  c.mem_row = mem_row;
+  c.rows = ids;
+  c.seg_bytes = seg_bytes;
+  c.hbm_addr = table;
+  c.idx_row = idx_row;
+  c.table_rows = table_rows;
+  return c.encode();
+}
 // Weight rows from VMEM rows row, row + stride, ... (stride 0 means 1); transpose: the tile
 // goes in transposed (lane j of tile row i is weight row j, column i).
 inline ChipCmd cmd_loadw(uint32_t vmem_row, uint32_t stride = 1, bool transpose = false) {

@@ -75,6 +75,7 @@ void ChipTraceRec::on_cycle(uint64_t t, const ChipTracePort& p) {
     if (!labels_.empty() && labels_.front().first <= idx) e.label = labels_.front().second;
     switch (static_cast<ChipOp>(p.op)) {
       case ChipOp::kDma:
+      case ChipOp::kDmaIdx:  // the DMA engine's queue: done in order with the DMAs
         e.unit = TraceUnit::kDma;
         pending_[0].push_back(std::move(e));
         break;

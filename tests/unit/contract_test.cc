@@ -197,6 +197,17 @@ TEST(Contract, DecodeReadsTheEncodersFields) {
   EXPECT_EQ(d.seg_bytes, 128u);
   EXPECT_EQ(d.hbm_addr, 4096u);
   EXPECT_EQ(d.stride, 256u);
+  // DMA_IDX (opcode 10): every field at its bits.
+  const ChipCmd xw = cmd_dma_idx(true, true, 0x1234, 0x0567, 0x0080, 0x89ABCDEFu, 0x0FED, 0xBEEF);
+  EXPECT_EQ(xw.op(), ChipOp::kDmaIdx);
+  EXPECT_EQ(xw.w[0], 0x1234003Au);  // op 10, scatter [4], bf16 [5]
+  EXPECT_EQ(xw.w[1], 0x00800567u);
+  EXPECT_EQ(xw.w[2], 0x89ABCDEFu);
+  EXPECT_EQ(xw.w[3], 0xBEEF0FEDu);
+  const CmdDmaIdx x = CmdDmaIdx::decode(xw);
+  EXPECT_EQ(x.scatter, 1u);
+  EXPECT_EQ(x.table_rows, 0xBEEFu);
+  EXPECT_EQ(x.idx_row, 0x0FEDu);
 }
 
 TEST(Contract, ErrorAndStatisticNamesAreTheReportNames) {
@@ -205,6 +216,7 @@ TEST(Contract, ErrorAndStatisticNamesAreTheReportNames) {
   EXPECT_STREQ(chip_err_name(200), "unknown");
   EXPECT_STREQ(chip_err_name(static_cast<unsigned>(ChipErr::kHbmUncorr)), "hbm_uncorrectable");
   EXPECT_STREQ(chip_err_name(static_cast<unsigned>(ChipErr::kIciLinkDown)), "ici_link_down");
+  EXPECT_STREQ(chip_err_name(static_cast<unsigned>(ChipErr::kIdxRange)), "index_out_of_range");
   EXPECT_EQ(static_cast<unsigned>(kNumChipStats), 32u);
   EXPECT_STREQ(chip_stat_name(kStatEccCorrected), "ecc_corrected");
   EXPECT_STREQ(chip_stat_name(kStatEccUncorr), "ecc_uncorrectable");

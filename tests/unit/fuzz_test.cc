@@ -480,6 +480,10 @@ std::map<std::string, CommandOptions> tpusim_options() {
       o.good["--op"] = "relu";
       o.good["--x"] = "in.npy";
     }
+    if (c.first == "gather") {  // gather's required --table and --ids: input files
+      o.good["--table"] = "in.npy";
+      o.good["--ids"] = "in.npy";
+    }
   }
   return out;
 }
@@ -633,8 +637,8 @@ void fuzz_command_lines(int per_command, uint64_t seed) {
 }
 
 TEST(CommandLineFuzz, EveryTpusimCommandParsesOrIsOneErrorLine) {
-  // matmul traffic allreduce ... vpu example-inputs, and sweep allreduce|collective|matmul
-  EXPECT_EQ(tpusim_options().size(), 13u);
+  // matmul traffic allreduce ... vpu example-inputs gather, and sweep allreduce|collective|matmul
+  EXPECT_EQ(tpusim_options().size(), 14u);
   fuzz_command_lines(300, 1);
 }
 TEST(CommandLineFuzz, EveryTpusimCommandSoak) { fuzz_command_lines(20000, 2); }

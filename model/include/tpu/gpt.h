@@ -99,6 +99,15 @@ std::vector<int32_t> gpt_windows(const GptSpec& spec, const std::vector<uint8_t>
 using GptDataReduce =
     std::function<std::vector<float>(const std::vector<std::vector<float>>& parts)>;
 
+// The embedding, as the step runs it: h[t] = f32_add(wte[tokens[t]], wpe[t mod seq]) (rows of
+// d), and its gradient: for t = 0 .. T-1 in order, dwte[tokens[t]] += dh[t] and
+// dwpe[t mod seq] += dh[t] (f32_add onto what dwte and dwpe hold: +0 in a step).
+std::vector<float> gpt_embed(const std::vector<float>& wte, const std::vector<float>& wpe,
+                             const std::vector<int32_t>& tokens, std::size_t seq, std::size_t d);
+void gpt_embed_backward(const std::vector<float>& dh, const std::vector<int32_t>& tokens,
+                        std::size_t seq, std::size_t d, std::vector<float>& dwte,
+                        std::vector<float>& dwpe);
+
 struct GptStepResult {
   double loss = 0;                             // mean cross-entropy, before the update
   std::vector<std::vector<float>> loss_parts;  // per chip: per window, the sum of its seq losses
