@@ -2,9 +2,17 @@
 // 2x2 and a 4x4 torus of 16x16 chips (16-byte ICI links of 2 cycles' latency), against the
 // ideal of the same work (MFU = useful MACs / (chips x R x C x cycles)); every step checked bit
 // for bit against the golden (docs/training.md). One report per case, a JSON array on stdout.
-//   bench_train [--only CASE[,CASE...]] [--list]
+//   bench_train [--only CASE[,CASE...]] [--list] [--pipeline]
 // weak4x4 runs the 2x2 step too (unless dp2x2 ran in the same process) and reports the ratio.
+// --pipeline runs the pipeline cases instead (issue 35; docs/training.md, "Pipeline"): the MLP
+// of 8 layers of 256 on a ring of 4 chips (stage=4), global batch 256, m = 4, 8, 16
+// micro-batches under GPipe, 1F1B and interleaved:2, each with its measured bubble per stage
+// beside the formula and its peak activation memory; targets at m = 8: GPipe's and 1F1B's
+// bubble within 0.03 of the formula, interleaved's at most 0.6 of 1F1B's, 1F1B's peak
+// activations at most (p + 1) / m of GPipe's.
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -12,6 +20,7 @@
 #include "bench_main.h"
 #include "engine.h"
 #include "report.h"
+#include "tpu/pipeline.h"
 #include "train_job.h"
 
 using namespace tpu;
@@ -71,9 +80,101 @@ Report report(const char* name, const char* what, const std::vector<int>& shape)
   return rep;
 }
 
+// The pipeline cases (--pipeline): one step of the 8 x 256 MLP on a ring of 4 chips, stage=4.
+constexpr int kStages = 4;
+constexpr double kBubbleTolerance = 0.03;     // GPipe and 1F1B at m = 8
+constexpr double kInterleavedOf1f1b = 0.6;    // interleaved:2's bubble / 1F1B's at m = 8
+
+struct PipeMeasured {
+  double bubble = 0;  // mean over the stages
+  uint64_t peak_act = 0;  // stage 0's
+  bool done = false;
+};
+std::map<std::string, PipeMeasured>& pipe_measured() {
+  static std::map<std::string, PipeMeasured> m;
+  return m;
+}
+
+std::string pipe_case(const std::string& sched, std::size_t m) {
+  std::string s = sched.substr(0, sched.find(':'));
+  return "pipe_" + s + "_m" + std::to_string(m);
+}
+
+Report pipe_report(const std::string& sched, std::size_t m) {
+  const std::string name = pipe_case(sched, m);
+  Report rep("bench_train " + name + ": MLP 8 x 256 on a ring of 4, stage=4, " + sched +
+             ", m=" + std::to_string(m));
+  rep.field("case", name);
+  PodConfig cfg;
+  cfg.params.topo = Topology::torus({kStages});
+  cfg.params.variant = "16x16";
+  cfg.params.link_latency = 2;
+  cfg.params.link_width = 16;
+  TrainJobOptions o;
+  o.mesh = "stage=" + std::to_string(kStages);
+  o.widths.assign(9, 256);
+  o.global_batch = 256;
+  o.microbatches = m;
+  o.schedule = sched;
+  o.lr = 0.5f;
+  o.steps = 1;
+  o.seed = 1;
+  o.backdoor = true;
+  o.pod_sections = false;
+  o.table = false;
+  TrainJob job(cfg, o);
+  EngineOptions eng;
+  eng.engine = "cpp";
+  job.run(eng, rep);
+  const TrainPipelineResult& p = job.result().pipeline;
+  double mean = 0;
+  for (const PipelineStageStats& s : p.stats.stages) mean += s.bubble / kStages;
+  rep.metric("bubble_mean", mean, "fraction", "measured bubble, mean over the stages", true);
+  rep.metric("bubble_minus_formula", mean - p.bubble_formula, "fraction",
+             "measured (mean) minus the formula", true);
+  pipe_measured()[name] =
+      PipeMeasured{mean, p.stats.stages.empty() ? 0 : p.stats.stages[0].peak_activation_bytes, true};
+  return rep;
+}
+
+// The targets at m = 8 (each case's own, from the cases of the same process it needs).
+void pipe_targets(Report& rep, const std::string& sched, std::size_t m) {
+  if (m != 8) return;
+  const PipeMeasured me = pipe_measured()[pipe_case(sched, m)];
+  if (sched == "gpipe" || sched == "1f1b") {
+    const double f = pipeline_bubble_formula(parse_pipe_schedule(sched), kStages, 8);
+    rep.metric("meets_target", std::abs(me.bubble - f) <= kBubbleTolerance, "",
+               "bubble within 0.03 of the formula", true);
+  }
+  if (!pipe_measured()["pipe_1f1b_m8"].done) (void)pipe_report("1f1b", 8);
+  const PipeMeasured f1 = pipe_measured()["pipe_1f1b_m8"];
+  if (sched == "interleaved:2") {
+    rep.metric("of_1f1b_bubble", f1.bubble > 0 ? me.bubble / f1.bubble : 0.0, "fraction",
+               "interleaved:2's bubble / 1F1B's (target <= 0.6)", true);
+    rep.metric("meets_target", me.bubble <= kInterleavedOf1f1b * f1.bubble, "",
+               "at most 0.6 of 1F1B's bubble", true);
+  }
+  if (sched == "gpipe" && f1.peak_act > 0) {
+    rep.metric("1f1b_peak_activation_of_gpipe",
+               static_cast<double>(f1.peak_act) / static_cast<double>(me.peak_act), "fraction",
+               "stage 0: 1F1B's peak activations / GPipe's (target <= (p + 1) / m = 0.625)",
+               true);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --pipeline: the pipeline cases run by default instead of the data-parallel ones.
+  bool pipeline = false;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (i > 0 && std::strcmp(argv[i], "--pipeline") == 0) {
+      pipeline = true;
+      continue;
+    }
+    args.push_back(argv[i]);
+  }
   std::vector<BenchCase> bc;
   bc.push_back({"dp2x2", "2x2 torus, 256-256-256, 256 examples per chip (MFU >= 0.60, >= 0.80 "
                          "of the all-reduce hidden)",
@@ -99,6 +200,29 @@ int main(int argc, char** argv) {
                              "", "weak scaling and hidden fraction at their targets", true);
                   return rep;
                 }});
+  static std::vector<std::string> names, whats;  // the cases' text outlives bench_main
+  const std::vector<std::string> scheds = {"1f1b", "gpipe", "interleaved:2"};
+  for (const std::string& sched : scheds)
+    for (std::size_t m : {4, 8, 16}) {
+      names.push_back(pipe_case(sched, m));
+      whats.push_back("MLP 8 x 256, ring of 4, stage=4, " + sched + ", m=" + std::to_string(m) +
+                      " (--pipeline)");
+    }
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string sched = scheds[i / 3];
+    const std::size_t m = std::size_t{4} << (i % 3);
+    bc.push_back({names[i].c_str(), whats[i].c_str(),
+                  [sched, m] {
+                    Report rep = pipe_report(sched, m);
+                    pipe_targets(rep, sched, m);
+                    return rep;
+                  },
+                  pipeline});
+  }
+  for (BenchCase& c : bc)
+    if (std::strncmp(c.name, "pipe_", 5) != 0) c.by_default = !pipeline;
+  argc = static_cast<int>(args.size());
+  argv = args.data();
   return bench_main("bench_train",
                     "one data-parallel SGD step of an MLP on 2x2 and 4x4 pods against the "
                     "ideal (MFU); a JSON array on stdout",

@@ -55,6 +55,14 @@ void MlpSpec::validate() const {
   }
   if (!std::isfinite(lr) || lr <= 0) throw std::invalid_argument("lr: must be finite and > 0");
   if (loss_chunk == 0) throw std::invalid_argument("loss_chunk: must be > 0");
+  if (microbatches == 0 || batch % microbatches != 0)
+    throw std::invalid_argument("microbatches: " + std::to_string(microbatches) +
+                                " must divide the " + std::to_string(batch) +
+                                " examples of a replica's batch");
+  if (microbatches > 1 && model > 1)
+    throw std::invalid_argument("microbatches: tensor parallelism runs the batch at once (got " +
+                                std::to_string(microbatches) + " micro-batches with model=" +
+                                std::to_string(model) + ")");
 }
 
 std::size_t MlpSpec::in_width(std::size_t l) const {
@@ -182,9 +190,12 @@ std::vector<float> mlp_loss_partial(const std::vector<float>& d, std::size_t row
 
 double mlp_loss(const MlpSpec& spec, const std::vector<std::vector<float>>& parts) {
   double s = 0;
-  for (std::size_t c = 0; c < parts.size(); ++c) {
-    if (spec.model_rank_of(static_cast<int>(c)) != 0) continue;
-    for (float v : parts[c]) s += static_cast<double>(v);
+  const std::size_t per = spec.chips > 0 && parts.size() > static_cast<std::size_t>(spec.chips)
+                              ? parts.size() / static_cast<std::size_t>(spec.chips)
+                              : 1;  // micro-batches per chip
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (spec.model_rank_of(static_cast<int>(i / per)) != 0) continue;
+    for (float v : parts[i]) s += static_cast<double>(v);
   }
   return s / (static_cast<double>(spec.global_batch()) * static_cast<double>(spec.widths.back()));
 }
@@ -231,18 +242,18 @@ MlpGolden::MlpGolden(const MlpSpec& spec, const MlpParams& init) : spec_(spec) {
   for (int c = 0; c < spec_.chips; ++c) p_.push_back(mlp_shard(spec_, init, spec_.model_rank_of(c)));
 }
 
-MlpStepResult MlpGolden::step(const MlpData& data, const GradAllReduce& all_reduce,
-                              const ModelAllReduce& model_all_reduce) {
-  const std::size_t L = spec_.layers(), B = spec_.batch, P = static_cast<std::size_t>(spec_.chips);
+// One micro-batch (rows [k b, (k + 1) b) of each chip's batch, b = batch / microbatches) on
+// every chip: forward, loss (its partial sums into res->loss_parts), backward; returns per layer,
+// per chip its (in + 1) x out f32 gradient.
+std::vector<std::vector<std::vector<uint32_t>>> MlpGolden::micro_step(
+    const MlpData& data, std::size_t k, const ModelAllReduce& model_all_reduce,
+    MlpStepResult* res) const {
+  const std::size_t L = spec_.layers(), P = static_cast<std::size_t>(spec_.chips);
+  const std::size_t B = spec_.batch / spec_.microbatches, full = spec_.batch;
   const std::size_t d_in = spec_.widths.front(), d_out = spec_.widths.back();
-  if (data.x.size() != spec_.global_batch() * d_in || data.t.size() != spec_.global_batch() * d_out)
-    throw std::invalid_argument("MlpGolden::step: the batch does not match the spec");
-  if (spec_.model > 1 && !model_all_reduce)
-    throw std::invalid_argument("MlpGolden::step: tensor parallel needs the model all-reduce");
-  const MlpConsts k = mlp_consts(spec_);
-  const uint32_t s_bits = f32_bits(k.grad_scale), big = f32_bits(k.mask_big),
-                 one = f32_bits(k.one), nlr = f32_bits(k.neg_lr);
-  MlpStepResult res;
+  const MlpConsts kc = mlp_consts(spec_);
+  const uint32_t s_bits = f32_bits(kc.grad_scale), big = f32_bits(kc.mask_big),
+                 one = f32_bits(kc.one);
   std::vector<std::vector<std::vector<uint32_t>>> grads(L, std::vector<std::vector<uint32_t>>(P));
   std::vector<std::vector<std::vector<bf16_t>>> wb(P), act(P);
   std::vector<std::vector<uint32_t>> pred(P);
@@ -257,8 +268,9 @@ MlpStepResult MlpGolden::step(const MlpData& data, const GradAllReduce& all_redu
       for (std::size_t i = 0; i < wb[c][l].size(); ++i) wb[c][l][i] = f32_to_bf16(p[l].w[i]);
     }
     const std::size_t d = static_cast<std::size_t>(spec_.data_rank_of(static_cast<int>(c)));
-    act[c][0].assign(data.x.begin() + static_cast<std::ptrdiff_t>(d * B * d_in),
-                     data.x.begin() + static_cast<std::ptrdiff_t>((d + 1) * B * d_in));
+    const std::size_t r0 = d * full + k * B;  // the micro-batch's first row in the global batch
+    act[c][0].assign(data.x.begin() + static_cast<std::ptrdiff_t>(r0 * d_in),
+                     data.x.begin() + static_cast<std::ptrdiff_t>((r0 + B) * d_in));
     for (std::size_t l = 0; l < L; ++l) {
       const std::size_t in = spec_.in_width(l), out = spec_.out_width(l);
       const bool last = l + 1 == L;
@@ -280,12 +292,13 @@ MlpStepResult MlpGolden::step(const MlpData& data, const GradAllReduce& all_redu
     std::vector<float> dd(B * d_out);
     std::vector<bf16_t> dy(B * d_out);
     for (std::size_t i = 0; i < dd.size(); ++i) {
-      const uint32_t t = f32_bits(data.t[d * B * d_out + i]);
+      const uint32_t t = f32_bits(data.t[(d * full + k * B) * d_out + i]);
       const uint32_t di = vpu_lane(VpuOp::kSub, pred[c].at(i), t, 0);
       dd[i] = f32_from_bits(di);
       dy[i] = static_cast<bf16_t>(vpu_lane(VpuOp::kMul, di, s_bits, 0, 0, true));
     }
-    res.loss_parts.push_back(mlp_loss_partial(dd, B, d_out, spec_.lanes, spec_.loss_chunk));
+    res->loss_parts[c * spec_.microbatches + k] =
+        mlp_loss_partial(dd, B, d_out, spec_.lanes, spec_.loss_chunk);
     // Backward, last layer first.
     for (std::size_t l = L; l-- > 0;) {
       const std::size_t in = spec_.in_width(l), out = spec_.out_width(l);
@@ -308,6 +321,35 @@ MlpStepResult MlpGolden::step(const MlpData& data, const GradAllReduce& all_redu
       dy = std::move(dyn);
     }
   }
+  return grads;
+}
+
+MlpStepResult MlpGolden::step(const MlpData& data, const GradAllReduce& all_reduce,
+                              const ModelAllReduce& model_all_reduce) {
+  const std::size_t L = spec_.layers(), P = static_cast<std::size_t>(spec_.chips);
+  const std::size_t d_in = spec_.widths.front(), d_out = spec_.widths.back();
+  if (data.x.size() != spec_.global_batch() * d_in || data.t.size() != spec_.global_batch() * d_out)
+    throw std::invalid_argument("MlpGolden::step: the batch does not match the spec");
+  if (spec_.model > 1 && !model_all_reduce)
+    throw std::invalid_argument("MlpGolden::step: tensor parallel needs the model all-reduce");
+  const std::size_t M = spec_.microbatches;
+  MlpStepResult res;
+  res.loss_parts.assign(P * M, {});
+  std::vector<std::vector<std::vector<uint32_t>>> grads(L, std::vector<std::vector<uint32_t>>(P));
+  for (std::size_t k = 0; k < M; ++k) {
+    const auto g = micro_step(data, k, model_all_reduce, &res);
+    // Accumulated in f32, micro-batch 0 first: g = g0, then g = g + gk (one rounding each).
+    for (std::size_t l = 0; l < L; ++l)
+      for (std::size_t c = 0; c < P; ++c) {
+        if (k == 0) {
+          grads[l][c] = g[l][c];
+          continue;
+        }
+        for (std::size_t i = 0; i < grads[l][c].size(); ++i)
+          grads[l][c][i] = vpu_lane(VpuOp::kAdd, grads[l][c][i], g[l][c][i], 0);
+      }
+  }
+  const uint32_t nlr = f32_bits(mlp_consts(spec_).neg_lr);
   // The gradients summed over the data axis, then SGD on every chip: w = w + (g x -lr), two
   // roundings (the chip's VPU commands have no third operand).
   for (std::size_t l = 0; l < L; ++l) {

@@ -15,6 +15,7 @@
 #include "mesh_text.h"
 #include "mxu_dut.h"
 #include "tpu/limits.h"
+#include "tpu/pipeline.h"
 #include "tpu_contract.h"
 #include "yaml_keys.h"
 
@@ -280,6 +281,34 @@ uint64_t train_uint(const YAML::Node& n, const std::string& path, const std::str
   return static_cast<uint64_t>(v);
 }
 
+// train: mesh, stages, microbatches and schedule (pipeline parallelism); the mesh's fit to the
+// pod and the stages' to the layers are checked where they meet (TrainJob).
+void train_pipeline_from(const YAML::Node& t, const std::string& path, TrainSettings* ts) {
+  auto text = [&](const char* key) {
+    const YAML::Node n = t[key];
+    if (!n.IsScalar()) fail(path, std::string("train.") + key, "must be a string");
+    return n.Scalar();
+  };
+  if (t["mesh"]) {
+    ts->mesh = text("mesh");
+    try {
+      parse_mesh(ts->mesh);
+    } catch (const std::invalid_argument& e) {
+      fail(path, "train.mesh", e.what());
+    }
+  }
+  if (t["stages"]) ts->stages = text("stages");
+  if (const YAML::Node n = t["microbatches"]) ts->microbatches = train_uint(n, path, "microbatches");
+  if (t["schedule"]) {
+    ts->schedule = text("schedule");
+    try {
+      parse_pipe_schedule(ts->schedule);
+    } catch (const std::invalid_argument& e) {
+      fail(path, "train.schedule", e.what());
+    }
+  }
+}
+
 // The training run's settings (tpusim train, docs/training.md), each overridden by its flag.
 TrainSettings train_from(const YAML::Node& t, const std::string& path) {
   TrainSettings ts;
@@ -314,6 +343,7 @@ TrainSettings train_from(const YAML::Node& t, const std::string& path) {
       fail(path, "train.fresh_batches", "must be true or false");
     }
   }
+  train_pipeline_from(t, path, &ts);
   return ts;
 }
 

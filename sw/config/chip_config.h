@@ -53,6 +53,12 @@ struct TrainSettings {
   uint64_t seed = 1;                                // data, teacher and initial weights
   uint64_t grad_pieces = 4;    // the first layer's gradient all-reduced in this many pieces
   bool fresh_batches = false;  // a new batch every step
+  // Pipeline parallelism (docs/training.md, "Pipeline"): the mesh with a stage axis
+  // ("data=1,stage=4"; "" data parallel over every chip), the stages' layers ("0-1,2-3"; ""
+  // equal), micro-batches per step and data replica, the schedule (gpipe, 1f1b, interleaved:V).
+  std::string mesh, stages;
+  uint64_t microbatches = 1;
+  std::string schedule = "gpipe";
 };
 
 // A real as the shortest decimal text that reads back as the same double ("0.5", "1e-05").

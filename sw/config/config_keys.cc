@@ -187,6 +187,18 @@ void train_keys(ConfigKeys& t) {
       .range(1, 64)
       .default_val(std::to_string(d.grad_pieces))
       .desc("the first layer's gradient all-reduced in this many pieces");
+  t.param("train.mesh", KeyType::kString)
+      .desc("axes data, model, stage over the pod's dimensions, x first, e.g. "
+            "\"data=1,stage=4\" (default: data parallel over every chip)");
+  t.param("train.stages", KeyType::kString)
+      .desc("the layers of each pipeline stage, e.g. \"0-1,2-3\" (default: equal stages)");
+  t.param("train.microbatches", KeyType::kUint)
+      .range(1, 4096)
+      .default_val(std::to_string(d.microbatches))
+      .desc("micro-batches per step and data replica (pipeline)");
+  t.param("train.schedule", KeyType::kString)
+      .default_val(d.schedule)
+      .desc("pipeline schedule: gpipe, 1f1b or interleaved:V (V model chunks per stage)");
 }
 
 void fault_keys(ConfigKeys& t) {

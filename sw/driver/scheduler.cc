@@ -211,7 +211,11 @@ std::vector<CommWindow> comm_windows(const Workload& w, const ChipShape& s,
   const std::size_t regions = o.collective_regions ? o.collective_regions : comm.size();
   const uint32_t share = (s.vmem_rows - *vmem_compute) / static_cast<uint32_t>(regions);
   for (std::size_t k = 0; k < comm.size(); ++k) {
-    const std::size_t r = k % regions;
+    const std::size_t oi = static_cast<std::size_t>(comm[k]);
+    const bool given = o.collective_regions && oi < o.comm_region.size() && o.comm_region[oi] >= 0;
+    const std::size_t r = given ? static_cast<std::size_t>(o.comm_region[oi]) : k % regions;
+    if (r >= regions)
+      bad_op(w.ops()[oi], "region " + std::to_string(r) + " of " + std::to_string(regions));
     CommWindow cw;
     cw.op = comm[k];
     cw.vmem_base = *vmem_compute + static_cast<uint32_t>(r) * share;

@@ -77,6 +77,11 @@ struct ScheduleOptions {
   // beside any other); k, k regions in rotation (op i's region is i mod k: a workload whose
   // stream finishes a collective before the one k later starts).
   std::size_t collective_regions = 0;
+  // Per op (by index), the region of a collective or send among collective_regions (k > 0),
+  // instead of the rotation; -1 or beyond the vector: the rotation's. The pipeline step keeps
+  // the sends of each direction in regions of their own, so a chip's windows of activations
+  // coming in and of gradients coming back never share rows or counters.
+  std::vector<int> comm_region;
   MergeOrder merge = MergeOrder::kByCount;
   // The ops before this one ran in an earlier program (their results are in HBM): the program
   // holds the ops from here on, and its phase table their phases only.

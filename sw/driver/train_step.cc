@@ -618,6 +618,35 @@ TrainRunResult run_training(HostPort& host, const MlpSpec& spec, const TrainOpti
   return r;
 }
 
+namespace {
+
+// Group `pipeline` of a pipelined run: the schedule, the micro-batches, the bubble formula and
+// per stage its layers, measured bubble and peak activation memory (docs/training.md).
+void fill_pipeline_report(Report& rep, const TrainPipelineResult& p) {
+  ReportGroup& g = rep.group("pipeline");
+  g.metric("schedule", p.schedule, "", "gpipe, 1f1b or interleaved:v", true);
+  g.metric("microbatches", static_cast<uint64_t>(p.microbatches), "",
+           "per step and data replica", true);
+  g.metric("stage_count", static_cast<uint64_t>(p.stages), "", "stages (the mesh's stage axis)");
+  g.metric("bubble_formula", p.bubble_formula, "fraction", p.bubble_formula_text, true);
+  g.metric("span_cycles", p.stats.span, "cycles",
+           "the step's first command to its last F or B command's end (mean over the steps)");
+  Json stages = Json::array();
+  for (std::size_t i = 0; i < p.stats.stages.size(); ++i) {
+    const PipelineStageStats& s = p.stats.stages[i];
+    stages.push_back(Json::object({{"stage", static_cast<uint64_t>(i)},
+                                   {"first_layer", static_cast<uint64_t>(s.first_layer)},
+                                   {"last_layer", static_cast<uint64_t>(s.last_layer)},
+                                   {"bubble", s.bubble},
+                                   {"busy_cycles", s.busy},
+                                   {"peak_in_flight", static_cast<uint64_t>(s.peak_in_flight)},
+                                   {"peak_activation_bytes", s.peak_activation_bytes}}));
+  }
+  g.field("stages", stages);
+}
+
+}  // namespace
+
 void fill_train_report(Report& rep, const TrainRunResult& r, const MachineInfo& mi) {
   const MlpSpec& sp = r.spec;
   const std::size_t n = r.steps.size();
@@ -666,6 +695,7 @@ void fill_train_report(Report& rep, const TrainRunResult& r, const MachineInfo& 
              true);
   report_profile(rep, r.total, r.cycles, r.macs_per_step * n,
                  peak_macs_per_cycle(mi.shape.rows, mi.shape.cols));
+  if (r.pipeline.on) fill_pipeline_report(rep, r.pipeline);
   rep.group("golden")
       .metric("verdict", r.pass() ? "pass" : "fail", "", "every step: parameters and loss", true)
       .metric("outputs", static_cast<uint64_t>(r.check.compared), "",

@@ -98,6 +98,30 @@ TrainCheck check_params(const std::vector<MlpParams>& got, const MlpGolden& gold
 // the chips. 1 when there was no gradient all-reduce.
 double allreduce_hidden_fraction(const TrainStepRun& run, const std::vector<TraceEvent>& events);
 
+// One pipeline stage's measurements over a step (PipelineTrainer::measure, pipeline_train.h).
+struct PipelineStageStats {
+  std::size_t first_layer = 0, last_layer = 0;  // the layers it holds (interleaved: the span)
+  double bubble = 0;      // idle fraction of the pipeline's span, mean over its chips
+  uint64_t busy = 0;      // cycles a command of an F or B slot was in flight (mean of its chips)
+  int peak_in_flight = 0;  // micro-batches (x chunks) whose activations it holds at once
+  uint64_t peak_activation_bytes = 0;  // their bytes in HBM (the inputs the backward needs)
+};
+struct PipelineStats {
+  uint64_t span = 0;  // pod cycles from the step's first command to the last F or B command's end
+  std::vector<PipelineStageStats> stages;
+};
+
+// A pipelined run's settings and measurements (pipeline_train.h), for the report.
+struct TrainPipelineResult {
+  bool on = false;  // the run was pipelined (else the rest is unset)
+  std::string schedule;
+  std::size_t microbatches = 1;
+  int stages = 1;
+  double bubble_formula = 0;
+  std::string bubble_formula_text;
+  PipelineStats stats;  // mean over the steps
+};
+
 // A whole training run, each step checked against the golden: what `tpusim train` and
 // bench_train do.
 struct TrainStepRecord {
@@ -133,6 +157,7 @@ struct TrainRunResult {
   TrainCheck check;                  // summed over the steps
   std::size_t loss_mismatches = 0;   // loss partial sums that differ from the golden
   std::vector<TraceEvent> trace;     // the kept steps' timeline
+  TrainPipelineResult pipeline;      // a pipelined run's (pipeline_train.h)
   bool pass() const { return check.pass() && loss_mismatches == 0; }
 };
 

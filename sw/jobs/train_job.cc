@@ -109,9 +109,14 @@ TrainJob::TrainJob(PodConfig cfg, const TrainJobOptions& o) : cfg_(std::move(cfg
     try {
       mesh = parse_mesh(o.mesh);
       for (const MeshAxis& ax : mesh.axes) {
-        if (ax.name != "data" && ax.name != "model")
-          throw std::invalid_argument("axis '" + ax.name + "': the axes are 'data' and 'model'");
+        if (ax.name != "data" && ax.name != "model" && ax.name != "stage")
+          throw std::invalid_argument("axis '" + ax.name + "': the axes are 'data', 'model' and "
+                                      "'stage'");
       }
+      if (mesh.num_chips() != P)
+        throw std::invalid_argument("the axes multiply to " + std::to_string(mesh.num_chips()) +
+                                    " chips, the pod " + topo.name() + " has " +
+                                    std::to_string(P));
       check_mesh(topo, mesh);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument("--mesh " + o.mesh + ": " + e.what());
@@ -119,17 +124,28 @@ TrainJob::TrainJob(PodConfig cfg, const TrainJobOptions& o) : cfg_(std::move(cfg
     // An axis of size 1 splits nothing: data=4,model=1 is plain data parallel, data=1,model=4
     // is model=4 (the same programs, the same bits).
     mesh = mesh_without_unit_axes(mesh);
-    for (const MeshAxis& ax : mesh.axes)
+    int stages = 1;
+    for (const MeshAxis& ax : mesh.axes) {
       if (ax.name == "model") model_ = ax.size;
-    if (model_ > 1) mesh_text_ = mesh.text();  // else plain data parallel, as without --mesh
+      if (ax.name == "stage") stages = ax.size;
+    }
+    if (model_ > 1 && stages > 1)
+      throw std::invalid_argument("--mesh " + o.mesh + ": model and stage axes together are not "
+                                  "built for the MLP (tensor parallelism splits a 2-layer MLP)");
+    if (model_ > 1 || stages > 1) mesh_text_ = mesh.text();  // else plain data parallel
+    pipelined_ = stages > 1;
+    stages_ = stages;
+    po_.mesh = mesh;
   }
-  const int data_ways = P / model_;
+  pipelined_ = pipelined_ || o.microbatches > 1 || !o.stages.empty();
+  const int data_ways = P / model_ / stages_;
   spec_.widths = o.widths;
   if (o.global_batch % static_cast<std::size_t>(data_ways) != 0)
     throw std::invalid_argument("--batch " + std::to_string(o.global_batch) +
                                 ": the global batch must split evenly over the " +
                                 std::to_string(data_ways) + " data-parallel ranks");
   spec_.batch = o.global_batch / static_cast<std::size_t>(data_ways);
+  if (pipelined_) setup_pipeline(o);
   spec_.lr = o.lr;
   if (model_ > 1) to_.mesh = mesh;  // else plain data parallel: no axes
   to_.grad_pieces = o.grad_pieces;
@@ -138,6 +154,30 @@ TrainJob::TrainJob(PodConfig cfg, const TrainJobOptions& o) : cfg_(std::move(cfg
     throw std::invalid_argument("--trace-steps " + std::to_string(o.trace_steps->first) + ":" +
                                 std::to_string(o.trace_steps->second) + ": the run has " +
                                 std::to_string(o.steps) + " steps");
+}
+
+// The pipeline's flags checked (each error names its flag, the value and the rule) and its
+// options set: the schedule, the stages (equal, or --stages), the micro-batches.
+void TrainJob::setup_pipeline(const TrainJobOptions& o) {
+  const std::string widths = widths_text();
+  if (model_ > 1)
+    throw std::invalid_argument("--microbatches " + std::to_string(o.microbatches) +
+                                ": tensor parallelism (model=" + std::to_string(model_) +
+                                ") runs the batch at once");
+  for (std::size_t i = 2; i < o.widths.size(); ++i)
+    if (o.widths[i] != o.widths[1])
+      throw std::invalid_argument("--layers " + widths + ": a pipelined MLP needs every width "
+                                  "after the inputs equal (the stages share buffer shapes)");
+  po_.schedule = parse_pipe_schedule(o.schedule);
+  if (o.microbatches < 1 || spec_.batch % o.microbatches != 0)
+    throw std::invalid_argument("--microbatches " + std::to_string(o.microbatches) +
+                                ": must divide the " + std::to_string(spec_.batch) +
+                                " examples of a data replica's batch");
+  check_pipeline(o.widths.size() - 1, stages_, static_cast<int>(o.microbatches), po_.schedule,
+                 o.stages);
+  po_.stages_text = o.stages;
+  po_.microbatches = o.microbatches;
+  po_.backdoor = o.backdoor;
 }
 
 std::string TrainJob::widths_text() const {
@@ -149,8 +189,12 @@ std::string TrainJob::widths_text() const {
 std::string TrainJob::title() const {
   const Topology& topo = cfg_.params.topo;
   const std::string widths = widths_text();
-  return std::string(model_ > 1 ? "data x tensor parallel" : "data-parallel") +
-         " training of an MLP " + widths + " on " + topo.name() + " (" +
+  const std::string kind = pipelined_  ? "pipeline-parallel (" + pipe_schedule_text(po_.schedule) +
+                                             ", " + std::to_string(po_.microbatches) +
+                                             " micro-batches)"
+                           : model_ > 1 ? "data x tensor parallel"
+                                        : "data-parallel";
+  return kind + " training of an MLP " + widths + " on " + topo.name() + " (" +
          std::to_string(topo.num_chips()) + " chips " + cfg_.params.variant + ", mesh " +
          mesh_text_ + "), global batch " + std::to_string(o_.global_batch) + ", " +
          std::to_string(o_.steps) + " steps, lr " + o_.lr_text;
@@ -183,7 +227,7 @@ void TrainJob::run(const EngineOptions& eng, Report& rep,
       ro.on_step = print_table_row;
     }
     const auto t0 = std::chrono::steady_clock::now();
-    r_ = run_training(h, spec_, to_, ro);
+    r_ = pipelined_ ? run_pipeline_training(h, spec_, po_, ro) : run_training(h, spec_, to_, ro);
     run_wall_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     pass_ = r_.pass();
     if (!eng.trace.empty()) {

@@ -1,4 +1,4 @@
-// TrainJob: `tpusim train`, data-parallel (and tensor-parallel) SGD of a multilayer perceptron
+// TrainJob: `tpusim train`, data-parallel (and tensor- or pipeline-parallel) SGD of a multilayer perceptron
 // on the pod (docs/training.md): the mesh and batch split checked, the steps run with every one
 // checked bit for bit against the golden, the per-step table, the timeline of the chosen steps,
 // the report and the saved run (to replay in numpy or JAX). bench_train runs it.
@@ -16,6 +16,7 @@
 #include "engine.h"
 #include "progress.h"
 #include "report.h"
+#include "pipeline_train.h"
 #include "train_step.h"
 
 namespace tpu {
@@ -32,6 +33,11 @@ struct TrainJobOptions {
   uint64_t seed = 1;  // data, teacher and initial weights
   bool fresh_batches = false;
   std::size_t grad_pieces = 4;
+  // Pipeline parallelism (docs/training.md, "Pipeline"): a `stage` axis in the mesh, or more
+  // than one micro-batch, runs the pipelined step (PipelineTrainer); else the step above.
+  std::string stages;            // --stages "0-1,2-3" ("": equal stages)
+  std::size_t microbatches = 1;  // per step and data replica
+  std::string schedule = "gpipe";
   bool backdoor = false;  // data and weights in through the backdoor
   std::optional<std::pair<std::size_t, std::size_t>> trace_steps;  // [A, B), default 0:1
   std::string save;                                                // the run's directory ("": none)
@@ -64,12 +70,16 @@ class TrainJob {
   double run_seconds() const { return run_wall_; }  // host time of the steps, checks included
 
  private:
+  void setup_pipeline(const TrainJobOptions& o);
   PodConfig cfg_;
   TrainJobOptions o_;
   MlpSpec spec_;
   TrainOptions to_;
   std::string mesh_text_;
   int model_ = 1;
+  int stages_ = 1;
+  bool pipelined_ = false;
+  PipelineOptions po_;
   TrainRunResult r_;
   MachineInfo mi_;
   bool pass_ = true;

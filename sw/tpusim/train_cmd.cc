@@ -25,7 +25,8 @@ struct TrainArgs {
   PodOptions pod;
   std::string mesh;
   std::vector<std::size_t> layers;  // --layers W0,W1,.. (checked by list_of(uint_in))
-  uint64_t batch = 0, steps = 0, seed = 0, grad_pieces = 0;
+  uint64_t batch = 0, steps = 0, seed = 0, grad_pieces = 0, microbatches = 0;
+  std::string stages, schedule;
   double lr = 0;
   bool fresh_batches = false;
   std::string save, load = "host", trace_steps;
@@ -51,7 +52,10 @@ int run_train(const TrainArgs& a) {
   // Each setting: its flag when given, else the config's train: key, else its default.
   const TrainSettings& ts = cfg.train;
   TrainJobOptions o;
-  o.mesh = a.mesh;
+  o.mesh = opt.given("--mesh") ? a.mesh : ts.mesh;
+  o.stages = opt.given("--stages") ? a.stages : ts.stages;
+  o.microbatches = opt.given("--microbatches") ? a.microbatches : ts.microbatches;
+  o.schedule = opt.given("--schedule") ? a.schedule : ts.schedule;
   o.widths = opt.given("--layers") ? a.layers : ts.layers;
   if (o.widths.size() < 2)
     throw std::invalid_argument("--layers " + widths_text(o.widths, ",") +
@@ -101,9 +105,10 @@ std::function<int()> train_command(CLI::App& tool) {
                "bit for bit against the golden");
   add_pod_config(cmd, a->pod);
   cmd->add_option("--mesh", a->mesh,
-                  "data=D,model=M over the torus dimensions, x first: M > 1 splits\n"
-                  "the hidden layer of a 2-layer MLP over M chips (tensor parallel);\n"
-                  "default data=<chips> (the config's mesh: is for tpusim shard)")
+                  "data=D,model=M,stage=P over the torus dimensions, x first: M > 1\n"
+                  "splits the hidden layer of a 2-layer MLP over M chips (tensor\n"
+                  "parallel), P > 1 its layers over P pipeline stages; default\n"
+                  "train.mesh, else data=<chips> (the config's mesh: is for tpusim shard)")
       ->type_name("AXES");
   // Each of these overrides the key of the config's train: section, which overrides the default.
   // Their ranges and defaults are the table's (config_keys(): train.*).
@@ -142,6 +147,20 @@ std::function<int()> train_command(CLI::App& tool) {
                       train_default("grad_pieces") + ")")
       ->type_name("P")
       ->check(train_uint_check("grad_pieces"));
+  cmd->add_option("--stages", a->stages,
+                  "the layers of each pipeline stage, e.g. 0-1,2-3 (default: the stage\n"
+                  "axis splits the layers into equal stages)")
+      ->type_name("A-B,..");
+  cmd->add_option("--microbatches", a->microbatches,
+                  "micro-batches per step and data replica, gradients accumulated over\n"
+                  "them in f32, micro-batch 0 first (default " +
+                      train_default("microbatches") + ")")
+      ->type_name("M")
+      ->check(train_uint_check("microbatches"));
+  cmd->add_option("--schedule", a->schedule,
+                  "pipeline schedule: gpipe, 1f1b or interleaved:V (V model chunks per\n"
+                  "stage; default " + train_default("schedule") + ")")
+      ->type_name("S");
   cmd->add_option("--save", a->save,
                   "x.npy, y.npy, init_/final_w{i}.npy, init_/final_b{i}.npy, loss.npy,\n"
                   "train.json: the run, to replay in numpy or JAX")

@@ -516,7 +516,7 @@ TEST(TpusimTrain, BadInputIsAClearErrorWithExitCode2) {
       {"one width", "--layers 64", "at least two widths"},
       {"batch split", "--batch 6", "split evenly"},
       {"tensor parallel deep", "--mesh data=2,model=2 --layers 32,64,64,32", "two-layer"},
-      {"mesh axis", "--mesh batch=4", "the axes are 'data' and 'model'"},
+      {"mesh axis", "--mesh batch=4", "the axes are 'data', 'model' and 'stage'"},
       {"mesh size", "--mesh data=8", "--mesh data=8"},
       {"lr", "--lr -1", "--lr: -1 is not a number in [1.17549e-38, 1e+06]"},
       {"lr below f32", "--lr 1e-46", "--lr: 1e-46 is not a number in [1.17549e-38, 1e+06]"},
@@ -573,6 +573,61 @@ TEST(TpusimTrain, BadInputIsAClearErrorWithExitCode2) {
   const CliRun h = tpusim("train --help");
   EXPECT_EQ(h.code, 0);
   EXPECT_NE(h.out.find("usage: tpusim train"), std::string::npos) << h.out;
+}
+
+// Pipeline parallelism (docs/training.md, "Pipeline") on a ring of four 4x4 chips: the stage
+// axis from the flag or the config's train: section, the report's pipeline keys, the slots on
+// the timeline; bad settings exit 2 at --check naming the value and the rule.
+TEST(TpusimTrain, PipelineStagesReportAndTimeline) {
+  const std::string cfg = tmp("pipe_ring4.yaml"), json = tmp("pipe.json"), trace = tmp("pipe_t.json");
+  std::ofstream(cfg) << "pod:\n  shape: [4]\nchip:\n  variant: 4x4\ntrain:\n"
+                        "  mesh: stage=4\n  layers: [32, 32, 32, 32, 32]\n  batch: 16\n"
+                        "  microbatches: 4\n";
+  const CliRun r = tpusim("train --config " + cfg + " --schedule 1f1b --steps 2 --engine cpp "
+                          "--quiet --json " + json + " --trace " + trace);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string rep = slurp(json);
+  for (const char* key : {"\"pipeline\"", "\"schedule\": \"1f1b\"", "\"microbatches\": 4",
+                          "\"bubble_formula\"", "\"stages\"", "\"bubble\"",
+                          "\"peak_activation_bytes\"", "\"verdict\": \"pass\"",
+                          "\"mesh\": \"stage=4\""})
+    EXPECT_NE(rep.find(key), std::string::npos) << key << " not in " << rep;
+  EXPECT_NEAR(json_number(rep, "bubble_formula"), 3.0 / 7.0, 1e-9);  // (p-1)/(m+p-1)
+  const std::string tr = slurp(trace);
+  for (const char* label : {"F mb0", "F mb3", "B mb0", "B mb3", "send act mb1", "recv grad mb2",
+                            "sgd 3"})
+    EXPECT_NE(tr.find(label), std::string::npos) << label << " not on the timeline";
+}
+
+TEST(TpusimTrain, PipelineBadInputExit2AtCheck) {
+  const std::string cfg = tmp("pipe_bad_ring4.yaml");
+  std::ofstream(cfg) << "pod:\n  shape: [4]\nchip:\n  variant: 4x4\n";
+  struct Bad {
+    const char* name;
+    std::string args, expect;
+  };
+  const std::vector<Bad> cases = {
+      {"stages do not divide", "--mesh stage=4 --layers 32,32,32",
+       "--mesh stage=4: 4 stages do not divide the 2 layers"},
+      {"1f1b few micro-batches", "--mesh stage=4 --layers 32,32,32,32,32 --microbatches 2 "
+       "--schedule 1f1b", "--microbatches 2: 1F1B needs at least as many micro-batches as stages"},
+      {"mesh product", "--mesh data=2,stage=4", "the axes multiply to 8 chips"},
+      {"v divides", "--mesh stage=4 --layers 32,32,32,32,32 --microbatches 4 "
+       "--schedule interleaved:2", "v=2 does not divide the 1 layers per stage"},
+      {"stages text", "--mesh stage=4 --layers 32,32,32,32,32 --stages 0-1,2", "--stages 0-1,2"},
+      {"schedule name", "--layers 32,32 --microbatches 2 --schedule zigzag", "--schedule zigzag"},
+      {"micro-batches split", "--mesh stage=4 --layers 32,32,32,32,32 --batch 12 "
+       "--microbatches 8", "--microbatches 8: must divide the 12 examples"},
+  };
+  for (const Bad& c : cases) {
+    const CliRun r = tpusim("train --config " + cfg + " " + c.args + " --engine cpp --check");
+    EXPECT_EQ(r.code, 2) << c.name << ": " << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos)
+        << c.name << ": expected '" << c.expect << "' in:\n" << r.out;
+  }
+  const CliRun ok = tpusim("train --config " + cfg + " --mesh stage=4 --layers 32,32,32,32,32 "
+                           "--batch 16 --microbatches 4 --schedule interleaved:1 --check");
+  EXPECT_EQ(ok.code, 0) << ok.out;
 }
 
 // ------------------------------------------------------------------------------------------

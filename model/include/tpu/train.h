@@ -32,6 +32,11 @@ struct MlpSpec {
   float lr = 0.05f;
   std::size_t lanes = 0;
   std::size_t loss_chunk = 0;
+  // Micro-batches per step (pipeline parallelism, docs/training.md "Pipeline"): each chip's batch
+  // runs as `microbatches` equal row blocks, forward and backward one at a time; every layer's
+  // gradient is accumulated over them in f32, micro-batch 0 first (g = g0, then g = g + gk, one
+  // rounding each), before the all-reduce. 1: the whole batch at once (no accumulation).
+  std::size_t microbatches = 1;
   std::size_t layers() const { return widths.size() - 1; }
   int data() const { return model > 0 ? chips / model : 0; }
   std::size_t global_batch() const { return batch * static_cast<std::size_t>(data()); }
@@ -43,7 +48,8 @@ struct MlpSpec {
   // std::invalid_argument naming the rule: at least one layer, widths multiples of
   // width_multiple(), batch > 0, chips > 0, lanes > 0, lr finite and > 0, loss_chunk > 0; with
   // model > 1: two layers, the hidden width a multiple of model x width_multiple(), chips a
-  // multiple of model, ranks given for every chip, each (data, model) pair once.
+  // multiple of model, ranks given for every chip, each (data, model) pair once; microbatches
+  // >= 1 dividing batch, 1 with model > 1.
   void validate() const;
   // Every width a multiple of lcm(lanes, 32): whole 64-byte bursts per matrix row in f32 and
   // bf16, so no matrix has padding columns.
@@ -84,8 +90,10 @@ using ModelAllReduce = std::function<std::vector<std::vector<uint32_t>>(
     const std::vector<std::vector<uint32_t>>& in)>;
 
 struct MlpStepResult {
-  double loss = 0;                             // before the update
-  std::vector<std::vector<float>> loss_parts;  // per chip: the `lanes` partial sums it sent up
+  double loss = 0;  // before the update
+  // Per chip (then per micro-batch: chip c's micro-batch k at c x microbatches + k): the `lanes`
+  // partial sums of its loss.
+  std::vector<std::vector<float>> loss_parts;
 };
 
 // A chip's shard of the parameters (tensor parallel: layer 0's columns and b0 slice, layer 1's
@@ -106,12 +114,17 @@ class MlpGolden {
                      const ModelAllReduce& model_all_reduce = nullptr);
 
  private:
+  // One micro-batch on every chip (forward, loss, backward): per layer, per chip its gradient.
+  std::vector<std::vector<std::vector<uint32_t>>> micro_step(
+      const MlpData& data, std::size_t k, const ModelAllReduce& model_all_reduce,
+      MlpStepResult* res) const;
   MlpSpec spec_;
   std::vector<MlpParams> p_;
 };
 
 // The loss the host computes from the chips' partial sums: sum over the chips of model rank 0
-// (in chip order), then lanes, in f64, divided by global batch x outputs.
+// (in chip order), then micro-batches, then lanes, in f64, divided by global batch x outputs.
+// parts: per chip, or per chip and micro-batch (MlpStepResult::loss_parts).
 double mlp_loss(const MlpSpec& spec, const std::vector<std::vector<float>>& parts);
 
 // The chip's loss partial sum of a chip's P - T (rows x cols f32), in the VPU's order: the

@@ -1,0 +1,77 @@
+// Pipeline parallelism's schedules as tables of slots (docs/training.md, "Pipeline"): the layers
+// of a network split into P contiguous stages (equal, or as `--stages 0-1,2-3` says), M
+// micro-batches, and for each stage the order in which it runs the forward (F) and backward (B)
+// of each micro-batch: GPipe (every F, then every B), 1F1B (PipeDream-flush: P - s - 1 warm-up
+// forwards, then one F and one B in turn, then the cool-down backwards) and Megatron's
+// interleaved 1F1B with v model chunks per stage. Pure functions of their arguments (no
+// hardware): the driver turns a table into ops, the unit tests check its rules, the report puts
+// the bubble formula beside the measured bubble.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tpu {
+
+enum class PipeKind { kGpipe, k1f1b, kInterleaved };
+
+struct PipeSchedule {
+  PipeKind kind = PipeKind::kGpipe;
+  int v = 1;  // model chunks per stage (interleaved; 1 otherwise)
+};
+
+// "gpipe", "1f1b", "interleaved:V" (V >= 1); std::invalid_argument naming the text and the rule.
+PipeSchedule parse_pipe_schedule(const std::string& text);
+std::string pipe_schedule_text(const PipeSchedule& s);
+
+// One slot of a stage: the forward or the backward of micro-batch `mb` through the stage's model
+// chunk `chunk` (0 .. v-1; chunk c of stage s is virtual stage c x P + s).
+struct PipeSlot {
+  int mb = 0;
+  bool backward = false;
+  int chunk = 0;
+  bool operator==(const PipeSlot& o) const {
+    return mb == o.mb && backward == o.backward && chunk == o.chunk;
+  }
+};
+
+// Per stage (0 .. p-1), its slots in order: every (micro-batch, chunk) once forward and once
+// backward. Backwards of one chunk run in micro-batch order (0 first), so a gradient accumulates
+// in that order under every schedule. std::invalid_argument for p < 1, m < 1, v < 1, 1F1B with
+// m < p, interleaved with m not a multiple of p.
+std::vector<std::vector<PipeSlot>> pipeline_slots(const PipeSchedule& s, int p, int m);
+
+// The most micro-batches a stage holds at once (forward done, backward not yet) per its table:
+// its activations' slots in HBM (counted per chunk for interleaved: a (micro-batch, chunk) each).
+int pipeline_peak_in_flight(const std::vector<PipeSlot>& slots);
+
+// The bubble as a fraction of the step: (p - 1) / (v m + p - 1). For GPipe and 1F1B (v = 1)
+// that is (p - 1) / (m + p - 1); for interleaved it is b / (1 + b) with b = (1/v)(p - 1)/m, the
+// bubble relative to the ideal time.
+double pipeline_bubble_formula(const PipeSchedule& s, int p, int m);
+std::string pipeline_bubble_formula_text(const PipeSchedule& s);
+
+// The layers [first, last] (inclusive) of each stage. `text` "" splits `layers` into p equal
+// contiguous stages (p must divide layers); else "0-1,2-3" (a range or a single layer per stage,
+// contiguous from layer 0 to the last, one item per stage). std::invalid_argument naming the flag,
+// the value and the rule.
+std::vector<std::pair<std::size_t, std::size_t>> pipeline_stages(std::size_t layers, int p,
+                                                                 const std::string& text);
+
+// The layers [first, last] of each virtual stage j = chunk x p + stage (p x v of them; with v = 1
+// the stages of pipeline_stages). Interleaved splits the layers into p x v equal contiguous
+// chunks, chunk j on stage j mod p (Megatron): v must divide the layers per stage, and `text`
+// must be "" (std::invalid_argument otherwise).
+std::vector<std::pair<std::size_t, std::size_t>> pipeline_chunks(std::size_t layers, int p,
+                                                                 const PipeSchedule& s,
+                                                                 const std::string& text);
+
+// The checks of a pipelined run before anything runs (tpusim train --check): stages from
+// pipeline_stages, v dividing every stage's layer count, the schedule's rules on m (above).
+// std::invalid_argument naming the flag, the value and the rule.
+void check_pipeline(std::size_t layers, int p, int m, const PipeSchedule& s,
+                    const std::string& stages_text);
+
+}  // namespace tpu
