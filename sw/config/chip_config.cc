@@ -200,7 +200,7 @@ void pod_topology_from(const YAML::Node& pod, const std::string& path, Topology&
   }
 }
 
-// pod.link_latency, pod.link_width_bytes, pod.host_bytes_per_cycle.
+// pod.link_latency, pod.link_width_bytes, pod.link_cycles_per_flit, pod.host_bytes_per_cycle.
 void pod_links_from(const YAML::Node& pod, const std::string& path, const std::string& variant,
                     PodParams& p) {
   const ConfigKeys& K = config_keys();
@@ -221,6 +221,20 @@ void pod_links_from(const YAML::Node& pod, const std::string& path, const std::s
            "must divide the " + std::to_string(row) + "-byte memory row of chip " + variant +
                " into 1 to 15 beats (got " + std::to_string(v) + ")");
     p.link_width = static_cast<unsigned>(v);
+  }
+  if (const YAML::Node g = pod["link_cycles_per_flit"]) {
+    const ConfigKey& k = K.at("pod.link_cycles_per_flit");
+    const int v = pod_int(g, path, "link_cycles_per_flit", "cycles");
+    if (v < 0 || !k.holds(static_cast<uint64_t>(v)))
+      fail(path, "pod.link_cycles_per_flit",
+           "must be from " + std::to_string(k.lo) + " to " + std::to_string(k.hi) +
+               " cycles per flit (the link's 4-bit pacing counter; got " + std::to_string(v) +
+               ")");
+    if (p.link_width != 0)
+      fail(path, "pod.link_cycles_per_flit",
+           "give link_cycles_per_flit or link_width_bytes, not both (link_width_bytes: " +
+               std::to_string(p.link_width) + ")");
+    p.link_gap = static_cast<unsigned>(v);
   }
   if (const YAML::Node h = pod["host_bytes_per_cycle"]) {
     const ConfigKey& k = K.at("pod.host_bytes_per_cycle");

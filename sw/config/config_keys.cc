@@ -140,6 +140,11 @@ void chip_and_pod_keys(ConfigKeys& t) {
       .units("bytes")
       .default_val("a memory row")
       .desc("bytes a link carries per cycle: divides the memory row into 1 to 15 beats");
+  t.param("pod.link_cycles_per_flit", KeyType::kUint)
+      .range(1, 15)
+      .units("cycles")
+      .default_val("from link_width_bytes")
+      .desc("cycles a link takes per flit (a memory row), any chip; not with link_width_bytes");
   t.param("pod.host_bytes_per_cycle", KeyType::kUint)
       .range(1, 64)
       .units("bytes")

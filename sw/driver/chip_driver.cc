@@ -354,6 +354,9 @@ MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, cons
   p.out_bf16 = cm.dtype == Dtype::kBf16;
   p.w_transposed = w_transposed;
   p.vmem_rows = vmem_rows_limit ? std::min<uint64_t>(vmem_rows_limit, s.vmem_rows) : s.vmem_rows;
+  // A channel moves a 64-byte burst per tCCD_S at most (two cycles: its data bus).
+  p.hbm_bytes_per_cycle =
+      s.hbm_channels * 64.0 / std::max<uint32_t>(2, port_->info().hbm.timing.ccd_s);
   const MatmulTiling t = tile_matmul(p, s);
   if (t.mt == 0)
     throw std::invalid_argument("matmul: K = " + std::to_string(p.k) + ", N = " +

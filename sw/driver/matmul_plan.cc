@@ -24,6 +24,24 @@ uint64_t max_chunk_rows(const MatmulTiling& t, const ChipShape& s, uint64_t w_ro
   return r;
 }
 
+// Whether streaming W, reloaded for each of the chunks of mt_stream rows, makes the plan
+// HBM-bound on an HBM slowed below the chip's built peak: its bytes (A and C once, W once per
+// chunk) take longer at the configured rate than the MXU's rows (one per weight tile). Then W
+// resident (loaded once, beside smaller chunks) moves less. Never at the built rate, so no plan
+// of the default HBM changes.
+bool streaming_is_hbm_bound(const MatmulTiling& t, const ChipShape& s, uint64_t mt_stream) {
+  const double rate = t.p.hbm_bytes_per_cycle;
+  if (rate <= 0 || rate >= s.hbm_channels * 32.0 || mt_stream == 0 || mt_stream >= t.p.m)
+    return false;
+  const double L = static_cast<double>(t.lanes), m = static_cast<double>(t.p.m);
+  const double a = m * static_cast<double>(t.kt) * L * 2;
+  const double c = m * static_cast<double>(t.nto) * L * static_cast<double>(t.esize());
+  const double w = static_cast<double>(t.kt * t.nt) * L * L * 2;
+  const double chunks = static_cast<double>(ceil_div(t.p.m, mt_stream));
+  const double mxu = m * static_cast<double>(t.kt * t.nt);
+  return (a + c + w * chunks) / rate > mxu;
+}
+
 void set_panels(MatmulTiling* t) {
   t->pt = t->p.w_transposed ? ceil_div(t->nt, t->gn) : t->kt;
   t->qt = t->p.w_transposed ? t->gn * t->kt : t->nt;
@@ -82,7 +100,8 @@ MatmulTiling tile_matmul(const MatmulProblem& p, const ChipShape& s) {
     mt_stream = max_chunk_rows(t, s, 2 * L * t.qt);
   }
   const uint64_t mt_res = max_chunk_rows(t, s, t.pt * L * t.qt);  // every panel
-  t.w_resident = mt_res > 0 && mt_res >= std::min<uint64_t>(mt_stream, 4 * L);
+  t.w_resident = mt_res > 0 && (mt_res >= std::min<uint64_t>(mt_stream, 4 * L) ||
+                                streaming_is_hbm_bound(t, s, mt_stream));
   t.mt = t.w_resident ? mt_res : mt_stream;
   t.w_bufs = t.w_resident ? t.pt : 2;
   // Output groups of GG N tiles: at least 256 bytes of a C row (whole 64-byte bursts; the HBM

@@ -20,6 +20,10 @@ struct MatmulProblem {
   bool out_bf16 = false;      // C is bf16 (else f32)
   bool w_transposed = false;  // W is N x K, loaded with LOADW.transpose
   uint64_t vmem_rows = 0;     // the program may use VMEM rows [0, vmem_rows)
+  // The HBM's bytes per cycle as configured (0: not known). Only below the chip's built peak
+  // (channels x 32 B: a scale model's slowed HBM, docs/scale_models.md) does the tiler weigh
+  // HBM traffic: a plan that streaming W would make HBM-bound keeps W resident instead.
+  double hbm_bytes_per_cycle = 0;
 };
 
 // The tiler's choices. W moves in panels, PT per chunk of A, QT weight tiles each. Plain: a

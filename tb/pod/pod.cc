@@ -309,6 +309,25 @@ std::string HostAgent::describe_copies() const {
 // ---------------------------------------------------------------------------------------------
 // PodCore
 // ---------------------------------------------------------------------------------------------
+namespace {
+// Cycles a link takes per flit (a row of `row` bytes): from link_gap, or from link_width (which
+// must divide the row into 1 to 15 beats), else 1. The link's pacing counter has 4 bits.
+unsigned link_gap_of(const PodParams& p, unsigned row) {
+  if (p.link_gap != 0) {
+    if (p.link_width != 0 || p.link_gap > 15)
+      throw std::invalid_argument("pod: link gap " + std::to_string(p.link_gap) +
+                                  " cycles per flit must be from 1 to 15, link width unset");
+    return p.link_gap;
+  }
+  if (p.link_width == 0) return 1;
+  if (row % p.link_width != 0 || row / p.link_width > 15)
+    throw std::invalid_argument("pod: link width " + std::to_string(p.link_width) +
+                                " bytes must divide the " + std::to_string(row) +
+                                "-byte row of chip " + p.variant + " into 1 to 15 beats");
+  return row / p.link_width;
+}
+}  // namespace
+
 PodCore::PodCore(const PodParams& p, std::vector<int> owned) : p_(p) {
   p_.topo.validate();
   if (p_.link_latency == 0) throw std::invalid_argument("pod: link_latency must be >= 1 cycle");
@@ -346,13 +365,7 @@ PodCore::PodCore(const PodParams& p, std::vector<int> owned) : p_(p) {
   const ChipDut& first = *chips_[static_cast<std::size_t>(order_[0])];
   words_ = first.flit_words();
   const unsigned row = first.shape().cols * 4;
-  if (p_.link_width != 0) {
-    if (row % p_.link_width != 0 || row / p_.link_width > 15)
-      throw std::invalid_argument("pod: link width " + std::to_string(p_.link_width) +
-                                  " bytes must divide the " + std::to_string(row) +
-                                  "-byte row of chip " + p_.variant + " into 1 to 15 beats");
-    gap_ = row / p_.link_width;
-  }
+  gap_ = link_gap_of(p_, row);
   std::array<int, 3> k{}, me{};
   std::array<bool, 3> wrap{};
   for (int d = 0; d < 3; ++d) {

@@ -186,6 +186,29 @@ TEST(MatmulTiler, WhatDoesNotFitIsNoChunkOrAnError) {
                std::invalid_argument);
 }
 
+// A scale model's slow HBM (docs/scale_models.md): the 256^3 f32 product that streams W in
+// three chunks at the built rate keeps W resident when streaming would make it HBM-bound, and
+// the plan moves fewer bytes; at the built peak (or with no rate given) nothing changes.
+TEST(MatmulTiler, SlowHbmKeepsWResidentWhereStreamingIsHbmBound) {
+  const ChipShape s = chip_shape("16x16");
+  MatmulProblem p = problem(256, 256, 256, false, false, s.vmem_rows);
+  const MatmulTiling built = tile_matmul(p, s);
+  EXPECT_FALSE(built.w_resident);
+  EXPECT_EQ(built.c_rows.size(), 3u);
+  p.hbm_bytes_per_cycle = s.hbm_channels * 32.0;  // the built peak: the same plan
+  const MatmulTiling peak = tile_matmul(p, s);
+  EXPECT_EQ(peak.w_resident, built.w_resident);
+  EXPECT_EQ(peak.mt, built.mt);
+  EXPECT_EQ(peak.c_rows, built.c_rows);
+  p.hbm_bytes_per_cycle = 4 * 64.0 / 115;  // the v4 model
+  const MatmulTiling slow = tile_matmul(p, s);
+  EXPECT_TRUE(slow.w_resident);
+  expect_chunks_cover(slow);
+  const uint64_t w_bytes = 256 * 256 * 2;
+  EXPECT_EQ(slow.panels() * 16 * 16 * slow.qt * 2, w_bytes);  // W once
+  EXPECT_EQ(built.panels() * 16 * 16 * built.qt * 2, 3 * w_bytes);
+}
+
 // A row range [lo, hi) of VMEM (mem 0) or AMEM (mem 1), named.
 struct Region {
   const char* name;

@@ -1,0 +1,221 @@
+// The TPU v4- and v5e-shaped scale models (configs/pod_v4_*.yaml, configs/pod_v5e_*.yaml;
+// docs/scale_models.md): the files load with the documented link pacing and HBM timing, whose
+// ratios match the real chips' HBM bytes per MAC; bad values of the new knobs are refused naming
+// the file, the key and the rule; on 4x4 chips (the same links and HBM channels, fast to
+// simulate) each runs an all-reduce and a training step bit-exact against the golden; a DMA's
+// HBM bytes per cycle and an all-reduce's busiest link measure as configured.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "chip_config.h"
+#include "collective_job.h"
+#include "lone_chip.h"
+#include "train_job.h"
+
+namespace tpu {
+namespace {
+
+struct ScaleFile {
+  std::string file;
+  std::vector<int> shape;
+  uint32_t ccd;             // tCCD_S = tCCD_L
+  double real_hbm_per_256;  // the real chip's HBM bytes per cycle per 256 MACs
+};
+
+// v4: 1.2 TB/s at 1.05 GHz over 131072 MACs a cycle; v5e: 819 GB/s at 1.5 GHz over 65536.
+const ScaleFile kFiles[] = {
+    {"pod_v4_2x2x2.yaml", {2, 2, 2}, 115, 1.2e12 / 1.05e9 * 256 / 131072},
+    {"pod_v4_4x4x4.yaml", {4, 4, 4}, 115, 1.2e12 / 1.05e9 * 256 / 131072},
+    {"pod_v5e_2x2.yaml", {2, 2}, 120, 819e9 / 1.5e9 * 256 / 65536},
+    {"pod_v5e_4x4.yaml", {4, 4}, 120, 819e9 / 1.5e9 * 256 / 65536},
+};
+
+std::string text_of(const std::string& file) {
+  std::ifstream in(std::string(TPU_SOURCE_DIR) + "/configs/" + file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The file's pod on 4x4 chips (loadable in a build of the 4x4 chip alone): the same links
+// (cycles per flit) and HBM timing per channel; the file itself names the 16x16 chip.
+PodConfig on_small_chips(const std::string& file) {
+  std::string t = text_of(file);
+  const std::string v = "variant: 16x16";
+  const auto at = t.find(v);
+  EXPECT_NE(at, std::string::npos) << file;
+  if (at != std::string::npos) t.replace(at, v.size(), "variant: 4x4");
+  return load_pod_config_text(t, file);
+}
+
+TEST(ScaleModels, ConfigsLoadWithTheDocumentedRatios) {
+  for (const ScaleFile& f : kFiles) {
+    SCOPED_TRACE(f.file);
+    const PodConfig c = on_small_chips(f.file);  // every knob but the variant: any chip
+    EXPECT_EQ(c.params.topo.num_chips(),
+              f.shape.size() == 3 ? f.shape[0] * f.shape[1] * f.shape[2] : f.shape[0] * f.shape[1]);
+    for (std::size_t d = 0; d < f.shape.size(); ++d) {
+      EXPECT_EQ(c.params.topo.extent(static_cast<int>(d)), f.shape[d]);
+      EXPECT_TRUE(c.params.topo.wraps(static_cast<int>(d)));
+    }
+    EXPECT_NE(text_of(f.file).find("variant: 16x16"), std::string::npos);
+    EXPECT_EQ(c.params.link_gap, 15u);
+    EXPECT_EQ(c.params.link_width, 0u);
+    EXPECT_EQ(c.params.hbm.timing.ccd_s, f.ccd);
+    EXPECT_EQ(c.params.hbm.timing.ccd_l, f.ccd);
+    // A read after a write waits as long as two bursts: mixing does not double the rate.
+    EXPECT_GE(c.params.hbm.timing.cwl + 2 + c.params.hbm.timing.wtr_s + 14, 2 * f.ccd);
+    const ChipShape s = chip_shape("16x16");
+    const double hbm = s.hbm_channels * 64.0 / f.ccd;  // B/cycle at most
+    EXPECT_NEAR(hbm / f.real_hbm_per_256, 1.0, 0.01) << hbm << " B/cycle";
+  }
+}
+
+TEST(ScaleModels, BadKnobValuesNameTheFileKeyAndRule) {
+  const std::string tmp =
+      (std::filesystem::temp_directory_path() / "tpu_scale_cfg_test.yaml").string();
+  auto bad = [&](const std::string& text, const std::string& key, const std::string& rule) {
+    FILE* f = std::fopen(tmp.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+    try {
+      load_pod_config(tmp);
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const ConfigError& e) {
+      const std::string w = e.what();
+      EXPECT_NE(w.find(tmp), std::string::npos) << w;
+      EXPECT_NE(w.find(key), std::string::npos) << w;
+      EXPECT_NE(w.find(rule), std::string::npos) << w;
+    }
+  };
+  const std::string chip = "chip: {variant: 4x4}\n";
+  bad("pod: {shape: [2], link_cycles_per_flit: 16}\n" + chip, "pod.link_cycles_per_flit",
+      "from 1 to 15");
+  bad("pod: {shape: [2], link_cycles_per_flit: 0}\n" + chip, "pod.link_cycles_per_flit",
+      "from 1 to 15");
+  bad("pod: {shape: [2], link_cycles_per_flit: slow}\n" + chip, "pod.link_cycles_per_flit", "");
+  bad("pod: {shape: [2], link_width_bytes: 4, link_cycles_per_flit: 4}\n" + chip,
+      "pod.link_cycles_per_flit", "not both");
+  bad("pod: {shape: [2]}\n" + chip + "hbm: {timing: {tCCD_S: 256, tCCD_L: 256}}\n",
+      "hbm.timing.tCCD_S", "must be in [1, 255]");
+  bad("pod: {shape: [2]}\n" + chip + "hbm: {timing: {tCCD_S: 120, tCCD_L: 100}}\n",
+      "hbm.timing.tCCD_L", "tCCD_L must be >= tCCD_S");
+  std::remove(tmp.c_str());
+  // The pod refuses a gap the link's counter cannot hold, and a gap beside a width.
+  PodParams p;
+  p.link_gap = 16;
+  EXPECT_THROW(CppPodHost{p}, std::invalid_argument);
+  p.link_gap = 4;
+  p.link_width = 4;
+  EXPECT_THROW(CppPodHost{p}, std::invalid_argument);
+}
+
+// An all-reduce on each model's pod of 4x4 chips, bit-exact against the golden.
+TEST(ScaleModels, AllReduceIsBitExactOnSmallChips) {
+  for (const char* file : {"pod_v4_2x2x2.yaml", "pod_v5e_2x2.yaml"}) {
+    SCOPED_TRACE(file);
+    const PodConfig c = on_small_chips(file);
+    EngineOptions eng;
+    eng.engine = "cpp";
+    CollectiveJobOptions co;
+    co.bytes = 4096;
+    co.backdoor = true;
+    CollectiveJob ar(c, co);
+    ar.run(eng);
+    EXPECT_TRUE(ar.pass()) << ar.mismatches() << " mismatches";
+    EXPECT_GT(ar.outputs(), 0u);
+  }
+}
+
+// One training step on each model's pod of 4x4 chips, every chip's parameters and loss
+// bit-exact against the golden.
+TEST(ScaleModels, TrainStepIsBitExactOnSmallChips) {
+  for (const char* file : {"pod_v4_2x2x2.yaml", "pod_v5e_2x2.yaml"}) {
+    SCOPED_TRACE(file);
+    const PodConfig c = on_small_chips(file);
+    EngineOptions eng;
+    eng.engine = "cpp";
+    TrainJobOptions to;
+    to.widths = {32, 32, 32};
+    to.global_batch = 8 * static_cast<std::size_t>(c.params.topo.num_chips());
+    to.steps = 1;
+    to.grad_pieces = 1;
+    to.backdoor = true;
+    to.pod_sections = false;
+    to.table = false;
+    TrainJob tj(c, to);
+    Report rep("scale model train step");
+    tj.run(eng, rep);
+    const TrainRunResult& r = tj.result();
+    EXPECT_TRUE(r.pass()) << r.check.mismatches << " mismatches";
+    EXPECT_GT(r.check.compared, 0u);
+    ASSERT_EQ(r.steps.size(), 1u);
+    EXPECT_TRUE(r.steps[0].golden_pass);
+  }
+}
+
+// One DMA of 16 KiB from HBM into VMEM on a chip with each model's HBM timing: its bytes per
+// cycle are the channels' 64 bytes per tCCD less refresh, within 3% (the first burst's latency).
+TEST(ScaleModels, DmaMovesTheConfiguredHbmBytesPerCycle) {
+  for (const char* file : {"pod_v4_2x2x2.yaml", "pod_v5e_2x2.yaml"}) {
+    SCOPED_TRACE(file);
+    const PodConfig c = on_small_chips(file);
+    LoneChip drv("4x4", c.params.hbm);
+    const ChipShape& cs = drv.shape();
+    const uint64_t piece = 2 * cs.cols, rows = 2048, seg = 64 * piece;  // bf16 rows
+    const uint64_t bytes = rows * piece, at = drv.alloc(bytes);
+    std::vector<uint8_t> data(bytes);
+    std::mt19937_64 rng(5);
+    for (auto& b : data) b = static_cast<uint8_t>(rng());
+    drv.write(at, data.data(), bytes);
+    const ProgramResult r = drv.run(
+        {cmd_dma(DmaDir::kHbmToVmem, true, 0, static_cast<uint32_t>(rows / 64),
+                 static_cast<uint32_t>(seg), static_cast<uint32_t>(at), static_cast<uint32_t>(seg)),
+         cmd_halt()});
+    const double got = static_cast<double>(bytes) / static_cast<double>(r.cycles);
+    // Every channel's burst per tCCD, less the refresh's share (tRFC of every tREFI cycles).
+    const HbmTiming& tm = c.params.hbm.timing;
+    const double want = cs.hbm_channels * 64.0 / tm.ccd_s * (1.0 - double(tm.rfc) / tm.refi);
+    std::printf("%s: DMA %.4f B/cycle, configured %.4f (%llu cycles)\n", file, got, want,
+                static_cast<unsigned long long>(r.cycles));
+    EXPECT_LE(got, want * 1.01) << got << " B/cycle";
+    EXPECT_GE(got, want * 0.97) << got << " B/cycle";
+  }
+}
+
+// An all-reduce with the HBM left fast (so that the links are the limit): its busiest link moves
+// a flit per 15 cycles, within 5%.
+TEST(ScaleModels, AllReduceLinksMoveAFlitPerFifteenCycles) {
+  PodConfig c = on_small_chips("pod_v5e_2x2.yaml");
+  c.params.hbm = HbmConfig{};
+  CollectiveJobOptions co;
+  co.bytes = 64 * 1024;
+  co.backdoor = true;
+  CollectiveJob ar(c, co);
+  EngineOptions eng;
+  eng.engine = "cpp";
+  ar.run(eng);
+  ASSERT_TRUE(ar.pass());
+  uint64_t busiest = 0;
+  for (const LinkStat& l : ar.result().prog.link_flits) busiest = std::max(busiest, l.flits);
+  const double per_cycle =
+      static_cast<double>(busiest) / static_cast<double>(ar.result().collective_cycles);
+  std::printf("busiest link: %.5f flits/cycle (1/15 = %.5f), %llu cycles\n", per_cycle, 1.0 / 15.0,
+              static_cast<unsigned long long>(ar.result().collective_cycles));
+  // A head flit (its 8-byte header only) takes ceil(2 x 15 / lanes) cycles, not 15: a saturated
+  // link counts a little over 1/15 flits a cycle.
+  EXPECT_LE(per_cycle, 1.03 / 15.0) << per_cycle;
+  EXPECT_GE(per_cycle, 0.95 / 15.0) << per_cycle;
+}
+
+}  // namespace
+}  // namespace tpu
