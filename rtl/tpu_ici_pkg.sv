@@ -77,11 +77,21 @@ package tpu_ici_pkg;
   } ici_flit_t;
 
   // Run-time topology: the same build serves any pod shape up to MaxK per dimension.
+  // `twist` (docs/topology.md): a twisted torus, whose wrap links shift other coordinates by half
+  // their ring: bit TwXY, X's wrap link (k_x - 1 -> 0 going +X) also adds k_y / 2 to y; TwXZ,
+  // it adds k_z / 2 to z; TwYZ, Y's wrap link adds k_z / 2 to z (mod k, both ways: half a ring).
+  // k x k x 2k twists X and Y into Z (TwXZ, TwYZ), k x 2k x 2k X into Y and Z (TwXY, TwXZ),
+  // k x 2k (2D) X into Y (TwXY). Zero: the plain torus, routed by the plain rule bit for bit.
   typedef struct packed {
+    logic [2:0]                    twist;        // {TwYZ, TwXZ, TwXY}; every dimension a ring
     logic                          no_dateline;  // debug: every hop in class 0 (can deadlock)
     logic [NumDims-1:0]            wrap;         // per dimension: 1 = ring (torus), 0 = line (mesh)
     logic [NumDims-1:0][CoordW:0]  k;            // nodes per dimension, 1..MaxK
   } ici_topo_t;
+
+  localparam int unsigned TwXY = 0;
+  localparam int unsigned TwXZ = 1;
+  localparam int unsigned TwYZ = 2;
 
   // The output port and the VC class of the next hop.
   typedef struct packed {
@@ -115,7 +125,94 @@ package tpu_ici_pkg;
     return (num_vc > 1) ? $clog2(num_vc) : 1;
   endfunction
 
-  // Dimension-order route (X, then Y, then Z), the shorter way round each ring. A tie (possible
+  // (c + k / 2) mod k for a coordinate c < k of an even ring k: the shift of a twisted wrap link.
+  function automatic logic [CoordW:0] half_turn(logic [CoordW:0] c, logic [CoordW:0] k);
+    logic [CoordW:0] s;
+    s = c + (k >> 1);
+    return (s >= k) ? s - k : s;
+  endfunction
+
+  // Twisted torus route (topo.twist != 0; docs/topology.md "Routing"). The network is a Cayley
+  // graph of an abelian group, so a shortest path can be taken in dimension order: per dimension
+  // d either the direct way (no wrap link) or round through the wrap link once (which shifts the
+  // later dimensions it twists into by half their ring), then the plain way in the next. The
+  // eight choices w (bit d: cross d's wrap link) are costed in full (the hops of every dimension,
+  // with the shifts the earlier crossings make) and the cheapest wins; on equal cost, the one
+  // without a full loop (w_d with the coordinate already right: k_d hops round, worth it only
+  // when its shift saves more) in the earliest dimension, then w XOR the parity of the
+  // destination's z, compared from X (which spreads ties over both ways: measured the best of
+  // the rules tried for link balance). After the first hop of a dimension the chosen way is
+  // strictly the shortest, so a packet keeps one direction through each dimension and visits
+  // X, Y, Z in order; the loop preference stops a packet that has finished a dimension from
+  // looping in it again. The VC class is the plain rule's (class 0 while the wrap link of the
+  // dimension is still ahead), which keeps each dimension's links free of cyclic dependencies.
+  function automatic ici_route_t ici_route_twist(ici_coord_t me, ici_coord_t dst,
+                                                 ici_topo_t topo);
+    ici_route_t r;
+    logic [NumDims-1:0][CoordW:0] p;
+    logic [NumDims-1:0] w, loops, out;
+    logic [CoordW:0] k, t, h;
+    logic [5:0] cost, best_cost;
+    logic [2:0] best_loops, best_tie, tie_bits;
+    logic valid, first, pl, best_found;
+    out = {1'b0, topo.twist[TwYZ], topo.twist[TwXY] | topo.twist[TwXZ]};
+    r.port = PORT_LOCAL;
+    r.cls = 1'b0;
+    best_cost = '1;
+    best_loops = '1;
+    best_tie = '1;
+    best_found = 1'b0;
+    for (int unsigned o = 0; o < 8; o++) begin
+      ici_route_t cand;
+      w = NumDims'(o);
+      for (int unsigned d = 0; d < NumDims; d++) p[d] = {1'b0, me[d]};
+      cost = '0;
+      loops = '0;
+      valid = 1'b1;
+      first = 1'b0;
+      cand = '0;
+      cand.port = PORT_LOCAL;
+      for (int unsigned d = 0; d < NumDims; d++) begin
+        k = topo.k[d];
+        t = {1'b0, dst[d]};
+        h = (t >= p[d]) ? t - p[d] : p[d] - t;
+        pl = t > p[d];
+        if (w[d]) begin
+          if (k < 2 || !topo.wrap[d] || (p[d] == t && !out[d])) valid = 1'b0;
+          loops[d] = (p[d] == t);
+          pl = (p[d] == t) || (t < p[d]);
+          h = k - h;  // k - |t - p|: a full loop (k hops) when p == t
+        end
+        if (h != '0 && !first) begin
+          first = 1'b1;
+          cand.port = ici_port_e'(PortW'(1 + 2 * d + (pl ? 0 : 1)));
+          cand.cls = pl ? (p[d] < t) : (p[d] > t);
+        end
+        cost = cost + 6'(h);
+        if (w[d] && d == 0) begin
+          if (topo.twist[TwXY]) p[1] = half_turn(p[1], topo.k[1]);
+          if (topo.twist[TwXZ]) p[2] = half_turn(p[2], topo.k[2]);
+        end
+        if (w[d] && d == 1 && topo.twist[TwYZ]) p[2] = half_turn(p[2], topo.k[2]);
+      end
+      tie_bits = {w[0], w[1], w[2]} ^ {3{dst[2][0]}};
+      if (valid && (!best_found || cost < best_cost ||
+                    (cost == best_cost && {loops[0], loops[1], loops[2]} < best_loops) ||
+                    (cost == best_cost && {loops[0], loops[1], loops[2]} == best_loops &&
+                     tie_bits < best_tie))) begin
+        best_found = 1'b1;
+        best_cost = cost;
+        best_loops = {loops[0], loops[1], loops[2]};
+        best_tie = tie_bits;
+        r = cand;
+      end
+    end
+    if (topo.no_dateline) r.cls = 1'b0;
+    return r;
+  endfunction
+
+  // Dimension-order route (X, then Y, then Z), the shorter way round each ring (a twisted torus:
+  // ici_route_twist above). A tie (possible
   // on even rings, at distance k/2) goes + when the destination coordinate is even and - when it
   // is odd: sending every tie + loads the + links of a 4-ring with 3 of every 4 hops under
   // uniform traffic; the parity rule gives every link of both directions the same load. With a
@@ -138,6 +235,7 @@ package tpu_ici_pkg;
     ici_route_t r;
     logic [CoordW:0] c, t, k, delta;
     logic plus, found, tie_plus;
+    if (topo.twist != '0) return ici_route_twist(me, dst, topo);  // ignores the tie hint
     r.port = PORT_LOCAL;
     r.cls = 1'b0;
     found = 1'b0;

@@ -614,7 +614,7 @@ module tpu_seq
   assign err_addr_o = err_addr_q;
 
   logic unused_bits;
-  assign unused_bits = ^{q_count, topo_i.wrap, topo_i.no_dateline};
+  assign unused_bits = ^{q_count, topo_i.wrap, topo_i.no_dateline, topo_i.twist};
 
   // Assertions
   `TPU_ASSERT(QueueNoOverflow_A,

@@ -54,6 +54,7 @@ rtl/tpu_dma.sv rtl/tpu_mxu_unit.sv rtl/tpu_vpu_unit.sv rtl/tpu_seq.sv rtl/tpu_ch
   lint tpu_ici_link_rx tpu_ici_link_rx rtl/tpu_ici_pkg.sv rtl/tpu_ici_crc.sv rtl/tpu_ici_link_rx.sv
   lint "ici_crc_tb_top (sim)" ici_crc_tb_top rtl/tpu_ici_crc.sv rtl/sim/ici_crc_tb_top.sv
   lint "ici_node_tb_top (sim)" ici_node_tb_top $ICI rtl/sim/ici_node_tb_top.sv
+  lint "ici_node_tb_top (sim, LocalPorts=2)" ici_node_tb_top -GLocalPorts=2 $ICI rtl/sim/ici_node_tb_top.sv
   for id in 0 2; do
     lint "tpu_chip (variant $id)" tpu_chip -GVariantId=$id $PKG $CHIP
     lint "tpu_chip_sim_top (sim, variant $id)" tpu_chip_sim_top -GVariantId=$id $PKG $CHIP \

@@ -15,7 +15,12 @@
 // (packed vectors: Verilator 5.006 does not compile assertions that sample an unpacked top-level
 // input). The harness ties off (valid 0) directions without a neighbour. Local port (one packet
 // at a time, InjVcSel = 0), statistics (selected by `stat_*_i`) and status, for this node alone;
-// `idle_o` also covers the outgoing delay lines.
+// `idle_o` also covers the outgoing delay lines. LocalPorts = 2 (a second build, `vici2`): the
+// router has two local ports as the chip's has (LocalPorts 2, InjVcSel 1): `inj1_*`/`ej1_*` are
+// PORT_LOCAL1, the harness names each injected flit's VC (`inj_vc_i`, `inj1_vc_i`) and ejected
+// packets interleave by VC (`ej_vc_o`, `ej1_vc_o`), so a node injects and ejects two flits a
+// cycle and the network, not the local port, limits uniform traffic (docs/topology.md). With
+// LocalPorts = 1 those ports are unused (outputs 0).
 `include "tpu_assert.svh"
 
 module ici_node_tb_top
@@ -25,6 +30,7 @@ module ici_node_tb_top
   parameter int unsigned Depth = 8,
   parameter int unsigned EjectDepth = 2,
   parameter int unsigned MaxLat = 4,
+  parameter int unsigned LocalPorts = 1,  // 1, or 2: PORT_LOCAL1 too (inj1_* / ej1_*)
   localparam int unsigned VcW = vc_width(NumVc),
   localparam int unsigned LatW = $clog2(MaxLat + 1)
 ) (
@@ -34,6 +40,7 @@ module ici_node_tb_top
   input  logic [NumDims-1:0][CoordW:0]      k_i,
   input  logic [NumDims-1:0]                wrap_i,
   input  logic                              no_dateline_i,
+  input  logic [2:0]                        twist_i,     // ici_topo_t.twist
   input  logic [LatW-1:0]                   link_lat_i,
   input  ici_coord_t                        coord_i,
   // links
@@ -62,6 +69,21 @@ module ici_node_tb_top
   output logic                              ej_head_o,
   output logic                              ej_tail_o,
   output logic [IciDataW-1:0]               ej_data_o,
+  // LocalPorts = 2: the local VC of each port's flit, the second local port
+  input  logic [VcW-1:0]                    inj_vc_i,
+  output logic [VcW-1:0]                    ej_vc_o,
+  input  logic                              inj1_valid_i,
+  output logic                              inj1_ready_o,
+  input  logic                              inj1_head_i,
+  input  logic                              inj1_tail_i,
+  input  logic [IciDataW-1:0]               inj1_data_i,
+  input  logic [VcW-1:0]                    inj1_vc_i,
+  output logic                              ej1_valid_o,
+  input  logic                              ej1_ready_i,
+  output logic                              ej1_head_o,
+  output logic                              ej1_tail_o,
+  output logic [IciDataW-1:0]               ej1_data_o,
+  output logic [VcW-1:0]                    ej1_vc_o,
   // statistics
   input  logic [PortW-1:0]                  stat_port_i,
   input  logic [VcW-1:0]                    stat_vc_i,
@@ -89,6 +111,7 @@ module ici_node_tb_top
       lat_q <= LatW'(1);
     end else begin
       topo.no_dateline <= no_dateline_i;
+      topo.twist <= twist_i;
       topo.wrap <= wrap_i;
       topo.k <= k_i;
       me <= coord_i;
@@ -99,10 +122,12 @@ module ici_node_tb_top
   logic      [NumDirs-1:0]          tx_valid, rx_cr_valid, fl_busy, cr_busy;
   logic      [NumDirs-1:0][VcW-1:0] tx_vc, rx_cr_vc;
   ici_flit_t [NumDirs-1:0]          tx_flit, rx_flit;
-  ici_flit_t                        inj_flit, ej_flit;
+  localparam int unsigned LP = LocalPorts;
+  ici_flit_t [LP-1:0]               inj_flit, ej_flit;
+  logic      [LP-1:0]               inj_valid, inj_ready, ej_valid, ej_ready;
+  logic      [LP-1:0][VcW-1:0]      inj_vc, ej_vc;
   logic                             router_idle;
-  logic      [NumVc-1:0]            unused_inj_vc_ready;  // the local VC: destination hash
-  logic      [VcW-1:0]              unused_ej_vc;         // one packet at a time: VC 0
+  logic      [LP-1:0][NumVc-1:0]    unused_inj_vc_ready;  // inj_ready_o: the VC given
 
   for (genvar d = 0; d < NumDirs; d++) begin : gen_rx
     assign rx_flit[d].head = fl_head_i[d];
@@ -110,15 +135,47 @@ module ici_node_tb_top
     assign rx_flit[d].data = fl_data_i[d];
   end
 
-  assign inj_flit.head = inj_head_i;
-  assign inj_flit.tail = inj_tail_i;
-  assign inj_flit.data = inj_data_i;
+  assign inj_flit[0].head = inj_head_i;
+  assign inj_flit[0].tail = inj_tail_i;
+  assign inj_flit[0].data = inj_data_i;
+  assign inj_valid[0] = inj_valid_i;
+  assign inj_vc[0] = inj_vc_i;
+  assign ej_ready[0] = ej_ready_i;
+  assign inj_ready_o = inj_ready[0];
+  assign ej_valid_o = ej_valid[0];
+  assign ej_vc_o = (LP == 2) ? ej_vc[0] : '0;  // one local port: every packet on VC 0
+  if (LP == 2) begin : gen_local1
+    assign inj_flit[LP-1].head = inj1_head_i;
+    assign inj_flit[LP-1].tail = inj1_tail_i;
+    assign inj_flit[LP-1].data = inj1_data_i;
+    assign inj_valid[LP-1] = inj1_valid_i;
+    assign inj_vc[LP-1] = inj1_vc_i;
+    assign ej_ready[LP-1] = ej1_ready_i;
+    assign inj1_ready_o = inj_ready[LP-1];
+    assign ej1_valid_o = ej_valid[LP-1];
+    assign ej1_head_o = ej_flit[LP-1].head;
+    assign ej1_tail_o = ej_flit[LP-1].tail;
+    assign ej1_data_o = ej_flit[LP-1].data;
+    assign ej1_vc_o = ej_vc[LP-1];
+  end else begin : gen_no_local1
+    logic unused_local1;
+    assign unused_local1 = ^{inj1_valid_i, inj1_head_i, inj1_tail_i, inj1_data_i, inj1_vc_i,
+                             ej1_ready_i, ej_vc, inj_vc};
+    assign inj1_ready_o = 1'b0;
+    assign ej1_valid_o = 1'b0;
+    assign ej1_head_o = 1'b0;
+    assign ej1_tail_o = 1'b0;
+    assign ej1_data_o = '0;
+    assign ej1_vc_o = '0;
+  end
 
   tpu_ici_router #(
     .flit_t    (ici_flit_t),
     .NumVc     (NumVc),
     .Depth     (Depth),
-    .EjectDepth(EjectDepth)
+    .EjectDepth(EjectDepth),
+    .InjVcSel  (LP == 2),
+    .LocalPorts(LP)
   ) i_router (
     .clk_i         (clk_i),
     .rst_ni        (rst_ni),
@@ -136,15 +193,15 @@ module ici_node_tb_top
     .rx_flit_i     (rx_flit),
     .rx_cr_valid_o (rx_cr_valid),
     .rx_cr_vc_o    (rx_cr_vc),
-    .inj_valid_i   (inj_valid_i),
-    .inj_ready_o   (inj_ready_o),
+    .inj_valid_i   (inj_valid),
+    .inj_ready_o   (inj_ready),
     .inj_flit_i    (inj_flit),
-    .inj_vc_i      ('0),
+    .inj_vc_i      (inj_vc),
     .inj_vc_ready_o(unused_inj_vc_ready),
-    .ej_valid_o    (ej_valid_o),
-    .ej_ready_i    (ej_ready_i),
+    .ej_valid_o    (ej_valid),
+    .ej_ready_i    (ej_ready),
     .ej_flit_o     (ej_flit),
-    .ej_vc_o       (unused_ej_vc),
+    .ej_vc_o       (ej_vc),
     .stat_port_i   (ici_port_e'(stat_port_i)),
     .stat_vc_i     (stat_vc_i),
     .stat_sel_i    (ici_stat_e'(stat_sel_i)),
@@ -152,9 +209,9 @@ module ici_node_tb_top
     .idle_o        (router_idle),
     .credits_full_o(credits_full_o)
   );
-  assign ej_head_o = ej_flit.head;
-  assign ej_tail_o = ej_flit.tail;
-  assign ej_data_o = ej_flit.data;
+  assign ej_head_o = ej_flit[0].head;
+  assign ej_tail_o = ej_flit[0].tail;
+  assign ej_data_o = ej_flit[0].data;
 
   for (genvar d = 0; d < NumDirs; d++) begin : gen_link
     link_t tx_link, fl_link;

@@ -16,6 +16,7 @@
 #include "mxu_dut.h"
 #include "tpu/limits.h"
 #include "tpu/pipeline.h"
+#include "tpu/twisted_torus.h"
 #include "tpu_contract.h"
 #include "yaml_keys.h"
 
@@ -387,6 +388,18 @@ PodConfig pod_config_from(const std::string& path, const std::string* text) {
     p.topo.validate();
   } catch (const std::invalid_argument& e) {
     fail(path, "pod.shape", e.what());
+  }
+  if (const YAML::Node t = pod["twist"]) {
+    try {
+      p.twist = t.as<bool>();
+    } catch (const YAML::Exception&) {
+      fail(path, "pod.twist", "must be true (a twisted torus) or false");
+    }
+    try {
+      if (p.twist) twist_bits(p.topo);
+    } catch (const std::invalid_argument& e) {
+      fail(path, "pod.twist", e.what());
+    }
   }
   check_fault_chips(pc.chip.faults, path, p.topo.num_chips());
   p.faults = pc.chip.faults;

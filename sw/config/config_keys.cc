@@ -130,6 +130,9 @@ void chip_and_pod_keys(ConfigKeys& t) {
   t.param("pod.wrap", KeyType::kList)
       .default_val("true per dimension")
       .desc("per dimension: true (ring, torus) or false (line, mesh)");
+  t.param("pod.twist", KeyType::kBool)
+      .default_val("false")
+      .desc("a twisted torus: k x k x 2k, k x 2k x 2k or k x 2k (docs/topology.md)");
   t.param("pod.link_latency", KeyType::kUint)
       .range(1, 64)
       .units("cycles")

@@ -11,6 +11,7 @@
 #include "pod_mpi.h"
 #include "progress.h"
 #include "trace.h"
+#include "tpu/twisted_torus.h"
 
 namespace tpu {
 
@@ -60,6 +61,14 @@ void with_engine(const EngineOptions& opt, PodParams params, double clock_ghz,
     check_fault_flags(params.faults, chip_shape(params.variant).hbm_bytes, params.topo.num_chips());
   }
   if (opt.watchdog) params.watchdog_cycles = *opt.watchdog;
+  if (opt.twist) {
+    try {
+      twist_bits(params.topo);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("--twist: ") + e.what());
+    }
+    params.twist = true;
+  }
   // Threads stepping the chips, either engine (the SystemC pod then steps every chip from one
   // process on the worker threads).
   params.threads = opt.threads;

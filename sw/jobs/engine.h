@@ -27,6 +27,7 @@ struct EngineOptions {
   std::string trace;                 // write the timeline of the whole job here ("": none)
   std::optional<std::pair<uint64_t, uint64_t>> trace_cycles;  // only events overlapping [A, B)
   bool check = false;  // stop before the first simulated cycle (CheckPort), write no files
+  bool twist = false;  // --twist: twist the pod's torus (docs/topology.md) whatever its config
   // The host port's progress_every for the job (0: the port's own, 1000 cycles). The Python
   // module asks for less: its progress callback checks for Ctrl-C, and a job of many short runs
   // (a collective of many rounds of a few hundred cycles) would otherwise never call it.

@@ -83,6 +83,7 @@ void add_pod(Report& rep, const PodConfig& cfg, const MachineInfo& mi, const Eng
   }
   ReportGroup& g = rep.group("pod");
   g.field("topology", cfg.params.topo.name());
+  g.field("twist", cfg.params.twist);
   g.metric("chips", mi.num_chips(), "", "chips in the pod");
   g.field("variant", cfg.params.variant);
   g.metric("link_latency", mi.link_latency, "cycles", "cycles per ICI link, each way");

@@ -27,6 +27,7 @@ struct PodOptions {
   std::string json, trace, trace_cycles;
   bool quiet = false;
   bool check = false;             // --check: stop before the first simulated cycle (CheckPort)
+  bool twist = false;             // --twist: a twisted torus (docs/topology.md)
 
   bool given(const char* flag) const { return cmd->count(flag) > 0; }
   // --config, or the default configs/pod_2x2.yaml.

@@ -73,6 +73,9 @@ void add_pod_options(CLI::App* cmd, PodOptions& o, bool bare) {
                                   "link_drop_rate=P (per word), link_down=CHIP:PORT@CYCLE (PORT:\n"
                                   "+X -X +Y -Y +Z -Z; docs/ici.md \"Link faults\")"))
       ->type_name("KEY=VALUE");
+  cmd->add_flag("--twist", o.twist,
+                "twist the pod's torus (docs/topology.md): k x k x 2k, k x 2k x 2k\n"
+                "or k x 2k pods only (as pod.twist: true)");
   cmd->add_option("--watchdog", o.watchdog,
                   "stop as hung (exit 3) after this many cycles without progress\n"
                   "(default: the config's watchdog_cycles, 1000000; 0: off)")
@@ -99,6 +102,7 @@ EngineOptions engine_options(const PodOptions& o) {
   e.trace = o.trace;
   if (!o.trace_cycles.empty()) e.trace_cycles = cli::split_span(o.trace_cycles);
   e.check = o.check;
+  e.twist = o.twist;
   return e;
 }
 

@@ -21,10 +21,11 @@ namespace {
 // The options of `tpusim traffic`.
 struct TrafficArgs {
   std::string topology = "4x4", pattern = "uniform", length = "1", json;
-  bool mesh = false, check = false;
+  bool mesh = false, twist = false, check = false;
   double rate = 0.3;
   uint64_t cycles = 4000, watchdog = 2000;
   unsigned link_latency = 1;
+  unsigned local_ports = 1;
   uint64_t seed = 1;
 };
 
@@ -51,8 +52,11 @@ int run_traffic(const TrafficArgs& a) {
   topo.k = parse_topology(a.topology);
   const bool wrap = !a.mesh;
   topo.wrap = {wrap, wrap, wrap};
+  topo.twist = a.twist;
+  topo.local_ports = a.local_ports;
   topo.link_latency = a.link_latency;
   topo.validate();  // names the rule: a dimension over 8, a latency the build cannot delay ...
+
 
   IciTrafficConfig cfg;
   const std::string& pattern = a.pattern;
@@ -64,7 +68,7 @@ int run_traffic(const TrafficArgs& a) {
   if (len == "1") cfg.length = IciLength::kOne;
   else if (len == "4") cfg.length = IciLength::kFour;
   else cfg.length = IciLength::kMixed;
-  cfg.rate = a.rate;
+  cfg.rate = a.rate * a.local_ports;
   cfg.seed = a.seed;
   const uint64_t cycles = a.cycles;
   // 0 turns the watchdog off, as on the pod commands (the drain stays bounded).
@@ -83,6 +87,8 @@ int run_traffic(const TrafficArgs& a) {
   rep.field("tool", "tpusim").field("command", "traffic").field("topology", topo.name());
   rep.field("pattern", pattern).field("length", len);
   rep.metric("link_latency", topo.link_latency, "cycles", "per link, each way");
+  rep.field("twist", topo.twist);
+  rep.metric("local_ports", topo.local_ports, "", "local ports per router");
   rep.metric("offered_rate", cfg.rate, "flits/node/cycle", "the injection rate asked");
   rep.metric("measured_cycles", st.cycles, "cycles", "the measurement window");
   rep.metric("offered", st.offered, "flits/node/cycle", "injected", true);
@@ -132,11 +138,15 @@ std::function<int()> traffic_command(CLI::App& tool) {
       ->check(a_topology)
       ->capture_default_str();
   cmd->add_flag("--mesh", a->mesh, "no wrap-around links (default: torus)");
+  cmd->add_flag("--twist", a->twist,
+                "twisted torus (docs/topology.md): k x k x 2k, k x 2k x 2k or k x 2k only");
   cmd->add_option("--pattern", a->pattern, "the destinations")
       ->type_name("uniform|transpose|neighbor|tornado")
       ->check(CLI::IsMember({"uniform", "transpose", "neighbor", "tornado"}))
       ->capture_default_str();
-  cmd->add_option("--rate", a->rate, "offered flits/node/cycle, 0 < R <= 1")
+  cmd->add_option("--rate", a->rate,
+                  "offered flits/node/cycle per local port, 0 < R <= 1 (a node offers\n"
+                  "R x --local-ports)")
       ->type_name("R")
       ->check(cli::real_in(0, 1, true))
       ->capture_default_str();
@@ -160,6 +170,12 @@ std::function<int()> traffic_command(CLI::App& tool) {
                                    " cycles: rebuild with -DTPU_ICI_MAX_LAT=N for longer links)";
           },
           ""))
+      ->capture_default_str();
+  cmd->add_option("--local-ports", a->local_ports,
+                  "local ports per router: 1, or 2 as on the chip (a packet injects on port\n"
+                  "x + y + z of its destination mod 2): the network, not injection, limits")
+      ->type_name("1|2")
+      ->check(CLI::IsMember({1u, 2u}))
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "traffic seed")
       ->type_name("S")

@@ -47,7 +47,7 @@ class ChipDutImpl final : public ChipDut {
       : variant_(std::move(variant)), shape_(shape) {
     m_->rst_ni = 1;
     dirty_ = true;
-    set_ici_config({0, 0, 0}, {1, 1, 1}, {false, false, false}, 1);  // alone: a 1x1x1 pod
+    set_ici_config({0, 0, 0}, {1, 1, 1}, {false, false, false}, 1, 0);  // alone: a 1x1x1 pod
     configure(HbmConfig{});
   }
 
@@ -177,7 +177,8 @@ class ChipDutImpl final : public ChipDut {
   }
 
   void set_ici_config(const std::array<int, 3>& me, const std::array<int, 3>& k,
-                      const std::array<bool, 3>& wrap, unsigned link_gap) override {
+                      const std::array<bool, 3>& wrap, unsigned link_gap,
+                      unsigned twist) override {
     dirty_ = true;
     m_->ici_link_gap_i = static_cast<uint8_t>(link_gap & 15u);
     std::array<unsigned, 3> c{}, kk{};
@@ -186,7 +187,7 @@ class ChipDutImpl final : public ChipDut {
       kk[d] = static_cast<unsigned>(k[d]);
     }
     m_->ici_me_i = static_cast<uint16_t>(ici_pack_coord(c));
-    m_->ici_topo_i = static_cast<uint32_t>(ici_pack_topo(kk, wrap, false));
+    m_->ici_topo_i = static_cast<uint32_t>(ici_pack_topo(kk, wrap, false, twist));
   }
   void set_ici_replay_timeout(unsigned cycles) override {
     dirty_ = true;

@@ -107,9 +107,11 @@ class ChipDut {
 
   // ICI (docs/pod.md). The chip's coordinate {x, y, z} and the pod shape: chips per dimension
   // (1..8) and whether each dimension wraps; link_gap: cycles a link needs per flit (1..15: a
-  // link 1/link_gap as wide as a row). Held from now on (set them before traffic).
+  // link 1/link_gap as wide as a row); twist: ici_topo_t.twist (tpu::twist_bits, 0: a plain
+  // torus). Held from now on (set them before traffic).
   virtual void set_ici_config(const std::array<int, 3>& me, const std::array<int, 3>& k,
-                              const std::array<bool, 3>& wrap, unsigned link_gap = 1) = 0;
+                              const std::array<bool, 3>& wrap, unsigned link_gap = 1,
+                              unsigned twist = 0) = 0;
   // Link layer (docs/ici.md "Link layer"): cycles without an ACK before a replay (0: never).
   virtual void set_ici_replay_timeout(unsigned cycles) = 0;
   // Link ports, direction d = 0..5 (+X -X +Y -Y +Z -Z), as the wire carries them. A flit word is

@@ -32,12 +32,14 @@ inline uint64_t ici_pack_k(const std::array<unsigned, 3>& k) {
   for (unsigned d = 0; d < 3; ++d) v |= uint64_t{k[d] & (2 * kIciMaxK - 1)} << ((kIciCoordW + 1) * d);
   return v;
 }
-// The whole ici_topo_t: {no_dateline, wrap[2:0], k}.
+// The whole ici_topo_t: {twist[2:0], no_dateline, wrap[2:0], k}; `twist` as tpu::twist_bits()
+// (model/include/tpu/twisted_torus.h) gives it, 0 for a plain torus.
 inline uint64_t ici_pack_topo(const std::array<unsigned, 3>& k, const std::array<bool, 3>& wrap,
-                              bool no_dateline) {
+                              bool no_dateline, unsigned twist = 0) {
   uint64_t v = ici_pack_k(k);
   const unsigned kbits = 3 * (kIciCoordW + 1);
   for (unsigned d = 0; d < 3; ++d) v |= uint64_t{wrap[d] ? 1u : 0u} << (kbits + d);
+  v |= uint64_t{twist & 7u} << (kbits + 4);
   return v | (uint64_t{no_dateline ? 1u : 0u} << (kbits + 3));
 }
 

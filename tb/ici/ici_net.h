@@ -43,12 +43,21 @@ struct IciTopology {
   std::array<bool, 3> wrap{true, true, true};  // ring per dimension (ignored where k == 1)
   unsigned link_latency = 1;                   // cycles per link and direction, 1..kIciMaxLat
   bool dateline = true;                        // false: every hop in VC class 0 (can deadlock)
+  bool twist = false;  // a twisted torus (docs/topology.md): k x k x 2k, k x 2k x 2k or k x 2k
+  // Local ports per router: 1, or 2 as on the chip (a second verilated build, `vici2`): a packet
+  // injects on port (x + y + z of its destination) mod 2, so a node injects and ejects up to two
+  // flits a cycle; packets of one source/destination pair share a port and stay in order.
+  unsigned local_ports = 1;
+
+  // The RTL's ici_topo_t.twist bits (tpu::twist_bits of the shape), 0 when not twisted.
+  unsigned twist_bits() const;
 
   unsigned nodes() const { return k[0] * k[1] * k[2]; }
   std::array<unsigned, 3> coord(unsigned node) const;  // logical node -> (x, y, z)
   unsigned node(const std::array<unsigned, 3>& c) const;
-  std::string name() const;  // "4x4 torus", "3x3 mesh", "4 ring"
-  // Throws std::invalid_argument naming the rule broken (a dimension over 16, the latency ...).
+  std::string name() const;  // "4x4 torus", "3x3 mesh", "4 ring", "4x4x8 twisted torus"
+  // Throws std::invalid_argument naming the rule broken (a dimension over 16, the latency, a
+  // twist on a shape that cannot be twisted ...).
   void validate() const;
 };
 IciTopology ici_ring(unsigned k, bool wrap = true);
@@ -87,7 +96,7 @@ class IciNet {
 
   // Queues a packet at its source (unbounded queue); sets `created`.
   void send(IciPacket p);
-  size_t queued(unsigned node) const { return src_[node].q.size(); }
+  size_t queued(unsigned node) const;
   size_t queued_total() const;
   uint64_t sent() const { return sent_; }
   uint64_t delivered() const { return delivered_; }
@@ -138,11 +147,21 @@ class IciNet {
   };
   void apply_inputs();
   std::array<uint64_t, 2> flit_words(const IciPacket& p, unsigned i) const;
+  unsigned port_of(const IciPacket& p) const;  // the local port it injects on
+  unsigned local_vc(const IciPacket& p) const;  // its VC there (two local ports)
+  Source& source(unsigned node, unsigned port) { return src_[node * ports_ + port]; }
+  const Source& source(unsigned node, unsigned port) const { return src_[node * ports_ + port]; }
+  Sink& sink(unsigned node, unsigned port, unsigned vc) {
+    return sink_[(node * ports_ + port) * kIciNumVc + vc];
+  }
+  void inject_done(unsigned node, unsigned port);           // a flit of that source went in
+  void eject_flit(unsigned node, unsigned port, const std::array<uint64_t, 2>& flit);
 
   IciTopology topo_;
+  unsigned ports_ = 1;  // local ports per router
   std::unique_ptr<IciNetModel> model_;
-  std::vector<Source> src_;
-  std::vector<Sink> sink_;
+  std::vector<Source> src_;  // per node and local port
+  std::vector<Sink> sink_;   // per node, local port and ejection VC
   // created / injected cycles of packets in flight, per (src, dst, addr), oldest first.
   std::map<std::tuple<unsigned, unsigned, uint32_t>, std::deque<std::pair<uint64_t, uint64_t>>>
       times_;

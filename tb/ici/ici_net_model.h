@@ -24,17 +24,20 @@ class IciNetModel {
   // releases it. Returns the number of assertion failures meanwhile.
   virtual unsigned reset(unsigned cycles) = 0;
 
-  // Inputs for the coming clock edge. A flit is {head | tail << 1, data}.
-  virtual void set_inject(unsigned node, bool valid, const std::array<uint64_t, 2>& flit) = 0;
-  virtual void set_eject_ready(unsigned node, bool ready) = 0;
+  // Inputs for the coming clock edge. A flit is {head | tail << 1, data}. `port`: the local port
+  // (1: PORT_LOCAL1, with two local ports), `vc` the flit's local VC there (two local ports).
+  virtual void set_inject(unsigned node, bool valid, const std::array<uint64_t, 2>& flit,
+                          unsigned port = 0, unsigned vc = 0) = 0;
+  virtual void set_eject_ready(unsigned node, bool ready, unsigned port = 0) = 0;
   // One spurious credit on output `dir` (0..5 = +X..-Z) of `node`, in the coming edge only.
   virtual void spurious_credit(unsigned node, unsigned dir, unsigned vc) = 0;
 
   // Settles the outputs after inputs change.
   virtual void eval() = 0;
-  virtual bool inject_ready(unsigned node) const = 0;
-  virtual bool eject_valid(unsigned node) const = 0;
-  virtual std::array<uint64_t, 2> eject_flit(unsigned node) const = 0;
+  virtual bool inject_ready(unsigned node, unsigned port = 0) const = 0;
+  virtual bool eject_valid(unsigned node, unsigned port = 0) const = 0;
+  // {head | tail << 1 | ejection VC << 2, data}
+  virtual std::array<uint64_t, 2> eject_flit(unsigned node, unsigned port = 0) const = 0;
 
   // One clock cycle. Returns the number of nodes with an assertion failure in it.
   virtual unsigned tick() = 0;
@@ -44,7 +47,8 @@ class IciNetModel {
   virtual uint32_t stat(unsigned node, IciPort port, unsigned vc, IciStat s) = 0;
 };
 
-// One verilated router model per node, wired in C++; any validated topology.
+// One verilated router model per node, wired in C++; any validated topology; the build with two
+// local ports when t.local_ports is 2.
 std::unique_ptr<IciNetModel> make_ici_node_model(const IciTopology& t);
 
 }  // namespace tpu

@@ -18,8 +18,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "Vici2_node_tb_top.h"
 #include "Vici_node_tb_top.h"
 #include "ici_net_model.h"
+#include "tpu/twisted_torus.h"
 #include "wave_clock.h"
 
 namespace tpu {
@@ -29,6 +31,8 @@ constexpr unsigned kDirs = 6;
 constexpr unsigned kVcW = kIciNumVc > 2 ? (kIciNumVc > 4 ? 3 : 2) : 1;  // tpu_ici_pkg::vc_width
 static_assert(kIciNumVc <= 8, "widen kVcW");
 
+// Top: Vici_node_tb_top (one local port) or Vici2_node_tb_top (two): the same ports.
+template <class Top>
 class IciNodeModel final : public IciNetModel {
  public:
   explicit IciNodeModel(const IciTopology& topo) : topo_(topo), ctx_(new VerilatedContext) {
@@ -40,17 +44,20 @@ class IciNodeModel final : public IciNetModel {
     const auto k = static_cast<uint16_t>(ici_pack_k(topo.k));
     for (unsigned i = 0; i < n; ++i) {
       nodes_.push_back(
-          std::make_unique<Vici_node_tb_top>(ctx_.get(), ("node" + std::to_string(i)).c_str()));
+          std::make_unique<Top>(ctx_.get(), ("node" + std::to_string(i)).c_str()));
       auto& t = *nodes_.back();
       t.clk_i = 0;
       t.k_i = k;
       t.wrap_i = static_cast<uint8_t>((topo.wrap[0] ? 1 : 0) | (topo.wrap[1] ? 2 : 0) |
                                       (topo.wrap[2] ? 4 : 0));
       t.no_dateline_i = topo.dateline ? 0 : 1;
+      t.twist_i = static_cast<uint8_t>(topo.twist_bits());
       t.link_lat_i = static_cast<uint8_t>(topo.link_latency);
       t.coord_i = static_cast<uint16_t>(ici_pack_coord(topo.coord(i)));
       t.inj_valid_i = 0;
       t.ej_ready_i = 0;
+      t.inj1_valid_i = 0;
+      t.ej1_ready_i = 0;
       t.fl_valid_i = 0;
       t.cr_valid_i = 0;
       for (unsigned d = 0; d < kDirs; ++d) nb_[i][d] = neighbour(i, d);
@@ -87,15 +94,31 @@ class IciNodeModel final : public IciNetModel {
     return fails + (take_error() ? 1 : 0);
   }
 
-  void set_inject(unsigned n, bool valid, const std::array<uint64_t, 2>& flit) override {
+  void set_inject(unsigned n, bool valid, const std::array<uint64_t, 2>& flit, unsigned port,
+                  unsigned vc) override {
     auto& t = *nodes_[n];
+    if (port == 1) {
+      t.inj1_valid_i = valid;
+      if (!valid) return;
+      t.inj1_head_i = flit[0] & 1;
+      t.inj1_tail_i = (flit[0] >> 1) & 1;
+      t.inj1_data_i = flit[1];
+      t.inj1_vc_i = static_cast<uint8_t>(vc);
+      return;
+    }
     t.inj_valid_i = valid;
     if (!valid) return;
     t.inj_head_i = flit[0] & 1;
     t.inj_tail_i = (flit[0] >> 1) & 1;
     t.inj_data_i = flit[1];
+    t.inj_vc_i = static_cast<uint8_t>(vc);
   }
-  void set_eject_ready(unsigned n, bool ready) override { nodes_[n]->ej_ready_i = ready; }
+  void set_eject_ready(unsigned n, bool ready, unsigned port) override {
+    if (port == 1)
+      nodes_[n]->ej1_ready_i = ready;
+    else
+      nodes_[n]->ej_ready_i = ready;
+  }
   void spurious_credit(unsigned n, unsigned dir, unsigned vc) override {
     dbg_node_ = static_cast<int>(n);
     dbg_dir_ = dir;
@@ -106,11 +129,19 @@ class IciNodeModel final : public IciNetModel {
     wire();
     settle();
   }
-  bool inject_ready(unsigned n) const override { return nodes_[n]->inj_ready_o; }
-  bool eject_valid(unsigned n) const override { return nodes_[n]->ej_valid_o; }
-  std::array<uint64_t, 2> eject_flit(unsigned n) const override {
+  bool inject_ready(unsigned n, unsigned port) const override {
+    return port == 1 ? nodes_[n]->inj1_ready_o : nodes_[n]->inj_ready_o;
+  }
+  bool eject_valid(unsigned n, unsigned port) const override {
+    return port == 1 ? nodes_[n]->ej1_valid_o : nodes_[n]->ej_valid_o;
+  }
+  std::array<uint64_t, 2> eject_flit(unsigned n, unsigned port) const override {
     const auto& t = *nodes_[n];
-    return {(t.ej_head_o ? 1u : 0u) | (t.ej_tail_o ? 2u : 0u), t.ej_data_o};
+    if (port == 1)
+      return {(t.ej1_head_o ? 1u : 0u) | (t.ej1_tail_o ? 2u : 0u) | (uint64_t{t.ej1_vc_o} << 2),
+              t.ej1_data_o};
+    return {(t.ej_head_o ? 1u : 0u) | (t.ej_tail_o ? 2u : 0u) | (uint64_t{t.ej_vc_o} << 2),
+            t.ej_data_o};
   }
 
   unsigned tick() override {
@@ -191,8 +222,15 @@ class IciNodeModel final : public IciNetModel {
   }
 
   // The node whose coordinate differs by one in the direction's dimension (mod k on a ring); none
-  // at a mesh edge or in a dimension of size 1.
+  // at a mesh edge or in a dimension of size 1. A twisted torus: tpu::torus_neighbour.
   int neighbour(unsigned node, unsigned dir) const {
+    if (topo_.twist) {
+      const TorusShape s{{static_cast<int>(topo_.k[0]), static_cast<int>(topo_.k[1]),
+                          static_cast<int>(topo_.k[2])},
+                         topo_.twist_bits()};
+      const auto c = torus_neighbour(s, s.coord(static_cast<int>(node)), static_cast<int>(dir));
+      return c[0] < 0 ? -1 : s.node(c);
+    }
     const unsigned dim = dir / 2;
     const unsigned k = topo_.k[dim];
     auto c = topo_.coord(node);
@@ -250,7 +288,7 @@ class IciNodeModel final : public IciNetModel {
 
   IciTopology topo_;
   std::unique_ptr<VerilatedContext> ctx_;  // shared by every node: one time, one FST file
-  std::vector<std::unique_ptr<Vici_node_tb_top>> nodes_;
+  std::vector<std::unique_ptr<Top>> nodes_;
   std::unique_ptr<VerilatedFstC> fst_;
   WaveClock wave_;         // where the dump puts each edge (tb/common/wave_clock.h)
   uint64_t cycle_ = 0;     // rising edges so far
@@ -264,7 +302,8 @@ class IciNodeModel final : public IciNetModel {
 }  // namespace
 
 std::unique_ptr<IciNetModel> make_ici_node_model(const IciTopology& t) {
-  return std::make_unique<IciNodeModel>(t);
+  if (t.local_ports == 2) return std::make_unique<IciNodeModel<Vici2_node_tb_top>>(t);
+  return std::make_unique<IciNodeModel<Vici_node_tb_top>>(t);
 }
 
 }  // namespace tpu

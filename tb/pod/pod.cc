@@ -13,6 +13,8 @@
 #include <thread>
 #include <tuple>
 
+#include "tpu/twisted_torus.h"
+
 namespace tpu {
 
 namespace {
@@ -372,13 +374,17 @@ PodCore::PodCore(const PodParams& p, std::vector<int> owned) : p_(p) {
     k[d] = p_.topo.extent(d);
     wrap[d] = p_.topo.wraps(d);
   }
+  // A twisted torus (docs/topology.md): its wrap links land half a ring further along the
+  // dimensions they twist into; the routers route by the same bits (ici_topo_t.twist).
+  const unsigned twist = p_.twist ? twist_bits(p_.topo) : 0u;  // throws naming the rule
+  const TorusShape tshape{k, twist};
   // Every link of the topology is numbered (the same numbers in every process); a link is built
   // where one of its ends is.
   for (int i = 0; i < n; ++i) {
     const PodCoord c = p_.topo.coord(i);
     for (int d = 0; d < 3; ++d) me[d] = c[d];
     if (owns(i)) {
-      chips_[i]->set_ici_config(me, k, wrap, gap_);
+      chips_[i]->set_ici_config(me, k, wrap, gap_, twist);
       // The link layer's replay time-out: an ACK comes back 2L + 1 cycles after its flit left;
       // after a replay starts, its first flit may wait for the wire up to gap - 1 cycles.
       chips_[i]->set_ici_replay_timeout(2 * p_.link_latency + gap_ + 8);
@@ -393,6 +399,7 @@ PodCore::PodCore(const PodParams& p, std::vector<int> owned) : p_(p) {
           nb[d] = (nb[d] + k[d]) % k[d];
         }
         const int dir = 2 * d + s;
+        if (twist) nb = torus_neighbour(tshape, {c[0], c[1], c[2]}, dir);
         const int j = p_.topo.id(nb);
         link_rx_.push_back(j);
         link_ids_.push_back({i, dir, 0});

@@ -39,6 +39,7 @@ struct PodParams {
   Topology topo = Topology::torus({2, 2});
   std::string variant = "4x4";   // chip variant (every chip the same)
   unsigned link_latency = 1;     // cycles per link, each way (>= 1)
+  bool twist = false;            // a twisted torus (docs/topology.md; pod.twist, --twist)
   unsigned link_width = 0;       // bytes a link carries per cycle; 0: a whole row (lanes x 4)
   // Cycles a link takes per flit (one memory row), 1 to 15, for any chip variant: the scale
   // models' narrow links (docs/scale_models.md). 0: from link_width. Not both.

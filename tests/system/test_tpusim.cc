@@ -170,6 +170,9 @@ TEST(Tpusim, TrafficBadOptionsAreClearErrors) {
       {"--rate nan", "--rate: nan is not a number"},
       {"--pattern zigzag", "--pattern: zigzag not in {uniform,transpose,neighbor,tornado}"},
       {"--length 3", "--length: 3 not in {1,4,mixed}"},
+      {"--topology 4x4x4 --twist", "twist on a 4x4x4 pod: a twist needs a k x k x 2k"},
+      {"--topology 4x4x8 --twist --mesh", "twist with dimension x a line (mesh)"},
+      {"--local-ports 3", "--local-ports: 3 not in {1,2}"},
   };
   for (const auto& [args, expect] : cases) {
     const CliRun r = tpusim("traffic " + args);
@@ -305,6 +308,8 @@ TEST(TpusimPod, BadInputIsAClearErrorWithExitCode2) {
       {"unknown algo", "collective --kind all_gather --algo bogus",
        "--algo: bogus not in {ring,biring,torus,direct}"},
       {"unknown pod algo", "pod --algo bogus", "--algo: bogus not in"},
+      {"twist on a 2x2", "collective --kind all_to_all --twist",
+       "--twist: twist on a 2x2x1 pod: a twist needs a k x k x 2k or k x 2k x 2k torus"},
   };
   for (const Bad& c : cases) {
     const std::string json = tmp("bad_pod.json");

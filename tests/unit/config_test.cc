@@ -131,6 +131,33 @@ TEST(ConfigKeys, TheLoadersCheckTheTablesRanges) {
   }
 }
 
+// pod.twist: taken on a twistable torus (the shipped 4x4x8 and 4x8x8 configs), refused with the
+// file, the key, the shape and the rule on any other shape or on a mesh (docs/topology.md).
+TEST(ConfigKeys, TwistOnlyOnTwistableTori) {
+  for (const char* f : {"pod_4x4x8.yaml", "pod_4x8x8.yaml"})
+    EXPECT_TRUE(load_pod_config(std::string(TPU_SOURCE_DIR) + "/configs/" + f).params.twist) << f;
+  const std::string ok =
+      write_tmp("twist_off", "pod:\n  shape: [4, 4, 8]\n  twist: false\nchip:\n  variant: 4x4\n");
+  EXPECT_FALSE(load_pod_config(ok).params.twist);
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"shape: [4, 4, 4]\n  twist: true", "twist on a 4x4x4 pod: a twist needs a k x k x 2k"},
+      {"shape: [8, 4, 4]\n  twist: true", "twist on a 8x4x4 pod"},
+      {"shape: [4, 4, 8]\n  wrap: [true, false, true]\n  twist: true", "(dimension y a line)"},
+      {"shape: [4, 4, 8]\n  twist: 3", "must be true (a twisted torus) or false"},
+  };
+  for (const auto& [pod, expect] : bad) {
+    const std::string path = write_tmp("twist_bad", "pod:\n  " + pod + "\nchip:\n  variant: 4x4\n");
+    try {
+      load_pod_config(path);
+      ADD_FAILURE() << pod << " was taken";
+    } catch (const ConfigError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("key 'pod.twist'"), std::string::npos) << m;
+      EXPECT_NE(m.find(expect), std::string::npos) << m;
+    }
+  }
+}
+
 // A faults: section and the same keys as --fault give the same settings.
 TEST(ConfigKeys, FaultSectionAndFlagsAgree) {
   const std::string path =
