@@ -107,7 +107,7 @@ module tpu_chip
   // ICI links and configuration
   input  tpu_ici_pkg::ici_coord_t   ici_me_i,
   input  tpu_ici_pkg::ici_topo_t    ici_topo_i,
-  input  logic [3:0]                ici_link_gap_i,  // cycles per flit on a link (0, 1: every)
+  input  logic [tpu_ici_pkg::LinkGapW-1:0] ici_link_gap_i,  // cycles per flit on a link (0, 1: 1)
   input  logic [15:0]               ici_replay_timeout_i,  // link layer: cycles without ACK
   output logic [NumDirs-1:0]        ici_tx_valid_o,
   output logic [NumDirs-1:0][IciVcW-1:0] ici_tx_vc_o,
@@ -576,8 +576,9 @@ module tpu_chip
   // A head flit carries only its 8-byte header (tpu_ici_pkg::ici_hdr_t): on a link of
   // RowW / 8 / gap bytes a cycle it takes ceil(8 * gap / (4 * Lanes)) cycles (0 counts as 1,
   // as a gap of 0 does).
-  logic [3:0]       ici_link_hgap;
-  assign ici_link_hgap = 4'((2 * 32'(ici_link_gap_i) + Lanes - 1) / Lanes);
+  logic [tpu_ici_pkg::LinkGapW-1:0] ici_link_hgap;
+  assign ici_link_hgap =
+      tpu_ici_pkg::LinkGapW'((2 * 32'(ici_link_gap_i) + Lanes - 1) / Lanes);
   logic [tpu_ici_pkg::StatW-1:0] ici_stat;
   logic             ici_rt_idle;
   // Idle: no flit in the router, none unacknowledged, no ACK or NAK waiting to go out.

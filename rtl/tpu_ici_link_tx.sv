@@ -42,8 +42,8 @@ module tpu_ici_link_tx
 ) (
   input  logic                clk_i,
   input  logic                rst_ni,
-  input  logic [3:0]          link_gap_i,   // cycles per flit on the wire (0, 1: every cycle)
-  input  logic [3:0]          link_hgap_i,  // cycles per head flit (0, 1: one)
+  input  logic [LinkGapW-1:0] link_gap_i,   // cycles per flit on the wire (0, 1: every cycle)
+  input  logic [LinkGapW-1:0] link_hgap_i,  // cycles per head flit (0, 1: one)
   input  logic [15:0]         timeout_i,    // cycles without ACK progress before a replay (0: off)
   // router side
   input  logic                tx_valid_i,
@@ -88,7 +88,7 @@ module tpu_ici_link_tx
   logic [SeqW-1:0] snd_q;   // the next one to put on the wire
   logic [SeqW-1:0] ack_q;   // the oldest unacknowledged one
   logic [SeqW-1:0] hi_q;    // one past the highest ever sent (below: a resend)
-  logic [3:0]      gap_q, hgap_q, busy_q;
+  logic [LinkGapW-1:0] gap_q, hgap_q, busy_q;
   logic [15:0]     tmr_q;
   logic [FailW-1:0] fails_q;
   logic            down_q;
@@ -173,8 +173,8 @@ module tpu_ici_link_tx
       snd_q      <= '0;
       ack_q      <= '0;
       hi_q       <= '0;
-      gap_q      <= 4'd1;
-      hgap_q     <= 4'd1;
+      gap_q      <= LinkGapW'(1);
+      hgap_q     <= LinkGapW'(1);
       busy_q     <= '0;
       tmr_q      <= '0;
       fails_q    <= '0;
@@ -185,19 +185,19 @@ module tpu_ici_link_tx
       replayed_q <= '0;
       ctl_err_q  <= '0;
     end else begin
-      gap_q  <= (link_gap_i == '0) ? 4'd1 : link_gap_i;
-      hgap_q <= (link_hgap_i == '0) ? 4'd1 : link_hgap_i;
+      gap_q  <= (link_gap_i == '0) ? LinkGapW'(1) : link_gap_i;
+      hgap_q <= (link_hgap_i == '0) ? LinkGapW'(1) : link_hgap_i;
       got_q  <= cnt_now;
       if (c_bad) ctl_err_q <= ctl_err_q + 1'b1;
       if (tx_valid_i && !down_q) wr_q <= wr_q + 1'b1;
       if (tx_cr_valid_o) out_q[tx_cr_vc_o] <= out_q[tx_cr_vc_o] + 1'b1;
       if (send) begin
         snd_q  <= snd_q + 1'b1;
-        busy_q <= (out_e.flit.head ? hgap_q : gap_q) - 4'd1;
+        busy_q <= (out_e.flit.head ? hgap_q : gap_q) - LinkGapW'(1);
         if (snd_q == hi_q) hi_q <= hi_q + 1'b1;
         else replayed_q <= replayed_q + 1'b1;
       end else if (busy_q != '0) begin
-        busy_q <= busy_q - 4'd1;
+        busy_q <= busy_q - LinkGapW'(1);
       end
       if (a_in) begin
         ack_q <= ctl.ack;

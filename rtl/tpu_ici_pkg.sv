@@ -12,6 +12,10 @@ package tpu_ici_pkg;
   // ---- Compile-time shape ----
   localparam int unsigned CoordW = 4;              // bits per coordinate
   localparam int unsigned MaxK = 1 << CoordW;      // largest ring per dimension (16)
+  // A link's pacing counter (link_gap_i of the router and the link layer): a link carries a flit
+  // every 1 .. 2^LinkGapW - 1 cycles, slow enough for the scale models' links (v4: 688 cycles
+  // per 64-byte flit, docs/scale_models.md).
+  localparam int unsigned LinkGapW = 10;
   localparam int unsigned NumDims = 3;             // X, Y, Z
   localparam int unsigned NumDirs = 2 * NumDims;   // +X -X +Y -Y +Z -Z
   localparam int unsigned NumPorts = NumDirs + 1;  // local + one per direction

@@ -54,9 +54,9 @@ module tpu_ici_router
   input  logic                          rst_ni,
   input  ici_coord_t                    me_i,
   input  ici_topo_t                     topo_i,
-  input  logic  [3:0]                   link_gap_i,  // cycles per flit on a link (0, 1: every
+  input  logic  [LinkGapW-1:0]          link_gap_i,  // cycles per flit on a link (0, 1: every
                                                      // cycle): a link narrower than a flit
-  input  logic  [3:0]                   link_hgap_i, // cycles per head flit (0, 1: one): a
+  input  logic  [LinkGapW-1:0]          link_hgap_i, // cycles per head flit (0, 1: one): a
                                                      // head carries only its 8-byte header
   // links
   output logic  [NumDirs-1:0]           tx_valid_o,
@@ -94,18 +94,18 @@ module tpu_ici_router
   // constant after reset); only registered copies feed the route logic.
   ici_coord_t me_q;
   ici_topo_t  topo_q;
-  logic [3:0] gap_q, hgap_q;
+  logic [LinkGapW-1:0] gap_q, hgap_q;
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       me_q <= '0;
       topo_q <= '0;
-      gap_q <= 4'd1;
-      hgap_q <= 4'd1;
+      gap_q <= LinkGapW'(1);
+      hgap_q <= LinkGapW'(1);
     end else begin
       me_q <= me_i;
       topo_q <= topo_i;
-      gap_q <= (link_gap_i == '0) ? 4'd1 : link_gap_i;
-      hgap_q <= (link_hgap_i == '0) ? 4'd1 : link_hgap_i;
+      gap_q <= (link_gap_i == '0) ? LinkGapW'(1) : link_gap_i;
+      hgap_q <= (link_hgap_i == '0) ? LinkGapW'(1) : link_hgap_i;
     end
   end
 
@@ -264,14 +264,14 @@ module tpu_ici_router
   // A link that carries a flit in gap_q cycles (link_gap_i), a head flit (its header only) in
   // hgap_q (link_hgap_i), takes no other flit until the last one is through: its output shows
   // no credit meanwhile, so nothing requests it.
-  logic [NP-1:0][3:0] busy_q;
+  logic [NP-1:0][LinkGapW-1:0] busy_q;
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       busy_q <= '0;
     end else begin
       for (int unsigned o = 1; o <= NumDirs; o++) begin
-        if (out_valid[o]) busy_q[o] <= (out_flit[o].head ? hgap_q : gap_q) - 4'd1;
-        else if (busy_q[o] != '0) busy_q[o] <= busy_q[o] - 4'd1;
+        if (out_valid[o]) busy_q[o] <= (out_flit[o].head ? hgap_q : gap_q) - LinkGapW'(1);
+        else if (busy_q[o] != '0) busy_q[o] <= busy_q[o] - LinkGapW'(1);
       end
     end
   end

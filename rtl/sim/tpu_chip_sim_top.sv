@@ -77,7 +77,7 @@ module tpu_chip_sim_top
   // ICI
   input  logic [$bits(tpu_ici_pkg::ici_coord_t)-1:0] ici_me_i,    // {z, y, x}
   input  logic [$bits(tpu_ici_pkg::ici_topo_t)-1:0]  ici_topo_i,  // tpu_ici_pkg::ici_topo_t
-  input  logic [3:0]       ici_link_gap_i,
+  input  logic [tpu_ici_pkg::LinkGapW-1:0] ici_link_gap_i,
   input  logic [15:0]      ici_replay_timeout_i,
   output logic [5:0]       ici_tx_valid_o,
   output logic [11:0]      ici_tx_vc_o,     // 2 bits per direction

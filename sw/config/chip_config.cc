@@ -12,6 +12,7 @@
 
 #include "chip_dut.h"
 #include "config_keys.h"
+#include "ici_fields.h"
 #include "mesh_text.h"
 #include "mxu_dut.h"
 #include "tpu/limits.h"
@@ -217,10 +218,11 @@ void pod_links_from(const YAML::Node& pod, const std::string& path, const std::s
   if (const YAML::Node w = pod["link_width_bytes"]) {
     const int v = pod_int(w, path, "link_width_bytes", "bytes");
     const int row = static_cast<int>(chip_shape(variant).cols) * 4;
-    if (v < 1 || row % v != 0 || row / v > 15)
+    if (v < 1 || row % v != 0 || row / v > static_cast<int>(kIciLinkGapMax))
       fail(path, "pod.link_width_bytes",
            "must divide the " + std::to_string(row) + "-byte memory row of chip " + variant +
-               " into 1 to 15 beats (got " + std::to_string(v) + ")");
+               " into 1 to " + std::to_string(kIciLinkGapMax) + " beats (got " + std::to_string(v) +
+               ")");
     p.link_width = static_cast<unsigned>(v);
   }
   if (const YAML::Node g = pod["link_cycles_per_flit"]) {
@@ -229,7 +231,7 @@ void pod_links_from(const YAML::Node& pod, const std::string& path, const std::s
     if (v < 0 || !k.holds(static_cast<uint64_t>(v)))
       fail(path, "pod.link_cycles_per_flit",
            "must be from " + std::to_string(k.lo) + " to " + std::to_string(k.hi) +
-               " cycles per flit (the link's 4-bit pacing counter; got " + std::to_string(v) +
+               " cycles per flit (the link's 10-bit pacing counter; got " + std::to_string(v) +
                ")");
     if (p.link_width != 0)
       fail(path, "pod.link_cycles_per_flit",

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "chip_config.h"
+#include "ici_fields.h"
 #include "hbm_config.h"
 #include "host_port.h"
 #include "tpu/collective.h"
@@ -142,9 +143,9 @@ void chip_and_pod_keys(ConfigKeys& t) {
       .range(1, 1u << 16)
       .units("bytes")
       .default_val("a memory row")
-      .desc("bytes a link carries per cycle: divides the memory row into 1 to 15 beats");
+      .desc("bytes a link carries per cycle: divides the memory row into 1 to 1023 beats");
   t.param("pod.link_cycles_per_flit", KeyType::kUint)
-      .range(1, 15)
+      .range(1, kIciLinkGapMax)
       .units("cycles")
       .default_val("from link_width_bytes")
       .desc("cycles a link takes per flit (a memory row), any chip; not with link_width_bytes");

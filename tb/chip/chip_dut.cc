@@ -180,7 +180,7 @@ class ChipDutImpl final : public ChipDut {
                       const std::array<bool, 3>& wrap, unsigned link_gap,
                       unsigned twist) override {
     dirty_ = true;
-    m_->ici_link_gap_i = static_cast<uint8_t>(link_gap & 15u);
+    m_->ici_link_gap_i = static_cast<uint16_t>(link_gap & kIciLinkGapMax);
     std::array<unsigned, 3> c{}, kk{};
     for (unsigned d = 0; d < 3; ++d) {
       c[d] = static_cast<unsigned>(me[d]);

@@ -106,7 +106,7 @@ class ChipDut {
   virtual void open_waves(const std::string& path, double clock_ghz) = 0;
 
   // ICI (docs/pod.md). The chip's coordinate {x, y, z} and the pod shape: chips per dimension
-  // (1..8) and whether each dimension wraps; link_gap: cycles a link needs per flit (1..15: a
+  // (1..8) and whether each dimension wraps; link_gap: cycles a link needs per flit (1..1023: a
   // link 1/link_gap as wide as a row); twist: ici_topo_t.twist (tpu::twist_bits, 0: a plain
   // torus). Held from now on (set them before traffic).
   virtual void set_ici_config(const std::array<int, 3>& me, const std::array<int, 3>& k,

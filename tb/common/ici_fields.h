@@ -13,6 +13,9 @@ namespace tpu {
 constexpr unsigned kIciCoordW = 4;                  // tpu_ici_pkg::CoordW
 constexpr unsigned kIciMaxK = 1u << kIciCoordW;     // nodes per dimension (tpu_ici_pkg::MaxK): 16
 constexpr unsigned kIciCoordBits = 3 * kIciCoordW;  // $bits(ici_coord_t)
+constexpr unsigned kIciLinkGapW = 10;               // tpu_ici_pkg::LinkGapW
+// The slowest link: a flit every kIciLinkGapMax cycles (the link's pacing counter).
+constexpr unsigned kIciLinkGapMax = (1u << kIciLinkGapW) - 1;
 
 // {z, y, x}, x in the low bits.
 inline uint64_t ici_pack_coord(const std::array<unsigned, 3>& c) {

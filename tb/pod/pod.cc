@@ -13,6 +13,7 @@
 #include <thread>
 #include <tuple>
 
+#include "ici_fields.h"
 #include "tpu/twisted_torus.h"
 
 namespace tpu {
@@ -313,19 +314,21 @@ std::string HostAgent::describe_copies() const {
 // ---------------------------------------------------------------------------------------------
 namespace {
 // Cycles a link takes per flit (a row of `row` bytes): from link_gap, or from link_width (which
-// must divide the row into 1 to 15 beats), else 1. The link's pacing counter has 4 bits.
+// must divide the row into 1 to kIciLinkGapMax beats), else 1: the link's pacing counter.
 unsigned link_gap_of(const PodParams& p, unsigned row) {
   if (p.link_gap != 0) {
-    if (p.link_width != 0 || p.link_gap > 15)
+    if (p.link_width != 0 || p.link_gap > kIciLinkGapMax)
       throw std::invalid_argument("pod: link gap " + std::to_string(p.link_gap) +
-                                  " cycles per flit must be from 1 to 15, link width unset");
+                                  " cycles per flit must be from 1 to " +
+                                  std::to_string(kIciLinkGapMax) + ", link width unset");
     return p.link_gap;
   }
   if (p.link_width == 0) return 1;
-  if (row % p.link_width != 0 || row / p.link_width > 15)
+  if (row % p.link_width != 0 || row / p.link_width > kIciLinkGapMax)
     throw std::invalid_argument("pod: link width " + std::to_string(p.link_width) +
                                 " bytes must divide the " + std::to_string(row) +
-                                "-byte row of chip " + p.variant + " into 1 to 15 beats");
+                                "-byte row of chip " + p.variant + " into 1 to " +
+                                std::to_string(kIciLinkGapMax) + " beats");
   return row / p.link_width;
 }
 }  // namespace

@@ -41,7 +41,7 @@ struct PodParams {
   unsigned link_latency = 1;     // cycles per link, each way (>= 1)
   bool twist = false;            // a twisted torus (docs/topology.md; pod.twist, --twist)
   unsigned link_width = 0;       // bytes a link carries per cycle; 0: a whole row (lanes x 4)
-  // Cycles a link takes per flit (one memory row), 1 to 15, for any chip variant: the scale
+  // Cycles a link takes per flit (one memory row), 1 to 1023, for any chip variant: the scale
   // models' narrow links (docs/scale_models.md). 0: from link_width. Not both.
   unsigned link_gap = 0;
   unsigned host_bytes_per_cycle = 64;  // bytes a chip's host port moves per cycle (1..64)

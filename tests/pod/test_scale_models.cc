@@ -27,15 +27,20 @@ struct ScaleFile {
   std::string file;
   std::vector<int> shape;
   uint32_t ccd;             // tCCD_S = tCCD_L
+  unsigned gap;             // pod.link_cycles_per_flit
   double real_hbm_per_256;  // the real chip's HBM bytes per cycle per 256 MACs
+  double real_ici_per_256;  // the real chip's ICI bytes per cycle per link per 256 MACs
 };
 
-// v4: 1.2 TB/s at 1.05 GHz over 131072 MACs a cycle; v5e: 819 GB/s at 1.5 GHz over 65536.
+// v4: 1.2 TB/s of HBM at 1.05 GHz over 131072 MACs a cycle; v5e: 819 GB/s at 1.5 GHz over
+// 65536. Both: 50 GB/s per ICI link each way.
+constexpr double kV4Hbm = 1.2e12 / 1.05e9 * 256 / 131072, kV4Ici = 50e9 / 1.05e9 * 256 / 131072;
+constexpr double kV5eHbm = 819e9 / 1.5e9 * 256 / 65536, kV5eIci = 50e9 / 1.5e9 * 256 / 65536;
 const ScaleFile kFiles[] = {
-    {"pod_v4_2x2x2.yaml", {2, 2, 2}, 115, 1.2e12 / 1.05e9 * 256 / 131072},
-    {"pod_v4_4x4x4.yaml", {4, 4, 4}, 115, 1.2e12 / 1.05e9 * 256 / 131072},
-    {"pod_v5e_2x2.yaml", {2, 2}, 120, 819e9 / 1.5e9 * 256 / 65536},
-    {"pod_v5e_4x4.yaml", {4, 4}, 120, 819e9 / 1.5e9 * 256 / 65536},
+    {"pod_v4_2x2x2.yaml", {2, 2, 2}, 115, 688, kV4Hbm, kV4Ici},
+    {"pod_v4_4x4x4.yaml", {4, 4, 4}, 115, 688, kV4Hbm, kV4Ici},
+    {"pod_v5e_2x2.yaml", {2, 2}, 120, 492, kV5eHbm, kV5eIci},
+    {"pod_v5e_4x4.yaml", {4, 4}, 120, 492, kV5eHbm, kV5eIci},
 };
 
 std::string text_of(const std::string& file) {
@@ -67,7 +72,7 @@ TEST(ScaleModels, ConfigsLoadWithTheDocumentedRatios) {
       EXPECT_TRUE(c.params.topo.wraps(static_cast<int>(d)));
     }
     EXPECT_NE(text_of(f.file).find("variant: 16x16"), std::string::npos);
-    EXPECT_EQ(c.params.link_gap, 15u);
+    EXPECT_EQ(c.params.link_gap, f.gap);
     EXPECT_EQ(c.params.link_width, 0u);
     EXPECT_EQ(c.params.hbm.timing.ccd_s, f.ccd);
     EXPECT_EQ(c.params.hbm.timing.ccd_l, f.ccd);
@@ -76,6 +81,8 @@ TEST(ScaleModels, ConfigsLoadWithTheDocumentedRatios) {
     const ChipShape s = chip_shape("16x16");
     const double hbm = s.hbm_channels * 64.0 / f.ccd;  // B/cycle at most
     EXPECT_NEAR(hbm / f.real_hbm_per_256, 1.0, 0.01) << hbm << " B/cycle";
+    const double ici = s.cols * 4.0 / f.gap;  // a 64-byte flit per gap cycles, each way
+    EXPECT_NEAR(ici / f.real_ici_per_256, 1.0, 0.01) << ici << " B/cycle per link";
   }
 }
 
@@ -98,10 +105,10 @@ TEST(ScaleModels, BadKnobValuesNameTheFileKeyAndRule) {
     }
   };
   const std::string chip = "chip: {variant: 4x4}\n";
-  bad("pod: {shape: [2], link_cycles_per_flit: 16}\n" + chip, "pod.link_cycles_per_flit",
-      "from 1 to 15");
+  bad("pod: {shape: [2], link_cycles_per_flit: 1024}\n" + chip, "pod.link_cycles_per_flit",
+      "from 1 to 1023");
   bad("pod: {shape: [2], link_cycles_per_flit: 0}\n" + chip, "pod.link_cycles_per_flit",
-      "from 1 to 15");
+      "from 1 to 1023");
   bad("pod: {shape: [2], link_cycles_per_flit: slow}\n" + chip, "pod.link_cycles_per_flit", "");
   bad("pod: {shape: [2], link_width_bytes: 4, link_cycles_per_flit: 4}\n" + chip,
       "pod.link_cycles_per_flit", "not both");
@@ -112,7 +119,7 @@ TEST(ScaleModels, BadKnobValuesNameTheFileKeyAndRule) {
   std::remove(tmp.c_str());
   // The pod refuses a gap the link's counter cannot hold, and a gap beside a width.
   PodParams p;
-  p.link_gap = 16;
+  p.link_gap = 1024;
   EXPECT_THROW(CppPodHost{p}, std::invalid_argument);
   p.link_gap = 4;
   p.link_width = 4;
@@ -193,12 +200,14 @@ TEST(ScaleModels, DmaMovesTheConfiguredHbmBytesPerCycle) {
 }
 
 // An all-reduce with the HBM left fast (so that the links are the limit): its busiest link moves
-// a flit per 15 cycles, within 5%.
-TEST(ScaleModels, AllReduceLinksMoveAFlitPerFifteenCycles) {
+// a flit per 492 cycles (v5e's), within 5%.
+TEST(ScaleModels, AllReduceLinksMoveAFlitPerConfiguredGap) {
   PodConfig c = on_small_chips("pod_v5e_2x2.yaml");
   c.params.hbm = HbmConfig{};
+  const double gap = static_cast<double>(c.params.link_gap);
+  ASSERT_EQ(c.params.link_gap, 492u);
   CollectiveJobOptions co;
-  co.bytes = 64 * 1024;
+  co.bytes = 16 * 1024;
   co.backdoor = true;
   CollectiveJob ar(c, co);
   EngineOptions eng;
@@ -209,12 +218,12 @@ TEST(ScaleModels, AllReduceLinksMoveAFlitPerFifteenCycles) {
   for (const LinkStat& l : ar.result().prog.link_flits) busiest = std::max(busiest, l.flits);
   const double per_cycle =
       static_cast<double>(busiest) / static_cast<double>(ar.result().collective_cycles);
-  std::printf("busiest link: %.5f flits/cycle (1/15 = %.5f), %llu cycles\n", per_cycle, 1.0 / 15.0,
-              static_cast<unsigned long long>(ar.result().collective_cycles));
-  // A head flit (its 8-byte header only) takes ceil(2 x 15 / lanes) cycles, not 15: a saturated
-  // link counts a little over 1/15 flits a cycle.
-  EXPECT_LE(per_cycle, 1.03 / 15.0) << per_cycle;
-  EXPECT_GE(per_cycle, 0.95 / 15.0) << per_cycle;
+  std::printf("busiest link: %.6f flits/cycle (1/%.0f = %.6f), %llu cycles\n", per_cycle, gap,
+              1.0 / gap, static_cast<unsigned long long>(ar.result().collective_cycles));
+  // A head flit (its 8-byte header only) takes ceil(2 x gap / lanes) cycles, not gap: a
+  // saturated link counts a little over 1/gap flits a cycle.
+  EXPECT_LE(per_cycle, 1.03 / gap) << per_cycle;
+  EXPECT_GE(per_cycle, 0.95 / gap) << per_cycle;
 }
 
 }  // namespace
