@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "scheduler.h"
+#include "train_images.h"
 #include "tpu/perf.h"
 #include "vpu_map.h"
 
@@ -518,23 +519,6 @@ uint64_t PipelineTrainer::step_macs() const {
 
 namespace {
 
-struct Image {
-  int chip;
-  uint64_t addr;
-  std::vector<uint8_t> bytes;
-};
-
-uint64_t put(HostPort& host, std::vector<Image>& img, bool backdoor) {
-  if (backdoor) {
-    for (const Image& i : img) host.backdoor_write(i.chip, i.addr, i.bytes.data(), i.bytes.size());
-    return 0;
-  }
-  std::vector<HostCopy> ops;
-  for (Image& i : img)
-    ops.push_back(HostCopy{i.chip, true, i.addr, i.bytes.data(), i.bytes.size()});
-  return host.copy(ops);
-}
-
 }  // namespace
 
 uint64_t PipelineTrainer::load_data(const MlpData& data) {
@@ -544,7 +528,7 @@ uint64_t PipelineTrainer::load_data(const MlpData& data) {
     throw std::invalid_argument("train: the batch must be " + std::to_string(spec_.global_batch()) +
                                 " examples of " + std::to_string(din) + " inputs and " +
                                 std::to_string(dout) + " targets");
-  std::vector<Image> img;
+  std::vector<HbmImage> img;
   for (int c = 0; c < host_.info().num_chips(); ++c) {
     const ChipDriver& d = m.wl->driver(c);
     const std::size_t ci = static_cast<std::size_t>(data_rank_of(c));
@@ -552,15 +536,15 @@ uint64_t PipelineTrainer::load_data(const MlpData& data) {
     if (s == 0) {  // the inputs: the first stage's
       const std::vector<bf16_t> x(data.x.begin() + static_cast<std::ptrdiff_t>(ci * B * din),
                                   data.x.begin() + static_cast<std::ptrdiff_t>((ci + 1) * B * din));
-      img.push_back(Image{c, m.xd.addr, d.matrix_image(m.xd, x)});
+      img.push_back(HbmImage{c, m.xd.addr, d.matrix_image(m.xd, x)});
     }
     if (s == m.P - 1) {  // the targets: the last stage's
       const std::vector<float> t(data.t.begin() + static_cast<std::ptrdiff_t>(ci * B * dout),
                                  data.t.begin() + static_cast<std::ptrdiff_t>((ci + 1) * B * dout));
-      img.push_back(Image{c, m.t.addr, d.matrix_image(m.t, t)});
+      img.push_back(HbmImage{c, m.t.addr, d.matrix_image(m.t, t)});
     }
   }
-  return put(host_, img, opt_.backdoor);
+  return put_images(host_, img, opt_.backdoor);
 }
 
 uint64_t PipelineTrainer::load_params(const MlpParams& params) {
@@ -577,10 +561,10 @@ uint64_t PipelineTrainer::load_params(const MlpParams& params) {
     consts[kBigRow * lanes + i] = k.mask_big;
     consts[kOneRow * lanes + i] = k.one;
   }
-  std::vector<Image> img;
+  std::vector<HbmImage> img;
   for (int c = 0; c < host_.info().num_chips(); ++c) {
     const ChipDriver& d = m.wl->driver(c);
-    img.push_back(Image{c, m.consts.addr, d.matrix_image(m.consts, consts)});
+    img.push_back(HbmImage{c, m.consts.addr, d.matrix_image(m.consts, consts)});
     const int s = stage_of(c);
     for (int ch = 0; ch < m.v; ++ch) {
       const int j = m.virt(s, ch);
@@ -596,18 +580,11 @@ uint64_t PipelineTrainer::load_params(const MlpParams& params) {
         std::copy(params[l].w.begin(), params[l].w.end(), w.begin());
         std::copy(params[l].b.begin(), params[l].b.end(),
                   w.begin() + static_cast<std::ptrdiff_t>(in * m.H));
-        std::vector<bf16_t> wb(w.size());
-        for (std::size_t i = 0; i < w.size(); ++i) wb[i] = f32_to_bf16(w[i]);
-        std::vector<bf16_t> at(rows * m.b, 0);  // A^T's rows, then the row of ones at `in`
-        std::fill(at.begin() + static_cast<std::ptrdiff_t>(in * m.b),
-                  at.begin() + static_cast<std::ptrdiff_t>((in + 1) * m.b), f32_to_bf16(1.0f));
-        img.push_back(Image{c, y.w.addr, d.matrix_image(y.w, w)});
-        img.push_back(Image{c, y.wb.addr, d.matrix_image(y.wb, wb)});
-        img.push_back(Image{c, y.at.addr, d.matrix_image(y.at, at)});
+        push_layer_images(d, c, y.w, y.wb, y.at, w, in, rows, m.b, img);
       }
     }
   }
-  return put(host_, img, opt_.backdoor);
+  return put_images(host_, img, opt_.backdoor);
 }
 
 TrainStepRun PipelineTrainer::step() {
@@ -629,11 +606,7 @@ TrainStepRun PipelineTrainer::step() {
                    hbm_view(m.loss, k * m.lrows, m.lrows, 0, m.loss.cols).addr,
                    raw[static_cast<std::size_t>(d) * M + k].data(), kBurst});
   r.loss_read_cycles = host_.copy(ops);
-  for (const auto& bytes : raw) {
-    std::vector<float> v(lanes);
-    std::memcpy(v.data(), bytes.data(), lanes * 4);
-    r.loss_parts.push_back(v);
-  }
+  r.loss_parts = loss_parts_of(raw, lanes);
   r.loss = mlp_loss(spec_, r.loss_parts);
   return r;
 }
@@ -646,15 +619,7 @@ MlpParams PipelineTrainer::read_params(int chip) {
     const int j = m.virt(s, ch);
     const auto [l0, l1] = m.chunk[static_cast<std::size_t>(j)];
     for (std::size_t l = l0; l <= l1; ++l) {
-      const HbmMatrix& w = m.place[m.q_of(j, l)].w;
-      const std::size_t in = spec_.widths[l];
-      std::vector<uint8_t> img(w.bytes());
-      host_.backdoor_read(chip, w.addr, img.data(), img.size());
-      const std::vector<uint32_t> bits = ChipDriver::matrix_from_image(w, img);
-      p[l].w.resize(in * m.H);
-      p[l].b.resize(m.H);
-      for (std::size_t i = 0; i < in * m.H; ++i) p[l].w[i] = f32_from_bits(bits[i]);
-      for (std::size_t i = 0; i < m.H; ++i) p[l].b[i] = f32_from_bits(bits[in * m.H + i]);
+      p[l] = read_layer(host_, chip, m.place[m.q_of(j, l)].w, spec_.widths[l], m.H);
     }
   }
   return p;

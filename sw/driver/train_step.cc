@@ -8,6 +8,7 @@
 
 #include "tpu/perf.h"
 #include "scheduler.h"
+#include "train_images.h"
 #include "vpu_map.h"
 
 namespace tpu {
@@ -332,26 +333,6 @@ uint64_t DataParallelTrainer::step_macs_per_chip() const {
   return macs;
 }
 
-namespace {
-
-struct Image {
-  int chip;
-  uint64_t addr;
-  std::vector<uint8_t> bytes;
-};
-
-uint64_t put(HostPort& host, std::vector<Image>& img, bool backdoor) {
-  if (backdoor) {
-    for (const Image& i : img) host.backdoor_write(i.chip, i.addr, i.bytes.data(), i.bytes.size());
-    return 0;
-  }
-  std::vector<HostCopy> ops;
-  for (Image& i : img) ops.push_back(HostCopy{i.chip, true, i.addr, i.bytes.data(), i.bytes.size()});
-  return host.copy(ops);
-}
-
-}  // namespace
-
 uint64_t DataParallelTrainer::load_data(const MlpData& data) {
   const Impl& m = *impl_;
   const std::size_t B = spec_.batch, din = spec_.widths.front(), dout = spec_.widths.back();
@@ -359,7 +340,7 @@ uint64_t DataParallelTrainer::load_data(const MlpData& data) {
     throw std::invalid_argument("train: the batch must be " + std::to_string(spec_.global_batch()) +
                                 " examples of " + std::to_string(din) + " inputs and " +
                                 std::to_string(dout) + " targets");
-  std::vector<Image> img;
+  std::vector<HbmImage> img;
   for (int c = 0; c < spec_.chips; ++c) {
     const ChipDriver& d = m.wl->driver(c);
     const std::size_t ci = static_cast<std::size_t>(spec_.data_rank_of(c));  // its batch shard
@@ -367,10 +348,10 @@ uint64_t DataParallelTrainer::load_data(const MlpData& data) {
                                 data.x.begin() + static_cast<std::ptrdiff_t>((ci + 1) * B * din));
     const std::vector<float> t(data.t.begin() + static_cast<std::ptrdiff_t>(ci * B * dout),
                                data.t.begin() + static_cast<std::ptrdiff_t>((ci + 1) * B * dout));
-    img.push_back(Image{c, m.x.addr, d.matrix_image(m.x, x)});
-    img.push_back(Image{c, m.t.addr, d.matrix_image(m.t, t)});
+    img.push_back(HbmImage{c, m.x.addr, d.matrix_image(m.x, x)});
+    img.push_back(HbmImage{c, m.t.addr, d.matrix_image(m.t, t)});
   }
-  return put(host_, img, opt_.backdoor);
+  return put_images(host_, img, opt_.backdoor);
 }
 
 uint64_t DataParallelTrainer::load_params(const MlpParams& params) {
@@ -394,27 +375,21 @@ uint64_t DataParallelTrainer::load_params(const MlpParams& params) {
     consts[kBigRow * lanes + i] = k.mask_big;
     consts[kOneRow * lanes + i] = k.one;
   }
-  std::vector<Image> img;
+  std::vector<HbmImage> img;
   for (int c = 0; c < spec_.chips; ++c) {
     const ChipDriver& d = m.wl->driver(c);
-    img.push_back(Image{c, m.consts.addr, d.matrix_image(m.consts, consts)});
+    img.push_back(HbmImage{c, m.consts.addr, d.matrix_image(m.consts, consts)});
     const MlpParams shard = mlp_shard(spec_, params, spec_.model_rank_of(c));
     for (std::size_t l = 0; l < L; ++l) {
       const std::size_t in = spec_.in_width(l);
       const MlpLayer& p = shard[l];
       std::vector<float> w(p.w);
       w.insert(w.end(), p.b.begin(), p.b.end());
-      std::vector<bf16_t> wb(w.size());
-      for (std::size_t i = 0; i < w.size(); ++i) wb[i] = f32_to_bf16(w[i]);
-      std::vector<bf16_t> at((in + 1) * B, 0);
-      std::fill(at.begin() + static_cast<std::ptrdiff_t>(in * B), at.end(), f32_to_bf16(1.0f));
       const Impl::Layer& y = m.layers[l];
-      img.push_back(Image{c, y.w.addr, d.matrix_image(y.w, w)});
-      img.push_back(Image{c, y.wb.addr, d.matrix_image(y.wb, wb)});
-      img.push_back(Image{c, y.at.addr, d.matrix_image(y.at, at)});
+      push_layer_images(d, c, y.w, y.wb, y.at, w, in, in + 1, B, img);
     }
   }
-  return put(host_, img, opt_.backdoor);
+  return put_images(host_, img, opt_.backdoor);
 }
 
 TrainStepRun DataParallelTrainer::step() {
@@ -432,11 +407,7 @@ TrainStepRun DataParallelTrainer::step() {
   for (int c = 0; c < spec_.chips; ++c)
     ops.push_back(HostCopy{c, false, m.loss.addr, raw[static_cast<std::size_t>(c)].data(), kBurst});
   r.loss_read_cycles = host_.copy(ops);
-  for (const auto& b : raw) {
-    std::vector<float> v(lanes);
-    std::memcpy(v.data(), b.data(), lanes * 4);
-    r.loss_parts.push_back(v);
-  }
+  r.loss_parts = loss_parts_of(raw, lanes);
   r.loss = mlp_loss(spec_, r.loss_parts);
   return r;
 }
@@ -445,15 +416,7 @@ MlpParams DataParallelTrainer::read_params(int chip) {
   const Impl& m = *impl_;
   MlpParams p(spec_.layers());
   for (std::size_t l = 0; l < spec_.layers(); ++l) {
-    const std::size_t in = spec_.in_width(l), out = spec_.out_width(l);
-    const HbmMatrix& w = m.layers[l].w;
-    std::vector<uint8_t> img(w.bytes());
-    host_.backdoor_read(chip, w.addr, img.data(), img.size());
-    const std::vector<uint32_t> bits = ChipDriver::matrix_from_image(w, img);
-    p[l].w.resize(in * out);
-    p[l].b.resize(out);
-    for (std::size_t i = 0; i < in * out; ++i) p[l].w[i] = f32_from_bits(bits[i]);
-    for (std::size_t j = 0; j < out; ++j) p[l].b[j] = f32_from_bits(bits[in * out + j]);
+    p[l] = read_layer(host_, chip, m.layers[l].w, spec_.in_width(l), spec_.out_width(l));
   }
   return p;
 }

@@ -1,0 +1,56 @@
+#include "train_images.h"
+
+#include <cstring>
+
+namespace tpu {
+
+uint64_t put_images(HostPort& host, std::vector<HbmImage>& img, bool backdoor) {
+  if (backdoor) {
+    for (const HbmImage& i : img)
+      host.backdoor_write(i.chip, i.addr, i.bytes.data(), i.bytes.size());
+    return 0;
+  }
+  std::vector<HostCopy> ops;
+  for (HbmImage& i : img)
+    ops.push_back(HostCopy{i.chip, true, i.addr, i.bytes.data(), i.bytes.size()});
+  return host.copy(ops);
+}
+
+void push_layer_images(const ChipDriver& d, int c, const HbmMatrix& w, const HbmMatrix& wb,
+                       const HbmMatrix& at, const std::vector<float>& wb_rows, std::size_t in,
+                       std::size_t rows, std::size_t batch, std::vector<HbmImage>& img) {
+  std::vector<bf16_t> half(wb_rows.size());
+  for (std::size_t i = 0; i < wb_rows.size(); ++i) half[i] = f32_to_bf16(wb_rows[i]);
+  std::vector<bf16_t> ones(rows * batch, 0);
+  std::fill(ones.begin() + static_cast<std::ptrdiff_t>(in * batch),
+            ones.begin() + static_cast<std::ptrdiff_t>((in + 1) * batch), f32_to_bf16(1.0f));
+  img.push_back(HbmImage{c, w.addr, d.matrix_image(w, wb_rows)});
+  img.push_back(HbmImage{c, wb.addr, d.matrix_image(wb, half)});
+  img.push_back(HbmImage{c, at.addr, d.matrix_image(at, ones)});
+}
+
+MlpLayer read_layer(HostPort& host, int chip, const HbmMatrix& w, std::size_t in,
+                    std::size_t out) {
+  std::vector<uint8_t> img(w.bytes());
+  host.backdoor_read(chip, w.addr, img.data(), img.size());
+  const std::vector<uint32_t> bits = ChipDriver::matrix_from_image(w, img);
+  MlpLayer p;
+  p.w.resize(in * out);
+  p.b.resize(out);
+  for (std::size_t i = 0; i < in * out; ++i) p.w[i] = f32_from_bits(bits[i]);
+  for (std::size_t j = 0; j < out; ++j) p.b[j] = f32_from_bits(bits[in * out + j]);
+  return p;
+}
+
+std::vector<std::vector<float>> loss_parts_of(const std::vector<std::vector<uint8_t>>& bursts,
+                                              std::size_t lanes) {
+  std::vector<std::vector<float>> parts;
+  for (const auto& b : bursts) {
+    std::vector<float> v(lanes);
+    std::memcpy(v.data(), b.data(), lanes * 4);
+    parts.push_back(v);
+  }
+  return parts;
+}
+
+}  // namespace tpu
