@@ -806,31 +806,12 @@ TrainRunResult run_pipeline_training(HostPort& host, const MlpSpec& spec,
     host.progress = nullptr;
     std::vector<TraceEvent> ev = host.take_trace();
     add_stats(&r.pipeline.stats, tr.measure(ev));
-    TrainStepRecord rec;
-    rec.hidden = allreduce_hidden_fraction(run, ev);
+    const double hidden = allreduce_hidden_fraction(run, ev);
     if (s >= ro.trace_from && s < ro.trace_to) r.trace.insert(r.trace.end(), ev.begin(), ev.end());
     const MlpStepResult g = golden.step(data, tr.golden_all_reduce());
     std::vector<MlpParams> got;
     for (int c = 0; c < P; ++c) got.push_back(tr.read_params(c));
-    const TrainCheck chk = check_pipeline_params(tr, got, golden);
-    std::size_t lm = g.loss_parts.size() == run.loss_parts.size() ? 0 : 1;
-    for (std::size_t c = 0; lm == 0 && c < g.loss_parts.size(); ++c)
-      for (std::size_t i = 0; i < g.loss_parts[c].size(); ++i)
-        lm += f32_bits(g.loss_parts[c][i]) != f32_bits(run.loss_parts[c][i]);
-    r.check.compared += chk.compared;
-    r.check.mismatches += chk.mismatches;
-    r.check.replica_mismatches += chk.replica_mismatches;
-    r.loss_mismatches += lm;
-    rec.golden_pass = chk.pass() && lm == 0;
-    rec.loss = run.loss;
-    rec.cycles = run.prog.run.cycles;
-    rec.profile = make_profile(run.prog.chip_delta, run.prog.run.cycles, r.macs_per_step, peak);
-    for (std::size_t c = 0; c < r.total.size(); ++c)
-      for (unsigned i = 0; i < kNumChipStats; ++i) r.total[c].v[i] += run.prog.chip_delta[c].v[i];
-    r.cycles += rec.cycles;
-    r.loss_read_cycles += run.loss_read_cycles;
-    r.steps.push_back(rec);
-    if (ro.on_step) ro.on_step(s, rec);
+    record_step(r, ro, s, run, g, check_pipeline_params(tr, got, golden), hidden, peak);
     if (s + 1 == ro.steps) {  // the whole network from data rank 0's stages
       r.final_params.assign(sp.layers(), MlpLayer{});
       for (int c = 0; c < P; ++c)

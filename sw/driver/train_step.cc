@@ -509,6 +509,32 @@ double allreduce_hidden_fraction(const TrainStepRun& run, const std::vector<Trac
   return total ? static_cast<double>(hidden) / static_cast<double>(total) : 1.0;
 }
 
+const TrainStepRecord& record_step(TrainRunResult& r, const TrainRunOptions& ro, std::size_t s,
+                                   const TrainStepRun& run, const MlpStepResult& g,
+                                   const TrainCheck& chk, double hidden, uint64_t peak) {
+  TrainStepRecord rec;
+  rec.hidden = hidden;
+  std::size_t lm = g.loss_parts.size() == run.loss_parts.size() ? 0 : 1;
+  for (std::size_t c = 0; lm == 0 && c < g.loss_parts.size(); ++c)
+    for (std::size_t i = 0; i < g.loss_parts[c].size(); ++i)
+      lm += f32_bits(g.loss_parts[c][i]) != f32_bits(run.loss_parts[c].at(i));
+  r.check.compared += chk.compared;
+  r.check.mismatches += chk.mismatches;
+  r.check.replica_mismatches += chk.replica_mismatches;
+  r.loss_mismatches += lm;
+  rec.golden_pass = chk.pass() && lm == 0;
+  rec.loss = run.loss;
+  rec.cycles = run.prog.run.cycles;
+  rec.profile = make_profile(run.prog.chip_delta, run.prog.run.cycles, r.macs_per_step, peak);
+  for (std::size_t c = 0; c < r.total.size(); ++c)
+    for (unsigned i = 0; i < kNumChipStats; ++i) r.total[c].v[i] += run.prog.chip_delta[c].v[i];
+  r.cycles += rec.cycles;
+  r.loss_read_cycles += run.loss_read_cycles;
+  r.steps.push_back(rec);
+  if (ro.on_step) ro.on_step(s, r.steps.back());
+  return r.steps.back();
+}
+
 TrainRunResult run_training(HostPort& host, const MlpSpec& spec, const TrainOptions& opt,
                             const TrainRunOptions& ro) {
   TrainRunResult r;
@@ -543,33 +569,14 @@ TrainRunResult run_training(HostPort& host, const MlpSpec& spec, const TrainOpti
     const TrainStepRun run = tr.step();
     host.progress = nullptr;
     std::vector<TraceEvent> ev = host.take_trace();
-    TrainStepRecord rec;
-    rec.hidden = allreduce_hidden_fraction(run, ev);
+    const double hidden = allreduce_hidden_fraction(run, ev);
     if (s >= ro.trace_from && s < ro.trace_to) r.trace.insert(r.trace.end(), ev.begin(), ev.end());
     // The golden step on the host; every chip's parameters and loss partials compared.
     const MlpStepResult g =
         golden.step(data, tr.golden_all_reduce(), tr.golden_model_all_reduce());
     std::vector<MlpParams> got;
     for (int c = 0; c < P; ++c) got.push_back(tr.read_params(c));
-    const TrainCheck chk = check_params(got, golden);
-    std::size_t lm = 0;
-    for (std::size_t c = 0; c < g.loss_parts.size(); ++c)
-      for (std::size_t i = 0; i < g.loss_parts[c].size(); ++i)
-        lm += f32_bits(g.loss_parts[c][i]) != f32_bits(run.loss_parts[c][i]);
-    r.check.compared += chk.compared;
-    r.check.mismatches += chk.mismatches;
-    r.check.replica_mismatches += chk.replica_mismatches;
-    r.loss_mismatches += lm;
-    rec.golden_pass = chk.pass() && lm == 0;
-    rec.loss = run.loss;
-    rec.cycles = run.prog.run.cycles;
-    rec.profile = make_profile(run.prog.chip_delta, run.prog.run.cycles, r.macs_per_step, peak);
-    for (std::size_t c = 0; c < r.total.size(); ++c)
-      for (unsigned i = 0; i < kNumChipStats; ++i) r.total[c].v[i] += run.prog.chip_delta[c].v[i];
-    r.cycles += rec.cycles;
-    r.loss_read_cycles += run.loss_read_cycles;
-    r.steps.push_back(rec);
-    if (ro.on_step) ro.on_step(s, rec);
+    record_step(r, ro, s, run, g, check_params(got, golden), hidden, peak);
     if (s + 1 == ro.steps) {  // the whole network, from the shards of data rank 0
       std::vector<MlpParams> shards(static_cast<std::size_t>(sp.model));
       for (int c = 0; c < P; ++c)

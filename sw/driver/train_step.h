@@ -164,6 +164,13 @@ struct TrainRunResult {
 // Lays out, loads (host ports or the backdoor, per `opt`), runs `ro.steps` steps with the
 // timeline recorded, and after each step compares every chip's parameters and loss with the
 // golden. std::invalid_argument for what cannot run.
+// Step s of a run (this trainer's or the pipelined one's, pipeline_train.h) into r: the chips'
+// parameters' check `chk`, their loss partials against the golden's (a count that differs is a
+// mismatch), cycles, profile and counters; calls ro.on_step. Returns the record kept in r.
+const TrainStepRecord& record_step(TrainRunResult& r, const TrainRunOptions& ro, std::size_t s,
+                                   const TrainStepRun& run, const MlpStepResult& g,
+                                   const TrainCheck& chk, double hidden, uint64_t peak);
+
 TrainRunResult run_training(HostPort& host, const MlpSpec& spec, const TrainOptions& opt,
                             const TrainRunOptions& ro);
 
