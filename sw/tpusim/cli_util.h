@@ -48,6 +48,29 @@ inline std::vector<CLI::Option*> add_matmul_shape(CLI::App* cmd, std::size_t& m,
   return v;
 }
 
+// --config and --variant of a command on one chip: its configuration file and an override of
+// the file's chip.variant.
+inline void add_chip_config(CLI::App* cmd, std::string& config, std::string& variant) {
+  cmd->add_option("--config", config, "chip configuration (default configs/default.yaml)")
+      ->type_name("FILE")
+      ->check(cli::input_path());
+  cmd->add_option("--variant", variant, "override chip.variant (e.g. 4x4)")->type_name("RxC");
+}
+
+// --json, --quiet and --check of a job on one chip (run_chip_job); `inputs` names what --check
+// checks beside the line and the config ("the inputs", "the operands").
+inline void add_chip_job_flags(CLI::App* cmd, std::string& json, bool& quiet, bool& check,
+                               const std::string& inputs) {
+  cmd->add_option("--json", json, "write the JSON report")
+      ->type_name("FILE")
+      ->check(cli::output_path());
+  cmd->add_flag("--quiet", quiet, "no progress line");
+  cmd->add_flag("--check", check,
+                "check the line, the config, " + inputs +
+                    " and the plan, then stop\n"
+                    "before the first simulated cycle: exit 0, no files written");
+}
+
 // --a and --w: the operands from .npy files instead (`a_help`: --a's help, `a_type` its file
 // name), each needing the other and excluding the `random` options (add_matmul_shape's).
 inline void add_matmul_files(CLI::App* cmd, std::string& a, std::string& w, const char* a_help,

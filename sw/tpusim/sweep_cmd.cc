@@ -136,10 +136,7 @@ int run_matmul_sweep(const MatmulSweepArgs& a) {
 
 void add_matmul_sweep_options(CLI::App* cmd, MatmulSweepArgs& a) {
   a.cmd = cmd;
-  cmd->add_option("--config", a.config, "chip configuration (default configs/default.yaml)")
-      ->type_name("FILE")
-      ->check(cli::input_path());
-  cmd->add_option("--variant", a.variant, "override chip.variant (e.g. 4x4)")->type_name("RxC");
+  add_chip_config(cmd, a.config, a.variant);
   CLI::Option* shapes =
       cmd->add_option("--shapes", a.shapes, "the shapes, e.g. 128x128x128,256x64x512")
           ->type_name("MxKxN,...");

@@ -153,10 +153,7 @@ std::function<int()> matmul_command(CLI::App& tool) {
   auto a = std::make_shared<MatmulArgs>();
   CLI::App* cmd = tool.add_subcommand("matmul", "one bf16 matmul on one chip, golden-checked");
   a->cmd = cmd;
-  cmd->add_option("--config", a->config, "chip configuration (default configs/default.yaml)")
-      ->type_name("FILE")
-      ->check(cli::input_path());
-  cmd->add_option("--variant", a->variant, "override chip.variant (e.g. 8x8)")->type_name("RxC");
+  add_chip_config(cmd, a->config, a->variant);
   std::vector<CLI::Option*> random = add_matmul_shape(
       cmd, a->m, a->k, a->n, a->seed, 1u << 16,
       {"rows of A (random inputs)", "the contraction (random inputs)",

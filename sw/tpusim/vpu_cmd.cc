@@ -56,17 +56,8 @@ std::function<int()> vpu_command(CLI::App& tool) {
   cmd->add_option("--out", a->out, "write the result (float32: x's shape; red_sum, red_max: one per row)")
       ->type_name("OUT.npy")
       ->check(cli::output_path());
-  cmd->add_option("--config", a->config, "chip configuration (default configs/default.yaml)")
-      ->type_name("FILE")
-      ->check(cli::input_path());
-  cmd->add_option("--variant", a->variant, "override chip.variant (e.g. 4x4)")->type_name("RxC");
-  cmd->add_option("--json", a->json, "write the JSON report")
-      ->type_name("FILE")
-      ->check(cli::output_path());
-  cmd->add_flag("--quiet", a->quiet, "no progress line");
-  cmd->add_flag("--check", a->check,
-                "check the line, the config, the operands and the plan, then stop\n"
-                "before the first simulated cycle: exit 0, no files written");
+  add_chip_config(cmd, a->config, a->variant);
+  add_chip_job_flags(cmd, a->json, a->quiet, a->check, "the operands");
   cmd->footer(
       "exit codes: 0 pass, 1 golden mismatch, 2 bad input or output, 3 hang or chip "
       "error (docs/vpu.md \"Running one op: tpusim vpu\")");
