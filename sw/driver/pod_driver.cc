@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <utility>
 
 #include "collective_compile.h"
 #include "tpu/vector.h"
@@ -145,7 +146,10 @@ PodCollectiveRun PodDriver::run(const CollectiveSpec& spec, const CollectiveBuff
 
 PodCollectiveRun PodDriver::run(const CollectivePlan& plan, const CollectiveBuffers& bufs,
                                 const PodCollectiveOptions& opt) {
-  PodProgram pp = compile(plan, bufs, opt);
+  return run_compiled(plan, compile(plan, bufs, opt));
+}
+
+PodCollectiveRun PodDriver::run_compiled(const CollectivePlan& plan, PodProgram pp) {
   PodCollectiveRun res;
   res.plan = plan;
   res.commands = pp.program.commands();
@@ -194,6 +198,8 @@ PodCollectiveRun PodDriver::run(const CollectivePlan& plan,
     bad("the buffers (" + std::to_string(bytes(in_max) + bytes(out_max)) + " bytes per chip from " +
         std::to_string(opt.hbm_base) + ") do not fit in the chip's " +
         std::to_string(mi.shape.hbm_bytes) + " bytes of HBM");
+  PodProgram pp = compile(plan, bufs, opt);  // before the inputs: a plan that cannot be laid
+                                              // out fails before any cycle
   // Inputs in: every chip at once (or the backdoor).
   std::vector<std::vector<uint8_t>> img(static_cast<std::size_t>(P));
   std::vector<HostCopy> ins;
@@ -209,7 +215,7 @@ PodCollectiveRun PodDriver::run(const CollectivePlan& plan,
   } else {
     load_cycles = host_.copy(ins);
   }
-  PodCollectiveRun res = run(plan, bufs, opt);
+  PodCollectiveRun res = run_compiled(plan, std::move(pp));
   res.load_cycles = load_cycles;
   // Outputs out.
   std::vector<HostCopy> outs;

@@ -142,6 +142,10 @@ class PodDriver {
                        const PodCollectiveOptions& opt = {});
 
  private:
+  // A compiled collective run (its program made before any input is copied, so that a plan
+  // that cannot be laid out fails first, and --check's stop at the first copy comes after it).
+  PodCollectiveRun run_compiled(const CollectivePlan& plan, PodProgram pp);
+
   HostPort& host_;
 };
 
