@@ -371,6 +371,38 @@ PodCore::PodCore(const PodParams& p, std::vector<int> owned) : p_(p) {
   words_ = first.flit_words();
   const unsigned row = first.shape().cols * 4;
   gap_ = link_gap_of(p_, row);
+  wire_links();
+  info_.topo = p_.topo;
+  info_.variant = p_.variant;
+  info_.shape = first.shape();
+  info_.hbm = p_.hbm;
+  info_.link_latency = p_.link_latency;
+  info_.link_gap = gap_;
+  info_.link_bytes_per_cycle = link_bytes_per_cycle();
+  info_.host_bytes_per_cycle = p_.host_bytes_per_cycle;
+  for (int c : p_.wave_chips)
+    if (c < 0 || c >= n)
+      throw std::invalid_argument("pod: --waves-chips: chip " + std::to_string(c) +
+                                  " is not in the pod (0.." + std::to_string(n - 1) + ")");
+  // Faults (none unless asked): the random ones are seeded by the reset below, one-time flips
+  // are armed after it.
+  if (p_.faults.any()) {
+    for (int i : order_)
+      chips_[i]->set_hbm_faults(hbm_fault_seed(p_.faults, i),
+                                fault_rate_threshold(p_.faults.hbm_single_bit_rate),
+                                fault_rate_threshold(p_.faults.hbm_double_bit_rate));
+  }
+  check_link_downs();
+  for (int i : order_) chips_[i]->reset(4);
+  open_waves();
+  arm_hbm_flips();
+  set_threads(p_.threads);
+}
+
+// Every link of the topology (the same numbers in every process), each chip's ICI coordinate,
+// shape, link gap and replay time-out, and the links' fault generators.
+void PodCore::wire_links() {
+  const int n = p_.topo.num_chips();
   std::array<int, 3> k{}, me{};
   std::array<bool, 3> wrap{};
   for (int d = 0; d < 3; ++d) {
@@ -429,26 +461,11 @@ PodCore::PodCore(const PodParams& p, std::vector<int> owned) : p_(p) {
       }
     }
   }
-  info_.topo = p_.topo;
-  info_.variant = p_.variant;
-  info_.shape = first.shape();
-  info_.hbm = p_.hbm;
-  info_.link_latency = p_.link_latency;
-  info_.link_gap = gap_;
-  info_.link_bytes_per_cycle = link_bytes_per_cycle();
-  info_.host_bytes_per_cycle = p_.host_bytes_per_cycle;
-  for (int c : p_.wave_chips)
-    if (c < 0 || c >= n)
-      throw std::invalid_argument("pod: --waves-chips: chip " + std::to_string(c) +
-                                  " is not in the pod (0.." + std::to_string(n - 1) + ")");
-  // Faults (none unless asked): the random ones are seeded by the reset below, one-time flips
-  // are armed after it.
-  if (p_.faults.any()) {
-    for (int i : order_)
-      chips_[i]->set_hbm_faults(hbm_fault_seed(p_.faults, i),
-                                fault_rate_threshold(p_.faults.hbm_single_bit_rate),
-                                fault_rate_threshold(p_.faults.hbm_double_bit_rate));
-  }
+}
+
+// faults.link_down names a chip of the pod and a link it has.
+void PodCore::check_link_downs() const {
+  const int n = p_.topo.num_chips();
   for (std::size_t li = 0; li < p_.faults.link_down.size(); ++li) {
     const LinkDown& ld = p_.faults.link_down[li];
     const std::string key = "faults.link_down[" + std::to_string(li) + "]";
@@ -460,8 +477,11 @@ PodCore::PodCore(const PodParams& p, std::vector<int> owned) : p_(p) {
                                   " has no link " + link_dir_name(ld.dir) + " in topology " +
                                   p_.topo.name());
   }
-  for (int i : order_) chips_[i]->reset(4);
-  open_waves();
+}
+
+// faults.hbm_flip_at: the one-time flips, armed on the chips this process owns (after the reset).
+void PodCore::arm_hbm_flips() {
+  const int n = p_.topo.num_chips();
   for (std::size_t fi = 0; fi < p_.faults.hbm_flip_at.size(); ++fi) {
     const HbmFlip& f = p_.faults.hbm_flip_at[fi];
     if (f.chip < 0 || f.chip >= n)
@@ -472,7 +492,6 @@ PodCore::PodCore(const PodParams& p, std::vector<int> owned) : p_(p) {
     hbm_flip_bits(p_.faults, fi, &mask, &check);
     if (owns(f.chip)) chips_[f.chip]->arm_hbm_flip(f.addr, mask, check);
   }
-  set_threads(p_.threads);
 }
 
 // The dumps start after the reset, at pod cycle 0, so that their time is the trace's: pod cycle t

@@ -347,6 +347,9 @@ class PodCore {
   };
   [[noreturn]] void link_down_error(int chip);
   // The --waves-chips dumps of the chips this process owns, opened after the reset.
+  void wire_links();
+  void check_link_downs() const;
+  void arm_hbm_flips();
   void open_waves();
   // Chip i's model: std::invalid_argument if i is not in the pod, std::logic_error if it is
   // another process's (not built here).
