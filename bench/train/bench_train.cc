@@ -47,17 +47,14 @@ std::map<std::string, Measured>& measured() {
   return m;
 }
 
-// The training job of bench_train: one step on plain C++ stepping of a torus of `shape`,
-// 256 examples per chip, data and weights in through the backdoor; rep gets the step's report.
-TrainJob run_pod(const std::vector<int>& shape, Report& rep) {
-  PodConfig cfg;
-  cfg.params.topo = Topology::torus(shape);
-  cfg.params.variant = "16x16";
-  cfg.params.link_latency = 2;
-  cfg.params.link_width = 16;
+constexpr std::size_t kWidth = 256;  // the MLP 256-256-256
+
+// One step of the 256-256-256 MLP on cfg's pod, `batch` examples per chip, on plain C++
+// stepping, data and weights in through the backdoor; rep gets the step's report.
+TrainJob run_mlp_step(const PodConfig& cfg, std::size_t batch, Report& rep) {
   TrainJobOptions o;
-  o.widths = {256, 256, 256};
-  o.global_batch = 256 * static_cast<std::size_t>(cfg.params.topo.num_chips());
+  o.widths = {kWidth, kWidth, kWidth};
+  o.global_batch = batch * static_cast<std::size_t>(cfg.params.topo.num_chips());
   o.lr = 0.5f;
   o.steps = 1;
   o.seed = 1;
@@ -71,6 +68,17 @@ TrainJob run_pod(const std::vector<int>& shape, Report& rep) {
   return job;
 }
 
+// The training job of bench_train: one step on a torus of `shape` of 16x16 chips with 16-byte
+// links, 256 examples per chip.
+TrainJob run_pod(const std::vector<int>& shape, Report& rep) {
+  PodConfig cfg;
+  cfg.params.topo = Topology::torus(shape);
+  cfg.params.variant = "16x16";
+  cfg.params.link_latency = 2;
+  cfg.params.link_width = 16;
+  return run_mlp_step(cfg, 256, rep);
+}
+
 // A scale model: its configuration file and the real chip's name (the file keeps that chip's
 // HBM and ICI bytes per MAC, docs/scale_models.md).
 struct ScaleModel {
@@ -78,8 +86,7 @@ struct ScaleModel {
   const char* file;
   const char* real;
 };
-constexpr double kPalmMfu = 0.462;   // PaLM 540B on TPU v4 (Chowdhery et al. 2022)
-constexpr std::size_t kWidth = 256;  // the MLP 256-256-256
+constexpr double kPalmMfu = 0.462;  // PaLM 540B on TPU v4 (Chowdhery et al. 2022)
 
 // The gradient all-reduce of the MLP alone on the model's pod (f32, every weight and bias),
 // checked against the golden: its cycles, and its link bound (model/perf.h, every link).
@@ -124,19 +131,7 @@ Report scale_report(const ScaleModel& m) {
   rep.metric("batch_per_chip", batch, "examples", "hides the measured all-reduce (run)");
   rep.metric("link_cycles_per_flit", cfg.params.link_gap, "cycles",
              "the model's links: the real chip's ICI bytes per MAC");
-  TrainJobOptions o;
-  o.widths = {kWidth, kWidth, kWidth};
-  o.global_batch = batch * static_cast<std::size_t>(cfg.params.topo.num_chips());
-  o.lr = 0.5f;
-  o.steps = 1;
-  o.seed = 1;
-  o.backdoor = true;
-  o.pod_sections = false;
-  o.table = false;
-  TrainJob job(cfg, o);
-  EngineOptions eng;
-  eng.engine = "cpp";
-  job.run(eng, rep);
+  const TrainJob job = run_mlp_step(cfg, batch, rep);
   const TrainStepRecord& st = job.result().steps.at(0);
   rep.metric("step_mfu", st.profile.mfu, "fraction", "MFU of the step", true);
   rep.metric("palm_mfu", kPalmMfu, "fraction", "PaLM 540B on 6144 TPU v4 chips");
