@@ -588,27 +588,15 @@ uint64_t PipelineTrainer::load_params(const MlpParams& params) {
 }
 
 TrainStepRun PipelineTrainer::step() {
-  Impl& m = *impl_;
-  TrainStepRun r;
-  r.program = m.program;
-  r.commands = m.program.commands();
-  PodDriver pd(host_);
-  r.prog = pd.run_programs(m.program);
+  const Impl& m = *impl_;
   // The loss partials: the last stage's chip of each data rank, one burst per micro-batch.
-  const std::size_t lanes = spec_.lanes, M = spec_.microbatches;
-  std::vector<std::vector<uint8_t>> raw(static_cast<std::size_t>(m.D) * M,
-                                        std::vector<uint8_t>(kBurst));
-  std::vector<HostCopy> ops;
+  std::vector<std::pair<int, uint64_t>> loss_at;
   for (int d = 0; d < m.D; ++d)
-    for (std::size_t k = 0; k < M; ++k)  // micro-batch k's burst: rows [k lrows, (k+1) lrows)
-      ops.push_back(
-          HostCopy{m.chip_at[static_cast<std::size_t>(d)][static_cast<std::size_t>(m.P - 1)], false,
-                   hbm_view(m.loss, k * m.lrows, m.lrows, 0, m.loss.cols).addr,
-                   raw[static_cast<std::size_t>(d) * M + k].data(), kBurst});
-  r.loss_read_cycles = host_.copy(ops);
-  r.loss_parts = loss_parts_of(raw, lanes);
-  r.loss = mlp_loss(spec_, r.loss_parts);
-  return r;
+    for (std::size_t k = 0; k < spec_.microbatches; ++k)  // micro-batch k: rows [k lrows, ...)
+      loss_at.emplace_back(
+          m.chip_at[static_cast<std::size_t>(d)][static_cast<std::size_t>(m.P - 1)],
+          hbm_view(m.loss, k * m.lrows, m.lrows, 0, m.loss.cols).addr);
+  return run_step_program(host_, m.program, spec_, loss_at);
 }
 
 MlpParams PipelineTrainer::read_params(int chip) {

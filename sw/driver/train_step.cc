@@ -392,24 +392,28 @@ uint64_t DataParallelTrainer::load_params(const MlpParams& params) {
   return put_images(host_, img, opt_.backdoor);
 }
 
-TrainStepRun DataParallelTrainer::step() {
-  Impl& m = *impl_;
+TrainStepRun run_step_program(HostPort& host, const SpmdProgram& program, const MlpSpec& spec,
+                              const std::vector<std::pair<int, uint64_t>>& loss_at) {
   TrainStepRun r;
-  r.program = m.program;
-  r.commands = m.program.commands();
-  PodDriver pd(host_);
-  r.prog = pd.run_programs(m.program);
-  // The loss partials: one burst from every chip, all at once.
-  const std::size_t lanes = spec_.lanes;
-  std::vector<std::vector<uint8_t>> raw(static_cast<std::size_t>(spec_.chips),
-                                        std::vector<uint8_t>(kBurst));
+  r.program = program;
+  r.commands = program.commands();
+  PodDriver pd(host);
+  r.prog = pd.run_programs(program);
+  std::vector<std::vector<uint8_t>> raw(loss_at.size(), std::vector<uint8_t>(kBurst));
   std::vector<HostCopy> ops;
-  for (int c = 0; c < spec_.chips; ++c)
-    ops.push_back(HostCopy{c, false, m.loss.addr, raw[static_cast<std::size_t>(c)].data(), kBurst});
-  r.loss_read_cycles = host_.copy(ops);
-  r.loss_parts = loss_parts_of(raw, lanes);
-  r.loss = mlp_loss(spec_, r.loss_parts);
+  for (std::size_t i = 0; i < loss_at.size(); ++i)
+    ops.push_back(HostCopy{loss_at[i].first, false, loss_at[i].second, raw[i].data(), kBurst});
+  r.loss_read_cycles = host.copy(ops);
+  r.loss_parts = loss_parts_of(raw, spec.lanes);
+  r.loss = mlp_loss(spec, r.loss_parts);
   return r;
+}
+
+TrainStepRun DataParallelTrainer::step() {
+  // The loss partials: one burst from every chip, all at once.
+  std::vector<std::pair<int, uint64_t>> loss_at;
+  for (int c = 0; c < spec_.chips; ++c) loss_at.emplace_back(c, impl_->loss.addr);
+  return run_step_program(host_, impl_->program, spec_, loss_at);
 }
 
 MlpParams DataParallelTrainer::read_params(int chip) {

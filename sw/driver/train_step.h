@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "chip_driver.h"
@@ -164,6 +165,12 @@ struct TrainRunResult {
 // Lays out, loads (host ports or the backdoor, per `opt`), runs `ro.steps` steps with the
 // timeline recorded, and after each step compares every chip's parameters and loss with the
 // golden. std::invalid_argument for what cannot run.
+// A step's program run on the pod, then its loss partials read: a 64-byte burst from each
+// (chip, HBM address) of loss_at, all at once, the first `lanes` f32 of each; the loss from them.
+// (This trainer's step and the pipelined one's.)
+TrainStepRun run_step_program(HostPort& host, const SpmdProgram& program, const MlpSpec& spec,
+                              const std::vector<std::pair<int, uint64_t>>& loss_at);
+
 // Step s of a run (this trainer's or the pipelined one's, pipeline_train.h) into r: the chips'
 // parameters' check `chk`, their loss partials against the golden's (a count that differs is a
 // mismatch), cycles, profile and counters; calls ro.on_step. Returns the record kept in r.
