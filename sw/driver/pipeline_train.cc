@@ -17,14 +17,6 @@ namespace {
 
 constexpr uint64_t kBurst = 64;
 
-// Constant rows of the step (MlpConsts), in the `consts` matrix (train_step.cc's order).
-enum ConstRow : std::size_t {
-  kScaleRow = 0,
-  kNegLrRow = 1,
-  kBigRow = 2,
-  kOneRow = 3,
-  kConstRows = 4
-};
 
 // " mb3", and " c1" for a chunk of interleaved (v > 1).
 std::string mb_text(int mb, int chunk, int v) {
@@ -549,18 +541,11 @@ uint64_t PipelineTrainer::load_data(const MlpData& data) {
 
 uint64_t PipelineTrainer::load_params(const MlpParams& params) {
   const Impl& m = *impl_;
-  const std::size_t L = spec_.layers(), lanes = spec_.lanes;
+  const std::size_t L = spec_.layers();
   if (params.size() != L)
     throw std::invalid_argument("train: parameters for " + std::to_string(params.size()) +
                                 " layers, the network has " + std::to_string(L));
-  const MlpConsts k = mlp_consts(spec_);
-  std::vector<float> consts(kConstRows * lanes);
-  for (std::size_t i = 0; i < lanes; ++i) {
-    consts[kScaleRow * lanes + i] = k.grad_scale;
-    consts[kNegLrRow * lanes + i] = k.neg_lr;
-    consts[kBigRow * lanes + i] = k.mask_big;
-    consts[kOneRow * lanes + i] = k.one;
-  }
+  const std::vector<float> consts = mlp_const_rows(spec_);
   std::vector<HbmImage> img;
   for (int c = 0; c < host_.info().num_chips(); ++c) {
     const ChipDriver& d = m.wl->driver(c);

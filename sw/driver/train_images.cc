@@ -4,6 +4,19 @@
 
 namespace tpu {
 
+std::vector<float> mlp_const_rows(const MlpSpec& spec) {
+  const MlpConsts k = mlp_consts(spec);
+  const std::size_t lanes = spec.lanes;
+  std::vector<float> consts(kConstRows * lanes);
+  for (std::size_t i = 0; i < lanes; ++i) {
+    consts[kScaleRow * lanes + i] = k.grad_scale;
+    consts[kNegLrRow * lanes + i] = k.neg_lr;
+    consts[kBigRow * lanes + i] = k.mask_big;
+    consts[kOneRow * lanes + i] = k.one;
+  }
+  return consts;
+}
+
 uint64_t put_images(HostPort& host, std::vector<HbmImage>& img, bool backdoor) {
   if (backdoor) {
     for (const HbmImage& i : img)

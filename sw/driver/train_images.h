@@ -14,6 +14,18 @@
 
 namespace tpu {
 
+// The step's constant rows (MlpConsts) in its `consts` matrix, each row one value in every lane.
+enum ConstRow : std::size_t {
+  kScaleRow = 0,
+  kNegLrRow = 1,
+  kBigRow = 2,
+  kOneRow = 3,
+  kConstRows = 4
+};
+
+// The `consts` matrix of spec's step: kConstRows rows of spec.lanes f32.
+std::vector<float> mlp_const_rows(const MlpSpec& spec);
+
 // Bytes for one chip's HBM at addr.
 struct HbmImage {
   int chip;

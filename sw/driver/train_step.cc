@@ -17,8 +17,6 @@ namespace {
 
 constexpr uint64_t kBurst = 64;
 
-// Constant rows of the step (MlpConsts), in the `consts` matrix.
-enum ConstRow : std::size_t { kScaleRow = 0, kNegLrRow = 1, kBigRow = 2, kOneRow = 3, kConstRows = 4 };
 
 }  // namespace
 
@@ -356,7 +354,7 @@ uint64_t DataParallelTrainer::load_data(const MlpData& data) {
 
 uint64_t DataParallelTrainer::load_params(const MlpParams& params) {
   const Impl& m = *impl_;
-  const std::size_t L = spec_.layers(), B = spec_.batch, lanes = spec_.lanes;
+  const std::size_t L = spec_.layers(), B = spec_.batch;
   if (params.size() != L)
     throw std::invalid_argument("train: parameters for " + std::to_string(params.size()) +
                                 " layers, the network has " + std::to_string(L));
@@ -367,14 +365,7 @@ uint64_t DataParallelTrainer::load_params(const MlpParams& params) {
                                   std::to_string(spec_.widths[l]) + "x" +
                                   std::to_string(spec_.widths[l + 1]) + " and b " +
                                   std::to_string(spec_.widths[l + 1]));
-  const MlpConsts k = mlp_consts(spec_);
-  std::vector<float> consts(kConstRows * lanes);
-  for (std::size_t i = 0; i < lanes; ++i) {
-    consts[kScaleRow * lanes + i] = k.grad_scale;
-    consts[kNegLrRow * lanes + i] = k.neg_lr;
-    consts[kBigRow * lanes + i] = k.mask_big;
-    consts[kOneRow * lanes + i] = k.one;
-  }
+  const std::vector<float> consts = mlp_const_rows(spec_);
   std::vector<HbmImage> img;
   for (int c = 0; c < spec_.chips; ++c) {
     const ChipDriver& d = m.wl->driver(c);
