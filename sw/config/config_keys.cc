@@ -6,9 +6,9 @@
 #include <stdexcept>
 
 #include "chip_config.h"
-#include "ici_fields.h"
 #include "hbm_config.h"
 #include "host_port.h"
+#include "ici_fields.h"
 #include "tpu/collective.h"
 
 namespace tpu {
@@ -143,7 +143,8 @@ void chip_and_pod_keys(ConfigKeys& t) {
       .range(1, 1u << 16)
       .units("bytes")
       .default_val("a memory row")
-      .desc("bytes a link carries per cycle: divides the memory row into 1 to 1023 beats");
+      .desc("bytes a link carries per cycle: divides the memory row into 1 to " +
+            std::to_string(kIciLinkGapMax) + " beats");
   t.param("pod.link_cycles_per_flit", KeyType::kUint)
       .range(1, kIciLinkGapMax)
       .units("cycles")
