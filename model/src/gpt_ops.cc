@@ -4,6 +4,7 @@
 #include "gpt_ops.h"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 
 #include "tpu/gpt.h"
@@ -30,8 +31,7 @@ std::vector<float> mm(const std::vector<float>& a, const std::vector<float>& w, 
 
 void col_sum(std::vector<float>& acc, const std::vector<float>& x, std::size_t rows,
              std::size_t cols) {
-  for (std::size_t i = 0; i < rows; ++i)
-    for (std::size_t j = 0; j < cols; ++j) acc[j] = f32_add(acc[j], x[i * cols + j]);
+  gpt_col_sum(acc, x, rows, cols);
 }
 
 float row_reduce(VpuOp op, const std::vector<float>& x, std::size_t off, std::size_t n,
@@ -83,6 +83,71 @@ void gpt_adam_element(const AdamConsts& k, bool decay, float g, float& w, float&
   w = f32_sub(w, f32_mul(k.lr, u));
 }
 
+void gpt_col_sum(std::vector<float>& acc, const std::vector<float>& x, std::size_t rows,
+                 std::size_t cols) {
+  constexpr std::size_t kParts = 16;
+  std::vector<float> p(kParts * cols, 0.0f);
+  for (std::size_t t = 0; t < rows; ++t)
+    for (std::size_t j = 0; j < cols; ++j)
+      p[(t % kParts) * cols + j] = f32_add(p[(t % kParts) * cols + j], x[t * cols + j]);
+  for (std::size_t h = kParts / 2; h >= 1; h /= 2)
+    for (std::size_t i = 0; i < h * cols; ++i) p[i] = f32_add(p[i], p[i + h * cols]);
+  for (std::size_t j = 0; j < cols; ++j) acc[j] = f32_add(acc[j], p[j]);
+}
+
+std::vector<float> gpt_causal_softmax(const std::vector<float>& z, std::size_t rows, std::size_t S,
+                                      float scale, std::size_t lanes) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  std::vector<float> p(rows * S), t(S), e(S);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const std::size_t i = r % S;
+    for (std::size_t k = 0; k < S; ++k)
+      t[k] = f32_add(f32_mul(z[r * S + k], scale), k <= i ? -0.0f : ninf);
+    const float mx = vector_reduce(VpuOp::kRedMax, t, lanes);
+    for (std::size_t k = 0; k < S; ++k) e[k] = xcend_exp(f32_sub(t[k], mx));
+    const float rs = xcend_rcp(vector_reduce(VpuOp::kRedSum, e, lanes));
+    for (std::size_t k = 0; k < S; ++k) p[r * S + k] = f32_mul(e[k], rs);
+  }
+  return p;
+}
+
+std::vector<float> gpt_softmax_back(const std::vector<float>& p, const std::vector<float>& dp,
+                                    std::size_t rows, std::size_t n, float scale,
+                                    std::size_t lanes) {
+  std::vector<float> ds(rows * n), pd(n);
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t x = 0; x < n; ++x) pd[x] = f32_mul(p[r * n + x], dp[r * n + x]);
+    const float dot = vector_reduce(VpuOp::kRedSum, pd, lanes);
+    for (std::size_t x = 0; x < n; ++x)
+      ds[r * n + x] = f32_mul(f32_mul(p[r * n + x], f32_sub(dp[r * n + x], dot)), scale);
+  }
+  return ds;
+}
+
+void gpt_cross_entropy(const std::vector<float>& logits, const std::vector<int32_t>& targets,
+                       std::size_t V, float inv_n, std::size_t lanes, std::vector<float>& loss,
+                       std::vector<float>& dlogits) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const std::size_t T = targets.size();
+  loss.assign(T, 0.0f);
+  dlogits.assign(T * V, 0.0f);
+  std::vector<float> e(V), picked(V);
+  for (std::size_t t = 0; t < T; ++t) {
+    const std::size_t y = static_cast<std::size_t>(targets[t]);
+    const float mx = row_reduce(VpuOp::kRedMax, logits, t * V, V, lanes);
+    for (std::size_t k = 0; k < V; ++k) {
+      e[k] = xcend_exp(f32_sub(logits[t * V + k], mx));
+      picked[k] = f32_add(logits[t * V + k], k == y ? -0.0f : ninf);
+    }
+    const float s = vector_reduce(VpuOp::kRedSum, e, lanes);
+    const float lse = f32_add(mx, f32_mul(xcend_log2(s), kGptLn2));
+    loss[t] = f32_sub(lse, vector_reduce(VpuOp::kRedMax, picked, lanes));
+    const float rs = xcend_rcp(s);
+    for (std::size_t k = 0; k < V; ++k)
+      dlogits[t * V + k] = f32_mul(f32_sub(f32_mul(e[k], rs), k == y ? 1.0f : 0.0f), inv_n);
+  }
+}
+
 std::vector<float> gpt_layernorm(const std::vector<float>& x, std::size_t rows, std::size_t n,
                                  const std::vector<float>& g, const std::vector<float>& b,
                                  std::size_t lanes, std::vector<float>& xhat,
@@ -101,7 +166,7 @@ std::vector<float> gpt_layernorm(const std::vector<float>& x, std::size_t rows, 
     rstd[r] = xcend_rsqrt(f32_add(var, 1e-5f));
     for (std::size_t j = 0; j < n; ++j) {
       xhat[r * n + j] = f32_mul(c[j], rstd[r]);
-      y[r * n + j] = f32_fma(xhat[r * n + j], g[j], b[j]);
+      y[r * n + j] = f32_add(f32_mul(xhat[r * n + j], g[j]), b[j]);
     }
   }
   return y;
@@ -133,14 +198,14 @@ std::vector<float> gpt_layernorm_back(const std::vector<float>& dy, const std::v
 
 float gpt_gelu_grad(float x) {
   // gelu(x) = x s, s = rcp(1 + exp(-2z)) as xcend_gelu computes it; gelu'(x) = s + x s (1 - s)
-  // 2 sqrt(2/pi) (1 + 3 0.044715 x^2).
+  // 2 sqrt(2/pi) (1 + 3 0.044715 x^2). Two-operand ops only (the VPU command's): the inner sum
+  // is x (1 + 0.044715 x^2), as in xcend_gelu, and no fma.
   const float x2 = f32_mul(x, x);
-  const float x3 = f32_mul(x2, x);
-  const float inner = f32_fma(kGeluCubic, x3, x);
-  const float s = xcend_rcp(f32_add(1.0f, xcend_exp(f32_mul(kGeluMinus2Sqrt2OverPi, inner))));
-  const float dinner = f32_fma(f32_mul(3.0f, kGeluCubic), x2, 1.0f);
+  const float inner = f32_mul(x, f32_add(f32_mul(x2, kGeluCubic), 1.0f));
+  const float s = xcend_rcp(f32_add(1.0f, xcend_exp(f32_mul(inner, kGeluMinus2Sqrt2OverPi))));
+  const float dinner = f32_add(f32_mul(x2, kGeluCubic3), 1.0f);
   float t = f32_mul(s, f32_sub(1.0f, s));
-  t = f32_mul(t, f32_mul(-1.0f, kGeluMinus2Sqrt2OverPi));
+  t = f32_mul(t, kGelu2Sqrt2OverPi);
   t = f32_mul(t, dinner);
   return f32_add(s, f32_mul(x, t));
 }

@@ -1,7 +1,7 @@
 // The GPT golden's training step (tpu/gpt.h): forward, cross-entropy, backward and AdamW on every
 // chip of the data x model mesh, in the order docs/training.md ("The GPT step") defines.
+#include <algorithm>
 #include <cmath>
-#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -14,8 +14,6 @@ namespace tpu {
 using namespace gpt_detail;
 
 namespace {
-
-constexpr float kLn2 = 0.693147180559945309417232121458176568f;
 
 // What one layer keeps for the backward pass (one chip; dm = d / model, fm = 4d / model).
 struct LayerCache {
@@ -104,27 +102,18 @@ void put_head_block(std::vector<float>& m, std::size_t width, std::size_t col0, 
 // Causal softmax attention of the chip's heads: c.qkv -> c.att, c.probs.
 void attention(LayerCache& c, const Dims& D) {
   const std::size_t S = D.S, dh = D.dh, w = 3 * D.dm;
-  const float ninf = -std::numeric_limits<float>::infinity();
   c.att.assign(D.T * D.dm, 0.0f);
   c.probs.assign(D.B * D.Hm * S * S, 0.0f);
-  std::vector<float> e(S);
   for (std::size_t b = 0; b < D.B; ++b)
     for (std::size_t j = 0; j < D.Hm; ++j) {
       const std::vector<float> q = head_block(c.qkv, w, 0, b, j, D);
       const std::vector<float> kt = transpose(head_block(c.qkv, w, D.dm, b, j, D), S, dh);
       const std::vector<float> v = head_block(c.qkv, w, 2 * D.dm, b, j, D);
-      std::vector<float> z = mm(q, kt, S, dh, S);
-      float* pr = &c.probs[(b * D.Hm + j) * S * S];
-      for (std::size_t i = 0; i < S; ++i) {
-        for (std::size_t k = 0; k < S; ++k)
-          z[i * S + k] = k <= i ? f32_mul(z[i * S + k], D.scale) : ninf;
-        const float mx = row_reduce(VpuOp::kRedMax, z, i * S, S, D.lanes);
-        for (std::size_t k = 0; k < S; ++k) e[k] = xcend_exp(f32_sub(z[i * S + k], mx));
-        const float rs = xcend_rcp(vector_reduce(VpuOp::kRedSum, e, D.lanes));
-        for (std::size_t k = 0; k < S; ++k) pr[i * S + k] = f32_mul(e[k], rs);
-      }
-      const std::vector<float> pv(pr, pr + S * S);
-      put_head_block(c.att, D.dm, 0, b, j, mm(pv, v, S, S, dh), D);
+      const std::vector<float> p =
+          gpt_causal_softmax(mm(q, kt, S, dh, S), S, S, D.scale, D.lanes);
+      std::copy(p.begin(), p.end(),
+                c.probs.begin() + static_cast<std::ptrdiff_t>((b * D.Hm + j) * S * S));
+      put_head_block(c.att, D.dm, 0, b, j, mm(p, v, S, S, dh), D);
     }
 }
 
@@ -171,21 +160,8 @@ void loss_head(Run& r, const Dims& D, std::size_t layers, float inv_n) {
   const std::size_t f = gpt_index_lnf_g(layers), V = D.V;
   r.xf = gpt_layernorm(r.h, D.T, D.d, (*r.p)[f].v, (*r.p)[f + 1].v, D.lanes, r.xhatf, r.rstdf);
   const std::vector<float> logits = mm(r.xf, (*r.p)[f + 2].v, D.T, D.d, V);
-  std::vector<float> loss(D.T), e(V);
-  r.dlogits.assign(D.T * V, 0.0f);
-  for (std::size_t t = 0; t < D.T; ++t) {
-    const float mx = row_reduce(VpuOp::kRedMax, logits, t * V, V, D.lanes);
-    for (std::size_t k = 0; k < V; ++k) e[k] = xcend_exp(f32_sub(logits[t * V + k], mx));
-    const float s = vector_reduce(VpuOp::kRedSum, e, D.lanes);
-    const float lse = f32_add(mx, f32_mul(xcend_log2(s), kLn2));
-    const std::size_t y = static_cast<std::size_t>(r.tgt[t]);
-    loss[t] = f32_sub(lse, logits[t * V + y]);
-    const float rs = xcend_rcp(s);
-    for (std::size_t k = 0; k < V; ++k) {
-      const float p = f32_mul(e[k], rs);
-      r.dlogits[t * V + k] = f32_mul(f32_sub(p, k == y ? 1.0f : 0.0f), inv_n);
-    }
-  }
+  std::vector<float> loss;
+  gpt_cross_entropy(logits, r.tgt, V, inv_n, D.lanes, loss, r.dlogits);
   r.loss_parts.resize(D.B);
   for (std::size_t b = 0; b < D.B; ++b)
     r.loss_parts[b] = row_reduce(VpuOp::kRedSum, loss, b * D.S, D.S, D.lanes);
@@ -196,7 +172,6 @@ std::vector<float> attention_back(const LayerCache& c, const std::vector<float>&
                                   const Dims& D) {
   const std::size_t S = D.S, dh = D.dh, w = 3 * D.dm;
   std::vector<float> dqkv(D.T * w, 0.0f);
-  std::vector<float> pd(S);
   for (std::size_t b = 0; b < D.B; ++b)
     for (std::size_t j = 0; j < D.Hm; ++j) {
       const std::vector<float> q = head_block(c.qkv, w, 0, b, j, D);
@@ -207,13 +182,7 @@ std::vector<float> attention_back(const LayerCache& c, const std::vector<float>&
       const std::vector<float> pm(pr, pr + S * S);
       const std::vector<float> dp = mm(dout, transpose(v, S, dh), S, dh, S);
       const std::vector<float> dv = mm(transpose(pm, S, S), dout, S, S, dh);
-      std::vector<float> ds(S * S);
-      for (std::size_t i = 0; i < S; ++i) {
-        for (std::size_t x = 0; x < S; ++x) pd[x] = f32_mul(pm[i * S + x], dp[i * S + x]);
-        const float dot = vector_reduce(VpuOp::kRedSum, pd, D.lanes);
-        for (std::size_t x = 0; x < S; ++x)
-          ds[i * S + x] = f32_mul(f32_mul(pm[i * S + x], f32_sub(dp[i * S + x], dot)), D.scale);
-      }
+      const std::vector<float> ds = gpt_softmax_back(pm, dp, S, S, D.scale, D.lanes);
       put_head_block(dqkv, w, 0, b, j, mm(ds, k, S, S, dh), D);
       put_head_block(dqkv, w, D.dm, b, j, mm(transpose(ds, S, S), q, S, S, dh), D);
       put_head_block(dqkv, w, 2 * D.dm, b, j, dv, D);

@@ -421,7 +421,88 @@ TEST(Gpt, LayerNormMatchesF64AndUsesTheLaneOrder) {
   for (std::size_t i = 0; i < n; ++i) sq[i] = f32_mul(f32_sub(x[i], mean), f32_sub(x[i], mean));
   const float var = f32_mul(vector_reduce(VpuOp::kRedSum, sq, 8), inv_n);
   EXPECT_EQ(f32_bits(rs[0]), f32_bits(xcend_rsqrt(f32_add(var, 1e-5f))));
-  EXPECT_EQ(f32_bits(y[5]), f32_bits(f32_fma(f32_mul(f32_sub(x[5], mean), rs[0]), 1.5f, -0.25f)));
+  EXPECT_EQ(f32_bits(y[5]),
+            f32_bits(f32_add(f32_mul(f32_mul(f32_sub(x[5], mean), rs[0]), 1.5f), -0.25f)));
+}
+
+// Column sums: 16 partials by row mod 16, folded in halves. An independent f64 sum bounds it, and
+// a second formulation (the partials as 16 sequential sums, then the tree by hand) gives its bits.
+TEST(Gpt, ColumnSumsFoldSixteenPartials) {
+  const std::size_t rows = 40, cols = 8;
+  std::vector<float> x(rows * cols), acc(cols, 0.0f);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(gpt_normal(5, i)) * 3.0f;
+  x[3] = -0.0f;
+  gpt_col_sum(acc, x, rows, cols);
+  for (std::size_t j = 0; j < cols; ++j) {
+    double f = 0, a = 0;
+    std::vector<float> p(16, 0.0f);
+    for (std::size_t t = 0; t < rows; ++t) {
+      f += x[t * cols + j];
+      a += std::fabs(x[t * cols + j]);
+      p[t % 16] = f32_add(p[t % 16], x[t * cols + j]);
+    }
+    EXPECT_LE(std::fabs(acc[j] - f), static_cast<double>(rows) * 0x1p-24 * a) << j;
+    const float q0 = f32_add(f32_add(f32_add(p[0], p[8]), f32_add(p[4], p[12])),
+                             f32_add(f32_add(p[2], p[10]), f32_add(p[6], p[14])));
+    const float q1 = f32_add(f32_add(f32_add(p[1], p[9]), f32_add(p[5], p[13])),
+                             f32_add(f32_add(p[3], p[11]), f32_add(p[7], p[15])));
+    EXPECT_EQ(f32_bits(acc[j]), f32_bits(f32_add(0.0f, f32_add(q0, q1)))) << j;
+  }
+}
+
+// The causal softmax: each row a distribution over positions <= its own (f64), masked entries
+// exactly +0; its backward against the f64 formula.
+TEST(Gpt, CausalSoftmaxAndItsBackwardMatchF64) {
+  const std::size_t S = 16, rows = 2 * S;
+  const float scale = xcend_rsqrt(16.0f);
+  std::vector<float> z(rows * S), dp(rows * S);
+  for (std::size_t i = 0; i < z.size(); ++i) {
+    z[i] = static_cast<float>(gpt_normal(7, i)) * 4.0f;
+    dp[i] = static_cast<float>(gpt_normal(8, i));
+  }
+  const std::vector<float> p = gpt_causal_softmax(z, rows, S, scale, 8);
+  const std::vector<float> ds = gpt_softmax_back(p, dp, rows, S, scale, 8);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const std::size_t i = r % S;
+    double mx = -1e300, sum = 0, dot = 0;
+    for (std::size_t k = 0; k <= i; ++k) mx = std::max(mx, z[r * S + k] * 0.25);
+    for (std::size_t k = 0; k <= i; ++k) sum += std::exp(z[r * S + k] * 0.25 - mx);
+    for (std::size_t k = 0; k < S; ++k) dot += static_cast<double>(p[r * S + k]) * dp[r * S + k];
+    for (std::size_t k = 0; k < S; ++k) {
+      const double want = k <= i ? std::exp(z[r * S + k] * 0.25 - mx) / sum : 0.0;
+      if (k > i) {
+        EXPECT_EQ(f32_bits(p[r * S + k]), 0u) << r << "," << k;
+      }
+      EXPECT_NEAR(p[r * S + k], want, 4e-7 + 1e-5 * want) << r << "," << k;
+      const double dsw = static_cast<double>(p[r * S + k]) * (dp[r * S + k] - dot) * 0.25;
+      EXPECT_NEAR(ds[r * S + k], dsw, 1e-6) << r << "," << k;
+    }
+  }
+}
+
+// The cross-entropy: the loss is log-sum-exp minus the target's logit (f64), dlogits the
+// softmax minus one-hot over N.
+TEST(Gpt, CrossEntropyMatchesF64) {
+  const std::size_t T = 8, V = 64;
+  std::vector<float> logits(T * V), loss, dl;
+  std::vector<int32_t> tgt(T);
+  for (std::size_t i = 0; i < logits.size(); ++i)
+    logits[i] = static_cast<float>(gpt_normal(9, i)) * 2.0f;
+  for (std::size_t t = 0; t < T; ++t) tgt[t] = static_cast<int32_t>((t * 37) % V);
+  const float inv_n = xcend_rcp(static_cast<float>(T));
+  gpt_cross_entropy(logits, tgt, V, inv_n, 8, loss, dl);
+  for (std::size_t t = 0; t < T; ++t) {
+    double mx = -1e300, sum = 0;
+    for (std::size_t k = 0; k < V; ++k) mx = std::max(mx, static_cast<double>(logits[t * V + k]));
+    for (std::size_t k = 0; k < V; ++k) sum += std::exp(logits[t * V + k] - mx);
+    const double lse = mx + std::log(sum);
+    const std::size_t y = static_cast<std::size_t>(tgt[t]);
+    EXPECT_NEAR(loss[t], lse - logits[t * V + y], 2e-5) << t;
+    for (std::size_t k = 0; k < V; ++k) {
+      const double want = (std::exp(logits[t * V + k] - lse) - (k == y ? 1.0 : 0.0)) / T;
+      EXPECT_NEAR(dl[t * V + k], want, 1e-7) << t << "," << k;
+    }
+  }
 }
 
 // The tiny model of scripts/run.sh's shape (2 layers, d 32, 2 heads) with S 16 on a fixed text:

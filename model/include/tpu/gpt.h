@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "tpu/transcend.h"
+
 namespace tpu {
 
 // The model, the run and the mesh. Chips: data x model; chip c has data rank data_rank[c] and
@@ -154,19 +156,47 @@ AdamConsts gpt_adam_consts(const GptSpec& spec, uint64_t t);
 void gpt_adam_element(const AdamConsts& k, bool decay, float g, float& w, float& m, float& v);
 
 // LayerNorm of each row of x (rows x n): mean = red_sum(x) x rcp(n); c = x - mean; var =
-// red_sum(c c) x rcp(n); rstd = rsqrt(var + 1e-5); xhat = c x rstd; y = fma(xhat, g, b).
+// red_sum(c c) x rcp(n); rstd = rsqrt(var + 1e-5); xhat = c x rstd; y = (xhat x g) + b.
 // red_sum: vector_reduce(kRedSum, row, lanes). Returns y; xhat and rstd for the backward pass.
 std::vector<float> gpt_layernorm(const std::vector<float>& x, std::size_t rows, std::size_t n,
                                  const std::vector<float>& g, const std::vector<float>& b,
                                  std::size_t lanes, std::vector<float>& xhat,
                                  std::vector<float>& rstd);
 // Its backward: dxh = dy g; a = red_sum(dxh) rcp(n); c = red_sum(dxh xhat) rcp(n);
-// dx = ((dxh - a) - xhat c) rstd. dg += dy xhat and db += dy, column sums in row order.
+// dx = ((dxh - a) - xhat c) rstd. dg += dy xhat and db += dy (gpt_col_sum).
 std::vector<float> gpt_layernorm_back(const std::vector<float>& dy, const std::vector<float>& xhat,
                                       const std::vector<float>& rstd, std::size_t rows,
                                       std::size_t n, const std::vector<float>& g, std::size_t lanes,
                                       std::vector<float>& dg, std::vector<float>& db);
-// GELU's derivative in f32 ops (gpt_ops.cc gives the order).
+// GELU's derivative in f32 ops (gpt_ops.cc gives the order), with its two constants:
+// f32(3 x 0.044715) and 2 sqrt(2/pi) (-kGeluMinus2Sqrt2OverPi, exact).
+constexpr float kGeluCubic3 = 3.0f * kGeluCubic;
+constexpr float kGelu2Sqrt2OverPi = 2.0f * kGeluSqrt2OverPi;
 float gpt_gelu_grad(float x);
+
+// Column sums in the chip's order (docs/training.md "Numerics"): 16 partial rows from +0, row t
+// added onto partial t mod 16 for t = 0 .. rows-1 in order, the partials folded in halves
+// (p[i] += p[i + h] for h = 8, 4, 2, 1), then acc[j] = f32_add(acc[j], p[0][j]).
+void gpt_col_sum(std::vector<float>& acc, const std::vector<float>& x, std::size_t rows,
+                 std::size_t cols);
+
+// The causal softmax of rows x S scores z, row i of each block of S rows the query at position
+// i mod S: t = f32_add(f32_mul(z, scale), mask) with mask -0 for k <= i, -Inf for k > i; mx =
+// red_max(t); e = xcend_exp(f32_sub(t, mx)); p = f32_mul(e, xcend_rcp(red_sum(e))).
+std::vector<float> gpt_causal_softmax(const std::vector<float>& z, std::size_t rows, std::size_t S,
+                                      float scale, std::size_t lanes);
+// Its backward for rows of n: dot = red_sum(f32_mul(p, dp)); ds = f32_mul(f32_mul(p,
+// f32_sub(dp, dot)), scale).
+std::vector<float> gpt_softmax_back(const std::vector<float>& p, const std::vector<float>& dp,
+                                    std::size_t rows, std::size_t n, float scale,
+                                    std::size_t lanes);
+// The cross-entropy of rows of V logits against their targets: mx = red_max(logit); e =
+// xcend_exp(logit - mx); s = red_sum(e); lse = f32_add(mx, f32_mul(xcend_log2(s), ln2));
+// picked = red_max(f32_add(logit, sel)) with sel -0 at the target, -Inf elsewhere; loss =
+// f32_sub(lse, picked); dlogit = f32_mul(f32_sub(f32_mul(e, xcend_rcp(s)), onehot), inv_n).
+void gpt_cross_entropy(const std::vector<float>& logits, const std::vector<int32_t>& targets,
+                       std::size_t V, float inv_n, std::size_t lanes, std::vector<float>& loss,
+                       std::vector<float>& dlogits);
+constexpr float kGptLn2 = 0.693147180559945309417232121458176568f;
 
 }  // namespace tpu
