@@ -204,8 +204,9 @@ float gpt_gelu_grad(float x) {
   const float inner = f32_mul(x, f32_add(f32_mul(x2, kGeluCubic), 1.0f));
   const float s = xcend_rcp(f32_add(1.0f, xcend_exp(f32_mul(inner, kGeluMinus2Sqrt2OverPi))));
   const float dinner = f32_add(f32_mul(x2, kGeluCubic3), 1.0f);
-  float t = f32_mul(s, f32_sub(1.0f, s));
-  t = f32_mul(t, kGelu2Sqrt2OverPi);
+  // s (1 - s) 2 sqrt(2/pi) as s (s - 1) (-2 sqrt(2/pi)): a constant is only ever the y operand.
+  float t = f32_mul(s, f32_sub(s, 1.0f));
+  t = f32_mul(t, kGeluMinus2Sqrt2OverPi);
   t = f32_mul(t, dinner);
   return f32_add(s, f32_mul(x, t));
 }

@@ -168,10 +168,9 @@ std::vector<float> gpt_layernorm_back(const std::vector<float>& dy, const std::v
                                       const std::vector<float>& rstd, std::size_t rows,
                                       std::size_t n, const std::vector<float>& g, std::size_t lanes,
                                       std::vector<float>& dg, std::vector<float>& db);
-// GELU's derivative in f32 ops (gpt_ops.cc gives the order), with its two constants:
-// f32(3 x 0.044715) and 2 sqrt(2/pi) (-kGeluMinus2Sqrt2OverPi, exact).
+// GELU's derivative in f32 ops (gpt_ops.cc gives the order), with its constant f32(3 x
+// 0.044715).
 constexpr float kGeluCubic3 = 3.0f * kGeluCubic;
-constexpr float kGelu2Sqrt2OverPi = 2.0f * kGeluSqrt2OverPi;
 float gpt_gelu_grad(float x);
 
 // Column sums in the chip's order (docs/training.md "Numerics"): 16 partial rows from +0, row t
