@@ -257,9 +257,25 @@ VpuMap gpt_gelu_back_map(const HbmMatrix& consts, const HbmMatrix& da, const Hbm
   return b.build();
 }
 
-VpuMap gpt_col_sum_map(const HbmMatrix& consts, const HbmMatrix& dy, const HbmMatrix& db) {
+VpuMap gpt_col_sum_map(const HbmMatrix& consts, const HbmMatrix& dy, const HbmMatrix& db,
+                       const HbmMatrix* dy_bf16) {
   MapBuilder b(consts, dy.rows, dy.cols);
-  b.col_sum(b.in(dy), db);
+  const int v = b.in(dy);
+  b.col_sum(v, db);
+  if (dy_bf16) b.out(b.op(VpuOp::kCvtF32Bf16, v), *dy_bf16);
+  return b.build();
+}
+
+VpuMap gpt_add_map(const HbmMatrix& a, const HbmMatrix& x, const HbmMatrix& out) {
+  same_shape(a, x, "add", "b");
+  MapBuilder b(HbmMatrix{}, a.rows, a.cols);
+  b.out(b.op(VpuOp::kAdd, b.in(a), b.in(x)), out);
+  return b.build();
+}
+
+VpuMap gpt_fill_map(const HbmMatrix& row, const HbmMatrix& out) {
+  MapBuilder b(HbmMatrix{}, out.rows, out.cols);
+  b.out(b.in(row, MapIn::kColumns), out);
   return b.build();
 }
 
@@ -286,7 +302,7 @@ VpuMap gpt_adam_map(const HbmMatrix& consts, const HbmMatrix& w, const HbmMatrix
   b.out(w1, w);
   b.out(m1, m);
   b.out(v1, v);
-  if (w_bf16.addr != 0) b.out(b.op(VpuOp::kCvtF32Bf16, w1), w_bf16);
+  if (w_bf16.rows != 0) b.out(b.op(VpuOp::kCvtF32Bf16, w1), w_bf16);
   return b.build();
 }
 

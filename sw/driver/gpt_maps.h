@@ -81,10 +81,16 @@ VpuMap gpt_gelu_map(const HbmMatrix& consts, const HbmMatrix& u, const HbmMatrix
 // Its backward: du = da x gpt_gelu_grad(u) (bf16), and db (the column sums of du, f32).
 VpuMap gpt_gelu_back_map(const HbmMatrix& consts, const HbmMatrix& da, const HbmMatrix& u,
                          const HbmMatrix& du_bf16, const HbmMatrix& db);
-// A bias gradient: the column sums of dy (gpt_col_sum onto +0).
-VpuMap gpt_col_sum_map(const HbmMatrix& consts, const HbmMatrix& dy, const HbmMatrix& db);
+// A bias gradient: the column sums of dy (gpt_col_sum onto +0), and dy rounded to bf16 into
+// dy_bf16 when given (the gradient's matmuls take it).
+VpuMap gpt_col_sum_map(const HbmMatrix& consts, const HbmMatrix& dy, const HbmMatrix& db,
+                       const HbmMatrix* dy_bf16 = nullptr);
+// out = a + b (f32_add): the residual stream.
+VpuMap gpt_add_map(const HbmMatrix& a, const HbmMatrix& b, const HbmMatrix& out);
+// Every row of out (f32) set to `row` (1 x out's columns): a gradient cleared to +0.
+VpuMap gpt_fill_map(const HbmMatrix& row, const HbmMatrix& out);
 // AdamW (gpt_adam_element) of one tensor, in place: w, m, v updated from g; decay for matrices;
-// w_bf16 (when its address is not 0) the updated weights rounded for the next step's matmuls.
+// w_bf16 (when it has rows) the updated weights rounded for the next step's matmuls.
 VpuMap gpt_adam_map(const HbmMatrix& consts, const HbmMatrix& w, const HbmMatrix& g,
                     const HbmMatrix& m, const HbmMatrix& v, bool decay, const HbmMatrix& w_bf16);
 

@@ -23,6 +23,8 @@ const char* op_kind_name(OpKind k) {
       return "receive";
     case OpKind::kHostCopy:
       return "host copy";
+    case OpKind::kCommands:
+      return "commands";
   }
   return "?";
 }
@@ -46,6 +48,9 @@ std::vector<BufferRef> Op::reads() const {
       for (const BufferRef& b : vmap.in) add(b);
       add(vmap.consts);
       break;
+    case OpKind::kCommands:
+      for (const BufferRef& b : ins) add(b);
+      break;
     case OpKind::kEpilogue:
       add(out);
       add(bias);
@@ -68,6 +73,10 @@ std::vector<BufferRef> Op::writes() const {
     case OpKind::kVectorMap:
       r = vmap.out;
       if (vmap.sum_out.valid()) r.push_back(vmap.sum_out);
+      r.insert(r.end(), vmap.col_sum_out.begin(), vmap.col_sum_out.end());
+      break;
+    case OpKind::kCommands:
+      r = outs;
       break;
     case OpKind::kCollective:
       r.push_back(coll.out);
@@ -179,6 +188,18 @@ bool refs_overlap(const BufferRef& a, const BufferRef& b, const std::vector<Buff
   const bool r = a.row0 < hi(b.row0, b.rows, rows) && b.row0 < hi(a.row0, a.rows, rows);
   const bool c = a.col0 < hi(b.col0, b.cols, buf.cols) && b.col0 < hi(a.col0, a.cols, buf.cols);
   return r && c;
+}
+
+Op commands_op(std::string name, std::vector<std::vector<ChipCmd>> cmds, uint32_t vmem_rows,
+               std::vector<BufferRef> ins, std::vector<BufferRef> outs) {
+  Op o;
+  o.kind = OpKind::kCommands;
+  o.name = std::move(name);
+  o.cmds = std::move(cmds);
+  o.vmem_rows = vmem_rows;
+  o.ins = std::move(ins);
+  o.outs = std::move(outs);
+  return o;
 }
 
 }  // namespace tpu

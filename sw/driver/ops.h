@@ -54,6 +54,8 @@ enum class OpKind {
   kRecv,        // the send `peer` lands: chip `to` waits on its counter and writes `out`
   kHostCopy,    // the host writes `data` into `out` (to_device) or reads `a` into `data`:
                 // no command; run_host_copies runs them before and after the program
+  kCommands,    // commands planned elsewhere (per chip `cmds`, no HALT: the embedding's DMA_IDX
+                // programs) in VMEM rows [0, vmem_rows), reading `in` and writing `outs`
 };
 const char* op_kind_name(OpKind k);
 
@@ -65,6 +67,7 @@ struct VectorMapRefs {
   BufferRef consts;
   std::vector<BufferRef> out;
   BufferRef sum_out;
+  std::vector<BufferRef> col_sum_out;  // map.col_sums' matrices, in order
 };
 
 struct CollectiveOp {
@@ -96,6 +99,9 @@ struct Op {
   int peer = -1;                                      // a receive: its send
   bool to_device = true;                              // host copy: into HBM (else out of it)
   std::vector<std::vector<uint8_t>>* data = nullptr;  // host copy: per chip, the bytes
+  std::vector<std::vector<ChipCmd>> cmds;             // commands: per chip (one: every chip's)
+  std::vector<BufferRef> ins, outs;                   // commands: what they read and write
+  uint32_t vmem_rows = 0;                             // commands: the VMEM rows they use
 
   // What it reads and writes (the scheduler's dependencies).
   std::vector<BufferRef> reads() const;
@@ -114,6 +120,8 @@ Op send_op(std::string name, int from, int to, BufferRef src);
 Op recv_op(std::string name, int send, int from, int to, BufferRef dst);
 Op host_copy_op(std::string name, BufferRef buf, bool to_device,
                 std::vector<std::vector<uint8_t>>* data);
+Op commands_op(std::string name, std::vector<std::vector<ChipCmd>> cmds, uint32_t vmem_rows,
+               std::vector<BufferRef> ins, std::vector<BufferRef> outs);
 
 // Whether two refs share an element (same buffer, rows and columns overlapping); `rows` and
 // `cols` of 0 are taken from the buffer's shape.

@@ -342,7 +342,19 @@ std::vector<ChipCmd> compute_cmds(Workload& w, const Op& op, int c, uint32_t vme
                        std::to_string(op.vmap.out.size()) + " buffers");
       for (std::size_t i = 0; i < m.out.size(); ++i) m.out[i].second = w.view(op.vmap.out[i]);
       if (op.vmap.sum_out.valid()) m.sum_out = w.view(op.vmap.sum_out);
+      if (op.vmap.col_sum_out.size() != m.col_sums.size())
+        bad_op(op, "its map has " + std::to_string(m.col_sums.size()) + " column sums and " +
+                       std::to_string(op.vmap.col_sum_out.size()) + " buffers");
+      for (std::size_t i = 0; i < m.col_sums.size(); ++i)
+        m.col_sums[i].second = w.view(op.vmap.col_sum_out[i]);
       return plan_vpu_map(m, d.shape(), 0, vmem).prog;
+    }
+    case OpKind::kCommands: {
+      if (op.vmem_rows > vmem)
+        bad_op(op, "its commands use " + std::to_string(op.vmem_rows) + " VMEM rows, the compute "
+                   "area has " + std::to_string(vmem));
+      if (op.cmds.empty()) return {};
+      return op.cmds.size() == 1 ? op.cmds[0] : op.cmds.at(static_cast<std::size_t>(c));
     }
     default:
       return {};

@@ -57,6 +57,11 @@ class Workload {
   // Adds an op (checked: its refs name buffers, its chips exist); returns its index.
   int add_op(Op op);
   const std::vector<Op>& ops() const { return ops_; }
+  // Drops the ops from index n on (a workload whose program changes from run to run, the GPT
+  // step's embedding with its tokens, keeps its buffers and declares its ops again).
+  void truncate_ops(std::size_t n) {
+    if (n < ops_.size()) ops_.resize(n);
+  }
 
   // Phases named before any op uses them come first in the table, in this order (the report's
   // order); the others follow in the order their first op comes.

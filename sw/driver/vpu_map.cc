@@ -63,15 +63,18 @@ struct Values {
   throw std::invalid_argument("vpu map: " + what);
 }
 
-// A 1 x n vector: a per-column input (n = the map's columns: a matrix row's rules), a per-row
-// input or output (f32, n at least min_cols), or a column sum (f32).
+// A vector of n values: a per-column input (1 x n, n = the map's columns: a matrix row's
+// rules), a per-row input or output (f32; any matrix whose rows lie back to back, pitch = cols,
+// read as one vector: a B x S matrix of per-token values), or a column sum (f32, 1 x n).
 void check_vector(const HbmMatrix& m, const std::string& name, std::size_t min_cols, bool f32,
-                  const ChipShape& s) {
+                  const ChipShape& s, bool flat = false) {
   if (f32 && m.dtype != Dtype::kF32) map_error(name + " must be f32");
-  if (m.rows != 1 || m.cols < min_cols)
+  const std::size_t n = m.rows == 1 ? m.cols : (flat && m.pitch == m.cols ? m.rows * m.cols : 0);
+  if (n < min_cols)
     map_error(name + " is " + std::to_string(m.rows) + "x" + std::to_string(m.cols) +
-              ", it must be 1 x at least " + std::to_string(min_cols));
-  if (m.addr % kBurst != 0 || m.addr + m.cols * m.esize() > s.hbm_bytes)
+              ", it must be 1 x at least " + std::to_string(min_cols) +
+              (flat ? " (or a matrix of as many values, rows back to back)" : ""));
+  if (m.addr % kBurst != 0 || m.addr + n * m.esize() > s.hbm_bytes)
     map_error(name + ": its address must be a whole burst, inside the HBM");
 }
 
@@ -101,7 +104,7 @@ Values classify(const VpuMap& m, const ChipShape& s) {
       check_operand(one, name, m, s);
     }
     if (v.kind[i] == MapIn::kRows)
-      check_vector(m.in[i], name + " (per-row)", round_up(m.rows, Q), true, s);
+      check_vector(m.in[i], name + " (per-row)", round_up(m.rows, Q), true, s, true);
     v.bf16[i] = m.in[i].dtype == Dtype::kBf16;
     v.row[i] = v.kind[i] == MapIn::kRows;
   }
@@ -150,7 +153,7 @@ void check_outputs(const VpuMap& m, const Values& v, const ChipShape& s) {
       map_error("an output must be an input or an op's result");
     const std::string name = "output of value " + std::to_string(o.first);
     if (v.row[static_cast<std::size_t>(o.first)]) {
-      check_vector(o.second, name + " (per-row)", round_up(m.rows, Q), true, s);
+      check_vector(o.second, name + " (per-row)", round_up(m.rows, Q), true, s, true);
       continue;
     }
     check_operand(o.second, name, m, s);

@@ -1,0 +1,68 @@
+// GptTrainer: a GPT training step as one chip program on the op/scheduler layer (docs/training.md
+// "The GPT step on the chip"): the token embedding (DMA_IDX gather), per layer layer norm (VPU
+// maps with row reductions), the qkv, attention, output and MLP matmuls on the MXU with the
+// softmax and GELU maps between them, the final layer norm, the head and the cross-entropy; then
+// the backward pass in reverse (the weight gradients as transposed activations times the output
+// gradients, the input gradients with transposed weight loads, the softmax, GELU and layer norm
+// backward maps, the bias and gain gradients as column sums, the embedding's scatter-add), and
+// AdamW on every tensor. Every op is the golden's (model/, GptGolden) in the golden's order, so
+// after each step every parameter and Adam moment equals the golden's bit for bit. Heads whose
+// width is not a multiple of 32 sit in 32-column blocks padded with zeros (a bf16 row of a head
+// is then one 64-byte burst); the zeros add nothing to any sum and stay zero under AdamW.
+// The embedding's backward depends on the tokens, so the program is planned again each step.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "host_port.h"
+#include "pod_driver.h"
+#include "spmd_program.h"
+#include "tpu/gpt.h"
+
+namespace tpu {
+
+struct GptStepRun {
+  PodProgramRun prog;      // pod and chip cycles, counters
+  SpmdProgram program;     // the step's program: its phases are the op kinds
+  std::size_t commands = 0;
+  double loss = 0;                             // before this step's update (gpt_loss)
+  std::vector<std::vector<float>> loss_parts;  // per chip: per window, the sum of its losses
+};
+
+class GptTrainer {
+ public:
+  // One chip (data = model = 1); spec.lanes is set to the chip's. std::invalid_argument naming
+  // the value and the rule for what the chip cannot run (widths not multiples of 32, a sequence
+  // not a multiple of 32, buffers beyond the HBM).
+  GptTrainer(HostPort& host, GptSpec spec, bool backdoor = false);
+  ~GptTrainer();
+  const GptSpec& spec() const { return spec_; }
+  uint64_t hbm_bytes_per_chip() const { return hbm_used_; }
+  // Multiply-adds of one step on a chip: the forward's matmuls and twice them for the backward
+  // (the attention's included), as the golden does them.
+  uint64_t step_macs_per_chip() const;
+
+  // The parameters (gpt_init's, unsharded) into every chip; returns the simulated cycles.
+  uint64_t load_params(const GptParams& params);
+  // One step on the global batch's windows (gpt_windows: global batch x (seq + 1) tokens).
+  GptStepRun step(const std::vector<int32_t>& windows);
+
+  // A chip's parameters and Adam moments, read through the backdoor, in the golden's shapes.
+  GptParams read_params(int chip);
+  GptParams read_moment1(int chip);
+  GptParams read_moment2(int chip);
+
+ private:
+  struct Impl;
+  HostPort& host_;
+  GptSpec spec_;
+  bool backdoor_ = false;
+  uint64_t hbm_used_ = 0;
+  uint64_t t_ = 0;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tpu

@@ -1,0 +1,132 @@
+// The GPT training step on a chip (sw/driver/gpt_train.h, docs/training.md "The GPT step on the
+// chip"): after every step, every parameter and both Adam moments of every tensor equal the
+// golden's (model/, GptGolden) bit for bit, the loss partials too, and the loss falls; heads of
+// 16 columns (padded to 32 on the chip) and of 32; the inputs the chip program refuses.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "gpt_train.h"
+#include "pod.h"
+#include "tpu/gpt.h"
+#include "tpu/vector.h"
+
+namespace tpu {
+namespace {
+
+std::vector<uint8_t> text(std::size_t vocab) {
+  const std::string t =
+      "A systolic array multiplies matrices by passing operands between neighbouring cells; "
+      "every cell adds one product to a running sum and hands it on. ";
+  std::vector<uint8_t> v;
+  for (int i = 0; i < 6; ++i)
+    for (char c : t) v.push_back(static_cast<uint8_t>(static_cast<unsigned char>(c) % vocab));
+  // vocab is 256: every byte a token
+  return v;
+}
+
+std::size_t mismatches(const GptParams& got, const GptParams& want, std::string* first) {
+  std::size_t bad = 0;
+  for (std::size_t k = 0; k < want.size(); ++k)
+    for (std::size_t i = 0; i < want[k].v.size(); ++i)
+      if (f32_bits(got[k].v[i]) != f32_bits(want[k].v[i]) && bad++ == 0)
+        *first = want[k].name + "[" + std::to_string(i) + "]: got " +
+                 std::to_string(got[k].v[i]) + " want " + std::to_string(want[k].v[i]);
+  return bad;
+}
+
+struct GptCase {
+  const char* name;
+  std::size_t layers, d, heads, seq, vocab, batch;
+};
+void PrintTo(const GptCase& c, std::ostream* os) { *os << c.name; }
+
+class GptChip : public ::testing::TestWithParam<GptCase> {};
+
+TEST_P(GptChip, EveryStepBitExactToTheGolden) {
+  const GptCase& c = GetParam();
+  PodParams pp;
+  pp.topo = Topology::torus({1});
+  pp.variant = "16x16";
+  CppPodHost host(pp);
+  GptSpec spec;
+  spec.layers = c.layers;
+  spec.d_model = c.d;
+  spec.heads = c.heads;
+  spec.seq = c.seq;
+  spec.vocab = c.vocab;
+  spec.batch = c.batch;
+  spec.lr = 1e-2f;
+  spec.weight_decay = 0.1f;
+  GptTrainer tr(host, spec, /*backdoor=*/true);
+  const GptParams init = gpt_init(tr.spec(), 5);
+  GptGolden golden(tr.spec(), init);
+  tr.load_params(init);
+  const std::vector<uint8_t> data = text(c.vocab);
+  double first = 0, last = 0;
+  for (uint64_t step = 0; step < 3; ++step) {
+    const std::vector<int32_t> win = gpt_windows(tr.spec(), data, 5, step);
+    const GptStepRun run = tr.step(win);
+    const GptStepResult g = golden.step(win);
+    std::printf("[gpt chip] %s step %llu: loss %.6f (golden %.6f), %llu cycles, %zu commands\n",
+                c.name, static_cast<unsigned long long>(step), run.loss, g.loss,
+                static_cast<unsigned long long>(run.prog.run.cycles), run.commands);
+    ASSERT_EQ(run.loss_parts.size(), 1u);
+    for (std::size_t b = 0; b < g.loss_parts[0].size(); ++b)
+      ASSERT_EQ(f32_bits(run.loss_parts[0][b]), f32_bits(g.loss_parts[0][b])) << "window " << b;
+    EXPECT_EQ(run.loss, g.loss);
+    std::string where;
+    ASSERT_EQ(mismatches(tr.read_params(0), golden.params(0), &where), 0u) << "params: " << where;
+    ASSERT_EQ(mismatches(tr.read_moment1(0), golden.moment1(0), &where), 0u) << "m: " << where;
+    ASSERT_EQ(mismatches(tr.read_moment2(0), golden.moment2(0), &where), 0u) << "v: " << where;
+    if (step == 0) first = run.loss;
+    last = run.loss;
+  }
+  EXPECT_LT(last, first);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, GptChip,
+    ::testing::Values(GptCase{"heads16", 1, 32, 2, 32, 256, 2},
+                      GptCase{"heads32_two_layers", 2, 64, 2, 32, 256, 1}),
+    [](const auto& p) { return std::string(p.param.name); });
+
+TEST(GptChipErrors, RefusedInputsNameTheValueAndTheRule) {
+  PodParams pp;
+  pp.topo = Topology::torus({1});
+  pp.variant = "16x16";
+  CppPodHost host(pp);
+  GptSpec spec;
+  spec.d_model = 48;
+  spec.heads = 2;
+  spec.seq = 32;
+  try {
+    GptTrainer tr(host, spec);
+    FAIL() << "d_model 48 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("d_model 48 must be a multiple of 32"), std::string::npos)
+        << e.what();
+  }
+  spec.d_model = 32;
+  GptTrainer tr(host, spec, true);
+  try {
+    tr.step(std::vector<int32_t>(3, 0));
+    FAIL() << "a short batch accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("global batch x (seq + 1)"), std::string::npos);
+  }
+  std::vector<int32_t> win(spec.global_batch() * (spec.seq + 1), 1);
+  win[5] = 256;
+  try {
+    tr.step(win);
+    FAIL() << "token 256 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("token id 256 is outside the vocabulary [0, 256)"),
+              std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace tpu
