@@ -342,7 +342,7 @@ GptStepResult GptGolden::step(const std::vector<int32_t>& windows, const GptData
     for (std::size_t k = 0; k < n_t; ++k) {
       std::vector<std::vector<float>> parts;
       for (const std::vector<Run>& g : groups) parts.push_back(g[m].g->at(k).v);
-      const std::vector<float> sum = reduce ? reduce(parts) : model_fold(parts);
+      const std::vector<float> sum = reduce ? reduce(k, parts) : model_fold(parts);
       for (std::vector<Run>& g : groups) g[m].g->at(k).v = sum;
     }
   ++t_;

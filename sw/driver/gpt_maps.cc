@@ -273,6 +273,16 @@ VpuMap gpt_add_map(const HbmMatrix& a, const HbmMatrix& x, const HbmMatrix& out)
   return b.build();
 }
 
+VpuMap gpt_bias_residual_map(const HbmMatrix& y, const HbmMatrix& bias, const HbmMatrix& h,
+                             const HbmMatrix& out) {
+  same_shape(y, h, "bias and residual", "h");
+  MapBuilder b(HbmMatrix{}, y.rows, y.cols);
+  const int vy = b.in(y), vb = b.in(bias, MapIn::kColumns), vh = b.in(h);
+  const int yb = b.op(VpuOp::kAdd, vy, vb);
+  b.out(b.op(VpuOp::kAdd, vh, yb), out);
+  return b.build();
+}
+
 VpuMap gpt_fill_map(const HbmMatrix& row, const HbmMatrix& out) {
   MapBuilder b(HbmMatrix{}, out.rows, out.cols);
   b.out(b.in(row, MapIn::kColumns), out);

@@ -85,6 +85,9 @@ VpuMap gpt_gelu_back_map(const HbmMatrix& consts, const HbmMatrix& da, const Hbm
 // dy_bf16 when given (the gradient's matmuls take it).
 VpuMap gpt_col_sum_map(const HbmMatrix& consts, const HbmMatrix& dy, const HbmMatrix& db,
                        const HbmMatrix* dy_bf16 = nullptr);
+// out = h + (y + bias) (f32_add twice; bias 1 x cols): a block's output onto the residual stream.
+VpuMap gpt_bias_residual_map(const HbmMatrix& y, const HbmMatrix& bias, const HbmMatrix& h,
+                             const HbmMatrix& out);
 // out = a + b (f32_add): the residual stream.
 VpuMap gpt_add_map(const HbmMatrix& a, const HbmMatrix& b, const HbmMatrix& out);
 // Every row of out (f32) set to `row` (1 x out's columns): a gradient cleared to +0.

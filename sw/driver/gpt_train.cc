@@ -9,6 +9,7 @@
 #include "gpt_maps.h"
 #include "scheduler.h"
 #include "train_images.h"
+#include "tpu/vector.h"
 
 namespace tpu {
 
@@ -24,6 +25,24 @@ const char* const kPhases[] = {"embedding",        "layer norm",   "matmul",
                                "cross-entropy",     "transpose",   "bias gradient",
                                "embedding backward", "optimizer"};
 
+// Each chip's commands of its plan (no HALT), and the VMEM rows the plans use.
+std::vector<std::vector<ChipCmd>> chip_cmds(const std::vector<EmbeddingPlan>& plans) {
+  std::vector<std::vector<ChipCmd>> c;
+  for (const EmbeddingPlan& p : plans) c.push_back(without_halt(p.cmds));
+  return c;
+}
+uint32_t vmem_of(const std::vector<EmbeddingPlan>& plans) {
+  std::size_t rows = 0;
+  for (const EmbeddingPlan& p : plans) rows = std::max(rows, p.vmem_rows);
+  return static_cast<uint32_t>(rows);
+}
+
+std::vector<uint8_t> id_bytes(const std::vector<int32_t>& v) {
+  std::vector<uint8_t> b(v.size() * 4);
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
 }  // namespace
 
 struct GptTrainer::Impl {
@@ -31,6 +50,7 @@ struct GptTrainer::Impl {
   struct Tensor {
     std::size_t rows = 0, cols = 0;  // the chip's layout (heads padded)
     HbmMatrix w, m, v, g, wb;
+    HbmMatrix gs;  // the gradient summed over the data axis (g itself when data = 1)
     bool matrix = false;
   };
   struct Layer {
@@ -42,13 +62,22 @@ struct GptTrainer::Impl {
     HbmMatrix u, ab;                       // T x fm: x2 w1 + b1 (f32), gelu(u) (bf16)
   };
   std::unique_ptr<Workload> wl;
+  TrainMesh mesh;
+  int P = 1;
+  int spec_data_rank(int chip) const {
+    return mesh.data_rank.empty() ? chip : mesh.data_rank[static_cast<std::size_t>(chip)];
+  }
   std::size_t B = 0, S = 0, T = 0, d = 0, Hm = 0, dh = 0, dhp = 0, fm = 0, V = 0, Q = 0;
   std::vector<Tensor> t;
+  GptParams shard_shape;  // the golden's shapes of a chip's tensors (zeros)
   std::vector<Layer> layers;
   HbmMatrix consts, zeros, mask, sel, onehot, h0, xfb, xhatf, rstdf, logits, loss, dlogb, parts;
+  HbmMatrix yp, dxs;  // model > 1: a block's partial output, and the summed input gradient
   HbmMatrix z, yo, dx, dres, dresb, dln, da, dub, datt, dp, dsb, blk_t, dqkv, dqkvb, trans, lists_f,
       lists_b;
-  SpmdProgram program;
+  std::vector<std::vector<CollectiveRound>> grad_rounds;  // per tensor: its data all-reduce
+  std::vector<int> grad_coll;  // per tensor: its all-reduce's index among the collectives (-1)
+  int colls = 0;               // collectives added to this step's ops
 
   BufferRef ref(const HbmMatrix& v) const { return wl->ref_of(v); }
   HbmMatrix buf(const std::string& name, std::size_t rows, std::size_t cols, Dtype dt) {
@@ -70,13 +99,23 @@ struct GptTrainer::Impl {
   // The step's ops.
   void add_map(const char* phase, VpuMap m);
   GptParams read(HostPort& host, const GptSpec& spec, HbmMatrix Tensor::*field, int chip) const;
-  void add_forward(const GptSpec& spec, const EmbeddingPlan& ef);
+  void add_forward(const GptSpec& spec, const std::vector<EmbeddingPlan>& ef);
   void add_attention(std::size_t l);
-  void add_backward(const GptSpec& spec, const EmbeddingPlan& eb);
+  void add_backward(const GptSpec& spec, const std::vector<EmbeddingPlan>& eb);
   void add_attention_back(std::size_t l);
   void add_linear_back(const HbmMatrix& xb, const HbmMatrix& dyb, std::size_t k,
                        const HbmMatrix* dx_out);
   void add_optimizer();
+  // An f32 all-reduce of `in` into `out` over the data or the model axis.
+  void add_all_reduce(const HbmMatrix& in, const HbmMatrix& out, bool data_axis);
+  // Tensor k's gradient is complete: its data all-reduce (data > 1).
+  void grad_ready(std::size_t k);
+  // The block's output: y = sum over model ranks of the partial (model > 1) or the partial, then
+  // out = h + (y + bias).
+  void add_block_out(const HbmMatrix& partial, const HbmMatrix& bias, const HbmMatrix& h,
+                     const HbmMatrix& out);
+  // An input gradient summed over the model axis (model > 1), else itself.
+  const HbmMatrix& model_sum(const HbmMatrix& partial);
 };
 
 std::pair<std::size_t, std::size_t> GptTrainer::Impl::chip_shape(const GptTensor& g,
@@ -129,7 +168,8 @@ void GptTrainer::Impl::lay_out(const GptSpec& spec, const ChipShape& s) {
   V = spec.vocab;
   Q = std::max<std::size_t>(16, s.cols);
   const std::size_t L = spec.layers, BH = B * Hm * S;
-  const GptParams shapes = gpt_zero_shard(spec);
+  shard_shape = gpt_zero_shard(spec);
+  const GptParams& shapes = shard_shape;
   t.assign(shapes.size(), Tensor{});
   consts = buf("consts", kGcCount, s.cols, Dtype::kF32);
   zeros = buf("zeros", 1, std::max(d, V), Dtype::kF32);
@@ -144,6 +184,7 @@ void GptTrainer::Impl::lay_out(const GptSpec& spec, const ChipShape& s) {
     x.m = buf(n + ".m", rows, cols, Dtype::kF32);
     x.v = buf(n + ".v", rows, cols, Dtype::kF32);
     x.g = buf(n + ".grad", rows, cols, Dtype::kF32);
+    x.gs = spec.data > 1 ? buf(n + ".grad summed", rows, cols, Dtype::kF32) : x.g;
     const std::size_t sl = slot(k);
     const bool mm = (in_layers(k, L) && (sl == kWqkv || sl == kWo || sl == kW1 || sl == kW2)) ||
                     k == shapes.size() - 1;
@@ -182,6 +223,10 @@ void GptTrainer::Impl::lay_out(const GptSpec& spec, const ChipShape& s) {
   z = buf("scores", BH, S, Dtype::kF32);
   yo = buf("y", T, d, Dtype::kF32);
   dx = buf("dx", T, d, Dtype::kF32);
+  if (spec.model > 1) {
+    yp = buf("y partial", T, d, Dtype::kF32);
+    dxs = buf("dx summed", T, d, Dtype::kF32);
+  }
   dres = buf("dh", T, d, Dtype::kF32);
   dresb = buf("dh.bf16", T, d, Dtype::kBf16);
   dln = buf("dln", T, d, Dtype::kF32);
@@ -227,26 +272,25 @@ void GptTrainer::Impl::add_attention(std::size_t l) {
                            ref(head(c.qkv, 2, b, j))));
 }
 
-void GptTrainer::Impl::add_forward(const GptSpec& spec, const EmbeddingPlan& ef) {
-  wl->add_op(commands_op("embedding", {without_halt(ef.cmds)},
-                         static_cast<uint32_t>(ef.vmem_rows),
+void GptTrainer::Impl::add_forward(const GptSpec& spec, const std::vector<EmbeddingPlan>& ef) {
+  wl->add_op(commands_op("embedding", chip_cmds(ef), vmem_of(ef),
                          {ref(t[0].w), ref(t[1].w), ref(lists_f)}, {ref(h0)}));
   HbmMatrix h = h0;
   for (std::size_t l = 0; l < spec.layers; ++l) {
     const Layer& c = layers[l];
-    auto P = [&](GptLayerSlot sl) -> const Tensor& { return t[gpt_index(l, sl)]; };
-    add_map("layer norm", gpt_ln_forward_map(consts, h, P(kLn1G).w, P(kLn1B).w, c.x1b, c.xhat1,
+    auto W = [&](GptLayerSlot sl) -> const Tensor& { return t[gpt_index(l, sl)]; };
+    add_map("layer norm", gpt_ln_forward_map(consts, h, W(kLn1G).w, W(kLn1B).w, c.x1b, c.xhat1,
                                              c.rstd1));
-    wl->add_op(matmul_op("matmul", ref(c.qkv), ref(c.x1b), ref(P(kWqkv).wb), ref(P(kBqkv).w)));
+    wl->add_op(matmul_op("matmul", ref(c.qkv), ref(c.x1b), ref(W(kWqkv).wb), ref(W(kBqkv).w)));
     add_attention(l);
-    wl->add_op(matmul_op("matmul", ref(yo), ref(c.att), ref(P(kWo).wb), ref(P(kBo).w)));
-    add_map("residual", gpt_add_map(h, yo, c.h_mid));
-    add_map("layer norm", gpt_ln_forward_map(consts, c.h_mid, P(kLn2G).w, P(kLn2B).w, c.x2b,
+    wl->add_op(matmul_op("matmul", ref(mesh.model > 1 ? yp : yo), ref(c.att), ref(W(kWo).wb)));
+    add_block_out(yp, W(kBo).w, h, c.h_mid);
+    add_map("layer norm", gpt_ln_forward_map(consts, c.h_mid, W(kLn2G).w, W(kLn2B).w, c.x2b,
                                              c.xhat2, c.rstd2));
-    wl->add_op(matmul_op("matmul", ref(c.u), ref(c.x2b), ref(P(kW1).wb), ref(P(kB1).w)));
+    wl->add_op(matmul_op("matmul", ref(c.u), ref(c.x2b), ref(W(kW1).wb), ref(W(kB1).w)));
     add_map("gelu", gpt_gelu_map(consts, c.u, c.ab));
-    wl->add_op(matmul_op("matmul", ref(yo), ref(c.ab), ref(P(kW2).wb), ref(P(kB2).w)));
-    add_map("residual", gpt_add_map(c.h_mid, yo, c.h_out));
+    wl->add_op(matmul_op("matmul", ref(mesh.model > 1 ? yp : yo), ref(c.ab), ref(W(kW2).wb)));
+    add_block_out(yp, W(kB2).w, c.h_mid, c.h_out);
     h = c.h_out;
   }
   const std::size_t f = gpt_index_lnf_g(spec.layers);
@@ -295,53 +339,116 @@ void GptTrainer::Impl::add_attention_back(std::size_t l) {
     }
 }
 
-void GptTrainer::Impl::add_backward(const GptSpec& spec, const EmbeddingPlan& eb) {
+void GptTrainer::Impl::add_backward(const GptSpec& spec, const std::vector<EmbeddingPlan>& eb) {
   const std::size_t f = gpt_index_lnf_g(spec.layers);
   add_linear_back(xfb, dlogb, f + 2, &dx);
+  grad_ready(f + 2);
   add_map("layer norm", gpt_ln_backward_map(consts, dx, xhatf, rstdf, t[f].w, dres, t[f].g,
                                             t[f + 1].g));
+  grad_ready(f);
+  grad_ready(f + 1);
   for (std::size_t l = spec.layers; l-- > 0;) {
     const Layer& c = layers[l];
     auto k = [&](GptLayerSlot sl) { return gpt_index(l, sl); };
     // MLP block.
     add_map("bias gradient", gpt_col_sum_map(consts, dres, t[k(kB2)].g, &dresb));
+    grad_ready(k(kB2));
     add_linear_back(c.ab, dresb, k(kW2), &da);
+    grad_ready(k(kW2));
     add_map("gelu", gpt_gelu_back_map(consts, da, c.u, dub, t[k(kB1)].g));
+    grad_ready(k(kB1));
     add_linear_back(c.x2b, dub, k(kW1), &dx);
-    add_map("layer norm", gpt_ln_backward_map(consts, dx, c.xhat2, c.rstd2, t[k(kLn2G)].w, dln,
-                                              t[k(kLn2G)].g, t[k(kLn2B)].g));
+    grad_ready(k(kW1));
+    add_map("layer norm", gpt_ln_backward_map(consts, model_sum(dx), c.xhat2, c.rstd2,
+                                              t[k(kLn2G)].w, dln, t[k(kLn2G)].g, t[k(kLn2B)].g));
+    grad_ready(k(kLn2G));
+    grad_ready(k(kLn2B));
     add_map("residual", gpt_add_map(dres, dln, dres));
     // Attention block.
     add_map("bias gradient", gpt_col_sum_map(consts, dres, t[k(kBo)].g, &dresb));
+    grad_ready(k(kBo));
     add_linear_back(c.att, dresb, k(kWo), nullptr);
+    grad_ready(k(kWo));
     wl->add_op(matmul_op("matmul", ref(datt), ref(dresb), ref(t[k(kWo)].wb), {}, false, true));
     add_attention_back(l);
     add_map("bias gradient", gpt_col_sum_map(consts, dqkv, t[k(kBqkv)].g, &dqkvb));
+    grad_ready(k(kBqkv));
     add_linear_back(c.x1b, dqkvb, k(kWqkv), &dx);
-    add_map("layer norm", gpt_ln_backward_map(consts, dx, c.xhat1, c.rstd1, t[k(kLn1G)].w, dln,
-                                              t[k(kLn1G)].g, t[k(kLn1B)].g));
+    grad_ready(k(kWqkv));
+    add_map("layer norm", gpt_ln_backward_map(consts, model_sum(dx), c.xhat1, c.rstd1,
+                                              t[k(kLn1G)].w, dln, t[k(kLn1G)].g, t[k(kLn1B)].g));
+    grad_ready(k(kLn1G));
+    grad_ready(k(kLn1B));
     add_map("residual", gpt_add_map(dres, dln, dres));
   }
   add_map("embedding backward", gpt_fill_map(hbm_view(zeros, 0, 1, 0, d), t[0].g));
-  wl->add_op(commands_op("embedding backward", {without_halt(eb.cmds)},
-                         static_cast<uint32_t>(eb.vmem_rows), {ref(dres), ref(lists_b)},
-                         {ref(t[0].g), ref(t[1].g)}));
+  wl->add_op(commands_op("embedding backward", chip_cmds(eb), vmem_of(eb),
+                         {ref(dres), ref(lists_b)}, {ref(t[0].g), ref(t[1].g)}));
+  grad_ready(0);
+  grad_ready(1);
 }
 
 void GptTrainer::Impl::add_optimizer() {
   for (const Tensor& x : t)
-    add_map("optimizer",
-            gpt_adam_map(consts, x.w, x.g, x.m, x.v, x.matrix, x.wb));
+    add_map("optimizer", gpt_adam_map(consts, x.w, x.gs, x.m, x.v, x.matrix, x.wb));
 }
 
-GptTrainer::GptTrainer(HostPort& host, GptSpec spec, bool backdoor)
-    : host_(host), spec_(std::move(spec)), backdoor_(backdoor), impl_(std::make_unique<Impl>()) {
+void GptTrainer::Impl::add_all_reduce(const HbmMatrix& in, const HbmMatrix& out, bool data_axis) {
+  const Topology& topo = wl->host().info().topo;
+  const std::vector<int>& dims = data_axis ? mesh.data_dims : mesh.model_dims;
+  CollectiveOp co;
+  co.spec.collective = Collective::kAllReduce;
+  co.spec.dtype = DType::kF32;
+  co.spec.n = in.rows * in.cols;
+  co.spec.group_dims = dims;
+  std::size_t active = 0;  // the group's dimensions with more than one chip
+  for (int dim : topo.active_dims())
+    active += dims.empty() || std::find(dims.begin(), dims.end(), dim) != dims.end();
+  co.spec.algorithm = active >= 2 ? "torus" : "biring";
+  co.in = ref(in);
+  co.out = ref(out);
+  co.axis = data_axis ? (mesh.model > 1 ? "data" : "") : "model";
+  co.gradient = data_axis;
+  co.fit_algorithm = true;
+  co.label_steps = false;  // the collectives run under their phase alone on the timeline
+  wl->add_op(collective_op(data_axis ? "all_reduce gradients" : "all_reduce over model", co));
+  ++colls;
+}
+
+void GptTrainer::Impl::grad_ready(std::size_t k) {
+  if (mesh.data <= 1) return;
+  grad_coll[k] = colls;
+  add_all_reduce(t[k].g, t[k].gs, true);
+}
+
+void GptTrainer::Impl::add_block_out(const HbmMatrix& partial, const HbmMatrix& bias,
+                                     const HbmMatrix& h, const HbmMatrix& out) {
+  if (mesh.model > 1) add_all_reduce(partial, yo, false);
+  add_map("residual", gpt_bias_residual_map(yo, bias, h, out));
+}
+
+const HbmMatrix& GptTrainer::Impl::model_sum(const HbmMatrix& partial) {
+  if (mesh.model <= 1) return partial;
+  add_all_reduce(partial, dxs, false);
+  return dxs;
+}
+
+GptTrainer::GptTrainer(HostPort& host, GptSpec spec, GptTrainOptions opt)
+    : host_(host), spec_(std::move(spec)), opt_(std::move(opt)), impl_(std::make_unique<Impl>()) {
   const MachineInfo& mi = host_.info();
   const ChipShape& s = mi.shape;
+  Impl& m = *impl_;
+  m.P = mi.num_chips();
+  m.mesh = train_mesh(mi, opt_.mesh);
+  if (m.mesh.model > 2)
+    throw std::invalid_argument("gpt train: mesh model=" + std::to_string(m.mesh.model) +
+                                ": at most 2 (the golden sums a block's partial outputs in "
+                                "model-rank order, which only a 2-chip all-reduce gives)");
   spec_.lanes = s.cols;
-  if (mi.num_chips() != 1 || spec_.data != 1 || spec_.model != 1)
-    throw std::invalid_argument("gpt train: the chip program runs on one chip (data=1, "
-                                "model=1); the pod has " + std::to_string(mi.num_chips()));
+  spec_.data = m.mesh.data;
+  spec_.model = m.mesh.model;
+  spec_.data_rank = m.mesh.data_rank;
+  spec_.model_rank = m.mesh.model_rank;
   spec_.validate();
   auto need32 = [](std::size_t v, const char* what) {
     if (v % 32 != 0)
@@ -352,7 +459,7 @@ GptTrainer::GptTrainer(HostPort& host, GptSpec spec, bool backdoor)
   need32(spec_.d_model, "d_model");
   need32(spec_.seq, "seq");
   need32(spec_.vocab, "vocab");
-  Impl& m = *impl_;
+  need32(4 * spec_.d_model / static_cast<std::size_t>(spec_.model), "4 d_model / model");
   m.wl = std::make_unique<Workload>(host_);
   try {
     m.lay_out(spec_, s);
@@ -364,10 +471,13 @@ GptTrainer::GptTrainer(HostPort& host, GptSpec spec, bool backdoor)
   hbm_used_ = m.wl->hbm_used();
   // The constant inputs: the causal mask and a row of zeros.
   std::vector<HbmImage> img;
-  const ChipDriver& d = m.wl->driver(0);
-  img.push_back(HbmImage{0, m.mask.addr, d.matrix_image(m.mask, gpt_causal_mask(m.mask.rows, m.S))});
-  img.push_back(HbmImage{0, m.zeros.addr,
-                         d.matrix_image(m.zeros, std::vector<float>(m.zeros.cols, 0.0f))});
+  for (int c = 0; c < m.P; ++c) {
+    const ChipDriver& d = m.wl->driver(c);
+    img.push_back(
+        HbmImage{c, m.mask.addr, d.matrix_image(m.mask, gpt_causal_mask(m.mask.rows, m.S))});
+    img.push_back(HbmImage{c, m.zeros.addr,
+                           d.matrix_image(m.zeros, std::vector<float>(m.zeros.cols, 0.0f))});
+  }
   put_images(host_, img, true);
 }
 
@@ -383,22 +493,23 @@ uint64_t GptTrainer::step_macs_per_chip() const {
 
 uint64_t GptTrainer::load_params(const GptParams& params) {
   Impl& m = *impl_;
-  const GptParams shard = gpt_shard(spec_, params, 0);
-  if (shard.size() != m.t.size())
-    throw std::invalid_argument("gpt train: " + std::to_string(params.size()) +
-                                " parameters, the model has " + std::to_string(m.t.size()));
-  const ChipDriver& d = m.wl->driver(0);
   std::vector<HbmImage> img;
-  for (std::size_t k = 0; k < shard.size(); ++k) {
-    const Impl::Tensor& x = m.t[k];
-    const std::vector<float> w = m.to_chip(shard[k], k), zero(w.size(), 0.0f);
-    img.push_back(HbmImage{0, x.w.addr, d.matrix_image(x.w, w)});
-    img.push_back(HbmImage{0, x.m.addr, d.matrix_image(x.m, zero)});
-    img.push_back(HbmImage{0, x.v.addr, d.matrix_image(x.v, zero)});
-    if (x.wb.rows != 0)
-      img.push_back(HbmImage{0, x.wb.addr, d.matrix_image(x.wb, vector_to_bf16(w))});
+  for (int c = 0; c < m.P; ++c) {
+    const GptParams shard = gpt_shard(spec_, params, spec_.model_rank_of(c));
+    if (shard.size() != m.t.size())
+      throw std::invalid_argument("gpt train: " + std::to_string(params.size()) +
+                                  " parameters, the model has " + std::to_string(m.t.size()));
+    const ChipDriver& d = m.wl->driver(c);
+    for (std::size_t k = 0; k < shard.size(); ++k) {
+      const Impl::Tensor& x = m.t[k];
+      const std::vector<float> w = m.to_chip(shard[k], k), zero(w.size(), 0.0f);
+      img.push_back(HbmImage{c, x.w.addr, d.matrix_image(x.w, w)});
+      img.push_back(HbmImage{c, x.m.addr, d.matrix_image(x.m, zero)});
+      img.push_back(HbmImage{c, x.v.addr, d.matrix_image(x.v, zero)});
+      if (x.wb.rows != 0) img.push_back(HbmImage{c, x.wb.addr, d.matrix_image(x.wb, vector_to_bf16(w))});
+    }
   }
-  return put_images(host_, img, backdoor_);
+  return put_images(host_, img, opt_.backdoor);
 }
 
 GptStepRun GptTrainer::step(const std::vector<int32_t>& windows) {
@@ -408,65 +519,96 @@ GptStepRun GptTrainer::step(const std::vector<int32_t>& windows) {
     throw std::invalid_argument("gpt train: " + std::to_string(windows.size()) +
                                 " tokens, the step takes global batch x (seq + 1) = " +
                                 std::to_string(spec_.global_batch() * W));
-  std::vector<int32_t> in, tgt;
-  for (std::size_t b = 0; b < m.B; ++b)
-    for (std::size_t s = 0; s < m.S; ++s) {
-      in.push_back(windows[b * W + s]);
-      tgt.push_back(windows[b * W + s + 1]);
-    }
   for (int32_t x : windows)
     if (x < 0 || static_cast<std::size_t>(x) >= m.V)
       throw std::invalid_argument("gpt train: token id " + std::to_string(x) +
                                   " is outside the vocabulary [0, " + std::to_string(m.V) + ")");
   ++t_;
   const ChipShape& s = host_.info().shape;
-  EmbeddingBuffers eb;
-  eb.wte = m.t[0].w.addr;
-  eb.wpe = m.t[1].w.addr;
-  eb.h = m.h0.addr;
-  eb.lists = m.lists_f.addr;
+  const std::vector<float> consts = gpt_const_image(spec_, gpt_adam_consts(spec_, t_), s.cols);
   const EmbeddingDims dims{m.V, m.S, m.d, m.T};
-  const EmbeddingPlan ef = plan_embedding_forward(s, dims, in, eb);
-  eb.dh = m.dres.addr;
-  eb.dwte = m.t[0].g.addr;
-  eb.dwpe = m.t[1].g.addr;
-  eb.lists = m.lists_b.addr;
-  const EmbeddingPlan ebk = plan_embedding_backward(s, dims, in, eb);
-  if (ef.lists.size() > m.lists_f.cols || ebk.lists.size() > m.lists_b.cols)
-    throw std::logic_error("gpt train: the embedding's id lists outgrew their buffers");
-  // This step's inputs: the constants (AdamW's of step t), the id lists, sel and one-hot.
-  const ChipDriver& d = m.wl->driver(0);
+  std::vector<EmbeddingPlan> ef, eb;
   std::vector<HbmImage> img;
-  img.push_back(HbmImage{0, m.consts.addr,
-                         d.matrix_image(m.consts, gpt_const_image(spec_, gpt_adam_consts(spec_, t_),
-                                                                  s.cols))});
-  auto ids = [](const std::vector<int32_t>& v) {
-    std::vector<uint8_t> b(v.size() * 4);
-    std::memcpy(b.data(), v.data(), b.size());
-    return b;
-  };
-  img.push_back(HbmImage{0, m.lists_f.addr, ids(ef.lists)});
-  img.push_back(HbmImage{0, m.lists_b.addr, ids(ebk.lists)});
-  img.push_back(HbmImage{0, m.sel.addr, d.matrix_image(m.sel, gpt_target_sel(tgt, m.V))});
-  img.push_back(HbmImage{0, m.onehot.addr, d.matrix_image(m.onehot, gpt_target_onehot(tgt, m.V))});
-  put_images(host_, img, backdoor_);
+  for (int c = 0; c < m.P; ++c) {  // chip c: its data rank's windows
+    const std::size_t dr = static_cast<std::size_t>(spec_.data_rank_of(c));
+    std::vector<int32_t> in, tgt;
+    for (std::size_t b = 0; b < m.B; ++b)
+      for (std::size_t i = 0; i < m.S; ++i) {
+        in.push_back(windows[(dr * m.B + b) * W + i]);
+        tgt.push_back(windows[(dr * m.B + b) * W + i + 1]);
+      }
+    EmbeddingBuffers bf;
+    bf.wte = m.t[0].w.addr;
+    bf.wpe = m.t[1].w.addr;
+    bf.h = m.h0.addr;
+    bf.lists = m.lists_f.addr;
+    ef.push_back(plan_embedding_forward(s, dims, in, bf));
+    bf.dh = m.dres.addr;
+    bf.dwte = m.t[0].g.addr;
+    bf.dwpe = m.t[1].g.addr;
+    bf.lists = m.lists_b.addr;
+    eb.push_back(plan_embedding_backward(s, dims, in, bf));
+    if (ef.back().lists.size() > m.lists_f.cols || eb.back().lists.size() > m.lists_b.cols)
+      throw std::logic_error("gpt train: the embedding's id lists outgrew their buffers");
+    // This step's inputs: the constants (AdamW's of step t), the id lists, sel and one-hot.
+    const ChipDriver& d = m.wl->driver(c);
+    img.push_back(HbmImage{c, m.consts.addr, d.matrix_image(m.consts, consts)});
+    img.push_back(HbmImage{c, m.lists_f.addr, id_bytes(ef.back().lists)});
+    img.push_back(HbmImage{c, m.lists_b.addr, id_bytes(eb.back().lists)});
+    img.push_back(HbmImage{c, m.sel.addr, d.matrix_image(m.sel, gpt_target_sel(tgt, m.V))});
+    img.push_back(
+        HbmImage{c, m.onehot.addr, d.matrix_image(m.onehot, gpt_target_onehot(tgt, m.V))});
+  }
+  put_images(host_, img, opt_.backdoor);
   // The program: planned again, the embedding's with this step's tokens.
   m.wl->truncate_ops(0);
+  m.colls = 0;
+  m.grad_coll.assign(m.t.size(), -1);
   m.add_forward(spec_, ef);
-  m.add_backward(spec_, ebk);
+  m.add_backward(spec_, eb);
   m.add_optimizer();
-  Schedule sch = schedule(*m.wl);
+  ScheduleOptions so;
+  so.collective_regions = 3;  // a chip starts collective i + 3 once i + 2, and so i, finished
+  Schedule sch = schedule(*m.wl, so);
+  m.grad_rounds.assign(m.t.size(), {});
+  for (std::size_t k = 0; k < m.t.size(); ++k)
+    if (m.grad_coll[k] >= 0)
+      m.grad_rounds[k] = sch.collectives.at(static_cast<std::size_t>(m.grad_coll[k])).rounds;
   GptStepRun r;
   r.program = std::move(sch.program);
   r.commands = r.program.commands();
   PodDriver pd(host_);
   r.prog = pd.run_programs(r.program);
-  std::vector<float> parts(m.parts.cols);
-  host_.backdoor_read(0, m.parts.addr, parts.data(), parts.size() * 4);
-  parts.resize(m.B);
-  r.loss_parts = {parts};
+  for (int c = 0; c < m.P; ++c) {
+    std::vector<float> parts(m.parts.cols);
+    host_.backdoor_read(c, m.parts.addr, parts.data(), parts.size() * 4);
+    parts.resize(m.B);
+    r.loss_parts.push_back(parts);
+  }
   r.loss = gpt_loss(spec_, r.loss_parts);
   return r;
+}
+
+GptDataReduce GptTrainer::golden_data_reduce() const {
+  const Impl* m = impl_.get();
+  return [m](std::size_t k, const std::vector<std::vector<float>>& parts) {
+    if (m->grad_rounds.at(k).empty()) return parts.at(0);
+    // The rounds ran over the chip layout (heads padded with zeros): the parts go there, are
+    // reduced as the chips reduced them, and come back.
+    // The rounds are the pod's (one group per model rank): every chip gets its data rank's part.
+    GptTensor g = m->shard_shape.at(k);
+    std::vector<std::vector<uint32_t>> bits;
+    for (int chip = 0; chip < m->P; ++chip) {
+      g.v = parts.at(static_cast<std::size_t>(m->spec_data_rank(chip)));
+      const std::vector<float> c = m->to_chip(g, k);
+      bits.emplace_back(c.size());
+      std::memcpy(bits.back().data(), c.data(), c.size() * 4);
+    }
+    const auto sum = golden_collective(m->grad_rounds[k], bits);
+    std::vector<float> c(sum.at(0).size());
+    std::memcpy(c.data(), sum[0].data(), c.size() * 4);
+    return m->from_chip(c, g, k);
+  };
 }
 
 GptParams GptTrainer::Impl::read(HostPort& host, const GptSpec& spec, HbmMatrix Tensor::*field,

@@ -10,6 +10,10 @@
 // width is not a multiple of 32 sit in 32-column blocks padded with zeros (a bf16 row of a head
 // is then one 64-byte burst); the zeros add nothing to any sum and stay zero under AdamW.
 // The embedding's backward depends on the tokens, so the program is planned again each step.
+// On a pod (--mesh data=D,model=M): data parallel over `data` (each data rank its windows, every
+// gradient all-reduced over the axis as soon as it is ready, beside the backward work after it),
+// tensor parallel over `model` as Megatron splits it (heads, w1's columns, w2's rows: the four
+// model all-reduces per layer of tpu/gpt.h).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +25,7 @@
 #include "pod_driver.h"
 #include "spmd_program.h"
 #include "tpu/gpt.h"
+#include "tpu/mesh.h"
 
 namespace tpu {
 
@@ -32,12 +37,18 @@ struct GptStepRun {
   std::vector<std::vector<float>> loss_parts;  // per chip: per window, the sum of its losses
 };
 
+struct GptTrainOptions {
+  Mesh mesh;              // axes `data` and `model` (none: data parallel over every chip)
+  bool backdoor = false;  // parameters and each step's inputs through the backdoor
+};
+
 class GptTrainer {
  public:
-  // One chip (data = model = 1); spec.lanes is set to the chip's. std::invalid_argument naming
-  // the value and the rule for what the chip cannot run (widths not multiples of 32, a sequence
-  // not a multiple of 32, buffers beyond the HBM).
-  GptTrainer(HostPort& host, GptSpec spec, bool backdoor = false);
+  // spec.batch: windows per data rank; spec.data, model, the ranks and lanes are set from the
+  // mesh and the chip. std::invalid_argument naming the value and the rule for what cannot run
+  // (widths or a sequence not multiples of 32, a model axis of more than 2 chips, buffers beyond
+  // the HBM).
+  GptTrainer(HostPort& host, GptSpec spec, GptTrainOptions opt = {});
   ~GptTrainer();
   const GptSpec& spec() const { return spec_; }
   uint64_t hbm_bytes_per_chip() const { return hbm_used_; }
@@ -50,6 +61,9 @@ class GptTrainer {
   // One step on the global batch's windows (gpt_windows: global batch x (seq + 1) tokens).
   GptStepRun step(const std::vector<int32_t>& windows);
 
+  // The data all-reduce as the programs ran it (each tensor's collective rounds), for the golden.
+  GptDataReduce golden_data_reduce() const;
+
   // A chip's parameters and Adam moments, read through the backdoor, in the golden's shapes.
   GptParams read_params(int chip);
   GptParams read_moment1(int chip);
@@ -59,7 +73,7 @@ class GptTrainer {
   struct Impl;
   HostPort& host_;
   GptSpec spec_;
-  bool backdoor_ = false;
+  GptTrainOptions opt_;
   uint64_t hbm_used_ = 0;
   uint64_t t_ = 0;
   std::unique_ptr<Impl> impl_;

@@ -1,6 +1,8 @@
 #include "train_images.h"
 
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 namespace tpu {
 
@@ -64,6 +66,35 @@ std::vector<std::vector<float>> loss_parts_of(const std::vector<std::vector<uint
     parts.push_back(v);
   }
   return parts;
+}
+
+TrainMesh train_mesh(const MachineInfo& mi, const Mesh& given) {
+  const int P = mi.num_chips();
+  TrainMesh tm;
+  tm.data = P;
+  if (given.axes.empty()) return tm;
+  // Axes of size 1 split nothing: "data=4,model=1" is "data=4", "data=1,model=4" "model=4".
+  const Mesh mesh = mesh_without_unit_axes(given);
+  for (const MeshAxis& a : mesh.axes)
+    if (a.name != "data" && a.name != "model")
+      throw std::invalid_argument("train: mesh axis '" + a.name + "': the axes are 'data' and "
+                                  "'model'");
+  if (mesh.num_chips() != P)
+    throw std::invalid_argument("train: the mesh " + mesh.text() + " has " +
+                                std::to_string(mesh.num_chips()) + " chips, the pod " +
+                                std::to_string(P));
+  const bool has_model = mesh.text().find("model=") != std::string::npos;
+  const bool has_data = mesh.text().find("data=") != std::string::npos;
+  if (!has_model || mesh.axis_size("model") <= 1) return tm;
+  tm.model_dims = mesh_axis_dims(mi.topo, mesh, "model");
+  tm.model = mesh.axis_size("model");
+  tm.data = P / tm.model;
+  if (has_data) tm.data_dims = mesh_axis_dims(mi.topo, mesh, "data");
+  for (int c = 0; c < P; ++c) {
+    tm.model_rank.push_back(group_rank(mi.topo, tm.model_dims, c));
+    tm.data_rank.push_back(has_data ? group_rank(mi.topo, tm.data_dims, c) : 0);
+  }
+  return tm;
 }
 
 }  // namespace tpu

@@ -10,6 +10,7 @@
 
 #include "chip_driver.h"
 #include "host_port.h"
+#include "tpu/mesh.h"
 #include "tpu/train.h"
 
 namespace tpu {
@@ -48,6 +49,17 @@ void push_layer_images(const ChipDriver& d, int c, const HbmMatrix& w, const Hbm
 // Layer (W: in x out, b: out) read back by the backdoor from its f32 [W; b] matrix w on chip.
 MlpLayer read_layer(HostPort& host, int chip, const HbmMatrix& w, std::size_t in,
                     std::size_t out);
+
+// A trainer's mesh of `data` and `model` axes over the pod (--mesh): the axes' torus dimensions
+// and every chip's ranks. Without a model axis of more than one chip: data parallel over every
+// chip (data = the chips, data_dims and the ranks empty: the pod, chip c is data rank c).
+// std::invalid_argument naming the axis or the count and the rule.
+struct TrainMesh {
+  int data = 1, model = 1;
+  std::vector<int> data_dims, model_dims;
+  std::vector<int> data_rank, model_rank;
+};
+TrainMesh train_mesh(const MachineInfo& mi, const Mesh& given);
 
 // The loss partials: the first `lanes` f32 values of each burst.
 std::vector<std::vector<float>> loss_parts_of(const std::vector<std::vector<uint8_t>>& bursts,

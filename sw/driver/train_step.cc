@@ -63,29 +63,13 @@ struct DataParallelTrainer::Impl {
 
 void DataParallelTrainer::Impl::apply_mesh(const MachineInfo& mi, const Mesh& given,
                                            MlpSpec* spec) {
-  const int P = mi.num_chips();
-  // Axes of size 1 split nothing: "data=4,model=1" is "data=4", "data=1,model=4" "model=4".
-  const Mesh mesh = mesh_without_unit_axes(given);
-  for (const MeshAxis& a : mesh.axes)
-    if (a.name != "data" && a.name != "model")
-      throw std::invalid_argument("train: mesh axis '" + a.name + "': the axes are 'data' and "
-                                  "'model'");
-  if (mesh.num_chips() != P)
-    throw std::invalid_argument("train: the mesh " + mesh.text() + " has " +
-                                std::to_string(mesh.num_chips()) + " chips, the pod " +
-                                std::to_string(P));
-  const bool has_model = mesh.text().find("model=") != std::string::npos;
-  const bool has_data = mesh.text().find("data=") != std::string::npos;
-  if (!has_model || mesh.axis_size("model") <= 1) return;
-  model_dims = mesh_axis_dims(mi.topo, mesh, "model");
-  spec->model = mesh.axis_size("model");
-  if (has_data) data_dims = mesh_axis_dims(mi.topo, mesh, "data");
-  spec->data_rank.clear();
-  spec->model_rank.clear();
-  for (int c = 0; c < P; ++c) {
-    spec->model_rank.push_back(group_rank(mi.topo, model_dims, c));
-    spec->data_rank.push_back(has_data ? group_rank(mi.topo, data_dims, c) : 0);
-  }
+  const TrainMesh tm = train_mesh(mi, given);
+  if (tm.model <= 1) return;
+  model_dims = tm.model_dims;
+  data_dims = tm.data_dims;
+  spec->model = tm.model;
+  spec->data_rank = tm.data_rank;
+  spec->model_rank = tm.model_rank;
 }
 
 // The buffers, the same on every chip (the workload allocates each on every chip).

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gpt_train.h"
+#include "mesh_text.h"
 #include "pod.h"
 #include "tpu/gpt.h"
 #include "tpu/vector.h"
@@ -40,6 +41,9 @@ std::size_t mismatches(const GptParams& got, const GptParams& want, std::string*
 struct GptCase {
   const char* name;
   std::size_t layers, d, heads, seq, vocab, batch;
+  std::vector<int> shape = {1};  // the pod's torus
+  const char* mesh = "";         // "": data parallel over every chip
+  uint64_t steps = 3;
 };
 void PrintTo(const GptCase& c, std::ostream* os) { *os << c.name; }
 
@@ -48,8 +52,9 @@ class GptChip : public ::testing::TestWithParam<GptCase> {};
 TEST_P(GptChip, EveryStepBitExactToTheGolden) {
   const GptCase& c = GetParam();
   PodParams pp;
-  pp.topo = Topology::torus({1});
+  pp.topo = Topology::torus(c.shape);
   pp.variant = "16x16";
+  pp.link_latency = 2;
   CppPodHost host(pp);
   GptSpec spec;
   spec.layers = c.layers;
@@ -60,27 +65,37 @@ TEST_P(GptChip, EveryStepBitExactToTheGolden) {
   spec.batch = c.batch;
   spec.lr = 1e-2f;
   spec.weight_decay = 0.1f;
-  GptTrainer tr(host, spec, /*backdoor=*/true);
+  GptTrainOptions opt;
+  opt.backdoor = true;
+  if (std::string(c.mesh).size()) opt.mesh = parse_mesh(c.mesh);
+  GptTrainer tr(host, spec, opt);
   const GptParams init = gpt_init(tr.spec(), 5);
   GptGolden golden(tr.spec(), init);
   tr.load_params(init);
   const std::vector<uint8_t> data = text(c.vocab);
   double first = 0, last = 0;
-  for (uint64_t step = 0; step < 3; ++step) {
+  for (uint64_t step = 0; step < c.steps; ++step) {
     const std::vector<int32_t> win = gpt_windows(tr.spec(), data, 5, step);
     const GptStepRun run = tr.step(win);
-    const GptStepResult g = golden.step(win);
+    const GptStepResult g = golden.step(win, tr.golden_data_reduce());
     std::printf("[gpt chip] %s step %llu: loss %.6f (golden %.6f), %llu cycles, %zu commands\n",
                 c.name, static_cast<unsigned long long>(step), run.loss, g.loss,
                 static_cast<unsigned long long>(run.prog.run.cycles), run.commands);
-    ASSERT_EQ(run.loss_parts.size(), 1u);
-    for (std::size_t b = 0; b < g.loss_parts[0].size(); ++b)
-      ASSERT_EQ(f32_bits(run.loss_parts[0][b]), f32_bits(g.loss_parts[0][b])) << "window " << b;
+    ASSERT_EQ(run.loss_parts.size(), g.loss_parts.size());
+    for (std::size_t k = 0; k < g.loss_parts.size(); ++k)
+      for (std::size_t b = 0; b < g.loss_parts[k].size(); ++b)
+        ASSERT_EQ(f32_bits(run.loss_parts[k][b]), f32_bits(g.loss_parts[k][b]))
+            << "chip " << k << " window " << b;
     EXPECT_EQ(run.loss, g.loss);
-    std::string where;
-    ASSERT_EQ(mismatches(tr.read_params(0), golden.params(0), &where), 0u) << "params: " << where;
-    ASSERT_EQ(mismatches(tr.read_moment1(0), golden.moment1(0), &where), 0u) << "m: " << where;
-    ASSERT_EQ(mismatches(tr.read_moment2(0), golden.moment2(0), &where), 0u) << "v: " << where;
+    for (int k = 0; k < tr.spec().chips(); ++k) {
+      std::string where;
+      ASSERT_EQ(mismatches(tr.read_params(k), golden.params(k), &where), 0u)
+          << "chip " << k << " params: " << where;
+      ASSERT_EQ(mismatches(tr.read_moment1(k), golden.moment1(k), &where), 0u)
+          << "chip " << k << " m: " << where;
+      ASSERT_EQ(mismatches(tr.read_moment2(k), golden.moment2(k), &where), 0u)
+          << "chip " << k << " v: " << where;
+    }
     if (step == 0) first = run.loss;
     last = run.loss;
   }
@@ -90,7 +105,10 @@ TEST_P(GptChip, EveryStepBitExactToTheGolden) {
 INSTANTIATE_TEST_SUITE_P(
     Shapes, GptChip,
     ::testing::Values(GptCase{"heads16", 1, 32, 2, 32, 256, 2},
-                      GptCase{"heads32_two_layers", 2, 64, 2, 32, 256, 1}),
+                      GptCase{"heads32_two_layers", 2, 64, 2, 32, 256, 1},
+                      GptCase{"data2", 1, 32, 2, 32, 256, 1, {2}, "", 2},
+                      GptCase{"model2", 1, 32, 2, 32, 256, 2, {2}, "model=2", 2},
+                      GptCase{"data2_model2", 2, 32, 2, 32, 256, 1, {2, 2}, "data=2,model=2", 2}),
     [](const auto& p) { return std::string(p.param.name); });
 
 TEST(GptChipErrors, RefusedInputsNameTheValueAndTheRule) {
@@ -110,7 +128,9 @@ TEST(GptChipErrors, RefusedInputsNameTheValueAndTheRule) {
         << e.what();
   }
   spec.d_model = 32;
-  GptTrainer tr(host, spec, true);
+  GptTrainOptions opt;
+  opt.backdoor = true;
+  GptTrainer tr(host, spec, opt);
   try {
     tr.step(std::vector<int32_t>(3, 0));
     FAIL() << "a short batch accepted";

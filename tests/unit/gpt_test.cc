@@ -310,7 +310,8 @@ TEST(Gpt, DataParallelSameLossBits) {
   const std::vector<int32_t> w = gpt_windows(s1, text(), 1, 0);
   int calls = 0;
   const GptStepResult ra = a.step(w);
-  const GptStepResult rb = b.step(w, [&](const std::vector<std::vector<float>>& parts) {
+  const GptStepResult rb = b.step(w, [&](std::size_t k, const std::vector<std::vector<float>>& parts) {
+    EXPECT_EQ(k, static_cast<std::size_t>(calls));  // each tensor once, in order
     ++calls;
     EXPECT_EQ(parts.size(), 2u);
     std::vector<float> s(parts[0].size());

@@ -96,10 +96,11 @@ GptParams gpt_unshard(const GptSpec& spec, const std::vector<GptParams>& shards)
 std::vector<int32_t> gpt_windows(const GptSpec& spec, const std::vector<uint8_t>& text,
                                  uint64_t seed, uint64_t step);
 
-// Sums gradients over the data axis: parts[d] is data rank d's tensor; returns the sum every
-// rank holds. The default (nullptr) folds in data-rank order: ((p0 + p1) + p2) + ...
-using GptDataReduce =
-    std::function<std::vector<float>(const std::vector<std::vector<float>>& parts)>;
+// Sums gradients over the data axis: parts[d] is data rank d's part of parameter `tensor` (its
+// index in the parameter order); returns the sum every rank holds. The default (nullptr) folds in
+// data-rank order: ((p0 + p1) + p2) + ...; a pod's all-reduce gives its own order.
+using GptDataReduce = std::function<std::vector<float>(
+    std::size_t tensor, const std::vector<std::vector<float>>& parts)>;
 
 // The embedding, as the step runs it: h[t] = f32_add(wte[tokens[t]], wpe[t mod seq]) (rows of
 // d), and its gradient: for t = 0 .. T-1 in order, dwte[tokens[t]] += dh[t] and
