@@ -10,6 +10,11 @@
 // beside the formula and its peak activation memory; targets at m = 8: GPipe's and 1F1B's
 // bubble within 0.03 of the formula, interleaved's at most 0.6 of 1F1B's, 1F1B's peak
 // activations at most (p + 1) / m of GPipe's.
+// --model gpt runs the GPT cases instead (issue 34; docs/training.md, "The GPT step on the
+// chip"): gpt, the bench model (2 blocks, d 128, 4 heads, S 128, global batch 8) on the 2x2 pod
+// with data=2 x model=2, 2 steps, golden every step, its MFU (target >= 0.40, PaLM's 46.2% the
+// anchor), exposed communication (target <= 0.10) and the cycles of each op kind; gpt_tiny,
+// scripts/run.sh's model (d 32, 2 heads, S 32) the same way, for comparison.
 // v4 and v5e (not run by default) run the same MLP on the scale models (configs/pod_v4_2x2x2.yaml,
 // configs/pod_v5e_2x2.yaml; docs/scale_models.md) at the per-chip batch that hides the gradient
 // all-reduce, measured alone first, and report MFU and its breakdown beside PaLM's 46.2%.
@@ -28,6 +33,7 @@
 #include "engine.h"
 #include "report.h"
 #include "tpu/pipeline.h"
+#include "gpt_job.h"
 #include "train_job.h"
 
 using namespace tpu;
@@ -244,15 +250,59 @@ void pipe_targets(Report& rep, const std::string& sched, std::size_t m) {
   }
 }
 
+// A GPT case: `steps` steps of the model on the 2x2 pod of 16x16 chips (16-byte links),
+// data=2 x model=2, on the project's docs, plain C++ stepping, parameters by the backdoor.
+Report gpt_report(const char* name, std::size_t d, std::size_t heads, std::size_t seq,
+                  std::size_t steps) {
+  PodConfig cfg;
+  cfg.params.topo = Topology::torus({2, 2});
+  cfg.params.variant = "16x16";
+  cfg.params.link_latency = 2;
+  cfg.params.link_width = 16;
+  GptJobOptions o;
+  o.mesh = "data=2,model=2";
+  o.layers = 2;
+  o.d_model = d;
+  o.heads = heads;
+  o.seq = seq;
+  o.global_batch = 8;
+  o.steps = steps;
+  o.text = gpt_read_text("", std::string(TPU_SOURCE_DIR) + "/docs", &o.text_name);
+  o.backdoor = true;
+  o.table = false;
+  GptJob job(cfg, o);
+  Report rep(std::string("bench_train ") + name + ": " + job.title());
+  rep.field("case", name);
+  EngineOptions eng;
+  eng.engine = "cpp";
+  job.run(eng, rep);
+  const double mfu = rep.find("mfu")->value.as_double();
+  const double comm = rep.find("breakdown.communication")->value.as_double();
+  rep.metric("palm_mfu", kPalmMfu, "fraction", "PaLM 540B on 6144 TPU v4 chips");
+  rep.metric("meets_target", job.pass() && mfu >= 0.40 && comm <= 0.10, "",
+             "golden pass, MFU >= 0.40 and exposed communication <= 0.10", true);
+  return rep;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --pipeline: the pipeline cases run by default instead of the data-parallel ones.
-  bool pipeline = false;
+  // --pipeline: the pipeline cases run by default instead of the data-parallel ones;
+  // --model gpt the GPT's.
+  bool pipeline = false, gpt = false;
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     if (i > 0 && std::strcmp(argv[i], "--pipeline") == 0) {
       pipeline = true;
+      continue;
+    }
+    if (i > 0 && std::strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
+      if (std::strcmp(argv[i + 1], "gpt") != 0 && std::strcmp(argv[i + 1], "mlp") != 0) {
+        std::fprintf(stderr, "bench_train: --model %s: mlp or gpt\n", argv[i + 1]);
+        return 2;
+      }
+      gpt = std::strcmp(argv[i + 1], "gpt") == 0;
+      ++i;
       continue;
     }
     args.push_back(argv[i]);
@@ -302,7 +352,13 @@ int main(int argc, char** argv) {
                   pipeline});
   }
   for (BenchCase& c : bc)
-    if (std::strncmp(c.name, "pipe_", 5) != 0) c.by_default = !pipeline;
+    if (std::strncmp(c.name, "pipe_", 5) != 0) c.by_default = !pipeline && !gpt;
+  bc.push_back({"gpt", "GPT 2 x d128, 4 heads, S 128, global batch 8, 2x2 data=2 x model=2, 2 "
+                       "steps (MFU >= 0.40, exposed communication <= 0.10; --model gpt)",
+                [] { return gpt_report("gpt", 128, 4, 128, 2); }, gpt});
+  bc.push_back({"gpt_tiny", "run.sh's GPT 2 x d32, 2 heads, S 32, the same pod, 2 steps "
+                            "(--model gpt)",
+                [] { return gpt_report("gpt_tiny", 32, 2, 32, 2); }, gpt});
   static const ScaleModel kV4{"v4", "configs/pod_v4_2x2x2.yaml", "TPU v4"};
   static const ScaleModel kV5e{"v5e", "configs/pod_v5e_2x2.yaml", "TPU v5e"};
   bc.push_back({"v4", "TPU v4 scale model, 2x2x2 torus, at the batch that hides the all-reduce",

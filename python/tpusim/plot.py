@@ -102,7 +102,10 @@ def plot_train(rep, out, path="report"):
     ax_loss.grid(True, which="both", alpha=0.3)
     title = "training"
     t = rep.get("train", {})
-    if "layers" in t:
+    if t.get("model") == "gpt":
+        title += " of a GPT (%s layers, d %s, %s heads, S %s)" % (
+            t.get("layers", "?"), t.get("d_model", "?"), t.get("heads", "?"), t.get("seq", "?"))
+    elif isinstance(t.get("layers"), list):
         title += " of an MLP " + "-".join(str(w) for w in t["layers"])
     pod = rep.get("pod", {})
     if "topology" in pod:

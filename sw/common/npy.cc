@@ -334,6 +334,11 @@ void write_npy_u16(const std::string& path, const std::vector<uint16_t>& data,
   write_npy(path, "<u2", data.data(), data.size(), 2, shape);
 }
 
+void write_npy_i32(const std::string& path, const std::vector<int32_t>& data,
+                   const std::vector<size_t>& shape) {
+  write_npy(path, "<i4", data.data(), data.size(), 4, shape);
+}
+
 std::vector<uint16_t> load_bf16_matrix(const std::string& path, size_t* rows, size_t* cols) {
   const NpyArray a = read_matrix(path, rows, cols);
   if (a.dtype == "<u2") return a.as_u16();

@@ -38,6 +38,8 @@ void write_npy_f32(const std::string& path, const std::vector<float>& data,
                    const std::vector<size_t>& shape);
 void write_npy_u16(const std::string& path, const std::vector<uint16_t>& data,
                    const std::vector<size_t>& shape);
+void write_npy_i32(const std::string& path, const std::vector<int32_t>& data,
+                   const std::vector<size_t>& shape);
 
 // A rank-2 matrix as bf16 bits, row-major: uint16 is taken as bf16 bits; float32 is rounded with
 // tpu::f32_to_bf16 (RNE, overflow to Inf, NaN to 0x7FC0). rows and cols may be null.

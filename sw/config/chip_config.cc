@@ -326,16 +326,52 @@ void train_pipeline_from(const YAML::Node& t, const std::string& path, TrainSett
   }
 }
 
+// train: model, d_model, heads, seq, warmup, weight_decay and data (the GPT's).
+void train_gpt_from(const YAML::Node& t, const std::string& path, TrainSettings* ts) {
+  if (const YAML::Node n = t["model"]) {
+    if (!n.IsScalar() || (n.Scalar() != "mlp" && n.Scalar() != "gpt"))
+      fail(path, "train.model", "must be mlp or gpt");
+    ts->model = n.Scalar();
+  }
+  if (const YAML::Node n = t["d_model"]) ts->d_model = train_uint(n, path, "d_model");
+  if (const YAML::Node n = t["heads"]) ts->heads = train_uint(n, path, "heads");
+  if (const YAML::Node n = t["seq"]) ts->seq = train_uint(n, path, "seq");
+  if (const YAML::Node n = t["warmup"]) ts->warmup = train_uint(n, path, "warmup");
+  if (const YAML::Node n = t["weight_decay"]) {
+    double v = -1;
+    try {
+      v = n.as<double>();
+    } catch (const YAML::Exception&) {
+      fail(path, "train.weight_decay", "must be a number");
+    }
+    if (!config_keys().at("train.weight_decay").holds_real(v))
+      fail(path, "train.weight_decay", "must be from 0 to 1 (got " + n.Scalar() + ")");
+    ts->weight_decay = v;
+  }
+  if (const YAML::Node n = t["data"]) {
+    if (!n.IsScalar()) fail(path, "train.data", "must be a file name");
+    ts->data = n.Scalar();
+  }
+}
+
 // The training run's settings (tpusim train, docs/training.md), each overridden by its flag.
 TrainSettings train_from(const YAML::Node& t, const std::string& path) {
   TrainSettings ts;
   if (!t.IsMap()) fail(path, "train", "must be a mapping");
   check_keys(t, path, "train.", config_keys().keys_in("train"));
+  for (const auto& kv : t) ts.given.push_back(kv.first.Scalar());
+  train_gpt_from(t, path, &ts);
   if (const YAML::Node l = t["layers"]) {
-    if (!l.IsSequence() || l.size() < 2)
-      fail(path, "train.layers", "must be a list of at least two widths, inputs first");
-    ts.layers.clear();
-    for (const auto& n : l) ts.layers.push_back(train_uint(n, path, "layers"));
+    const bool gpt = ts.model == "gpt";
+    if (gpt && l.IsScalar()) {
+      ts.layers = {train_uint(l, path, "layers")};
+    } else {
+      if (!l.IsSequence() || l.size() < 2)
+        fail(path, "train.layers", gpt ? "must be the number of blocks"
+                                       : "must be a list of at least two widths, inputs first");
+      ts.layers.clear();
+      for (const auto& n : l) ts.layers.push_back(train_uint(n, path, "layers"));
+    }
   }
   if (const YAML::Node n = t["batch"]) ts.batch = train_uint(n, path, "batch");
   if (const YAML::Node n = t["steps"]) ts.steps = train_uint(n, path, "steps");

@@ -59,6 +59,17 @@ struct TrainSettings {
   std::string mesh, stages;
   uint64_t microbatches = 1;
   std::string schedule = "gpipe";
+  // The model (docs/training.md): "mlp", or "gpt" (layers: one value, the number of blocks).
+  std::string model = "mlp";
+  uint64_t d_model = 32, heads = 2, seq = 32, warmup = 0;
+  double weight_decay = 0;
+  std::string data;  // the GPT's text file ("": the project's docs/*.md)
+  std::vector<std::string> given;  // the keys the config set (each without "train.")
+  bool has(const std::string& key) const {
+    for (const std::string& k : given)
+      if (k == key) return true;
+    return false;
+  }
 };
 
 // A real as the shortest decimal text that reads back as the same double ("0.5", "1e-05").

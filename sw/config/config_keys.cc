@@ -209,6 +209,31 @@ void train_keys(ConfigKeys& t) {
   t.param("train.schedule", KeyType::kString)
       .default_val(d.schedule)
       .desc("pipeline schedule: gpipe, 1f1b or interleaved:V (V model chunks per stage)");
+  t.param("train.model", KeyType::kString)
+      .default_val(d.model)
+      .desc("mlp, or gpt: a GPT-2-style transformer on bytes (layers: one value, its blocks)");
+  t.param("train.d_model", KeyType::kUint)
+      .range(32, 4096)
+      .default_val(std::to_string(d.d_model))
+      .desc("gpt: width (a multiple of 32 and of the heads)");
+  t.param("train.heads", KeyType::kUint)
+      .range(1, 128)
+      .default_val(std::to_string(d.heads))
+      .desc("gpt: attention heads");
+  t.param("train.seq", KeyType::kUint)
+      .range(32, 4096)
+      .default_val(std::to_string(d.seq))
+      .desc("gpt: tokens per window (a multiple of 32)");
+  t.param("train.warmup", KeyType::kUint)
+      .range(0, 100000)
+      .default_val(std::to_string(d.warmup))
+      .desc("gpt: steps of linear learning-rate warmup");
+  t.param("train.weight_decay", KeyType::kReal)
+      .real_range(0.0, 1.0)
+      .default_val(real_text(d.weight_decay))
+      .desc("gpt: AdamW's decoupled weight decay, on matrices only");
+  t.param("train.data", KeyType::kString)
+      .desc("gpt: the text the windows are cut from (default: the project's docs/*.md)");
 }
 
 void fault_keys(ConfigKeys& t) {

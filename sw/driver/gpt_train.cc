@@ -433,6 +433,24 @@ const HbmMatrix& GptTrainer::Impl::model_sum(const HbmMatrix& partial) {
   return dxs;
 }
 
+void check_gpt_chip_spec(const GptSpec& spec) {
+  spec.validate();
+  if (spec.model > 2)
+    throw std::invalid_argument("gpt train: mesh model=" + std::to_string(spec.model) +
+                                ": at most 2 (the golden sums a block's partial outputs in "
+                                "model-rank order, which only a 2-chip all-reduce gives)");
+  auto need32 = [](std::size_t v, const std::string& what) {
+    if (v % 32 != 0)
+      throw std::invalid_argument("gpt train: " + what + " " + std::to_string(v) +
+                                  " must be a multiple of 32 (a bf16 row in whole 64-byte "
+                                  "bursts)");
+  };
+  need32(spec.d_model, "d_model");
+  need32(spec.seq, "seq");
+  need32(spec.vocab, "vocab");
+  need32(4 * spec.d_model / static_cast<std::size_t>(spec.model), "4 d_model / model");
+}
+
 GptTrainer::GptTrainer(HostPort& host, GptSpec spec, GptTrainOptions opt)
     : host_(host), spec_(std::move(spec)), opt_(std::move(opt)), impl_(std::make_unique<Impl>()) {
   const MachineInfo& mi = host_.info();
@@ -440,26 +458,12 @@ GptTrainer::GptTrainer(HostPort& host, GptSpec spec, GptTrainOptions opt)
   Impl& m = *impl_;
   m.P = mi.num_chips();
   m.mesh = train_mesh(mi, opt_.mesh);
-  if (m.mesh.model > 2)
-    throw std::invalid_argument("gpt train: mesh model=" + std::to_string(m.mesh.model) +
-                                ": at most 2 (the golden sums a block's partial outputs in "
-                                "model-rank order, which only a 2-chip all-reduce gives)");
   spec_.lanes = s.cols;
   spec_.data = m.mesh.data;
   spec_.model = m.mesh.model;
   spec_.data_rank = m.mesh.data_rank;
   spec_.model_rank = m.mesh.model_rank;
-  spec_.validate();
-  auto need32 = [](std::size_t v, const char* what) {
-    if (v % 32 != 0)
-      throw std::invalid_argument(std::string("gpt train: ") + what + " " + std::to_string(v) +
-                                  " must be a multiple of 32 (a bf16 row in whole 64-byte "
-                                  "bursts)");
-  };
-  need32(spec_.d_model, "d_model");
-  need32(spec_.seq, "seq");
-  need32(spec_.vocab, "vocab");
-  need32(4 * spec_.d_model / static_cast<std::size_t>(spec_.model), "4 d_model / model");
+  check_gpt_chip_spec(spec_);
   m.wl = std::make_unique<Workload>(host_);
   try {
     m.lay_out(spec_, s);

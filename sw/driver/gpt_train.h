@@ -42,6 +42,11 @@ struct GptTrainOptions {
   bool backdoor = false;  // parameters and each step's inputs through the backdoor
 };
 
+// What the chip program needs of a spec beyond GptSpec::validate (data, model and the widths
+// set): d_model, seq, vocab and 4 d_model / model multiples of 32, model at most 2.
+// std::invalid_argument naming the value and the rule.
+void check_gpt_chip_spec(const GptSpec& spec);
+
 class GptTrainer {
  public:
   // spec.batch: windows per data rank; spec.data, model, the ranks and lanes are set from the

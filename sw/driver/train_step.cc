@@ -596,6 +596,25 @@ void fill_pipeline_report(Report& rep, const TrainPipelineResult& p) {
 
 }  // namespace
 
+Json train_steps_json(const std::vector<TrainStepRecord>& steps) {
+  Json out = Json::array();
+  for (std::size_t s = 0; s < steps.size(); ++s) {
+    const TrainStepRecord& st = steps[s];
+    const Json b = Json::object({{"compute", st.profile.breakdown.compute},
+                                 {"communication", st.profile.breakdown.communication},
+                                 {"memory", st.profile.breakdown.memory},
+                                 {"idle", st.profile.breakdown.idle}});
+    out.push_back(Json::object({{"step", static_cast<uint64_t>(s)},
+                                {"loss", st.loss},
+                                {"cycles", st.cycles},
+                                {"mfu", st.profile.mfu},
+                                {"breakdown", b},
+                                {"allreduce_hidden_fraction", st.hidden},
+                                {"golden", st.golden_pass ? "pass" : "fail"}}));
+  }
+  return out;
+}
+
 void fill_train_report(Report& rep, const TrainRunResult& r, const MachineInfo& mi) {
   const MlpSpec& sp = r.spec;
   const std::size_t n = r.steps.size();
@@ -617,24 +636,9 @@ void fill_train_report(Report& rep, const TrainRunResult& r, const MachineInfo& 
     tg.metric("loss_first", r.steps.front().loss, "", "loss of step 0", true);
     tg.metric("loss_last", r.steps.back().loss, "", "loss of the last step", true);
   }
-  Json steps = Json::array();
   double hidden = 0;
-  for (std::size_t s = 0; s < n; ++s) {
-    const TrainStepRecord& st = r.steps[s];
-    const Json b = Json::object({{"compute", st.profile.breakdown.compute},
-                                 {"communication", st.profile.breakdown.communication},
-                                 {"memory", st.profile.breakdown.memory},
-                                 {"idle", st.profile.breakdown.idle}});
-    steps.push_back(Json::object({{"step", static_cast<uint64_t>(s)},
-                                  {"loss", st.loss},
-                                  {"cycles", st.cycles},
-                                  {"mfu", st.profile.mfu},
-                                  {"breakdown", b},
-                                  {"allreduce_hidden_fraction", st.hidden},
-                                  {"golden", st.golden_pass ? "pass" : "fail"}}));
-    hidden += st.hidden;
-  }
-  rep.field("steps", steps);
+  for (const TrainStepRecord& st : r.steps) hidden += st.hidden;
+  rep.field("steps", train_steps_json(r.steps));
   rep.metric("cycles", r.cycles, "cycles", "all steps (the programs), pod cycles", true);
   rep.metric("cycles_per_step", n ? r.cycles / n : 0, "cycles", "mean over the steps", true);
   rep.metric("load_cycles", r.load_cycles, "cycles", "data and weights in (0: backdoor)");

@@ -186,5 +186,7 @@ TrainRunResult run_training(HostPort& host, const MlpSpec& spec, const TrainOpti
 // cycles_per_step, load and loss-read cycles, allreduce_hidden_fraction, mfu and breakdown over
 // all steps (report_profile), golden.
 void fill_train_report(Report& rep, const TrainRunResult& r, const MachineInfo& mi);
+// The report's `steps`: per step loss, cycles, mfu, breakdown, allreduce_hidden_fraction, golden.
+Json train_steps_json(const std::vector<TrainStepRecord>& steps);
 
 }  // namespace tpu

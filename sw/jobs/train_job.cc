@@ -20,20 +20,6 @@ namespace tpu {
 
 namespace {
 
-// Writes rep (indented) to path; std::invalid_argument if the file cannot be opened or the
-// write fails or is cut short (a full disk).
-void write_json_file(const std::string& path, const Json& rep) {
-  if (files_muted()) return;
-  FILE* f = std::fopen(path.c_str(), "w");
-  if (!f) throw std::invalid_argument(path + ": cannot open the report for writing");
-  const std::string text = json_text(rep) + "\n";
-  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok)
-    throw std::invalid_argument(path + ": writing the report failed (" + std::strerror(errno) +
-                                ")");
-}
-
 void save_run(const std::string& dir, const MlpSpec& spec, const std::vector<MlpData>& batches,
               const MlpParams& init, const MlpParams& final_p, const std::vector<float>& losses,
               const Json& hyper) {
@@ -81,14 +67,16 @@ Json hyper_parameters(const Report& rep, const TrainRunResult& r, int chips, std
   return hyper;
 }
 
+}  // namespace
+
 // Each while the run goes on: the progress line is erased first (sw/common/progress.h).
-void print_table_header() {
+void print_train_table_header() {
   clear_progress_line();
   std::printf("%5s %12s %10s %6s %8s %8s %8s %6s %7s %s\n", "step", "loss", "cycles", "mfu",
               "compute", "comm", "memory", "idle", "ar_hid", "golden");
 }
 
-void print_table_row(std::size_t s, const TrainStepRecord& st) {
+void print_train_table_row(std::size_t s, const TrainStepRecord& st) {
   const Breakdown& b = st.profile.breakdown;
   clear_progress_line();
   std::printf("%5zu %12.6f %10llu %6.3f %8.3f %8.3f %8.3f %6.3f %7.3f %s\n", s, st.loss,
@@ -97,7 +85,17 @@ void print_table_row(std::size_t s, const TrainStepRecord& st) {
   std::fflush(stdout);
 }
 
-}  // namespace
+void write_json_file(const std::string& path, const Json& rep) {
+  if (files_muted()) return;
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) throw std::invalid_argument(path + ": cannot open the report for writing");
+  const std::string text = json_text(rep) + "\n";
+  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok)
+    throw std::invalid_argument(path + ": writing the report failed (" + std::strerror(errno) +
+                                ")");
+}
 
 TrainJob::TrainJob(PodConfig cfg, const TrainJobOptions& o) : cfg_(std::move(cfg)), o_(o) {
   const Topology& topo = cfg_.params.topo;
@@ -223,8 +221,8 @@ void TrainJob::run(const EngineOptions& eng, Report& rep,
     }
     const bool table = o_.table && !eng.check;  // a check runs no step
     if (table) {
-      print_table_header();
-      ro.on_step = print_table_row;
+      print_train_table_header();
+      ro.on_step = print_train_table_row;
     }
     const auto t0 = std::chrono::steady_clock::now();
     r_ = pipelined_ ? run_pipeline_training(h, spec_, po_, ro) : run_training(h, spec_, to_, ro);

@@ -46,6 +46,14 @@ struct TrainJobOptions {
   bool table = true;  // the per-step table on stdout
 };
 
+// The per-step table (header and a row), the progress line erased first: tpusim train's, for
+// the MLP and the GPT alike.
+void print_train_table_header();
+void print_train_table_row(std::size_t s, const TrainStepRecord& st);
+// Writes a JSON file (indented); std::invalid_argument if it cannot be opened or the write
+// fails or is cut short (a full disk).
+void write_json_file(const std::string& path, const Json& rep);
+
 class TrainJob {
  public:
   // The mesh, the batch split and the traced steps checked (std::invalid_argument naming the

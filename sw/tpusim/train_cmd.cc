@@ -12,6 +12,7 @@
 #include "config_keys.h"
 #include "pod_cli.h"
 #include "tpu/limits.h"
+#include "gpt_job.h"
 #include "train_job.h"
 
 namespace tpu {
@@ -30,6 +31,10 @@ struct TrainArgs {
   double lr = 0;
   bool fresh_batches = false;
   std::string save, load = "host", trace_steps;
+  // The GPT's (--model gpt).
+  std::string model = "mlp", data;
+  uint64_t d_model = 0, heads = 0, seq = 0, warmup = 0;
+  double weight_decay = 0;
 };
 
 // The learning rate: a positive normal f32 (tpu/limits.h); `where` names the flag or key.
@@ -45,10 +50,67 @@ std::string widths_text(const std::vector<std::size_t>& w, const char* sep) {
   return t;
 }
 
+// `tpusim train --model gpt`: each setting its flag, else the config's train: key when the
+// config's train: section is a GPT's (model: gpt; an MLP's section says nothing of a GPT), else
+// the GPT's default (the tiny model: 2 blocks of 32, 2 heads, S 32, global batch 8, 20 steps,
+// lr 0.01).
+int run_gpt(const TrainArgs& a, const PodConfig& cfg) {
+  const PodOptions& opt = a.pod;
+  TrainSettings ts = cfg.train;
+  if (ts.model != "gpt") ts = TrainSettings{};
+  auto pick = [&](const char* flag, const char* key, uint64_t flag_v, uint64_t key_v,
+                  uint64_t def) {
+    return opt.given(flag) ? flag_v : ts.has(key) ? key_v : def;
+  };
+  GptJobOptions o;
+  o.mesh = opt.given("--mesh") ? a.mesh : ts.mesh;
+  const std::vector<std::size_t> layers = opt.given("--layers") ? a.layers : ts.layers;
+  if ((opt.given("--layers") || ts.has("layers")) && layers.size() != 1)
+    throw std::invalid_argument("--layers: the GPT takes one value, its number of blocks");
+  o.layers = (opt.given("--layers") || ts.has("layers")) ? layers[0] : 2;
+  o.d_model = pick("--d-model", "d_model", a.d_model, ts.d_model, 32);
+  o.heads = pick("--heads", "heads", a.heads, ts.heads, 2);
+  o.seq = pick("--seq", "seq", a.seq, ts.seq, 32);
+  o.global_batch = pick("--batch", "batch", a.batch, ts.batch, 8);
+  o.steps = pick("--steps", "steps", a.steps, ts.steps, 20);
+  o.seed = pick("--seed", "seed", a.seed, ts.seed, 1);
+  o.warmup = pick("--warmup", "warmup", a.warmup, ts.warmup, 0);
+  const double lr = opt.given("--lr") ? a.lr : ts.has("lr") ? ts.lr : 1e-2;
+  o.lr = checked_lr(lr, opt.given("--lr") ? "--lr" : opt.config_path() + ": key 'train.lr'");
+  o.lr_text = real_text(lr);
+  o.weight_decay = static_cast<float>(opt.given("--weight-decay") ? a.weight_decay
+                                                                   : ts.weight_decay);
+  o.text = gpt_read_text(opt.given("--data") ? a.data : ts.data, TPU_SOURCE_DIR "/docs",
+                         &o.text_name);
+  o.backdoor = a.load == "backdoor";
+  if (!a.trace_steps.empty()) o.trace_steps = cli::split_span(a.trace_steps);
+  o.save = a.save;
+  o.table = !opt.quiet;
+  GptJob job(cfg, o);
+  Report rep(job.title());
+  rep.field("command", "train");
+  const auto wall0 = std::chrono::steady_clock::now();
+  {
+    ProgressLine line("train " + job.model_text() + " on " + cfg.params.topo.name(), opt.quiet);
+    job.set_progress([&line](const RunProgress& p) { line.update(p); });
+    job.run(engine_options(opt), rep);
+    job.set_progress(nullptr);
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  rep.metric("wall_seconds", wall, "s", "host time of the simulation");
+  return finish_pod_report(rep, opt, job.pass());
+}
+
 int run_train(const TrainArgs& a) {
   const PodOptions& opt = a.pod;
   const std::string config = opt.config_path();
   const PodConfig cfg = load_pod_config(config);
+  const std::string model = opt.given("--model") ? a.model : cfg.train.model;
+  if (model == "gpt") return run_gpt(a, cfg);
+  for (const char* f : {"--d-model", "--heads", "--seq", "--warmup", "--weight-decay", "--data"})
+    if (opt.given(f))
+      throw std::invalid_argument(std::string(f) + ": a GPT setting; the model is mlp (--model "
+                                  "gpt)");
   // Each setting: its flag when given, else the config's train: key, else its default.
   const TrainSettings& ts = cfg.train;
   TrainJobOptions o;
@@ -104,6 +166,35 @@ std::function<int()> train_command(CLI::App& tool) {
       "train", "data-parallel (and tensor-parallel) SGD of an MLP on the pod, each step checked\n"
                "bit for bit against the golden");
   add_pod_config(cmd, a->pod);
+  cmd->add_option("--model", a->model,
+                  "mlp, or gpt: a GPT-2-style transformer on bytes, AdamW, golden every\n"
+                  "step (docs/training.md; default train.model, else mlp)")
+      ->type_name("mlp|gpt")
+      ->check(CLI::IsMember({"mlp", "gpt"}));
+  const ConfigKey& dm = config_keys().at("train.d_model");
+  cmd->add_option("--d-model", a->d_model, "gpt: width (default " + dm.def + ")")
+      ->type_name("D")
+      ->check(train_uint_check("d_model"));
+  cmd->add_option("--heads", a->heads, "gpt: attention heads (default " + train_default("heads") + ")")
+      ->type_name("H")
+      ->check(train_uint_check("heads"));
+  cmd->add_option("--seq", a->seq, "gpt: tokens per window (default " + train_default("seq") + ")")
+      ->type_name("S")
+      ->check(train_uint_check("seq"));
+  cmd->add_option("--warmup", a->warmup,
+                  "gpt: steps of linear lr warmup (default " + train_default("warmup") + ")")
+      ->type_name("N")
+      ->check(train_uint_check("warmup"));
+  const ConfigKey& wd = config_keys().at("train.weight_decay");
+  cmd->add_option_function<std::string>(
+         "--weight-decay",
+         [a](const std::string& v) { a->weight_decay = std::strtod(v.c_str(), nullptr); },
+         "gpt: AdamW's decoupled weight decay on matrices (default " + wd.def + ")")
+      ->type_name("WD")
+      ->check(cli::real_in(wd.real_lo, wd.real_hi));
+  cmd->add_option("--data", a->data,
+                  "gpt: the text to train on (default: the project's docs/*.md)")
+      ->type_name("FILE");
   cmd->add_option("--mesh", a->mesh,
                   "data=D,model=M,stage=P over the torus dimensions, x first: M > 1\n"
                   "splits the hidden layer of a 2-layer MLP over M chips (tensor\n"

@@ -590,6 +590,62 @@ TEST(TpusimTrain, BadInputIsAClearErrorWithExitCode2) {
 // Pipeline parallelism (docs/training.md, "Pipeline") on a ring of four 4x4 chips: the stage
 // axis from the flag or the config's train: section, the report's pipeline keys, the slots on
 // the timeline; bad settings exit 2 at --check naming the value and the rule.
+// `tpusim train --model gpt`: the report (the GPT's keys, the op table, the golden), the saved
+// run's layout (tokens, init/ and final/ by parameter name, the losses) and the timeline's op
+// kinds, on the 2x2 pod with data=2 x model=2.
+TEST(TpusimTrainGpt, ReportSaveAndTimeline) {
+  const std::string dir = tmp("gpt_save"), trace = tmp("gpt_trace.json"), json = tmp("gpt.json");
+  const CliRun r = tpusim("train --model gpt " + kPod22 + " --engine cpp --quiet --mesh "
+                          "data=2,model=2 --layers 1 --steps 2 --save " + dir + " --json " + json +
+                          " --trace " + trace);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string rep = slurp(json);
+  for (const char* key : {"\"model\": \"gpt\"", "\"d_model\": 32", "\"heads\": 2",
+                          "\"seq\": 32", "\"global_batch\": 8", "\"mesh\": \"data=2,model=2\"",
+                          "\"ops\"", "\"attention softmax\"", "\"optimizer\"",
+                          "\"all_reduce gradients\"", "\"verdict\": \"pass\"",
+                          "\"mismatches\": 0", "\"mfu\"", "\"breakdown\""})
+    EXPECT_NE(rep.find(key), std::string::npos) << key << " not in " << rep;
+  const NpyArray tokens = read_npy(dir + "/tokens.npy", true);
+  EXPECT_EQ(tokens.shape, (std::vector<size_t>{2, 8, 33}));
+  EXPECT_EQ(read_npy(dir + "/init/wte.npy").shape, (std::vector<size_t>{256, 32}));
+  EXPECT_EQ(read_npy(dir + "/final/h0.attn.wqkv.npy").shape, (std::vector<size_t>{32, 96}));
+  EXPECT_EQ(read_npy(dir + "/final/lnf.g.npy").shape, (std::vector<size_t>{32}));
+  EXPECT_NE(read_npy(dir + "/init/head.w.npy").as_f32(), read_npy(dir + "/final/head.w.npy").as_f32());
+  EXPECT_EQ(read_npy(dir + "/loss.npy").shape, (std::vector<size_t>{2}));
+  const std::string hyper = slurp(dir + "/train.json");
+  for (const char* key : {"\"adamw\"", "\"d_model\"", "\"mesh\"", "\"steps\""})
+    EXPECT_NE(hyper.find(key), std::string::npos) << key << " not in " << hyper;
+  const std::string tr = slurp(trace);
+  for (const char* label : {"embedding", "layer norm", "matmul", "attention softmax", "gelu",
+                            "cross-entropy", "optimizer", "all_reduce over model"})
+    EXPECT_NE(tr.find(label), std::string::npos) << label << " not on the timeline";
+}
+
+TEST(TpusimTrainGpt, BadInputIsAClearErrorWithExitCode2) {
+  std::ofstream(tmp("gpt_short.txt")) << "ten bytes!";
+  struct Bad {
+    const char* name;
+    std::string args, expect;
+  };
+  const std::vector<Bad> cases = {
+      {"width", "--model gpt --d-model 48", "d_model 48 must be a multiple of 32"},
+      {"heads", "--model gpt --heads 3", "heads"},
+      {"seq", "--model gpt --seq 48", "seq 48 must be a multiple of 32"},
+      {"model axis", "--model gpt --mesh model=4 --heads 4 --d-model 64", "model=4: at most 2"},
+      {"batch split", "--model gpt --batch 3", "split evenly"},
+      {"layers list", "--model gpt --layers 2,3", "one value"},
+      {"no data", "--model gpt --data /nonexistent/text", "cannot read"},
+      {"short data", "--model gpt --data " + tmp("gpt_short.txt"), "shorter than one window"},
+      {"gpt flag on mlp", "--d-model 64", "a GPT setting"},
+  };
+  for (const Bad& c : cases) {
+    const CliRun r = tpusim("train " + kPod22 + " --quiet --check " + c.args);
+    EXPECT_EQ(r.code, 2) << c.name << ": " << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.name << ": " << r.out;
+  }
+}
+
 TEST(TpusimTrain, PipelineStagesReportAndTimeline) {
   const std::string cfg = tmp("pipe_ring4.yaml"), json = tmp("pipe.json"), trace = tmp("pipe_t.json");
   std::ofstream(cfg) << "pod:\n  shape: [4]\nchip:\n  variant: 4x4\ntrain:\n"

@@ -1,0 +1,325 @@
+#include "gpt_job.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <stdexcept>
+
+#include "gpt_train.h"
+#include "mesh_text.h"
+#include "npy.h"
+#include "pod_report.h"
+#include "profile.h"
+#include "trace.h"
+#include "train_job.h"
+#include "train_step.h"
+#include "tpu/perf.h"
+#include "tpu/vector.h"
+
+namespace tpu {
+
+namespace {
+
+// Per phase of the program (an op kind), the cycles a command of it was in flight on a chip
+// (the union of its commands' spans on every unit), the mean over the chips.
+std::vector<double> phase_busy(const SpmdProgram& prog, const std::vector<TraceEvent>& events,
+                               int chips) {
+  const std::size_t n = prog.phases().size();
+  std::map<std::pair<int, int>, std::vector<std::pair<uint64_t, uint64_t>>> spans;
+  for (const TraceEvent& e : events) {
+    const int p = e.unit == TraceUnit::kHost ? -1 : prog.phase_of_label(e.label);
+    if (p >= 0 && e.end > e.begin) spans[{e.chip, p}].push_back({e.begin, e.end});
+  }
+  std::vector<double> busy(n, 0.0);
+  for (auto& [key, v] : spans) {
+    std::sort(v.begin(), v.end());
+    uint64_t total = 0, lo = v[0].first, hi = v[0].second;
+    for (const auto& [b, e] : v) {
+      if (b > hi) {
+        total += hi - lo;
+        lo = b;
+      }
+      hi = std::max(hi, e);
+    }
+    total += hi - lo;
+    busy[static_cast<std::size_t>(key.second)] += static_cast<double>(total) / chips;
+  }
+  return busy;
+}
+
+// The parameters, chips' images against the golden's, bit for bit: how many differ.
+std::size_t mismatches(const GptParams& got, const GptParams& want) {
+  std::size_t bad = 0;
+  for (std::size_t k = 0; k < want.size(); ++k)
+    for (std::size_t i = 0; i < want[k].v.size(); ++i)
+      bad += f32_bits(got[k].v[i]) != f32_bits(want[k].v[i]);
+  return bad;
+}
+
+void save_params(const std::string& dir, const GptParams& p) {
+  std::filesystem::create_directories(dir);
+  for (const GptTensor& t : p)
+    write_npy_f32(dir + "/" + t.name + ".npy", t.v,
+                  t.rows == 1 ? std::vector<size_t>{t.cols} : std::vector<size_t>{t.rows, t.cols});
+}
+
+}  // namespace
+
+std::vector<uint8_t> gpt_read_text(const std::string& file, const std::string& docs_dir,
+                                   std::string* name) {
+  std::vector<std::filesystem::path> files;
+  if (file.empty()) {
+    *name = docs_dir + "/*.md";
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(docs_dir, ec))
+      if (e.path().extension() == ".md") files.push_back(e.path());
+    if (ec || files.empty())
+      throw std::invalid_argument("--data: the default text " + *name + " is not there; give "
+                                  "--data FILE");
+    std::sort(files.begin(), files.end());
+  } else {
+    *name = file;
+    files.push_back(file);
+  }
+  std::vector<uint8_t> all;
+  for (const auto& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    if (!in) throw std::invalid_argument("--data " + f.string() + ": cannot read the file");
+    all.insert(all.end(), std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  return all;
+}
+
+GptJob::GptJob(PodConfig cfg, GptJobOptions o) : cfg_(std::move(cfg)), o_(std::move(o)) {
+  const Topology& topo = cfg_.params.topo;
+  const int P = topo.num_chips();
+  int model = 1;
+  mesh_text_ = "data=" + std::to_string(P);
+  if (!o_.mesh.empty()) {
+    try {
+      const Mesh mesh = parse_mesh(o_.mesh);
+      for (const MeshAxis& ax : mesh.axes)
+        if (ax.name != "data" && ax.name != "model")
+          throw std::invalid_argument("axis '" + ax.name + "': the GPT's axes are 'data' and "
+                                      "'model'");
+      if (mesh.num_chips() != P)
+        throw std::invalid_argument("the axes multiply to " + std::to_string(mesh.num_chips()) +
+                                    " chips, the pod " + topo.name() + " has " +
+                                    std::to_string(P));
+      check_mesh(topo, mesh);
+      model = mesh.axis_size("model") > 0 ? mesh.axis_size("model") : 1;
+      if (model > 1) mesh_text_ = mesh_without_unit_axes(mesh).text();
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("--mesh " + o_.mesh + ": " + e.what());
+    }
+  }
+  const int data = P / model;
+  if (o_.global_batch % static_cast<std::size_t>(data) != 0)
+    throw std::invalid_argument("--batch " + std::to_string(o_.global_batch) +
+                                ": the global batch must split evenly over the " +
+                                std::to_string(data) + " data-parallel ranks");
+  spec_.layers = o_.layers;
+  spec_.d_model = o_.d_model;
+  spec_.heads = o_.heads;
+  spec_.seq = o_.seq;
+  spec_.batch = o_.global_batch / static_cast<std::size_t>(data);
+  spec_.data = data;
+  spec_.model = model;
+  spec_.lanes = chip_shape(cfg_.params.variant).cols;
+  spec_.lr = o_.lr;
+  spec_.warmup = o_.warmup;
+  spec_.weight_decay = o_.weight_decay;
+  check_gpt_chip_spec(spec_);
+  if (o_.text.size() < spec_.seq + 1)
+    throw std::invalid_argument("--data " + o_.text_name + ": " + std::to_string(o_.text.size()) +
+                                " bytes, shorter than one window of seq + 1 = " +
+                                std::to_string(spec_.seq + 1));
+  if (o_.trace_steps && o_.trace_steps->second > o_.steps)
+    throw std::invalid_argument("--trace-steps " + std::to_string(o_.trace_steps->first) + ":" +
+                                std::to_string(o_.trace_steps->second) + ": the run has " +
+                                std::to_string(o_.steps) + " steps");
+}
+
+std::string GptJob::model_text() const {
+  return "GPT " + std::to_string(spec_.layers) + " layers d " + std::to_string(spec_.d_model) +
+         " " + std::to_string(spec_.heads) + " heads S " + std::to_string(spec_.seq);
+}
+
+std::string GptJob::title() const {
+  const Topology& topo = cfg_.params.topo;
+  return std::string(spec_.model > 1 ? "data x tensor parallel" : "data-parallel") +
+         " training of a " + model_text() + " on " + topo.name() + " (" +
+         std::to_string(topo.num_chips()) + " chips " + cfg_.params.variant + ", mesh " +
+         mesh_text_ + "), global batch " + std::to_string(o_.global_batch) + ", " +
+         std::to_string(o_.steps) + " steps, AdamW lr " + o_.lr_text;
+}
+
+void GptJob::run(const EngineOptions& eng, Report& rep) {
+  EngineOptions quiet_eng = eng;  // the job writes the timeline of its traced steps itself
+  quiet_eng.trace.clear();
+  with_engine(quiet_eng, cfg_.params, cfg_.chip.clock_ghz, [&](HostPort& h) {
+    const MachineInfo mi = h.info();
+    const int P = mi.num_chips();
+    GptTrainOptions to;
+    to.backdoor = o_.backdoor;
+    if (spec_.model > 1) to.mesh = parse_mesh(mesh_text_);
+    GptTrainer tr(h, spec_, to);
+    const GptSpec& sp = tr.spec();
+    const GptParams init = gpt_init(sp, o_.seed);
+    GptGolden golden(sp, init);
+    const uint64_t load = tr.load_params(init);
+    TraceOptions topt;
+    topt.enabled = true;  // the hidden fraction and the op table come from the timeline
+    h.set_trace(topt);
+    const uint64_t macs = tr.step_macs_per_chip() * static_cast<uint64_t>(P);
+    const uint64_t peak = peak_macs_per_cycle(mi.shape.rows, mi.shape.cols);
+    const std::size_t from = o_.trace_steps ? o_.trace_steps->first : 0;
+    const std::size_t to_step = !eng.trace.empty() ? (o_.trace_steps ? o_.trace_steps->second : 1) : 0;
+    if (o_.table && !eng.check) print_train_table_header();
+    std::vector<TrainStepRecord> steps;
+    std::vector<ChipCounters> total(static_cast<std::size_t>(P));
+    std::vector<TraceEvent> trace;
+    std::vector<int32_t> tokens;
+    std::vector<double> op_cycles;
+    std::vector<std::string> op_names;
+    uint64_t cycles = 0, mismatched = 0, compared = 0;
+    const uint64_t c0 = h.cycle();
+    for (std::size_t s = 0; s < o_.steps; ++s) {
+      const std::vector<int32_t> win = gpt_windows(sp, o_.text, o_.seed, s);
+      tokens.insert(tokens.end(), win.begin(), win.end());
+      if (progress_)
+        h.progress = [&, s](uint64_t) {
+          progress_({h.cycle() - c0, s, o_.steps, "",
+                     "step " + std::to_string(s + 1) + "/" + std::to_string(o_.steps)});
+        };
+      const GptStepRun run = tr.step(win);
+      h.progress = nullptr;
+      const std::vector<TraceEvent> ev = h.take_trace();
+      if (s >= from && s < to_step) trace.insert(trace.end(), ev.begin(), ev.end());
+      const GptStepResult g = golden.step(win, tr.golden_data_reduce());
+      std::size_t bad = 0;
+      for (int c = 0; c < P; ++c) {
+        bad += mismatches(tr.read_params(c), golden.params(c)) +
+               mismatches(tr.read_moment1(c), golden.moment1(c)) +
+               mismatches(tr.read_moment2(c), golden.moment2(c));
+        for (std::size_t b = 0; b < g.loss_parts[static_cast<std::size_t>(c)].size(); ++b)
+          bad += f32_bits(g.loss_parts[static_cast<std::size_t>(c)][b]) !=
+                 f32_bits(run.loss_parts.at(static_cast<std::size_t>(c)).at(b));
+        for (const GptTensor& t : golden.params(c)) compared += 3 * t.v.size();
+      }
+      mismatched += bad;
+      TrainStepRecord rec;
+      rec.loss = run.loss;
+      rec.cycles = run.prog.run.cycles;
+      rec.profile = make_profile(run.prog.chip_delta, run.prog.run.cycles, macs, peak);
+      TrainStepRun tsr;
+      tsr.prog = run.prog;
+      tsr.program = run.program;
+      rec.hidden = allreduce_hidden_fraction(tsr, ev);
+      rec.golden_pass = bad == 0 && run.loss == g.loss;
+      pass_ = pass_ && rec.golden_pass;
+      const std::vector<double> busy = phase_busy(run.program, ev, P);
+      op_cycles.resize(busy.size(), 0.0);
+      for (std::size_t i = 0; i < busy.size(); ++i) {
+        op_cycles[i] += busy[i];
+        if (i >= op_names.size()) op_names.push_back(run.program.phases()[i].name);
+      }
+      for (std::size_t c = 0; c < total.size(); ++c)
+        for (unsigned i = 0; i < kNumChipStats; ++i) total[c].v[i] += run.prog.chip_delta[c].v[i];
+      cycles += rec.cycles;
+      steps.push_back(rec);
+      if (o_.table && !eng.check) print_train_table_row(s, rec);
+    }
+    h.set_trace(TraceOptions{});
+    if (!eng.trace.empty()) {
+      write_trace(eng.trace, trace, mi, cfg_.chip.clock_ghz);
+      rep.field("trace", eng.trace);
+    }
+    add_pod(rep, cfg_, mi, eng);
+    const std::size_t n = steps.size();
+    ReportGroup& tg = rep.group("train");
+    tg.field("model", "gpt");
+    tg.metric("layers", static_cast<uint64_t>(sp.layers), "", "transformer blocks");
+    tg.metric("d_model", static_cast<uint64_t>(sp.d_model), "", "width");
+    tg.metric("heads", static_cast<uint64_t>(sp.heads), "", "attention heads");
+    tg.metric("seq", static_cast<uint64_t>(sp.seq), "", "tokens per window");
+    tg.metric("vocab", static_cast<uint64_t>(sp.vocab), "", "bytes");
+    tg.metric("global_batch", static_cast<uint64_t>(sp.global_batch()), "", "windows per step");
+    tg.metric("batch_per_chip", static_cast<uint64_t>(sp.batch), "", "windows per data rank");
+    tg.metric("steps", static_cast<uint64_t>(n), "", "AdamW steps");
+    tg.metric("lr", static_cast<double>(sp.lr), "", "learning rate");
+    tg.metric("warmup", static_cast<uint64_t>(sp.warmup), "", "steps of linear warmup");
+    tg.metric("weight_decay", static_cast<double>(sp.weight_decay), "", "decoupled, matrices");
+    tg.metric("seed", o_.seed, "", "init and windows");
+    tg.field("data", o_.text_name);
+    tg.metric("data_bytes", static_cast<uint64_t>(o_.text.size()), "bytes", "the text");
+    tg.field("mesh", mesh_text_);
+    tg.metric("hbm_bytes_per_chip", tr.hbm_bytes_per_chip(), "bytes", "the step's buffers");
+    tg.metric("macs_per_step", macs, "", "useful multiply-adds of a step, all chips");
+    if (n) {
+      tg.metric("loss_first", steps.front().loss, "", "loss of step 0", true);
+      tg.metric("loss_last", steps.back().loss, "", "loss of the last step", true);
+    }
+    rep.field("steps", train_steps_json(steps));
+    rep.metric("cycles", cycles, "cycles", "all steps (the programs), pod cycles", true);
+    rep.metric("cycles_per_step", n ? cycles / n : 0, "cycles", "mean over the steps", true);
+    rep.metric("load_cycles", load, "cycles", "parameters in (0: backdoor)");
+    double hidden = 0;
+    for (const TrainStepRecord& st : steps) hidden += st.hidden;
+    rep.metric("allreduce_hidden_fraction", n ? hidden / static_cast<double>(n) : 0.0,
+               "fraction", "of the gradient all-reduces' time, other work in flight too", true);
+    report_profile(rep, total, cycles, macs * n, peak);
+    Json ops = Json::array();
+    for (std::size_t i = 0; i < op_cycles.size(); ++i) {
+      const double per_step = n ? op_cycles[i] / static_cast<double>(n) : 0.0;
+      ops.push_back(Json::object(
+          {{"op", op_names[i]},
+           {"cycles_per_step", per_step},
+           {"fraction", n && cycles ? per_step * static_cast<double>(n) / static_cast<double>(cycles) : 0.0}}));
+    }
+    rep.field("ops", ops);
+    rep.group("golden")
+        .metric("verdict", pass_ ? "pass" : "fail", "", "every step: parameters, moments, loss",
+                true)
+        .metric("outputs", compared, "", "parameters and moments compared (all chips, steps)")
+        .metric("mismatches", mismatched, "", "values that differ from the golden", true);
+    if (!o_.save.empty()) {
+      std::vector<GptParams> shards(static_cast<std::size_t>(sp.model));
+      for (int c = 0; c < P; ++c)
+        if (sp.data_rank_of(c) == 0)
+          shards[static_cast<std::size_t>(sp.model_rank_of(c))] = tr.read_params(c);
+      std::filesystem::create_directories(o_.save);
+      write_npy_i32(o_.save + "/tokens.npy", tokens, {n, sp.global_batch(), sp.seq + 1});
+      save_params(o_.save + "/init", init);
+      save_params(o_.save + "/final", gpt_unshard(sp, shards));
+      std::vector<float> losses;
+      for (const TrainStepRecord& st : steps) losses.push_back(static_cast<float>(st.loss));
+      write_npy_f32(o_.save + "/loss.npy", losses, {losses.size()});
+      Json hyper = Json::object(
+          {{"model", "gpt"},
+           {"layers", static_cast<uint64_t>(sp.layers)},
+           {"d_model", static_cast<uint64_t>(sp.d_model)},
+           {"heads", static_cast<uint64_t>(sp.heads)},
+           {"seq", static_cast<uint64_t>(sp.seq)},
+           {"vocab", static_cast<uint64_t>(sp.vocab)},
+           {"global_batch", static_cast<uint64_t>(sp.global_batch())},
+           {"steps", static_cast<uint64_t>(n)},
+           {"seed", o_.seed},
+           {"mesh", mesh_text_},
+           {"optimizer", Json::object({{"name", "adamw"},
+                                       {"lr", static_cast<double>(sp.lr)},
+                                       {"warmup", static_cast<uint64_t>(sp.warmup)},
+                                       {"weight_decay", static_cast<double>(sp.weight_decay)},
+                                       {"beta1", static_cast<double>(sp.beta1)},
+                                       {"beta2", static_cast<double>(sp.beta2)},
+                                       {"eps", static_cast<double>(sp.eps)}})},
+           {"numerics", "docs/training.md"}});
+      write_json_file(o_.save + "/train.json", hyper);
+      rep.field("save", o_.save);
+    }
+  });
+}
+
+}  // namespace tpu

@@ -1,0 +1,67 @@
+// GptJob: `tpusim train --model gpt`, a small GPT trained on the pod (docs/training.md, "The GPT
+// step on the chip"): the mesh, batch and model checked before the first cycle, the steps run
+// with every chip's parameters, Adam moments and loss partials checked bit for bit against the
+// golden after each, the per-step table, the cycles of each op kind from the timeline, the
+// report and the saved run (tokens, initial and final parameters, losses: to replay in PyTorch).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "chip_config.h"
+#include "engine.h"
+#include "progress.h"
+#include "report.h"
+#include "tpu/gpt.h"
+
+namespace tpu {
+
+struct GptJobOptions {
+  std::string mesh;  // "data=D,model=M" ("": data parallel over every chip)
+  std::size_t layers = 2, d_model = 32, heads = 2, seq = 32;
+  std::size_t global_batch = 8;  // windows per step, split evenly over the data ranks
+  std::size_t steps = 20, warmup = 0;
+  float lr = 1e-2f, weight_decay = 0.0f;
+  std::string lr_text = "0.01";
+  uint64_t seed = 1;            // init and the windows
+  std::vector<uint8_t> text;    // the bytes the windows are cut from
+  std::string text_name;        // where they came from (the report)
+  bool backdoor = false;        // parameters and each step's inputs through the backdoor
+  std::optional<std::pair<std::size_t, std::size_t>> trace_steps;  // [A, B), default 0:1
+  std::string save;             // the run's directory ("": none)
+  bool table = true;            // the per-step table on stdout
+};
+
+// The text a GPT trains on: `file`, or ("") every *.md of docs_dir in name order; *name says
+// which. std::invalid_argument naming --data when it cannot be read.
+std::vector<uint8_t> gpt_read_text(const std::string& file, const std::string& docs_dir,
+                                   std::string* name);
+
+class GptJob {
+ public:
+  // Every rule checked (std::invalid_argument naming the flag or key, the value and the rule).
+  GptJob(PodConfig cfg, GptJobOptions o);
+  // "GPT 2 layers d 32 2 heads S 32 on 2x2 (4 chips 16x16, mesh data=2,model=2), global batch
+  // 8, 20 steps, AdamW lr 0.01".
+  std::string title() const;
+  // On the engine: the steps, the table, the timeline of the traced steps, rep filled, the run
+  // saved.
+  void run(const EngineOptions& eng, Report& rep);
+  void set_progress(RunProgressFn f) { progress_ = std::move(f); }
+  bool pass() const { return pass_; }
+  std::string model_text() const;  // "gpt 2x32 h2 s32"
+
+ private:
+  PodConfig cfg_;
+  GptJobOptions o_;
+  GptSpec spec_;
+  std::string mesh_text_;
+  bool pass_ = true;
+  RunProgressFn progress_;
+};
+
+}  // namespace tpu
