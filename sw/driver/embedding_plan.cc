@@ -104,22 +104,32 @@ EmbeddingPlan plan_embedding_forward(const ChipShape& s, const EmbeddingDims& dm
   const uint32_t P = check_dims(s, dm, tokens);
   const std::size_t L = s.cols, T = dm.tokens, S = dm.seq;
   EmbeddingPlan p;
-  add_list(p.lists, tokens, L);
+  // Window by window (S tokens; the VMEM holds two windows, not the batch): each window's
+  // tokens a list of their own rows.
+  std::vector<uint32_t> list_row;
+  for (std::size_t t0 = 0; t0 < T; t0 += S)
+    list_row.push_back(add_list(
+        p.lists,
+        std::vector<int32_t>(tokens.begin() + static_cast<std::ptrdiff_t>(t0),
+                             tokens.begin() + static_cast<std::ptrdiff_t>(std::min(T, t0 + S))),
+        L));
   const auto nl = static_cast<uint32_t>(p.lists.size() / L);
-  // VMEM: [0, nl) the token list, then wpe (S x P rows), then h (T x P rows).
-  const uint32_t wpe_row = nl, h_row = nl + static_cast<uint32_t>(S * P);
-  p.vmem_rows = h_row + T * P;
+  // VMEM: [0, nl) the token lists, then wpe (S x P rows), then two windows of h (S x P each).
+  const auto SP = static_cast<uint32_t>(std::min(S, T) * P);
+  const uint32_t wpe_row = nl, h_row[2] = {nl + SP, nl + 2 * SP};
+  p.vmem_rows = nl + 3 * SP;
   check_fits(s, p.vmem_rows, buf.lists, p.lists.size());
   p.cmds.push_back(lists_dma(p.lists, L, 0, buf.lists));
   p.cmds.push_back(rows_dma(DmaDir::kHbmToVmem, wpe_row, std::min(S, T), dm.d, buf.wpe));
-  p.cmds.push_back(cmd_dma_idx(false, false, h_row, static_cast<uint32_t>(T),
-                               static_cast<uint32_t>(dm.d * 4), static_cast<uint32_t>(buf.wte), 0,
-                               static_cast<uint32_t>(dm.vocab)));
-  for (std::size_t t0 = 0; t0 < T; t0 += S) {  // window by window: h = wte rows + wpe rows
-    const auto x = static_cast<uint32_t>(h_row + t0 * P);
-    p.cmds.push_back(vadd(x, wpe_row, false, x, std::min(S, T - t0) * P));
+  for (std::size_t w = 0, t0 = 0; t0 < T; ++w, t0 += S) {  // h = wte rows + wpe rows
+    const std::size_t n = std::min(S, T - t0);
+    const uint32_t x = h_row[w % 2];
+    p.cmds.push_back(cmd_dma_idx(false, false, x, static_cast<uint32_t>(n),
+                                 static_cast<uint32_t>(dm.d * 4), static_cast<uint32_t>(buf.wte),
+                                 list_row[w], static_cast<uint32_t>(dm.vocab)));
+    p.cmds.push_back(vadd(x, wpe_row, false, x, n * P));
+    p.cmds.push_back(rows_dma(DmaDir::kVmemToHbm, x, n, dm.d, buf.h + t0 * dm.d * 4));
   }
-  p.cmds.push_back(rows_dma(DmaDir::kVmemToHbm, h_row, T, dm.d, buf.h));
   p.cmds.push_back(cmd_halt());
   return p;
 }
@@ -145,11 +155,13 @@ EmbeddingPlan plan_embedding_backward(const ChipShape& s, const EmbeddingDims& d
   }
   const uint32_t ids_row = add_list(p.lists, g.ids, L);
   const auto nl = static_cast<uint32_t>(p.lists.size() / L);
-  // VMEM: lists, the sums A (groups x P), two gather buffers, dh (T x P), dwpe's sums (S x P).
+  // VMEM: lists, the sums A (groups x P), two gather buffers; after dwte's scatter the same
+  // rows hold dwpe's sums (S x P) and one window of dh (S x P).
   const auto GP = static_cast<uint32_t>(p.groups * P);
-  const uint32_t a_row = nl, b_row[2] = {nl + GP, nl + 2 * GP}, dh_row = nl + 3 * GP;
-  const auto dp_row = static_cast<uint32_t>(dh_row + T * P);
-  p.vmem_rows = dp_row + std::min(S, T) * P;
+  const uint32_t a_row = nl, b_row[2] = {nl + GP, nl + 2 * GP};
+  const auto SP = static_cast<uint32_t>(std::min(S, T) * P);
+  const uint32_t dp_row = nl, w_row = nl + SP;
+  p.vmem_rows = nl + std::max(3 * GP, 2 * SP);
   check_fits(s, p.vmem_rows, buf.lists, p.lists.size());
   p.cmds.push_back(lists_dma(p.lists, L, 0, buf.lists));
   for (std::size_t r = 0; r < p.rounds; ++r) {  // the r-th occurrence of every token that has one
@@ -166,14 +178,13 @@ EmbeddingPlan plan_embedding_backward(const ChipShape& s, const EmbeddingDims& d
                                static_cast<uint32_t>(dm.d * 4), static_cast<uint32_t>(buf.dwte),
                                ids_row, static_cast<uint32_t>(dm.vocab)));
   // dwpe: window after window onto the positions' sums, from +0.
-  p.cmds.push_back(rows_dma(DmaDir::kHbmToVmem, dh_row, T, dm.d, buf.dh));
   for (std::size_t t0 = 0; t0 < T; t0 += S) {
-    const auto x = static_cast<uint32_t>(dh_row + t0 * P);
-    const std::size_t n = std::min(S, T - t0) * P;
+    const std::size_t n = std::min(S, T - t0);
+    p.cmds.push_back(rows_dma(DmaDir::kHbmToVmem, w_row, n, dm.d, buf.dh + t0 * dm.d * 4));
     if (t0 == 0)
-      p.cmds.push_back(vadd(x, 0, true, dp_row, n));
+      p.cmds.push_back(vadd(w_row, 0, true, dp_row, n * P));
     else
-      p.cmds.push_back(vadd(dp_row, x, false, dp_row, n));
+      p.cmds.push_back(vadd(dp_row, w_row, false, dp_row, n * P));
   }
   p.cmds.push_back(rows_dma(DmaDir::kVmemToHbm, dp_row, std::min(S, T), dm.d, buf.dwpe));
   p.cmds.push_back(cmd_halt());

@@ -107,6 +107,7 @@ std::vector<float> gpt_const_image(const GptSpec& spec, const AdamConsts& k, std
   v[kGcAdamEps] = k.eps;
   v[kGcDecay] = k.decay;
   v[kGcLr] = k.lr;
+  v[kGcMinusOne] = -1.0f;
   std::vector<float> img(kGcCount * lanes);
   for (std::size_t r = 0; r < kGcCount; ++r)
     for (std::size_t l = 0; l < lanes; ++l) img[r * lanes + l] = v[r];
@@ -125,13 +126,6 @@ std::vector<float> gpt_target_sel(const std::vector<int32_t>& targets, std::size
   std::vector<float> m(targets.size() * V, -std::numeric_limits<float>::infinity());
   for (std::size_t t = 0; t < targets.size(); ++t)
     m[t * V + static_cast<std::size_t>(targets[t])] = -0.0f;
-  return m;
-}
-
-std::vector<float> gpt_target_onehot(const std::vector<int32_t>& targets, std::size_t V) {
-  std::vector<float> m(targets.size() * V, 0.0f);
-  for (std::size_t t = 0; t < targets.size(); ++t)
-    m[t * V + static_cast<std::size_t>(targets[t])] = 1.0f;
   return m;
 }
 
@@ -205,12 +199,11 @@ VpuMap gpt_softmax_back_map(const HbmMatrix& consts, const HbmMatrix& p, const H
 }
 
 VpuMap gpt_cross_entropy_map(const HbmMatrix& consts, const HbmMatrix& logits,
-                             const HbmMatrix& sel, const HbmMatrix& onehot, const HbmMatrix& loss,
+                             const HbmMatrix& sel, const HbmMatrix& loss,
                              const HbmMatrix& dlogits_bf16) {
   same_shape(logits, sel, "cross-entropy", "sel");
-  same_shape(logits, onehot, "cross-entropy", "onehot");
   MapBuilder b(consts, logits.rows, logits.cols);
-  const int vl = b.in(logits), vs = b.in(sel), vo = b.in(onehot);
+  const int vl = b.in(logits), vs = b.in(sel);
   const int mx = b.op(VpuOp::kRedMax, vl);
   const int e = b.op(VpuOp::kExp, b.op(VpuOp::kSub, vl, mx));
   const int s = b.op(VpuOp::kRedSum, e);
@@ -220,7 +213,9 @@ VpuMap gpt_cross_entropy_map(const HbmMatrix& consts, const HbmMatrix& logits,
   const int picked = b.op(VpuOp::kRedMax, b.op(VpuOp::kAdd, vl, vs));
   b.out(b.op(VpuOp::kSub, lse, picked), loss);
   const int pr = b.op(VpuOp::kMul, e, b.op(VpuOp::kRcp, s));
-  const int dd = b.op(VpuOp::kSub, pr, vo);
+  const int t = b.op(VpuOp::kMax, vs, b.c(kGcMinusOne));  // -0 at the target, -1 elsewhere
+  const int onehot = b.op(VpuOp::kAdd, t, b.c(kGcOne));   // 1 at the target, +0 elsewhere
+  const int dd = b.op(VpuOp::kSub, pr, onehot);
   b.out(b.op(VpuOp::kMul, dd, b.c(kGcInvN), /*bf16=*/true), dlogits_bf16);
   return b.build();
 }

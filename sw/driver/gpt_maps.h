@@ -38,6 +38,7 @@ enum GptConst : std::size_t {
   kGcAdamEps,
   kGcDecay,
   kGcLr,
+  kGcMinusOne,    // -1 (the cross-entropy's one-hot from sel)
   kGcCount
 };
 
@@ -45,11 +46,11 @@ enum GptConst : std::size_t {
 std::vector<float> gpt_const_image(const GptSpec& spec, const AdamConsts& adam, std::size_t lanes);
 
 // The causal mask of the softmax map: rows x S, row r (the query at position r mod S) -0 at
-// k <= r mod S and -Inf beyond. sel and onehot of the cross-entropy map: T x V, -0 / 1 at each
-// token's target, -Inf / 0 elsewhere.
+// k <= r mod S and -Inf beyond. sel of the cross-entropy map: T x V, -0 at each token's target,
+// -Inf elsewhere (the one-hot is made from it on the chip: max(sel, -1) + 1 is 1 at the target
+// and +0 elsewhere). Both are exact in bf16: their matrices may be bf16 (half the bytes).
 std::vector<float> gpt_causal_mask(std::size_t rows, std::size_t S);
 std::vector<float> gpt_target_sel(const std::vector<int32_t>& targets, std::size_t V);
-std::vector<float> gpt_target_onehot(const std::vector<int32_t>& targets, std::size_t V);
 
 // Every map's matrices are rows x cols f32 unless named _bf16; per-row values (rstd, loss,
 // parts) are 1 x n f32 vectors (n the rows rounded up to a multiple of max(16, lanes)); per-column
@@ -72,7 +73,7 @@ VpuMap gpt_softmax_back_map(const HbmMatrix& consts, const HbmMatrix& p, const H
                             const HbmMatrix& ds_bf16);
 // The cross-entropy (gpt_cross_entropy): each token's loss, and dlogits (bf16).
 VpuMap gpt_cross_entropy_map(const HbmMatrix& consts, const HbmMatrix& logits,
-                             const HbmMatrix& sel, const HbmMatrix& onehot, const HbmMatrix& loss,
+                             const HbmMatrix& sel, const HbmMatrix& loss,
                              const HbmMatrix& dlogits_bf16);
 // The loss partial of each window: `loss` (the tokens' losses) read as B x S, red_sum per row.
 VpuMap gpt_window_loss_map(const HbmMatrix& loss, const HbmMatrix& parts);

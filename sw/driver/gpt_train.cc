@@ -71,7 +71,7 @@ struct GptTrainer::Impl {
   std::vector<Tensor> t;
   GptParams shard_shape;  // the golden's shapes of a chip's tensors (zeros)
   std::vector<Layer> layers;
-  HbmMatrix consts, zeros, mask, sel, onehot, h0, xfb, xhatf, rstdf, logits, loss, dlogb, parts;
+  HbmMatrix consts, zeros, mask, sel, h0, xfb, xhatf, rstdf, logits, loss, dlogb, parts;
   HbmMatrix yp, dxs;  // model > 1: a block's partial output, and the summed input gradient
   HbmMatrix z, yo, dx, dres, dresb, dln, da, dub, datt, dp, dsb, blk_t, dqkv, dqkvb, trans, lists_f,
       lists_b;
@@ -184,22 +184,26 @@ void GptTrainer::Impl::lay_out(const GptSpec& spec, const ChipShape& s) {
     x.m = buf(n + ".m", rows, cols, Dtype::kF32);
     x.v = buf(n + ".v", rows, cols, Dtype::kF32);
     x.g = buf(n + ".grad", rows, cols, Dtype::kF32);
-    x.gs = spec.data > 1 ? buf(n + ".grad summed", rows, cols, Dtype::kF32) : x.g;
+    // The data all-reduce sums in place: each of its rounds loads its slice of the gradient
+    // before it stores the sum there (docs/pod.md, "How a collective runs").
+    x.gs = x.g;
     const std::size_t sl = slot(k);
     const bool mm = (in_layers(k, L) && (sl == kWqkv || sl == kWo || sl == kW1 || sl == kW2)) ||
                     k == shapes.size() - 1;
     if (mm) x.wb = buf(n + ".bf16", rows, cols, Dtype::kBf16);
   }
-  mask = buf("mask", BH, S, Dtype::kF32);
-  sel = buf("sel", T, V, Dtype::kF32);
-  onehot = buf("onehot", T, V, Dtype::kF32);
+  mask = buf("mask", BH, S, Dtype::kBf16);  // -0 and -Inf: exact in bf16
+  sel = buf("sel", T, V, Dtype::kBf16);
+  // The residual stream in two buffers: a block reads one and writes the other (nothing of it is
+  // needed by the backward pass).
   h0 = buf("h0", T, d, Dtype::kF32);
+  const HbmMatrix h1 = buf("h1", T, d, Dtype::kF32);
   layers.assign(L, Layer{});
   for (std::size_t l = 0; l < L; ++l) {
     Layer& y = layers[l];
     const std::string n = "h" + std::to_string(l) + ".";
-    y.h_mid = buf(n + "h_mid", T, d, Dtype::kF32);
-    y.h_out = buf(n + "h_out", T, d, Dtype::kF32);
+    y.h_mid = h1;
+    y.h_out = h0;
     y.x1b = buf(n + "x1", T, d, Dtype::kBf16);
     y.xhat1 = buf(n + "xhat1", T, d, Dtype::kF32);
     y.rstd1 = vec(n + "rstd1", T);
@@ -216,24 +220,28 @@ void GptTrainer::Impl::lay_out(const GptSpec& spec, const ChipShape& s) {
   xfb = buf("xf", T, d, Dtype::kBf16);
   xhatf = buf("xhatf", T, d, Dtype::kF32);
   rstdf = vec("rstdf", T);
-  logits = buf("logits", T, V, Dtype::kF32);
+  // One scratch for what is never live at once: the scores (and the backward's dP), the
+  // logits, da.
+  const HbmMatrix scratch =
+      buf("scratch", std::max(BH, T), std::max({S, V, fm}), Dtype::kF32);
+  logits = hbm_view(scratch, 0, T, 0, V);
   loss = buf("loss", B, S, Dtype::kF32);  // per token; a window a row (T is whole bursts)
   dlogb = buf("dlogits", T, V, Dtype::kBf16);
   parts = vec("loss parts", B);
-  z = buf("scores", BH, S, Dtype::kF32);
+  z = hbm_view(scratch, 0, BH, 0, S);
   yo = buf("y", T, d, Dtype::kF32);
-  dx = buf("dx", T, d, Dtype::kF32);
+  dx = yo;  // the forward's block output and the backward's input gradient
   if (spec.model > 1) {
     yp = buf("y partial", T, d, Dtype::kF32);
-    dxs = buf("dx summed", T, d, Dtype::kF32);
+    dxs = yp;
   }
   dres = buf("dh", T, d, Dtype::kF32);
   dresb = buf("dh.bf16", T, d, Dtype::kBf16);
   dln = buf("dln", T, d, Dtype::kF32);
-  da = buf("da", T, fm, Dtype::kF32);
+  da = hbm_view(scratch, 0, T, 0, fm);
   dub = buf("du", T, fm, Dtype::kBf16);
   datt = buf("datt", T, Hm * dhp, Dtype::kBf16);
-  dp = buf("dp", BH, S, Dtype::kF32);
+  dp = z;  // the forward's scores and the backward's dP are never live at once
   dsb = buf("ds", BH, S, Dtype::kBf16);
   blk_t = buf("block^T", BH, S, Dtype::kBf16);
   dqkv = buf("dqkv", T, 3 * Hm * dhp, Dtype::kF32);
@@ -296,7 +304,7 @@ void GptTrainer::Impl::add_forward(const GptSpec& spec, const std::vector<Embedd
   const std::size_t f = gpt_index_lnf_g(spec.layers);
   add_map("layer norm", gpt_ln_forward_map(consts, h, t[f].w, t[f + 1].w, xfb, xhatf, rstdf));
   wl->add_op(matmul_op("matmul", ref(logits), ref(xfb), ref(t[f + 2].wb)));
-  add_map("cross-entropy", gpt_cross_entropy_map(consts, logits, sel, onehot, loss, dlogb));
+  add_map("cross-entropy", gpt_cross_entropy_map(consts, logits, sel, loss, dlogb));
   add_map("cross-entropy", gpt_window_loss_map(loss, parts));
 }
 
@@ -478,7 +486,8 @@ GptTrainer::GptTrainer(HostPort& host, GptSpec spec, GptTrainOptions opt)
   for (int c = 0; c < m.P; ++c) {
     const ChipDriver& d = m.wl->driver(c);
     img.push_back(
-        HbmImage{c, m.mask.addr, d.matrix_image(m.mask, gpt_causal_mask(m.mask.rows, m.S))});
+        HbmImage{c, m.mask.addr,
+                 d.matrix_image(m.mask, vector_to_bf16(gpt_causal_mask(m.mask.rows, m.S)))});
     img.push_back(HbmImage{c, m.zeros.addr,
                            d.matrix_image(m.zeros, std::vector<float>(m.zeros.cols, 0.0f))});
   }
@@ -554,14 +563,13 @@ GptStepRun GptTrainer::step(const std::vector<int32_t>& windows) {
     eb.push_back(plan_embedding_backward(s, dims, in, bf));
     if (ef.back().lists.size() > m.lists_f.cols || eb.back().lists.size() > m.lists_b.cols)
       throw std::logic_error("gpt train: the embedding's id lists outgrew their buffers");
-    // This step's inputs: the constants (AdamW's of step t), the id lists, sel and one-hot.
+    // This step's inputs: the constants (AdamW's of step t), the id lists and sel.
     const ChipDriver& d = m.wl->driver(c);
     img.push_back(HbmImage{c, m.consts.addr, d.matrix_image(m.consts, consts)});
     img.push_back(HbmImage{c, m.lists_f.addr, id_bytes(ef.back().lists)});
     img.push_back(HbmImage{c, m.lists_b.addr, id_bytes(eb.back().lists)});
-    img.push_back(HbmImage{c, m.sel.addr, d.matrix_image(m.sel, gpt_target_sel(tgt, m.V))});
-    img.push_back(
-        HbmImage{c, m.onehot.addr, d.matrix_image(m.onehot, gpt_target_onehot(tgt, m.V))});
+    img.push_back(HbmImage{c, m.sel.addr,
+                           d.matrix_image(m.sel, vector_to_bf16(gpt_target_sel(tgt, m.V)))});
   }
   put_images(host_, img, opt_.backdoor);
   // The program: planned again, the embedding's with this step's tokens.

@@ -55,8 +55,13 @@ class Rig {
     if (!v.empty()) drv_.write(m.addr, v.data(), v.size() * 4);
     return m;
   }
-  HbmMatrix bf16(std::size_t rows, std::size_t cols) {
-    return HbmMatrix{drv_.alloc(rows * cols * 2 + 64), rows, cols, cols, Dtype::kBf16};
+  HbmMatrix bf16(std::size_t rows, std::size_t cols, const std::vector<float>& v = {}) {
+    HbmMatrix m{drv_.alloc(rows * cols * 2 + 64), rows, cols, cols, Dtype::kBf16};
+    if (!v.empty()) {
+      const std::vector<bf16_t> b = vector_to_bf16(v);
+      drv_.write(m.addr, b.data(), b.size() * 2);
+    }
+    return m;
   }
   // A vector of n values (rounded up for per-row values).
   HbmMatrix vec(std::size_t n, const std::vector<float>& v = {}) {
@@ -151,7 +156,7 @@ TEST_P(GptMaps, CausalSoftmaxAndItsBackwardAreTheGoldens) {
   z[S * 5 + 2] = -0.0f;
   const std::vector<float> p = gpt_causal_softmax(z, rows, S, scale, L);
   const std::vector<float> ds = gpt_softmax_back(p, dp, rows, S, scale, L);
-  const HbmMatrix hz = rig.matrix(rows, S, z), hm = rig.matrix(rows, S, gpt_causal_mask(rows, S));
+  const HbmMatrix hz = rig.matrix(rows, S, z), hm = rig.bf16(rows, S, gpt_causal_mask(rows, S));
   const HbmMatrix hp = rig.matrix(rows, S), hpb = rig.bf16(rows, S);
   rig.run(gpt_softmax_map(rig.consts(), hz, hm, hp, hpb), "softmax");
   expect_bits(rig.f32(hp, rows * S), p, "p");
@@ -178,10 +183,10 @@ TEST_P(GptMaps, CrossEntropyAndWindowLossesAreTheGoldens) {
                              std::vector<float>(loss.begin() + static_cast<std::ptrdiff_t>(b * s.seq),
                                                 loss.begin() + static_cast<std::ptrdiff_t>((b + 1) * s.seq)),
                              L);
-  const HbmMatrix hl = rig.matrix(T, V, logits), hs = rig.matrix(T, V, gpt_target_sel(tgt, V)),
-                  ho = rig.matrix(T, V, gpt_target_onehot(tgt, V));
+  // sel as the trainer keeps it: bf16 (-0 and -Inf are exact).
+  const HbmMatrix hl = rig.matrix(T, V, logits), hs = rig.bf16(T, V, gpt_target_sel(tgt, V));
   const HbmMatrix hloss = rig.vec(T), hdl = rig.bf16(T, V), hparts = rig.vec(s.batch);
-  rig.run(gpt_cross_entropy_map(rig.consts(), hl, hs, ho, hloss, hdl), "cross-entropy");
+  rig.run(gpt_cross_entropy_map(rig.consts(), hl, hs, hloss, hdl), "cross-entropy");
   expect_bits(rig.f32(hloss, T), loss, "loss");
   expect_bf16(rig.bf16_of(hdl), dl, "dlogits");
   const HbmMatrix loss_bs{hloss.addr, s.batch, s.seq, s.seq, Dtype::kF32};
