@@ -8,7 +8,10 @@
 # partials are checked bit for bit against the golden model (docs/training.md, "The GPT step on
 # the chip"). Prints the loss, MFU and the breakdown per step and the golden verdict; writes
 # out/train.json (the report, with the cycles of each op kind), out/trace.json (the timeline of
-# step 0: ui.perfetto.dev) and out/train.png (the loss and the breakdown per step).
+# step 0: ui.perfetto.dev), out/train.png (the loss and the breakdown per step) and the saved run
+# out/run (tokens, parameters, losses: scripts/replay_torch.py out/run replays it in PyTorch);
+# then generates 24 bytes from it on the pod (tpusim generate, the keys and values cached in
+# HBM, every token's logits checked against the golden).
 # Extra arguments go to `tpusim train` (e.g. --steps 5, --d-model 64, --save out/run). Then the
 # pod job: a bf16 matmul on every chip at once and an all-reduce of the results where they lie
 # in HBM, golden-checked (out/pod.json). The MLP of earlier runs: `tpusim train` without
@@ -22,12 +25,15 @@ tpu_build default
 mkdir -p out
 echo "[run] tpusim train --model gpt on configs/pod_2x2.yaml (data=2, model=2)"
 ./build/sw/tpusim train --model gpt --config configs/pod_2x2.yaml --mesh data=2,model=2 \
-  --steps 20 --seed 1 --json out/train.json --trace out/trace.json "$@"
+  --steps 20 --seed 1 --json out/train.json --trace out/trace.json --save out/run "$@"
 echo "[run] report: out/train.json, timeline: out/trace.json (open in https://ui.perfetto.dev)"
 # The picture: loss per step, and each step's breakdown with MFU (python/tpusim/plot.py reads
 # the JSON only; Debian's python3 with python3-matplotlib, never a pyenv python3 on PATH).
 PYTHONPATH=build/python /usr/bin/python3 -m tpusim.plot out/train.json -o out/train.png
 echo "[run] picture: out/train.png (loss and breakdown per step)"
+echo "[run] tpusim generate: 24 bytes after a prompt, greedy, on the pod (the context is 32 bytes)"
+./build/sw/tpusim generate --config configs/pod_2x2.yaml --load out/run --prompt "The pod " \
+  --tokens 24 --json out/generate.json
 echo "[run] tpusim pod on configs/pod_2x2.yaml (matmuls on every chip, then an all-reduce)"
 ./build/sw/tpusim pod --config configs/pod_2x2.yaml --m 64 --k 64 --n 64 --seed 1 --quiet \
   --json out/pod.json

@@ -254,6 +254,33 @@ void embed_backward(Run& r, const Dims& D) {
 
 }  // namespace
 
+std::vector<float> gpt_logits(const GptSpec& spec, const GptParams& params,
+                              const std::vector<int32_t>& tokens) {
+  GptSpec s = spec;
+  s.n_ctx = spec.ctx();
+  s.seq = tokens.size();
+  s.batch = 1;
+  s.data = s.model = 1;
+  s.data_rank.clear();
+  s.model_rank.clear();
+  s.validate();
+  for (int32_t tok : tokens)
+    if (tok < 0 || static_cast<std::size_t>(tok) >= s.vocab)
+      throw std::invalid_argument("tokens: id " + std::to_string(tok) + " is outside [0, " +
+                                  std::to_string(s.vocab) + ")");
+  const Dims D = dims_of(s);
+  std::vector<Run> g(1);
+  Run& r = g[0];
+  r.p = &params;
+  r.in = tokens;
+  r.lc.resize(s.layers);
+  embed(r, D);
+  for (std::size_t l = 0; l < s.layers; ++l) layer_forward(g, l, D);
+  const std::size_t f = gpt_index_lnf_g(s.layers);
+  r.xf = gpt_layernorm(r.h, D.T, D.d, params[f].v, params[f + 1].v, D.lanes, r.xhatf, r.rstdf);
+  return mm(r.xf, params[f + 2].v, D.T, D.d, D.V);
+}
+
 std::vector<float> gpt_embed(const std::vector<float>& wte, const std::vector<float>& wpe,
                              const std::vector<int32_t>& tokens, std::size_t seq, std::size_t d) {
   std::vector<float> h(tokens.size() * d, 0.0f);

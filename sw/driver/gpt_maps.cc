@@ -187,6 +187,26 @@ VpuMap gpt_softmax_map(const HbmMatrix& consts, const HbmMatrix& z, const HbmMat
   return b.build();
 }
 
+VpuMap gpt_softmax_row_map(const HbmMatrix& consts, const HbmMatrix& z, const HbmMatrix& mask_row,
+                           const HbmMatrix& p_bf16) {
+  MapBuilder b(consts, z.rows, z.cols);
+  const int vz = b.in(z), vm = b.in(mask_row, MapIn::kColumns);
+  const int zs = b.op(VpuOp::kMul, vz, b.c(kGcScale));
+  const int t = b.op(VpuOp::kAdd, zs, vm);
+  const int e = b.op(VpuOp::kExp, b.op(VpuOp::kSub, t, b.op(VpuOp::kRedMax, t)));
+  const int rs = b.op(VpuOp::kRcp, b.op(VpuOp::kRedSum, e));
+  const int pr = b.op(VpuOp::kMul, e, rs);  // a per-row y: f32 (VROW has no bf16 result)
+  b.out(b.op(VpuOp::kCvtF32Bf16, pr), p_bf16);
+  return b.build();
+}
+
+VpuMap gpt_copy_map(const HbmMatrix& from, const HbmMatrix& to) {
+  same_shape(from, to, "copy", "to");
+  MapBuilder b(HbmMatrix{}, from.rows, from.cols);
+  b.out(b.in(from), to);
+  return b.build();
+}
+
 VpuMap gpt_softmax_back_map(const HbmMatrix& consts, const HbmMatrix& p, const HbmMatrix& dp,
                             const HbmMatrix& ds_bf16) {
   same_shape(p, dp, "softmax backward", "dp");

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "embedding_plan.h"
+#include "gpt_layout.h"
 #include "gpt_maps.h"
 #include "scheduler.h"
 #include "train_images.h"
@@ -14,8 +15,6 @@
 namespace tpu {
 
 namespace {
-
-constexpr std::size_t kHeadPad = 32;  // a head's columns in bf16 64-byte bursts
 
 std::size_t round_up(std::size_t n, std::size_t q) { return (n + q - 1) / q * q; }
 
@@ -87,11 +86,17 @@ struct GptTrainer::Impl {
     return buf(name, 1, round_up(n, Q), Dtype::kF32);
   }
   // The chip layout of parameter k: {rows, cols}.
-  std::pair<std::size_t, std::size_t> chip_shape(const GptTensor& g, std::size_t k) const;
-  std::size_t chip_at(std::size_t k, std::size_t cols, std::size_t r, std::size_t col) const;
-  std::vector<float> to_chip(const GptTensor& g, std::size_t k) const;
+  GptChipLayout layout;  // heads padded to 32 columns
+  std::pair<std::size_t, std::size_t> chip_shape(const GptTensor& g, std::size_t k) const {
+    return layout.shape(g, k);
+  }
+  std::vector<float> to_chip(const GptTensor& g, std::size_t k) const {
+    return layout.to_chip(g, k);
+  }
   std::vector<float> from_chip(const std::vector<float>& c, const GptTensor& g,
-                               std::size_t k) const;
+                               std::size_t k) const {
+    return layout.from_chip(c, g, k);
+  }
   std::size_t slot(std::size_t k) const { return k < 2 ? kGptLayerSlots : (k - 2) % kGptLayerSlots; }
   bool in_layers(std::size_t k, std::size_t L) const { return k >= 2 && k < 2 + L * kGptLayerSlots; }
 
@@ -118,44 +123,6 @@ struct GptTrainer::Impl {
   const HbmMatrix& model_sum(const HbmMatrix& partial);
 };
 
-std::pair<std::size_t, std::size_t> GptTrainer::Impl::chip_shape(const GptTensor& g,
-                                                                 std::size_t k) const {
-  if (k >= 2 && k + 3 < t.size()) {  // a layer's tensor
-    const std::size_t sl = slot(k);
-    if (sl == kWqkv) return {g.rows, 3 * Hm * dhp};
-    if (sl == kBqkv) return {1, 3 * Hm * dhp};
-    if (sl == kWo) return {Hm * dhp, g.cols};
-  }
-  return {g.rows, g.cols};
-}
-
-// Where element (r, col) of parameter k (a layer's wqkv, bqkv or wo) lies in its chip layout.
-std::size_t GptTrainer::Impl::chip_at(std::size_t k, std::size_t cols, std::size_t r,
-                                      std::size_t col) const {
-  if (slot(k) == kWo) return ((r / dh) * dhp + r % dh) * cols + col;
-  const std::size_t dm = Hm * dh, part = col / dm, within = col % dm;  // q, k or v; its column
-  return r * cols + part * Hm * dhp + (within / dh) * dhp + within % dh;
-}
-
-std::vector<float> GptTrainer::Impl::to_chip(const GptTensor& g, std::size_t k) const {
-  const auto [rows, cols] = chip_shape(g, k);
-  if (rows == g.rows && cols == g.cols) return g.v;
-  std::vector<float> c(rows * cols, 0.0f);
-  for (std::size_t r = 0; r < g.rows; ++r)
-    for (std::size_t col = 0; col < g.cols; ++col) c[chip_at(k, cols, r, col)] = g.v[r * g.cols + col];
-  return c;
-}
-
-std::vector<float> GptTrainer::Impl::from_chip(const std::vector<float>& c, const GptTensor& g,
-                                               std::size_t k) const {
-  const auto [rows, cols] = chip_shape(g, k);
-  if (rows == g.rows && cols == g.cols) return c;
-  std::vector<float> v(g.rows * g.cols);
-  for (std::size_t r = 0; r < g.rows; ++r)
-    for (std::size_t col = 0; col < g.cols; ++col) v[r * g.cols + col] = c[chip_at(k, cols, r, col)];
-  return v;
-}
-
 void GptTrainer::Impl::lay_out(const GptSpec& spec, const ChipShape& s) {
   B = spec.batch;
   S = spec.seq;
@@ -163,7 +130,8 @@ void GptTrainer::Impl::lay_out(const GptSpec& spec, const ChipShape& s) {
   d = spec.d_model;
   Hm = spec.heads / static_cast<std::size_t>(spec.model);
   dh = spec.head_dim();
-  dhp = round_up(dh, kHeadPad);
+  layout = GptChipLayout(spec);
+  dhp = layout.dhp;
   fm = 4 * d / static_cast<std::size_t>(spec.model);
   V = spec.vocab;
   Q = std::max<std::size_t>(16, s.cols);

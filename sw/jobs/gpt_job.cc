@@ -1,12 +1,14 @@
 #include "gpt_job.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
 #include <stdexcept>
 
+#include "gpt_decode.h"
 #include "gpt_train.h"
 #include "mesh_text.h"
 #include "npy.h"
@@ -319,6 +321,119 @@ void GptJob::run(const EngineOptions& eng, Report& rep) {
       write_json_file(o_.save + "/train.json", hyper);
       rep.field("save", o_.save);
     }
+  });
+}
+
+namespace {
+
+// A byte as the text shows it: printable ASCII as is, newline as \n, others as \xNN.
+std::string shown(int32_t b) {
+  if (b == '\n') return "\\n";
+  if (b >= 32 && b < 127 && b != '\\') return std::string(1, static_cast<char>(b));
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(b));
+  return buf;
+}
+
+}  // namespace
+
+GptGenerate::GptGenerate(PodConfig cfg, GptGenerateOptions o)
+    : cfg_(std::move(cfg)), o_(std::move(o)) {
+  const std::string tj = o_.load + "/train.json";
+  std::ifstream in(tj);
+  if (!in) throw std::invalid_argument("--load " + o_.load + ": no train.json there (a run "
+                                       "saved by tpusim train --model gpt --save DIR)");
+  Json j;
+  try {
+    in >> j;
+    if (j.value("model", "") != "gpt")
+      throw std::invalid_argument("not a GPT run (model " + j.value("model", "?") + ")");
+    spec_.layers = j.at("layers").get<std::size_t>();
+    spec_.d_model = j.at("d_model").get<std::size_t>();
+    spec_.heads = j.at("heads").get<std::size_t>();
+    spec_.seq = j.at("seq").get<std::size_t>();
+    spec_.vocab = j.at("vocab").get<std::size_t>();
+  } catch (const std::exception& e) {
+    throw std::invalid_argument(tj + ": " + e.what());
+  }
+  spec_.lanes = chip_shape(cfg_.params.variant).cols;
+  check_gpt_chip_spec(spec_);
+  if (o_.prompt.empty()) throw std::invalid_argument("--prompt: at least one byte");
+  if (o_.prompt.size() + o_.tokens > spec_.seq)
+    throw std::invalid_argument("--tokens " + std::to_string(o_.tokens) + ": the prompt's " +
+                                std::to_string(o_.prompt.size()) + " bytes and the tokens must "
+                                "fit the model's context of " + std::to_string(spec_.seq));
+  params_ = gpt_zero_params(spec_);
+  for (GptTensor& t : params_) {
+    const std::string f = o_.load + "/final/" + t.name + ".npy";
+    NpyArray a;
+    try {
+      a = read_npy(f);
+    } catch (const std::exception& e) {
+      throw std::invalid_argument("--load " + o_.load + ": " + e.what());
+    }
+    if (a.elements() != t.v.size() || a.dtype != "<f4")
+      throw std::invalid_argument(f + ": " + std::to_string(a.elements()) + " values of " +
+                                  a.dtype + ", the model's " + t.name + " is " +
+                                  std::to_string(t.v.size()) + " float32");
+    t.v = a.as_f32();
+  }
+}
+
+std::string GptGenerate::title() const {
+  return "greedy decoding of " + std::to_string(o_.tokens) + " bytes by a GPT " +
+         std::to_string(spec_.layers) + " layers d " + std::to_string(spec_.d_model) + " (" +
+         o_.load + ") on chip 0 of " + cfg_.params.topo.name() + ", keys and values cached in HBM";
+}
+
+void GptGenerate::run(const EngineOptions& eng, Report& rep) {
+  with_engine(eng, cfg_.params, cfg_.chip.clock_ghz, [&](HostPort& h) {
+    GptDecoder dec(h, spec_, params_, 0);
+    std::vector<int32_t> seq;
+    for (char c : o_.prompt) seq.push_back(static_cast<unsigned char>(c));
+    uint64_t cycles = 0, mismatches = 0;
+    std::string text;
+    GptDecoder::Step st;
+    for (std::size_t i = 0; i < seq.size(); ++i) {  // the prompt
+      st = dec.feed(seq[i]);
+      cycles += st.cycles;
+      const std::vector<int32_t> upto(seq.begin(), seq.begin() + static_cast<std::ptrdiff_t>(i + 1));
+      const std::vector<float> want = gpt_logits(spec_, params_, upto);
+      for (std::size_t k = 0; k < spec_.vocab; ++k)
+        mismatches += f32_bits(st.logits[k]) != f32_bits(want[i * spec_.vocab + k]);
+    }
+    for (std::size_t n = 0; n < o_.tokens; ++n) {
+      int32_t next = 0;
+      for (std::size_t k = 1; k < spec_.vocab; ++k)
+        if (st.logits[k] > st.logits[static_cast<std::size_t>(next)]) next = static_cast<int32_t>(k);
+      seq.push_back(next);
+      text += shown(next);
+      if (n + 1 == o_.tokens) break;  // its logits are not needed
+      st = dec.feed(next);
+      cycles += st.cycles;
+      const std::vector<float> want = gpt_logits(spec_, params_, seq);
+      for (std::size_t k = 0; k < spec_.vocab; ++k)
+        mismatches += f32_bits(st.logits[k]) != f32_bits(want[(seq.size() - 1) * spec_.vocab + k]);
+    }
+    pass_ = mismatches == 0;
+    std::string prompt;
+    for (char c : o_.prompt) prompt += shown(static_cast<unsigned char>(c));
+    if (!o_.quiet && !eng.check) {
+      std::printf("%s%s\n", prompt.c_str(), text.c_str());
+      std::fflush(stdout);
+    }
+    const std::size_t fed = seq.size() - 1;
+    rep.field("load", o_.load);
+    rep.field("prompt", prompt);
+    rep.field("text", text);
+    rep.metric("tokens", static_cast<uint64_t>(o_.tokens), "", "bytes generated");
+    rep.metric("cycles", cycles, "cycles", "every token's program, prompt included", true);
+    rep.metric("cycles_per_token", fed ? static_cast<double>(cycles) / static_cast<double>(fed) : 0.0,
+               "cycles", "mean over the tokens fed (the prompt's and the generated)", true);
+    rep.group("golden")
+        .metric("verdict", pass_ ? "pass" : "fail", "", "every token's logits against the "
+                "golden's forward over the window so far", true)
+        .metric("mismatches", mismatches, "", "logits that differ", true);
   });
 }
 

@@ -64,4 +64,34 @@ class GptJob {
   RunProgressFn progress_;
 };
 
+// `tpusim generate`: greedy decoding from a run `tpusim train --model gpt --save DIR` saved
+// (docs/training.md, "Generating text"): the model (DIR/train.json) and its final parameters
+// (DIR/final/*.npy) on chip 0 of the pod (GptDecoder: the keys and values cached in HBM), the
+// prompt fed a byte at a time, then `tokens` more, each the argmax of the logits (ties: the
+// lowest byte). Every token's logits are checked bit for bit against the golden's forward over
+// the window so far (gpt_logits).
+struct GptGenerateOptions {
+  std::string load;    // the saved run's directory
+  std::string prompt;  // bytes
+  std::size_t tokens = 64;
+  bool quiet = false;
+};
+
+class GptGenerate {
+ public:
+  // The saved run read and checked, the prompt and tokens against the context (std::invalid_argument
+  // naming the file or flag and the rule).
+  GptGenerate(PodConfig cfg, GptGenerateOptions o);
+  std::string title() const;
+  void run(const EngineOptions& eng, Report& rep);
+  bool pass() const { return pass_; }
+
+ private:
+  PodConfig cfg_;
+  GptGenerateOptions o_;
+  GptSpec spec_;
+  GptParams params_;
+  bool pass_ = true;
+};
+
 }  // namespace tpu

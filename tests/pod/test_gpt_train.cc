@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "gpt_decode.h"
 #include "gpt_train.h"
 #include "mesh_text.h"
 #include "pod.h"
@@ -110,6 +111,43 @@ INSTANTIATE_TEST_SUITE_P(
                       GptCase{"model2", 1, 32, 2, 32, 256, 2, {2}, "model=2", 2},
                       GptCase{"data2_model2", 2, 32, 2, 32, 256, 1, {2, 2}, "data=2,model=2", 2}),
     [](const auto& p) { return std::string(p.param.name); });
+
+// Decoding with the keys and values cached in HBM: the logits of the token at position t are
+// row t of the golden's forward over the window of tokens 0..t, bit for bit; the context's end.
+TEST(GptDecode, EachTokensLogitsAreTheFullWindowForwardsRow) {
+  PodParams pp;
+  pp.topo = Topology::torus({1});
+  pp.variant = "16x16";
+  CppPodHost host(pp);
+  GptSpec spec;
+  spec.layers = 2;
+  spec.d_model = 32;
+  spec.heads = 2;
+  spec.seq = 32;
+  spec.lanes = 16;
+  const GptParams params = gpt_init(spec, 7);
+  GptDecoder dec(host, spec, params);
+  const std::vector<uint8_t> data = text(256);
+  std::vector<int32_t> tokens;
+  for (std::size_t t = 0; t < 6; ++t) {
+    tokens.push_back(data[t]);
+    const GptDecoder::Step st = dec.feed(tokens.back());
+    const std::vector<float> want = gpt_logits(spec, params, tokens);
+    ASSERT_EQ(st.logits.size(), 256u);
+    std::size_t bad = 0;
+    for (std::size_t k = 0; k < 256; ++k)
+      bad += f32_bits(st.logits[k]) != f32_bits(want[t * 256 + k]);
+    EXPECT_EQ(bad, 0u) << "position " << t;
+    std::printf("[gpt decode] position %zu: %llu cycles, %zu commands\n", t,
+                static_cast<unsigned long long>(st.cycles), st.commands);
+  }
+  try {
+    dec.feed(256);
+    FAIL() << "token 256 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("outside the vocabulary"), std::string::npos);
+  }
+}
 
 TEST(GptChipErrors, RefusedInputsNameTheValueAndTheRule) {
   PodParams pp;

@@ -622,6 +622,37 @@ TEST(TpusimTrainGpt, ReportSaveAndTimeline) {
     EXPECT_NE(tr.find(label), std::string::npos) << label << " not on the timeline";
 }
 
+// `tpusim generate` from the run the test above saved (or one it saves itself): the text, the
+// report's golden verdict, and the refused inputs.
+TEST(TpusimGenerate, GreedyBytesFromASavedRunGoldenEveryToken) {
+  const std::string dir = tmp("gpt_gen_save"), json = tmp("gen.json");
+  CliRun r = tpusim("train --model gpt " + kPod22 + " --engine cpp --quiet --layers 1 --steps 1 "
+                    "--save " + dir);
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = tpusim("generate " + kPod22 + " --engine cpp --load " + dir +
+             " --prompt 'The ' --tokens 5 --json " + json);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.rfind("The ", 0), 0u) << r.out;  // the prompt, then the bytes
+  const std::string rep = slurp(json);
+  for (const char* key : {"\"command\": \"generate\"", "\"verdict\": \"pass\"",
+                          "\"mismatches\": 0", "\"cycles_per_token\"", "\"text\""})
+    EXPECT_NE(rep.find(key), std::string::npos) << key << " not in " << rep;
+  struct Bad {
+    const char* name;
+    std::string args, expect;
+  };
+  const std::vector<Bad> cases = {
+      {"no run", "--load " + tmp("nowhere") + " --prompt a", "no train.json"},
+      {"context", "--load " + dir + " --prompt abcd --tokens 29", "fit the model's context of 32"},
+      {"empty prompt", "--load " + dir + " --prompt ''", "--prompt"},
+  };
+  for (const Bad& c : cases) {
+    const CliRun b = tpusim("generate " + kPod22 + " --quiet " + c.args);
+    EXPECT_EQ(b.code, 2) << c.name << ": " << b.out;
+    EXPECT_NE(b.out.find(c.expect), std::string::npos) << c.name << ": " << b.out;
+  }
+}
+
 TEST(TpusimTrainGpt, BadInputIsAClearErrorWithExitCode2) {
   std::ofstream(tmp("gpt_short.txt")) << "ten bytes!";
   struct Bad {

@@ -139,6 +139,13 @@ class GptGolden {
   uint64_t t_ = 0;
 };
 
+// The logits (T x V) of one window of T tokens (T at most the spec's context) under the whole
+// model's parameters (model = 1), by the step's forward ops: what greedy decoding reads (row t
+// is the next token's distribution after tokens 0..t; it does not depend on the tokens after
+// t). std::invalid_argument for a token outside the vocabulary or too many tokens.
+std::vector<float> gpt_logits(const GptSpec& spec, const GptParams& params,
+                              const std::vector<int32_t>& tokens);
+
 // The loss the host computes from the partials: the f64 sum over model-rank-0 chips in data-rank
 // order, each chip's windows in order, divided by global batch x seq.
 double gpt_loss(const GptSpec& spec, const std::vector<std::vector<float>>& parts);
