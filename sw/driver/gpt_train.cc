@@ -370,23 +370,9 @@ void GptTrainer::Impl::add_optimizer() {
 }
 
 void GptTrainer::Impl::add_all_reduce(const HbmMatrix& in, const HbmMatrix& out, bool data_axis) {
-  const Topology& topo = wl->host().info().topo;
-  const std::vector<int>& dims = data_axis ? mesh.data_dims : mesh.model_dims;
-  CollectiveOp co;
-  co.spec.collective = Collective::kAllReduce;
-  co.spec.dtype = DType::kF32;
-  co.spec.n = in.rows * in.cols;
-  co.spec.group_dims = dims;
-  std::size_t active = 0;  // the group's dimensions with more than one chip
-  for (int dim : topo.active_dims())
-    active += dims.empty() || std::find(dims.begin(), dims.end(), dim) != dims.end();
-  co.spec.algorithm = active >= 2 ? "torus" : "biring";
-  co.in = ref(in);
-  co.out = ref(out);
-  co.axis = data_axis ? (mesh.model > 1 ? "data" : "") : "model";
-  co.gradient = data_axis;
-  co.fit_algorithm = true;
-  co.label_steps = false;  // the collectives run under their phase alone on the timeline
+  const CollectiveOp co = train_all_reduce(wl->host().info().topo, in.rows * in.cols,
+                                           data_axis ? mesh.data_dims : mesh.model_dims, ref(in),
+                                           ref(out), data_axis, mesh.model > 1);
   wl->add_op(collective_op(data_axis ? "all_reduce gradients" : "all_reduce over model", co));
   ++colls;
 }
@@ -469,7 +455,8 @@ uint64_t GptTrainer::step_macs_per_chip() const {
   const uint64_t T = m.T, d = m.d, S = m.S, dh = m.dh, H = m.Hm, fm = m.fm, V = m.V;
   const uint64_t layer = T * d * 3 * H * dh + 2 * m.B * H * S * S * dh + T * H * dh * d +
                          2 * T * d * fm;
-  return 3 * (spec_.layers * layer + T * d * V);
+  // The head is computed whole on every model rank: a model's MACs count it once per data rank.
+  return 3 * (spec_.layers * layer + T * d * V / static_cast<uint64_t>(spec_.model));
 }
 
 uint64_t GptTrainer::load_params(const GptParams& params) {

@@ -58,7 +58,9 @@ class GptTrainer {
   const GptSpec& spec() const { return spec_; }
   uint64_t hbm_bytes_per_chip() const { return hbm_used_; }
   // Multiply-adds of one step on a chip: the forward's matmuls and twice them for the backward
-  // (the attention's included), as the golden does them.
+  // (the attention's included, the causal half too), as the golden does them; the head, which
+  // every model rank computes whole, counted once per data rank (the model's MACs, not the
+  // chips'), so the sum over the chips is the model's MACs of the global batch.
   uint64_t step_macs_per_chip() const;
 
   // The parameters (gpt_init's, unsharded) into every chip; returns the simulated cycles.

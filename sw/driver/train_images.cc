@@ -1,5 +1,6 @@
 #include "train_images.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -95,6 +96,26 @@ TrainMesh train_mesh(const MachineInfo& mi, const Mesh& given) {
     tm.data_rank.push_back(has_data ? group_rank(mi.topo, tm.data_dims, c) : 0);
   }
   return tm;
+}
+
+CollectiveOp train_all_reduce(const Topology& topo, std::size_t n, const std::vector<int>& dims,
+                              BufferRef in, BufferRef out, bool gradient, bool has_model_axis) {
+  CollectiveOp co;
+  co.spec.collective = Collective::kAllReduce;
+  co.spec.dtype = DType::kF32;
+  co.spec.n = n;
+  co.spec.group_dims = dims;
+  std::size_t active = 0;  // the group's dimensions with more than one chip
+  for (int dim : topo.active_dims())
+    active += dims.empty() || std::find(dims.begin(), dims.end(), dim) != dims.end();
+  co.spec.algorithm = active >= 2 ? "torus" : "biring";
+  co.in = in;
+  co.out = out;
+  co.axis = gradient ? (has_model_axis ? "data" : "") : "model";
+  co.gradient = gradient;
+  co.fit_algorithm = true;
+  co.label_steps = false;  // the collectives run under their phase alone on the timeline
+  return co;
 }
 
 }  // namespace tpu

@@ -10,6 +10,7 @@
 
 #include "chip_driver.h"
 #include "host_port.h"
+#include "ops.h"
 #include "tpu/mesh.h"
 #include "tpu/train.h"
 
@@ -60,6 +61,14 @@ struct TrainMesh {
   std::vector<int> data_rank, model_rank;
 };
 TrainMesh train_mesh(const MachineInfo& mi, const Mesh& given);
+
+// A trainer's f32 all-reduce of n elements from `in` into `out` over the torus dimensions `dims`
+// (empty: the pod): the torus algorithm over a group of two dimensions or more, else the
+// bidirectional ring, or the slower ones after it that fit the collective's ICI counters
+// (fit_algorithm); a gradient's over the data axis (named "data" when a model axis exists, else
+// the pod), else over "model"; the collective under its phase alone on the timeline.
+CollectiveOp train_all_reduce(const Topology& topo, std::size_t n, const std::vector<int>& dims,
+                              BufferRef in, BufferRef out, bool gradient, bool has_model_axis);
 
 // The loss partials: the first `lanes` f32 values of each burst.
 std::vector<std::vector<float>> loss_parts_of(const std::vector<std::vector<uint8_t>>& bursts,

@@ -146,22 +146,8 @@ void DataParallelTrainer::Impl::add_all_reduce(const std::string& name, const Ml
                                                std::size_t n, const std::vector<int>& dims,
                                                const HbmMatrix& in, const HbmMatrix& out,
                                                bool gradient) {
-  const Topology& topo = wl->host().info().topo;
-  CollectiveOp co;
-  co.spec.collective = Collective::kAllReduce;
-  co.spec.dtype = DType::kF32;
-  co.spec.n = n;
-  co.spec.group_dims = dims;
-  std::size_t active = 0;  // the group's dimensions with more than one chip
-  for (int dim : topo.active_dims())
-    active += dims.empty() || std::find(dims.begin(), dims.end(), dim) != dims.end();
-  co.spec.algorithm = active >= 2 ? "torus" : "biring";
-  co.in = ref(in);
-  co.out = ref(out);
-  co.axis = gradient ? (spec.model > 1 ? "data" : "") : "model";
-  co.gradient = gradient;
-  co.fit_algorithm = true;
-  co.label_steps = false;  // the collectives run under their phase alone on the timeline
+  const CollectiveOp co = train_all_reduce(wl->host().info().topo, n, dims, ref(in), ref(out),
+                                           gradient, spec.model > 1);
   wl->add_op(collective_op(name, co));
 }
 

@@ -158,6 +158,148 @@ std::string GptJob::title() const {
          std::to_string(o_.steps) + " steps, AdamW lr " + o_.lr_text;
 }
 
+namespace {
+
+// What a GPT run gathers over its steps.
+struct GptRunLog {
+  std::vector<TrainStepRecord> steps;
+  std::vector<ChipCounters> total;
+  std::vector<TraceEvent> trace;  // the traced steps' timeline
+  std::vector<int32_t> tokens;    // every step's windows
+  std::vector<double> op_cycles;  // per phase (op kind), summed over the steps
+  std::vector<std::string> op_names;
+  uint64_t cycles = 0, mismatched = 0, compared = 0, load = 0, macs = 0;
+  std::vector<GptParams> final_shards;  // data rank 0's chips, by model rank
+};
+
+// The step's chips against the golden: the values (parameters, moments, loss partials) that
+// differ, and how many were compared.
+std::size_t step_mismatches(GptTrainer& tr, const GptGolden& golden, const GptStepRun& run,
+                            const GptStepResult& g, int chips, uint64_t* compared) {
+  std::size_t bad = 0;
+  for (int c = 0; c < chips; ++c) {
+    bad += mismatches(tr.read_params(c), golden.params(c)) +
+           mismatches(tr.read_moment1(c), golden.moment1(c)) +
+           mismatches(tr.read_moment2(c), golden.moment2(c));
+    const std::vector<float>& want = g.loss_parts[static_cast<std::size_t>(c)];
+    for (std::size_t b = 0; b < want.size(); ++b)
+      bad += f32_bits(want[b]) != f32_bits(run.loss_parts.at(static_cast<std::size_t>(c)).at(b));
+    for (const GptTensor& t : golden.params(c)) *compared += 3 * t.v.size();
+  }
+  return bad;
+}
+
+// One step's record: the profile, the hidden fraction and the op kinds' cycles into the log.
+TrainStepRecord step_record(const GptStepRun& run, const std::vector<TraceEvent>& ev,
+                            uint64_t peak, int chips, GptRunLog& log) {
+  TrainStepRecord rec;
+  rec.loss = run.loss;
+  rec.cycles = run.prog.run.cycles;
+  rec.profile = make_profile(run.prog.chip_delta, run.prog.run.cycles, log.macs, peak);
+  TrainStepRun tsr;
+  tsr.prog = run.prog;
+  tsr.program = run.program;
+  rec.hidden = allreduce_hidden_fraction(tsr, ev);
+  const std::vector<double> busy = phase_busy(run.program, ev, chips);
+  log.op_cycles.resize(busy.size(), 0.0);
+  for (std::size_t i = 0; i < busy.size(); ++i) {
+    log.op_cycles[i] += busy[i];
+    if (i >= log.op_names.size()) log.op_names.push_back(run.program.phases()[i].name);
+  }
+  for (std::size_t c = 0; c < log.total.size(); ++c)
+    for (unsigned i = 0; i < kNumChipStats; ++i) log.total[c].v[i] += run.prog.chip_delta[c].v[i];
+  log.cycles += rec.cycles;
+  return rec;
+}
+
+void fill_gpt_report(Report& rep, const GptSpec& sp, const GptJobOptions& o,
+                     const std::string& mesh, uint64_t hbm, const GptRunLog& log, bool pass,
+                     uint64_t peak) {
+  const std::size_t n = log.steps.size();
+  ReportGroup& tg = rep.group("train");
+  tg.field("model", "gpt");
+  tg.metric("layers", static_cast<uint64_t>(sp.layers), "", "transformer blocks");
+  tg.metric("d_model", static_cast<uint64_t>(sp.d_model), "", "width");
+  tg.metric("heads", static_cast<uint64_t>(sp.heads), "", "attention heads");
+  tg.metric("seq", static_cast<uint64_t>(sp.seq), "", "tokens per window");
+  tg.metric("vocab", static_cast<uint64_t>(sp.vocab), "", "bytes");
+  tg.metric("global_batch", static_cast<uint64_t>(sp.global_batch()), "", "windows per step");
+  tg.metric("batch_per_chip", static_cast<uint64_t>(sp.batch), "", "windows per data rank");
+  tg.metric("steps", static_cast<uint64_t>(n), "", "AdamW steps");
+  tg.metric("lr", static_cast<double>(sp.lr), "", "learning rate");
+  tg.metric("warmup", static_cast<uint64_t>(sp.warmup), "", "steps of linear warmup");
+  tg.metric("weight_decay", static_cast<double>(sp.weight_decay), "", "decoupled, matrices");
+  tg.metric("seed", o.seed, "", "init and windows");
+  tg.field("data", o.text_name);
+  tg.metric("data_bytes", static_cast<uint64_t>(o.text.size()), "bytes", "the text");
+  tg.field("mesh", mesh);
+  tg.metric("hbm_bytes_per_chip", hbm, "bytes", "the step's buffers");
+  tg.metric("macs_per_step", log.macs, "", "the model's multiply-adds of a step, all chips");
+  if (n) {
+    tg.metric("loss_first", log.steps.front().loss, "", "loss of step 0", true);
+    tg.metric("loss_last", log.steps.back().loss, "", "loss of the last step", true);
+  }
+  rep.field("steps", train_steps_json(log.steps));
+  rep.metric("cycles", log.cycles, "cycles", "all steps (the programs), pod cycles", true);
+  rep.metric("cycles_per_step", n ? log.cycles / n : 0, "cycles", "mean over the steps", true);
+  rep.metric("load_cycles", log.load, "cycles", "parameters in (0: backdoor)");
+  double hidden = 0;
+  for (const TrainStepRecord& st : log.steps) hidden += st.hidden;
+  rep.metric("allreduce_hidden_fraction", n ? hidden / static_cast<double>(n) : 0.0,
+             "fraction", "of the gradient all-reduces' time, other work in flight too", true);
+  report_profile(rep, log.total, log.cycles, log.macs * n, peak);
+  Json ops = Json::array();
+  for (std::size_t i = 0; i < log.op_cycles.size(); ++i) {
+    const double per_step = n ? log.op_cycles[i] / static_cast<double>(n) : 0.0;
+    ops.push_back(Json::object(
+        {{"op", log.op_names[i]},
+         {"cycles_per_step", per_step},
+         {"fraction", n && log.cycles ? per_step * static_cast<double>(n) /
+                                            static_cast<double>(log.cycles)
+                                      : 0.0}}));
+  }
+  rep.field("ops", ops);
+  rep.group("golden")
+      .metric("verdict", pass ? "pass" : "fail", "", "every step: parameters, moments, loss",
+              true)
+      .metric("outputs", log.compared, "", "parameters and moments compared (all chips, steps)")
+      .metric("mismatches", log.mismatched, "", "values that differ from the golden", true);
+}
+
+void save_gpt_run(const std::string& dir, const GptSpec& sp, const GptJobOptions& o,
+                  const std::string& mesh, const GptParams& init, const GptRunLog& log) {
+  const std::size_t n = log.steps.size();
+  std::filesystem::create_directories(dir);
+  write_npy_i32(dir + "/tokens.npy", log.tokens, {n, sp.global_batch(), sp.seq + 1});
+  save_params(dir + "/init", init);
+  save_params(dir + "/final", gpt_unshard(sp, log.final_shards));
+  std::vector<float> losses;
+  for (const TrainStepRecord& st : log.steps) losses.push_back(static_cast<float>(st.loss));
+  write_npy_f32(dir + "/loss.npy", losses, {losses.size()});
+  const Json opt = Json::object({{"name", "adamw"},
+                                 {"lr", static_cast<double>(sp.lr)},
+                                 {"warmup", static_cast<uint64_t>(sp.warmup)},
+                                 {"weight_decay", static_cast<double>(sp.weight_decay)},
+                                 {"beta1", static_cast<double>(sp.beta1)},
+                                 {"beta2", static_cast<double>(sp.beta2)},
+                                 {"eps", static_cast<double>(sp.eps)}});
+  write_json_file(dir + "/train.json",
+                  Json::object({{"model", "gpt"},
+                                {"layers", static_cast<uint64_t>(sp.layers)},
+                                {"d_model", static_cast<uint64_t>(sp.d_model)},
+                                {"heads", static_cast<uint64_t>(sp.heads)},
+                                {"seq", static_cast<uint64_t>(sp.seq)},
+                                {"vocab", static_cast<uint64_t>(sp.vocab)},
+                                {"global_batch", static_cast<uint64_t>(sp.global_batch())},
+                                {"steps", static_cast<uint64_t>(n)},
+                                {"seed", o.seed},
+                                {"mesh", mesh},
+                                {"optimizer", opt},
+                                {"numerics", "docs/training.md"}}));
+}
+
+}  // namespace
+
 void GptJob::run(const EngineOptions& eng, Report& rep) {
   EngineOptions quiet_eng = eng;  // the job writes the timeline of its traced steps itself
   quiet_eng.trace.clear();
@@ -171,26 +313,21 @@ void GptJob::run(const EngineOptions& eng, Report& rep) {
     const GptSpec& sp = tr.spec();
     const GptParams init = gpt_init(sp, o_.seed);
     GptGolden golden(sp, init);
-    const uint64_t load = tr.load_params(init);
+    GptRunLog log;
+    log.load = tr.load_params(init);
+    log.macs = tr.step_macs_per_chip() * static_cast<uint64_t>(P);
+    log.total.assign(static_cast<std::size_t>(P), ChipCounters{});
     TraceOptions topt;
     topt.enabled = true;  // the hidden fraction and the op table come from the timeline
     h.set_trace(topt);
-    const uint64_t macs = tr.step_macs_per_chip() * static_cast<uint64_t>(P);
     const uint64_t peak = peak_macs_per_cycle(mi.shape.rows, mi.shape.cols);
     const std::size_t from = o_.trace_steps ? o_.trace_steps->first : 0;
     const std::size_t to_step = !eng.trace.empty() ? (o_.trace_steps ? o_.trace_steps->second : 1) : 0;
     if (o_.table && !eng.check) print_train_table_header();
-    std::vector<TrainStepRecord> steps;
-    std::vector<ChipCounters> total(static_cast<std::size_t>(P));
-    std::vector<TraceEvent> trace;
-    std::vector<int32_t> tokens;
-    std::vector<double> op_cycles;
-    std::vector<std::string> op_names;
-    uint64_t cycles = 0, mismatched = 0, compared = 0;
     const uint64_t c0 = h.cycle();
     for (std::size_t s = 0; s < o_.steps; ++s) {
       const std::vector<int32_t> win = gpt_windows(sp, o_.text, o_.seed, s);
-      tokens.insert(tokens.end(), win.begin(), win.end());
+      log.tokens.insert(log.tokens.end(), win.begin(), win.end());
       if (progress_)
         h.progress = [&, s](uint64_t) {
           progress_({h.cycle() - c0, s, o_.steps, "",
@@ -199,126 +336,29 @@ void GptJob::run(const EngineOptions& eng, Report& rep) {
       const GptStepRun run = tr.step(win);
       h.progress = nullptr;
       const std::vector<TraceEvent> ev = h.take_trace();
-      if (s >= from && s < to_step) trace.insert(trace.end(), ev.begin(), ev.end());
+      if (s >= from && s < to_step) log.trace.insert(log.trace.end(), ev.begin(), ev.end());
       const GptStepResult g = golden.step(win, tr.golden_data_reduce());
-      std::size_t bad = 0;
-      for (int c = 0; c < P; ++c) {
-        bad += mismatches(tr.read_params(c), golden.params(c)) +
-               mismatches(tr.read_moment1(c), golden.moment1(c)) +
-               mismatches(tr.read_moment2(c), golden.moment2(c));
-        for (std::size_t b = 0; b < g.loss_parts[static_cast<std::size_t>(c)].size(); ++b)
-          bad += f32_bits(g.loss_parts[static_cast<std::size_t>(c)][b]) !=
-                 f32_bits(run.loss_parts.at(static_cast<std::size_t>(c)).at(b));
-        for (const GptTensor& t : golden.params(c)) compared += 3 * t.v.size();
-      }
-      mismatched += bad;
-      TrainStepRecord rec;
-      rec.loss = run.loss;
-      rec.cycles = run.prog.run.cycles;
-      rec.profile = make_profile(run.prog.chip_delta, run.prog.run.cycles, macs, peak);
-      TrainStepRun tsr;
-      tsr.prog = run.prog;
-      tsr.program = run.program;
-      rec.hidden = allreduce_hidden_fraction(tsr, ev);
+      const std::size_t bad = step_mismatches(tr, golden, run, g, P, &log.compared);
+      log.mismatched += bad;
+      TrainStepRecord rec = step_record(run, ev, peak, P, log);
       rec.golden_pass = bad == 0 && run.loss == g.loss;
       pass_ = pass_ && rec.golden_pass;
-      const std::vector<double> busy = phase_busy(run.program, ev, P);
-      op_cycles.resize(busy.size(), 0.0);
-      for (std::size_t i = 0; i < busy.size(); ++i) {
-        op_cycles[i] += busy[i];
-        if (i >= op_names.size()) op_names.push_back(run.program.phases()[i].name);
-      }
-      for (std::size_t c = 0; c < total.size(); ++c)
-        for (unsigned i = 0; i < kNumChipStats; ++i) total[c].v[i] += run.prog.chip_delta[c].v[i];
-      cycles += rec.cycles;
-      steps.push_back(rec);
+      log.steps.push_back(rec);
       if (o_.table && !eng.check) print_train_table_row(s, rec);
     }
     h.set_trace(TraceOptions{});
     if (!eng.trace.empty()) {
-      write_trace(eng.trace, trace, mi, cfg_.chip.clock_ghz);
+      write_trace(eng.trace, log.trace, mi, cfg_.chip.clock_ghz);
       rep.field("trace", eng.trace);
     }
     add_pod(rep, cfg_, mi, eng);
-    const std::size_t n = steps.size();
-    ReportGroup& tg = rep.group("train");
-    tg.field("model", "gpt");
-    tg.metric("layers", static_cast<uint64_t>(sp.layers), "", "transformer blocks");
-    tg.metric("d_model", static_cast<uint64_t>(sp.d_model), "", "width");
-    tg.metric("heads", static_cast<uint64_t>(sp.heads), "", "attention heads");
-    tg.metric("seq", static_cast<uint64_t>(sp.seq), "", "tokens per window");
-    tg.metric("vocab", static_cast<uint64_t>(sp.vocab), "", "bytes");
-    tg.metric("global_batch", static_cast<uint64_t>(sp.global_batch()), "", "windows per step");
-    tg.metric("batch_per_chip", static_cast<uint64_t>(sp.batch), "", "windows per data rank");
-    tg.metric("steps", static_cast<uint64_t>(n), "", "AdamW steps");
-    tg.metric("lr", static_cast<double>(sp.lr), "", "learning rate");
-    tg.metric("warmup", static_cast<uint64_t>(sp.warmup), "", "steps of linear warmup");
-    tg.metric("weight_decay", static_cast<double>(sp.weight_decay), "", "decoupled, matrices");
-    tg.metric("seed", o_.seed, "", "init and windows");
-    tg.field("data", o_.text_name);
-    tg.metric("data_bytes", static_cast<uint64_t>(o_.text.size()), "bytes", "the text");
-    tg.field("mesh", mesh_text_);
-    tg.metric("hbm_bytes_per_chip", tr.hbm_bytes_per_chip(), "bytes", "the step's buffers");
-    tg.metric("macs_per_step", macs, "", "useful multiply-adds of a step, all chips");
-    if (n) {
-      tg.metric("loss_first", steps.front().loss, "", "loss of step 0", true);
-      tg.metric("loss_last", steps.back().loss, "", "loss of the last step", true);
-    }
-    rep.field("steps", train_steps_json(steps));
-    rep.metric("cycles", cycles, "cycles", "all steps (the programs), pod cycles", true);
-    rep.metric("cycles_per_step", n ? cycles / n : 0, "cycles", "mean over the steps", true);
-    rep.metric("load_cycles", load, "cycles", "parameters in (0: backdoor)");
-    double hidden = 0;
-    for (const TrainStepRecord& st : steps) hidden += st.hidden;
-    rep.metric("allreduce_hidden_fraction", n ? hidden / static_cast<double>(n) : 0.0,
-               "fraction", "of the gradient all-reduces' time, other work in flight too", true);
-    report_profile(rep, total, cycles, macs * n, peak);
-    Json ops = Json::array();
-    for (std::size_t i = 0; i < op_cycles.size(); ++i) {
-      const double per_step = n ? op_cycles[i] / static_cast<double>(n) : 0.0;
-      ops.push_back(Json::object(
-          {{"op", op_names[i]},
-           {"cycles_per_step", per_step},
-           {"fraction", n && cycles ? per_step * static_cast<double>(n) / static_cast<double>(cycles) : 0.0}}));
-    }
-    rep.field("ops", ops);
-    rep.group("golden")
-        .metric("verdict", pass_ ? "pass" : "fail", "", "every step: parameters, moments, loss",
-                true)
-        .metric("outputs", compared, "", "parameters and moments compared (all chips, steps)")
-        .metric("mismatches", mismatched, "", "values that differ from the golden", true);
+    fill_gpt_report(rep, sp, o_, mesh_text_, tr.hbm_bytes_per_chip(), log, pass_, peak);
     if (!o_.save.empty()) {
-      std::vector<GptParams> shards(static_cast<std::size_t>(sp.model));
+      log.final_shards.assign(static_cast<std::size_t>(sp.model), {});
       for (int c = 0; c < P; ++c)
         if (sp.data_rank_of(c) == 0)
-          shards[static_cast<std::size_t>(sp.model_rank_of(c))] = tr.read_params(c);
-      std::filesystem::create_directories(o_.save);
-      write_npy_i32(o_.save + "/tokens.npy", tokens, {n, sp.global_batch(), sp.seq + 1});
-      save_params(o_.save + "/init", init);
-      save_params(o_.save + "/final", gpt_unshard(sp, shards));
-      std::vector<float> losses;
-      for (const TrainStepRecord& st : steps) losses.push_back(static_cast<float>(st.loss));
-      write_npy_f32(o_.save + "/loss.npy", losses, {losses.size()});
-      Json hyper = Json::object(
-          {{"model", "gpt"},
-           {"layers", static_cast<uint64_t>(sp.layers)},
-           {"d_model", static_cast<uint64_t>(sp.d_model)},
-           {"heads", static_cast<uint64_t>(sp.heads)},
-           {"seq", static_cast<uint64_t>(sp.seq)},
-           {"vocab", static_cast<uint64_t>(sp.vocab)},
-           {"global_batch", static_cast<uint64_t>(sp.global_batch())},
-           {"steps", static_cast<uint64_t>(n)},
-           {"seed", o_.seed},
-           {"mesh", mesh_text_},
-           {"optimizer", Json::object({{"name", "adamw"},
-                                       {"lr", static_cast<double>(sp.lr)},
-                                       {"warmup", static_cast<uint64_t>(sp.warmup)},
-                                       {"weight_decay", static_cast<double>(sp.weight_decay)},
-                                       {"beta1", static_cast<double>(sp.beta1)},
-                                       {"beta2", static_cast<double>(sp.beta2)},
-                                       {"eps", static_cast<double>(sp.eps)}})},
-           {"numerics", "docs/training.md"}});
-      write_json_file(o_.save + "/train.json", hyper);
+          log.final_shards[static_cast<std::size_t>(sp.model_rank_of(c))] = tr.read_params(c);
+      save_gpt_run(o_.save, sp, o_, mesh_text_, init, log);
       rep.field("save", o_.save);
     }
   });

@@ -1,5 +1,6 @@
-// `tpusim train`: data-parallel SGD training of a multilayer perceptron on the pod, every step
-// checked bit for bit against the golden (docs/training.md).
+// `tpusim train`: data-parallel SGD training of a multilayer perceptron, or (--model gpt) AdamW
+// training of a small GPT, on the pod, every step checked bit for bit against the golden
+// (docs/training.md).
 #include "train_cmd.h"
 
 #include <chrono>
@@ -50,6 +51,23 @@ std::string widths_text(const std::vector<std::size_t>& w, const char* sep) {
   return t;
 }
 
+// A training job (TrainJob or GptJob) run with its progress line and its report: the exit code.
+template <typename Job>
+int run_job(Job& job, const PodOptions& opt, const std::string& label) {
+  Report rep(job.title());
+  rep.field("command", "train");
+  const auto wall0 = std::chrono::steady_clock::now();
+  {
+    ProgressLine line(label, opt.quiet);
+    job.set_progress([&line](const RunProgress& p) { line.update(p); });
+    job.run(engine_options(opt), rep);
+    job.set_progress(nullptr);
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  rep.metric("wall_seconds", wall, "s", "host time of the simulation");
+  return finish_pod_report(rep, opt, job.pass());
+}
+
 // `tpusim train --model gpt`: each setting its flag, else the config's train: key when the
 // config's train: section is a GPT's (model: gpt; an MLP's section says nothing of a GPT), else
 // the GPT's default (the tiny model: 2 blocks of 32, 2 heads, S 32, global batch 8, 20 steps,
@@ -87,18 +105,7 @@ int run_gpt(const TrainArgs& a, const PodConfig& cfg) {
   o.save = a.save;
   o.table = !opt.quiet;
   GptJob job(cfg, o);
-  Report rep(job.title());
-  rep.field("command", "train");
-  const auto wall0 = std::chrono::steady_clock::now();
-  {
-    ProgressLine line("train " + job.model_text() + " on " + cfg.params.topo.name(), opt.quiet);
-    job.set_progress([&line](const RunProgress& p) { line.update(p); });
-    job.run(engine_options(opt), rep);
-    job.set_progress(nullptr);
-  }
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-  rep.metric("wall_seconds", wall, "s", "host time of the simulation");
-  return finish_pod_report(rep, opt, job.pass());
+  return run_job(job, opt, "train " + job.model_text() + " on " + cfg.params.topo.name());
 }
 
 int run_train(const TrainArgs& a) {
@@ -135,18 +142,7 @@ int run_train(const TrainArgs& a) {
   o.save = a.save;
   o.table = !opt.quiet;
   TrainJob job(cfg, o);
-  Report rep(job.title());
-  rep.field("command", "train");
-  const auto wall0 = std::chrono::steady_clock::now();
-  {
-    ProgressLine line("train " + job.widths_text() + " on " + cfg.params.topo.name(), opt.quiet);
-    job.set_progress([&line](const RunProgress& p) { line.update(p); });
-    job.run(engine_options(opt), rep);
-    job.set_progress(nullptr);
-  }
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-  rep.metric("wall_seconds", wall, "s", "host time of the simulation");
-  return finish_pod_report(rep, opt, job.pass());
+  return run_job(job, opt, "train " + job.widths_text() + " on " + cfg.params.topo.name());
 }
 
 // train.KEY's default and range in the table of keys, for its flag.
@@ -158,14 +154,9 @@ CLI::Validator train_uint_check(const char* key) {
   return cli::uint_in(k.lo, k.hi);
 }
 
-}  // namespace
-
-std::function<int()> train_command(CLI::App& tool) {
-  auto a = std::make_shared<TrainArgs>();
-  CLI::App* cmd = tool.add_subcommand(
-      "train", "data-parallel (and tensor-parallel) SGD of an MLP on the pod, each step checked\n"
-               "bit for bit against the golden");
-  add_pod_config(cmd, a->pod);
+// --model and the GPT's own flags (their ranges and defaults the table's: train.*).
+void add_gpt_flags(CLI::App* cmd, TrainArgs& args) {
+  TrainArgs* a = &args;
   cmd->add_option("--model", a->model,
                   "mlp, or gpt: a GPT-2-style transformer on bytes, AdamW, golden every\n"
                   "step (docs/training.md; default train.model, else mlp)")
@@ -195,6 +186,17 @@ std::function<int()> train_command(CLI::App& tool) {
   cmd->add_option("--data", a->data,
                   "gpt: the text to train on (default: the project's docs/*.md)")
       ->type_name("FILE");
+}
+
+}  // namespace
+
+std::function<int()> train_command(CLI::App& tool) {
+  auto a = std::make_shared<TrainArgs>();
+  CLI::App* cmd = tool.add_subcommand(
+      "train", "data-parallel (and tensor-parallel) SGD of an MLP, or AdamW of a GPT (--model\n"
+               "gpt), on the pod, each step checked bit for bit against the golden");
+  add_pod_config(cmd, a->pod);
+  add_gpt_flags(cmd, *a);
   cmd->add_option("--mesh", a->mesh,
                   "data=D,model=M,stage=P over the torus dimensions, x first: M > 1\n"
                   "splits the hidden layer of a 2-layer MLP over M chips (tensor\n"
@@ -210,21 +212,22 @@ std::function<int()> train_command(CLI::App& tool) {
            for (const std::string& item : cli::split_list(v))
              a->layers.push_back(static_cast<std::size_t>(std::stoull(item)));
          },
-         "widths, inputs first (default " + train_default("layers") + "; multiples of 32)")
+         "widths, inputs first (default " + train_default("layers") + "; multiples of 32);\n"
+         "gpt: one value, the blocks (default 2)")
       ->type_name("W0,W1,..")
       ->check(cli::list_of(train_uint_check("layers")));
   cmd->add_option("--batch", a->batch,
-                  "global batch, split evenly over the chips (default " + train_default("batch") +
-                      ")")
+                  "global batch, split evenly over the data ranks (default " +
+                      train_default("batch") + "; gpt: windows, default 8)")
       ->type_name("N")
       ->check(train_uint_check("batch"));
-  cmd->add_option("--steps", a->steps, "SGD steps (default " + train_default("steps") + ")")
+  cmd->add_option("--steps", a->steps, "steps (default " + train_default("steps") + ")")
       ->type_name("S")
       ->check(train_uint_check("steps"));
   const ConfigKey& lr = config_keys().at("train.lr");
   cmd->add_option_function<std::string>(
          "--lr", [a](const std::string& v) { a->lr = std::strtod(v.c_str(), nullptr); },
-         "learning rate (default " + lr.def + ")")
+         "learning rate (default " + lr.def + "; gpt: 0.01)")
       ->type_name("LR")
       ->check(cli::real_in(lr.real_lo, lr.real_hi));
   cmd->add_option("--seed", a->seed,

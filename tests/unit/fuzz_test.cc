@@ -484,6 +484,10 @@ std::map<std::string, CommandOptions> tpusim_options() {
       o.good["--table"] = "in.npy";
       o.good["--ids"] = "in.npy";
     }
+    if (c.first == "generate") {  // generate's required --load and --prompt
+      o.good["--load"] = "d";
+      o.good["--prompt"] = "The";
+    }
   }
   return out;
 }
@@ -637,8 +641,9 @@ void fuzz_command_lines(int per_command, uint64_t seed) {
 }
 
 TEST(CommandLineFuzz, EveryTpusimCommandParsesOrIsOneErrorLine) {
-  // matmul traffic allreduce ... vpu example-inputs gather, and sweep allreduce|collective|matmul
-  EXPECT_EQ(tpusim_options().size(), 14u);
+  // matmul traffic allreduce ... vpu example-inputs gather generate, and sweep
+  // allreduce|collective|matmul
+  EXPECT_EQ(tpusim_options().size(), 15u);
   fuzz_command_lines(300, 1);
 }
 TEST(CommandLineFuzz, EveryTpusimCommandSoak) { fuzz_command_lines(20000, 2); }
