@@ -1,6 +1,7 @@
 #include "gpt_maps.h"
 
 #include <limits>
+#include <tuple>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -246,20 +247,29 @@ VpuMap gpt_window_loss_map(const HbmMatrix& loss, const HbmMatrix& parts) {
   return b.build();
 }
 
-VpuMap gpt_gelu_map(const HbmMatrix& consts, const HbmMatrix& u, const HbmMatrix& a_bf16) {
+VpuMap gpt_gelu_map(const HbmMatrix& consts, const HbmMatrix& u, const HbmMatrix& a_bf16,
+                    const HbmMatrix* s_out) {
   MapBuilder b(consts, u.rows, u.cols);
   const int vu = b.in(u);
   const int s = gelu_core(b, vu).second;
   b.out(b.op(VpuOp::kMul, vu, s, /*bf16=*/true), a_bf16);
+  if (s_out) b.out(s, *s_out);
   return b.build();
 }
 
 VpuMap gpt_gelu_back_map(const HbmMatrix& consts, const HbmMatrix& da, const HbmMatrix& u,
-                         const HbmMatrix& du_bf16, const HbmMatrix& db) {
+                         const HbmMatrix& du_bf16, const HbmMatrix& db, const HbmMatrix* s_in) {
   same_shape(da, u, "gelu backward", "u");
   MapBuilder b(consts, da.rows, da.cols);
   const int vda = b.in(da), vu = b.in(u);
-  const auto [x2, s] = gelu_core(b, vu);
+  int x2 = -1, s = -1;
+  if (s_in) {  // the forward's s: the same bits as gelu_core's, read instead of computed again
+    same_shape(da, *s_in, "gelu backward", "s");
+    s = b.in(*s_in);
+    x2 = b.op(VpuOp::kMul, vu, vu);
+  } else {
+    std::tie(x2, s) = gelu_core(b, vu);
+  }
   const int dinner0 = b.op(VpuOp::kMul, x2, b.c(kGcGeluCubic3));
   const int dinner = b.op(VpuOp::kAdd, dinner0, b.c(kGcOne));
   int t = b.op(VpuOp::kMul, s, b.op(VpuOp::kSub, s, b.c(kGcOne)));

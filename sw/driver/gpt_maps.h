@@ -84,10 +84,14 @@ VpuMap gpt_cross_entropy_map(const HbmMatrix& consts, const HbmMatrix& logits,
 // The loss partial of each window: `loss` (the tokens' losses) read as B x S, red_sum per row.
 VpuMap gpt_window_loss_map(const HbmMatrix& loss, const HbmMatrix& parts);
 // GELU (xcend_gelu) of u: a (bf16: it feeds the second MLP matmul and its weight gradient).
-VpuMap gpt_gelu_map(const HbmMatrix& consts, const HbmMatrix& u, const HbmMatrix& a_bf16);
-// Its backward: du = da x gpt_gelu_grad(u) (bf16), and db (the column sums of du, f32).
+// s_out (when given): s = rcp(1 + exp(-2z)) in f32, for the backward to read.
+VpuMap gpt_gelu_map(const HbmMatrix& consts, const HbmMatrix& u, const HbmMatrix& a_bf16,
+                    const HbmMatrix* s_out = nullptr);
+// Its backward: du = da x gpt_gelu_grad(u) (bf16), and db (the column sums of du, f32); s_in
+// (when given) the forward's s instead of computing it again (7 of the map's ops).
 VpuMap gpt_gelu_back_map(const HbmMatrix& consts, const HbmMatrix& da, const HbmMatrix& u,
-                         const HbmMatrix& du_bf16, const HbmMatrix& db);
+                         const HbmMatrix& du_bf16, const HbmMatrix& db,
+                         const HbmMatrix* s_in = nullptr);
 // A bias gradient: the column sums of dy (gpt_col_sum onto +0), and dy rounded to bf16 into
 // dy_bf16 when given (the gradient's matmuls take it).
 VpuMap gpt_col_sum_map(const HbmMatrix& consts, const HbmMatrix& dy, const HbmMatrix& db,

@@ -59,6 +59,7 @@ struct GptTrainer::Impl {
     HbmMatrix p, pb;                       // B Hm S x S softmax rows, f32 and bf16
     HbmMatrix att;                         // T x Hm dhp bf16
     HbmMatrix u, ab;                       // T x fm: x2 w1 + b1 (f32), gelu(u) (bf16)
+    HbmMatrix gs;                          // T x fm f32: GELU's s = rcp(1 + exp(-2z)), for the backward
   };
   std::unique_ptr<Workload> wl;
   TrainMesh mesh;
@@ -160,7 +161,7 @@ void GptTrainer::Impl::lay_out(const GptSpec& spec, const ChipShape& s) {
                     k == shapes.size() - 1;
     if (mm) x.wb = buf(n + ".bf16", rows, cols, Dtype::kBf16);
   }
-  mask = buf("mask", BH, S, Dtype::kBf16);  // -0 and -Inf: exact in bf16
+  mask = buf("mask", S, S, Dtype::kBf16);  // one window's; -0 and -Inf: exact in bf16
   sel = buf("sel", T, V, Dtype::kBf16);
   // The residual stream in two buffers: a block reads one and writes the other (nothing of it is
   // needed by the backward pass).
@@ -184,6 +185,7 @@ void GptTrainer::Impl::lay_out(const GptSpec& spec, const ChipShape& s) {
     y.att = buf(n + "att", T, Hm * dhp, Dtype::kBf16);
     y.u = buf(n + "u", T, fm, Dtype::kF32);
     y.ab = buf(n + "a", T, fm, Dtype::kBf16);
+    y.gs = buf(n + "gelu s", T, fm, Dtype::kF32);
   }
   xfb = buf("xf", T, d, Dtype::kBf16);
   xhatf = buf("xhatf", T, d, Dtype::kF32);
@@ -205,7 +207,7 @@ void GptTrainer::Impl::lay_out(const GptSpec& spec, const ChipShape& s) {
   }
   dres = buf("dh", T, d, Dtype::kF32);
   dresb = buf("dh.bf16", T, d, Dtype::kBf16);
-  dln = buf("dln", T, d, Dtype::kF32);
+  dln = yo;  // the LN backward's output over its input (dx, or dx summed: in place, row by row)
   da = hbm_view(scratch, 0, T, 0, fm);
   dub = buf("du", T, fm, Dtype::kBf16);
   datt = buf("datt", T, Hm * dhp, Dtype::kBf16);
@@ -240,7 +242,10 @@ void GptTrainer::Impl::add_attention(std::size_t l) {
       wl->add_op(matmul_op("matmul", ref(hbm_view(z, (b * Hm + j) * S, S, 0, S)),
                            ref(head(c.qkv, 0, b, j)), ref(head(c.qkv, 1, b, j)), {}, false,
                            true));
-  add_map("attention softmax", gpt_softmax_map(consts, z, mask, c.p, c.pb));
+  for (std::size_t blk = 0; blk < B * Hm; ++blk)  // a map per window and head: one S x S mask
+    add_map("attention softmax",
+            gpt_softmax_map(consts, hbm_view(z, blk * S, S, 0, S), mask,
+                            hbm_view(c.p, blk * S, S, 0, S), hbm_view(c.pb, blk * S, S, 0, S)));
   for (std::size_t b = 0; b < B; ++b)
     for (std::size_t j = 0; j < Hm; ++j)
       wl->add_op(matmul_op("matmul", ref(hbm_view(c.att, b * S, S, j * dhp, dhp)),
@@ -264,7 +269,7 @@ void GptTrainer::Impl::add_forward(const GptSpec& spec, const std::vector<Embedd
     add_map("layer norm", gpt_ln_forward_map(consts, c.h_mid, W(kLn2G).w, W(kLn2B).w, c.x2b,
                                              c.xhat2, c.rstd2));
     wl->add_op(matmul_op("matmul", ref(c.u), ref(c.x2b), ref(W(kW1).wb), ref(W(kB1).w)));
-    add_map("gelu", gpt_gelu_map(consts, c.u, c.ab));
+    add_map("gelu", gpt_gelu_map(consts, c.u, c.ab, &c.gs));
     wl->add_op(matmul_op("matmul", ref(mesh.model > 1 ? yp : yo), ref(c.ab), ref(W(kW2).wb)));
     add_block_out(yp, W(kB2).w, c.h_mid, c.h_out);
     h = c.h_out;
@@ -331,7 +336,7 @@ void GptTrainer::Impl::add_backward(const GptSpec& spec, const std::vector<Embed
     grad_ready(k(kB2));
     add_linear_back(c.ab, dresb, k(kW2), &da);
     grad_ready(k(kW2));
-    add_map("gelu", gpt_gelu_back_map(consts, da, c.u, dub, t[k(kB1)].g));
+    add_map("gelu", gpt_gelu_back_map(consts, da, c.u, dub, t[k(kB1)].g, &c.gs));
     grad_ready(k(kB1));
     add_linear_back(c.x2b, dub, k(kW1), &dx);
     grad_ready(k(kW1));

@@ -214,6 +214,13 @@ TEST_P(GptMaps, GeluItsBackwardAndABiasGradientAreTheGoldens) {
   rig.run(gpt_gelu_back_map(rig.consts(), hda, hu, hdu, hdb), "gelu backward");
   expect_bf16(rig.bf16_of(hdu), du, "du");
   expect_bits(rig.f32(hdb, f), db, "db1");
+  // The backward that reads the forward's s: the same bits.
+  const HbmMatrix hs = rig.matrix(T, f), hdu2 = rig.bf16(T, f), hdb1 = rig.matrix(1, f);
+  rig.run(gpt_gelu_map(rig.consts(), hu, ha, &hs), "gelu (s kept)");
+  expect_bf16(rig.bf16_of(ha), a, "gelu, s kept");
+  rig.run(gpt_gelu_back_map(rig.consts(), hda, hu, hdu2, hdb1, &hs), "gelu backward (s read)");
+  expect_bf16(rig.bf16_of(hdu2), du, "du, s read");
+  expect_bits(rig.f32(hdb1, f), db, "db1, s read");
   std::vector<float> db2(f, 0.0f);
   gpt_col_sum(db2, da, T, f);
   const HbmMatrix hdb2 = rig.matrix(1, f);
