@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "chip_contract.h"
@@ -42,6 +43,12 @@ struct EmbeddingPlan {
   std::size_t rounds = 0;      // backward: gather + add rounds (the most frequent token's count)
   std::size_t groups = 0;      // backward: distinct tokens (rows scattered into dwte)
   std::size_t vmem_rows = 0;   // VMEM rows the program uses (from row 0)
+  // `lists` as the bytes to write at buffers.lists (int32, little-endian as the host's).
+  std::vector<uint8_t> list_bytes() const {
+    std::vector<uint8_t> b(lists.size() * 4);
+    if (!b.empty()) std::memcpy(b.data(), lists.data(), b.size());
+    return b;
+  }
 };
 
 // The forward: h = wte[tokens] + wpe[positions]. std::invalid_argument (naming the value and

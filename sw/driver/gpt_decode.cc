@@ -1,6 +1,5 @@
 #include "gpt_decode.h"
 
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -29,12 +28,7 @@ struct GptDecoder::Impl {
     return wl->matrix(wl->add_buffer(Buffer{name, rows, cols, dt}));
   }
   void map(const char* phase, VpuMap m, int chip) {
-    VectorMapRefs r;
-    for (const HbmMatrix& x : m.in) r.in.push_back(ref(x));
-    if (!m.const_rows.empty()) r.consts = ref(m.consts);
-    for (const auto& o : m.out) r.out.push_back(ref(o.second));
-    r.map = std::move(m);
-    Op op = vector_map_op(phase, r);
+    Op op = vector_map_op(*wl, phase, std::move(m));
     op.chips = {chip};
     wl->add_op(std::move(op));
   }
@@ -45,7 +39,7 @@ struct GptDecoder::Impl {
     op.chips = {chip};
     wl->add_op(std::move(op));
   }
-  // The ops of the token at position p; returns the residual stream's buffer at the end.
+  // The ops of layer l for the token at position p (the residual stream in h[0] before and after).
   void add_layer(std::size_t l, std::size_t p, int chip);
 };
 
@@ -175,9 +169,7 @@ GptDecoder::Step GptDecoder::feed(int32_t token) {
   eb.h = m.h[0].addr;
   eb.lists = m.lists.addr;
   const EmbeddingPlan ef = plan_embedding_forward(s, EmbeddingDims{m.V, 1, m.d, 1}, {token}, eb);
-  std::vector<uint8_t> ids(ef.lists.size() * 4);
-  std::memcpy(ids.data(), ef.lists.data(), ids.size());
-  std::vector<HbmImage> img{HbmImage{chip_, m.lists.addr, ids}};
+  std::vector<HbmImage> img{HbmImage{chip_, m.lists.addr, ef.list_bytes()}};
   put_images(host_, img, true);
   m.wl->truncate_ops(0);
   Op emb = commands_op("embedding", {without_halt(ef.cmds)}, static_cast<uint32_t>(ef.vmem_rows),

@@ -25,10 +25,10 @@ struct GptChipLayout {
   std::vector<float> to_chip(const GptTensor& g, std::size_t k) const;
   std::vector<float> from_chip(const std::vector<float>& c, const GptTensor& g,
                                std::size_t k) const;
+  // Parameter k's slot in its layer (kGptLayerSlots: not a layer's).
+  std::size_t slot(std::size_t k) const;
 
  private:
-  // The parameter's slot in its layer (kGptLayerSlots: not a layer's).
-  std::size_t slot(std::size_t k) const;
   std::size_t at(std::size_t k, std::size_t cols, std::size_t r, std::size_t col) const;
 };
 

@@ -36,11 +36,6 @@ uint32_t vmem_of(const std::vector<EmbeddingPlan>& plans) {
   return static_cast<uint32_t>(rows);
 }
 
-std::vector<uint8_t> id_bytes(const std::vector<int32_t>& v) {
-  std::vector<uint8_t> b(v.size() * 4);
-  std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
 
 }  // namespace
 
@@ -49,17 +44,15 @@ struct GptTrainer::Impl {
   struct Tensor {
     std::size_t rows = 0, cols = 0;  // the chip's layout (heads padded)
     HbmMatrix w, m, v, g, wb;
-    HbmMatrix gs;  // the gradient summed over the data axis (g itself when data = 1)
     bool matrix = false;
   };
   struct Layer {
-    HbmMatrix h_mid, h_out;                // the residual stream after attention and after the MLP
     HbmMatrix x1b, xhat1, rstd1, x2b, xhat2, rstd2;
     HbmMatrix qkv;                         // T x 3 Hm dhp bf16 (q | k | v, head blocks)
     HbmMatrix p, pb;                       // B Hm S x S softmax rows, f32 and bf16
     HbmMatrix att;                         // T x Hm dhp bf16
     HbmMatrix u, ab;                       // T x fm: x2 w1 + b1 (f32), gelu(u) (bf16)
-    HbmMatrix gs;                          // T x fm f32: GELU's s = rcp(1 + exp(-2z)), for the backward
+    HbmMatrix gelu_s;                      // T x fm f32: GELU's s = rcp(1 + exp(-2z)), for the backward
   };
   std::unique_ptr<Workload> wl;
   TrainMesh mesh;
@@ -71,7 +64,7 @@ struct GptTrainer::Impl {
   std::vector<Tensor> t;
   GptParams shard_shape;  // the golden's shapes of a chip's tensors (zeros)
   std::vector<Layer> layers;
-  HbmMatrix consts, zeros, mask, sel, h0, xfb, xhatf, rstdf, logits, loss, dlogb, parts;
+  HbmMatrix consts, zeros, mask, sel, h0, h1, xfb, xhatf, rstdf, logits, loss, dlogb, parts;
   HbmMatrix yp, dxs;  // model > 1: a block's partial output, and the summed input gradient
   HbmMatrix z, yo, dx, dres, dresb, dln, da, dub, datt, dp, dsb, blk_t, dqkv, dqkvb, trans, lists_f,
       lists_b;
@@ -88,18 +81,6 @@ struct GptTrainer::Impl {
   }
   // The chip layout of parameter k: {rows, cols}.
   GptChipLayout layout;  // heads padded to 32 columns
-  std::pair<std::size_t, std::size_t> chip_shape(const GptTensor& g, std::size_t k) const {
-    return layout.shape(g, k);
-  }
-  std::vector<float> to_chip(const GptTensor& g, std::size_t k) const {
-    return layout.to_chip(g, k);
-  }
-  std::vector<float> from_chip(const std::vector<float>& c, const GptTensor& g,
-                               std::size_t k) const {
-    return layout.from_chip(c, g, k);
-  }
-  std::size_t slot(std::size_t k) const { return k < 2 ? kGptLayerSlots : (k - 2) % kGptLayerSlots; }
-  bool in_layers(std::size_t k, std::size_t L) const { return k >= 2 && k < 2 + L * kGptLayerSlots; }
 
   void lay_out(const GptSpec& spec, const ChipShape& s);
   // The step's ops.
@@ -143,7 +124,7 @@ void GptTrainer::Impl::lay_out(const GptSpec& spec, const ChipShape& s) {
   consts = buf("consts", kGcCount, s.cols, Dtype::kF32);
   zeros = buf("zeros", 1, std::max(d, V), Dtype::kF32);
   for (std::size_t k = 0; k < shapes.size(); ++k) {
-    const auto [rows, cols] = chip_shape(shapes[k], k);
+    const auto [rows, cols] = layout.shape(shapes[k], k);
     Tensor& x = t[k];
     x.rows = rows;
     x.cols = cols;
@@ -153,11 +134,8 @@ void GptTrainer::Impl::lay_out(const GptSpec& spec, const ChipShape& s) {
     x.m = buf(n + ".m", rows, cols, Dtype::kF32);
     x.v = buf(n + ".v", rows, cols, Dtype::kF32);
     x.g = buf(n + ".grad", rows, cols, Dtype::kF32);
-    // The data all-reduce sums in place: each of its rounds loads its slice of the gradient
-    // before it stores the sum there (docs/pod.md, "How a collective runs").
-    x.gs = x.g;
-    const std::size_t sl = slot(k);
-    const bool mm = (in_layers(k, L) && (sl == kWqkv || sl == kWo || sl == kW1 || sl == kW2)) ||
+    const std::size_t sl = layout.slot(k);
+    const bool mm = sl == kWqkv || sl == kWo || sl == kW1 || sl == kW2 ||
                     k == shapes.size() - 1;
     if (mm) x.wb = buf(n + ".bf16", rows, cols, Dtype::kBf16);
   }
@@ -166,13 +144,11 @@ void GptTrainer::Impl::lay_out(const GptSpec& spec, const ChipShape& s) {
   // The residual stream in two buffers: a block reads one and writes the other (nothing of it is
   // needed by the backward pass).
   h0 = buf("h0", T, d, Dtype::kF32);
-  const HbmMatrix h1 = buf("h1", T, d, Dtype::kF32);
+  h1 = buf("h1", T, d, Dtype::kF32);
   layers.assign(L, Layer{});
   for (std::size_t l = 0; l < L; ++l) {
     Layer& y = layers[l];
     const std::string n = "h" + std::to_string(l) + ".";
-    y.h_mid = h1;
-    y.h_out = h0;
     y.x1b = buf(n + "x1", T, d, Dtype::kBf16);
     y.xhat1 = buf(n + "xhat1", T, d, Dtype::kF32);
     y.rstd1 = vec(n + "rstd1", T);
@@ -185,7 +161,7 @@ void GptTrainer::Impl::lay_out(const GptSpec& spec, const ChipShape& s) {
     y.att = buf(n + "att", T, Hm * dhp, Dtype::kBf16);
     y.u = buf(n + "u", T, fm, Dtype::kF32);
     y.ab = buf(n + "a", T, fm, Dtype::kBf16);
-    y.gs = buf(n + "gelu s", T, fm, Dtype::kF32);
+    y.gelu_s = buf(n + "gelu s", T, fm, Dtype::kF32);
   }
   xfb = buf("xf", T, d, Dtype::kBf16);
   xhatf = buf("xhatf", T, d, Dtype::kF32);
@@ -222,13 +198,7 @@ void GptTrainer::Impl::lay_out(const GptSpec& spec, const ChipShape& s) {
 }
 
 void GptTrainer::Impl::add_map(const char* phase, VpuMap m) {
-  VectorMapRefs r;
-  for (const HbmMatrix& x : m.in) r.in.push_back(ref(x));
-  if (!m.const_rows.empty()) r.consts = ref(m.consts);
-  for (const auto& o : m.out) r.out.push_back(ref(o.second));
-  for (const auto& o : m.col_sums) r.col_sum_out.push_back(ref(o.second));
-  r.map = std::move(m);
-  wl->add_op(vector_map_op(phase, r));
+  wl->add_op(vector_map_op(*wl, phase, std::move(m)));
 }
 
 // Per window b and local head j: z = q k^T, the softmax over all blocks at once, att = p v.
@@ -256,26 +226,25 @@ void GptTrainer::Impl::add_attention(std::size_t l) {
 void GptTrainer::Impl::add_forward(const GptSpec& spec, const std::vector<EmbeddingPlan>& ef) {
   wl->add_op(commands_op("embedding", chip_cmds(ef), vmem_of(ef),
                          {ref(t[0].w), ref(t[1].w), ref(lists_f)}, {ref(h0)}));
-  HbmMatrix h = h0;
+  // The residual stream: a block reads h0 and writes h1, the MLP reads h1 and writes h0.
   for (std::size_t l = 0; l < spec.layers; ++l) {
     const Layer& c = layers[l];
     auto W = [&](GptLayerSlot sl) -> const Tensor& { return t[gpt_index(l, sl)]; };
-    add_map("layer norm", gpt_ln_forward_map(consts, h, W(kLn1G).w, W(kLn1B).w, c.x1b, c.xhat1,
+    add_map("layer norm", gpt_ln_forward_map(consts, h0, W(kLn1G).w, W(kLn1B).w, c.x1b, c.xhat1,
                                              c.rstd1));
     wl->add_op(matmul_op("matmul", ref(c.qkv), ref(c.x1b), ref(W(kWqkv).wb), ref(W(kBqkv).w)));
     add_attention(l);
     wl->add_op(matmul_op("matmul", ref(mesh.model > 1 ? yp : yo), ref(c.att), ref(W(kWo).wb)));
-    add_block_out(yp, W(kBo).w, h, c.h_mid);
-    add_map("layer norm", gpt_ln_forward_map(consts, c.h_mid, W(kLn2G).w, W(kLn2B).w, c.x2b,
+    add_block_out(yp, W(kBo).w, h0, h1);
+    add_map("layer norm", gpt_ln_forward_map(consts, h1, W(kLn2G).w, W(kLn2B).w, c.x2b,
                                              c.xhat2, c.rstd2));
     wl->add_op(matmul_op("matmul", ref(c.u), ref(c.x2b), ref(W(kW1).wb), ref(W(kB1).w)));
-    add_map("gelu", gpt_gelu_map(consts, c.u, c.ab, &c.gs));
+    add_map("gelu", gpt_gelu_map(consts, c.u, c.ab, &c.gelu_s));
     wl->add_op(matmul_op("matmul", ref(mesh.model > 1 ? yp : yo), ref(c.ab), ref(W(kW2).wb)));
-    add_block_out(yp, W(kB2).w, c.h_mid, c.h_out);
-    h = c.h_out;
+    add_block_out(yp, W(kB2).w, h1, h0);
   }
   const std::size_t f = gpt_index_lnf_g(spec.layers);
-  add_map("layer norm", gpt_ln_forward_map(consts, h, t[f].w, t[f + 1].w, xfb, xhatf, rstdf));
+  add_map("layer norm", gpt_ln_forward_map(consts, h0, t[f].w, t[f + 1].w, xfb, xhatf, rstdf));
   wl->add_op(matmul_op("matmul", ref(logits), ref(xfb), ref(t[f + 2].wb)));
   add_map("cross-entropy", gpt_cross_entropy_map(consts, logits, sel, loss, dlogb));
   add_map("cross-entropy", gpt_window_loss_map(loss, parts));
@@ -336,7 +305,7 @@ void GptTrainer::Impl::add_backward(const GptSpec& spec, const std::vector<Embed
     grad_ready(k(kB2));
     add_linear_back(c.ab, dresb, k(kW2), &da);
     grad_ready(k(kW2));
-    add_map("gelu", gpt_gelu_back_map(consts, da, c.u, dub, t[k(kB1)].g, &c.gs));
+    add_map("gelu", gpt_gelu_back_map(consts, da, c.u, dub, t[k(kB1)].g, &c.gelu_s));
     grad_ready(k(kB1));
     add_linear_back(c.x2b, dub, k(kW1), &dx);
     grad_ready(k(kW1));
@@ -371,7 +340,7 @@ void GptTrainer::Impl::add_backward(const GptSpec& spec, const std::vector<Embed
 
 void GptTrainer::Impl::add_optimizer() {
   for (const Tensor& x : t)
-    add_map("optimizer", gpt_adam_map(consts, x.w, x.gs, x.m, x.v, x.matrix, x.wb));
+    add_map("optimizer", gpt_adam_map(consts, x.w, x.g, x.m, x.v, x.matrix, x.wb));
 }
 
 void GptTrainer::Impl::add_all_reduce(const HbmMatrix& in, const HbmMatrix& out, bool data_axis) {
@@ -385,7 +354,9 @@ void GptTrainer::Impl::add_all_reduce(const HbmMatrix& in, const HbmMatrix& out,
 void GptTrainer::Impl::grad_ready(std::size_t k) {
   if (mesh.data <= 1) return;
   grad_coll[k] = colls;
-  add_all_reduce(t[k].g, t[k].gs, true);
+  // In place: each round of the all-reduce loads its slice of the gradient before it stores
+  // the sum there (docs/pod.md, "How a collective runs").
+  add_all_reduce(t[k].g, t[k].g, true);
 }
 
 void GptTrainer::Impl::add_block_out(const HbmMatrix& partial, const HbmMatrix& bias,
@@ -475,7 +446,7 @@ uint64_t GptTrainer::load_params(const GptParams& params) {
     const ChipDriver& d = m.wl->driver(c);
     for (std::size_t k = 0; k < shard.size(); ++k) {
       const Impl::Tensor& x = m.t[k];
-      const std::vector<float> w = m.to_chip(shard[k], k), zero(w.size(), 0.0f);
+      const std::vector<float> w = m.layout.to_chip(shard[k], k), zero(w.size(), 0.0f);
       img.push_back(HbmImage{c, x.w.addr, d.matrix_image(x.w, w)});
       img.push_back(HbmImage{c, x.m.addr, d.matrix_image(x.m, zero)});
       img.push_back(HbmImage{c, x.v.addr, d.matrix_image(x.v, zero)});
@@ -526,8 +497,8 @@ GptStepRun GptTrainer::step(const std::vector<int32_t>& windows) {
     // This step's inputs: the constants (AdamW's of step t), the id lists and sel.
     const ChipDriver& d = m.wl->driver(c);
     img.push_back(HbmImage{c, m.consts.addr, d.matrix_image(m.consts, consts)});
-    img.push_back(HbmImage{c, m.lists_f.addr, id_bytes(ef.back().lists)});
-    img.push_back(HbmImage{c, m.lists_b.addr, id_bytes(eb.back().lists)});
+    img.push_back(HbmImage{c, m.lists_f.addr, ef.back().list_bytes()});
+    img.push_back(HbmImage{c, m.lists_b.addr, eb.back().list_bytes()});
     img.push_back(HbmImage{c, m.sel.addr,
                            d.matrix_image(m.sel, vector_to_bf16(gpt_target_sel(tgt, m.V)))});
   }
@@ -572,14 +543,14 @@ GptDataReduce GptTrainer::golden_data_reduce() const {
     std::vector<std::vector<uint32_t>> bits;
     for (int chip = 0; chip < m->P; ++chip) {
       g.v = parts.at(static_cast<std::size_t>(m->spec_data_rank(chip)));
-      const std::vector<float> c = m->to_chip(g, k);
+      const std::vector<float> c = m->layout.to_chip(g, k);
       bits.emplace_back(c.size());
       std::memcpy(bits.back().data(), c.data(), c.size() * 4);
     }
     const auto sum = golden_collective(m->grad_rounds[k], bits);
     std::vector<float> c(sum.at(0).size());
     std::memcpy(c.data(), sum[0].data(), c.size() * 4);
-    return m->from_chip(c, g, k);
+    return m->layout.from_chip(c, g, k);
   };
 }
 
@@ -590,7 +561,7 @@ GptParams GptTrainer::Impl::read(HostPort& host, const GptSpec& spec, HbmMatrix 
     const HbmMatrix& at = t[k].*field;
     std::vector<float> c(at.rows * at.cols);
     host.backdoor_read(chip, at.addr, c.data(), c.size() * 4);
-    p[k].v = from_chip(c, p[k], k);
+    p[k].v = layout.from_chip(c, p[k], k);
   }
   return p;
 }

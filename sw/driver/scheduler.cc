@@ -498,4 +498,15 @@ uint64_t run_host_copies(Workload& w, bool to_device, bool backdoor) {
   return 0;
 }
 
+Op vector_map_op(const Workload& w, std::string name, VpuMap m) {
+  VectorMapRefs r;
+  for (const HbmMatrix& x : m.in) r.in.push_back(w.ref_of(x));
+  if (!m.const_rows.empty()) r.consts = w.ref_of(m.consts);
+  for (const auto& o : m.out) r.out.push_back(w.ref_of(o.second));
+  if (m.sum >= 0) r.sum_out = w.ref_of(m.sum_out);
+  for (const auto& o : m.col_sums) r.col_sum_out.push_back(w.ref_of(o.second));
+  r.map = std::move(m);
+  return vector_map_op(std::move(name), std::move(r));
+}
+
 }  // namespace tpu

@@ -77,6 +77,10 @@ class Workload {
   std::vector<std::string> phase_order_;
 };
 
+// A vector map op whose refs are the map's own matrices, each found in w's buffers (ref_of):
+// inputs, constants, outputs, the sum's and the column sums' matrices.
+Op vector_map_op(const Workload& w, std::string name, VpuMap m);
+
 struct ScheduleOptions {
   // VMEM and ICI counter regions the collectives (and sends) get: 0, one each (every one may run
   // beside any other); k, k regions in rotation (op i's region is i mod k: a workload whose
