@@ -10,8 +10,9 @@
 # out/train.json (the report, with the cycles of each op kind), out/trace.json (the timeline of
 # step 0: ui.perfetto.dev), out/train.png (the loss and the breakdown per step) and the saved run
 # out/run (tokens, parameters, losses: scripts/replay_torch.py out/run replays it in PyTorch);
-# then generates 24 bytes from it on the pod (tpusim generate, the keys and values cached in
-# HBM, every token's logits checked against the golden).
+# then generates 64 bytes from it on the pod (tpusim generate, the keys and values cached in
+# HBM, the prompt fed at once, every token's logits checked against the golden; past the
+# 32-byte context the window restarts with its last 16 bytes).
 # Extra arguments go to `tpusim train` (e.g. --steps 5, --d-model 64, --save out/run). Then the
 # pod job: a bf16 matmul on every chip at once and an all-reduce of the results where they lie
 # in HBM, golden-checked (out/pod.json). The MLP of earlier runs: `tpusim train` without
@@ -31,9 +32,9 @@ echo "[run] report: out/train.json, timeline: out/trace.json (open in https://ui
 # the JSON only; Debian's python3 with python3-matplotlib, never a pyenv python3 on PATH).
 PYTHONPATH=build/python /usr/bin/python3 -m tpusim.plot out/train.json -o out/train.png
 echo "[run] picture: out/train.png (loss and breakdown per step)"
-echo "[run] tpusim generate: 24 bytes after a prompt, greedy, on the pod (the context is 32 bytes)"
+echo "[run] tpusim generate: 64 bytes after a prompt, greedy, on the pod (a context of 32 bytes)"
 ./build/sw/tpusim generate --config configs/pod_2x2.yaml --load out/run --prompt "The pod " \
-  --tokens 24 --json out/generate.json
+  --tokens 64 --json out/generate.json
 echo "[run] tpusim pod on configs/pod_2x2.yaml (matmuls on every chip, then an all-reduce)"
 ./build/sw/tpusim pod --config configs/pod_2x2.yaml --m 64 --k 64 --n 64 --seed 1 --quiet \
   --json out/pod.json

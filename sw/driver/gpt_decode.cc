@@ -21,7 +21,8 @@ struct GptDecoder::Impl {
   std::size_t S = 0, d = 0, Hm = 0, dhp = 0, fm = 0, V = 0;
   std::vector<Tensor> t;
   std::vector<HbmMatrix> kcache, vcache;  // per layer: S x Hm dhp bf16
-  HbmMatrix consts, mask, h[2], xb, xhat, rstd, qkv, z, pb, att, y, u, ab, logits, lists;
+  bool clear_cache = false;               // restart(): the next program zeroes the caches
+  HbmMatrix consts, cache_zeros, mask, h[2], xb, xhat, rstd, qkv, z, pb, att, y, u, ab, logits, lists;
 
   BufferRef ref(const HbmMatrix& v) const { return wl->ref_of(v); }
   HbmMatrix buf(const std::string& name, std::size_t rows, std::size_t cols, Dtype dt) {
@@ -39,8 +40,9 @@ struct GptDecoder::Impl {
     op.chips = {chip};
     wl->add_op(std::move(op));
   }
-  // The ops of layer l for the token at position p (the residual stream in h[0] before and after).
-  void add_layer(std::size_t l, std::size_t p, int chip);
+  // The ops of layer l for n tokens at positions p .. p + n - 1 (the residual stream in h[0]
+  // before and after).
+  void add_layer(std::size_t l, std::size_t p, std::size_t n, int chip);
 };
 
 GptDecoder::GptDecoder(HostPort& host, GptSpec spec, const GptParams& params, int chip)
@@ -68,6 +70,7 @@ GptDecoder::GptDecoder(HostPort& host, GptSpec spec, const GptParams& params, in
                                 " parameters, the model has " + std::to_string(shapes.size()));
   m.wl = std::make_unique<Workload>(host_);
   const std::size_t Q = std::max<std::size_t>(16, s.cols), HD = m.Hm * m.dhp;
+  const std::size_t S = m.S, RQ = (S + Q - 1) / Q * Q;  // a per-row vector of up to S rows
   try {
     m.consts = m.buf("consts", kGcCount, s.cols, Dtype::kF32);
     m.mask = m.buf("mask", m.S, m.S, Dtype::kBf16);
@@ -86,20 +89,21 @@ GptDecoder::GptDecoder(HostPort& host, GptSpec spec, const GptParams& params, in
       m.kcache.push_back(m.buf("k cache " + std::to_string(l), m.S, HD, Dtype::kBf16));
       m.vcache.push_back(m.buf("v cache " + std::to_string(l), m.S, HD, Dtype::kBf16));
     }
-    m.h[0] = m.buf("h0", 1, m.d, Dtype::kF32);
-    m.h[1] = m.buf("h1", 1, m.d, Dtype::kF32);
-    m.xb = m.buf("x", 1, m.d, Dtype::kBf16);
-    m.xhat = m.buf("xhat", 1, m.d, Dtype::kF32);
-    m.rstd = m.buf("rstd", 1, Q, Dtype::kF32);
-    m.qkv = m.buf("qkv", 1, 3 * HD, Dtype::kBf16);
-    m.z = m.buf("scores", m.Hm, m.S, Dtype::kF32);
-    m.pb = m.buf("p", m.Hm, m.S, Dtype::kBf16);
-    m.att = m.buf("att", 1, HD, Dtype::kBf16);
-    m.y = m.buf("y", 1, m.d, Dtype::kF32);
-    m.u = m.buf("u", 1, m.fm, Dtype::kF32);
-    m.ab = m.buf("a", 1, m.fm, Dtype::kBf16);
-    m.logits = m.buf("logits", 1, m.V, Dtype::kF32);
-    m.lists = m.buf("ids", 1, 64, Dtype::kF32);
+    m.cache_zeros = m.buf("cache zeros", m.S, HD, Dtype::kBf16);
+    m.h[0] = m.buf("h0", S, m.d, Dtype::kF32);
+    m.h[1] = m.buf("h1", S, m.d, Dtype::kF32);
+    m.xb = m.buf("x", S, m.d, Dtype::kBf16);
+    m.xhat = m.buf("xhat", S, m.d, Dtype::kF32);
+    m.rstd = m.buf("rstd", 1, RQ, Dtype::kF32);
+    m.qkv = m.buf("qkv", S, 3 * HD, Dtype::kBf16);
+    m.z = m.buf("scores", m.Hm * S, S, Dtype::kF32);  // head j: rows j n .. j n + n - 1
+    m.pb = m.buf("p", m.Hm * S, S, Dtype::kBf16);
+    m.att = m.buf("att", S, HD, Dtype::kBf16);
+    m.y = m.buf("y", S, m.d, Dtype::kF32);
+    m.u = m.buf("u", S, m.fm, Dtype::kF32);
+    m.ab = m.buf("a", S, m.fm, Dtype::kBf16);
+    m.logits = m.buf("logits", S, m.V, Dtype::kF32);
+    m.lists = m.buf("ids", 1, std::max<std::size_t>(64, RQ), Dtype::kF32);
   } catch (const BufferDoesNotFit& e) {
     throw std::invalid_argument("gpt decode: the buffers do not fit in a chip's HBM: " +
                                 std::string(e.what()));
@@ -119,7 +123,7 @@ GptDecoder::GptDecoder(HostPort& host, GptSpec spec, const GptParams& params, in
       img.push_back(HbmImage{chip, m.t[k].wb.addr, dr.matrix_image(m.t[k].wb, vector_to_bf16(w))});
   }
   for (std::size_t l = 0; l < spec_.layers; ++l)
-    for (const HbmMatrix& c : {m.kcache[l], m.vcache[l]})
+    for (const HbmMatrix& c : {m.kcache[l], m.vcache[l], m.cache_zeros})
       img.push_back(HbmImage{chip, c.addr,
                              dr.matrix_image(c, std::vector<bf16_t>(c.rows * c.cols, 0))});
   put_images(host_, img, true);
@@ -127,48 +131,64 @@ GptDecoder::GptDecoder(HostPort& host, GptSpec spec, const GptParams& params, in
 
 GptDecoder::~GptDecoder() = default;
 
-void GptDecoder::Impl::add_layer(std::size_t l, std::size_t p, int chip) {
+void GptDecoder::Impl::add_layer(std::size_t l, std::size_t p, std::size_t n, int chip) {
   auto W = [&](GptLayerSlot sl) -> const Tensor& { return t[gpt_index(l, sl)]; };
+  auto rows = [n](const HbmMatrix& v) { return hbm_view(v, 0, n, 0, v.cols); };
   const std::size_t HD = Hm * dhp;
-  map("layer norm", gpt_ln_forward_map(consts, h[0], W(kLn1G).w, W(kLn1B).w, xb, xhat, rstd), chip);
-  mm(qkv, xb, W(kWqkv).wb, &W(kBqkv).w, false, chip);
-  map("kv cache", gpt_copy_map(hbm_view(qkv, 0, 1, HD, HD), hbm_view(kcache[l], p, 1, 0, HD)),
+  const HbmMatrix h0 = rows(h[0]), h1 = rows(h[1]), x = rows(xb), xh = rows(xhat), q = rows(qkv);
+  map("layer norm", gpt_ln_forward_map(consts, h0, W(kLn1G).w, W(kLn1B).w, x, xh, rstd), chip);
+  mm(q, x, W(kWqkv).wb, &W(kBqkv).w, false, chip);
+  map("kv cache", gpt_copy_map(hbm_view(qkv, 0, n, HD, HD), hbm_view(kcache[l], p, n, 0, HD)),
       chip);
-  map("kv cache", gpt_copy_map(hbm_view(qkv, 0, 1, 2 * HD, HD), hbm_view(vcache[l], p, 1, 0, HD)),
+  map("kv cache", gpt_copy_map(hbm_view(qkv, 0, n, 2 * HD, HD), hbm_view(vcache[l], p, n, 0, HD)),
       chip);
   for (std::size_t j = 0; j < Hm; ++j)
-    mm(hbm_view(z, j, 1, 0, S), hbm_view(qkv, 0, 1, j * dhp, dhp),
+    mm(hbm_view(z, j * n, n, 0, S), hbm_view(qkv, 0, n, j * dhp, dhp),
        hbm_view(kcache[l], 0, S, j * dhp, dhp), nullptr, true, chip);
-  map("attention softmax", gpt_softmax_row_map(consts, z, hbm_view(mask, p, 1, 0, S), pb), chip);
+  if (n == 1) {  // every head's one row under the position's mask row
+    map("attention softmax", gpt_softmax_row_map(consts, hbm_view(z, 0, Hm, 0, S),
+                                                 hbm_view(mask, p, 1, 0, S),
+                                                 hbm_view(pb, 0, Hm, 0, S)),
+        chip);
+  } else {
+    for (std::size_t j = 0; j < Hm; ++j)
+      map("attention softmax", gpt_softmax_row_map(consts, hbm_view(z, j * n, n, 0, S),
+                                                   hbm_view(mask, p, n, 0, S),
+                                                   hbm_view(pb, j * n, n, 0, S)),
+          chip);
+  }
   for (std::size_t j = 0; j < Hm; ++j)
-    mm(hbm_view(att, 0, 1, j * dhp, dhp), hbm_view(pb, j, 1, 0, S),
+    mm(hbm_view(att, 0, n, j * dhp, dhp), hbm_view(pb, j * n, n, 0, S),
        hbm_view(vcache[l], 0, S, j * dhp, dhp), nullptr, false, chip);
-  mm(y, att, W(kWo).wb, nullptr, false, chip);
-  map("residual", gpt_bias_residual_map(y, W(kBo).w, h[0], h[1]), chip);
-  map("layer norm", gpt_ln_forward_map(consts, h[1], W(kLn2G).w, W(kLn2B).w, xb, xhat, rstd),
-      chip);
-  mm(u, xb, W(kW1).wb, &W(kB1).w, false, chip);
-  map("gelu", gpt_gelu_map(consts, u, ab), chip);
-  mm(y, ab, W(kW2).wb, nullptr, false, chip);
-  map("residual", gpt_bias_residual_map(y, W(kB2).w, h[1], h[0]), chip);
+  mm(rows(y), rows(att), W(kWo).wb, nullptr, false, chip);
+  map("residual", gpt_bias_residual_map(rows(y), W(kBo).w, h0, h1), chip);
+  map("layer norm", gpt_ln_forward_map(consts, h1, W(kLn2G).w, W(kLn2B).w, x, xh, rstd), chip);
+  mm(rows(u), x, W(kW1).wb, &W(kB1).w, false, chip);
+  map("gelu", gpt_gelu_map(consts, rows(u), rows(ab)), chip);
+  mm(rows(y), rows(ab), W(kW2).wb, nullptr, false, chip);
+  map("residual", gpt_bias_residual_map(rows(y), W(kB2).w, h1, h0), chip);
 }
 
-GptDecoder::Step GptDecoder::feed(int32_t token) {
+GptDecoder::Step GptDecoder::feed(const std::vector<int32_t>& tokens) {
   Impl& m = *impl_;
-  if (pos_ >= m.S)
-    throw std::invalid_argument("gpt decode: position " + std::to_string(pos_) +
-                                ": the context holds " + std::to_string(m.S) + " tokens");
-  if (token < 0 || static_cast<std::size_t>(token) >= m.V)
-    throw std::invalid_argument("gpt decode: token id " + std::to_string(token) +
-                                " is outside the vocabulary [0, " + std::to_string(m.V) + ")");
+  const std::size_t n = tokens.size();
+  if (n == 0) throw std::invalid_argument("gpt decode: no token to feed");
+  if (pos_ + n > m.S)
+    throw std::invalid_argument("gpt decode: positions " + std::to_string(pos_) + " .. " +
+                                std::to_string(pos_ + n - 1) + ": the context holds " +
+                                std::to_string(m.S) + " tokens");
+  for (int32_t token : tokens)
+    if (token < 0 || static_cast<std::size_t>(token) >= m.V)
+      throw std::invalid_argument("gpt decode: token id " + std::to_string(token) +
+                                  " is outside the vocabulary [0, " + std::to_string(m.V) + ")");
   const ChipShape& s = host_.info().shape;
-  // The embedding of one token at position pos_: wpe's row pos_ is the plan's row 0.
+  // The embedding of the tokens at positions pos_ ..: wpe's row pos_ is the plan's row 0.
   EmbeddingBuffers eb;
   eb.wte = m.t[0].w.addr;
   eb.wpe = m.t[1].w.addr + pos_ * m.d * 4;
   eb.h = m.h[0].addr;
   eb.lists = m.lists.addr;
-  const EmbeddingPlan ef = plan_embedding_forward(s, EmbeddingDims{m.V, 1, m.d, 1}, {token}, eb);
+  const EmbeddingPlan ef = plan_embedding_forward(s, EmbeddingDims{m.V, n, m.d, n}, tokens, eb);
   std::vector<HbmImage> img{HbmImage{chip_, m.lists.addr, ef.list_bytes()}};
   put_images(host_, img, true);
   m.wl->truncate_ops(0);
@@ -176,22 +196,33 @@ GptDecoder::Step GptDecoder::feed(int32_t token) {
                        {m.ref(m.t[0].w), m.ref(m.t[1].w), m.ref(m.lists)}, {m.ref(m.h[0])});
   emb.chips = {chip_};
   m.wl->add_op(std::move(emb));
-  for (std::size_t l = 0; l < spec_.layers; ++l) m.add_layer(l, pos_, chip_);
+  if (m.clear_cache)
+    for (std::size_t l = 0; l < spec_.layers; ++l)
+      for (const HbmMatrix& c : {m.kcache[l], m.vcache[l]})
+        m.map("kv cache", gpt_copy_map(m.cache_zeros, c), chip_);
+  m.clear_cache = false;
+  for (std::size_t l = 0; l < spec_.layers; ++l) m.add_layer(l, pos_, n, chip_);
   const std::size_t f = gpt_index_lnf_g(spec_.layers);
-  m.map("layer norm", gpt_ln_forward_map(m.consts, m.h[0], m.t[f].w, m.t[f + 1].w, m.xb, m.xhat,
-                                         m.rstd),
+  const HbmMatrix xb = hbm_view(m.xb, 0, n, 0, m.d);
+  m.map("layer norm", gpt_ln_forward_map(m.consts, hbm_view(m.h[0], 0, n, 0, m.d), m.t[f].w,
+                                         m.t[f + 1].w, xb, hbm_view(m.xhat, 0, n, 0, m.d), m.rstd),
         chip_);
-  m.mm(m.logits, m.xb, m.t[f + 2].wb, nullptr, false, chip_);
+  m.mm(hbm_view(m.logits, 0, n, 0, m.V), xb, m.t[f + 2].wb, nullptr, false, chip_);
   Schedule sch = schedule(*m.wl);
   PodDriver pd(host_);
   const PodProgramRun run = pd.run_programs(sch.program);
   Step st;
   st.cycles = run.run.cycles;
   st.commands = sch.program.commands();
-  st.logits.resize(m.V);
-  host_.backdoor_read(chip_, m.logits.addr, st.logits.data(), m.V * 4);
-  ++pos_;
+  st.logits.resize(n * m.V);
+  host_.backdoor_read(chip_, m.logits.addr, st.logits.data(), n * m.V * 4);
+  pos_ += n;
   return st;
+}
+
+void GptDecoder::restart() {
+  pos_ = 0;
+  impl_->clear_cache = true;
 }
 
 }  // namespace tpu

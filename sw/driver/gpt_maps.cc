@@ -190,8 +190,9 @@ VpuMap gpt_softmax_map(const HbmMatrix& consts, const HbmMatrix& z, const HbmMat
 
 VpuMap gpt_softmax_row_map(const HbmMatrix& consts, const HbmMatrix& z, const HbmMatrix& mask_row,
                            const HbmMatrix& p_bf16) {
+  if (mask_row.rows != 1) same_shape(z, mask_row, "softmax", "mask rows");
   MapBuilder b(consts, z.rows, z.cols);
-  const int vz = b.in(z), vm = b.in(mask_row, MapIn::kColumns);
+  const int vz = b.in(z), vm = b.in(mask_row, mask_row.rows == 1 ? MapIn::kColumns : MapIn::kMatrix);
   const int zs = b.op(VpuOp::kMul, vz, b.c(kGcScale));
   const int t = b.op(VpuOp::kAdd, zs, vm);
   const int e = b.op(VpuOp::kExp, b.op(VpuOp::kSub, t, b.op(VpuOp::kRedMax, t)));

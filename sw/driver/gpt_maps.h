@@ -68,8 +68,8 @@ VpuMap gpt_ln_backward_map(const HbmMatrix& consts, const HbmMatrix& dy, const H
 // (the backward's) and bf16 (P V's).
 VpuMap gpt_softmax_map(const HbmMatrix& consts, const HbmMatrix& z, const HbmMatrix& mask,
                        const HbmMatrix& p, const HbmMatrix& p_bf16);
-// The same softmax for decoding: every row of z is a query at one position, whose mask row
-// (1 x S, bf16 or f32) is a per-column input; p only in bf16.
+// The same softmax for decoding, p only in bf16: a mask of one row (1 x S, bf16 or f32) is every
+// row's (a per-column input: queries of one position), else it has z's rows (one per query).
 VpuMap gpt_softmax_row_map(const HbmMatrix& consts, const HbmMatrix& z, const HbmMatrix& mask_row,
                            const HbmMatrix& p_bf16);
 // A copy of a matrix (any dtype; outputs of the input's dtype): the decoder's cache rows.

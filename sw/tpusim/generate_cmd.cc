@@ -44,7 +44,7 @@ std::function<int()> generate_command(CLI::App& tool) {
       ->type_name("DIR")
       ->required();
   cmd->add_option("--prompt", a->prompt, "the bytes to start from")->type_name("TEXT")->required();
-  cmd->add_option("--tokens", a->tokens, "bytes to generate (prompt + tokens <= the context)")
+  cmd->add_option("--tokens", a->tokens, "bytes to generate (past the context: the window restarts with its last half)")
       ->type_name("N")
       ->check(cli::uint_in(1, 4096))
       ->capture_default_str();

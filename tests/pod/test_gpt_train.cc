@@ -149,6 +149,50 @@ TEST(GptDecode, EachTokensLogitsAreTheFullWindowForwardsRow) {
   }
 }
 
+// A full cache, then restart(): a window fed again from position 0 (over caches that held
+// another window's keys and values, zeroed on the chip), three tokens in one program and then one,
+// gives the golden's forward over that window alone, bit for bit; a token past the context is
+// refused.
+TEST(GptDecode, RestartFeedsANewWindowAsTheFirst) {
+  PodParams pp;
+  pp.topo = Topology::torus({1});
+  pp.variant = "16x16";
+  CppPodHost host(pp);
+  GptSpec spec;
+  spec.layers = 1;
+  spec.d_model = 32;
+  spec.heads = 2;
+  spec.seq = 32;
+  spec.lanes = 16;
+  const GptParams params = gpt_init(spec, 11);
+  GptDecoder dec(host, spec, params);
+  const std::vector<uint8_t> data = text(256);
+  for (std::size_t t = 0; t < spec.seq; ++t) dec.feed(data[t]);
+  try {
+    dec.feed(data[spec.seq]);
+    FAIL() << "a token past the context accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("the context holds 32"), std::string::npos) << e.what();
+  }
+  dec.restart();
+  EXPECT_EQ(dec.position(), 0u);
+  // Three tokens in one program (a prefill), then one alone: every row is the window's forward.
+  std::vector<int32_t> win(data.begin() + 100, data.begin() + 103);
+  GptDecoder::Step st = dec.feed(win);
+  ASSERT_EQ(st.logits.size(), 3u * 256u);
+  std::vector<float> want = gpt_logits(spec, params, win);
+  std::size_t bad = 0;
+  for (std::size_t k = 0; k < 3 * 256; ++k) bad += f32_bits(st.logits[k]) != f32_bits(want[k]);
+  EXPECT_EQ(bad, 0u) << "the prefill after the restart";
+  win.push_back(data[103]);
+  st = dec.feed(win.back());
+  want = gpt_logits(spec, params, win);
+  bad = 0;
+  for (std::size_t k = 0; k < 256; ++k) bad += f32_bits(st.logits[k]) != f32_bits(want[3 * 256 + k]);
+  EXPECT_EQ(bad, 0u) << "position 3 after the restart";
+  EXPECT_EQ(dec.position(), 4u);
+}
+
 TEST(GptChipErrors, RefusedInputsNameTheValueAndTheRule) {
   PodParams pp;
   pp.topo = Topology::torus({1});
