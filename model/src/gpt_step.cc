@@ -71,6 +71,16 @@ std::vector<float> model_fold(const std::vector<std::vector<float>>& parts) {
   return s;
 }
 
+// The model sums of one data rank's step, in order (GptModelReduce's sites).
+struct ModelSums {
+  const GptModelReduce* reduce = nullptr;
+  std::size_t data_rank = 0, site = 0;
+  std::vector<float> operator()(const std::vector<std::vector<float>>& parts) {
+    const std::size_t at = site++;
+    return reduce && *reduce ? (*reduce)(at, data_rank, parts) : model_fold(parts);
+  }
+};
+
 // x [rows x n] + bias[j] per row (f32_add).
 void add_bias(std::vector<float>& x, const std::vector<float>& b) {
   const std::size_t n = b.size();
@@ -118,7 +128,7 @@ void attention(LayerCache& c, const Dims& D) {
 }
 
 // One layer's forward on the chips of one data rank (model ranks in order).
-void layer_forward(std::vector<Run>& g, std::size_t l, const Dims& D) {
+void layer_forward(std::vector<Run>& g, std::size_t l, const Dims& D, ModelSums& sum) {
   std::vector<std::vector<float>> part(g.size());
   for (std::size_t m = 0; m < g.size(); ++m) {
     Run& r = g[m];
@@ -130,7 +140,7 @@ void layer_forward(std::vector<Run>& g, std::size_t l, const Dims& D) {
     attention(c, D);
     part[m] = mm(c.att, par(r, l, kWo), D.T, D.dm, D.d);
   }
-  std::vector<float> y = model_fold(part);
+  std::vector<float> y = sum(part);
   for (Run& r : g) {
     std::vector<float> yb = y;
     add_bias(yb, par(r, l, kBo));
@@ -147,7 +157,7 @@ void layer_forward(std::vector<Run>& g, std::size_t l, const Dims& D) {
     for (std::size_t i = 0; i < c.u.size(); ++i) c.a[i] = xcend_gelu(c.u[i]);
     part[m] = mm(c.a, par(r, l, kW2), D.T, D.fm, D.d);
   }
-  y = model_fold(part);
+  y = sum(part);
   for (Run& r : g) {
     std::vector<float> yb = y;
     add_bias(yb, par(r, l, kB2));
@@ -201,7 +211,7 @@ std::vector<float> linear_back(const std::vector<float>& x, const std::vector<fl
 }
 
 // One layer's backward on the chips of one data rank: each r.h holds dL/dh on entry and exit.
-void layer_backward(std::vector<Run>& g, std::size_t l, const Dims& D) {
+void layer_backward(std::vector<Run>& g, std::size_t l, const Dims& D, ModelSums& sum) {
   std::vector<std::vector<float>> part(g.size());
   for (std::size_t m = 0; m < g.size(); ++m) {  // MLP block
     Run& r = g[m];
@@ -213,7 +223,7 @@ void layer_backward(std::vector<Run>& g, std::size_t l, const Dims& D) {
     part[m] =
         linear_back(c.x2, du, par(r, l, kW1), D.T, D.d, D.fm, grad(r, l, kW1), &grad(r, l, kB1));
   }
-  std::vector<float> dx = model_fold(part);
+  std::vector<float> dx = sum(part);
   for (Run& r : g) {
     const LayerCache& c = r.lc[l];
     add_into(r.h, gpt_layernorm_back(dx, c.xhat2, c.rstd2, D.T, D.d, par(r, l, kLn2G), D.lanes,
@@ -229,7 +239,7 @@ void layer_backward(std::vector<Run>& g, std::size_t l, const Dims& D) {
     part[m] = linear_back(c.x1, dqkv, par(r, l, kWqkv), D.T, D.d, 3 * D.dm, grad(r, l, kWqkv),
                           &grad(r, l, kBqkv));
   }
-  dx = model_fold(part);
+  dx = sum(part);
   for (Run& r : g) {
     const LayerCache& c = r.lc[l];
     add_into(r.h, gpt_layernorm_back(dx, c.xhat1, c.rstd1, D.T, D.d, par(r, l, kLn1G), D.lanes,
@@ -275,7 +285,8 @@ std::vector<float> gpt_logits(const GptSpec& spec, const GptParams& params,
   r.in = tokens;
   r.lc.resize(s.layers);
   embed(r, D);
-  for (std::size_t l = 0; l < s.layers; ++l) layer_forward(g, l, D);
+  ModelSums sum;  // model = 1: no sums
+  for (std::size_t l = 0; l < s.layers; ++l) layer_forward(g, l, D, sum);
   const std::size_t f = gpt_index_lnf_g(s.layers);
   r.xf = gpt_layernorm(r.h, D.T, D.d, params[f].v, params[f + 1].v, D.lanes, r.xhatf, r.rstdf);
   return mm(r.xf, params[f + 2].v, D.T, D.d, D.V);
@@ -323,7 +334,8 @@ GptGolden::GptGolden(const GptSpec& spec, const GptParams& init) : spec_(spec) {
   }
 }
 
-GptStepResult GptGolden::step(const std::vector<int32_t>& windows, const GptDataReduce& reduce) {
+GptStepResult GptGolden::step(const std::vector<int32_t>& windows, const GptDataReduce& reduce,
+                              const GptModelReduce& model_reduce) {
   const Dims D = dims_of(spec_);
   const std::size_t W = spec_.seq + 1, P = chip_.size();
   if (windows.size() != spec_.global_batch() * W)
@@ -352,12 +364,14 @@ GptStepResult GptGolden::step(const std::vector<int32_t>& windows, const GptData
         r.tgt.push_back(windows[(d * D.B + b) * W + s + 1]);
       }
   }
-  for (std::vector<Run>& g : groups) {
+  for (std::size_t d = 0; d < groups.size(); ++d) {
+    std::vector<Run>& g = groups[d];
+    ModelSums sum{&model_reduce, d};
     for (Run& r : g) embed(r, D);
-    for (std::size_t l = 0; l < spec_.layers; ++l) layer_forward(g, l, D);
+    for (std::size_t l = 0; l < spec_.layers; ++l) layer_forward(g, l, D, sum);
     for (Run& r : g) loss_head(r, D, spec_.layers, inv_n);
     for (Run& r : g) head_backward(r, D, spec_.layers);
-    for (std::size_t l = spec_.layers; l-- > 0;) layer_backward(g, l, D);
+    for (std::size_t l = spec_.layers; l-- > 0;) layer_backward(g, l, D, sum);
     for (Run& r : g) embed_backward(r, D);
   }
   GptStepResult res;

@@ -70,6 +70,8 @@ struct GptTrainer::Impl {
       lists_b;
   std::vector<std::vector<CollectiveRound>> grad_rounds;  // per tensor: its data all-reduce
   std::vector<int> grad_coll;  // per tensor: its all-reduce's index among the collectives (-1)
+  std::vector<int> model_coll;  // the model all-reduces' indices, in order (GptModelReduce's sites)
+  std::vector<std::vector<CollectiveRound>> model_rounds;  // their rounds, in the same order
   int colls = 0;               // collectives added to this step's ops
 
   BufferRef ref(const HbmMatrix& v) const { return wl->ref_of(v); }
@@ -348,6 +350,7 @@ void GptTrainer::Impl::add_all_reduce(const HbmMatrix& in, const HbmMatrix& out,
                                            data_axis ? mesh.data_dims : mesh.model_dims, ref(in),
                                            ref(out), data_axis, mesh.model > 1);
   wl->add_op(collective_op(data_axis ? "all_reduce gradients" : "all_reduce over model", co));
+  if (!data_axis) model_coll.push_back(colls);
   ++colls;
 }
 
@@ -373,10 +376,6 @@ const HbmMatrix& GptTrainer::Impl::model_sum(const HbmMatrix& partial) {
 
 void check_gpt_chip_spec(const GptSpec& spec) {
   spec.validate();
-  if (spec.model > 2)
-    throw std::invalid_argument("gpt train: mesh model=" + std::to_string(spec.model) +
-                                ": at most 2 (the golden sums a block's partial outputs in "
-                                "model-rank order, which only a 2-chip all-reduce gives)");
   auto need32 = [](std::size_t v, const std::string& what) {
     if (v % 32 != 0)
       throw std::invalid_argument("gpt train: " + what + " " + std::to_string(v) +
@@ -507,6 +506,7 @@ GptStepRun GptTrainer::step(const std::vector<int32_t>& windows) {
   m.wl->truncate_ops(0);
   m.colls = 0;
   m.grad_coll.assign(m.t.size(), -1);
+  m.model_coll.clear();
   m.add_forward(spec_, ef);
   m.add_backward(spec_, eb);
   m.add_optimizer();
@@ -517,6 +517,9 @@ GptStepRun GptTrainer::step(const std::vector<int32_t>& windows) {
   for (std::size_t k = 0; k < m.t.size(); ++k)
     if (m.grad_coll[k] >= 0)
       m.grad_rounds[k] = sch.collectives.at(static_cast<std::size_t>(m.grad_coll[k])).rounds;
+  m.model_rounds.clear();
+  for (int i : m.model_coll)
+    m.model_rounds.push_back(sch.collectives.at(static_cast<std::size_t>(i)).rounds);
   GptStepRun r;
   r.program = std::move(sch.program);
   r.commands = r.program.commands();
@@ -551,6 +554,28 @@ GptDataReduce GptTrainer::golden_data_reduce() const {
     std::vector<float> c(sum.at(0).size());
     std::memcpy(c.data(), sum[0].data(), c.size() * 4);
     return m->layout.from_chip(c, g, k);
+  };
+}
+
+GptModelReduce GptTrainer::golden_model_reduce() const {
+  const Impl* m = impl_.get();
+  if (m->mesh.model <= 1) return nullptr;
+  return [m](std::size_t site, std::size_t data_rank, const std::vector<std::vector<float>>& parts) {
+    // Every chip gets its model rank's part (the other data ranks' groups sum the same parts
+    // beside it, apart); the sum is read at a chip of this data rank.
+    std::vector<std::vector<uint32_t>> bits;
+    int at = -1;
+    for (int chip = 0; chip < m->P; ++chip) {
+      const std::vector<float>& p =
+          parts.at(static_cast<std::size_t>(m->mesh.model_rank.at(static_cast<std::size_t>(chip))));
+      bits.emplace_back(p.size());
+      std::memcpy(bits.back().data(), p.data(), p.size() * 4);
+      if (at < 0 && static_cast<std::size_t>(m->spec_data_rank(chip)) == data_rank) at = chip;
+    }
+    const auto sum = golden_collective(m->model_rounds.at(site), bits);
+    std::vector<float> out(sum.at(static_cast<std::size_t>(at)).size());
+    std::memcpy(out.data(), sum[static_cast<std::size_t>(at)].data(), out.size() * 4);
+    return out;
   };
 }
 

@@ -70,6 +70,9 @@ class GptTrainer {
 
   // The data all-reduce as the programs ran it (each tensor's collective rounds), for the golden.
   GptDataReduce golden_data_reduce() const;
+  // The model all-reduces as the programs ran them (their rounds, in order), for the golden;
+  // nullptr when the mesh has no model axis.
+  GptModelReduce golden_model_reduce() const;
 
   // A chip's parameters and Adam moments, read through the backdoor, in the golden's shapes.
   GptParams read_params(int chip);

@@ -337,7 +337,7 @@ void GptJob::run(const EngineOptions& eng, Report& rep) {
       h.progress = nullptr;
       const std::vector<TraceEvent> ev = h.take_trace();
       if (s >= from && s < to_step) log.trace.insert(log.trace.end(), ev.begin(), ev.end());
-      const GptStepResult g = golden.step(win, tr.golden_data_reduce());
+      const GptStepResult g = golden.step(win, tr.golden_data_reduce(), tr.golden_model_reduce());
       const std::size_t bad = step_mismatches(tr, golden, run, g, P, &log.compared);
       log.mismatched += bad;
       TrainStepRecord rec = step_record(run, ev, peak, P, log);

@@ -664,7 +664,7 @@ TEST(TpusimTrainGpt, BadInputIsAClearErrorWithExitCode2) {
       {"width", "--model gpt --d-model 48", "d_model 48 must be a multiple of 32"},
       {"heads", "--model gpt --heads 3", "heads"},
       {"seq", "--model gpt --seq 48", "seq 48 must be a multiple of 32"},
-      {"model axis", "--model gpt --mesh model=4 --heads 4 --d-model 64", "model=4: at most 2"},
+      {"heads over model", "--model gpt --mesh model=4 --heads 2", "heads"},
       {"batch split", "--model gpt --batch 3", "split evenly"},
       {"layers list", "--model gpt --layers 2,3", "one value"},
       {"no data", "--model gpt --data /nonexistent/text", "cannot read"},

@@ -102,6 +102,15 @@ std::vector<int32_t> gpt_windows(const GptSpec& spec, const std::vector<uint8_t>
 using GptDataReduce = std::function<std::vector<float>(
     std::size_t tensor, const std::vector<std::vector<float>>& parts)>;
 
+// Sums a block's partial outputs (forward) or its input gradient's partials (backward) over the
+// model axis: parts[m] is model rank m's T x d partial in data rank `data_rank`; `site` counts the
+// model sums of one data rank's step in order (forward: per layer the attention's, then the
+// MLP's; backward: per layer from the last, the MLP's, then the attention's). The default
+// (nullptr) folds in model-rank order ((p0 + p1) + p2) + ..., which is what any all-reduce of two
+// chips gives; a pod's all-reduce of more chips gives its own order.
+using GptModelReduce = std::function<std::vector<float>(
+    std::size_t site, std::size_t data_rank, const std::vector<std::vector<float>>& parts)>;
+
 // The embedding, as the step runs it: h[t] = f32_add(wte[tokens[t]], wpe[t mod seq]) (rows of
 // d), and its gradient: for t = 0 .. T-1 in order, dwte[tokens[t]] += dh[t] and
 // dwpe[t mod seq] += dh[t] (f32_add onto what dwte and dwpe hold: +0 in a step).
@@ -128,7 +137,8 @@ class GptGolden {
   uint64_t steps() const { return t_; }
   // One step on the global batch (gpt_windows' layout: data rank d takes windows
   // [d x batch, (d + 1) x batch)).
-  GptStepResult step(const std::vector<int32_t>& windows, const GptDataReduce& reduce = nullptr);
+  GptStepResult step(const std::vector<int32_t>& windows, const GptDataReduce& reduce = nullptr,
+                     const GptModelReduce& model_reduce = nullptr);
 
  private:
   struct Chip {
