@@ -597,6 +597,21 @@ void PodCore::end_cycle() { ++cycle_; }
 // workers spin briefly for the next cycle, then sleep on the condition variable (a pod that
 // waits for its host, e.g. a golden check, costs no CPU). A worker's exception is kept and
 // rethrown by the caller (the lowest slab's first).
+namespace {
+// Waits until done() holds: a short spin with the CPU's pause hint (a sibling hyperthread keeps
+// the core), then yields the CPU between checks.
+template <typename Done>
+void spin_until(Done done) {
+  for (int i = 0; i < 4096; ++i) {
+    if (done()) return;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+  while (!done()) std::this_thread::yield();
+}
+}  // namespace
+
 struct PodCore::Pool {
   std::vector<std::thread> workers;
   std::vector<std::pair<int, int>> slabs;  // [first, last) chip per slab; slab 0: the caller
@@ -641,7 +656,13 @@ void PodCore::set_threads(unsigned n) {
         // Wait for the next cycle: spin a little, then sleep.
         uint64_t g = p.gen.load(std::memory_order_acquire);
         for (int spin = 0; g == seen && spin < 20000; ++spin) {
-          std::this_thread::yield();
+          if (spin < 4096) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+          } else {
+            std::this_thread::yield();
+          }
           g = p.gen.load(std::memory_order_acquire);
         }
         if (g == seen) {
@@ -682,7 +703,7 @@ void PodCore::step_chips(bool reverse) {
       p.errors[0] = std::current_exception();
     }
     const unsigned others = static_cast<unsigned>(p.workers.size());
-    while (p.done.load(std::memory_order_acquire) != others) std::this_thread::yield();
+    spin_until([&] { return p.done.load(std::memory_order_acquire) == others; });
     for (auto& e : p.errors)
       if (e) {
         std::exception_ptr x = e;
