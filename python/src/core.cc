@@ -34,6 +34,7 @@
 #include "source_file.h"
 #include "tpu/bf16.h"
 #include "tpu/limits.h"
+#include "gpt_job.h"
 #include "train_job.h"
 
 namespace py = pybind11;
@@ -409,6 +410,9 @@ struct TrainArgs {
   std::optional<std::vector<std::size_t>> layers;
   std::optional<uint64_t> batch, steps, seed, grad_pieces;
   std::optional<double> lr;
+  std::optional<std::string> model, stages, schedule;  // "mlp" or "gpt"; the pipeline's
+  std::optional<uint64_t> microbatches;
+  GptGiven gpt;  // the GPT's own settings (d_model, heads, seq, warmup, weight_decay, data)
   bool fresh_batches = false;
   bool backdoor = false;
   std::optional<std::pair<std::size_t, std::size_t>> trace_steps;
@@ -429,8 +433,50 @@ py::tuple run_train(const ConfigArg& config, const TrainArgs& a, const EngineArg
                                             : source_file("configs/pod_2x2.yaml");
     const PodConfig cfg = pod_config(config);
     const TrainSettings& ts = cfg.train;
+    const std::string model = a.model ? *a.model : ts.model;
+    if (model != "mlp" && model != "gpt")
+      throw std::invalid_argument("model='" + model + "': mlp or gpt");
+    if (model == "gpt") {
+      if (a.stages || a.schedule || a.microbatches || a.grad_pieces || a.fresh_batches)
+        throw std::invalid_argument("stages, schedule, microbatches, grad_pieces and "
+                                    "fresh_batches: MLP settings; the model is gpt");
+      GptGiven g = a.gpt;
+      if (!a.mesh.empty()) g.mesh = a.mesh;
+      g.layers = a.layers;
+      g.batch = a.batch;
+      g.steps = a.steps;
+      g.seed = a.seed;
+      g.lr = a.lr;
+      GptJobOptions o = gpt_job_options(g, cfg, where, TPU_SOURCE_DIR "/docs",
+                                        [](const std::string& key) { return key; });
+      o.backdoor = a.backdoor;
+      o.trace_steps = a.trace_steps;
+      o.save = a.save;
+      o.table = false;
+      GptJob job(cfg, o);
+      Report rep(job.title());
+      rep.field("command", "train");
+      const auto t0 = std::chrono::steady_clock::now();
+      job.set_progress([&](const RunProgress&) { sc.poll(); });
+      job.run(eng, rep);
+      rep.metric("wall_seconds",
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                 "s", "host time of the simulation");
+      pass = job.pass();
+      const Json j = rep.json();
+      for (const Json& st : j.at("steps")) loss.push_back(st.at("loss").get<double>());
+      text = json_text(j);
+      return;
+    }
+    const GptGiven& gg = a.gpt;
+    if (gg.d_model || gg.heads || gg.seq || gg.warmup || gg.weight_decay || gg.data)
+      throw std::invalid_argument("d_model, heads, seq, warmup, weight_decay and data: GPT "
+                                  "settings; the model is mlp (model='gpt')");
     TrainJobOptions o;
-    o.mesh = a.mesh;
+    o.mesh = a.mesh.empty() ? ts.mesh : a.mesh;
+    o.stages = a.stages ? *a.stages : ts.stages;
+    o.schedule = a.schedule ? *a.schedule : ts.schedule;
+    o.microbatches = train_setting<std::size_t>(a.microbatches, ts.microbatches, "microbatches");
     o.widths = a.layers ? *a.layers : ts.layers;
     if (a.layers) {
       const ConfigKey& k = config_keys().at("train.layers");
@@ -599,8 +645,23 @@ void def_train(py::module_& m) {
          std::optional<uint64_t> steps, std::optional<double> lr, std::optional<uint64_t> seed,
          bool fresh_batches, std::optional<uint64_t> grad_pieces, const std::string& load,
          std::optional<std::pair<std::size_t, std::size_t>> trace_steps, const std::string& save,
+         std::optional<std::string> model, std::optional<std::string> stages,
+         std::optional<uint64_t> microbatches, std::optional<std::string> schedule,
+         std::optional<uint64_t> d_model, std::optional<uint64_t> heads,
+         std::optional<uint64_t> seq, std::optional<uint64_t> warmup,
+         std::optional<double> weight_decay, std::optional<std::string> data,
          const EngineArgs& eng) {
         TrainArgs a;
+        a.model = std::move(model);
+        a.stages = std::move(stages);
+        a.microbatches = microbatches;
+        a.schedule = std::move(schedule);
+        a.gpt.d_model = d_model;
+        a.gpt.heads = heads;
+        a.gpt.seq = seq;
+        a.gpt.warmup = warmup;
+        a.gpt.weight_decay = weight_decay;
+        a.gpt.data = std::move(data);
         a.mesh = mesh;
         a.layers = std::move(layers);
         a.batch = batch;
@@ -617,7 +678,10 @@ void def_train(py::module_& m) {
       },
       py::arg("config"), py::arg("mesh"), py::arg("layers"), py::arg("batch"), py::arg("steps"),
       py::arg("lr"), py::arg("seed"), py::arg("fresh_batches"), py::arg("grad_pieces"),
-      py::arg("load"), py::arg("trace_steps"), py::arg("save"), py::arg("engine"));
+      py::arg("load"), py::arg("trace_steps"), py::arg("save"), py::arg("model"),
+      py::arg("stages"), py::arg("microbatches"), py::arg("schedule"), py::arg("d_model"),
+      py::arg("heads"), py::arg("seq"), py::arg("warmup"), py::arg("weight_decay"),
+      py::arg("data"), py::arg("engine"));
 }
 
 }  // namespace

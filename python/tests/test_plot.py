@@ -55,6 +55,34 @@ def test_train_picture(tmp_path):
     check_png(tmp_path / "train.png")
 
 
+def test_pipeline_schedule_picture(tmp_path):
+    """A pipelined run's report holds each stage's slots; its picture adds the schedule."""
+    cfg = tmp_path / "ring4.yaml"
+    cfg.write_text("pod:\n  shape: [4]\nchip:\n  variant: 4x4\ntrain:\n  mesh: stage=4\n"
+                   "  layers: [32, 32, 32, 32, 32]\n  batch: 16\n  microbatches: 4\n")
+    rep = report_of([TPUSIM, "train", "--config", str(cfg), "--schedule", "1f1b", "--steps", "2",
+                     "--engine", "cpp", "--quiet"], tmp_path / "pipe.json")
+    stages = json.loads(rep.read_text())["pipeline"]["stages"]
+    assert len(stages) == 4
+    for st in stages:
+        names = sorted(x["slot"] for x in st["slots"])
+        assert names == sorted(["F mb%d" % k for k in range(4)] + ["B mb%d" % k for k in range(4)])
+        for x in st["slots"]:
+            assert x["start"] < x["end"], x
+        # 1F1B on stage s: p - s - 1 warm-up forwards, then F and B in turn (docs/training.md)
+        order = [x["slot"][0] for x in st["slots"]]
+        warm = 4 - st["stage"] - 1
+        assert order[:warm + 1] == ["F"] * (warm + 1), order
+    r = plot(rep, tmp_path / "pipe.png")
+    assert r.returncode == 0, r.stderr
+    check_png(tmp_path / "pipe.png")
+    plain = report_of([TPUSIM, "train", "--steps", "2", "--layers", "32,32,32", "--batch", "64",
+                       "--quiet"], tmp_path / "plain.json")
+    assert plot(plain, tmp_path / "plain.png").returncode == 0
+    tall = matplotlib.image.imread(str(tmp_path / "pipe.png")).shape[0]
+    assert tall > 1.3 * matplotlib.image.imread(str(tmp_path / "plain.png")).shape[0]
+
+
 def test_collective_sweep_picture(tmp_path):
     rep = report_of([TPUSIM, "sweep", "allreduce", "--bytes", "1K:8K:x2", "--engine", "cpp",
                      "--quiet"], tmp_path / "ar.json")

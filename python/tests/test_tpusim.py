@@ -113,6 +113,53 @@ def test_train_equals_cli(tmp_path, small_pod_file):
     assert trace.stat().st_size > 0
 
 
+def test_train_gpt_equals_cli(tmp_path):
+    pod = os.path.join(SOURCE_DIR, "configs", "pod_2x2.yaml")
+    want = run_cli(["train", "--model", "gpt", "--config", pod, "--mesh", "data=2,model=2",
+                    "--layers", "1", "--steps", "1", "--engine", "cpp", "--threads", "1",
+                    "--quiet"], tmp_path)
+    loss, rep = tpusim.train(config=pod, model="gpt", mesh="data=2,model=2", layers=1, steps=1,
+                             threads=1)
+    assert stable(rep) == stable(want)
+    assert rep["train"]["model"] == "gpt" and rep["golden"]["verdict"] == "pass"
+    assert loss.tolist() == [s["loss"] for s in want["steps"]]
+
+
+def test_train_pipeline_equals_cli(tmp_path):
+    ring = {"pod": {"shape": [4]}, "chip": {"variant": "4x4"},
+            "train": {"mesh": "stage=4", "layers": [32] * 9, "batch": 16}}
+    path = tmp_path / "ring4.yaml"
+    path.write_text("pod:\n  shape: [4]\nchip:\n  variant: 4x4\ntrain:\n  mesh: stage=4\n"
+                    "  layers: [32, 32, 32, 32, 32, 32, 32, 32, 32]\n  batch: 16\n")
+    want = run_cli(["train", "--config", str(path), "--microbatches", "4", "--schedule",
+                    "interleaved:2", "--steps", "2", "--engine", "cpp", "--threads", "1",
+                    "--quiet"], tmp_path)
+    loss, rep = tpusim.train(config=ring, microbatches=4, schedule="interleaved:2", steps=2,
+                             threads=1)
+    assert stable(rep) == stable(want)
+    assert rep["pipeline"]["schedule"] == "interleaved:2"
+    assert rep["pipeline"]["microbatches"] == 4
+    assert len(rep["pipeline"]["stages"]) == 4
+    assert loss.tolist() == [s["loss"] for s in want["steps"]]
+
+
+def test_train_settings_of_the_other_model_are_refused():
+    with pytest.raises(ValueError, match="GPT settings; the model is mlp"):
+        tpusim.train(config=SMALL_POD, layers=[32, 32], d_model=64)
+    with pytest.raises(ValueError, match="MLP settings; the model is gpt"):
+        tpusim.train(model="gpt", microbatches=2)
+    with pytest.raises(ValueError, match="mlp or gpt"):
+        tpusim.train(model="lstm")
+
+
+def test_train_gpt_bad_input_is_the_cli_message():
+    pod = os.path.join(SOURCE_DIR, "configs", "pod_2x2.yaml")
+    want = cli_error(["train", "--model", "gpt", "--config", pod, "--heads", "3", "--quiet"])
+    with pytest.raises(ValueError) as e:
+        tpusim.train(config=pod, model="gpt", heads=3)
+    assert str(e.value) == want
+
+
 # --- errors: the command line's messages ---------------------------------------------------
 
 

@@ -303,6 +303,7 @@ def shard(
 def train(
     *,
     config=None,
+    model=None,
     mesh=None,
     layers=None,
     batch=None,
@@ -311,6 +312,15 @@ def train(
     seed=None,
     fresh_batches=False,
     grad_pieces=None,
+    stages=None,
+    microbatches=None,
+    schedule=None,
+    d_model=None,
+    heads=None,
+    seq=None,
+    warmup=None,
+    weight_decay=None,
+    data=None,
     load="host",
     trace_steps=None,
     save=None,
@@ -321,16 +331,23 @@ def train(
     watchdog=None,
     trace=None,
 ):
-    """SGD of an MLP on the pod, every step golden-checked (``tpusim train``).
+    """Training on the pod, every step golden-checked (``tpusim train``).
 
-    Each setting as the command takes it: the argument when given, else the config's train:
-    key, else the default (layers=[64, 128, 32], batch=256, steps=20, lr=0.5, seed=1,
-    grad_pieces=4). mesh: "data=D,model=M". trace_steps=(A, B): the steps trace= records.
-    save: a directory for the run (x.npy, y.npy, weights, loss.npy, train.json).
+    model: "mlp" (SGD of an MLP) or "gpt" (the GPT of docs/training.md, AdamW); default the
+    config's train.model, else "mlp". Each setting as the command takes it: the argument when
+    given, else the config's train: key, else the default (MLP: layers=[64, 128, 32], batch=256,
+    steps=20, lr=0.5, seed=1, grad_pieces=4; GPT: layers=2 (its blocks), d_model=32, heads=2,
+    seq=32, batch=8, steps=20, lr=0.01, warmup=0, weight_decay=0, data: the project's
+    docs/*.md). mesh: "data=D,model=M" (MLP also stage=P: a pipeline, with stages="0-1,2-3",
+    microbatches=m and schedule="gpipe" | "1f1b" | "interleaved:v"). trace_steps=(A, B): the
+    steps trace= records. save: a directory for the run (MLP: x.npy, y.npy, weights, loss.npy,
+    train.json; GPT: tokens.npy, init/, final/, loss.npy, train.json).
 
     Returns (loss, report): the loss of every step (float64) and the report of
     ``tpusim train --json``.
     """
+    if layers is not None and isinstance(layers, int):
+        layers = [layers]
     loss, text, passed = _core.train(
         _config(config),
         mesh or "",
@@ -344,6 +361,16 @@ def train(
         load,
         _span(trace_steps, "trace_steps"),
         _path(save, "save"),
+        model,
+        stages,
+        microbatches,
+        schedule,
+        d_model,
+        heads,
+        seq,
+        warmup,
+        None if weight_decay is None else float(weight_decay),
+        None if data is None else _path(data, "data"),
         _engine(engine, threads, waves, faults, watchdog, trace, None),
     )
     return _finish(loss, text, passed)

@@ -6,14 +6,15 @@ draws what the report holds:
 
 - a training report (``tpusim train --json``): the loss per step, and per step the breakdown of
   its cycles (compute, exposed communication, exposed memory, idle) as stacked bars with the MFU;
+  for a pipelined run (``--mesh ...,stage=P``) also the schedule of its first step: per stage,
+  each micro-batch's forward and backward slot where the chips ran it, with the measured bubble;
 - a collective sweep (``tpusim sweep allreduce|collective --json``): algorithm and bus bandwidth
   against the size per chip on a log axis, with the ICI bound;
 - matmul shapes (``tpusim sweep matmul --json``, or bench_chip's JSON array): a roofline, the
   chip's peak compute and HBM bandwidth, each shape a point.
 
 A report of another kind, or a file that is not JSON, exits with code 2 and a message naming the
-file and what was expected. Pipeline schedules have no report yet, so there is no picture of
-them. Reads JSON only: it does not need the compiled tpusim module.
+file and what was expected. Reads JSON only: it does not need the compiled tpusim module.
 """
 
 import argparse
@@ -83,16 +84,59 @@ def _need(rows, keys, path, what):
                             % (path, what, i, ", ".join(repr(k) for k in missing), EXPECTED))
 
 
+def _schedule_panel(pipe, ax, path):
+    """The first step's slots per stage (data rank 0's chips): forward slots blue, backward
+    purple, each labelled with its micro-batch (and chunk), stage 0 on top."""
+    stages = pipe["stages"]
+    _need(stages, ("stage", "bubble", "slots"), path, "pipeline stage")
+    colour = {"F": "#4c72b0", "B": "#8172b3"}
+    end = 1
+    for st in stages:
+        y = st["stage"]
+        for sl in st["slots"]:
+            kind, mb = sl["slot"][0], sl["slot"][1:].strip()
+            mb = mb[2:] if mb.startswith("mb") else mb
+            mb = mb.replace(" c", ".")
+            w = max(sl["end"] - sl["start"], 1)
+            ax.barh(y, w, left=sl["start"], height=0.7, color=colour.get(kind, "#999999"),
+                    edgecolor="white", linewidth=0.5)
+            ax.text(sl["start"] + w / 2.0, y, mb, ha="center", va="center", fontsize=7,
+                    color="white", clip_on=True)
+            end = max(end, sl["end"])
+    ax.set_yticks([st["stage"] for st in stages])
+    ax.set_yticklabels(["stage %d (bubble %.2f)" % (st["stage"], st["bubble"]) for st in stages])
+    ax.set_ylim(len(stages) - 0.5, -0.5)
+    ax.set_xlim(0, end * 1.01)
+    ax.set_xlabel("pod cycles from the step's first command (first step)")
+    ax.set_title("pipeline schedule %s, %s micro-batches, %s stages: bubble formula %.3f"
+                 % (pipe.get("schedule", "?"), pipe.get("microbatches", "?"),
+                    pipe.get("stage_count", len(stages)), float(pipe.get("bubble_formula", 0))))
+    ax.bar(0, 0, color=colour["F"], label="forward (F mb)")
+    ax.bar(0, 0, color=colour["B"], label="backward (B mb)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
+    ax.grid(True, axis="x", alpha=0.3)
+
+
 def plot_train(rep, out, path="report"):
     """Loss per step above; below, each step's cycles split into compute, exposed
-    communication, exposed memory and idle (stacked bars, fractions of the step) with the MFU."""
+    communication, exposed memory and idle (stacked bars, fractions of the step) with the MFU;
+    for a pipelined run, the schedule of its first step at the bottom."""
     steps = rep["steps"]
     if not steps:
         raise PlotError("%s: a training report with no steps" % path)
     _need(steps, ("step", "loss", "cycles", "mfu", "breakdown"), path, "step")
     x = [s["step"] for s in steps]
-    fig, (ax_loss, ax_b) = plt.subplots(2, 1, figsize=(9, 7.5), sharex=True,
-                                        gridspec_kw={"height_ratios": [1, 1.3]})
+    pipe = rep.get("pipeline")
+    if isinstance(pipe, dict) and isinstance(pipe.get("stages"), list):
+        fig = plt.figure(figsize=(9, 11))
+        gs = fig.add_gridspec(3, 1, height_ratios=[1, 1.3, 1.3])
+        ax_loss = fig.add_subplot(gs[0])
+        ax_b = fig.add_subplot(gs[1], sharex=ax_loss)
+        plt.setp(ax_loss.get_xticklabels(), visible=False)
+        _schedule_panel(pipe, fig.add_subplot(gs[2]), path)
+    else:
+        fig, (ax_loss, ax_b) = plt.subplots(2, 1, figsize=(9, 7.5), sharex=True,
+                                            gridspec_kw={"height_ratios": [1, 1.3]})
     ax_loss.plot(x, [s["loss"] for s in steps], marker="o", color="#c44e52")
     ax_loss.set_ylabel("loss")
     losses = [s["loss"] for s in steps]
@@ -272,8 +316,7 @@ def plot_report(rep, out, path="report"):
         what = ("a JSON array" if isinstance(rep, list) else
                 "a report of command %r" % rep.get("command") if isinstance(rep, dict) else
                 "a JSON %s" % type(rep).__name__)
-        raise PlotError("%s: %s, which has no picture; expected %s (pipeline schedules have "
-                        "no report yet)" % (path, what, EXPECTED))
+        raise PlotError("%s: %s, which has no picture; expected %s" % (path, what, EXPECTED))
     try:
         draw(rep, out, path)
     except (KeyError, TypeError, ValueError) as e:

@@ -629,20 +629,40 @@ PipelineStats PipelineTrainer::measure(const std::vector<TraceEvent>& events) co
   const int chips = host_.info().num_chips();
   PipelineStats st;
   uint64_t t0 = UINT64_MAX, t1 = 0;
-  // Per chip, the [issue, done) of its F and B commands on the compute units (not the ICI's).
+  // Per chip, the [issue, done) of its F and B commands on the compute units (not the ICI's);
+  // per stage, data rank 0's chip's slots: phase -> [first issue, last done).
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> busy(static_cast<std::size_t>(chips));
+  std::vector<std::map<std::string, std::pair<uint64_t, uint64_t>>> slots(
+      static_cast<std::size_t>(m.P));
   for (const TraceEvent& e : events) {
     if (e.unit == TraceUnit::kHost) continue;
     t0 = std::min(t0, e.issue);
+    const std::string phase = phase_of_label(e.label);
     if (e.unit == TraceUnit::kIciSend || e.unit == TraceUnit::kIciWait ||
-        e.unit == TraceUnit::kSeq || !is_slot_phase(phase_of_label(e.label)) || e.done <= e.issue)
+        e.unit == TraceUnit::kSeq || !is_slot_phase(phase) || e.done <= e.issue)
       continue;
     busy[static_cast<std::size_t>(e.chip)].push_back({e.issue, e.done});
     t1 = std::max(t1, e.done);
+    const int s = stage_of(e.chip);
+    if (m.chip_at[0][static_cast<std::size_t>(s)] == e.chip) {
+      auto [it, fresh] = slots[static_cast<std::size_t>(s)].try_emplace(phase, e.issue, e.done);
+      if (!fresh) {
+        it->second.first = std::min(it->second.first, e.issue);
+        it->second.second = std::max(it->second.second, e.done);
+      }
+    }
   }
   if (t1 <= t0) return st;
   st.span = t1 - t0;
   st.stages.assign(static_cast<std::size_t>(m.P), PipelineStageStats{});
+  for (int s = 0; s < m.P; ++s) {
+    std::vector<PipelineSlotSpan>& out = st.stages[static_cast<std::size_t>(s)].slots;
+    for (const auto& [name, span] : slots[static_cast<std::size_t>(s)])
+      out.push_back(PipelineSlotSpan{name, span.first - t0, span.second - t0});
+    std::sort(out.begin(), out.end(), [](const PipelineSlotSpan& a, const PipelineSlotSpan& b) {
+      return a.start < b.start;
+    });
+  }
   for (int c = 0; c < chips; ++c) {
     auto& iv = busy[static_cast<std::size_t>(c)];
     std::sort(iv.begin(), iv.end());
@@ -723,6 +743,7 @@ void add_stats(PipelineStats* sum, const PipelineStats& s) {
     a.busy += s.stages[i].busy;
     a.peak_in_flight = s.stages[i].peak_in_flight;
     a.peak_activation_bytes = s.stages[i].peak_activation_bytes;
+    if (a.slots.empty()) a.slots = s.stages[i].slots;
   }
 }
 

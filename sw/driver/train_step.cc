@@ -569,13 +569,17 @@ void fill_pipeline_report(Report& rep, const TrainPipelineResult& p) {
   Json stages = Json::array();
   for (std::size_t i = 0; i < p.stats.stages.size(); ++i) {
     const PipelineStageStats& s = p.stats.stages[i];
+    Json slots = Json::array();
+    for (const PipelineSlotSpan& x : s.slots)
+      slots.push_back(Json::object({{"slot", x.slot}, {"start", x.start}, {"end", x.end}}));
     stages.push_back(Json::object({{"stage", static_cast<uint64_t>(i)},
                                    {"first_layer", static_cast<uint64_t>(s.first_layer)},
                                    {"last_layer", static_cast<uint64_t>(s.last_layer)},
                                    {"bubble", s.bubble},
                                    {"busy_cycles", s.busy},
                                    {"peak_in_flight", static_cast<uint64_t>(s.peak_in_flight)},
-                                   {"peak_activation_bytes", s.peak_activation_bytes}}));
+                                   {"peak_activation_bytes", s.peak_activation_bytes},
+                                   {"slots", slots}}));
   }
   g.field("stages", stages);
 }

@@ -99,6 +99,13 @@ TrainCheck check_params(const std::vector<MlpParams>& got, const MlpGolden& gold
 // the chips. 1 when there was no gradient all-reduce.
 double allreduce_hidden_fraction(const TrainStepRun& run, const std::vector<TraceEvent>& events);
 
+// One F or B slot on the timeline: its phase ("F mb3", "B mb0 c1") and the cycles from the step's
+// first command to its first command's issue and its last one's end (compute units only).
+struct PipelineSlotSpan {
+  std::string slot;
+  uint64_t start = 0, end = 0;
+};
+
 // One pipeline stage's measurements over a step (PipelineTrainer::measure, pipeline_train.h).
 struct PipelineStageStats {
   std::size_t first_layer = 0, last_layer = 0;  // the layers it holds (interleaved: the span)
@@ -106,6 +113,7 @@ struct PipelineStageStats {
   uint64_t busy = 0;      // cycles a command of an F or B slot was in flight (mean of its chips)
   int peak_in_flight = 0;  // micro-batches (x chunks) whose activations it holds at once
   uint64_t peak_activation_bytes = 0;  // their bytes in HBM (the inputs the backward needs)
+  std::vector<PipelineSlotSpan> slots;  // data rank 0's chip, in time order (the first step's)
 };
 struct PipelineStats {
   uint64_t span = 0;  // pod cycles from the step's first command to the last F or B command's end

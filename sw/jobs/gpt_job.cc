@@ -8,6 +8,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "config_keys.h"
 #include "gpt_decode.h"
 #include "gpt_train.h"
 #include "mesh_text.h"
@@ -17,6 +18,7 @@
 #include "trace.h"
 #include "train_job.h"
 #include "train_step.h"
+#include "tpu/limits.h"
 #include "tpu/perf.h"
 #include "tpu/vector.h"
 
@@ -376,6 +378,55 @@ std::string shown(int32_t b) {
 }
 
 }  // namespace
+
+GptJobOptions gpt_job_options(const GptGiven& g, const PodConfig& cfg,
+                              const std::string& config_path, const std::string& docs_dir,
+                              const std::function<std::string(const std::string&)>& name) {
+  TrainSettings ts = cfg.train;
+  if (ts.model != "gpt") ts = TrainSettings{};
+  // A count: given (in the range of train.KEY), else the config's key, else the default.
+  auto pick = [&](const std::optional<uint64_t>& given, const char* key, uint64_t from_config,
+                  uint64_t def) -> uint64_t {
+    if (!given) return ts.has(key) ? from_config : def;
+    const ConfigKey& k = config_keys().at(std::string("train.") + key);
+    if (*given < k.lo || *given > k.hi)
+      throw std::invalid_argument(name(key) + " " + std::to_string(*given) + ": must be in " +
+                                  std::to_string(k.lo) + ".." + std::to_string(k.hi));
+    return *given;
+  };
+  GptJobOptions o;
+  o.mesh = g.mesh ? *g.mesh : ts.mesh;
+  if (g.layers || ts.has("layers")) {
+    const std::vector<std::size_t> layers = g.layers ? *g.layers : ts.layers;
+    if (layers.size() != 1)
+      throw std::invalid_argument(name("layers") + ": the GPT takes one value, its number of "
+                                  "blocks");
+    o.layers = layers[0];  // at least 1: GptSpec::validate
+  }
+  o.d_model = pick(g.d_model, "d_model", ts.d_model, 32);
+  o.heads = pick(g.heads, "heads", ts.heads, 2);
+  o.seq = pick(g.seq, "seq", ts.seq, 32);
+  o.global_batch = pick(g.batch, "batch", ts.batch, 8);
+  o.steps = pick(g.steps, "steps", ts.steps, 20);
+  o.seed = pick(g.seed, "seed", ts.seed, 1);
+  o.warmup = pick(g.warmup, "warmup", ts.warmup, 0);
+  const double lr = g.lr ? *g.lr : ts.has("lr") ? ts.lr : 1e-2;
+  if (!lr_in_range(lr))
+    throw std::invalid_argument((g.lr ? name("lr") : config_path + ": key 'train.lr'") + ": " +
+                                real_text(lr) + ": " + lr_rule());
+  o.lr = static_cast<float>(lr);
+  o.lr_text = real_text(lr);
+  const double wd = g.weight_decay ? *g.weight_decay : ts.weight_decay;
+  const ConfigKey& wk = config_keys().at("train.weight_decay");
+  if (!(wd >= wk.real_lo && wd <= wk.real_hi))
+    throw std::invalid_argument((g.weight_decay ? name("weight_decay") : config_path +
+                                 ": key 'train.weight_decay'") + ": " + real_text(wd) +
+                                ": must be in " + real_text(wk.real_lo) + ".." +
+                                real_text(wk.real_hi));
+  o.weight_decay = static_cast<float>(wd);
+  o.text = gpt_read_text(g.data ? *g.data : ts.data, docs_dir, &o.text_name);
+  return o;
+}
 
 GptGenerate::GptGenerate(PodConfig cfg, GptGenerateOptions o)
     : cfg_(std::move(cfg)), o_(std::move(o)) {

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -40,6 +41,23 @@ struct GptJobOptions {
 // which. std::invalid_argument naming --data when it cannot be read.
 std::vector<uint8_t> gpt_read_text(const std::string& file, const std::string& docs_dir,
                                    std::string* name);
+
+// What a caller gave for a GPT run, each unset one taken from the config's train: section when it
+// is a GPT's (model: gpt; an MLP's says nothing of a GPT), else the GPT's default (the tiny model:
+// 2 blocks of 32, 2 heads, S 32, global batch 8, 20 steps, lr 0.01, seed 1).
+struct GptGiven {
+  std::optional<std::string> mesh, data;
+  std::optional<std::vector<std::size_t>> layers;  // one value: the blocks
+  std::optional<uint64_t> d_model, heads, seq, batch, steps, seed, warmup;
+  std::optional<double> lr, weight_decay;
+};
+// The job's settings from them (not the run's own: backdoor, trace steps, save, table).
+// name(key) is how errors name a given setting ("--d-model" on the command line, "d_model" in
+// Python); a value from the config is named by config_path and its key; docs_dir is the default
+// text's folder. std::invalid_argument naming the setting, the value and the rule.
+GptJobOptions gpt_job_options(const GptGiven& g, const PodConfig& cfg,
+                              const std::string& config_path, const std::string& docs_dir,
+                              const std::function<std::string(const std::string&)>& name);
 
 class GptJob {
  public:

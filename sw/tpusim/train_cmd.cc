@@ -3,6 +3,7 @@
 // (docs/training.md).
 #include "train_cmd.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -68,38 +69,30 @@ int run_job(Job& job, const PodOptions& opt, const std::string& label) {
   return finish_pod_report(rep, opt, job.pass());
 }
 
-// `tpusim train --model gpt`: each setting its flag, else the config's train: key when the
-// config's train: section is a GPT's (model: gpt; an MLP's section says nothing of a GPT), else
-// the GPT's default (the tiny model: 2 blocks of 32, 2 heads, S 32, global batch 8, 20 steps,
-// lr 0.01).
+// `tpusim train --model gpt`: each setting its flag, else (gpt_job_options) the config's train:
+// key when the config's train: section is a GPT's, else the GPT's default.
 int run_gpt(const TrainArgs& a, const PodConfig& cfg) {
   const PodOptions& opt = a.pod;
-  TrainSettings ts = cfg.train;
-  if (ts.model != "gpt") ts = TrainSettings{};
-  auto pick = [&](const char* flag, const char* key, uint64_t flag_v, uint64_t key_v,
-                  uint64_t def) {
-    return opt.given(flag) ? flag_v : ts.has(key) ? key_v : def;
-  };
-  GptJobOptions o;
-  o.mesh = opt.given("--mesh") ? a.mesh : ts.mesh;
-  const std::vector<std::size_t> layers = opt.given("--layers") ? a.layers : ts.layers;
-  if ((opt.given("--layers") || ts.has("layers")) && layers.size() != 1)
-    throw std::invalid_argument("--layers: the GPT takes one value, its number of blocks");
-  o.layers = (opt.given("--layers") || ts.has("layers")) ? layers[0] : 2;
-  o.d_model = pick("--d-model", "d_model", a.d_model, ts.d_model, 32);
-  o.heads = pick("--heads", "heads", a.heads, ts.heads, 2);
-  o.seq = pick("--seq", "seq", a.seq, ts.seq, 32);
-  o.global_batch = pick("--batch", "batch", a.batch, ts.batch, 8);
-  o.steps = pick("--steps", "steps", a.steps, ts.steps, 20);
-  o.seed = pick("--seed", "seed", a.seed, ts.seed, 1);
-  o.warmup = pick("--warmup", "warmup", a.warmup, ts.warmup, 0);
-  const double lr = opt.given("--lr") ? a.lr : ts.has("lr") ? ts.lr : 1e-2;
-  o.lr = checked_lr(lr, opt.given("--lr") ? "--lr" : opt.config_path() + ": key 'train.lr'");
-  o.lr_text = real_text(lr);
-  o.weight_decay = static_cast<float>(opt.given("--weight-decay") ? a.weight_decay
-                                                                   : ts.weight_decay);
-  o.text = gpt_read_text(opt.given("--data") ? a.data : ts.data, TPU_SOURCE_DIR "/docs",
-                         &o.text_name);
+  GptGiven g;
+  auto flag = [&](const char* f) { return opt.given(f); };
+  if (flag("--mesh")) g.mesh = a.mesh;
+  if (flag("--data")) g.data = a.data;
+  if (flag("--layers")) g.layers = a.layers;
+  if (flag("--d-model")) g.d_model = a.d_model;
+  if (flag("--heads")) g.heads = a.heads;
+  if (flag("--seq")) g.seq = a.seq;
+  if (flag("--batch")) g.batch = a.batch;
+  if (flag("--steps")) g.steps = a.steps;
+  if (flag("--seed")) g.seed = a.seed;
+  if (flag("--warmup")) g.warmup = a.warmup;
+  if (flag("--lr")) g.lr = a.lr;
+  if (flag("--weight-decay")) g.weight_decay = a.weight_decay;
+  GptJobOptions o = gpt_job_options(g, cfg, opt.config_path(), TPU_SOURCE_DIR "/docs",
+                                    [](const std::string& key) {
+                                      std::string f = "--" + key;
+                                      std::replace(f.begin(), f.end(), '_', '-');
+                                      return f;
+                                    });
   o.backdoor = a.load == "backdoor";
   if (!a.trace_steps.empty()) o.trace_steps = cli::split_span(a.trace_steps);
   o.save = a.save;
