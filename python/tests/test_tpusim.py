@@ -118,11 +118,19 @@ def test_train_gpt_equals_cli(tmp_path):
     want = run_cli(["train", "--model", "gpt", "--config", pod, "--mesh", "data=2,model=2",
                     "--layers", "1", "--steps", "1", "--engine", "cpp", "--threads", "1",
                     "--quiet"], tmp_path)
+    run = tmp_path / "run"
     loss, rep = tpusim.train(config=pod, model="gpt", mesh="data=2,model=2", layers=1, steps=1,
-                             threads=1)
+                             threads=1, save=run)
     assert stable(rep) == stable(want)
     assert rep["train"]["model"] == "gpt" and rep["golden"]["verdict"] == "pass"
     assert loss.tolist() == [s["loss"] for s in want["steps"]]
+    # generate from the saved run: the CLI's report and bytes
+    want = run_cli(["generate", "--config", pod, "--load", str(run), "--prompt", "The ",
+                    "--tokens", "6", "--engine", "cpp", "--threads", "1", "--quiet"], tmp_path)
+    text, rep = tpusim.generate(config=pod, load=run, prompt="The ", tokens=6, threads=1)
+    assert stable(rep) == stable(want)
+    assert isinstance(text, bytes) and len(text) == 6
+    assert rep["golden"]["verdict"] == "pass" and rep["programs"] == 6
 
 
 def test_train_pipeline_equals_cli(tmp_path):

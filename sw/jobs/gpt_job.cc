@@ -476,6 +476,7 @@ std::string GptGenerate::title() const {
 void GptGenerate::run(const EngineOptions& eng, Report& rep) {
   with_engine(eng, cfg_.params, cfg_.chip.clock_ghz, [&](HostPort& h) {
     GptDecoder dec(h, spec_, params_, 0);
+    bytes_.clear();
     std::vector<int32_t> seq;
     for (char c : o_.prompt) seq.push_back(static_cast<unsigned char>(c));
     const std::size_t keep = gpt_decode_keep(spec_.seq);
@@ -516,6 +517,7 @@ void GptGenerate::run(const EngineOptions& eng, Report& rep) {
         if (last[k] > last[best]) best = static_cast<int32_t>(k);
       seq.push_back(best);
       text += shown(best);
+      bytes_ += static_cast<char>(best);
       if (n + 1 < o_.tokens) feed_to(seq.size());  // the last one's logits are not needed
     }
     pass_ = mismatches == 0;
