@@ -345,6 +345,16 @@ py::tuple run_collective(const ConfigArg& config, const py::object& x, Collectiv
   return py::make_tuple(arrays(out), text, pass, arrays(in));
 }
 
+// Runs the job (run()) and adds its host time to the report, as the CLI's wall_seconds.
+template <typename Run>
+void run_timed(Report& rep, Run&& run) {
+  const auto t0 = std::chrono::steady_clock::now();
+  run();
+  rep.metric("wall_seconds",
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), "s",
+             "host time of the simulation");
+}
+
 // shard: (Y as float32 M x N, the report's JSON text, pass); the report as `tpusim shard` makes it.
 py::tuple run_shard(const ConfigArg& config, const py::object& x, const py::object& w,
                     ShardJobOptions o, const EngineArgs& ea) {
@@ -378,11 +388,7 @@ py::tuple run_shard(const ConfigArg& config, const py::object& x, const py::obje
     ShardJob job(cfg, o, where);
     Report rep(job.title());
     rep.field("command", "shard");
-    const auto t0 = std::chrono::steady_clock::now();
-    job.run(eng, rep, [&](uint64_t) { sc.poll(); });
-    rep.metric("wall_seconds",
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), "s",
-               "host time of the simulation");
+    run_timed(rep, [&] { job.run(eng, rep, [&](uint64_t) { sc.poll(); }); });
     pass = job.pass();
     y = job.y();
     m = job.m();
@@ -404,11 +410,7 @@ py::tuple run_generate(const ConfigArg& config, GptGenerateOptions o, const Engi
     GptGenerate job(cfg, o);
     Report rep(job.title());
     rep.field("command", "generate");
-    const auto t0 = std::chrono::steady_clock::now();
-    job.run(eng, rep);
-    rep.metric("wall_seconds",
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), "s",
-               "host time of the simulation");
+    run_timed(rep, [&] { job.run(eng, rep); });
     pass = job.pass();
     bytes = job.text();
     text = json_text(rep.json());
@@ -480,12 +482,8 @@ py::tuple run_train(const ConfigArg& config, const TrainArgs& a, const EngineArg
       GptJob job(cfg, o);
       Report rep(job.title());
       rep.field("command", "train");
-      const auto t0 = std::chrono::steady_clock::now();
       job.set_progress([&](const RunProgress&) { sc.poll(); });
-      job.run(eng, rep);
-      rep.metric("wall_seconds",
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                 "s", "host time of the simulation");
+      run_timed(rep, [&] { job.run(eng, rep); });
       pass = job.pass();
       const Json j = rep.json();
       for (const Json& st : j.at("steps")) loss.push_back(st.at("loss").get<double>());
@@ -529,11 +527,7 @@ py::tuple run_train(const ConfigArg& config, const TrainArgs& a, const EngineArg
     TrainJob job(cfg, o);
     Report rep(job.title());
     rep.field("command", "train");
-    const auto t0 = std::chrono::steady_clock::now();
-    job.run(eng, rep, [&](std::size_t, uint64_t) { sc.poll(); });
-    rep.metric("wall_seconds",
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), "s",
-               "host time of the simulation");
+    run_timed(rep, [&] { job.run(eng, rep, [&](std::size_t, uint64_t) { sc.poll(); }); });
     pass = job.pass();
     for (const TrainStepRecord& st : job.result().steps) loss.push_back(st.loss);
     text = json_text(rep.json());

@@ -120,19 +120,28 @@ INSTANTIATE_TEST_SUITE_P(
                       GptCase{"model4", 1, 64, 4, 32, 256, 1, {2, 2}, "model=4", 2}),
     [](const auto& p) { return std::string(p.param.name); });
 
-// Decoding with the keys and values cached in HBM: the logits of the token at position t are
-// row t of the golden's forward over the window of tokens 0..t, bit for bit; the context's end.
-TEST(GptDecode, EachTokensLogitsAreTheFullWindowForwardsRow) {
-  PodParams pp;
-  pp.topo = Topology::torus({1});
-  pp.variant = "16x16";
-  CppPodHost host(pp);
+// The decoder tests' model: 32 wide, 2 heads, a context of 32, on one 16x16 chip.
+GptSpec decode_spec(std::size_t layers) {
   GptSpec spec;
-  spec.layers = 2;
+  spec.layers = layers;
   spec.d_model = 32;
   spec.heads = 2;
   spec.seq = 32;
   spec.lanes = 16;
+  return spec;
+}
+PodParams one_chip() {
+  PodParams pp;
+  pp.topo = Topology::torus({1});
+  pp.variant = "16x16";
+  return pp;
+}
+
+// Decoding with the keys and values cached in HBM: the logits of the token at position t are
+// row t of the golden's forward over the window of tokens 0..t, bit for bit; the context's end.
+TEST(GptDecode, EachTokensLogitsAreTheFullWindowForwardsRow) {
+  CppPodHost host(one_chip());
+  const GptSpec spec = decode_spec(2);
   const GptParams params = gpt_init(spec, 7);
   GptDecoder dec(host, spec, params);
   const std::vector<uint8_t> data = text(256);
@@ -162,16 +171,8 @@ TEST(GptDecode, EachTokensLogitsAreTheFullWindowForwardsRow) {
 // gives the golden's forward over that window alone, bit for bit; a token past the context is
 // refused.
 TEST(GptDecode, RestartFeedsANewWindowAsTheFirst) {
-  PodParams pp;
-  pp.topo = Topology::torus({1});
-  pp.variant = "16x16";
-  CppPodHost host(pp);
-  GptSpec spec;
-  spec.layers = 1;
-  spec.d_model = 32;
-  spec.heads = 2;
-  spec.seq = 32;
-  spec.lanes = 16;
+  CppPodHost host(one_chip());
+  const GptSpec spec = decode_spec(1);
   const GptParams params = gpt_init(spec, 11);
   GptDecoder dec(host, spec, params);
   const std::vector<uint8_t> data = text(256);
