@@ -128,11 +128,12 @@ def plot_train(rep, out, path="report"):
     x = [s["step"] for s in steps]
     pipe = rep.get("pipeline")
     if isinstance(pipe, dict) and isinstance(pipe.get("stages"), list):
-        fig = plt.figure(figsize=(9, 11))
+        # constrained layout: each gap its own height (tight_layout makes them all the largest)
+        fig = plt.figure(figsize=(9, 11), layout="constrained")
         gs = fig.add_gridspec(3, 1, height_ratios=[1, 1.3, 1.3])
         ax_loss = fig.add_subplot(gs[0])
         ax_b = fig.add_subplot(gs[1], sharex=ax_loss)
-        plt.setp(ax_loss.get_xticklabels(), visible=False)
+        ax_loss.tick_params(labelbottom=False)
         _schedule_panel(pipe, fig.add_subplot(gs[2]), path)
     else:
         fig, (ax_loss, ax_b) = plt.subplots(2, 1, figsize=(9, 7.5), sharex=True,
@@ -173,7 +174,8 @@ def plot_train(rep, out, path="report"):
     ax_b.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, frameon=False)
     if len(x) <= 30:
         ax_b.set_xticks(x)
-    fig.tight_layout()
+    if not fig.get_constrained_layout():
+        fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
 
