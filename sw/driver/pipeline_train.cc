@@ -664,14 +664,7 @@ PipelineStats PipelineTrainer::measure(const std::vector<TraceEvent>& events) co
     });
   }
   for (int c = 0; c < chips; ++c) {
-    auto& iv = busy[static_cast<std::size_t>(c)];
-    std::sort(iv.begin(), iv.end());
-    uint64_t covered = 0, end = 0;
-    for (const auto& [a, z] : iv) {  // the union's length
-      const uint64_t from = std::max(a, end);
-      if (z > from) covered += z - from;
-      end = std::max(end, z);
-    }
+    const uint64_t covered = covered_cycles(busy[static_cast<std::size_t>(c)]);
     PipelineStageStats& s = st.stages[static_cast<std::size_t>(stage_of(c))];
     s.busy += covered / static_cast<uint64_t>(m.D);
     s.bubble += (1.0 - static_cast<double>(covered) / static_cast<double>(st.span)) / m.D;

@@ -439,6 +439,17 @@ TrainCheck check_params(const std::vector<MlpParams>& got, const MlpGolden& gold
   return k;
 }
 
+uint64_t covered_cycles(std::vector<std::pair<uint64_t, uint64_t>>& spans) {
+  std::sort(spans.begin(), spans.end());
+  uint64_t covered = 0, end = 0;
+  for (const auto& [a, z] : spans) {
+    const uint64_t from = std::max(a, end);
+    if (z > from) covered += z - from;
+    end = std::max(end, z);
+  }
+  return covered;
+}
+
 double allreduce_hidden_fraction(const TrainStepRun& run, const std::vector<TraceEvent>& events) {
   // A command's phase from its label ("<phase>" or "<phase> | step s"): 0 no collective, 1 a
   // gradient all-reduce, 2 another collective.

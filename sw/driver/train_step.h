@@ -93,6 +93,9 @@ struct TrainCheck {
 };
 TrainCheck check_params(const std::vector<MlpParams>& got, const MlpGolden& golden);
 
+// The cycles a set of [begin, end) spans covers (their union's length); sorts `spans`.
+uint64_t covered_cycles(std::vector<std::pair<uint64_t, uint64_t>>& spans);
+
 // The fraction of the gradient all-reduces' time hidden behind other work, from the timeline:
 // per chip, the cycles in which a command of a gradient all-reduce was in flight, and of those
 // the cycles in which a command of a phase that is no collective was in flight too; summed over
