@@ -37,19 +37,8 @@ std::vector<double> phase_busy(const SpmdProgram& prog, const std::vector<TraceE
     if (p >= 0 && e.end > e.begin) spans[{e.chip, p}].push_back({e.begin, e.end});
   }
   std::vector<double> busy(n, 0.0);
-  for (auto& [key, v] : spans) {
-    std::sort(v.begin(), v.end());
-    uint64_t total = 0, lo = v[0].first, hi = v[0].second;
-    for (const auto& [b, e] : v) {
-      if (b > hi) {
-        total += hi - lo;
-        lo = b;
-      }
-      hi = std::max(hi, e);
-    }
-    total += hi - lo;
-    busy[static_cast<std::size_t>(key.second)] += static_cast<double>(total) / chips;
-  }
+  for (auto& [key, v] : spans)
+    busy[static_cast<std::size_t>(key.second)] += static_cast<double>(covered_cycles(v)) / chips;
   return busy;
 }
 
@@ -403,14 +392,15 @@ GptJobOptions gpt_job_options(const GptGiven& g, const PodConfig& cfg,
                                   "blocks");
     o.layers = layers[0];  // at least 1: GptSpec::validate
   }
-  o.d_model = pick(g.d_model, "d_model", ts.d_model, 32);
-  o.heads = pick(g.heads, "heads", ts.heads, 2);
-  o.seq = pick(g.seq, "seq", ts.seq, 32);
-  o.global_batch = pick(g.batch, "batch", ts.batch, 8);
-  o.steps = pick(g.steps, "steps", ts.steps, 20);
-  o.seed = pick(g.seed, "seed", ts.seed, 1);
-  o.warmup = pick(g.warmup, "warmup", ts.warmup, 0);
-  const double lr = g.lr ? *g.lr : ts.has("lr") ? ts.lr : 1e-2;
+  // The defaults: GptJobOptions' own (the tiny model).
+  o.d_model = pick(g.d_model, "d_model", ts.d_model, o.d_model);
+  o.heads = pick(g.heads, "heads", ts.heads, o.heads);
+  o.seq = pick(g.seq, "seq", ts.seq, o.seq);
+  o.global_batch = pick(g.batch, "batch", ts.batch, o.global_batch);
+  o.steps = pick(g.steps, "steps", ts.steps, o.steps);
+  o.seed = pick(g.seed, "seed", ts.seed, o.seed);
+  o.warmup = pick(g.warmup, "warmup", ts.warmup, o.warmup);
+  const double lr = g.lr ? *g.lr : ts.has("lr") ? ts.lr : std::stod(o.lr_text);
   if (!lr_in_range(lr))
     throw std::invalid_argument((g.lr ? name("lr") : config_path + ": key 'train.lr'") + ": " +
                                 real_text(lr) + ": " + lr_rule());
