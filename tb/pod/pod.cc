@@ -598,17 +598,22 @@ void PodCore::end_cycle() { ++cycle_; }
 // waits for its host, e.g. a golden check, costs no CPU). A worker's exception is kept and
 // rethrown by the caller (the lowest slab's first).
 namespace {
-// Waits until done() holds: a short spin with the CPU's pause hint (a sibling hyperthread keeps
-// the core), then yields the CPU between checks.
+// Waits until done() holds, or gives up after `tries` checks (< 0: never): the first 4096 with
+// the CPU's pause hint between them (a sibling hyperthread keeps the core), the rest yielding
+// the CPU. Returns whether done() held.
 template <typename Done>
-void spin_until(Done done) {
-  for (int i = 0; i < 4096; ++i) {
-    if (done()) return;
+bool spin_until(Done done, int tries = -1) {
+  for (int i = 0; tries < 0 || i < tries; ++i) {
+    if (done()) return true;
+    if (i < 4096) {
 #if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
+      __builtin_ia32_pause();
 #endif
+    } else {
+      std::this_thread::yield();
+    }
   }
-  while (!done()) std::this_thread::yield();
+  return false;
 }
 }  // namespace
 
@@ -654,21 +659,11 @@ void PodCore::set_threads(unsigned n) {
       uint64_t seen = 0;
       for (;;) {
         // Wait for the next cycle: spin a little, then sleep.
-        uint64_t g = p.gen.load(std::memory_order_acquire);
-        for (int spin = 0; g == seen && spin < 20000; ++spin) {
-          if (spin < 4096) {
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#endif
-          } else {
-            std::this_thread::yield();
-          }
-          g = p.gen.load(std::memory_order_acquire);
-        }
-        if (g == seen) {
+        uint64_t g = 0;
+        const auto next = [&] { return (g = p.gen.load(std::memory_order_acquire)) != seen; };
+        if (!spin_until(next, 20000)) {
           std::unique_lock<std::mutex> lk(p.m);
-          p.cv.wait(lk, [&] { return p.gen.load(std::memory_order_acquire) != seen; });
-          g = p.gen.load(std::memory_order_acquire);
+          p.cv.wait(lk, next);
         }
         seen = g;
         if (p.stop.load()) return;
