@@ -445,96 +445,114 @@ struct TrainArgs {
   std::string save;
 };
 
+// A training run's outcome: the report's JSON text, pass, the loss of every step.
+struct TrainOut {
+  std::string text;
+  bool pass = false;
+  std::vector<double> loss;
+};
+
+// model="gpt": GptJob, its settings through gpt_job_options as `tpusim train --model gpt`.
+TrainOut train_gpt(const PodConfig& cfg, const std::string& where, const TrainArgs& a,
+                   const EngineOptions& eng, SignalCheck& sc) {
+  TrainOut r;
+  if (a.stages || a.schedule || a.microbatches || a.grad_pieces || a.fresh_batches)
+    throw std::invalid_argument("stages, schedule, microbatches, grad_pieces and "
+                                "fresh_batches: MLP settings; the model is gpt");
+  GptGiven g = a.gpt;
+  if (!a.mesh.empty()) g.mesh = a.mesh;
+  g.layers = a.layers;
+  g.batch = a.batch;
+  g.steps = a.steps;
+  g.seed = a.seed;
+  g.lr = a.lr;
+  GptJobOptions o = gpt_job_options(g, cfg, where, TPU_SOURCE_DIR "/docs",
+                                    [](const std::string& key) { return key; });
+  o.backdoor = a.backdoor;
+  o.trace_steps = a.trace_steps;
+  o.save = a.save;
+  o.table = false;
+  GptJob job(cfg, o);
+  Report rep(job.title());
+  rep.field("command", "train");
+  job.set_progress([&](const RunProgress&) { sc.poll(); });
+  run_timed(rep, [&] { job.run(eng, rep); });
+  r.pass = job.pass();
+  const Json j = rep.json();
+  for (const Json& st : j.at("steps")) r.loss.push_back(st.at("loss").get<double>());
+  r.text = json_text(j);
+  return r;
+}
+
+// model="mlp": TrainJob, each setting the argument, else the config's train: key.
+TrainOut train_mlp(const PodConfig& cfg, const std::string& where, const TrainArgs& a,
+                   const EngineOptions& eng, SignalCheck& sc) {
+  const TrainSettings& ts = cfg.train;
+  TrainOut r;
+  const GptGiven& gg = a.gpt;
+  if (gg.d_model || gg.heads || gg.seq || gg.warmup || gg.weight_decay || gg.data)
+    throw std::invalid_argument("d_model, heads, seq, warmup, weight_decay and data: GPT "
+                                "settings; the model is mlp (model='gpt')");
+  TrainJobOptions o;
+  o.mesh = a.mesh.empty() ? ts.mesh : a.mesh;
+  o.stages = a.stages ? *a.stages : ts.stages;
+  o.schedule = a.schedule ? *a.schedule : ts.schedule;
+  o.microbatches = train_setting<std::size_t>(a.microbatches, ts.microbatches, "microbatches");
+  o.widths = a.layers ? *a.layers : ts.layers;
+  if (a.layers) {
+    const ConfigKey& k = config_keys().at("train.layers");
+    for (std::size_t wd : o.widths)
+      if (wd < k.lo || wd > k.hi)
+        throw std::invalid_argument("layers: width " + std::to_string(wd) + ": must be in " +
+                                    std::to_string(k.lo) + ".." + std::to_string(k.hi));
+  }
+  if (o.widths.size() < 2)
+    throw std::invalid_argument("layers: need at least two widths (inputs, outputs)");
+  o.global_batch = train_setting<std::size_t>(a.batch, ts.batch, "batch");
+  const double lr = a.lr ? *a.lr : ts.lr;
+  if (!lr_in_range(lr))
+    throw std::invalid_argument((a.lr ? std::string("lr") : where + ": key 'train.lr'") + ": " +
+                                real_text(lr) + ": " + lr_rule());
+  o.lr = static_cast<float>(lr);
+  o.lr_text = real_text(lr);
+  o.steps = train_setting<std::size_t>(a.steps, ts.steps, "steps");
+  o.seed = train_setting<uint64_t>(a.seed, ts.seed, "seed");
+  o.fresh_batches = a.fresh_batches || ts.fresh_batches;
+  o.grad_pieces = train_setting<std::size_t>(a.grad_pieces, ts.grad_pieces, "grad_pieces");
+  o.backdoor = a.backdoor;
+  o.trace_steps = a.trace_steps;
+  o.save = a.save;
+  o.table = false;
+  TrainJob job(cfg, o);
+  Report rep(job.title());
+  rep.field("command", "train");
+  run_timed(rep, [&] { job.run(eng, rep, [&](std::size_t, uint64_t) { sc.poll(); }); });
+  r.pass = job.pass();
+  for (const TrainStepRecord& st : job.result().steps) r.loss.push_back(st.loss);
+  r.text = json_text(rep.json());
+  return r;
+}
+
 // train: (the loss of every step, the report's JSON text, pass), the settings as `tpusim train`
 // takes them: an argument given, else the config's train: key, else the table's default.
 py::tuple run_train(const ConfigArg& config, const TrainArgs& a, const EngineArgs& ea) {
   const EngineOptions eng = ea.options();
   SignalCheck sc;
-  std::string text;
-  bool pass = false;
-  std::vector<double> loss;
+  TrainOut r;
   simulate(sc, [&] {
     const std::string where = config.text   ? std::string(kDictName)
                               : config.path ? *config.path
                                             : source_file("configs/pod_2x2.yaml");
     const PodConfig cfg = pod_config(config);
-    const TrainSettings& ts = cfg.train;
-    const std::string model = a.model ? *a.model : ts.model;
+    const std::string model = a.model ? *a.model : cfg.train.model;
     if (model != "mlp" && model != "gpt")
       throw std::invalid_argument("model='" + model + "': mlp or gpt");
-    if (model == "gpt") {
-      if (a.stages || a.schedule || a.microbatches || a.grad_pieces || a.fresh_batches)
-        throw std::invalid_argument("stages, schedule, microbatches, grad_pieces and "
-                                    "fresh_batches: MLP settings; the model is gpt");
-      GptGiven g = a.gpt;
-      if (!a.mesh.empty()) g.mesh = a.mesh;
-      g.layers = a.layers;
-      g.batch = a.batch;
-      g.steps = a.steps;
-      g.seed = a.seed;
-      g.lr = a.lr;
-      GptJobOptions o = gpt_job_options(g, cfg, where, TPU_SOURCE_DIR "/docs",
-                                        [](const std::string& key) { return key; });
-      o.backdoor = a.backdoor;
-      o.trace_steps = a.trace_steps;
-      o.save = a.save;
-      o.table = false;
-      GptJob job(cfg, o);
-      Report rep(job.title());
-      rep.field("command", "train");
-      job.set_progress([&](const RunProgress&) { sc.poll(); });
-      run_timed(rep, [&] { job.run(eng, rep); });
-      pass = job.pass();
-      const Json j = rep.json();
-      for (const Json& st : j.at("steps")) loss.push_back(st.at("loss").get<double>());
-      text = json_text(j);
-      return;
-    }
-    const GptGiven& gg = a.gpt;
-    if (gg.d_model || gg.heads || gg.seq || gg.warmup || gg.weight_decay || gg.data)
-      throw std::invalid_argument("d_model, heads, seq, warmup, weight_decay and data: GPT "
-                                  "settings; the model is mlp (model='gpt')");
-    TrainJobOptions o;
-    o.mesh = a.mesh.empty() ? ts.mesh : a.mesh;
-    o.stages = a.stages ? *a.stages : ts.stages;
-    o.schedule = a.schedule ? *a.schedule : ts.schedule;
-    o.microbatches = train_setting<std::size_t>(a.microbatches, ts.microbatches, "microbatches");
-    o.widths = a.layers ? *a.layers : ts.layers;
-    if (a.layers) {
-      const ConfigKey& k = config_keys().at("train.layers");
-      for (std::size_t wd : o.widths)
-        if (wd < k.lo || wd > k.hi)
-          throw std::invalid_argument("layers: width " + std::to_string(wd) + ": must be in " +
-                                      std::to_string(k.lo) + ".." + std::to_string(k.hi));
-    }
-    if (o.widths.size() < 2)
-      throw std::invalid_argument("layers: need at least two widths (inputs, outputs)");
-    o.global_batch = train_setting<std::size_t>(a.batch, ts.batch, "batch");
-    const double lr = a.lr ? *a.lr : ts.lr;
-    if (!lr_in_range(lr))
-      throw std::invalid_argument((a.lr ? std::string("lr") : where + ": key 'train.lr'") + ": " +
-                                  real_text(lr) + ": " + lr_rule());
-    o.lr = static_cast<float>(lr);
-    o.lr_text = real_text(lr);
-    o.steps = train_setting<std::size_t>(a.steps, ts.steps, "steps");
-    o.seed = train_setting<uint64_t>(a.seed, ts.seed, "seed");
-    o.fresh_batches = a.fresh_batches || ts.fresh_batches;
-    o.grad_pieces = train_setting<std::size_t>(a.grad_pieces, ts.grad_pieces, "grad_pieces");
-    o.backdoor = a.backdoor;
-    o.trace_steps = a.trace_steps;
-    o.save = a.save;
-    o.table = false;
-    TrainJob job(cfg, o);
-    Report rep(job.title());
-    rep.field("command", "train");
-    run_timed(rep, [&] { job.run(eng, rep, [&](std::size_t, uint64_t) { sc.poll(); }); });
-    pass = job.pass();
-    for (const TrainStepRecord& st : job.result().steps) loss.push_back(st.loss);
-    text = json_text(rep.json());
+    r = model == "gpt" ? train_gpt(cfg, where, a, eng, sc) : train_mlp(cfg, where, a, eng, sc);
   });
-  py::array_t<double> l(static_cast<py::ssize_t>(loss.size()));
-  if (!loss.empty()) std::memcpy(l.mutable_data(), loss.data(), loss.size() * sizeof(double));
-  return py::make_tuple(l, text, pass);
+  py::array_t<double> l(static_cast<py::ssize_t>(r.loss.size()));
+  if (!r.loss.empty())
+    std::memcpy(l.mutable_data(), r.loss.data(), r.loss.size() * sizeof(double));
+  return py::make_tuple(l, r.text, r.pass);
 }
 
 Collective collective_of(const std::string& kind) {
