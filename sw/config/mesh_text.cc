@@ -65,4 +65,28 @@ Mesh parse_mesh(const std::string& text) {
   return mesh;
 }
 
+Mesh parse_train_mesh(const std::string& text, const Topology& topo,
+                      const std::vector<std::string>& axes) {
+  try {
+    const Mesh mesh = parse_mesh(text);
+    for (const MeshAxis& ax : mesh.axes) {
+      bool known = false;
+      std::string list;
+      for (std::size_t i = 0; i < axes.size(); ++i) {
+        known = known || ax.name == axes[i];
+        list += (i == 0 ? "'" : i + 1 == axes.size() ? " and '" : ", '") + axes[i] + "'";
+      }
+      if (!known) bad("axis '" + ax.name + "': the axes are " + list);
+    }
+    const int P = topo.num_chips();
+    if (mesh.num_chips() != P)
+      bad("the axes multiply to " + std::to_string(mesh.num_chips()) + " chips, the pod " +
+          topo.name() + " has " + std::to_string(P));
+    check_mesh(topo, mesh);
+    return mesh;
+  } catch (const std::invalid_argument& e) {
+    bad("--mesh " + text + ": " + e.what());
+  }
+}
+
 }  // namespace tpu

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "tpu/mesh.h"
 
@@ -14,5 +15,11 @@ namespace tpu {
 // name=size, an empty name, a name not of letters, digits and '_', a duplicate name, a size that
 // is not an integer, a size < 1.
 Mesh parse_mesh(const std::string& text);
+
+// A training job's --mesh: parsed, every axis one of `axes`, the axes multiplying to the pod's
+// chips and lining up with its dimensions (check_mesh). Throws std::invalid_argument
+// "--mesh TEXT: " and the rule.
+Mesh parse_train_mesh(const std::string& text, const Topology& topo,
+                      const std::vector<std::string>& axes);
 
 }  // namespace tpu

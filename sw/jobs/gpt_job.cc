@@ -91,22 +91,9 @@ GptJob::GptJob(PodConfig cfg, GptJobOptions o) : cfg_(std::move(cfg)), o_(std::m
   int model = 1;
   mesh_text_ = "data=" + std::to_string(P);
   if (!o_.mesh.empty()) {
-    try {
-      const Mesh mesh = parse_mesh(o_.mesh);
-      for (const MeshAxis& ax : mesh.axes)
-        if (ax.name != "data" && ax.name != "model")
-          throw std::invalid_argument("axis '" + ax.name + "': the GPT's axes are 'data' and "
-                                      "'model'");
-      if (mesh.num_chips() != P)
-        throw std::invalid_argument("the axes multiply to " + std::to_string(mesh.num_chips()) +
-                                    " chips, the pod " + topo.name() + " has " +
-                                    std::to_string(P));
-      check_mesh(topo, mesh);
-      model = mesh.axis_size("model") > 0 ? mesh.axis_size("model") : 1;
-      if (model > 1) mesh_text_ = mesh_without_unit_axes(mesh).text();
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument("--mesh " + o_.mesh + ": " + e.what());
-    }
+    const Mesh mesh = parse_train_mesh(o_.mesh, topo, {"data", "model"});
+    model = mesh.axis_size("model") > 0 ? mesh.axis_size("model") : 1;
+    if (model > 1) mesh_text_ = mesh_without_unit_axes(mesh).text();
   }
   const int data = P / model;
   if (o_.global_batch % static_cast<std::size_t>(data) != 0)

@@ -104,21 +104,7 @@ TrainJob::TrainJob(PodConfig cfg, const TrainJobOptions& o) : cfg_(std::move(cfg
   mesh_text_ = "data=" + std::to_string(P);
   Mesh mesh;
   if (!o.mesh.empty()) {
-    try {
-      mesh = parse_mesh(o.mesh);
-      for (const MeshAxis& ax : mesh.axes) {
-        if (ax.name != "data" && ax.name != "model" && ax.name != "stage")
-          throw std::invalid_argument("axis '" + ax.name + "': the axes are 'data', 'model' and "
-                                      "'stage'");
-      }
-      if (mesh.num_chips() != P)
-        throw std::invalid_argument("the axes multiply to " + std::to_string(mesh.num_chips()) +
-                                    " chips, the pod " + topo.name() + " has " +
-                                    std::to_string(P));
-      check_mesh(topo, mesh);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument("--mesh " + o.mesh + ": " + e.what());
-    }
+    mesh = parse_train_mesh(o.mesh, topo, {"data", "model", "stage"});
     // An axis of size 1 splits nothing: data=4,model=1 is plain data parallel, data=1,model=4
     // is model=4 (the same programs, the same bits).
     mesh = mesh_without_unit_axes(mesh);
