@@ -535,24 +535,40 @@ GptStepRun GptTrainer::step(const std::vector<int32_t>& windows) {
   return r;
 }
 
+namespace {
+
+// A collective's rounds replayed on f32 vectors, one per chip (golden_collective on their bits):
+// what chip `at` holds after them.
+std::vector<float> replay_f32(const std::vector<CollectiveRound>& rounds,
+                              const std::vector<std::vector<float>>& per_chip, int at) {
+  std::vector<std::vector<uint32_t>> bits;
+  for (const std::vector<float>& v : per_chip) {
+    bits.emplace_back(v.size());
+    std::memcpy(bits.back().data(), v.data(), v.size() * 4);
+  }
+  const std::vector<std::vector<uint32_t>> all = golden_collective(rounds, bits);
+  const std::vector<uint32_t>& sum = all.at(static_cast<std::size_t>(at));
+  std::vector<float> out(sum.size());
+  std::memcpy(out.data(), sum.data(), out.size() * 4);
+  return out;
+}
+
+}  // namespace
+
 GptDataReduce GptTrainer::golden_data_reduce() const {
   const Impl* m = impl_.get();
   return [m](std::size_t k, const std::vector<std::vector<float>>& parts) {
     if (m->grad_rounds.at(k).empty()) return parts.at(0);
-    // The rounds ran over the chip layout (heads padded with zeros): the parts go there, are
-    // reduced as the chips reduced them, and come back.
-    // The rounds are the pod's (one group per model rank): every chip gets its data rank's part.
+    // The rounds ran over the chip layout (heads padded with zeros) of the whole pod (one group
+    // per model rank): every chip gets its data rank's part there, reduced as the chips reduced
+    // it, and back.
     GptTensor g = m->shard_shape.at(k);
-    std::vector<std::vector<uint32_t>> bits;
+    std::vector<std::vector<float>> chips;
     for (int chip = 0; chip < m->P; ++chip) {
       g.v = parts.at(static_cast<std::size_t>(m->spec_data_rank(chip)));
-      const std::vector<float> c = m->layout.to_chip(g, k);
-      bits.emplace_back(c.size());
-      std::memcpy(bits.back().data(), c.data(), c.size() * 4);
+      chips.push_back(m->layout.to_chip(g, k));
     }
-    const auto sum = golden_collective(m->grad_rounds[k], bits);
-    std::vector<float> c(sum.at(0).size());
-    std::memcpy(c.data(), sum[0].data(), c.size() * 4);
+    const std::vector<float> c = replay_f32(m->grad_rounds[k], chips, 0);
     return m->layout.from_chip(c, g, k);
   };
 }
@@ -563,19 +579,14 @@ GptModelReduce GptTrainer::golden_model_reduce() const {
   return [m](std::size_t site, std::size_t data_rank, const std::vector<std::vector<float>>& parts) {
     // Every chip gets its model rank's part (the other data ranks' groups sum the same parts
     // beside it, apart); the sum is read at a chip of this data rank.
-    std::vector<std::vector<uint32_t>> bits;
+    std::vector<std::vector<float>> chips;
     int at = -1;
     for (int chip = 0; chip < m->P; ++chip) {
-      const std::vector<float>& p =
-          parts.at(static_cast<std::size_t>(m->mesh.model_rank.at(static_cast<std::size_t>(chip))));
-      bits.emplace_back(p.size());
-      std::memcpy(bits.back().data(), p.data(), p.size() * 4);
+      chips.push_back(
+          parts.at(static_cast<std::size_t>(m->mesh.model_rank.at(static_cast<std::size_t>(chip)))));
       if (at < 0 && static_cast<std::size_t>(m->spec_data_rank(chip)) == data_rank) at = chip;
     }
-    const auto sum = golden_collective(m->model_rounds.at(site), bits);
-    std::vector<float> out(sum.at(static_cast<std::size_t>(at)).size());
-    std::memcpy(out.data(), sum[static_cast<std::size_t>(at)].data(), out.size() * 4);
-    return out;
+    return replay_f32(m->model_rounds.at(site), chips, at);
   };
 }
 
