@@ -11,6 +11,12 @@
 #include "train_images.h"
 
 namespace tpu {
+namespace {
+
+// The first n rows of a buffer sized for the whole context.
+HbmMatrix first_rows(const HbmMatrix& v, std::size_t n) { return hbm_view(v, 0, n, 0, v.cols); }
+
+}  // namespace
 
 struct GptDecoder::Impl {
   struct Tensor {
@@ -133,7 +139,7 @@ GptDecoder::~GptDecoder() = default;
 
 void GptDecoder::Impl::add_layer(std::size_t l, std::size_t p, std::size_t n, int chip) {
   auto W = [&](GptLayerSlot sl) -> const Tensor& { return t[gpt_index(l, sl)]; };
-  auto rows = [n](const HbmMatrix& v) { return hbm_view(v, 0, n, 0, v.cols); };
+  auto rows = [n](const HbmMatrix& v) { return first_rows(v, n); };
   const std::size_t HD = Hm * dhp;
   const HbmMatrix h0 = rows(h[0]), h1 = rows(h[1]), x = rows(xb), xh = rows(xhat), q = rows(qkv);
   map("layer norm", gpt_ln_forward_map(consts, h0, W(kLn1G).w, W(kLn1B).w, x, xh, rstd), chip);
@@ -203,11 +209,11 @@ GptDecoder::Step GptDecoder::feed(const std::vector<int32_t>& tokens) {
   m.clear_cache = false;
   for (std::size_t l = 0; l < spec_.layers; ++l) m.add_layer(l, pos_, n, chip_);
   const std::size_t f = gpt_index_lnf_g(spec_.layers);
-  const HbmMatrix xb = hbm_view(m.xb, 0, n, 0, m.d);
-  m.map("layer norm", gpt_ln_forward_map(m.consts, hbm_view(m.h[0], 0, n, 0, m.d), m.t[f].w,
-                                         m.t[f + 1].w, xb, hbm_view(m.xhat, 0, n, 0, m.d), m.rstd),
+  const HbmMatrix xb = first_rows(m.xb, n);
+  m.map("layer norm", gpt_ln_forward_map(m.consts, first_rows(m.h[0], n), m.t[f].w, m.t[f + 1].w,
+                                         xb, first_rows(m.xhat, n), m.rstd),
         chip_);
-  m.mm(hbm_view(m.logits, 0, n, 0, m.V), xb, m.t[f + 2].wb, nullptr, false, chip_);
+  m.mm(first_rows(m.logits, n), xb, m.t[f + 2].wb, nullptr, false, chip_);
   Schedule sch = schedule(*m.wl);
   PodDriver pd(host_);
   const PodProgramRun run = pd.run_programs(sch.program);
