@@ -116,6 +116,9 @@ void GptSpec::validate() const {
   require(seq >= 1, "seq: must be at least 1");
   require(seq <= ctx(), "seq: " + str(seq) + " is longer than wpe's " + str(ctx()) + " rows");
   require(batch >= 1, "batch: every data rank needs at least one window");
+  require(microbatches >= 1 && batch % microbatches == 0,
+          "microbatches: " + str(microbatches) + " must divide the windows per data rank (" +
+              str(batch) + ")");
   require(std::isfinite(lr) && lr > 0, "lr: must be finite and > 0");
   require(std::isfinite(weight_decay) && weight_decay >= 0, "weight_decay: must be >= 0");
   require(beta1 >= 0 && beta1 < 1, "beta1: must be in [0, 1)");

@@ -347,44 +347,68 @@ GptStepResult GptGolden::step(const std::vector<int32_t>& windows, const GptData
       throw std::invalid_argument("tokens: id " + std::to_string(tok) + " is outside [0, " +
                                   std::to_string(spec_.vocab) + ")");
   const float inv_n = xcend_rcp(static_cast<float>(spec_.global_batch() * spec_.seq));
-  std::vector<std::vector<Run>> groups(static_cast<std::size_t>(spec_.data),
-                                       std::vector<Run>(static_cast<std::size_t>(spec_.model)));
-  std::vector<Run*> of_chip(P);
+  // Micro-batch k of data rank d: its windows [d B + k Bm, d B + (k + 1) Bm).
+  const std::size_t M = spec_.microbatches, Bm = D.B / M;
+  GptSpec mspec = spec_;
+  mspec.batch = Bm;
+  const Dims Dm = dims_of(mspec);
+  std::vector<std::vector<std::size_t>> chip_at(
+      static_cast<std::size_t>(spec_.data), std::vector<std::size_t>(static_cast<std::size_t>(spec_.model)));
   for (std::size_t c = 0; c < P; ++c) {
-    const std::size_t d = static_cast<std::size_t>(spec_.data_rank_of(static_cast<int>(c)));
-    Run& r = groups[d][static_cast<std::size_t>(spec_.model_rank_of(static_cast<int>(c)))];
-    of_chip[c] = &r;
+    chip_at[static_cast<std::size_t>(spec_.data_rank_of(static_cast<int>(c)))]
+           [static_cast<std::size_t>(spec_.model_rank_of(static_cast<int>(c)))] = c;
     chip_[c].g = gpt_zero_shard(spec_);
-    r.p = &chip_[c].p;
-    r.g = &chip_[c].g;
-    r.lc.resize(spec_.layers);
-    for (std::size_t b = 0; b < D.B; ++b)
-      for (std::size_t s = 0; s < D.S; ++s) {
-        r.in.push_back(windows[(d * D.B + b) * W + s]);
-        r.tgt.push_back(windows[(d * D.B + b) * W + s + 1]);
-      }
-  }
-  for (std::size_t d = 0; d < groups.size(); ++d) {
-    std::vector<Run>& g = groups[d];
-    ModelSums sum{&model_reduce, d};
-    for (Run& r : g) embed(r, D);
-    for (std::size_t l = 0; l < spec_.layers; ++l) layer_forward(g, l, D, sum);
-    for (Run& r : g) loss_head(r, D, spec_.layers, inv_n);
-    for (Run& r : g) head_backward(r, D, spec_.layers);
-    for (std::size_t l = spec_.layers; l-- > 0;) layer_backward(g, l, D, sum);
-    for (Run& r : g) embed_backward(r, D);
   }
   GptStepResult res;
-  for (std::size_t c = 0; c < P; ++c) res.loss_parts.push_back(of_chip[c]->loss_parts);
+  res.loss_parts.assign(P, {});
+  for (std::size_t d = 0; d < chip_at.size(); ++d) {
+    ModelSums sum{&model_reduce, d};
+    for (std::size_t k = 0; k < M; ++k) {
+      std::vector<Run> g(static_cast<std::size_t>(spec_.model));
+      std::vector<GptParams> gk(g.size());
+      for (std::size_t m = 0; m < g.size(); ++m) {
+        Run& r = g[m];
+        Chip& ch = chip_[chip_at[d][m]];
+        r.p = &ch.p;
+        if (M > 1) gk[m] = gpt_zero_shard(spec_);
+        r.g = M > 1 ? &gk[m] : &ch.g;
+        r.lc.resize(spec_.layers);
+        for (std::size_t b = d * D.B + k * Bm; b < d * D.B + (k + 1) * Bm; ++b)
+          for (std::size_t s = 0; s < D.S; ++s) {
+            r.in.push_back(windows[b * W + s]);
+            r.tgt.push_back(windows[b * W + s + 1]);
+          }
+      }
+      for (Run& r : g) embed(r, Dm);
+      for (std::size_t l = 0; l < spec_.layers; ++l) layer_forward(g, l, Dm, sum);
+      for (Run& r : g) loss_head(r, Dm, spec_.layers, inv_n);
+      for (Run& r : g) head_backward(r, Dm, spec_.layers);
+      for (std::size_t l = spec_.layers; l-- > 0;) layer_backward(g, l, Dm, sum);
+      for (Run& r : g) embed_backward(r, Dm);
+      for (std::size_t m = 0; m < g.size(); ++m) {
+        const std::size_t c = chip_at[d][m];
+        std::vector<float>& lp = res.loss_parts[c];
+        lp.insert(lp.end(), g[m].loss_parts.begin(), g[m].loss_parts.end());
+        if (M == 1) continue;  // the gradients went straight in
+        GptParams& acc = chip_[c].g;
+        for (std::size_t t = 0; t < acc.size(); ++t) {
+          if (k == 0)
+            acc[t].v = gk[m][t].v;  // g = g0
+          else
+            add_into(acc[t].v, gk[m][t].v);  // g = g + gk
+        }
+      }
+    }
+  }
   res.loss = gpt_loss(spec_, res.loss_parts);
   // The data all-reduce of every gradient tensor, then AdamW on every chip.
   const std::size_t n_t = chip_[0].g.size();
   for (std::size_t m = 0; m < static_cast<std::size_t>(spec_.model); ++m)
     for (std::size_t k = 0; k < n_t; ++k) {
       std::vector<std::vector<float>> parts;
-      for (const std::vector<Run>& g : groups) parts.push_back(g[m].g->at(k).v);
-      const std::vector<float> sum = reduce ? reduce(k, parts) : model_fold(parts);
-      for (std::vector<Run>& g : groups) g[m].g->at(k).v = sum;
+      for (const std::vector<std::size_t>& at : chip_at) parts.push_back(chip_[at[m]].g[k].v);
+      const std::vector<float> s = reduce ? reduce(k, parts) : model_fold(parts);
+      for (const std::vector<std::size_t>& at : chip_at) chip_[at[m]].g[k].v = s;
     }
   ++t_;
   const AdamConsts ak = gpt_adam_consts(spec_, t_);

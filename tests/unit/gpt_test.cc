@@ -86,6 +86,9 @@ TEST(Gpt, SpecRejectsBadValues) {
   s = tiny();
   s.lanes = 6;
   expect_invalid([&] { s.validate(); }, {"lanes", "6", "power of two"});
+  s = tiny();
+  s.microbatches = 3;
+  expect_invalid([&] { s.validate(); }, {"microbatches", "3", "divide", "2"});
   const std::vector<uint8_t> short_text(8, 'a');
   expect_invalid([&] { gpt_windows(tiny(), short_text, 1, 0); }, {"data", "8", "9"});
   GptGolden g(tiny(), gpt_init(tiny(), 1));
@@ -349,6 +352,34 @@ TEST(Gpt, DataParallelIsTheFoldOfOneChipSteps) {
       ASSERT_EQ(f32_bits(b.grads(1)[k].v[i]), f32_bits(f32_add(f32_mul(r0.grads(0)[k].v[i], 0.5f),
                                                                f32_mul(r1.grads(0)[k].v[i], 0.5f))))
           << p[k].name << " " << i;
+}
+
+// Micro-batches (issue 35): one chip's batch of 4 windows in 2 micro-batches accumulates g = g0 +
+// g1 with the global loss scale, which is the data = 2 step's fold of the same halves: the same
+// gradients, loss partials and updated parameters, bit for bit (a second formulation of the
+// accumulation); against the whole batch at once only the rounding differs.
+TEST(Gpt, MicrobatchesAccumulateAsTheDataFold) {
+  GptSpec s1 = tiny(1, 1, 4);
+  s1.microbatches = 2;
+  const GptSpec s2 = tiny(2, 1, 2), whole = tiny(1, 1, 4);
+  const GptParams p = gpt_init(s1, 5);
+  GptGolden a(s1, p), b(s2, p), c(whole, p);
+  for (uint64_t step = 0; step < 2; ++step) {
+    const std::vector<int32_t> w = gpt_windows(s2, text(), 2, step);
+    const GptStepResult ra = a.step(w), rb = b.step(w), rc = c.step(w);
+    std::vector<float> cat = rb.loss_parts[0];
+    cat.insert(cat.end(), rb.loss_parts[1].begin(), rb.loss_parts[1].end());
+    EXPECT_EQ(ra.loss_parts[0], cat);
+    EXPECT_EQ(ra.loss_parts[0], rc.loss_parts[0]);  // the forward does not see the split
+    for (std::size_t k = 0; k < p.size(); ++k) {
+      for (std::size_t i = 0; i < p[k].v.size(); ++i) {
+        ASSERT_EQ(f32_bits(a.grads(0)[k].v[i]), f32_bits(b.grads(0)[k].v[i])) << p[k].name << i;
+        ASSERT_EQ(f32_bits(a.params(0)[k].v[i]), f32_bits(b.params(1)[k].v[i])) << p[k].name;
+        ASSERT_NEAR(a.grads(0)[k].v[i], c.grads(0)[k].v[i],
+                    1e-6 + 1e-3 * std::fabs(c.grads(0)[k].v[i]));
+      }
+    }
+  }
 }
 
 TEST(Gpt, AdamElementMatchesF64) {

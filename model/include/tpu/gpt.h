@@ -23,6 +23,10 @@ struct GptSpec {
   std::size_t n_ctx = 0;  // rows of wpe (0: seq)
   std::size_t vocab = 256;
   std::size_t batch = 4;  // windows per data rank
+  // The batch runs as `microbatches` equal blocks of windows, forward and backward one at a time:
+  // every gradient is micro-batch k's from +0, accumulated g = g0, then g = g + gk (f32, one
+  // rounding per add, micro-batch 0 first); the loss scale stays the global batch's.
+  std::size_t microbatches = 1;
   int data = 1, model = 1;
   std::vector<int> data_rank, model_rank;
   std::size_t lanes = 8;  // the VPU's lanes: the order of every row reduction
@@ -107,9 +111,13 @@ using GptDataReduce = std::function<std::vector<float>(
 // model sums of one data rank's step in order (forward: per layer the attention's, then the
 // MLP's; backward: per layer from the last, the MLP's, then the attention's). The default
 // (nullptr) folds in model-rank order ((p0 + p1) + p2) + ..., which is what any all-reduce of two
-// chips gives; a pod's all-reduce of more chips gives its own order.
+// chips gives; a pod's all-reduce of more chips gives its own order. With micro-batches the sites
+// of micro-batch k follow those of k - 1 (gpt_model_sites per micro-batch).
 using GptModelReduce = std::function<std::vector<float>(
     std::size_t site, std::size_t data_rank, const std::vector<std::vector<float>>& parts)>;
+
+// The model sums of one micro-batch of a data rank's step: 4 per layer.
+inline std::size_t gpt_model_sites(std::size_t layers) { return 4 * layers; }
 
 // The embedding, as the step runs it: h[t] = f32_add(wte[tokens[t]], wpe[t mod seq]) (rows of
 // d), and its gradient: for t = 0 .. T-1 in order, dwte[tokens[t]] += dh[t] and
