@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <tuple>
 
 namespace tpu {
 
@@ -115,6 +116,60 @@ std::vector<std::vector<PipeSlot>> pipeline_slots(const PipeSchedule& s, int p, 
     }
   }
   return t;
+}
+
+std::vector<std::pair<int, PipeSlot>> pipeline_merged_order(
+    const std::vector<std::vector<PipeSlot>>& table, int v) {
+  const int P = static_cast<int>(table.size()), last = P * v - 1;
+  std::vector<std::size_t> next(table.size(), 0);
+  std::map<std::tuple<int, int, bool>, bool> done;  // (mb, virtual stage, backward)
+  std::vector<std::pair<int, PipeSlot>> order;
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < P; ++s) {
+      const std::vector<PipeSlot>& tab = table[static_cast<std::size_t>(s)];
+      std::size_t& i = next[static_cast<std::size_t>(s)];
+      for (; i < tab.size(); ++i) {
+        const PipeSlot& x = tab[i];
+        const int j = x.chunk * P + s;
+        const bool ready = x.backward ? (j == last ? done.count({x.mb, j, false}) > 0
+                                                   : done.count({x.mb, j + 1, true}) > 0)
+                                      : (j == 0 || done.count({x.mb, j - 1, false}) > 0);
+        if (!ready) break;
+        order.emplace_back(s, x);
+        done[{x.mb, j, x.backward}] = true;
+        progress = true;
+      }
+    }
+  }
+  for (int s = 0; s < P; ++s)
+    if (next[static_cast<std::size_t>(s)] != table[static_cast<std::size_t>(s)].size())
+      throw std::logic_error("pipeline: stage " + std::to_string(s) + "'s table waits forever");
+  return order;
+}
+
+std::vector<std::map<std::pair<int, int>, int>> pipeline_activation_slots(
+    const std::vector<std::vector<PipeSlot>>& table, int* count) {
+  std::vector<std::map<std::pair<int, int>, int>> slot_of(table.size());
+  int R = 1;
+  for (std::size_t s = 0; s < table.size(); ++s) {
+    std::vector<bool> used;
+    for (const PipeSlot& x : table[s]) {
+      auto& so = slot_of[s];
+      if (x.backward) {
+        used[static_cast<std::size_t>(so.at({x.mb, x.chunk}))] = false;
+        continue;
+      }
+      std::size_t r = 0;
+      while (r < used.size() && used[r]) ++r;
+      if (r == used.size()) used.push_back(false);
+      used[r] = true;
+      so[{x.mb, x.chunk}] = static_cast<int>(r);
+      R = std::max(R, static_cast<int>(r) + 1);
+    }
+  }
+  if (count) *count = R;
+  return slot_of;
 }
 
 int pipeline_peak_in_flight(const std::vector<PipeSlot>& slots) {

@@ -140,24 +140,7 @@ void PipelineTrainer::Impl::plan_slots(const MlpSpec& spec, const PipelineOption
   table = pipeline_slots(opt.schedule, P, m);
   per = 0;
   for (const auto& [f, l] : chunk) per = std::max(per, l - f + 1);
-  slot_of.assign(static_cast<std::size_t>(P), {});
-  R = 1;
-  for (int s = 0; s < P; ++s) {
-    std::vector<bool> used;
-    for (const PipeSlot& x : table[static_cast<std::size_t>(s)]) {
-      auto& so = slot_of[static_cast<std::size_t>(s)];
-      if (x.backward) {
-        used[static_cast<std::size_t>(so.at({x.mb, x.chunk}))] = false;
-        continue;
-      }
-      std::size_t r = 0;
-      while (r < used.size() && used[r]) ++r;
-      if (r == used.size()) used.push_back(false);
-      used[r] = true;
-      so[{x.mb, x.chunk}] = static_cast<int>(r);
-      R = std::max(R, static_cast<int>(r) + 1);
-    }
-  }
+  slot_of = pipeline_activation_slots(table, &R);
 }
 
 // The buffers, the same on every chip: the data, per place the layer's parameters, gradients
@@ -342,33 +325,12 @@ void PipelineTrainer::Impl::add_backward(const MlpSpec& spec, int s, const PipeS
 // the slot whose block it receives (a receive after its send); a table that cannot go on is a
 // std::logic_error.
 void PipelineTrainer::Impl::add_slots(const MlpSpec& spec) {
-  std::vector<std::size_t> next(static_cast<std::size_t>(P), 0);
-  std::map<std::tuple<int, int, bool>, bool> done;  // (mb, virtual, backward)
-  const int last = P * v - 1;
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (int s = 0; s < P; ++s) {
-      const auto& tab = table[static_cast<std::size_t>(s)];
-      std::size_t& i = next[static_cast<std::size_t>(s)];
-      for (; i < tab.size(); ++i) {
-        const PipeSlot& x = tab[i];
-        const int j = virt(s, x.chunk);
-        const bool ready = x.backward ? (j == last ? done.count({x.mb, j, false}) > 0
-                                                   : done.count({x.mb, j + 1, true}) > 0)
-                                      : (j == 0 || done.count({x.mb, j - 1, false}) > 0);
-        if (!ready) break;
-        if (x.backward)
-          add_backward(spec, s, x);
-        else
-          add_forward(spec, s, x);
-        done[{x.mb, j, x.backward}] = true;
-        progress = true;
-      }
-    }
+  for (const auto& [s, x] : pipeline_merged_order(table, v)) {
+    if (x.backward)
+      add_backward(spec, s, x);
+    else
+      add_forward(spec, s, x);
   }
-  for (int s = 0; s < P; ++s)
-    if (next[static_cast<std::size_t>(s)] != table[static_cast<std::size_t>(s)].size())
-      throw std::logic_error("pipeline: stage " + std::to_string(s) + "'s table waits forever");
 }
 
 // After the slots: the gradients all-reduced over the data axis (per stage, its chips), SGD.
@@ -624,16 +586,16 @@ GradAllReduce PipelineTrainer::golden_all_reduce() const {
   };
 }
 
-PipelineStats PipelineTrainer::measure(const std::vector<TraceEvent>& events) const {
-  const Impl& m = *impl_;
-  const int chips = host_.info().num_chips();
+PipelineStats pipeline_timeline_stats(const std::vector<TraceEvent>& events,
+                                      const std::vector<int>& stage_of_chip,
+                                      const std::vector<int>& shown) {
+  const std::size_t chips = stage_of_chip.size(), P = shown.size();
   PipelineStats st;
   uint64_t t0 = UINT64_MAX, t1 = 0;
   // Per chip, the [issue, done) of its F and B commands on the compute units (not the ICI's);
-  // per stage, data rank 0's chip's slots: phase -> [first issue, last done).
-  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> busy(static_cast<std::size_t>(chips));
-  std::vector<std::map<std::string, std::pair<uint64_t, uint64_t>>> slots(
-      static_cast<std::size_t>(m.P));
+  // per stage, its shown chip's slots: phase -> [first issue, last done).
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> busy(chips);
+  std::vector<std::map<std::string, std::pair<uint64_t, uint64_t>>> slots(P);
   for (const TraceEvent& e : events) {
     if (e.unit == TraceUnit::kHost) continue;
     t0 = std::min(t0, e.issue);
@@ -643,9 +605,9 @@ PipelineStats PipelineTrainer::measure(const std::vector<TraceEvent>& events) co
       continue;
     busy[static_cast<std::size_t>(e.chip)].push_back({e.issue, e.done});
     t1 = std::max(t1, e.done);
-    const int s = stage_of(e.chip);
-    if (m.chip_at[0][static_cast<std::size_t>(s)] == e.chip) {
-      auto [it, fresh] = slots[static_cast<std::size_t>(s)].try_emplace(phase, e.issue, e.done);
+    const std::size_t s = static_cast<std::size_t>(stage_of_chip[static_cast<std::size_t>(e.chip)]);
+    if (shown[s] == e.chip) {
+      auto [it, fresh] = slots[s].try_emplace(phase, e.issue, e.done);
       if (!fresh) {
         it->second.first = std::min(it->second.first, e.issue);
         it->second.second = std::max(it->second.second, e.done);
@@ -654,21 +616,31 @@ PipelineStats PipelineTrainer::measure(const std::vector<TraceEvent>& events) co
   }
   if (t1 <= t0) return st;
   st.span = t1 - t0;
-  st.stages.assign(static_cast<std::size_t>(m.P), PipelineStageStats{});
-  for (int s = 0; s < m.P; ++s) {
-    std::vector<PipelineSlotSpan>& out = st.stages[static_cast<std::size_t>(s)].slots;
-    for (const auto& [name, span] : slots[static_cast<std::size_t>(s)])
+  st.stages.assign(P, PipelineStageStats{});
+  for (std::size_t s = 0; s < P; ++s) {
+    std::vector<PipelineSlotSpan>& out = st.stages[s].slots;
+    for (const auto& [name, span] : slots[s])
       out.push_back(PipelineSlotSpan{name, span.first - t0, span.second - t0});
     std::sort(out.begin(), out.end(), [](const PipelineSlotSpan& a, const PipelineSlotSpan& b) {
       return a.start < b.start;
     });
   }
-  for (int c = 0; c < chips; ++c) {
-    const uint64_t covered = covered_cycles(busy[static_cast<std::size_t>(c)]);
-    PipelineStageStats& s = st.stages[static_cast<std::size_t>(stage_of(c))];
-    s.busy += covered / static_cast<uint64_t>(m.D);
-    s.bubble += (1.0 - static_cast<double>(covered) / static_cast<double>(st.span)) / m.D;
+  std::vector<int> per_stage(P, 0);
+  for (int s : stage_of_chip) ++per_stage[static_cast<std::size_t>(s)];
+  for (std::size_t c = 0; c < chips; ++c) {
+    const uint64_t covered = covered_cycles(busy[c]);
+    const std::size_t s = static_cast<std::size_t>(stage_of_chip[c]);
+    PipelineStageStats& x = st.stages[s];
+    x.busy += covered / static_cast<uint64_t>(per_stage[s]);
+    x.bubble += (1.0 - static_cast<double>(covered) / static_cast<double>(st.span)) / per_stage[s];
   }
+  return st;
+}
+
+PipelineStats PipelineTrainer::measure(const std::vector<TraceEvent>& events) const {
+  const Impl& m = *impl_;
+  PipelineStats st = pipeline_timeline_stats(events, m.stage_of, m.chip_at[0]);
+  if (st.stages.empty()) return st;
   for (int s = 0; s < m.P; ++s) {
     PipelineStageStats& x = st.stages[static_cast<std::size_t>(s)];
     const std::vector<std::size_t> ls = layers_of_stage(s);
@@ -722,10 +694,8 @@ TrainCheck check_pipeline_params(const PipelineTrainer& tr, const std::vector<Ml
   return k;
 }
 
-namespace {
-
 // The mean of the steps' measurements (sums divided at the end).
-void add_stats(PipelineStats* sum, const PipelineStats& s) {
+void add_pipeline_stats(PipelineStats* sum, const PipelineStats& s) {
   sum->span += s.span;
   if (sum->stages.empty()) sum->stages.assign(s.stages.size(), PipelineStageStats{});
   for (std::size_t i = 0; i < s.stages.size(); ++i) {
@@ -740,7 +710,7 @@ void add_stats(PipelineStats* sum, const PipelineStats& s) {
   }
 }
 
-void divide_stats(PipelineStats* s, std::size_t n) {
+void divide_pipeline_stats(PipelineStats* s, std::size_t n) {
   if (n == 0) return;
   s->span /= n;
   for (PipelineStageStats& a : s->stages) {
@@ -748,8 +718,6 @@ void divide_stats(PipelineStats* s, std::size_t n) {
     a.busy /= n;
   }
 }
-
-}  // namespace
 
 TrainRunResult run_pipeline_training(HostPort& host, const MlpSpec& spec,
                                      const PipelineOptions& opt, const TrainRunOptions& ro) {
@@ -792,7 +760,7 @@ TrainRunResult run_pipeline_training(HostPort& host, const MlpSpec& spec,
     const TrainStepRun run = tr.step();
     host.progress = nullptr;
     std::vector<TraceEvent> ev = host.take_trace();
-    add_stats(&r.pipeline.stats, tr.measure(ev));
+    add_pipeline_stats(&r.pipeline.stats, tr.measure(ev));
     const double hidden = allreduce_hidden_fraction(run, ev);
     if (s >= ro.trace_from && s < ro.trace_to) r.trace.insert(r.trace.end(), ev.begin(), ev.end());
     const MlpStepResult g = golden.step(data, tr.golden_all_reduce());
@@ -807,7 +775,7 @@ TrainRunResult run_pipeline_training(HostPort& host, const MlpSpec& spec,
             r.final_params[l] = got[static_cast<std::size_t>(c)][l];
     }
   }
-  divide_stats(&r.pipeline.stats, ro.steps);
+  divide_pipeline_stats(&r.pipeline.stats, ro.steps);
   host.set_trace(TraceOptions{});
   return r;
 }

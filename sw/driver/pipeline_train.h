@@ -73,6 +73,18 @@ class PipelineTrainer {
   std::unique_ptr<Impl> impl_;
 };
 
+// The bubbles of a step from its timeline, for any pipelined trainer: per stage (stage_of_chip:
+// each chip's), the fraction of the span (the step's first command to the last F or B command's
+// end) in which none of its chips' F or B commands was in flight on a compute unit (mean over its
+// chips), the busy cycles, and the F and B slots of its chip shown[stage] in time order. The
+// layers and activations are the trainer's to fill in.
+PipelineStats pipeline_timeline_stats(const std::vector<TraceEvent>& events,
+                                      const std::vector<int>& stage_of_chip,
+                                      const std::vector<int>& shown);
+// A run's measurements as the mean over its steps: add each step's, divide by the steps.
+void add_pipeline_stats(PipelineStats* sum, const PipelineStats& s);
+void divide_pipeline_stats(PipelineStats* s, std::size_t n);
+
 // Every chip's layers against the golden replica of its data rank, bit for bit; replicas of
 // one stage equal to data rank 0's.
 TrainCheck check_pipeline_params(const PipelineTrainer& tr, const std::vector<MlpParams>& got,

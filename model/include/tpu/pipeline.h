@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,6 +43,19 @@ struct PipeSlot {
 // in that order under every schedule. std::invalid_argument for p < 1, m < 1, v < 1, 1F1B with
 // m < p, interleaved with m not a multiple of p.
 std::vector<std::vector<PipeSlot>> pipeline_slots(const PipeSchedule& s, int p, int m);
+
+// The stages' tables merged into one order of (stage, slot) for a single op list: each stage's
+// slots in its order, a slot only after the slot whose block it receives (a forward of virtual
+// stage j after that micro-batch's forward on j - 1, a backward after its backward on j + 1, the
+// last virtual stage's backward after its forward). std::logic_error for a table that cannot go
+// on.
+std::vector<std::pair<int, PipeSlot>> pipeline_merged_order(
+    const std::vector<std::vector<PipeSlot>>& table, int v);
+
+// Each (micro-batch, chunk)'s activation slot per stage: the lowest one free at its forward,
+// freed at its backward. slots[s][{mb, chunk}]; *count the slots any stage needs.
+std::vector<std::map<std::pair<int, int>, int>> pipeline_activation_slots(
+    const std::vector<std::vector<PipeSlot>>& table, int* count);
 
 // The most micro-batches a stage holds at once (forward done, backward not yet) per its table:
 // its activations' slots in HBM (counted per chunk for interleaved: a (micro-batch, chunk) each).
