@@ -13,7 +13,13 @@
 // On a pod (--mesh data=D,model=M): data parallel over `data` (each data rank its windows, every
 // gradient all-reduced over the axis as soon as it is ready, beside the backward work after it),
 // tensor parallel over `model` as Megatron splits it (heads, w1's columns, w2's rows: the four
-// model all-reduces per layer of tpu/gpt.h).
+// model all-reduces per layer of tpu/gpt.h). With a `stage` axis or micro-batches (issue 35,
+// docs/training.md "Pipeline") the step runs as the slots of a pipeline schedule (tpu/pipeline.h):
+// stage s's chips hold only its layers (stage 0 the embedding, the last the final layer norm and
+// the head); a forward slot receives the residual stream of its micro-batch from the stage
+// before over ICI, runs its layers and sends the stream on; a backward slot receives the stream's
+// gradient, runs its layers' backward and sends the gradient back; every gradient is accumulated
+// over the micro-batches in f32 (micro-batch 0 first) as GptGolden does, then AdamW.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +32,8 @@
 #include "spmd_program.h"
 #include "tpu/gpt.h"
 #include "tpu/mesh.h"
+#include "tpu/pipeline.h"
+#include "train_step.h"
 
 namespace tpu {
 
@@ -34,12 +42,17 @@ struct GptStepRun {
   SpmdProgram program;     // the step's program: its phases are the op kinds
   std::size_t commands = 0;
   double loss = 0;                             // before this step's update (gpt_loss)
-  std::vector<std::vector<float>> loss_parts;  // per chip: per window, the sum of its losses
+  // Per golden chip (GptSpec's chips: data x model; the last stage's chip of each): per window,
+  // the sum of its losses.
+  std::vector<std::vector<float>> loss_parts;
 };
 
 struct GptTrainOptions {
-  Mesh mesh;              // axes `data` and `model` (none: data parallel over every chip)
-  bool backdoor = false;  // parameters and each step's inputs through the backdoor
+  Mesh mesh;  // axes `data`, `model` and `stage` (none: data parallel over every chip)
+  std::string stages_text;       // --stages "0-1,2-3" ("": equal stages)
+  std::size_t microbatches = 1;  // per step and data rank
+  PipeSchedule schedule;         // the slots' order (with stages or micro-batches)
+  bool backdoor = false;         // parameters and each step's inputs through the backdoor
 };
 
 // What the chip program needs of a spec beyond GptSpec::validate (data, model and the widths
@@ -50,9 +63,10 @@ void check_gpt_chip_spec(const GptSpec& spec);
 class GptTrainer {
  public:
   // spec.batch: windows per data rank; spec.data, model, the ranks and lanes are set from the
-  // mesh and the chip. std::invalid_argument naming the value and the rule for what cannot run
-  // (widths or a sequence not multiples of 32, a model axis of more than 2 chips, buffers beyond
-  // the HBM).
+  // mesh and the chip (with a stage axis the golden's chips are data x model, chip d x model + m),
+  // microbatches from the options. std::invalid_argument naming the value and the rule for what
+  // cannot run (widths or a sequence not multiples of 32, a schedule's rules, buffers beyond the
+  // HBM).
   GptTrainer(HostPort& host, GptSpec spec, GptTrainOptions opt = {});
   ~GptTrainer();
   const GptSpec& spec() const { return spec_; }
@@ -74,7 +88,17 @@ class GptTrainer {
   // nullptr when the mesh has no model axis.
   GptModelReduce golden_model_reduce() const;
 
-  // A chip's parameters and Adam moments, read through the backdoor, in the golden's shapes.
+  // The pipeline: a stage axis or micro-batches.
+  bool pipelined() const;
+  int stages() const;
+  int stage_of(int chip) const;  // a pod chip's stage
+  const std::vector<std::vector<PipeSlot>>& slots() const;
+  // The bubbles of a step from its timeline, each stage's layers and peak activation bytes (the
+  // buffers its micro-batches in flight hold from their forward to their backward).
+  PipelineStats measure(const std::vector<TraceEvent>& events) const;
+
+  // Golden chip g's parameters and Adam moments (each tensor from the stage's chip that holds
+  // it), read through the backdoor, in the golden's shapes.
   GptParams read_params(int chip);
   GptParams read_moment1(int chip);
   GptParams read_moment2(int chip);

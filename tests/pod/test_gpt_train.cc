@@ -45,6 +45,8 @@ struct GptCase {
   std::vector<int> shape = {1};  // the pod's torus
   const char* mesh = "";         // "": data parallel over every chip
   uint64_t steps = 3;
+  std::size_t microbatches = 1;  // with a stage axis: the pipeline (issue 35)
+  const char* schedule = "gpipe";
 };
 void PrintTo(const GptCase& c, std::ostream* os) { *os << c.name; }
 
@@ -69,6 +71,8 @@ TEST_P(GptChip, EveryStepBitExactToTheGolden) {
   GptTrainOptions opt;
   opt.backdoor = true;
   if (std::string(c.mesh).size()) opt.mesh = parse_mesh(c.mesh);
+  opt.microbatches = c.microbatches;
+  opt.schedule = parse_pipe_schedule(c.schedule);
   GptTrainer tr(host, spec, opt);
   const GptParams init = gpt_init(tr.spec(), 5);
   GptGolden golden(tr.spec(), init);
@@ -117,7 +121,14 @@ INSTANTIATE_TEST_SUITE_P(
                       GptCase{"data2", 1, 32, 2, 32, 256, 1, {2}, "", 2},
                       GptCase{"model2", 1, 32, 2, 32, 256, 2, {2}, "model=2", 2},
                       GptCase{"data2_model2", 2, 32, 2, 32, 256, 1, {2, 2}, "data=2,model=2", 2},
-                      GptCase{"model4", 1, 64, 4, 32, 256, 1, {2, 2}, "model=4", 2}),
+                      GptCase{"model4", 1, 64, 4, 32, 256, 1, {2, 2}, "model=4", 2},
+                      // Issue 35: micro-batches alone, stages, all three axes, interleaved.
+                      GptCase{"microbatches2", 1, 32, 2, 32, 256, 2, {1}, "", 2, 2},
+                      GptCase{"stage2_1f1b", 2, 32, 2, 32, 256, 2, {2}, "stage=2", 2, 2, "1f1b"},
+                      GptCase{"data2_model2_stage2", 2, 32, 2, 32, 256, 2, {2, 2, 2},
+                              "data=2,model=2,stage=2", 2, 2, "1f1b"},
+                      GptCase{"interleaved2", 4, 32, 2, 32, 256, 2, {2}, "stage=2", 2, 2,
+                              "interleaved:2"}),
     [](const auto& p) { return std::string(p.param.name); });
 
 // The decoder tests' model: 32 wide, 2 heads, a context of 32, on one 16x16 chip.
