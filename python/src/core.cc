@@ -456,11 +456,13 @@ struct TrainOut {
 TrainOut train_gpt(const PodConfig& cfg, const std::string& where, const TrainArgs& a,
                    const EngineOptions& eng, SignalCheck& sc) {
   TrainOut r;
-  if (a.stages || a.schedule || a.microbatches || a.grad_pieces || a.fresh_batches)
-    throw std::invalid_argument("stages, schedule, microbatches, grad_pieces and "
-                                "fresh_batches: MLP settings; the model is gpt");
+  if (a.grad_pieces || a.fresh_batches)
+    throw std::invalid_argument("grad_pieces and fresh_batches: MLP settings; the model is gpt");
   GptGiven g = a.gpt;
   if (!a.mesh.empty()) g.mesh = a.mesh;
+  g.stages = a.stages;
+  g.schedule = a.schedule;
+  g.microbatches = a.microbatches;
   g.layers = a.layers;
   g.batch = a.batch;
   g.steps = a.steps;

@@ -564,8 +564,6 @@ TrainRunResult run_training(HostPort& host, const MlpSpec& spec, const TrainOpti
   return r;
 }
 
-namespace {
-
 // Group `pipeline` of a pipelined run: the schedule, the micro-batches, the bubble formula and
 // per stage its layers, measured bubble and peak activation memory (docs/training.md).
 void fill_pipeline_report(Report& rep, const TrainPipelineResult& p) {
@@ -594,8 +592,6 @@ void fill_pipeline_report(Report& rep, const TrainPipelineResult& p) {
   }
   g.field("stages", stages);
 }
-
-}  // namespace
 
 Json train_steps_json(const std::vector<TrainStepRecord>& steps) {
   Json out = Json::array();

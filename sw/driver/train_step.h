@@ -197,6 +197,8 @@ TrainRunResult run_training(HostPort& host, const MlpSpec& spec, const TrainOpti
 // cycles_per_step, load and loss-read cycles, allreduce_hidden_fraction, mfu and breakdown over
 // all steps (report_profile), golden.
 void fill_train_report(Report& rep, const TrainRunResult& r, const MachineInfo& mi);
+// Group `pipeline` of a pipelined run (its keys: docs/training.md, "Pipeline").
+void fill_pipeline_report(Report& rep, const TrainPipelineResult& p);
 // The report's `steps`: per step loss, cycles, mfu, breakdown, allreduce_hidden_fraction, golden.
 Json train_steps_json(const std::vector<TrainStepRecord>& steps);
 

@@ -18,6 +18,7 @@
 #include "trace.h"
 #include "train_job.h"
 #include "train_step.h"
+#include "pipeline_train.h"
 #include "tpu/limits.h"
 #include "tpu/perf.h"
 #include "tpu/vector.h"
@@ -91,15 +92,28 @@ GptJob::GptJob(PodConfig cfg, GptJobOptions o) : cfg_(std::move(cfg)), o_(std::m
   int model = 1;
   mesh_text_ = "data=" + std::to_string(P);
   if (!o_.mesh.empty()) {
-    const Mesh mesh = parse_train_mesh(o_.mesh, topo, {"data", "model"});
-    model = mesh.axis_size("model") > 0 ? mesh.axis_size("model") : 1;
-    if (model > 1) mesh_text_ = mesh_without_unit_axes(mesh).text();
+    const Mesh mesh = mesh_without_unit_axes(parse_train_mesh(o_.mesh, topo, {"data", "model", "stage"}));
+    for (const MeshAxis& ax : mesh.axes) {
+      if (ax.name == "model") model = ax.size;
+      if (ax.name == "stage") stages_ = ax.size;
+    }
+    if (model > 1 || stages_ > 1) mesh_text_ = mesh.text();
   }
-  const int data = P / model;
+  const int data = P / model / stages_;
   if (o_.global_batch % static_cast<std::size_t>(data) != 0)
     throw std::invalid_argument("--batch " + std::to_string(o_.global_batch) +
                                 ": the global batch must split evenly over the " +
                                 std::to_string(data) + " data-parallel ranks");
+  pipelined_ = stages_ > 1 || o_.microbatches > 1 || !o_.stages.empty();
+  if (pipelined_) {  // the pipeline's flags, each error naming its flag, the value and the rule
+    schedule_ = parse_pipe_schedule(o_.schedule);
+    const std::size_t per_rank = o_.global_batch / static_cast<std::size_t>(data);
+    if (o_.microbatches < 1 || per_rank % o_.microbatches != 0)
+      throw std::invalid_argument("--microbatches " + std::to_string(o_.microbatches) +
+                                  ": must divide the " + std::to_string(per_rank) +
+                                  " windows of a data rank's batch");
+    check_pipeline(o_.layers, stages_, static_cast<int>(o_.microbatches), schedule_, o_.stages);
+  }
   spec_.layers = o_.layers;
   spec_.d_model = o_.d_model;
   spec_.heads = o_.heads;
@@ -108,6 +122,7 @@ GptJob::GptJob(PodConfig cfg, GptJobOptions o) : cfg_(std::move(cfg)), o_(std::m
   spec_.data = data;
   spec_.model = model;
   spec_.lanes = chip_shape(cfg_.params.variant).cols;
+  spec_.microbatches = pipelined_ ? o_.microbatches : 1;
   spec_.lr = o_.lr;
   spec_.warmup = o_.warmup;
   spec_.weight_decay = o_.weight_decay;
@@ -129,8 +144,12 @@ std::string GptJob::model_text() const {
 
 std::string GptJob::title() const {
   const Topology& topo = cfg_.params.topo;
-  return std::string(spec_.model > 1 ? "data x tensor parallel" : "data-parallel") +
-         " training of a " + model_text() + " on " + topo.name() + " (" +
+  const std::string kind =
+      pipelined_ ? std::string(spec_.model > 1 ? "data x tensor x " : "") + "pipeline-parallel (" +
+                       pipe_schedule_text(schedule_) + ", " + std::to_string(o_.microbatches) +
+                       " micro-batches)"
+                 : std::string(spec_.model > 1 ? "data x tensor parallel" : "data-parallel");
+  return kind + " training of a " + model_text() + " on " + topo.name() + " (" +
          std::to_string(topo.num_chips()) + " chips " + cfg_.params.variant + ", mesh " +
          mesh_text_ + "), global batch " + std::to_string(o_.global_batch) + ", " +
          std::to_string(o_.steps) + " steps, AdamW lr " + o_.lr_text;
@@ -148,6 +167,7 @@ struct GptRunLog {
   std::vector<std::string> op_names;
   uint64_t cycles = 0, mismatched = 0, compared = 0, load = 0, macs = 0;
   std::vector<GptParams> final_shards;  // data rank 0's chips, by model rank
+  TrainPipelineResult pipeline;         // a pipelined run's measurements (mean over the steps)
 };
 
 // The step's chips against the golden: the values (parameters, moments, loss partials) that
@@ -237,6 +257,7 @@ void fill_gpt_report(Report& rep, const GptSpec& sp, const GptJobOptions& o,
                                       : 0.0}}));
   }
   rep.field("ops", ops);
+  if (log.pipeline.on) fill_pipeline_report(rep, log.pipeline);
   rep.group("golden")
       .metric("verdict", pass ? "pass" : "fail", "", "every step: parameters, moments, loss",
               true)
@@ -286,12 +307,27 @@ void GptJob::run(const EngineOptions& eng, Report& rep) {
     const int P = mi.num_chips();
     GptTrainOptions to;
     to.backdoor = o_.backdoor;
-    if (spec_.model > 1) to.mesh = parse_mesh(mesh_text_);
+    if (spec_.model > 1 || stages_ > 1) to.mesh = parse_mesh(mesh_text_);
+    if (pipelined_) {
+      to.stages_text = o_.stages;
+      to.microbatches = o_.microbatches;
+      to.schedule = schedule_;
+    }
     GptTrainer tr(h, spec_, to);
     const GptSpec& sp = tr.spec();
     const GptParams init = gpt_init(sp, o_.seed);
     GptGolden golden(sp, init);
     GptRunLog log;
+    if (pipelined_) {
+      TrainPipelineResult& pr = log.pipeline;
+      pr.on = true;
+      pr.schedule = pipe_schedule_text(schedule_);
+      pr.microbatches = o_.microbatches;
+      pr.stages = stages_;
+      pr.bubble_formula =
+          pipeline_bubble_formula(schedule_, stages_, static_cast<int>(o_.microbatches));
+      pr.bubble_formula_text = pipeline_bubble_formula_text(schedule_);
+    }
     log.load = tr.load_params(init);
     log.macs = tr.step_macs_per_chip() * static_cast<uint64_t>(P);
     log.total.assign(static_cast<std::size_t>(P), ChipCounters{});
@@ -316,7 +352,8 @@ void GptJob::run(const EngineOptions& eng, Report& rep) {
       const std::vector<TraceEvent> ev = h.take_trace();
       if (s >= from && s < to_step) log.trace.insert(log.trace.end(), ev.begin(), ev.end());
       const GptStepResult g = golden.step(win, tr.golden_data_reduce(), tr.golden_model_reduce());
-      const std::size_t bad = step_mismatches(tr, golden, run, g, P, &log.compared);
+      const std::size_t bad = step_mismatches(tr, golden, run, g, sp.chips(), &log.compared);
+      if (pipelined_) add_pipeline_stats(&log.pipeline.stats, tr.measure(ev));
       log.mismatched += bad;
       TrainStepRecord rec = step_record(run, ev, peak, P, log);
       rec.golden_pass = bad == 0 && run.loss == g.loss;
@@ -325,6 +362,7 @@ void GptJob::run(const EngineOptions& eng, Report& rep) {
       if (o_.table && !eng.check) print_train_table_row(s, rec);
     }
     h.set_trace(TraceOptions{});
+    divide_pipeline_stats(&log.pipeline.stats, log.steps.size());
     if (!eng.trace.empty()) {
       write_trace(eng.trace, log.trace, mi, cfg_.chip.clock_ghz);
       rep.field("trace", eng.trace);
@@ -333,7 +371,7 @@ void GptJob::run(const EngineOptions& eng, Report& rep) {
     fill_gpt_report(rep, sp, o_, mesh_text_, tr.hbm_bytes_per_chip(), log, pass_, peak);
     if (!o_.save.empty()) {
       log.final_shards.assign(static_cast<std::size_t>(sp.model), {});
-      for (int c = 0; c < P; ++c)
+      for (int c = 0; c < sp.chips(); ++c)  // the golden's chips (each from its stages' chips)
         if (sp.data_rank_of(c) == 0)
           log.final_shards[static_cast<std::size_t>(sp.model_rank_of(c))] = tr.read_params(c);
       save_gpt_run(o_.save, sp, o_, mesh_text_, init, log);
@@ -372,6 +410,9 @@ GptJobOptions gpt_job_options(const GptGiven& g, const PodConfig& cfg,
   };
   GptJobOptions o;
   o.mesh = g.mesh ? *g.mesh : ts.mesh;
+  o.stages = g.stages ? *g.stages : ts.stages;
+  o.schedule = g.schedule ? *g.schedule : ts.has("schedule") ? ts.schedule : o.schedule;
+  o.microbatches = pick(g.microbatches, "microbatches", ts.microbatches, o.microbatches);
   if (g.layers || ts.has("layers")) {
     const std::vector<std::size_t> layers = g.layers ? *g.layers : ts.layers;
     if (layers.size() != 1)

@@ -18,11 +18,16 @@
 #include "progress.h"
 #include "report.h"
 #include "tpu/gpt.h"
+#include "tpu/pipeline.h"
 
 namespace tpu {
 
 struct GptJobOptions {
-  std::string mesh;  // "data=D,model=M" ("": data parallel over every chip)
+  std::string mesh;  // "data=D,model=M,stage=P" ("": data parallel over every chip)
+  // The pipeline (docs/training.md, "Pipeline"): with a stage axis or micro-batches.
+  std::string stages;            // --stages "0-1,2-3" ("": equal stages)
+  std::size_t microbatches = 1;  // per step and data rank
+  std::string schedule = "gpipe";
   std::size_t layers = 2, d_model = 32, heads = 2, seq = 32;
   std::size_t global_batch = 8;  // windows per step, split evenly over the data ranks
   std::size_t steps = 20, warmup = 0;
@@ -46,7 +51,8 @@ std::vector<uint8_t> gpt_read_text(const std::string& file, const std::string& d
 // is a GPT's (model: gpt; an MLP's says nothing of a GPT), else the GPT's default (the tiny model:
 // 2 blocks of 32, 2 heads, S 32, global batch 8, 20 steps, lr 0.01, seed 1).
 struct GptGiven {
-  std::optional<std::string> mesh, data;
+  std::optional<std::string> mesh, data, stages, schedule;
+  std::optional<uint64_t> microbatches;
   std::optional<std::vector<std::size_t>> layers;  // one value: the blocks
   std::optional<uint64_t> d_model, heads, seq, batch, steps, seed, warmup;
   std::optional<double> lr, weight_decay;
@@ -78,6 +84,9 @@ class GptJob {
   GptJobOptions o_;
   GptSpec spec_;
   std::string mesh_text_;
+  int stages_ = 1;
+  bool pipelined_ = false;
+  PipeSchedule schedule_;
   bool pass_ = true;
   RunProgressFn progress_;
 };

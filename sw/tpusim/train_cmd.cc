@@ -76,6 +76,9 @@ int run_gpt(const TrainArgs& a, const PodConfig& cfg) {
   GptGiven g;
   auto flag = [&](const char* f) { return opt.given(f); };
   if (flag("--mesh")) g.mesh = a.mesh;
+  if (flag("--stages")) g.stages = a.stages;
+  if (flag("--microbatches")) g.microbatches = a.microbatches;
+  if (flag("--schedule")) g.schedule = a.schedule;
   if (flag("--data")) g.data = a.data;
   if (flag("--layers")) g.layers = a.layers;
   if (flag("--d-model")) g.d_model = a.d_model;
