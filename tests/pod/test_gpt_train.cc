@@ -13,6 +13,7 @@
 #include "mesh_text.h"
 #include "pod.h"
 #include "tpu/gpt.h"
+#include "tpu/pipeline.h"
 #include "tpu/vector.h"
 
 namespace tpu {
@@ -130,6 +131,69 @@ INSTANTIATE_TEST_SUITE_P(
                       GptCase{"interleaved2", 4, 32, 2, 32, 256, 2, {2}, "stage=2", 2, 2,
                               "interleaved:2"}),
     [](const auto& p) { return std::string(p.param.name); });
+
+// Issue 35: stages change nothing in the arithmetic. Two stages (1F1B, 2 micro-batches) give, step
+// for step, the bits of one chip running the same 2 micro-batches: every parameter, moment and
+// loss partial. The pipelined run's slots are on the timeline in each stage's table order, and
+// its measurements have the table's shape (1F1B holds p - s micro-batches on stage s).
+TEST(GptPipeline, StagesEqualOneChipWithTheSameMicrobatches) {
+  GptSpec spec;
+  spec.layers = 2;
+  spec.d_model = 32;
+  spec.heads = 2;
+  spec.seq = 32;
+  spec.batch = 2;
+  spec.lr = 1e-2f;
+  auto pod = [](std::vector<int> shape) {
+    PodParams pp;
+    pp.topo = Topology::torus(std::move(shape));
+    pp.variant = "16x16";
+    pp.link_latency = 2;
+    return pp;
+  };
+  CppPodHost h1(pod({1})), h2(pod({2}));
+  GptTrainOptions one, two;
+  one.backdoor = two.backdoor = true;
+  one.microbatches = two.microbatches = 2;
+  one.schedule = two.schedule = parse_pipe_schedule("1f1b");
+  two.mesh = parse_mesh("stage=2");
+  GptTrainer a(h1, spec, one), b(h2, spec, two);
+  ASSERT_TRUE(b.pipelined());
+  ASSERT_EQ(b.stages(), 2);
+  const GptParams init = gpt_init(a.spec(), 3);
+  a.load_params(init);
+  b.load_params(init);
+  TraceOptions topt;
+  topt.enabled = true;
+  h2.set_trace(topt);
+  const std::vector<uint8_t> data = text(256);
+  for (uint64_t step = 0; step < 2; ++step) {
+    const std::vector<int32_t> win = gpt_windows(a.spec(), data, 3, step);
+    const GptStepRun ra = a.step(win), rb = b.step(win);
+    EXPECT_EQ(ra.loss_parts, rb.loss_parts);
+    std::string where;
+    EXPECT_EQ(mismatches(b.read_params(0), a.read_params(0), &where), 0u) << where;
+    EXPECT_EQ(mismatches(b.read_moment2(0), a.read_moment2(0), &where), 0u) << where;
+    const PipelineStats st = b.measure(h2.take_trace());
+    ASSERT_EQ(st.stages.size(), 2u);
+    EXPECT_GT(st.span, 0u);
+    for (int s = 0; s < 2; ++s) {
+      const PipelineStageStats& x = st.stages[static_cast<std::size_t>(s)];
+      EXPECT_EQ(x.first_layer, static_cast<std::size_t>(s));
+      EXPECT_EQ(x.last_layer, static_cast<std::size_t>(s));
+      EXPECT_EQ(x.peak_in_flight, 2 - s);
+      EXPECT_GT(x.peak_activation_bytes, 0u);
+      EXPECT_GT(x.bubble, 0.0);
+      EXPECT_LT(x.bubble, 1.0);
+      std::vector<std::string> order;  // the slots in time order: the stage's table
+      for (const PipelineSlotSpan& sp : x.slots) order.push_back(sp.slot);
+      const std::vector<std::string> want =
+          s == 0 ? std::vector<std::string>{"F mb0", "F mb1", "B mb0", "B mb1"}
+                 : std::vector<std::string>{"F mb0", "B mb0", "F mb1", "B mb1"};
+      EXPECT_EQ(order, want) << "stage " << s;
+    }
+  }
+}
 
 // The decoder tests' model: 32 wide, 2 heads, a context of 32, on one 16x16 chip.
 GptSpec decode_spec(std::size_t layers) {

@@ -670,12 +670,44 @@ TEST(TpusimTrainGpt, BadInputIsAClearErrorWithExitCode2) {
       {"no data", "--model gpt --data /nonexistent/text", "cannot read"},
       {"short data", "--model gpt --data " + tmp("gpt_short.txt"), "shorter than one window"},
       {"gpt flag on mlp", "--d-model 64", "a GPT setting"},
+      // The pipeline's rules (issue 35), as the MLP's.
+      {"gpt stages do not divide", "--model gpt --mesh data=2,stage=2 --layers 3",
+       "--mesh stage=2: 2 stages do not divide the 3 layers"},
+      {"gpt 1f1b few micro-batches", "--model gpt --mesh stage=4 --layers 4 --microbatches 2 "
+       "--schedule 1f1b", "--microbatches 2: 1F1B needs at least as many micro-batches"},
+      {"gpt micro-batches split", "--model gpt --mesh data=2,stage=2 --microbatches 3",
+       "--microbatches 3: must divide the 4 windows"},
+      {"gpt axis", "--model gpt --mesh data=2,pipe=2", "the axes are 'data', 'model' and 'stage'"},
   };
   for (const Bad& c : cases) {
     const CliRun r = tpusim("train " + kPod22 + " --quiet --check " + c.args);
     EXPECT_EQ(r.code, 2) << c.name << ": " << r.out;
     EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.name << ": " << r.out;
   }
+}
+
+// The GPT pipelined over two 16x16 chips (stage=2, 1F1B, 2 micro-batches, a block per stage):
+// the report's pipeline group beside the GPT's keys, the slots and the sends on the timeline.
+TEST(TpusimTrainGpt, PipelineStagesReportAndTimeline) {
+  const std::string cfg = tmp("gpt_pipe_ring2.yaml"), json = tmp("gpt_pipe.json"),
+                    trace = tmp("gpt_pipe_t.json");
+  std::ofstream(cfg) << "pod:\n  shape: [2]\nchip:\n  variant: 16x16\ntrain:\n  model: gpt\n"
+                        "  mesh: stage=2\n  layers: 2\n  batch: 2\n  microbatches: 2\n"
+                        "  schedule: 1f1b\n";
+  const CliRun r = tpusim("train --config " + cfg + " --steps 1 --engine cpp --quiet --json " +
+                          json + " --trace " + trace);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string rep = slurp(json);
+  for (const char* key : {"\"model\": \"gpt\"", "\"pipeline\"", "\"schedule\": \"1f1b\"",
+                          "\"microbatches\": 2", "\"stage_count\": 2", "\"bubble_formula\"",
+                          "\"peak_activation_bytes\"", "\"slots\"", "\"verdict\": \"pass\"",
+                          "\"mismatches\": 0", "\"mesh\": \"stage=2\""})
+    EXPECT_NE(rep.find(key), std::string::npos) << key << " not in " << rep;
+  EXPECT_NEAR(json_number(rep, "bubble_formula"), 1.0 / 3.0, 1e-9);  // (p-1)/(m+p-1)
+  const std::string tr = slurp(trace);
+  for (const char* label : {"F mb0", "F mb1", "B mb0", "B mb1", "send act mb0", "recv act mb1",
+                            "send grad mb1", "recv grad mb0", "optimizer"})
+    EXPECT_NE(tr.find(label), std::string::npos) << label << " not on the timeline";
 }
 
 TEST(TpusimTrain, PipelineStagesReportAndTimeline) {
