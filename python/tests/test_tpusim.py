@@ -151,11 +151,27 @@ def test_train_pipeline_equals_cli(tmp_path):
     assert loss.tolist() == [s["loss"] for s in want["steps"]]
 
 
+def test_train_gpt_pipeline_equals_cli(tmp_path):
+    # The GPT pipelined over two chips (issue 35): the same report as the command line's.
+    path = tmp_path / "ring2.yaml"
+    path.write_text("pod:\n  shape: [2]\nchip:\n  variant: 16x16\n")
+    want = run_cli(["train", "--model", "gpt", "--config", str(path), "--mesh", "stage=2",
+                    "--layers", "2", "--batch", "2", "--microbatches", "2", "--schedule", "1f1b",
+                    "--steps", "1", "--engine", "cpp", "--threads", "1", "--quiet"], tmp_path)
+    loss, rep = tpusim.train(config=str(path), model="gpt", mesh="stage=2", layers=[2], batch=2,
+                             microbatches=2, schedule="1f1b", steps=1, threads=1)
+    assert stable(rep) == stable(want)
+    assert rep["pipeline"]["schedule"] == "1f1b"
+    assert [s["slots"][0]["slot"] for s in rep["pipeline"]["stages"]] == ["F mb0", "F mb0"]
+    assert rep["golden"]["verdict"] == "pass"
+    assert loss.tolist() == [s["loss"] for s in want["steps"]]
+
+
 def test_train_settings_of_the_other_model_are_refused():
     with pytest.raises(ValueError, match="GPT settings; the model is mlp"):
         tpusim.train(config=SMALL_POD, layers=[32, 32], d_model=64)
     with pytest.raises(ValueError, match="MLP settings; the model is gpt"):
-        tpusim.train(model="gpt", microbatches=2)
+        tpusim.train(model="gpt", grad_pieces=2)
     with pytest.raises(ValueError, match="mlp or gpt"):
         tpusim.train(model="lstm")
 

@@ -339,8 +339,9 @@ def train(
     given, else the config's train: key, else the default (MLP: layers=[64, 128, 32], batch=256,
     steps=20, lr=0.5, seed=1, grad_pieces=4; GPT: layers=2 (its blocks), d_model=32, heads=2,
     seq=32, batch=8, steps=20, lr=0.01, warmup=0, weight_decay=0, data: the project's
-    docs/*.md). mesh: "data=D,model=M" (MLP also stage=P: a pipeline, with stages="0-1,2-3",
-    microbatches=m and schedule="gpipe" | "1f1b" | "interleaved:v"). trace_steps=(A, B): the
+    docs/*.md). mesh: "data=D,model=M,stage=P" (stage: a pipeline, with stages="0-1,2-3",
+    microbatches=m and schedule="gpipe" | "1f1b" | "interleaved:v"; the MLP takes model or
+    stage, the GPT both). trace_steps=(A, B): the
     steps trace= records. save: a directory for the run (MLP: x.npy, y.npy, weights, loss.npy,
     train.json; GPT: tokens.npy, init/, final/, loss.npy, train.json).
 
