@@ -10,6 +10,10 @@
 // beside the formula and its peak activation memory; targets at m = 8: GPipe's and 1F1B's
 // bubble within 0.03 of the formula, interleaved's at most 0.6 of 1F1B's, 1F1B's peak
 // activations at most (p + 1) / m of GPipe's.
+// The GPT's pipeline cases (--pipeline too): pipe_gpt_<schedule>, a GPT of 4 blocks (d 32, 2
+// heads, S 32) on a 2x2x2 torus with data=2, model=2, stage=2 (2 blocks a stage), global batch
+// 16 as 8 micro-batches of a window per data rank, one step, golden checked; the measured bubble
+// per stage beside the formula.
 // --model gpt runs the GPT cases instead (issue 34; docs/training.md, "The GPT step on the
 // chip"): gpt, the bench model (2 blocks, d 128, 4 heads, S 128, global batch 8) on the 2x2 pod
 // with data=2 x model=2, 2 steps, golden every step, its MFU (target >= 0.40, PaLM's 46.2% the
@@ -250,6 +254,42 @@ void pipe_targets(Report& rep, const std::string& sched, std::size_t m) {
   }
 }
 
+// A GPT pipeline case: the 3D-parallel GPT under `sched` (the comment at the top).
+Report gpt_pipe_report(const std::string& sched) {
+  const std::string name = "pipe_gpt_" + sched.substr(0, sched.find(':'));
+  PodConfig cfg;
+  cfg.params.topo = Topology::torus({2, 2, 2});
+  cfg.params.variant = "16x16";
+  cfg.params.link_latency = 2;
+  cfg.params.link_width = 16;
+  GptJobOptions o;
+  o.mesh = "data=2,model=2,stage=2";
+  o.layers = 4;
+  o.global_batch = 16;
+  o.microbatches = 8;
+  o.schedule = sched;
+  o.steps = 1;
+  o.text = gpt_read_text("", std::string(TPU_SOURCE_DIR) + "/docs", &o.text_name);
+  o.backdoor = true;
+  o.table = false;
+  GptJob job(cfg, o);
+  Report rep("bench_train " + name + ": " + job.title());
+  rep.field("case", name);
+  EngineOptions eng;
+  eng.engine = "cpp";
+  job.run(eng, rep);
+  const Json j = rep.json();
+  const Json& pl = j.at("pipeline");
+  double mean = 0;
+  for (const Json& st : pl.at("stages")) mean += st.at("bubble").get<double>() / 2;
+  rep.metric("bubble_mean", mean, "fraction", "measured bubble, mean over the stages", true);
+  rep.metric("bubble_minus_formula", mean - pl.at("bubble_formula").get<double>(), "fraction",
+             "measured (mean) minus the formula", true);
+  rep.metric("meets_target", job.pass(), "", "golden pass every step (no bubble target: the "
+             "stages are unequal, the embedding on one, the head on the other)", true);
+  return rep;
+}
+
 // A GPT case: `steps` steps of the model on the 2x2 pod of 16x16 chips (16-byte links),
 // data=2 x model=2, on the project's docs, plain C++ stepping, parameters by the backdoor.
 Report gpt_report(const char* name, std::size_t d, std::size_t heads, std::size_t seq,
@@ -349,6 +389,17 @@ int main(int argc, char** argv) {
                     pipe_targets(rep, sched, m);
                     return rep;
                   },
+                  pipeline});
+  }
+  static std::vector<std::string> gnames, gwhats;
+  for (const std::string& sched : scheds) {
+    gnames.push_back("pipe_gpt_" + sched.substr(0, sched.find(':')));
+    gwhats.push_back("GPT 4 x d32 on 2x2x2, data=2 x model=2 x stage=2, " + sched +
+                     ", m=8 (--pipeline)");
+  }
+  for (std::size_t i = 0; i < scheds.size(); ++i) {
+    const std::string sched = scheds[i];
+    bc.push_back({gnames[i].c_str(), gwhats[i].c_str(), [sched] { return gpt_pipe_report(sched); },
                   pipeline});
   }
   for (BenchCase& c : bc)
