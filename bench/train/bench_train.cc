@@ -187,21 +187,23 @@ std::map<std::string, PipeMeasured>& pipe_measured() {
   return m;
 }
 
-std::string pipe_case(const std::string& sched, std::size_t m) {
+// link_width: the ICI link's bytes a cycle (16: the default pod's; 64: a whole 16x16 row a
+// cycle, the _link64 cases, which show what the stage-to-stage hop costs the bubbles).
+std::string pipe_case(const std::string& sched, std::size_t m, unsigned link_width = 16) {
   std::string s = sched.substr(0, sched.find(':'));
-  return "pipe_" + s + "_m" + std::to_string(m);
+  return "pipe_" + s + "_m" + std::to_string(m) + (link_width == 16 ? "" : "_link64");
 }
 
-Report pipe_report(const std::string& sched, std::size_t m) {
-  const std::string name = pipe_case(sched, m);
+Report pipe_report(const std::string& sched, std::size_t m, unsigned link_width = 16) {
+  const std::string name = pipe_case(sched, m, link_width);
   Report rep("bench_train " + name + ": MLP 8 x 256 on a ring of 4, stage=4, " + sched +
-             ", m=" + std::to_string(m));
+             ", m=" + std::to_string(m) + ", " + std::to_string(link_width) + "-byte links");
   rep.field("case", name);
   PodConfig cfg;
   cfg.params.topo = Topology::torus({kStages});
   cfg.params.variant = "16x16";
   cfg.params.link_latency = 2;
-  cfg.params.link_width = 16;
+  cfg.params.link_width = link_width;
   TrainJobOptions o;
   o.mesh = "stage=" + std::to_string(kStages);
   o.widths.assign(9, 256);
@@ -391,6 +393,20 @@ int main(int argc, char** argv) {
                   },
                   pipeline});
   }
+  // The hop's cost: 1F1B and interleaved:2 at m = 8 again with 64-byte links.
+  bc.push_back({"pipe_1f1b_m8_link64", "pipe_1f1b_m8 with 64-byte links (--pipeline)",
+                [] { return pipe_report("1f1b", 8, 64); }, pipeline});
+  bc.push_back({"pipe_interleaved_m8_link64",
+                "pipe_interleaved_m8 with 64-byte links, beside 1F1B's (--pipeline)", [] {
+                  Report rep = pipe_report("interleaved:2", 8, 64);
+                  const std::string f1 = pipe_case("1f1b", 8, 64);
+                  if (!pipe_measured()[f1].done) (void)pipe_report("1f1b", 8, 64);
+                  const double a = pipe_measured()[pipe_case("interleaved:2", 8, 64)].bubble,
+                               b = pipe_measured()[f1].bubble;
+                  rep.metric("of_1f1b_bubble", b > 0 ? a / b : 0.0, "fraction",
+                             "interleaved:2's bubble / 1F1B's, both with 64-byte links", true);
+                  return rep;
+                }, pipeline});
   static std::vector<std::string> gnames, gwhats;
   for (const std::string& sched : scheds) {
     gnames.push_back("pipe_gpt_" + sched.substr(0, sched.find(':')));

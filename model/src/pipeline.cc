@@ -172,6 +172,48 @@ std::vector<std::map<std::pair<int, int>, int>> pipeline_activation_slots(
   return slot_of;
 }
 
+std::vector<double> pipeline_timed_bubbles(const std::vector<std::vector<PipeSlot>>& table,
+                                           int v, const std::vector<std::vector<double>>& dur,
+                                           double gap, double hop) {
+  const int P = static_cast<int>(table.size()), last = P * v - 1;
+  if (dur.size() != table.size()) return {};
+  for (std::size_t s = 0; s < table.size(); ++s)
+    if (dur[s].size() != table[s].size()) return {};
+  std::map<std::tuple<int, int, bool>, double> end;  // (mb, virtual stage, backward) -> end
+  std::vector<std::size_t> next(table.size(), 0);
+  std::vector<double> free(table.size(), -gap), busy(table.size(), 0.0);
+  double span = 0;
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < P; ++s) {
+      const std::size_t si = static_cast<std::size_t>(s);
+      for (std::size_t& i = next[si]; i < table[si].size(); ++i) {
+        const PipeSlot& x = table[si][i];
+        const int j = x.chunk * P + s;
+        double ready = 0;
+        if (x.backward || j > 0) {
+          const int need = x.backward ? (j == last ? j : j + 1) : j - 1;
+          const auto it = end.find({x.mb, need, x.backward && j != last});
+          if (it == end.end()) break;
+          ready = it->second + (need % P != s ? hop : 0.0);
+        }
+        const double start = std::max(ready, free[si] + gap);
+        free[si] = start + dur[si][i];
+        busy[si] += dur[si][i];
+        span = std::max(span, free[si]);
+        end[{x.mb, j, x.backward}] = free[si];
+        progress = true;
+      }
+    }
+  }
+  std::vector<double> bubble;
+  for (std::size_t s = 0; s < table.size(); ++s) {
+    if (next[s] != table[s].size() || span <= 0) return {};
+    bubble.push_back(1.0 - busy[s] / span);
+  }
+  return bubble;
+}
+
 int pipeline_peak_in_flight(const std::vector<PipeSlot>& slots) {
   int live = 0, peak = 0;
   for (const PipeSlot& x : slots) {

@@ -973,7 +973,7 @@ PipelineStats GptTrainer::measure(const std::vector<TraceEvent>& events) const {
   const Impl& m = *impl_;
   std::vector<int> shown;  // golden chip 0's chip of each stage
   for (int c : m.pod_of.at(0)) shown.push_back(c);
-  PipelineStats st = pipeline_timeline_stats(events, m.st, shown);
+  PipelineStats st = pipeline_timeline_stats(events, m.st, shown, m.table, m.nv);
   if (st.stages.empty()) return st;
   // A micro-batch's activations from its forward to its backward: per layer its Layer buffers,
   // on the last virtual stage the final layer norm's and the head's gradient (Slot).

@@ -1,6 +1,7 @@
 #include "pipeline_train.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <stdexcept>
@@ -586,9 +587,68 @@ GradAllReduce PipelineTrainer::golden_all_reduce() const {
   };
 }
 
+namespace {
+
+uint64_t median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return static_cast<uint64_t>(std::llround(v[v.size() / 2]));
+}
+
+// The hop and gap of the shown chips' slots, and the table's timed bubbles with them.
+void model_bubbles(PipelineStats* st, const std::vector<std::vector<PipeSlot>>& table, int v) {
+  const int P = static_cast<int>(table.size()), last = P * v - 1;
+  if (st->stages.size() != table.size()) return;
+  std::map<std::tuple<int, int, bool>, std::pair<double, double>> at;  // slot -> [start, end)
+  std::vector<std::vector<double>> dur(table.size());
+  for (int s = 0; s < P; ++s) {
+    std::map<std::string, std::pair<double, double>> by_name;
+    for (const PipelineSlotSpan& x : st->stages[static_cast<std::size_t>(s)].slots)
+      by_name[x.slot] = {static_cast<double>(x.start), static_cast<double>(x.end)};
+    for (const PipeSlot& x : table[static_cast<std::size_t>(s)]) {
+      const auto it = by_name.find((x.backward ? "B" : "F") + mb_text(x.mb, x.chunk, v));
+      if (it == by_name.end()) return;  // a slot not on the timeline: no model
+      at[{x.mb, x.chunk * P + s, x.backward}] = it->second;
+      dur[static_cast<std::size_t>(s)].push_back(it->second.second - it->second.first);
+    }
+  }
+  std::vector<double> hops, gaps;
+  for (int s = 0; s < P; ++s) {
+    const auto& tab = table[static_cast<std::size_t>(s)];
+    for (std::size_t i = 0; i < tab.size(); ++i) {
+      const PipeSlot& x = tab[i];
+      const int j = x.chunk * P + s;
+      const std::pair<double, double> me = at.at({x.mb, j, x.backward});
+      const double prev = i > 0 ? at.at({tab[i - 1].mb, tab[i - 1].chunk * P + s,
+                                         tab[i - 1].backward}).second
+                                : -1.0;
+      const int need = x.backward ? (j == last ? -1 : j + 1) : j - 1;
+      if (need >= 0 && need % P != s) {
+        const double dep = at.at({x.mb, need, x.backward}).second;
+        if (dep >= prev) {
+          hops.push_back(me.first - dep);
+          continue;
+        }
+      }
+      if (i > 0) gaps.push_back(me.first - prev);
+    }
+  }
+  st->hop_cycles = median(hops);
+  st->gap_cycles = median(gaps);
+  const std::vector<double> b =
+      pipeline_timed_bubbles(table, v, dur, static_cast<double>(st->gap_cycles),
+                             static_cast<double>(st->hop_cycles));
+  for (std::size_t s = 0; s < b.size(); ++s) st->stages[s].bubble_model = b[s];
+  const std::vector<double> b0 = pipeline_timed_bubbles(table, v, dur, 0, 0);
+  for (std::size_t s = 0; s < b0.size(); ++s) st->stages[s].bubble_no_hop = b0[s];
+}
+
+}  // namespace
+
 PipelineStats pipeline_timeline_stats(const std::vector<TraceEvent>& events,
                                       const std::vector<int>& stage_of_chip,
-                                      const std::vector<int>& shown) {
+                                      const std::vector<int>& shown,
+                                      const std::vector<std::vector<PipeSlot>>& table, int v) {
   const std::size_t chips = stage_of_chip.size(), P = shown.size();
   PipelineStats st;
   uint64_t t0 = UINT64_MAX, t1 = 0;
@@ -634,12 +694,13 @@ PipelineStats pipeline_timeline_stats(const std::vector<TraceEvent>& events,
     x.busy += covered / static_cast<uint64_t>(per_stage[s]);
     x.bubble += (1.0 - static_cast<double>(covered) / static_cast<double>(st.span)) / per_stage[s];
   }
+  model_bubbles(&st, table, v);
   return st;
 }
 
 PipelineStats PipelineTrainer::measure(const std::vector<TraceEvent>& events) const {
   const Impl& m = *impl_;
-  PipelineStats st = pipeline_timeline_stats(events, m.stage_of, m.chip_at[0]);
+  PipelineStats st = pipeline_timeline_stats(events, m.stage_of, m.chip_at[0], m.table, m.v);
   if (st.stages.empty()) return st;
   for (int s = 0; s < m.P; ++s) {
     PipelineStageStats& x = st.stages[static_cast<std::size_t>(s)];
@@ -697,12 +758,16 @@ TrainCheck check_pipeline_params(const PipelineTrainer& tr, const std::vector<Ml
 // The mean of the steps' measurements (sums divided at the end).
 void add_pipeline_stats(PipelineStats* sum, const PipelineStats& s) {
   sum->span += s.span;
+  sum->hop_cycles += s.hop_cycles;
+  sum->gap_cycles += s.gap_cycles;
   if (sum->stages.empty()) sum->stages.assign(s.stages.size(), PipelineStageStats{});
   for (std::size_t i = 0; i < s.stages.size(); ++i) {
     PipelineStageStats& a = sum->stages[i];
     a.first_layer = s.stages[i].first_layer;
     a.last_layer = s.stages[i].last_layer;
     a.bubble += s.stages[i].bubble;
+    a.bubble_model += s.stages[i].bubble_model;
+    a.bubble_no_hop += s.stages[i].bubble_no_hop;
     a.busy += s.stages[i].busy;
     a.peak_in_flight = s.stages[i].peak_in_flight;
     a.peak_activation_bytes = s.stages[i].peak_activation_bytes;
@@ -713,8 +778,12 @@ void add_pipeline_stats(PipelineStats* sum, const PipelineStats& s) {
 void divide_pipeline_stats(PipelineStats* s, std::size_t n) {
   if (n == 0) return;
   s->span /= n;
+  s->hop_cycles /= n;
+  s->gap_cycles /= n;
   for (PipelineStageStats& a : s->stages) {
     a.bubble /= static_cast<double>(n);
+    a.bubble_model /= static_cast<double>(n);
+    a.bubble_no_hop /= static_cast<double>(n);
     a.busy /= n;
   }
 }

@@ -76,11 +76,13 @@ class PipelineTrainer {
 // The bubbles of a step from its timeline, for any pipelined trainer: per stage (stage_of_chip:
 // each chip's), the fraction of the span (the step's first command to the last F or B command's
 // end) in which none of its chips' F or B commands was in flight on a compute unit (mean over its
-// chips), the busy cycles, and the F and B slots of its chip shown[stage] in time order. The
-// layers and activations are the trainer's to fill in.
+// chips), the busy cycles, and the F and B slots of its chip shown[stage] in time order; then the
+// hop and gap those slots show and the bubbles the table (v chunks) gives with them
+// (pipeline_timed_bubbles). The layers and activations are the trainer's to fill in.
 PipelineStats pipeline_timeline_stats(const std::vector<TraceEvent>& events,
                                       const std::vector<int>& stage_of_chip,
-                                      const std::vector<int>& shown);
+                                      const std::vector<int>& shown,
+                                      const std::vector<std::vector<PipeSlot>>& table, int v);
 // A run's measurements as the mean over its steps: add each step's, divide by the steps.
 void add_pipeline_stats(PipelineStats* sum, const PipelineStats& s);
 void divide_pipeline_stats(PipelineStats* s, std::size_t n);

@@ -575,6 +575,11 @@ void fill_pipeline_report(Report& rep, const TrainPipelineResult& p) {
   g.metric("bubble_formula", p.bubble_formula, "fraction", p.bubble_formula_text, true);
   g.metric("span_cycles", p.stats.span, "cycles",
            "the step's first command to its last F or B command's end (mean over the steps)");
+  g.metric("hop_cycles", p.stats.hop_cycles, "cycles",
+           "a slot that waited on another stage: from that stage's slot's end to its start "
+           "(median)");
+  g.metric("gap_cycles", p.stats.gap_cycles, "cycles",
+           "a slot that did not: from its stage's slot before to its start (median)");
   Json stages = Json::array();
   for (std::size_t i = 0; i < p.stats.stages.size(); ++i) {
     const PipelineStageStats& s = p.stats.stages[i];
@@ -585,6 +590,8 @@ void fill_pipeline_report(Report& rep, const TrainPipelineResult& p) {
                                    {"first_layer", static_cast<uint64_t>(s.first_layer)},
                                    {"last_layer", static_cast<uint64_t>(s.last_layer)},
                                    {"bubble", s.bubble},
+                                   {"bubble_model", s.bubble_model},
+                                   {"bubble_no_hop", s.bubble_no_hop},
                                    {"busy_cycles", s.busy},
                                    {"peak_in_flight", static_cast<uint64_t>(s.peak_in_flight)},
                                    {"peak_activation_bytes", s.peak_activation_bytes},

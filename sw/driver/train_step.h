@@ -113,6 +113,10 @@ struct PipelineSlotSpan {
 struct PipelineStageStats {
   std::size_t first_layer = 0, last_layer = 0;  // the layers it holds (interleaved: the span)
   double bubble = 0;      // idle fraction of the pipeline's span, mean over its chips
+  // The same from the table run with the measured slots, gap and hop (pipeline_timed_bubbles):
+  // what the schedule gives with these slot lengths and this stage-to-stage cost.
+  double bubble_model = 0;
+  double bubble_no_hop = 0;  // the same with no gap and no hop: the slot lengths' own bubble
   uint64_t busy = 0;      // cycles a command of an F or B slot was in flight (mean of its chips)
   int peak_in_flight = 0;  // micro-batches (x chunks) whose activations it holds at once
   uint64_t peak_activation_bytes = 0;  // their bytes in HBM (the inputs the backward needs)
@@ -120,6 +124,10 @@ struct PipelineStageStats {
 };
 struct PipelineStats {
   uint64_t span = 0;  // pod cycles from the step's first command to the last F or B command's end
+  // Medians over the shown chips' slots: a slot that waited for another stage's slot starts
+  // hop_cycles after that one's end (its send, the wire, its receive); one that did not, gap_cycles
+  // after its stage's slot before it.
+  uint64_t hop_cycles = 0, gap_cycles = 0;
   std::vector<PipelineStageStats> stages;
 };
 

@@ -143,6 +143,46 @@ TEST(PipelineSlots, TablesRunToTheEndAndTheirBubbleIsTheFormula) {
   }
 }
 
+// pipeline_timed_bubbles (the measured bubbles' second formulation): with no gap and no hop it is
+// the simulation above; by hand, GPipe p = 2, m = 2, F = 1, B = 2 and a hop of 0.5: stage 1's F0
+// starts at 1.5, its B1 ends at 7.5, stage 0's B0 starts at 6 and its B1 ends at 10, so each
+// stage is busy 6 of 10; a gap of 0.25 between a stage's slots then adds 3 x 0.25 to stage 1's
+// chain and 0.25 to stage 0's last.
+TEST(PipelineSlots, TimedBubblesAreTheSimulationAndHopsAddToThem) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(name(c));
+    const auto t = pipeline_slots(c.s, c.p, c.m);
+    const Sim sim = simulate(t, c.p, c.s.v, 1.0, 2.0);
+    std::vector<std::vector<double>> dur;
+    for (const auto& st : t) {
+      dur.emplace_back();
+      for (const PipeSlot& x : st) dur.back().push_back((x.backward ? 2.0 : 1.0) / c.s.v);
+    }
+    const std::vector<double> b = pipeline_timed_bubbles(t, c.s.v, dur, 0, 0);
+    ASSERT_EQ(b.size(), static_cast<std::size_t>(c.p));
+    const std::vector<double> h = pipeline_timed_bubbles(t, c.s.v, dur, 0, 0.1);
+    for (int s = 0; s < c.p; ++s) {
+      EXPECT_NEAR(b[static_cast<std::size_t>(s)],
+                  1.0 - sim.busy[static_cast<std::size_t>(s)] / sim.span, 1e-12);
+      if (c.p > 1) {
+        EXPECT_GT(h[static_cast<std::size_t>(s)], b[static_cast<std::size_t>(s)]);
+      }
+    }
+  }
+  const auto g = pipeline_slots(PipeSchedule{PipeKind::kGpipe, 1}, 2, 2);
+  const std::vector<std::vector<double>> d = {{1, 1, 2, 2}, {1, 1, 2, 2}};
+  const std::vector<double> b = pipeline_timed_bubbles(g, 1, d, 0, 0.5);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_NEAR(b[0], 0.4, 1e-12);
+  EXPECT_NEAR(b[1], 0.4, 1e-12);
+  // With a gap of 0.25: stage 1 F0 1.5-2.5, F1 2.75-3.75, B0 4-6, B1 6.25-8.25; stage 0 F0 0-1,
+  // F1 1.25-2.25, B0 6.5-8.5, B1 8.75-10.75: span 10.75.
+  const std::vector<double> bg = pipeline_timed_bubbles(g, 1, d, 0.25, 0.5);
+  EXPECT_NEAR(bg[0], 1.0 - 6.0 / 10.75, 1e-12);
+  EXPECT_NEAR(bg[1], 1.0 - 6.0 / 10.75, 1e-12);
+  EXPECT_TRUE(pipeline_timed_bubbles(g, 1, {{1, 1}}, 0, 0).empty());  // shapes do not match
+}
+
 TEST(PipelineSlots, InFlightMicrobatches) {
   for (int p : {2, 4})
     for (int m : {4, 8, 16}) {

@@ -57,6 +57,17 @@ std::vector<std::pair<int, PipeSlot>> pipeline_merged_order(
 std::vector<std::map<std::pair<int, int>, int>> pipeline_activation_slots(
     const std::vector<std::vector<PipeSlot>>& table, int* count);
 
+// The tables run with time (the second formulation of a measured bubble, docs/training.md
+// "Pipeline"): slot i of stage s's table takes dur[s][i] cycles and starts once the stage's slot
+// before it has ended plus `gap` and the slot it needs has ended plus `hop` (the forward of the
+// virtual stage before, the backward of the one after, on another stage; the last virtual
+// stage's backward needs its own forward, with no hop). Returns per stage its idle fraction of
+// the makespan (the first slot's start to the last one's end, every stage alike); empty when
+// the shapes do not match or a table waits forever.
+std::vector<double> pipeline_timed_bubbles(const std::vector<std::vector<PipeSlot>>& table,
+                                           int v, const std::vector<std::vector<double>>& dur,
+                                           double gap, double hop);
+
 // The most micro-batches a stage holds at once (forward done, backward not yet) per its table:
 // its activations' slots in HBM (counted per chunk for interleaved: a (micro-batch, chunk) each).
 int pipeline_peak_in_flight(const std::vector<PipeSlot>& slots);
