@@ -44,6 +44,17 @@ using namespace tpu;
 
 namespace {
 
+// The benches' pods: a torus of 16x16 chips, links of 2 cycles' latency and link_width bytes a
+// cycle (16: the default pod's).
+PodConfig bench_pod(std::vector<int> shape, unsigned link_width = 16) {
+  PodConfig cfg;
+  cfg.params.topo = Topology::torus(std::move(shape));
+  cfg.params.variant = "16x16";
+  cfg.params.link_latency = 2;
+  cfg.params.link_width = link_width;
+  return cfg;
+}
+
 constexpr double kTargetMfu = 0.60;     // issue 12: per step, 2x2
 constexpr double kTargetHidden = 0.80;  // of the gradient all-reduce behind compute
 constexpr double kWeakScaling = 0.90;   // 4x4 MFU within 10% of the 2x2's
@@ -81,11 +92,7 @@ TrainJob run_mlp_step(const PodConfig& cfg, std::size_t batch, Report& rep) {
 // The training job of bench_train: one step on a torus of `shape` of 16x16 chips with 16-byte
 // links, 256 examples per chip.
 TrainJob run_pod(const std::vector<int>& shape, Report& rep) {
-  PodConfig cfg;
-  cfg.params.topo = Topology::torus(shape);
-  cfg.params.variant = "16x16";
-  cfg.params.link_latency = 2;
-  cfg.params.link_width = 16;
+  const PodConfig cfg = bench_pod(shape);
   return run_mlp_step(cfg, 256, rep);
 }
 
@@ -199,11 +206,7 @@ Report pipe_report(const std::string& sched, std::size_t m, unsigned link_width 
   Report rep("bench_train " + name + ": MLP 8 x 256 on a ring of 4, stage=4, " + sched +
              ", m=" + std::to_string(m) + ", " + std::to_string(link_width) + "-byte links");
   rep.field("case", name);
-  PodConfig cfg;
-  cfg.params.topo = Topology::torus({kStages});
-  cfg.params.variant = "16x16";
-  cfg.params.link_latency = 2;
-  cfg.params.link_width = link_width;
+  const PodConfig cfg = bench_pod({kStages}, link_width);
   TrainJobOptions o;
   o.mesh = "stage=" + std::to_string(kStages);
   o.widths.assign(9, 256);
@@ -259,11 +262,7 @@ void pipe_targets(Report& rep, const std::string& sched, std::size_t m) {
 // A GPT pipeline case: the 3D-parallel GPT under `sched` (the comment at the top).
 Report gpt_pipe_report(const std::string& sched) {
   const std::string name = "pipe_gpt_" + sched.substr(0, sched.find(':'));
-  PodConfig cfg;
-  cfg.params.topo = Topology::torus({2, 2, 2});
-  cfg.params.variant = "16x16";
-  cfg.params.link_latency = 2;
-  cfg.params.link_width = 16;
+  const PodConfig cfg = bench_pod({2, 2, 2});
   GptJobOptions o;
   o.mesh = "data=2,model=2,stage=2";
   o.layers = 4;
@@ -296,11 +295,7 @@ Report gpt_pipe_report(const std::string& sched) {
 // data=2 x model=2, on the project's docs, plain C++ stepping, parameters by the backdoor.
 Report gpt_report(const char* name, std::size_t d, std::size_t heads, std::size_t seq,
                   std::size_t steps) {
-  PodConfig cfg;
-  cfg.params.topo = Topology::torus({2, 2});
-  cfg.params.variant = "16x16";
-  cfg.params.link_latency = 2;
-  cfg.params.link_width = 16;
+  const PodConfig cfg = bench_pod({2, 2});
   GptJobOptions o;
   o.mesh = "data=2,model=2";
   o.layers = 2;

@@ -223,6 +223,17 @@ int pipeline_peak_in_flight(const std::vector<PipeSlot>& slots) {
   return peak;
 }
 
+uint64_t pipeline_peak_bytes(const std::vector<PipeSlot>& slots,
+                             const std::function<uint64_t(const PipeSlot&)>& bytes) {
+  uint64_t now = 0, peak = 0;
+  for (const PipeSlot& x : slots) {
+    const uint64_t b = bytes(x);
+    now = x.backward ? now - b : now + b;
+    peak = std::max(peak, now);
+  }
+  return peak;
+}
+
 double pipeline_bubble_formula(const PipeSchedule& s, int p, int m) {
   const double b = static_cast<double>(p - 1);
   return b / (static_cast<double>(s.v) * m + b);

@@ -996,18 +996,13 @@ PipelineStats GptTrainer::measure(const std::vector<TraceEvent>& events) const {
       x.first_layer = std::min(x.first_layer, l0);
       x.last_layer = std::max(x.last_layer, l1);
     }
-    int live = 0;
-    uint64_t now = 0, peak = 0;
-    for (const PipeSlot& p : m.table[static_cast<std::size_t>(s)]) {
+    const auto& tab = m.table[static_cast<std::size_t>(s)];
+    x.peak_in_flight = pipeline_peak_in_flight(tab);
+    x.peak_activation_bytes = pipeline_peak_bytes(tab, [&](const PipeSlot& p) {
       const int j = p.chunk * m.NS + s;
       const auto [l0, l1] = m.chunk[static_cast<std::size_t>(j)];
-      const uint64_t one = (l1 - l0 + 1) * layer + (j == last ? head : 0);
-      live += p.backward ? -1 : 1;
-      now = p.backward ? now - one : now + one;
-      x.peak_in_flight = std::max(x.peak_in_flight, live);
-      peak = std::max(peak, now);
-    }
-    x.peak_activation_bytes = peak;
+      return (l1 - l0 + 1) * layer + (j == last ? head : 0);
+    });
   }
   return st;
 }

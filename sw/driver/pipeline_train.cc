@@ -709,20 +709,16 @@ PipelineStats PipelineTrainer::measure(const std::vector<TraceEvent>& events) co
     x.last_layer = ls.back();
     // The activations the backward needs, held from a slot's F to its B: each layer's input
     // (the first layer's is the data, held anyway), bf16.
-    int live = 0;
-    uint64_t bytes = 0, peak = 0;
-    for (const PipeSlot& p : m.table[static_cast<std::size_t>(s)]) {
+    const auto& tab = m.table[static_cast<std::size_t>(s)];
+    x.peak_in_flight = pipeline_peak_in_flight(tab);
+    x.peak_activation_bytes = pipeline_peak_bytes(tab, [&](const PipeSlot& p) {
       const auto [l0, l1] = m.chunk[static_cast<std::size_t>(m.virt(s, p.chunk))];
       uint64_t one = 0;
       for (std::size_t l = std::max<std::size_t>(l0, 1); l <= l1; ++l)
         one += static_cast<uint64_t>(m.b) * spec_.widths[l] * 2;
       if (l1 + 1 == spec_.layers()) one += static_cast<uint64_t>(m.b) * m.H * 2;  // the loss's dY
-      live += p.backward ? -1 : 1;
-      bytes = p.backward ? bytes - one : bytes + one;
-      x.peak_in_flight = std::max(x.peak_in_flight, live);
-      peak = std::max(peak, bytes);
-    }
-    x.peak_activation_bytes = peak;
+      return one;
+    });
   }
   return st;
 }

@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -71,6 +73,11 @@ std::vector<double> pipeline_timed_bubbles(const std::vector<std::vector<PipeSlo
 // The most micro-batches a stage holds at once (forward done, backward not yet) per its table:
 // its activations' slots in HBM (counted per chunk for interleaved: a (micro-batch, chunk) each).
 int pipeline_peak_in_flight(const std::vector<PipeSlot>& slots);
+
+// The most bytes a stage holds at once by its slots: a forward takes bytes(slot), its backward
+// gives them back (the activations a micro-batch keeps from its F to its B).
+uint64_t pipeline_peak_bytes(const std::vector<PipeSlot>& slots,
+                             const std::function<uint64_t(const PipeSlot&)>& bytes);
 
 // The bubble as a fraction of the step: (p - 1) / (v m + p - 1). For GPipe and 1F1B (v = 1)
 // that is (p - 1) / (m + p - 1); for interleaved it is b / (1 + b) with b = (1/v)(p - 1)/m, the
