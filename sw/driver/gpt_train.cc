@@ -159,6 +159,9 @@ struct GptTrainer::Impl {
   void apply_mesh(const MachineInfo& mi, const Mesh& given);
   void plan_slots(const GptSpec& spec, const GptTrainOptions& opt);
   void lay_out(const GptSpec& spec, const ChipShape& s);
+  std::size_t rep(std::size_t lk) const;
+  void lay_out_tensors();
+  void lay_out_slot(std::size_t r, bool layers_part);
   // The step's ops.
   void add_map(const char* phase, VpuMap m);
   GptParams read(HostPort& host, const GptSpec& spec, HbmMatrix Tensor::*field, int chip) const;
@@ -260,33 +263,20 @@ void GptTrainer::Impl::plan_slots(const GptSpec& spec, const GptTrainOptions& op
   slot_of = pipeline_activation_slots(table, &R);
 }
 
-void GptTrainer::Impl::lay_out(const GptSpec& spec, const ChipShape& s) {
-  B = spec.batch / static_cast<std::size_t>(M);  // windows per micro-batch
-  S = spec.seq;
-  T = B * S;
-  d = spec.d_model;
-  Hm = spec.heads / static_cast<std::size_t>(spec.model);
-  dh = spec.head_dim();
-  layout = GptChipLayout(spec);
-  dhp = layout.dhp;
-  fm = 4 * d / static_cast<std::size_t>(spec.model);
-  V = spec.vocab;
-  Q = std::max<std::size_t>(16, s.cols);
-  const std::size_t BH = B * Hm * S, f = gpt_index_lnf_g(spec.layers);
-  shard_shape = gpt_zero_shard(spec);
+// The places' tensors: the embedding's, nq layers', the final layer norm's and the head's (one
+// per parameter without a stage axis); rep(lk) is the parameter that gives place lk its shape and
+// name.
+std::size_t GptTrainer::Impl::rep(std::size_t lk) const {
+  const std::size_t f = gpt_index_lnf_g(layers_total());
+  if (lk < 2) return lk;
+  if (lk >= 2 + nq * kGptLayerSlots) return f + (lk - 2 - nq * kGptLayerSlots);
+  return lk;  // place q's slot: layer q's name and shape (nq <= layers)
+}
+
+void GptTrainer::Impl::lay_out_tensors() {
   const GptParams& shapes = shard_shape;
-  // The places' tensors: the embedding's, nq layers', the final layer norm's and the head's (one
-  // per parameter without a stage axis); parameter `rep` gives each its shape and name.
-  const std::size_t n_local = 2 + nq * kGptLayerSlots + 3;
-  t.assign(n_local, Tensor{});
-  consts = buf("consts", kGcCount, s.cols, Dtype::kF32);
-  zeros = buf("zeros", 1, std::max(d, V), Dtype::kF32);
-  auto rep = [&](std::size_t lk) {
-    if (lk < 2) return lk;
-    if (lk >= 2 + nq * kGptLayerSlots) return f + (lk - 2 - nq * kGptLayerSlots);
-    return lk;  // place q's slot: layer q's name and shape (nq <= layers)
-  };
-  for (std::size_t lk = 0; lk < n_local; ++lk) {
+  t.assign(2 + nq * kGptLayerSlots + 3, Tensor{});
+  for (std::size_t lk = 0; lk < t.size(); ++lk) {
     const std::size_t k = rep(lk);
     const auto [rows, cols] = layout.shape(shapes[k], k);
     Tensor& x = t[lk];
@@ -302,6 +292,57 @@ void GptTrainer::Impl::lay_out(const GptSpec& spec, const ChipShape& s) {
     const bool mm = sl == kWqkv || sl == kWo || sl == kW1 || sl == kW2 || k == shapes.size() - 1;
     if (mm) x.wb = buf(n + ".bf16", rows, cols, Dtype::kBf16);
   }
+}
+
+// Activation slot r's buffers: its layers' and the final layer norm's (first), or dlogits.
+void GptTrainer::Impl::lay_out_slot(std::size_t r, bool layers_part) {
+  Slot& a = act[r];
+  const std::size_t BH = B * Hm * S;
+  const std::string pre = r == 0 ? "" : "slot " + std::to_string(r) + " ";
+  if (!layers_part) {
+    a.dlogb = buf(pre + "dlogits", T, V, Dtype::kBf16);
+    return;
+  }
+  a.layers.assign(nq, Layer{});
+  for (std::size_t q = 0; q < nq; ++q) {
+    Layer& y = a.layers[q];
+    const std::string n = pre + "h" + std::to_string(q) + ".";
+    y.x1b = buf(n + "x1", T, d, Dtype::kBf16);
+    y.xhat1 = buf(n + "xhat1", T, d, Dtype::kF32);
+    y.rstd1 = vec(n + "rstd1", T);
+    y.x2b = buf(n + "x2", T, d, Dtype::kBf16);
+    y.xhat2 = buf(n + "xhat2", T, d, Dtype::kF32);
+    y.rstd2 = vec(n + "rstd2", T);
+    y.qkv = buf(n + "qkv", T, 3 * Hm * dhp, Dtype::kBf16);
+    y.p = buf(n + "p", BH, S, Dtype::kF32);
+    y.pb = buf(n + "p.bf16", BH, S, Dtype::kBf16);
+    y.att = buf(n + "att", T, Hm * dhp, Dtype::kBf16);
+    y.u = buf(n + "u", T, fm, Dtype::kF32);
+    y.ab = buf(n + "a", T, fm, Dtype::kBf16);
+    y.gelu_s = buf(n + "gelu s", T, fm, Dtype::kF32);
+  }
+  a.xfb = buf(pre + "xf", T, d, Dtype::kBf16);
+  a.xhatf = buf(pre + "xhatf", T, d, Dtype::kF32);
+  a.rstdf = vec(pre + "rstdf", T);
+}
+
+void GptTrainer::Impl::lay_out(const GptSpec& spec, const ChipShape& s) {
+  B = spec.batch / static_cast<std::size_t>(M);  // windows per micro-batch
+  S = spec.seq;
+  T = B * S;
+  d = spec.d_model;
+  Hm = spec.heads / static_cast<std::size_t>(spec.model);
+  dh = spec.head_dim();
+  layout = GptChipLayout(spec);
+  dhp = layout.dhp;
+  fm = 4 * d / static_cast<std::size_t>(spec.model);
+  V = spec.vocab;
+  Q = std::max<std::size_t>(16, s.cols);
+  const std::size_t BH = B * Hm * S;
+  shard_shape = gpt_zero_shard(spec);
+  consts = buf("consts", kGcCount, s.cols, Dtype::kF32);
+  zeros = buf("zeros", 1, std::max(d, V), Dtype::kF32);
+  lay_out_tensors();
   mask = buf("mask", S, S, Dtype::kBf16);  // one window's; -0 and -Inf: exact in bf16
   sel = buf("sel", T * static_cast<std::size_t>(M), V, Dtype::kBf16);
   // The residual stream in two buffers: a block reads one and writes the other (nothing of it is
@@ -309,43 +350,14 @@ void GptTrainer::Impl::lay_out(const GptSpec& spec, const ChipShape& s) {
   h0 = buf("h0", T, d, Dtype::kF32);
   h1 = buf("h1", T, d, Dtype::kF32);
   act.assign(static_cast<std::size_t>(R), Slot{});
-  auto slot_bufs = [&](std::size_t r, bool layers_part) {
-    Slot& a = act[r];
-    const std::string pre = r == 0 ? "" : "slot " + std::to_string(r) + " ";
-    if (layers_part) {
-      a.layers.assign(nq, Layer{});
-      for (std::size_t q = 0; q < nq; ++q) {
-        Layer& y = a.layers[q];
-        const std::string n = pre + "h" + std::to_string(q) + ".";
-        y.x1b = buf(n + "x1", T, d, Dtype::kBf16);
-        y.xhat1 = buf(n + "xhat1", T, d, Dtype::kF32);
-        y.rstd1 = vec(n + "rstd1", T);
-        y.x2b = buf(n + "x2", T, d, Dtype::kBf16);
-        y.xhat2 = buf(n + "xhat2", T, d, Dtype::kF32);
-        y.rstd2 = vec(n + "rstd2", T);
-        y.qkv = buf(n + "qkv", T, 3 * Hm * dhp, Dtype::kBf16);
-        y.p = buf(n + "p", BH, S, Dtype::kF32);
-        y.pb = buf(n + "p.bf16", BH, S, Dtype::kBf16);
-        y.att = buf(n + "att", T, Hm * dhp, Dtype::kBf16);
-        y.u = buf(n + "u", T, fm, Dtype::kF32);
-        y.ab = buf(n + "a", T, fm, Dtype::kBf16);
-        y.gelu_s = buf(n + "gelu s", T, fm, Dtype::kF32);
-      }
-      a.xfb = buf(pre + "xf", T, d, Dtype::kBf16);
-      a.xhatf = buf(pre + "xhatf", T, d, Dtype::kF32);
-      a.rstdf = vec(pre + "rstdf", T);
-    } else {
-      a.dlogb = buf(pre + "dlogits", T, V, Dtype::kBf16);
-    }
-  };
-  slot_bufs(0, true);
+  lay_out_slot(0, true);
   // One scratch for what is never live at once: the scores (and the backward's dP), the
   // logits, da.
   const HbmMatrix scratch =
       buf("scratch", std::max(BH, T), std::max({S, V, fm}), Dtype::kF32);
   logits = hbm_view(scratch, 0, T, 0, V);
   loss = buf("loss", B * static_cast<std::size_t>(M), S, Dtype::kF32);  // a window a row
-  slot_bufs(0, false);
+  lay_out_slot(0, false);
   parts = buf("loss parts", static_cast<std::size_t>(M), round_up(B, Q), Dtype::kF32);
   z = hbm_view(scratch, 0, BH, 0, S);
   yo = buf("y", T, d, Dtype::kF32);
@@ -375,12 +387,12 @@ void GptTrainer::Impl::lay_out(const GptSpec& spec, const ChipShape& s) {
   }
   // The pipeline's: the other activation slots, each micro-batch's gradient apart.
   for (std::size_t r = 1; r < act.size(); ++r) {
-    slot_bufs(r, true);
-    slot_bufs(r, false);
+    lay_out_slot(r, true);
+    lay_out_slot(r, false);
   }
   if (M > 1)
-    for (std::size_t lk = 0; lk < n_local; ++lk)
-      t[lk].gt = buf(shapes[rep(lk)].name + ".grad mb", t[lk].rows, t[lk].cols, Dtype::kF32);
+    for (std::size_t lk = 0; lk < t.size(); ++lk)
+      t[lk].gt = buf(shard_shape[rep(lk)].name + ".grad mb", t[lk].rows, t[lk].cols, Dtype::kF32);
 }
 
 void GptTrainer::Impl::add_map(const char* phase, VpuMap m) {
