@@ -9,7 +9,10 @@
 // micro-batches under GPipe, 1F1B and interleaved:2, each with its measured bubble per stage
 // beside the formula and its peak activation memory; targets at m = 8: GPipe's and 1F1B's
 // bubble within 0.03 of the formula, interleaved's at most 0.6 of 1F1B's, 1F1B's peak
-// activations at most (p + 1) / m of GPipe's.
+// activations at most (p + 1) / m of GPipe's. pipe_1f1b_m8_link64 and pipe_interleaved_m8_link64
+// run m = 8 again with 64-byte links, to show what the stage-to-stage hop costs. Every pipeline
+// case reports beside each measured bubble the timed model's (pipeline.stages[i].bubble_model,
+// bubble_no_hop; docs/training.md "Why a bubble differs from its formula").
 // The GPT's pipeline cases (--pipeline too): pipe_gpt_<schedule>, a GPT of 4 blocks (d 32, 2
 // heads, S 32) on a 2x2x2 torus with data=2, model=2, stage=2 (2 blocks a stage), global batch
 // 16 as 8 micro-batches of a window per data rank, one step, golden checked; the measured bubble
