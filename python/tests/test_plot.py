@@ -62,9 +62,14 @@ def test_pipeline_schedule_picture(tmp_path):
                    "  layers: [32, 32, 32, 32, 32]\n  batch: 16\n  microbatches: 4\n")
     rep = report_of([TPUSIM, "train", "--config", str(cfg), "--schedule", "1f1b", "--steps", "2",
                      "--engine", "cpp", "--quiet"], tmp_path / "pipe.json")
-    stages = json.loads(rep.read_text())["pipeline"]["stages"]
+    pipe = json.loads(rep.read_text())["pipeline"]
+    stages = pipe["stages"]
     assert len(stages) == 4
+    assert pipe["hop_cycles"] > 0
     for st in stages:
+        # The tables timed with the measured slots, gap and hop give the measured bubble.
+        assert abs(st["bubble_model"] - st["bubble"]) < 0.03, st
+        assert st["bubble_no_hop"] <= st["bubble_model"] + 1e-9, st
         names = sorted(x["slot"] for x in st["slots"])
         assert names == sorted(["F mb%d" % k for k in range(4)] + ["B mb%d" % k for k in range(4)])
         for x in st["slots"]:

@@ -104,7 +104,10 @@ def _schedule_panel(pipe, ax, path):
                     color="white", clip_on=True)
             end = max(end, sl["end"])
     ax.set_yticks([st["stage"] for st in stages])
-    ax.set_yticklabels(["stage %d (bubble %.2f)" % (st["stage"], st["bubble"]) for st in stages])
+    # The measured bubble, and the timed model's beside it where the report has one.
+    ax.set_yticklabels(["stage %d (bubble %.2f%s)" % (
+        st["stage"], st["bubble"],
+        ", model %.2f" % st["bubble_model"] if "bubble_model" in st else "") for st in stages])
     ax.set_ylim(len(stages) - 0.5, -0.5)
     ax.set_xlim(0, end * 1.01)
     ax.set_xlabel("pod cycles from the step's first command (first step)")

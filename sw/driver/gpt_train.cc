@@ -97,7 +97,7 @@ struct GptTrainer::Impl {
   HbmMatrix z, yo, dx, dres, dresb, dln, da, dub, datt, dp, dsb, blk_t, dqkv, dqkvb, trans;
   std::vector<std::vector<CollectiveRound>> grad_rounds;  // per tensor: its data all-reduce
   std::vector<int> grad_coll;  // per tensor: its all-reduce's index among the collectives (-1)
-  // The model all-reduces by site (GptModelReduce's, micro-batch k's from k x 4 layers on):
+  // The model all-reduces by site (GptModelReduce's; micro-batch k's from 4 L k on):
   // their index among the collectives and their stage; then their rounds.
   std::vector<int> model_coll, model_stage;
   std::vector<std::vector<CollectiveRound>> model_rounds;
