@@ -13,6 +13,8 @@
 #   git worktree add ../tpu-old 8818b58 && (cd ../tpu-old && cmake --preset default &&
 #   cmake --build build -j --target tpusim bench_chip)
 # Run from anywhere; the jobs read configs/ of this checkout. JOBS="chip train" runs a subset.
+# IGNORE_KEYS="twist|hop" leaves keys that one build's reports have and the other's lack out of
+# the comparison (an old baseline predates them); every other key must still be equal.
 #
 # The jobs; the rate is the report's cycles over the CPU time of the whole process (set-up,
 # host copies and golden checks included, the same work on both builds):
@@ -62,6 +64,7 @@ run() {
 # strip FILE: the report without the keys that measure the host (time, speed, versions, paths).
 strip() {
   grep -v -E '"[a-z_.]*(wall|seconds|per_second|elapsed|speed|version|git|trace|json)[a-z_.]*":' "$1" |
+    { if [ -n "${IGNORE_KEYS:-}" ]; then grep -v -E "\"(${IGNORE_KEYS})\":"; else cat; fi; } |
     sed -E 's/,$//'
 }
 num() {  # num FILE KEY: the report's top-level KEY (of its first entry when it is an array)
