@@ -161,6 +161,13 @@ TEST(TpusimMpi, TrainingStepOnTwoRanks) {
   EXPECT_FALSE(slurp(dn + "/final_w0.npy").empty());
 }
 
+// The 3D-parallel GPT (data=2, model=2, stage=2; 1F1B) on two ranks, one stage each: the
+// stages' sends and the model and data all-reduces cross the process boundary, and the report
+// (the pipeline's bubbles and slots among it) is the single process's.
+TEST(TpusimMpi, PipelinedGptOnTwoRanks) {
+  expect_same("gpt3d", "train --config " + kSrc + "/configs/pod_2x2x2.yaml --steps 1", 2);
+}
+
 // A chip error on one rank's chip stops every rank: exit 3, the single-process message.
 // Link faults on the cut links: the corrupted words, the replays and every link's counters
 // cross the window exchange as the sender's process made them (the same report as one process).
