@@ -132,26 +132,34 @@ INSTANTIATE_TEST_SUITE_P(
                               "interleaved:2"}),
     [](const auto& p) { return std::string(p.param.name); });
 
+// The decoder tests' model: 32 wide, 2 heads, a context of 32, on one 16x16 chip.
+GptSpec decode_spec(std::size_t layers) {
+  GptSpec spec;
+  spec.layers = layers;
+  spec.d_model = 32;
+  spec.heads = 2;
+  spec.seq = 32;
+  spec.lanes = 16;
+  return spec;
+}
+PodParams one_chip() {
+  PodParams pp;
+  pp.topo = Topology::torus({1});
+  pp.variant = "16x16";
+  return pp;
+}
+
 // Issue 35: stages change nothing in the arithmetic. Two stages (1F1B, 2 micro-batches) give, step
 // for step, the bits of one chip running the same 2 micro-batches: every parameter, moment and
 // loss partial. The pipelined run's slots are on the timeline in each stage's table order, and
 // its measurements have the table's shape (1F1B holds p - s micro-batches on stage s).
 TEST(GptPipeline, StagesEqualOneChipWithTheSameMicrobatches) {
-  GptSpec spec;
-  spec.layers = 2;
-  spec.d_model = 32;
-  spec.heads = 2;
-  spec.seq = 32;
+  GptSpec spec = decode_spec(2);
   spec.batch = 2;
   spec.lr = 1e-2f;
-  auto pod = [](std::vector<int> shape) {
-    PodParams pp;
-    pp.topo = Topology::torus(std::move(shape));
-    pp.variant = "16x16";
-    pp.link_latency = 2;
-    return pp;
-  };
-  CppPodHost h1(pod({1})), h2(pod({2}));
+  PodParams ring2 = one_chip();
+  ring2.topo = Topology::torus({2});
+  CppPodHost h1(one_chip()), h2(ring2);
   GptTrainOptions one, two;
   one.backdoor = two.backdoor = true;
   one.microbatches = two.microbatches = 2;
@@ -193,23 +201,6 @@ TEST(GptPipeline, StagesEqualOneChipWithTheSameMicrobatches) {
       EXPECT_EQ(order, want) << "stage " << s;
     }
   }
-}
-
-// The decoder tests' model: 32 wide, 2 heads, a context of 32, on one 16x16 chip.
-GptSpec decode_spec(std::size_t layers) {
-  GptSpec spec;
-  spec.layers = layers;
-  spec.d_model = 32;
-  spec.heads = 2;
-  spec.seq = 32;
-  spec.lanes = 16;
-  return spec;
-}
-PodParams one_chip() {
-  PodParams pp;
-  pp.topo = Topology::torus({1});
-  pp.variant = "16x16";
-  return pp;
 }
 
 // Decoding with the keys and values cached in HBM: the logits of the token at position t are
