@@ -244,7 +244,8 @@ void GptTrainer::Impl::apply_mesh(const MachineInfo& mi, const Mesh& given) {
     st[i] = group_rank(mi.topo, stage_dims, c);
     mr[i] = has("model") ? group_rank(mi.topo, mesh.model_dims, c) : 0;
     dr[i] = has("data") ? group_rank(mi.topo, mesh.data_dims, c) : 0;
-    pod_of.at(static_cast<std::size_t>(dr[i] * mesh.model + mr[i])).at(static_cast<std::size_t>(st[i])) = c;
+    const std::size_t g = static_cast<std::size_t>(dr[i] * mesh.model + mr[i]);
+    pod_of.at(g).at(static_cast<std::size_t>(st[i])) = c;
   }
 }
 
@@ -590,22 +591,19 @@ void GptTrainer::Impl::add_recv(const char* what, int j_from, bool backward,
 }
 
 void GptTrainer::Impl::add_optimizer() {
+  // Which stages hold a parameter at each place (a place no stage uses is left alone).
+  std::vector<std::vector<bool>> held(t.size(), std::vector<bool>(static_cast<std::size_t>(NS)));
+  for (std::size_t k = 0; k < shard_shape.size(); ++k)
+    held[local(k)][static_cast<std::size_t>(stage_of_tensor(k))] = true;
   for (std::size_t lk = 0; lk < t.size(); ++lk) {
     const Tensor& x = t[lk];
     Op op = vector_map_op(*wl, "optimizer", gpt_adam_map(consts, x.w, x.g, x.m, x.v, x.matrix,
                                                           x.wb));
-    if (NS > 1) {  // the stage that holds the place (a place no stage uses is left alone)
-      std::vector<int> chips;
-      for (int s = 0; s < NS; ++s) {
-        bool holds = false;
-        for (std::size_t k = 0; k < shard_shape.size(); ++k)
-          holds = holds || (local(k) == lk && stage_of_tensor(k) == s);
-        if (holds)
-          for (int c : chips_of(s)) chips.push_back(c);
-      }
-      if (chips.empty()) continue;
-      std::sort(chips.begin(), chips.end());
-      op.chips = chips;
+    if (NS > 1) {  // on the chips of the stages that hold it
+      for (int c = 0; c < P; ++c)
+        if (held[lk][static_cast<std::size_t>(st[static_cast<std::size_t>(c)])])
+          op.chips.push_back(c);
+      if (op.chips.empty()) continue;
     }
     const int i = wl->add_op(std::move(op));
     region.resize(static_cast<std::size_t>(i) + 1, -1);

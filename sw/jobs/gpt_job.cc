@@ -92,7 +92,8 @@ GptJob::GptJob(PodConfig cfg, GptJobOptions o) : cfg_(std::move(cfg)), o_(std::m
   int model = 1;
   mesh_text_ = "data=" + std::to_string(P);
   if (!o_.mesh.empty()) {
-    const Mesh mesh = mesh_without_unit_axes(parse_train_mesh(o_.mesh, topo, {"data", "model", "stage"}));
+    const Mesh mesh =
+        mesh_without_unit_axes(parse_train_mesh(o_.mesh, topo, {"data", "model", "stage"}));
     for (const MeshAxis& ax : mesh.axes) {
       if (ax.name == "model") model = ax.size;
       if (ax.name == "stage") stages_ = ax.size;
