@@ -149,4 +149,13 @@ void ChipTraceRec::take(std::vector<TraceEvent>& out) {
   events_.clear();
 }
 
+void sort_trace_events(std::vector<TraceEvent>& v) {
+  std::stable_sort(v.begin(), v.end(), [](const TraceEvent& a, const TraceEvent& b) {
+    if (a.chip != b.chip) return a.chip < b.chip;
+    if (a.unit != b.unit) return a.unit < b.unit;
+    if (a.lane != b.lane) return a.lane < b.lane;
+    return a.begin < b.begin;
+  });
+}
+
 }  // namespace tpu

@@ -45,4 +45,8 @@ class ChipTraceRec {
   std::vector<TraceEvent> events_;
 };
 
+// Events taken from several chips in the order a timeline lists them: by chip, then track
+// (unit, lane), then time.
+void sort_trace_events(std::vector<TraceEvent>& v);
+
 }  // namespace tpu

@@ -403,61 +403,47 @@ PodCore::PodCore(const PodParams& p, std::vector<int> owned) : p_(p) {
 // shape, link gap and replay time-out, and the links' fault generators.
 void PodCore::wire_links() {
   const int n = p_.topo.num_chips();
-  std::array<int, 3> k{}, me{};
-  std::array<bool, 3> wrap{};
-  for (int d = 0; d < 3; ++d) {
-    k[d] = p_.topo.extent(d);
-    wrap[d] = p_.topo.wraps(d);
-  }
   // A twisted torus (docs/topology.md): its wrap links land half a ring further along the
   // dimensions they twist into; the routers route by the same bits (ici_topo_t.twist).
-  const unsigned twist = p_.twist ? twist_bits(p_.topo) : 0u;  // throws naming the rule
-  const TorusShape tshape{k, twist};
+  const std::vector<ChipWire> wires =
+      p_.wiring.empty() ? torus_wiring(p_.topo, p_.twist) : p_.wiring;  // throws naming the rule
+  if (static_cast<int>(wires.size()) != n)
+    throw std::invalid_argument("pod: the wiring has " + std::to_string(wires.size()) +
+                                " chips, the pod " + std::to_string(n));
   // Every link of the topology is numbered (the same numbers in every process); a link is built
   // where one of its ends is.
   for (int i = 0; i < n; ++i) {
-    const PodCoord c = p_.topo.coord(i);
-    for (int d = 0; d < 3; ++d) me[d] = c[d];
+    const ChipWire& cw = wires[static_cast<std::size_t>(i)];
     if (owns(i)) {
-      chips_[i]->set_ici_config(me, k, wrap, gap_, twist);
+      chips_[i]->set_ici_config(cw.me, cw.k, cw.wrap, gap_, cw.twist);
       // The link layer's replay time-out: an ACK comes back 2L + 1 cycles after its flit left;
       // after a replay starts, its first flit may wait for the wire up to gap - 1 cycles.
       chips_[i]->set_ici_replay_timeout(2 * p_.link_latency + gap_ + 8);
     }
-    for (int d = 0; d < 3; ++d) {
-      if (k[d] < 2) continue;
-      for (int s = 0; s < 2; ++s) {  // s = 0: + neighbour, 1: - neighbour
-        PodCoord nb = c;
-        nb[d] += s == 0 ? 1 : -1;
-        if (nb[d] < 0 || nb[d] >= k[d]) {
-          if (!wrap[d]) continue;
-          nb[d] = (nb[d] + k[d]) % k[d];
-        }
-        const int dir = 2 * d + s;
-        if (twist) nb = torus_neighbour(tshape, {c[0], c[1], c[2]}, dir);
-        const int j = p_.topo.id(nb);
-        link_rx_.push_back(j);
-        link_ids_.push_back({i, dir, 0});
-        ports_[i][dir].peer = j;
-        if (!owns(i) && !owns(j)) {
-          links_.emplace_back();
-          continue;
-        }
-        links_.push_back(std::make_unique<IciLink>(p_.link_latency, words_));
-        ports_[i][dir].out = links_.back().get();
-        ports_[j][dir ^ 1].in = links_.back().get();
-        const FaultConfig& f = p_.faults;
-        if (f.any_link()) {
-          uint64_t down_at = ~0ull;
-          for (const LinkDown& ld : f.link_down)
-            if (ld.chip == i && ld.dir == dir) down_at = std::min(down_at, ld.cycle);
-          links_.back()->set_faults(
-              LinkFaultGen(link_fault_seed(f, i, dir, 0), f.link_bit_error_rate, f.link_burst_rate,
-                           f.link_drop_rate),
-              LinkFaultGen(link_fault_seed(f, i, dir, 1), f.link_bit_error_rate, f.link_burst_rate,
-                           f.link_drop_rate),
-              down_at);
-        }
+    for (int dir = 0; dir < 6; ++dir) {
+      const int j = cw.peer[static_cast<std::size_t>(dir)];
+      if (j < 0) continue;
+      link_rx_.push_back(j);
+      link_ids_.push_back({i, dir, 0});
+      ports_[i][dir].peer = j;
+      if (!owns(i) && !owns(j)) {
+        links_.emplace_back();
+        continue;
+      }
+      links_.push_back(std::make_unique<IciLink>(p_.link_latency, words_));
+      ports_[i][dir].out = links_.back().get();
+      ports_[j][dir ^ 1].in = links_.back().get();
+      const FaultConfig& f = p_.faults;
+      if (f.any_link()) {
+        uint64_t down_at = ~0ull;
+        for (const LinkDown& ld : f.link_down)
+          if (ld.chip == i && ld.dir == dir) down_at = std::min(down_at, ld.cycle);
+        links_.back()->set_faults(
+            LinkFaultGen(link_fault_seed(f, i, dir, 0), f.link_bit_error_rate, f.link_burst_rate,
+                         f.link_drop_rate),
+            LinkFaultGen(link_fault_seed(f, i, dir, 1), f.link_bit_error_rate, f.link_burst_rate,
+                         f.link_drop_rate),
+            down_at);
       }
     }
   }
@@ -668,7 +654,7 @@ void PodCore::set_threads(unsigned n) {
         seen = g;
         if (p.stop.load()) return;
         try {
-          for (int i = p.slabs[k].first; i < p.slabs[k].second; ++i) step_chip(order_[i]);
+          for (int i = p.slabs[k].first; i < p.slabs[k].second; ++i) step_one(order_[i]);
         } catch (...) {
           p.errors[k] = std::current_exception();
         }
@@ -693,7 +679,7 @@ void PodCore::step_chips(bool reverse) {
     }
     p.cv.notify_all();
     try {
-      for (int i = p.slabs[0].first; i < p.slabs[0].second; ++i) step_chip(order_[i]);
+      for (int i = p.slabs[0].first; i < p.slabs[0].second; ++i) step_one(order_[i]);
     } catch (...) {
       p.errors[0] = std::current_exception();
     }
@@ -708,27 +694,65 @@ void PodCore::step_chips(bool reverse) {
     return;
   }
   if (reverse) {
-    for (auto it = order_.rbegin(); it != order_.rend(); ++it) step_chip(*it);
+    for (auto it = order_.rbegin(); it != order_.rend(); ++it) step_one(*it);
   } else {
-    for (int i : order_) step_chip(i);
+    for (int i : order_) step_one(i);
   }
 }
 
-bool PodCore::idle() const {
-  for (int i : order_) {
-    const auto u = static_cast<std::size_t>(i);
-    if (!agents_[u]->idle() || chips_[u]->busy() || !chips_[u]->ici_idle() ||
-        !chips_[u]->hbm_idle())
-      return false;
+void PodCore::step_one(int i) {
+  if (!active_.empty() && !active_[static_cast<std::size_t>(i)]) return;
+  if (contain_faults_.empty()) {
+    step_chip(i);
+    return;
   }
+  std::exception_ptr& f = contain_faults_[static_cast<std::size_t>(i)];
+  if (f) return;  // stopped at its error
+  try {
+    step_chip(i);
+  } catch (...) {
+    f = std::current_exception();
+  }
+}
+
+void PodCore::step_only(const std::vector<int>& chips) {
+  active_.assign(static_cast<std::size_t>(num_chips()), 0);
+  for (int i : chips) active_.at(static_cast<std::size_t>(i)) = 1;
+}
+
+void PodCore::contain_chip_faults() {
+  contain_faults_.assign(static_cast<std::size_t>(num_chips()), nullptr);
+}
+
+bool PodCore::idle() const {
+  for (int i : order_)
+    if (!chip_idle(i)) return false;
   for (const auto& l : links_) {  // those built: every one that leaves or enters a chip here
     if (l && !l->quiet_after(cycle_)) return false;
   }
   return true;
 }
 
-void PodCore::check_errors(bool chip_errors) {
-  for (int i : order_) {
+bool PodCore::chip_idle(int i) const {
+  const auto u = static_cast<std::size_t>(i);
+  return agents_[u]->idle() && !chips_[u]->busy() && chips_[u]->ici_idle() &&
+         chips_[u]->hbm_idle();
+}
+
+bool PodCore::idle(const std::vector<int>& chips) const {
+  for (int i : chips) {
+    if (!chip_idle(i)) return false;
+    for (const Port& pt : ports_[static_cast<std::size_t>(i)])
+      if ((pt.out && !pt.out->quiet_after(cycle_)) || (pt.in && !pt.in->quiet_after(cycle_)))
+        return false;
+  }
+  return true;
+}
+
+void PodCore::check_errors(bool chip_errors) { check_errors(chip_errors, order_); }
+
+void PodCore::check_errors(bool chip_errors, const std::vector<int>& chips) {
+  for (int i : chips) {
     const unsigned e = chips_[i]->err();
     if (e == static_cast<unsigned>(ChipErr::kIciLinkDown)) link_down_error(i);
     if (e != 0 && chip_errors)
@@ -1029,12 +1053,7 @@ void PodCore::set_trace(const TraceOptions& o) {
 std::vector<TraceEvent> PodCore::take_trace() {
   std::vector<TraceEvent> v;
   for (int i : order_) agents_[i]->trace.take(v);
-  std::stable_sort(v.begin(), v.end(), [](const TraceEvent& a, const TraceEvent& b) {
-    if (a.chip != b.chip) return a.chip < b.chip;
-    if (a.unit != b.unit) return a.unit < b.unit;
-    if (a.lane != b.lane) return a.lane < b.lane;
-    return a.begin < b.begin;
-  });
+  sort_trace_events(v);
   return v;
 }
 

@@ -17,6 +17,7 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <stdexcept>
@@ -30,6 +31,7 @@
 #include "hbm_config.h"
 #include "host_port.h"
 #include "tpu/collective.h"
+#include "tpu/ocs.h"
 #include "tpu/splitmix.h"
 
 namespace tpu {
@@ -40,6 +42,10 @@ struct PodParams {
   std::string variant = "4x4";   // chip variant (every chip the same)
   unsigned link_latency = 1;     // cycles per link, each way (>= 1)
   bool twist = false;            // a twisted torus (docs/topology.md; pod.twist, --twist)
+  // Each chip's router and links (tpu/ocs.h), one per chip of topo: a pod of cubes whose slices
+  // the optical switches join (ocs_wiring). Empty: topo's torus or mesh (torus_wiring), twisted
+  // when `twist`.
+  std::vector<ChipWire> wiring;
   unsigned link_width = 0;       // bytes a link carries per cycle; 0: a whole row (lanes x 4)
   // Cycles a link takes per flit (one memory row), 1 to 1023, for any chip variant: the scale
   // models' narrow links (docs/scale_models.md). 0: from link_width. Not both.
@@ -256,6 +262,17 @@ class PodCore {
   // Every chip's part of the cycle: on the threads (set_threads), else one by one (0 up, or down).
   void step_chips(bool reverse = false);
   void step(bool reverse = false);  // step_chips, then end_cycle()
+  // From now on an error a chip raises while it steps (a link declared down, an uncorrectable
+  // host read) stops that chip alone, kept for chip_fault(i), instead of ending the cycle with
+  // the exception: a pod of isolated slices (pod_slices.h) whose other slices run on.
+  void contain_chip_faults();
+  std::exception_ptr chip_fault(int i) const {
+    return contain_faults_.empty() ? nullptr : contain_faults_[static_cast<std::size_t>(i)];
+  }
+  // From now on step() steps `chips` alone; the others stand still, as they are, until the next
+  // call: for a pod whose parts share no link (pod_slices.h: the slices whose jobs wait on the
+  // machine), where standing still is what an idle part would do, only cheaper.
+  void step_only(const std::vector<int>& chips);
   // Threads that step the chips of a cycle (each a fixed slab of chips; the caller steps the
   // first). Bit- and cycle-identical for any count: within a cycle a chip reads only what its
   // links carried from earlier cycles and writes only its own state and its links' later slots
@@ -266,6 +283,9 @@ class PodCore {
   // No host work, no chip busy, no flit in a router or on a link: of the chips built here and
   // the links that leave or enter them (the whole pod in one process; a rank's part in several).
   bool idle() const;
+  // The same of `chips` alone (built here) and the links that leave or enter them: a slice of
+  // the pod (pod_slices.h).
+  bool idle(const std::vector<int>& chips) const;
 
   int num_links() const { return static_cast<int>(link_ids_.size()); }  // in the pod
   IciLink& link(int l);  // a link built here (one of whose ends is owned), else logic_error
@@ -274,6 +294,7 @@ class PodCore {
   // Throws ChipError if a chip's error register is set (naming it, the code and the command)
   // and chip_errors, PodError if an HBM device checker saw a violation.
   void check_errors(bool chip_errors = true);
+  void check_errors(bool chip_errors, const std::vector<int>& chips);  // of `chips` alone
   std::string describe_chip(int i);  // coordinate, busy, commands waiting: for hang reports
   std::string describe_hang(uint64_t cycles);  // every chip built here, for a PodError
   static std::string hang_header(uint64_t cycles);  // describe_hang's first line
@@ -346,6 +367,10 @@ class PodCore {
     int peer = -1;           // the neighbour (-1: no link in the topology)
   };
   [[noreturn]] void link_down_error(int chip);
+  bool chip_idle(int i) const;  // host port, chip, router and HBM
+  void step_one(int i);          // step_chip, its error kept when faults are contained
+  std::vector<std::exception_ptr> contain_faults_;  // per chip once contained, else empty
+  std::vector<char> active_;  // per chip once step_only is called: whether step() steps it
   // The --waves-chips dumps of the chips this process owns, opened after the reset.
   void wire_links();
   void check_link_downs() const;
