@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -111,7 +112,8 @@ ChipConfig chip_config_from(const YAML::Node& root, const std::string& path);
 }  // namespace
 
 namespace {
-PodConfig pod_config_from(const std::string& path, const std::string* text = nullptr);
+PodConfig pod_config_from(const std::string& path, const std::string* text, bool sliced);
+thread_local const PodConfig* t_scoped_pod = nullptr;  // ScopedPodConfig
 }  // namespace
 
 std::string real_text(double v) {
@@ -135,9 +137,9 @@ ChipConfig chip_config_of(const std::string& path, const std::string* text) {
   }
 }
 
-PodConfig pod_config_of(const std::string& path, const std::string* text) {
+PodConfig pod_config_of(const std::string& path, const std::string* text, bool sliced = false) {
   try {
-    return pod_config_from(path, text);
+    return pod_config_from(path, text, sliced);
   } catch (const YAML::Exception& e) {
     throw ConfigError(path + ": " + e.what());
   }
@@ -148,10 +150,24 @@ ChipConfig load_chip_config(const std::string& path) { return chip_config_of(pat
 ChipConfig load_chip_config_text(const std::string& text, const std::string& name) {
   return chip_config_of(name, &text);
 }
-PodConfig load_pod_config(const std::string& path) { return pod_config_of(path, nullptr); }
+PodConfig load_pod_config(const std::string& path) {
+  if (t_scoped_pod) return *t_scoped_pod;
+  return pod_config_of(path, nullptr);
+}
 PodConfig load_pod_config_text(const std::string& text, const std::string& name) {
   return pod_config_of(name, &text);
 }
+PodConfig load_sliced_pod_config(const std::string& path) {
+  return pod_config_of(path, nullptr, true);
+}
+PodConfig load_sliced_pod_config_text(const std::string& text, const std::string& name) {
+  return pod_config_of(name, &text, true);
+}
+
+ScopedPodConfig::ScopedPodConfig(PodConfig cfg) : cfg_(std::move(cfg)), prev_(t_scoped_pod) {
+  t_scoped_pod = &cfg_;
+}
+ScopedPodConfig::~ScopedPodConfig() { t_scoped_pod = prev_; }
 
 namespace {
 
@@ -249,6 +265,91 @@ void pod_links_from(const YAML::Node& pod, const std::string& path, const std::s
                ")");
     p.host_bytes_per_cycle = static_cast<unsigned>(v);
   }
+}
+
+// 1 to 3 sizes from 1 to 16, x first, padded with 1 to three: pod.cube, a slice's shape.
+std::array<int, 3> sizes_from(const YAML::Node& n, const std::string& path, const std::string& key) {
+  if (!n.IsSequence() || n.size() < 1 || n.size() > 3)
+    fail(path, key, "must be a list of 1 to 3 sizes, x first, e.g. [2, 2, 2]");
+  std::array<int, 3> v{1, 1, 1};
+  for (std::size_t d = 0; d < n.size(); ++d)
+    v[d] = static_cast<int>(
+        get_uint(n[d], path, key, UintRange{1, kPodMaxPerDim, ""}, "chips per dimension"));
+  return v;
+}
+
+bool bool_from(const YAML::Node& n, const std::string& path, const std::string& key,
+               const std::string& what) {
+  try {
+    return n.as<bool>();
+  } catch (const YAML::Exception&) {
+    fail(path, key, "must be true or false (" + what + ")");
+  }
+}
+
+// One entry of ocs.slices.
+OcsSlice slice_from(const YAML::Node& e, const std::string& path, const std::string& key,
+                    std::string& job) {
+  if (!e.IsMap()) fail(path, key, "must be a mapping {name, shape, cubes, wrap, twist, job}");
+  check_keys(e, path, key + ".", {"name", "shape", "cubes", "wrap", "twist", "job"});
+  for (const char* need : {"name", "shape", "cubes"})
+    if (!e[need]) fail(path, key + "." + need, "missing (a slice names its name, shape and cubes)");
+  OcsSlice s;
+  s.name = get_string(e["name"], path, key + ".name");
+  s.shape = sizes_from(e["shape"], path, key + ".shape");
+  const YAML::Node c = e["cubes"];
+  if (!c.IsSequence() || c.size() == 0)
+    fail(path, key + ".cubes", "must be a list of cube numbers, x fastest, e.g. [0, 1]");
+  for (const auto& x : c)
+    s.cubes.push_back(static_cast<int>(
+        get_uint(x, path, key + ".cubes", UintRange{0, kPodMaxPerDim - 1, ""}, "a cube number")));
+  if (const YAML::Node w = e["wrap"]) {
+    if (!w.IsSequence() || w.size() != e["shape"].size())
+      fail(path, key + ".wrap",
+           "must be a list of " + std::to_string(e["shape"].size()) +
+               " booleans (one per dimension of its shape)");
+    for (std::size_t d = 0; d < w.size(); ++d)
+      s.wrap[d] = bool_from(w[d], path, key + ".wrap", "a ring through the switches, or a line");
+  }
+  if (const YAML::Node t = e["twist"])
+    s.twist = bool_from(t, path, key + ".twist", "a twisted torus");
+  if (const YAML::Node j = e["job"]) job = get_string(j, path, key + ".job");
+  return s;
+}
+
+// pod.cube, pod.cubes and the ocs: section: a pod of cubes and its slices.
+void pod_cubes_from(const YAML::Node& root, const YAML::Node& pod, const std::string& path,
+                    PodConfig& pc) {
+  if (pod["shape"])
+    fail(path, "pod.shape",
+         "give pod.shape (one torus) or pod.cube and pod.cubes (cubes and slices), not both");
+  if (pod["wrap"]) fail(path, "pod.wrap", "a pod of cubes wraps per slice (ocs.slices[i].wrap)");
+  if (!pod["cube"]) fail(path, "pod.cube", "missing: chips per dimension of a cube, e.g. [2, 2, 2]");
+  if (!pod["cubes"]) fail(path, "pod.cubes", "missing: how many cubes the pod has");
+  OcsPod& o = pc.ocs;
+  o.cube = sizes_from(pod["cube"], path, "pod.cube");
+  const ConfigKey& kc = config_keys().at("pod.cubes");
+  o.cubes = static_cast<int>(
+      get_uint(pod["cubes"], path, "pod.cubes", UintRange{kc.lo, kc.hi, ""}, "a number of cubes"));
+  const YAML::Node ocs = root["ocs"];
+  if (!ocs) fail(path, "ocs", "missing: a pod of cubes needs an ocs: section with its slices");
+  if (!ocs.IsMap()) fail(path, "ocs", "must be a mapping");
+  check_keys(ocs, path, "ocs.", config_keys().keys_in("ocs"));
+  const YAML::Node sl = ocs["slices"];
+  if (!sl || !sl.IsSequence() || sl.size() == 0)
+    fail(path, "ocs.slices", "must be a list of slices [{name, shape, cubes, ...}]");
+  for (std::size_t i = 0; i < sl.size(); ++i) {
+    std::string job;
+    o.slices.push_back(slice_from(sl[i], path, "ocs.slices[" + std::to_string(i) + "]", job));
+    pc.slice_jobs.push_back(job);
+  }
+  try {
+    o.validate();
+  } catch (const std::invalid_argument& e) {
+    fail(path, "ocs.slices", e.what());
+  }
+  pc.params.topo = o.floor();
+  pc.params.wiring = ocs_wiring(o);
 }
 
 // Every chip a fault names is in the pod.
@@ -400,7 +501,7 @@ TrainSettings train_from(const YAML::Node& t, const std::string& path) {
   return ts;
 }
 
-PodConfig pod_config_from(const std::string& path, const std::string* text) {
+PodConfig pod_config_from(const std::string& path, const std::string* text, bool sliced) {
   const YAML::Node root = load_yaml(path, text);
   if (!root.IsMap())
     fail(path, "", "the top level must be a mapping with 'pod' and 'chip' sections");
@@ -420,7 +521,22 @@ PodConfig pod_config_from(const std::string& path, const std::string* text) {
   p.hbm = pc.chip.hbm;
   p.watchdog_cycles = pc.chip.watchdog_cycles;
   if (const YAML::Node w = pod["watchdog_cycles"]) p.watchdog_cycles = watchdog_of(w, path, "pod.");
-  pod_topology_from(pod, path, p.topo);
+  const bool cubes = pod["cube"] || pod["cubes"];
+  if (cubes) {
+    pod_cubes_from(root, pod, path, pc);
+  } else {
+    if (root["ocs"])
+      fail(path, "ocs", "slices need a pod of cubes: pod.cube and pod.cubes instead of pod.shape");
+    pod_topology_from(pod, path, p.topo);
+  }
+  if (sliced && !cubes)
+    fail(path, "pod.cube",
+         "missing: tpusim slices runs a pod of cubes (pod.cube, pod.cubes) with an ocs: section "
+         "of slices (e.g. configs/pod_ocs_2x2x2_cubes.yaml)");
+  if (!sliced && cubes)
+    fail(path, "ocs",
+         "a pod of cubes runs a job per slice: tpusim slices --config " + path +
+             " (the slices' job lines, or --job NAME=LINE)");
   pod_links_from(pod, path, pc.chip.variant, p);
   try {
     p.topo.validate();
@@ -428,6 +544,7 @@ PodConfig pod_config_from(const std::string& path, const std::string* text) {
     fail(path, "pod.shape", e.what());
   }
   if (const YAML::Node t = pod["twist"]) {
+    if (cubes) fail(path, "pod.twist", "a pod of cubes twists per slice (ocs.slices[i].twist)");
     try {
       p.twist = t.as<bool>();
     } catch (const YAML::Exception&) {
@@ -441,7 +558,10 @@ PodConfig pod_config_from(const std::string& path, const std::string* text) {
   }
   check_fault_chips(pc.chip.faults, path, p.topo.num_chips());
   p.faults = pc.chip.faults;
-  if (const YAML::Node m = root["mesh"]) pc.mesh = mesh_from(m, path, p.topo);
+  if (const YAML::Node m = root["mesh"]) {
+    if (cubes) fail(path, "mesh", "a pod of cubes has no mesh of its own: give a slice's job --mesh");
+    pc.mesh = mesh_from(m, path, p.topo);
+  }
   if (const YAML::Node t = root["train"]) pc.train = train_from(t, path);
   return pc;
 }

@@ -83,9 +83,32 @@ struct PodConfig {
   PodParams params;     // topology, link latency, variant and HBM (tb/pod/pod.h)
   std::string mesh;     // the `mesh:` section ("data=2,model=2"), or "" when there is none
   TrainSettings train;  // the `train:` section (tpusim train)
+  // A pod of cubes joined by optical circuit switches (pod.cube, pod.cubes, ocs.slices): the
+  // cubes and slices (params.topo is then ocs.floor(), params.wiring ocs_wiring), and per slice
+  // the tpusim command line it runs (its `job`, "" for none). ocs.any() is false otherwise.
+  OcsPod ocs;
+  std::vector<std::string> slice_jobs;
 };
+// A pod configuration. A pod of cubes and slices (an ocs: section) is refused here, naming
+// `tpusim slices`, which loads it with load_sliced_pod_config (and no other file).
 PodConfig load_pod_config(const std::string& path);
 PodConfig load_pod_config_text(const std::string& text, const std::string& name);
+PodConfig load_sliced_pod_config(const std::string& path);
+PodConfig load_sliced_pod_config_text(const std::string& text, const std::string& name);
+
+// While one lives on a thread, load_pod_config on that thread gives `cfg`, whatever the path:
+// tpusim slices runs each slice's command line on a thread of its own, on its slice's pod.
+class ScopedPodConfig {
+ public:
+  explicit ScopedPodConfig(PodConfig cfg);
+  ~ScopedPodConfig();
+  ScopedPodConfig(const ScopedPodConfig&) = delete;
+  ScopedPodConfig& operator=(const ScopedPodConfig&) = delete;
+
+ private:
+  PodConfig cfg_;
+  const PodConfig* prev_;
+};
 
 // tpusim's --fault KEY=VALUE: one key of a `faults:` section, the same keys of the same table
 // (config_keys(): faults.*): seed, hbm_single_bit_rate, hbm_double_bit_rate,

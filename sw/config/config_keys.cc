@@ -160,6 +160,18 @@ void chip_and_pod_keys(ConfigKeys& t) {
       .units("cycles")
       .default_val("chip.watchdog_cycles")
       .desc("the pod's watchdog (overrides chip.watchdog_cycles)");
+  t.param("pod.cube", KeyType::kList)
+      .range(1, kPodMaxPerDim)
+      .desc("chips per dimension of a cube, e.g. [4, 4, 4] (TPU v4); with pod.cubes and ocs:, "
+            "instead of pod.shape (docs/topology.md)");
+  t.param("pod.cubes", KeyType::kUint)
+      .range(1, kPodMaxPerDim)
+      .desc("cubes in the pod, side by side along z (cube 0 first), at most 16 chips along z");
+  t.param("ocs", KeyType::kSection)
+      .desc("the optical circuit switches: slices of whole cubes (tpusim slices)");
+  t.param("ocs.slices", KeyType::kList)
+      .desc("[{name, shape, cubes, wrap, twist, job}]: each slice's chips per dimension (whole "
+            "cubes), its cubes x first, rings or lines, twisted, and the tpusim command it runs");
   t.param("mesh", KeyType::kString)
       .desc("named axes over the pod's dimensions, x first, e.g. \"data=2,model=2\"");
 }

@@ -25,6 +25,7 @@ TraceOptions EngineOptions::trace_options() const {
 namespace {
 
 PodRunner g_systemc = nullptr;
+thread_local const ScopedHostPort* t_host = nullptr;  // ScopedHostPort
 
 // The pod split across MPI ranks (docs/scale.md): every rank agrees to start, or stops with the
 // first one's error.
@@ -45,6 +46,37 @@ void agree_on_mpi(const EngineOptions& opt, const PodParams& params) {
 
 void set_systemc_runner(PodRunner run) { g_systemc = run; }
 
+ScopedHostPort::ScopedHostPort(HostPort& host, std::string where)
+    : host_(host), where_(std::move(where)), prev_(t_host) {
+  t_host = this;
+}
+ScopedHostPort::~ScopedHostPort() { t_host = prev_; }
+
+namespace {
+// A job on a slice of a pod of cubes (ScopedHostPort): the options that belong to the pod.
+void run_on_slice(const ScopedHostPort& s, const EngineOptions& opt,
+                  const std::function<void(HostPort&)>& job) {
+  auto refuse = [&](const char* flag) {
+    throw std::invalid_argument(std::string(flag) + ": " + s.where() +
+                                " runs on the sliced pod, whose waves, faults, threads, twist and "
+                                "timeline are the pod's (tpusim slices' options and config)");
+  };
+  if (!opt.wave_chips.empty()) refuse("--waves-chips");
+  if (!opt.faults.empty()) refuse("--fault");
+  if (!opt.trace.empty()) refuse("--trace");
+  if (opt.twist) refuse("--twist");
+  if (opt.watchdog) refuse("--watchdog");
+  HostPort& h = s.host();
+  if (opt.progress_every) h.progress_every = opt.progress_every;
+  if (opt.check) {
+    CheckPort port(h);
+    job(port);
+    return;
+  }
+  job(h);
+}
+}  // namespace
+
 std::function<void(uint64_t)> cycles_since_now(const HostPort& h,
                                                const std::function<void(uint64_t)>& progress) {
   if (!progress) return nullptr;
@@ -54,6 +86,10 @@ std::function<void(uint64_t)> cycles_since_now(const HostPort& h,
 
 void with_engine(const EngineOptions& opt, PodParams params, double clock_ghz,
                  const std::function<void(HostPort&)>& job) {
+  if (t_host) {
+    run_on_slice(*t_host, opt, job);
+    return;
+  }
   for (const int c : opt.wave_chips) params.wave_chips.push_back(c);
   params.wave_clock_ghz = clock_ghz;  // the dumps' time is the trace's
   if (!opt.faults.empty()) {

@@ -45,6 +45,25 @@ struct EngineOptions {
 void with_engine(const EngineOptions& opt, PodParams params, double clock_ghz,
                  const std::function<void(HostPort&)>& job);
 
+// While one lives on a thread, with_engine on that thread runs its job on `host` (a slice of a
+// pod of cubes, tb/pod/pod_slices.h) instead of building an engine: tpusim slices runs each
+// slice's command line on a thread of its own. The pod's waves, faults, threads, twist and
+// timeline are the sliced pod's: a job that asks for its own is refused, naming the flag.
+class ScopedHostPort {
+ public:
+  ScopedHostPort(HostPort& host, std::string where);
+  ~ScopedHostPort();
+  ScopedHostPort(const ScopedHostPort&) = delete;
+  ScopedHostPort& operator=(const ScopedHostPort&) = delete;
+  HostPort& host() const { return host_; }
+  const std::string& where() const { return where_; }
+
+ private:
+  HostPort& host_;
+  std::string where_;
+  const ScopedHostPort* prev_;
+};
+
 // What runs a job on the SystemC pod of `params`. It lives apart (engine_sc.h, library
 // tpu_engine_sc), so that a program without SystemC (and its sc_main) can run jobs on the other
 // engines: a program that links it calls use_systemc_engine() first; --engine systemc without

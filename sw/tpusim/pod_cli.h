@@ -50,8 +50,26 @@ EngineOptions engine_options(const PodOptions& o);
 // start); no total, so no estimate of what is left.
 std::function<void(uint64_t)> show_cycles(ProgressLine& line);
 // The end of a pod command: the JSON report (--json), the summary on stdout; exit 0 on `pass`,
-// else 1 (a golden mismatch).
+// else 1 (a golden mismatch). With a ReportSink on the thread, the report goes there instead.
 int finish_pod_report(const Report& rep, const PodOptions& o, bool pass);
+
+// Where finish_pod_report on this thread puts the report while a ScopedReportSink lives: tpusim
+// slices runs a command line per slice on threads of their own and prints their reports after.
+struct ReportSink {
+  bool filled = false;
+  Json json;
+  std::string summary;
+};
+class ScopedReportSink {
+ public:
+  explicit ScopedReportSink(ReportSink& sink);
+  ~ScopedReportSink();
+  ScopedReportSink(const ScopedReportSink&) = delete;
+  ScopedReportSink& operator=(const ScopedReportSink&) = delete;
+
+ private:
+  ReportSink* prev_;
+};
 
 // --kind of a collective command (required).
 inline void add_collective_kind(CLI::App* cmd, std::string& kind) {

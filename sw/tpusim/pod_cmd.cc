@@ -110,7 +110,20 @@ std::function<void(uint64_t)> show_cycles(ProgressLine& line) {
   return [&line](uint64_t cyc) { line.update(cyc); };
 }
 
+namespace {
+thread_local ReportSink* t_sink = nullptr;  // ScopedReportSink
+}  // namespace
+
+ScopedReportSink::ScopedReportSink(ReportSink& sink) : prev_(t_sink) { t_sink = &sink; }
+ScopedReportSink::~ScopedReportSink() { t_sink = prev_; }
+
 int finish_pod_report(const Report& rep, const PodOptions& o, bool pass) {
+  if (t_sink) {
+    t_sink->filled = true;
+    t_sink->json = rep.json();
+    t_sink->summary = rep.summary();
+    return pass ? 0 : 1;
+  }
   if (!o.json.empty()) rep.write(o.json);
   std::fputs(rep.summary().c_str(), stdout);
   return pass ? 0 : 1;

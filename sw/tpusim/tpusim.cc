@@ -9,6 +9,7 @@
 //   tpusim vpu --op NAME --x X.npy [--y Y.npy] [options]   (sw/tpusim/vpu_cmd.h)
 //   tpusim gather --table T.npy --ids I.npy [options]     (sw/tpusim/gather_cmd.h)
 //   tpusim generate --load DIR --prompt TEXT [options]    (sw/tpusim/generate_cmd.h)
+//   tpusim slices [--config FILE] [--job NAME=LINE] [options] (sw/tpusim/slices_cmd.h)
 //   tpusim matmul [--config FILE] [--variant RxC] [--m M --k K --n N --seed S | --a A.npy --w W.npy]
 //                 [--dist narrow|wide] [--out C.npy] [--json REPORT.json] [--waves FILE.fst]
 //
@@ -58,6 +59,7 @@
 #include "vpu_cmd.h"
 #include "gather_cmd.h"
 #include "generate_cmd.h"
+#include "slices_cmd.h"
 
 namespace {
 
@@ -235,7 +237,7 @@ std::map<std::string, std::function<int()>> tpusim_commands(CLI::App& tool) {
           {"train", train_command(tool)},           {"hang", hang_command(tool)},
           {"vpu", vpu_command(tool)},               {"example-inputs", example_inputs_command(tool)},
           {"sweep", sweep_command(tool)},           {"gather", gather_command(tool)},
-          {"generate", generate_command(tool)}};
+          {"generate", generate_command(tool)},     {"slices", slices_command(tool)}};
 }
 
 }  // namespace tpu

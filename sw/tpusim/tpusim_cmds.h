@@ -12,7 +12,7 @@
 namespace tpu {
 
 // Declares the commands (matmul, traffic, allreduce, collective, pod, shard, train, vpu,
-// example-inputs, sweep, gather and the hidden hang) on `tool`; each function runs its command once
+// example-inputs, sweep, gather, generate, slices and the hidden hang) on `tool`; each function runs its command once
 // the line
 // is parsed into `tool`. The functions hold the variables the options write: keep them while
 // `tool` parses.

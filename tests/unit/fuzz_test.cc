@@ -641,9 +641,9 @@ void fuzz_command_lines(int per_command, uint64_t seed) {
 }
 
 TEST(CommandLineFuzz, EveryTpusimCommandParsesOrIsOneErrorLine) {
-  // matmul traffic allreduce ... vpu example-inputs gather generate, and sweep
+  // matmul traffic allreduce ... vpu example-inputs gather generate slices, and sweep
   // allreduce|collective|matmul
-  EXPECT_EQ(tpusim_options().size(), 15u);
+  EXPECT_EQ(tpusim_options().size(), 16u);
   fuzz_command_lines(300, 1);
 }
 TEST(CommandLineFuzz, EveryTpusimCommandSoak) { fuzz_command_lines(20000, 2); }
