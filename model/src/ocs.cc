@@ -45,9 +45,9 @@ void validate_slice(const OcsPod& pod, const OcsSlice& s) {
     holds *= s.shape[d] / pod.cube[d];
   }
   if (static_cast<int>(s.cubes.size()) != holds)
-    bad(who + ": shape " + shape_text(s.shape) + " holds " + std::to_string(holds) +
-        " cubes of " + shape_text(pod.cube) + " but " + std::to_string(s.cubes.size()) +
-        " are listed (" + kOcsSliceRule + ")");
+    bad(who + ": shape " + shape_text(s.shape) + " holds " + std::to_string(holds) + " cubes of " +
+        shape_text(pod.cube) + " but " + std::to_string(s.cubes.size()) + " are listed (" +
+        kOcsSliceRule + ")");
   std::set<int> seen;
   for (int c : s.cubes) {
     if (c < 0 || c >= pod.cubes)
@@ -173,7 +173,8 @@ std::vector<int> slice_chips(const OcsPod& pod, const int s) {
       for (int x = 0; x < sl.shape[0]; ++x) {
         const int cube =
             sl.cubes[static_cast<std::size_t>(x / cu[0] + g[0] * (y / cu[1] + g[1] * (z / cu[2])))];
-        v.push_back(cube * pod.cube_chips() + x % cu[0] + cu[0] * (y % cu[1] + cu[1] * (z % cu[2])));
+        v.push_back(cube * pod.cube_chips() + x % cu[0] +
+                    cu[0] * (y % cu[1] + cu[1] * (z % cu[2])));
       }
   return v;
 }

@@ -268,7 +268,8 @@ void pod_links_from(const YAML::Node& pod, const std::string& path, const std::s
 }
 
 // 1 to 3 sizes from 1 to 16, x first, padded with 1 to three: pod.cube, a slice's shape.
-std::array<int, 3> sizes_from(const YAML::Node& n, const std::string& path, const std::string& key) {
+std::array<int, 3> sizes_from(const YAML::Node& n, const std::string& path,
+                              const std::string& key) {
   if (!n.IsSequence() || n.size() < 1 || n.size() > 3)
     fail(path, key, "must be a list of 1 to 3 sizes, x first, e.g. [2, 2, 2]");
   std::array<int, 3> v{1, 1, 1};
@@ -324,7 +325,8 @@ void pod_cubes_from(const YAML::Node& root, const YAML::Node& pod, const std::st
     fail(path, "pod.shape",
          "give pod.shape (one torus) or pod.cube and pod.cubes (cubes and slices), not both");
   if (pod["wrap"]) fail(path, "pod.wrap", "a pod of cubes wraps per slice (ocs.slices[i].wrap)");
-  if (!pod["cube"]) fail(path, "pod.cube", "missing: chips per dimension of a cube, e.g. [2, 2, 2]");
+  if (!pod["cube"])
+    fail(path, "pod.cube", "missing: chips per dimension of a cube, e.g. [2, 2, 2]");
   if (!pod["cubes"]) fail(path, "pod.cubes", "missing: how many cubes the pod has");
   OcsPod& o = pc.ocs;
   o.cube = sizes_from(pod["cube"], path, "pod.cube");
@@ -559,7 +561,8 @@ PodConfig pod_config_from(const std::string& path, const std::string* text, bool
   check_fault_chips(pc.chip.faults, path, p.topo.num_chips());
   p.faults = pc.chip.faults;
   if (const YAML::Node m = root["mesh"]) {
-    if (cubes) fail(path, "mesh", "a pod of cubes has no mesh of its own: give a slice's job --mesh");
+    if (cubes)
+      fail(path, "mesh", "a pod of cubes has no mesh of its own: give a slice's job --mesh");
     pc.mesh = mesh_from(m, path, p.topo);
   }
   if (const YAML::Node t = root["train"]) pc.train = train_from(t, path);

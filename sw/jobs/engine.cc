@@ -54,16 +54,15 @@ ScopedHostPort::~ScopedHostPort() { t_host = prev_; }
 
 namespace {
 // A job on a slice of a pod of cubes (ScopedHostPort): the options that belong to the pod.
-void run_on_slice(const ScopedHostPort& s, const EngineOptions& opt,
+void run_on_slice(const ScopedHostPort& s, const EngineOptions& opt, double clock_ghz,
                   const std::function<void(HostPort&)>& job) {
   auto refuse = [&](const char* flag) {
     throw std::invalid_argument(std::string(flag) + ": " + s.where() +
                                 " runs on the sliced pod, whose waves, faults, threads, twist and "
-                                "timeline are the pod's (tpusim slices' options and config)");
+                                "watchdog are the pod's (tpusim slices' options and config)");
   };
   if (!opt.wave_chips.empty()) refuse("--waves-chips");
   if (!opt.faults.empty()) refuse("--fault");
-  if (!opt.trace.empty()) refuse("--trace");
   if (opt.twist) refuse("--twist");
   if (opt.watchdog) refuse("--watchdog");
   HostPort& h = s.host();
@@ -73,7 +72,11 @@ void run_on_slice(const ScopedHostPort& s, const EngineOptions& opt,
     job(port);
     return;
   }
+  // The slice's timeline: while its job runs, the slice's clock is the pod's.
+  const TraceOptions topt = opt.trace_options();
+  if (topt.enabled) h.set_trace(topt);
   job(h);
+  if (topt.enabled) write_trace(opt.trace, h.take_trace(), h.info(), clock_ghz);
 }
 }  // namespace
 
@@ -87,7 +90,7 @@ std::function<void(uint64_t)> cycles_since_now(const HostPort& h,
 void with_engine(const EngineOptions& opt, PodParams params, double clock_ghz,
                  const std::function<void(HostPort&)>& job) {
   if (t_host) {
-    run_on_slice(*t_host, opt, job);
+    run_on_slice(*t_host, opt, clock_ghz, job);
     return;
   }
   for (const int c : opt.wave_chips) params.wave_chips.push_back(c);

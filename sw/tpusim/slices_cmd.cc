@@ -48,7 +48,8 @@ std::vector<std::string> job_words(const std::string& line, const std::string& w
       in_word = true;
     }
   }
-  if (quote) throw std::invalid_argument(where + ": an unterminated " + quote + " in '" + line + "'");
+  if (quote)
+    throw std::invalid_argument(where + ": an unterminated " + quote + " in '" + line + "'");
   if (in_word) w.push_back(cur);
   return w;
 }
@@ -66,11 +67,11 @@ struct SlicesArgs {
 };
 
 // The commands a slice can run, and the flags that belong to tpusim slices rather than to a
-// slice's job (the slice's pod is the config's).
+// slice's job (the slice's pod is the config's). A job's --trace writes its slice's timeline.
 const std::set<std::string> kSliceCommands = {"allreduce", "collective", "pod", "shard", "train"};
-const std::set<std::string> kPodFlags = {
-    "--config", "--engine", "--threads", "--json",  "--trace",    "--trace-cycles",
-    "--trace-steps", "--waves-chips", "--fault", "--twist", "--watchdog", "--check"};
+const std::set<std::string> kPodFlags = {"--config", "--engine",      "--threads",
+                                         "--json",   "--waves-chips", "--fault",
+                                         "--twist",  "--watchdog",    "--check"};
 
 // One slice's job: its line as words, the command parsed on an App of its own.
 struct SliceJob {
@@ -92,7 +93,7 @@ struct SliceRun {
 std::string slice_where(const OcsSlice& s) { return "slice '" + s.name + "'"; }
 
 // The job line of a slice checked and parsed (before anything runs).
-void parse_job(SliceJob& j, const OcsSlice& s, bool check) {
+void parse_job(SliceJob& j, const OcsSlice& s, bool check, unsigned threads) {
   const std::string where = slice_where(s) + " job";
   j.args = job_words(j.line, where);
   if (!j.args.empty() && j.args[0] == "tpusim") j.args.erase(j.args.begin());
@@ -108,7 +109,8 @@ void parse_job(SliceJob& j, const OcsSlice& s, bool check) {
                                   " belongs to tpusim slices, not to a slice's job (the slice's "
                                   "pod, engine, faults and outputs are the sliced pod's)");
   }
-  j.args.insert(j.args.end(), {"--engine", "cpp", "--quiet"});
+  // The pod's engine and threads, as the job's report then says.
+  j.args.insert(j.args.end(), {"--engine", "cpp", "--threads", std::to_string(threads), "--quiet"});
   if (check) j.args.push_back("--check");
   j.app = std::make_unique<CLI::App>("", "tpusim " + s.name);
   j.cmds = tpusim_commands(*j.app);
@@ -173,7 +175,8 @@ std::vector<int> failed_cubes(const OcsPod& ocs, const FaultConfig& f, const Sli
     cubes.insert(ocs.cube_of_chip(r.chip));
   if (cubes.empty())
     for (const LinkDown& ld : f.link_down)
-      if (ocs.slice_of_cube(ocs.cube_of_chip(ld.chip)) == s) cubes.insert(ocs.cube_of_chip(ld.chip));
+      if (ocs.slice_of_cube(ocs.cube_of_chip(ld.chip)) == s)
+        cubes.insert(ocs.cube_of_chip(ld.chip));
   return {cubes.begin(), cubes.end()};
 }
 
@@ -218,8 +221,7 @@ void run_round(const PodConfig& cfg, const OcsPod& ocs, const FaultConfig& fault
 }
 
 int run_slices(const SlicesArgs& a) {
-  const std::string path =
-      a.config.empty() ? source_file("configs/pod_ocs_cubes.yaml") : a.config;
+  const std::string path = a.config.empty() ? source_file("configs/pod_ocs_cubes.yaml") : a.config;
   const PodConfig cfg = load_sliced_pod_config(path);
   OcsPod ocs = cfg.ocs;
   const std::size_t n = ocs.slices.size();
@@ -232,22 +234,25 @@ int run_slices(const SlicesArgs& a) {
     while (s < n && ocs.slices[s].name != name) ++s;
     if (eq == std::string::npos || s == n)
       throw std::invalid_argument("--job " + kv + ": give NAME=LINE with NAME a slice of " + path +
-                                  " (" + [&] {
+                                  " (" +
+                                  [&] {
                                     std::string t;
                                     for (const OcsSlice& x : ocs.slices)
                                       t += (t.empty() ? "" : ", ") + x.name;
                                     return t;
-                                  }() + ")");
+                                  }() +
+                                  ")");
     jobs[s].line = kv.substr(eq + 1);
   }
   bool any = false;
   for (std::size_t s = 0; s < n; ++s) {
     if (jobs[s].line.empty()) continue;
-    parse_job(jobs[s], ocs.slices[s], a.check);
+    parse_job(jobs[s], ocs.slices[s], a.check, a.threads);
     any = true;
   }
   if (!any)
-    throw std::invalid_argument(path + ": no slice has a job (a slice's `job:` line, or --job "
+    throw std::invalid_argument(path +
+                                ": no slice has a job (a slice's `job:` line, or --job "
                                 "NAME=LINE)");
   const Json first_map = map_json(ocs);
 
@@ -259,7 +264,7 @@ int run_slices(const SlicesArgs& a) {
     for (std::size_t s = 0; s < n; ++s) {
       has[s] = !jobs[s].line.empty();
       checks[s].line = jobs[s].line;
-      if (has[s]) parse_job(checks[s], ocs.slices[s], true);
+      if (has[s]) parse_job(checks[s], ocs.slices[s], true, a.threads);
     }
     run_round(cfg, ocs, faults, a, checks, has, runs);
     for (std::size_t s = 0; s < n; ++s)
@@ -305,8 +310,8 @@ int run_slices(const SlicesArgs& a) {
   // The report: the pod, the switches' map (as first set and as it ended), each slice's run.
   Report rep("tpusim slices: " + std::to_string(ocs.cubes) + " cubes of " +
              std::to_string(ocs.cube[0]) + "x" + std::to_string(ocs.cube[1]) + "x" +
-             std::to_string(ocs.cube[2]) + " chips " + cfg.chip.variant + ", " +
-             std::to_string(n) + " slices");
+             std::to_string(ocs.cube[2]) + " chips " + cfg.chip.variant + ", " + std::to_string(n) +
+             " slices");
   rep.field("command", "slices");
   rep.field("config", path);
   rep.field("pod", Json{{"cube", ocs.cube}, {"cubes", ocs.cubes}, {"spares", ocs.spares()}});
@@ -390,8 +395,9 @@ std::function<int()> slices_command(CLI::App& tool) {
   cmd->add_flag("--check", a->check,
                 "check the config and every job line, then stop each job before its\n"
                 "first simulated cycle: exit 0, no files written");
-  cmd->footer("exit codes: the worst of the slices': 0 pass, 1 golden mismatch, 2 bad input, 3 "
-              "chip error or hang");
+  cmd->footer(
+      "exit codes: the worst of the slices': 0 pass, 1 golden mismatch, 2 bad input, 3 "
+      "chip error or hang");
   return [a] { return run_slices(*a); };
 }
 

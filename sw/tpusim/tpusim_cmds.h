@@ -12,10 +12,9 @@
 namespace tpu {
 
 // Declares the commands (matmul, traffic, allreduce, collective, pod, shard, train, vpu,
-// example-inputs, sweep, gather, generate, slices and the hidden hang) on `tool`; each function runs its command once
-// the line
-// is parsed into `tool`. The functions hold the variables the options write: keep them while
-// `tool` parses.
+// example-inputs, sweep, gather, generate, slices and the hidden hang) on `tool`; each function
+// runs its command once the line is parsed into `tool`. The functions hold the variables the
+// options write: keep them while `tool` parses.
 std::map<std::string, std::function<int()>> tpusim_commands(CLI::App& tool);
 
 }  // namespace tpu

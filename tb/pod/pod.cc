@@ -348,6 +348,7 @@ PodCore::PodCore(const PodParams& p, std::vector<int> owned) : p_(p) {
                                        ? " is not in the pod (0.." + std::to_string(n - 1) + ")"
                                        : " is named twice"));
   order_ = owned;
+  stepped_ = order_;
   // The models of the chips this process steps, and nothing of the others'.
   chips_.resize(static_cast<std::size_t>(n));
   agents_.resize(static_cast<std::size_t>(n));
@@ -636,8 +637,8 @@ void PodCore::set_threads(unsigned n) {
   if (n == 1) return;
   pool_ = std::make_unique<Pool>();
   Pool& pl = *pool_;
-  for (unsigned k = 0; k < n; ++k)
-    pl.slabs.push_back({static_cast<int>(chips * k / n), static_cast<int>(chips * (k + 1) / n)});
+  pl.slabs.resize(n);
+  cut_slabs();
   pl.errors.assign(n, nullptr);
   for (unsigned k = 1; k < n; ++k) {
     pl.workers.emplace_back([this, k] {
@@ -654,7 +655,7 @@ void PodCore::set_threads(unsigned n) {
         seen = g;
         if (p.stop.load()) return;
         try {
-          for (int i = p.slabs[k].first; i < p.slabs[k].second; ++i) step_one(order_[i]);
+          for (int i = p.slabs[k].first; i < p.slabs[k].second; ++i) step_one(stepped_[i]);
         } catch (...) {
           p.errors[k] = std::current_exception();
         }
@@ -679,7 +680,7 @@ void PodCore::step_chips(bool reverse) {
     }
     p.cv.notify_all();
     try {
-      for (int i = p.slabs[0].first; i < p.slabs[0].second; ++i) step_one(order_[i]);
+      for (int i = p.slabs[0].first; i < p.slabs[0].second; ++i) step_one(stepped_[i]);
     } catch (...) {
       p.errors[0] = std::current_exception();
     }
@@ -694,14 +695,13 @@ void PodCore::step_chips(bool reverse) {
     return;
   }
   if (reverse) {
-    for (auto it = order_.rbegin(); it != order_.rend(); ++it) step_one(*it);
+    for (auto it = stepped_.rbegin(); it != stepped_.rend(); ++it) step_one(*it);
   } else {
-    for (int i : order_) step_one(i);
+    for (int i : stepped_) step_one(i);
   }
 }
 
 void PodCore::step_one(int i) {
-  if (!active_.empty() && !active_[static_cast<std::size_t>(i)]) return;
   if (contain_faults_.empty()) {
     step_chip(i);
     return;
@@ -716,8 +716,20 @@ void PodCore::step_one(int i) {
 }
 
 void PodCore::step_only(const std::vector<int>& chips) {
-  active_.assign(static_cast<std::size_t>(num_chips()), 0);
-  for (int i : chips) active_.at(static_cast<std::size_t>(i)) = 1;
+  stepped_.clear();
+  for (int i : chips)
+    if (owns(i)) stepped_.push_back(i);
+  std::sort(stepped_.begin(), stepped_.end());
+  cut_slabs();
+}
+
+// The pool's slabs: equal shares of the chips step() steps (between cycles: the workers read
+// them after the next cycle's start).
+void PodCore::cut_slabs() {
+  if (!pool_) return;
+  const std::size_t n = pool_->slabs.size(), chips = stepped_.size();
+  for (std::size_t k = 0; k < n; ++k)
+    pool_->slabs[k] = {static_cast<int>(chips * k / n), static_cast<int>(chips * (k + 1) / n)};
 }
 
 void PodCore::contain_chip_faults() {

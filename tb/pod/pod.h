@@ -370,7 +370,8 @@ class PodCore {
   bool chip_idle(int i) const;  // host port, chip, router and HBM
   void step_one(int i);          // step_chip, its error kept when faults are contained
   std::vector<std::exception_ptr> contain_faults_;  // per chip once contained, else empty
-  std::vector<char> active_;  // per chip once step_only is called: whether step() steps it
+  std::vector<int> stepped_;  // the chips step() steps: order_, or step_only's
+  void cut_slabs();
   // The --waves-chips dumps of the chips this process owns, opened after the reset.
   void wire_links();
   void check_link_downs() const;

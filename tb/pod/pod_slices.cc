@@ -93,7 +93,7 @@ class SlicedPod::SliceHost final : public HostPort {
     r.cycles = clock_ - start;
     for (int p : chips_)
       r.chip_cycles.push_back(core_.last_busy(p) > core_start ? core_.last_busy(p) - core_start
-                                                               : 0);
+                                                              : 0);
     return r;
   }
   // A chip of this slice stopped at an error while stepping: the job ends with it.
@@ -155,8 +155,8 @@ class SlicedPod::SliceHost final : public HostPort {
   int pod_chip(int chip, const char* what) const {
     if (chip < 0 || chip >= static_cast<int>(chips_.size()))
       throw std::invalid_argument(std::string(what) + ": chip " + std::to_string(chip) +
-                                  " is not in slice '" + pod_.ocs_.slices[s_].name + "' (chips 0.." +
-                                  std::to_string(chips_.size() - 1) + ")");
+                                  " is not in slice '" + pod_.ocs_.slices[s_].name +
+                                  "' (chips 0.." + std::to_string(chips_.size() - 1) + ")");
     return chips_[static_cast<std::size_t>(chip)];
   }
 
@@ -172,9 +172,9 @@ std::vector<LinkDown> take_unwired_link_downs(FaultConfig& f, const OcsPod& ocs)
   const std::vector<ChipWire> w = ocs_wiring(ocs);
   std::vector<LinkDown> keep, gone;
   for (const LinkDown& ld : f.link_down) {
-    const bool wired = ld.chip >= 0 && ld.chip < static_cast<int>(w.size()) && ld.dir >= 0 &&
-                       ld.dir < 6 &&
-                       w[static_cast<std::size_t>(ld.chip)].peer[static_cast<std::size_t>(ld.dir)] >= 0;
+    const bool wired =
+        ld.chip >= 0 && ld.chip < static_cast<int>(w.size()) && ld.dir >= 0 && ld.dir < 6 &&
+        w[static_cast<std::size_t>(ld.chip)].peer[static_cast<std::size_t>(ld.dir)] >= 0;
     (wired ? keep : gone).push_back(ld);
   }
   f.link_down = keep;
@@ -209,8 +209,8 @@ const std::vector<int>& SlicedPod::slice_chips(int s) const {
 std::vector<std::exception_ptr> SlicedPod::run(
     const std::vector<std::function<void(HostPort&)>>& jobs) {
   if (jobs.size() != hosts_.size())
-    throw std::invalid_argument("SlicedPod::run: " + std::to_string(jobs.size()) +
-                                " jobs for " + std::to_string(hosts_.size()) + " slices");
+    throw std::invalid_argument("SlicedPod::run: " + std::to_string(jobs.size()) + " jobs for " +
+                                std::to_string(hosts_.size()) + " slices");
   std::vector<std::exception_ptr> err(jobs.size());
   {
     std::lock_guard<std::mutex> lk(m_);

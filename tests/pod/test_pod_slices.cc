@@ -104,9 +104,9 @@ TEST(PodSlices, NoPacketCrossesIntoAnotherSlice) {
   for (int s = 0; s < 2; ++s)
     for (int c : pod.slice_chips(s)) slice_of[static_cast<std::size_t>(c)] = s;
   Outcome got[2];
-  const auto errors = pod.run(
-      {[&](HostPort& h) { got[0] = run_collective(h, Collective::kAllToAll, 16 * 64, 3); },
-       [&](HostPort& h) { got[1] = run_collective(h, Collective::kAllToAll, 8 * 64, 4); }});
+  const auto errors =
+      pod.run({[&](HostPort& h) { got[0] = run_collective(h, Collective::kAllToAll, 16 * 64, 3); },
+               [&](HostPort& h) { got[1] = run_collective(h, Collective::kAllToAll, 8 * 64, 4); }});
   for (int s = 0; s < 2; ++s) {
     EXPECT_FALSE(errors[static_cast<std::size_t>(s)]);
     EXPECT_EQ(got[s].out, got[s].golden) << "slice " << s;
@@ -116,7 +116,8 @@ TEST(PodSlices, NoPacketCrossesIntoAnotherSlice) {
   for (std::size_t i = 0; i < links.size(); ++i) {
     if (links[i].flits == 0) continue;
     const int tx = slice_of[static_cast<std::size_t>(links[i].chip)];
-    const int rx = slice_of[static_cast<std::size_t>(pod.core().link_receiver(static_cast<int>(i)))];
+    const int rx =
+        slice_of[static_cast<std::size_t>(pod.core().link_receiver(static_cast<int>(i)))];
     EXPECT_EQ(tx, rx) << "the link from chip " << links[i].chip << " carried " << links[i].flits
                       << " flits";
     if (tx >= 0) flits[tx] += links[i].flits;
@@ -136,7 +137,8 @@ TEST(PodSlices, NoPacketCrossesIntoAnotherSlice) {
 
 // Two jobs at once, an all-reduce on slice a and an all-to-all on slice b, each on its own
 // thread: each gives the bits, cycles, per-chip counters and link flits it gives on a pod of its
-// slice's torus alone (isolation costs nothing), and the pod's clock is the longer job's.
+// slice's torus alone (isolation costs nothing), and the pod's clock is the longer job's; on one
+// thread or two, with a spare cube or none.
 TEST(PodSlices, TwoJobsAtOnceEachAsOnItsOwnTorus) {
   Outcome alone_a, alone_b;
   {
@@ -152,14 +154,13 @@ TEST(PodSlices, TwoJobsAtOnceEachAsOnItsOwnTorus) {
     alone_b = run_collective(h, Collective::kAllToAll, 8 * 96, 8);
   }
   for (const bool spare : {false, true}) {
-    SlicedPod pod(params(), three_cubes(spare));
+    PodParams p = params();
+    p.threads = spare ? 2 : 1;  // the same bits and cycles on two threads
+    SlicedPod pod(p, three_cubes(spare));
     Outcome got_a, got_b;
-    const auto errors = pod.run({[&](HostPort& h) {
-                                   got_a = run_collective(h, Collective::kAllReduce, 3000, 7);
-                                 },
-                                 [&](HostPort& h) {
-                                   got_b = run_collective(h, Collective::kAllToAll, 8 * 96, 8);
-                                 }});
+    const auto errors = pod.run(
+        {[&](HostPort& h) { got_a = run_collective(h, Collective::kAllReduce, 3000, 7); },
+         [&](HostPort& h) { got_b = run_collective(h, Collective::kAllToAll, 8 * 96, 8); }});
     for (const auto& e : errors) EXPECT_FALSE(e);
     expect_same(got_a, alone_a, "slice a");
     expect_same(got_b, alone_b, "slice b");
@@ -181,12 +182,9 @@ TEST(PodSlices, SliceReformedFromASpareCubeRunsAgain) {
   {
     SlicedPod pod(p, ocs);
     Outcome b;
-    const auto errors = pod.run({[&](HostPort& h) {
-                                   run_collective(h, Collective::kAllReduce, 3000, 7);
-                                 },
-                                 [&](HostPort& h) {
-                                   b = run_collective(h, Collective::kAllToAll, 8 * 96, 8);
-                                 }});
+    const auto errors =
+        pod.run({[&](HostPort& h) { run_collective(h, Collective::kAllReduce, 3000, 7); },
+                 [&](HostPort& h) { b = run_collective(h, Collective::kAllToAll, 8 * 96, 8); }});
     EXPECT_FALSE(errors[1]) << "slice b runs on beside the failed slice";
     EXPECT_EQ(b.out, b.golden);
     ASSERT_TRUE(errors[0]);
@@ -212,10 +210,8 @@ TEST(PodSlices, SliceReformedFromASpareCubeRunsAgain) {
   EXPECT_EQ(p.faults.link_down.size(), 3u);
   SlicedPod again(p, ocs);
   Outcome got;
-  const auto errors = again.run({[&](HostPort& h) {
-                                   got = run_collective(h, Collective::kAllReduce, 3000, 7);
-                                 },
-                                 nullptr});
+  const auto errors = again.run(
+      {[&](HostPort& h) { got = run_collective(h, Collective::kAllReduce, 3000, 7); }, nullptr});
   EXPECT_FALSE(errors[0]);
   PodParams alone = params();
   alone.topo = Topology::torus({2, 2, 4});

@@ -33,21 +33,23 @@ std::string write(const std::string& name, const std::string& text) {
   return p;
 }
 
-// The report without what a run's wall clock and its config file's name change.
+// The report without what a run's wall clock, its config file's and its trace file's names
+// change.
 Json comparable(Json j) {
-  for (const char* k : {"wall_seconds", "run_seconds", "sim_cycles_per_second", "config"})
+  for (const char* k : {"wall_seconds", "run_seconds", "sim_cycles_per_second", "config", "trace"})
     j.erase(k);
   return j;
 }
 
 // Both slices' jobs at once; each report equals the same command's on a torus of the slice's
-// shape alone (cycles, bits, breakdown, every key but the wall clock's and the config's name).
+// shape alone (cycles, bits, breakdown, every key but the wall clock's and the config's name),
+// and so does the all-reduce's timeline.
 TEST(TpusimSlices, EachSliceReportsAsOnItsOwnTorus) {
-  const std::string json = tmp("both.json");
+  const std::string json = tmp("both.json"), trace = tmp("slice_trace.json");
   const CliRun r = tpusim("slices " + kCubes +
                           " --job \"train=train --steps 1\" --job "
-                          "\"allreduce=allreduce --bytes 16384 --dtype bf16\" --quiet --json " +
-                          json);
+                          "\"allreduce=allreduce --bytes 16384 --dtype bf16 --trace " +
+                          trace + "\" --quiet --json " + json);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("== slice 'train' (cubes 0, 1; torus2x2x4): train --steps 1"),
             std::string::npos)
@@ -58,12 +60,19 @@ TEST(TpusimSlices, EachSliceReportsAsOnItsOwnTorus) {
   const std::string t224 = write("t224.yaml", "pod:\n  shape: [2, 2, 4]\nchip:\n  variant: 4x4\n");
   const std::string t222 = write("t222.yaml", "pod:\n  shape: [2, 2, 2]\nchip:\n  variant: 4x4\n");
   const std::string a = tmp("alone_train.json"), b = tmp("alone_ar.json");
-  ASSERT_EQ(tpusim("train --steps 1 --engine cpp --quiet --config " + t224 + " --json " + a).code,
-            0);
-  ASSERT_EQ(tpusim("allreduce --bytes 16384 --dtype bf16 --engine cpp --quiet --config " + t222 +
-                   " --json " + b)
-                .code,
-            0);
+  ASSERT_EQ(
+      tpusim("train --steps 1 --engine cpp --threads 1 --quiet --config " + t224 + " --json " + a)
+          .code,
+      0);
+  const std::string alone_trace = tmp("alone_trace.json");
+  ASSERT_EQ(
+      tpusim("allreduce --bytes 16384 --dtype bf16 --engine cpp --threads 1 --quiet --config " +
+             t222 + " --json " + b + " --trace " + alone_trace)
+          .code,
+      0);
+  // The slice's timeline (its chips by slice id, its clock) is the lone torus's, byte for byte.
+  EXPECT_EQ(slurp(trace), slurp(alone_trace));
+  EXPECT_GT(slurp(trace).size(), 1000u);
   ASSERT_EQ(rep["slices"].size(), 2u);
   EXPECT_EQ(comparable(rep["slices"][0]["report"]), comparable(Json::parse(slurp(a))));
   EXPECT_EQ(comparable(rep["slices"][1]["report"]), comparable(Json::parse(slurp(b))));
@@ -77,10 +86,11 @@ TEST(TpusimSlices, EachSliceReportsAsOnItsOwnTorus) {
 TEST(TpusimSlices, AFailedCubeIsReplacedByASpareAndTheJobRunsAgain) {
   const std::string cfg = write(
       "fail.yaml",
-      cubes_yaml("    - {name: a, shape: [2, 2, 4], cubes: [0, 1], job: \"allreduce --bytes 16384\"}\n"
-                 "    - {name: b, shape: [2, 2, 2], cubes: [2], job: \"allreduce --bytes 4096\"}\n",
-                 "faults:\n  link_down: [{chip: 1, port: +X, cycle: 0}, {chip: 1, port: -X, "
-                 "cycle: 0}]\n"));
+      cubes_yaml(
+          "    - {name: a, shape: [2, 2, 4], cubes: [0, 1], job: \"allreduce --bytes 16384\"}\n"
+          "    - {name: b, shape: [2, 2, 2], cubes: [2], job: \"allreduce --bytes 4096\"}\n",
+          "faults:\n  link_down: [{chip: 1, port: +X, cycle: 0}, {chip: 1, port: -X, "
+          "cycle: 0}]\n"));
   const std::string json = tmp("fail.json");
   const CliRun r = tpusim("slices --config " + cfg + " --quiet --json " + json);
   ASSERT_EQ(r.code, 0) << r.out;
@@ -127,8 +137,7 @@ TEST(TpusimSlices, BadInputIsAClearErrorWithExitCode2) {
        "holds 2 cubes of 2x2x2 but 1 are listed"},
       {"a cube twice", cubes_yaml("    - {name: a, shape: [2, 2, 4], cubes: [1, 1]}\n"), "",
        "cube 1 is listed twice"},
-      {"shared cube",
-       cubes_yaml(one + "    - {name: b, shape: [2, 2, 4], cubes: [1, 0]}\n"), "",
+      {"shared cube", cubes_yaml(one + "    - {name: b, shape: [2, 2, 4], cubes: [1, 0]}\n"), "",
        "slices 'a' and 'b' share cube 0"},
       {"cube out of the pod", cubes_yaml("    - {name: a, shape: [2, 2, 2], cubes: [4]}\n"), "",
        "cube 4 is not in the pod (cubes 0..3)"},
@@ -170,8 +179,8 @@ TEST(TpusimSlices, BadInputIsAClearErrorWithExitCode2) {
   const CliRun plain = tpusim("allreduce " + kCubes + " --quiet");
   EXPECT_EQ(plain.code, 2) << plain.out;
   EXPECT_NE(plain.out.find("tpusim slices --config"), std::string::npos) << plain.out;
-  const CliRun torus = tpusim(std::string("slices --config ") + TPU_SOURCE_DIR +
-                              "/configs/pod_2x2.yaml --quiet");
+  const CliRun torus =
+      tpusim(std::string("slices --config ") + TPU_SOURCE_DIR + "/configs/pod_2x2.yaml --quiet");
   EXPECT_EQ(torus.code, 2) << torus.out;
   EXPECT_NE(torus.out.find("key 'pod.cube': missing"), std::string::npos) << torus.out;
 }

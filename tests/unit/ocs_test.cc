@@ -2,6 +2,8 @@
 // its shape (distances by breadth-first search over the pod's links equal those of the torus),
 // no link leaves a slice, every link has its way back, the map joins each face once, and the
 // rules name what they refuse.
+#include "tpu/ocs.h"
+
 #include <gtest/gtest.h>
 
 #include <deque>
@@ -10,7 +12,6 @@
 #include <vector>
 
 #include "expect_invalid.h"
-#include "tpu/ocs.h"
 #include "tpu/twisted_torus.h"
 
 namespace tpu {
@@ -84,11 +85,14 @@ void check_slices(const OcsPod& pod) {
 }
 
 TEST(Ocs, SlicesAreTheirToriAndNothingLeavesThem) {
-  check_slices(pod_of({2, 2, 2}, 4,
-                      {{"a", {2, 2, 4}, {0, 2}}, {"b", {2, 2, 2}, {1}}}));  // cube 3 spare
+  check_slices(
+      pod_of({2, 2, 2}, 4, {{"a", {2, 2, 4}, {0, 2}}, {"b", {2, 2, 2}, {1}}}));  // cube 3 spare
   check_slices(pod_of({2, 2, 2}, 8, {{"big", {4, 4, 4}, {7, 6, 5, 4, 3, 2, 1, 0}}}));
   check_slices(pod_of({4, 4, 4}, 2, {{"v4", {4, 4, 8}, {1, 0}, {true, true, true}, true}}));
-  check_slices(pod_of({2, 2, 2}, 2, {{"tw", {2, 2, 4}, {0, 1}, {true, true, true}, true},}));
+  check_slices(pod_of({2, 2, 2}, 2,
+                      {
+                          {"tw", {2, 2, 4}, {0, 1}, {true, true, true}, true},
+                      }));
   check_slices(pod_of({2, 2, 2}, 3, {{"mesh", {2, 2, 4}, {0, 2}, {false, false, false}}}));
 }
 
@@ -168,8 +172,11 @@ TEST(Ocs, ReplaceTakesTheLowestSpareAndSaysWhenNoneIsLeft) {
   EXPECT_EQ(m[0].to, 4);
   EXPECT_EQ(o.slices[0].cubes, (std::vector<int>{0, 4}));
   o.validate();
-  expect_invalid([&] { ocs_replace(o, {1, 2, 3}); },  // the spares 1 and 3 failed too
-                 {"slice 'b': cube 2 failed and no spare cube is left (the pod has none)"});
+  expect_invalid(
+      [&] {
+        ocs_replace(o, {1, 2, 3});
+      },  // the spares 1 and 3 failed too
+      {"slice 'b': cube 2 failed and no spare cube is left (the pod has none)"});
 }
 
 // The plain torus's wiring: the six neighbours of the torus, the routers' coordinates.

@@ -32,10 +32,10 @@ std::vector<ChipWire> torus_wiring(const Topology& topo, bool twist);
 // A slice: whole cubes wired into a torus (or mesh) through the switches.
 struct OcsSlice {
   std::string name;
-  std::array<int, 3> shape{0, 0, 0};        // chips per dimension, x first: whole cubes
-  std::vector<int> cubes;                    // its cubes, x fastest over its grid of cubes
+  std::array<int, 3> shape{0, 0, 0};           // chips per dimension, x first: whole cubes
+  std::vector<int> cubes;                      // its cubes, x fastest over its grid of cubes
   std::array<bool, 3> wrap{true, true, true};  // per dimension: a ring through the switch
-  bool twist = false;                         // a twisted torus (docs/topology.md)
+  bool twist = false;                          // a twisted torus (docs/topology.md)
 };
 
 // A pod of `cubes` cubes of `cube` chips each (4x4x4 on TPU v4), joined by optical circuit
