@@ -220,28 +220,21 @@ void run_round(const PodConfig& cfg, const OcsPod& ocs, const FaultConfig& fault
   pod.run(fns);
 }
 
-int run_slices(const SlicesArgs& a) {
-  const std::string path = a.config.empty() ? source_file("configs/pod_ocs_cubes.yaml") : a.config;
-  const PodConfig cfg = load_sliced_pod_config(path);
-  OcsPod ocs = cfg.ocs;
+// Each slice's job line: the config's, or --job NAME=LINE's; parsed (with --check if asked).
+std::vector<SliceJob> jobs_of(const PodConfig& cfg, const std::string& path, const SlicesArgs& a) {
+  const OcsPod& ocs = cfg.ocs;
   const std::size_t n = ocs.slices.size();
   std::vector<SliceJob> jobs(n);
   for (std::size_t s = 0; s < n; ++s) jobs[s].line = cfg.slice_jobs[s];
+  std::string names;
+  for (const OcsSlice& x : ocs.slices) names += (names.empty() ? "" : ", ") + x.name;
   for (const std::string& kv : a.jobs) {
     const auto eq = kv.find('=');
-    const std::string name = kv.substr(0, eq);
     std::size_t s = 0;
-    while (s < n && ocs.slices[s].name != name) ++s;
+    while (s < n && ocs.slices[s].name != kv.substr(0, eq)) ++s;
     if (eq == std::string::npos || s == n)
       throw std::invalid_argument("--job " + kv + ": give NAME=LINE with NAME a slice of " + path +
-                                  " (" +
-                                  [&] {
-                                    std::string t;
-                                    for (const OcsSlice& x : ocs.slices)
-                                      t += (t.empty() ? "" : ", ") + x.name;
-                                    return t;
-                                  }() +
-                                  ")");
+                                  " (" + names + ")");
     jobs[s].line = kv.substr(eq + 1);
   }
   bool any = false;
@@ -254,116 +247,142 @@ int run_slices(const SlicesArgs& a) {
     throw std::invalid_argument(path +
                                 ": no slice has a job (a slice's `job:` line, or --job "
                                 "NAME=LINE)");
-  const Json first_map = map_json(ocs);
+  return jobs;
+}
 
-  FaultConfig faults = cfg.params.faults;
-  std::vector<SliceRun> runs(n);
-  if (!a.check) {  // every job's input first, as --check does: a bad line stops all before any run
-    std::vector<SliceJob> checks(n);
-    std::vector<bool> has(n);
-    for (std::size_t s = 0; s < n; ++s) {
-      has[s] = !jobs[s].line.empty();
-      checks[s].line = jobs[s].line;
-      if (has[s]) parse_job(checks[s], ocs.slices[s], true, a.threads);
-    }
-    run_round(cfg, ocs, faults, a, checks, has, runs);
-    for (std::size_t s = 0; s < n; ++s)
-      if (has[s] && runs[s].code != 0)
-        throw std::invalid_argument(slice_where(ocs.slices[s]) + " job '" + jobs[s].line +
-                                    "': " + runs[s].error);
+// Every job with --check first, on a pod of its own: a bad line stops all before any run.
+void check_jobs(const PodConfig& cfg, const SlicesArgs& a, const std::vector<SliceJob>& jobs) {
+  const OcsPod& ocs = cfg.ocs;
+  const std::size_t n = ocs.slices.size();
+  std::vector<SliceJob> checks(n);
+  std::vector<bool> has(n);
+  for (std::size_t s = 0; s < n; ++s) {
+    has[s] = !jobs[s].line.empty();
+    checks[s].line = jobs[s].line;
+    if (has[s]) parse_job(checks[s], ocs.slices[s], true, a.threads);
   }
-  std::vector<SliceHistory> hist(n);
+  std::vector<SliceRun> runs(n);
+  run_round(cfg, ocs, cfg.params.faults, a, checks, has, runs);
+  for (std::size_t s = 0; s < n; ++s)
+    if (has[s] && runs[s].code != 0)
+      throw std::invalid_argument(slice_where(ocs.slices[s]) + " job '" + jobs[s].line +
+                                  "': " + runs[s].error);
+}
+
+// What the jobs did, and the pod they ended on.
+struct SlicesOutcome {
+  OcsPod ocs;
+  std::vector<SliceRun> runs;
+  std::vector<SliceHistory> hist;
+  std::vector<std::string> notes;
+};
+
+// Runs every job; while a job stops at a chip's failure and spare cubes are left, its slice is
+// re-formed (the failed cubes out, spares in) and its job runs again.
+SlicesOutcome run_with_spares(const PodConfig& cfg, const SlicesArgs& a,
+                              std::vector<SliceJob>& jobs) {
+  SlicesOutcome o;
+  o.ocs = cfg.ocs;
+  const std::size_t n = o.ocs.slices.size();
+  o.runs.resize(n);
+  o.hist.resize(n);
+  FaultConfig faults = cfg.params.faults;
   std::vector<bool> todo(n);
   for (std::size_t s = 0; s < n; ++s) todo[s] = !jobs[s].line.empty();
   std::vector<int> failed;  // every cube that failed so far
-  std::vector<std::string> notes;
   for (;;) {
     for (std::size_t s = 0; s < n; ++s)
-      if (todo[s]) ++hist[s].attempts;
-    run_round(cfg, ocs, faults, a, jobs, todo, runs);
-    std::vector<int> lost;
+      if (todo[s]) ++o.hist[s].attempts;
+    run_round(cfg, o.ocs, faults, a, jobs, todo, o.runs);
     std::vector<std::size_t> again;
     for (std::size_t s = 0; s < n; ++s) {
-      if (!todo[s] || runs[s].code != kExitSim || a.check) continue;
-      const std::vector<int> cubes = failed_cubes(ocs, faults, runs[s], static_cast<int>(s));
+      if (!todo[s] || o.runs[s].code != kExitSim || a.check) continue;
+      const std::vector<int> cubes = failed_cubes(o.ocs, faults, o.runs[s], static_cast<int>(s));
       if (cubes.empty()) continue;
-      hist[s].failures.push_back(runs[s].error);
-      lost.insert(lost.end(), cubes.begin(), cubes.end());
+      o.hist[s].failures.push_back(o.runs[s].error);
+      failed.insert(failed.end(), cubes.begin(), cubes.end());
       again.push_back(s);
     }
     if (again.empty()) break;
-    failed.insert(failed.end(), lost.begin(), lost.end());
     try {
-      for (const OcsRemap& m : ocs_replace(ocs, failed))
-        hist[static_cast<std::size_t>(m.slice)].moves.push_back(m);
+      for (const OcsRemap& m : ocs_replace(o.ocs, failed))
+        o.hist[static_cast<std::size_t>(m.slice)].moves.push_back(m);
     } catch (const std::invalid_argument& e) {
-      notes.push_back(std::string("not re-formed: ") + e.what());
+      o.notes.push_back(std::string("not re-formed: ") + e.what());
       break;
     }
-    for (const LinkDown& ld : take_unwired_link_downs(faults, ocs))
-      notes.push_back("the link_down of chip " + std::to_string(ld.chip) + " " +
-                      link_dir_name(ld.dir) + " is now on a spare cube, wired to no slice");
+    for (const LinkDown& ld : take_unwired_link_downs(faults, o.ocs))
+      o.notes.push_back("the link_down of chip " + std::to_string(ld.chip) + " " +
+                        link_dir_name(ld.dir) + " is now on a spare cube, wired to no slice");
     std::fill(todo.begin(), todo.end(), false);
     for (std::size_t s : again) todo[s] = true;
   }
+  return o;
+}
+
+// One slice in the report (its JSON) and in the text.
+Json slice_json(const SlicesOutcome& o, std::size_t s, const std::string& line, std::string& text) {
+  const OcsSlice& sl = o.ocs.slices[s];
+  const std::string topo = slice_topology(o.ocs, static_cast<int>(s)).name();
+  Json js{{"name", sl.name}, {"cubes", sl.cubes}, {"topology", topo}, {"job", line}};
+  text += "== slice '" + sl.name + "' (cubes " + cubes_text(sl.cubes) + "; " + topo + ")" +
+          (line.empty() ? ": no job\n" : ": " + line + "\n");
+  if (line.empty()) return js;
+  const SliceHistory& h = o.hist[s];
+  Json moves = Json::array();
+  for (const OcsRemap& m : h.moves) moves.push_back({{"from", m.from}, {"to", m.to}});
+  for (std::size_t k = 0; k < h.failures.size(); ++k)
+    text += "   run " + std::to_string(k + 1) + " stopped: " + h.failures[k] + "\n";
+  for (const OcsRemap& m : h.moves)
+    text += "   re-formed: cube " + std::to_string(m.from) + " out, spare cube " +
+            std::to_string(m.to) + " in (the switches re-mapped); the job ran again\n";
+  const SliceRun& r = o.runs[s];
+  js["exit_code"] = r.code;
+  js["attempts"] = h.attempts;
+  js["remapped"] = moves;
+  js["failures"] = h.failures;
+  if (!r.error.empty()) js["error"] = r.error;
+  if (r.report.filled) {
+    js["report"] = r.report.json;
+    text += r.report.summary;
+  }
+  if (!r.error.empty()) text += (r.code == 0 ? "   " : "   error: ") + r.error + "\n";
+  return js;
+}
+
+int run_slices(const SlicesArgs& a) {
+  const std::string path = a.config.empty() ? source_file("configs/pod_ocs_cubes.yaml") : a.config;
+  const PodConfig cfg = load_sliced_pod_config(path);
+  std::vector<SliceJob> jobs = jobs_of(cfg, path, a);
+  if (!a.check) check_jobs(cfg, a, jobs);
+  const SlicesOutcome o = run_with_spares(cfg, a, jobs);
 
   // The report: the pod, the switches' map (as first set and as it ended), each slice's run.
+  const OcsPod& ocs = o.ocs;
   Report rep("tpusim slices: " + std::to_string(ocs.cubes) + " cubes of " +
              std::to_string(ocs.cube[0]) + "x" + std::to_string(ocs.cube[1]) + "x" +
-             std::to_string(ocs.cube[2]) + " chips " + cfg.chip.variant + ", " + std::to_string(n) +
-             " slices");
+             std::to_string(ocs.cube[2]) + " chips " + cfg.chip.variant + ", " +
+             std::to_string(ocs.slices.size()) + " slices");
   rep.field("command", "slices");
   rep.field("config", path);
   rep.field("pod", Json{{"cube", ocs.cube}, {"cubes", ocs.cubes}, {"spares", ocs.spares()}});
-  rep.field("ocs_map", first_map);
-  bool remapped = false;
+  rep.field("ocs_map", map_json(cfg.ocs));
   Json slices = Json::array();
   int worst = 0;
+  bool remapped = false;
   std::string text;
-  for (std::size_t s = 0; s < n; ++s) {
-    const OcsSlice& sl = ocs.slices[s];
-    Json js{{"name", sl.name},
-            {"cubes", sl.cubes},
-            {"topology", slice_topology(ocs, static_cast<int>(s)).name()},
-            {"job", jobs[s].line}};
-    text += "== slice '" + sl.name + "' (cubes " + cubes_text(sl.cubes) + "; " +
-            slice_topology(ocs, static_cast<int>(s)).name() + ")" +
-            (jobs[s].line.empty() ? ": no job\n" : ": " + jobs[s].line + "\n");
-    if (jobs[s].line.empty()) {
-      slices.push_back(js);
-      continue;
-    }
-    Json moves = Json::array();
-    for (const OcsRemap& m : hist[s].moves) {
-      moves.push_back({{"from", m.from}, {"to", m.to}});
-      remapped = true;
-    }
-    for (std::size_t k = 0; k < hist[s].failures.size(); ++k)
-      text += "   run " + std::to_string(k + 1) + " stopped: " + hist[s].failures[k] + "\n";
-    for (const OcsRemap& m : hist[s].moves)
-      text += "   re-formed: cube " + std::to_string(m.from) + " out, spare cube " +
-              std::to_string(m.to) + " in (the switches re-mapped); the job ran again\n";
-    const SliceRun& r = runs[s];
-    js["exit_code"] = r.code;
-    js["attempts"] = hist[s].attempts;
-    js["remapped"] = moves;
-    js["failures"] = hist[s].failures;
-    if (!r.error.empty()) js["error"] = r.error;
-    if (r.report.filled) {
-      js["report"] = r.report.json;
-      text += r.report.summary;
-    }
-    if (!r.error.empty()) text += (r.code == 0 ? "   " : "   error: ") + r.error + "\n";
-    worst = std::max(worst, r.code);
-    slices.push_back(js);
+  for (std::size_t s = 0; s < ocs.slices.size(); ++s) {
+    slices.push_back(slice_json(o, s, jobs[s].line, text));
+    if (!jobs[s].line.empty()) worst = std::max(worst, o.runs[s].code);
+    remapped = remapped || !o.hist[s].moves.empty();
   }
   rep.field("slices", slices);
   if (remapped) rep.field("ocs_map_after", map_json(ocs));
-  rep.field("notes", notes);
+  rep.field("notes", o.notes);
   rep.metric("exit_code", worst, "", "the worst exit code of the slices' jobs", true);
   if (!a.json.empty() && !a.check) rep.write(a.json);
   std::fputs(rep.summary().c_str(), stdout);
-  for (const std::string& note : notes) std::printf("  note: %s\n", note.c_str());
+  for (const std::string& note : o.notes) std::printf("  note: %s\n", note.c_str());
   std::fputs(text.c_str(), stdout);
   return worst;
 }

@@ -45,15 +45,7 @@ class SlicedPod::SliceHost final : public HostPort {
     w.chips = &chips_;
     w.over = [&q] { return !q.advance(); };
     w.after = [&] {
-      const uint64_t t = ++clock_;
-      check_faults();
-      if ((t & 1023) == 0) core_.check_errors(false, chips_);
-      if (progress && t >= next_progress) {
-        progress(t - start);
-        next_progress += progress_every;
-      }
-      if (t - start > 100'000'000)
-        throw PodError(core_.describe_hang(100'000'000) + "\n(host port copies still running)");
+      tick(start, next_progress, false, 100'000'000, "\n(host port copies still running)");
     };
     pod_.wait(w);
     for (std::size_t i = 0; i < ops.size(); ++i)
@@ -77,16 +69,7 @@ class SlicedPod::SliceHost final : public HostPort {
     Wait w;
     w.chips = &chips_;
     w.over = [&] { return core_.idle(chips_); };
-    w.after = [&] {
-      const uint64_t t = ++clock_;
-      check_faults();
-      if ((t & 1023) == 0) core_.check_errors(stop_on_error, chips_);
-      if (progress && t >= next_progress) {
-        progress(t - start);
-        next_progress += progress_every;
-      }
-      if (t - start > max_cycles) throw PodError(core_.describe_hang(max_cycles));
-    };
+    w.after = [&] { tick(start, next_progress, stop_on_error, max_cycles, ""); };
     pod_.wait(w);
     core_.check_errors(stop_on_error, chips_);
     RunStats r;
@@ -95,6 +78,20 @@ class SlicedPod::SliceHost final : public HostPort {
       r.chip_cycles.push_back(core_.last_busy(p) > core_start ? core_.last_busy(p) - core_start
                                                               : 0);
     return r;
+  }
+  // After a cycle of a wait that began at `start` (the slice's clock), as CppPodHost's copy and
+  // run do: a chip stopped at an error ends the job at once, the error registers every 1024
+  // cycles, progress, the bound on the wait's length (`what` says what was still running).
+  void tick(uint64_t start, uint64_t& next_progress, bool stop_on_error, uint64_t max_cycles,
+            const char* what) {
+    const uint64_t t = ++clock_;
+    check_faults();
+    if ((t & 1023) == 0) core_.check_errors(stop_on_error, chips_);
+    if (progress && t >= next_progress) {
+      progress(t - start);
+      next_progress += progress_every;
+    }
+    if (t - start > max_cycles) throw PodError(core_.describe_hang(max_cycles) + what);
   }
   // A chip of this slice stopped at an error while stepping: the job ends with it.
   void check_faults() const {
