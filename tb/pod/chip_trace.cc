@@ -1,6 +1,8 @@
 #include "chip_trace.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 namespace tpu {
 
@@ -147,6 +149,12 @@ void ChipTraceRec::on_copy(bool write, uint64_t addr, uint64_t bytes, uint64_t f
 void ChipTraceRec::take(std::vector<TraceEvent>& out) {
   for (auto& e : events_) out.push_back(std::move(e));
   events_.clear();
+}
+
+void check_trace_window(const TraceOptions& o) {
+  if (o.from >= o.to)
+    throw std::invalid_argument("trace: the cycle window " + std::to_string(o.from) + ":" +
+                                std::to_string(o.to) + " is empty (FROM must be below TO)");
 }
 
 void sort_trace_events(std::vector<TraceEvent>& v) {

@@ -45,6 +45,9 @@ class ChipTraceRec {
   std::vector<TraceEvent> events_;
 };
 
+// std::invalid_argument unless the window [from, to) of o holds a cycle.
+void check_trace_window(const TraceOptions& o);
+
 // Events taken from several chips in the order a timeline lists them: by chip, then track
 // (unit, lane), then time.
 void sort_trace_events(std::vector<TraceEvent>& v);

@@ -1056,9 +1056,7 @@ ChipCounters PodCore::counters(int i) {
 }
 
 void PodCore::set_trace(const TraceOptions& o) {
-  if (o.from >= o.to)
-    throw std::invalid_argument("trace: the cycle window " + std::to_string(o.from) + ":" +
-                                std::to_string(o.to) + " is empty (FROM must be below TO)");
+  check_trace_window(o);
   for (int i : order_) agents_[i]->trace.set(i, o);
 }
 
@@ -1131,23 +1129,17 @@ bool HostCopyQueues::advance() {
 uint64_t CppPodHost::copy(const std::vector<HostCopy>& ops) {
   for (const HostCopy& o : ops) core_.check_copy(o);
   HostCopyQueues q(core_, ops);
-  const uint64_t start = core_.cycle();
-  uint64_t next_progress = start + progress_every;
+  WaitCycles w(core_, *this, core_.owned(), false, 100'000'000,
+               "\n(host port copies still running)");
   while (q.advance()) {
     core_.step(reverse_step_order);
-    const uint64_t t = core_.cycle();
-    if ((t & 1023) == 0) core_.check_errors(false);
-    if (progress && t >= next_progress) {
-      progress(t - start);
-      next_progress += progress_every;
-    }
+    w.tick(core_.cycle());
     core_.watch();
-    if (t - start > 100'000'000)
-      throw PodError(core_.describe_hang(100'000'000) + "\n(host port copies still running)");
+    w.bound(core_.cycle());
   }
   for (std::size_t i = 0; i < ops.size(); ++i)
     if (!ops[i].write && ops[i].n) std::memcpy(ops[i].data, q.read(i).data(), ops[i].n);
-  return core_.cycle() - start;
+  return core_.cycle() - w.start();
 }
 
 void CppPodHost::backdoor_write(int chip, uint64_t addr, const void* data, std::size_t n) {
@@ -1173,20 +1165,14 @@ void CppPodHost::clear(int chip) {
 }
 
 RunStats CppPodHost::run_until_idle(uint64_t max_cycles, bool stop_on_error) {
-  const uint64_t start = core_.cycle();
-  uint64_t next_progress = start + progress_every;
+  WaitCycles w(core_, *this, core_.owned(), stop_on_error, max_cycles);
   while (!core_.idle()) {
     core_.step(reverse_step_order);
-    const uint64_t t = core_.cycle();
-    if ((t & 1023) == 0) core_.check_errors(stop_on_error);
-    if (progress && t >= next_progress) {
-      progress(t - start);
-      next_progress += progress_every;
-    }
+    w.tick(core_.cycle());
     core_.watch();
-    if (t - start > max_cycles) throw PodError(core_.describe_hang(max_cycles));
+    w.bound(core_.cycle());
   }
-  return core_.finish_run(start, stop_on_error);
+  return core_.finish_run(w.start(), stop_on_error);
 }
 
 }  // namespace tpu

@@ -436,6 +436,46 @@ class HostCopyQueues {
   std::vector<std::shared_ptr<HostAgent::MemOp>> mops_;   // per copy
 };
 
+// What a host port does after each cycle of one wait (a copy, a run) that began at its cycle
+// when this is made: every 1024 cycles the error registers of `chips` (their chip errors only if
+// `chip_errors`), the port's progress callback, and the bound on the wait's length, a PodError
+// naming `what` was still running. CppPodHost and the sliced pod's slices (pod_slices.h).
+class WaitCycles {
+ public:
+  WaitCycles(PodCore& core, HostPort& port, const std::vector<int>& chips, bool chip_errors,
+             uint64_t max_cycles, std::string what = "")
+      : core_(core),
+        port_(port),
+        chips_(chips),
+        chip_errors_(chip_errors),
+        max_(max_cycles),
+        what_(std::move(what)),
+        start_(port.cycle()),
+        next_progress_(start_ + port.progress_every) {}
+  // After the cycle that brought the port's clock to t: errors and progress.
+  void tick(uint64_t t) {
+    if ((t & 1023) == 0) core_.check_errors(chip_errors_, chips_);
+    if (port_.progress && t >= next_progress_) {
+      port_.progress(t - start_);
+      next_progress_ += port_.progress_every;
+    }
+  }
+  // Then the bound.
+  void bound(uint64_t t) const {
+    if (t - start_ > max_) throw PodError(core_.describe_hang(max_) + what_);
+  }
+  uint64_t start() const { return start_; }
+
+ private:
+  PodCore& core_;
+  HostPort& port_;
+  const std::vector<int>& chips_;
+  bool chip_errors_;
+  uint64_t max_;
+  std::string what_;
+  uint64_t start_, next_progress_;
+};
+
 class CppPodHost final : public HostPort {
  public:
   explicit CppPodHost(const PodParams& p) : core_(p) {}

@@ -39,18 +39,15 @@ class SlicedPod::SliceHost final : public HostPort {
       core_.check_copy(o);
     }
     HostCopyQueues q(core_, mine);
-    const uint64_t start = clock_;
-    uint64_t next_progress = start + progress_every;
+    WaitCycles wc(core_, *this, chips_, false, 100'000'000, "\n(host port copies still running)");
     Wait w;
     w.chips = &chips_;
     w.over = [&q] { return !q.advance(); };
-    w.after = [&] {
-      tick(start, next_progress, false, 100'000'000, "\n(host port copies still running)");
-    };
+    w.after = [&] { tick(wc); };
     pod_.wait(w);
     for (std::size_t i = 0; i < ops.size(); ++i)
       if (!ops[i].write && ops[i].n) std::memcpy(ops[i].data, q.read(i).data(), ops[i].n);
-    return clock_ - start;
+    return clock_ - wc.start();
   }
   void backdoor_write(int chip, uint64_t addr, const void* data, std::size_t n) override {
     core_.backdoor(pod_chip(chip, "backdoor_write"), true, addr, const_cast<void*>(data), n);
@@ -64,34 +61,28 @@ class SlicedPod::SliceHost final : public HostPort {
     core_.agent(pod_chip(chip, "push")).push(cmds);
   }
   RunStats run_until_idle(uint64_t max_cycles, bool stop_on_error) override {
-    const uint64_t start = clock_, core_start = core_.cycle();
-    uint64_t next_progress = start + progress_every;
+    const uint64_t core_start = core_.cycle();
+    WaitCycles wc(core_, *this, chips_, stop_on_error, max_cycles);
     Wait w;
     w.chips = &chips_;
     w.over = [&] { return core_.idle(chips_); };
-    w.after = [&] { tick(start, next_progress, stop_on_error, max_cycles, ""); };
+    w.after = [&] { tick(wc); };
     pod_.wait(w);
     core_.check_errors(stop_on_error, chips_);
     RunStats r;
-    r.cycles = clock_ - start;
+    r.cycles = clock_ - wc.start();
     for (int p : chips_)
       r.chip_cycles.push_back(core_.last_busy(p) > core_start ? core_.last_busy(p) - core_start
                                                               : 0);
     return r;
   }
-  // After a cycle of a wait that began at `start` (the slice's clock), as CppPodHost's copy and
-  // run do: a chip stopped at an error ends the job at once, the error registers every 1024
-  // cycles, progress, the bound on the wait's length (`what` says what was still running).
-  void tick(uint64_t start, uint64_t& next_progress, bool stop_on_error, uint64_t max_cycles,
-            const char* what) {
+  // After a cycle of one of this slice's waits: its clock, a chip stopped at an error ends the
+  // job at once, then what every host port checks (WaitCycles).
+  void tick(WaitCycles& wc) {
     const uint64_t t = ++clock_;
     check_faults();
-    if ((t & 1023) == 0) core_.check_errors(stop_on_error, chips_);
-    if (progress && t >= next_progress) {
-      progress(t - start);
-      next_progress += progress_every;
-    }
-    if (t - start > max_cycles) throw PodError(core_.describe_hang(max_cycles) + what);
+    wc.tick(t);
+    wc.bound(t);
   }
   // A chip of this slice stopped at an error while stepping: the job ends with it.
   void check_faults() const {
@@ -132,9 +123,7 @@ class SlicedPod::SliceHost final : public HostPort {
   // the pod's (the pod steps only while every running job waits), so the events' cycles are the
   // slice's own.
   void set_trace(const TraceOptions& o) override {
-    if (o.from >= o.to)
-      throw std::invalid_argument("trace: the cycle window " + std::to_string(o.from) + ":" +
-                                  std::to_string(o.to) + " is empty (FROM must be below TO)");
+    check_trace_window(o);
     for (std::size_t k = 0; k < chips_.size(); ++k)
       core_.agent(chips_[k]).trace.set(static_cast<int>(k), o);
   }
