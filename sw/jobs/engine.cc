@@ -53,7 +53,29 @@ ScopedHostPort::ScopedHostPort(HostPort& host, std::string where)
 ScopedHostPort::~ScopedHostPort() { t_host = prev_; }
 
 namespace {
-// A job on a slice of a pod of cubes (ScopedHostPort): the options that belong to the pod.
+// The job on a machine, whichever engine (or slice) it is: the port's progress, --check's stop
+// before the first cycle, the timeline recorded and written.
+void run_traced(HostPort& h, const EngineOptions& opt, double clock_ghz,
+                const std::function<void(HostPort&)>& job) {
+  if (opt.progress_every) h.progress_every = opt.progress_every;
+  if (opt.check) {  // the job runs up to its first simulated cycle (CheckStop)
+    CheckPort port(h);
+    job(port);
+    return;
+  }
+  const TraceOptions topt = opt.trace_options();
+  if (topt.enabled) h.set_trace(topt);
+  job(h);
+  if (topt.enabled) write_trace(opt.trace, h.take_trace(), h.info(), clock_ghz);
+  const std::string late = trace_window_warning(topt.from, topt.to, h.cycle());
+  if (topt.enabled && opt.trace_cycles && !late.empty()) {
+    clear_progress_line();
+    std::cerr << "tpusim: warning: " << late << "\n";
+  }
+}
+
+// A job on a slice of a pod of cubes (ScopedHostPort): the options that belong to the pod are
+// refused; the slice's timeline is the job's (while it runs, the slice's clock is the pod's).
 void run_on_slice(const ScopedHostPort& s, const EngineOptions& opt, double clock_ghz,
                   const std::function<void(HostPort&)>& job) {
   auto refuse = [&](const char* flag) {
@@ -65,18 +87,7 @@ void run_on_slice(const ScopedHostPort& s, const EngineOptions& opt, double cloc
   if (!opt.faults.empty()) refuse("--fault");
   if (opt.twist) refuse("--twist");
   if (opt.watchdog) refuse("--watchdog");
-  HostPort& h = s.host();
-  if (opt.progress_every) h.progress_every = opt.progress_every;
-  if (opt.check) {
-    CheckPort port(h);
-    job(port);
-    return;
-  }
-  // The slice's timeline: while its job runs, the slice's clock is the pod's.
-  const TraceOptions topt = opt.trace_options();
-  if (topt.enabled) h.set_trace(topt);
-  job(h);
-  if (topt.enabled) write_trace(opt.trace, h.take_trace(), h.info(), clock_ghz);
+  run_traced(s.host(), opt, clock_ghz, job);
 }
 }  // namespace
 
@@ -111,7 +122,6 @@ void with_engine(const EngineOptions& opt, PodParams params, double clock_ghz,
   // Threads stepping the chips, either engine (the SystemC pod then steps every chip from one
   // process on the worker threads).
   params.threads = opt.threads;
-  const TraceOptions topt = opt.trace_options();
   if (opt.check) {  // no dumps: a check writes no files (the chips named must exist)
     for (const int c : params.wave_chips)
       if (c >= params.topo.num_chips())
@@ -120,22 +130,7 @@ void with_engine(const EngineOptions& opt, PodParams params, double clock_ghz,
                                     std::to_string(params.topo.num_chips() - 1) + ")");
     params.wave_chips.clear();
   }
-  auto traced = [&](HostPort& h) {
-    if (opt.progress_every) h.progress_every = opt.progress_every;
-    if (opt.check) {  // the job runs up to its first simulated cycle (CheckStop)
-      CheckPort port(h);
-      job(port);
-      return;
-    }
-    if (topt.enabled) h.set_trace(topt);
-    job(h);
-    if (topt.enabled) write_trace(opt.trace, h.take_trace(), h.info(), clock_ghz);
-    const std::string late = trace_window_warning(topt.from, topt.to, h.cycle());
-    if (topt.enabled && opt.trace_cycles && !late.empty()) {
-      clear_progress_line();
-      std::cerr << "tpusim: warning: " << late << "\n";
-    }
-  };
+  auto traced = [&](HostPort& h) { run_traced(h, opt, clock_ghz, job); };
   if (mpi_world().size > 1) {
     agree_on_mpi(opt, params);
 #ifdef TPU_HAVE_MPI
