@@ -181,41 +181,57 @@ int pod_int(const YAML::Node& n, const std::string& path, const std::string& key
   }
 }
 
+// A list of 1 to 3 sizes of 1 to 16 chips, x first, at `key` (pod.shape, pod.cube, a slice's
+// shape).
+std::vector<int> sizes_list(const YAML::Node& shape, const std::string& path,
+                            const std::string& key) {
+  const ConfigKey& ks = config_keys().at("pod.shape");
+  if (!shape.IsSequence() || shape.size() < 1 || shape.size() > 3)
+    fail(path, key, "must be a list of 1 to 3 sizes, x first, e.g. [4, 4]");
+  std::vector<int> v;
+  for (const auto& n : shape) {
+    int x = 0;
+    try {
+      x = n.as<int>();
+    } catch (const YAML::Exception&) {
+      fail(path, key, "every size must be an integer from 1 to " + std::to_string(ks.hi));
+    }
+    if (x < 0 || !ks.holds(static_cast<uint64_t>(x)))
+      fail(path, key,
+           "every size must be from 1 to " + std::to_string(ks.hi) + " (got " + std::to_string(x) +
+               ")");
+    v.push_back(x);
+  }
+  return v;
+}
+
+// A list of one boolean per dimension of `shape_key` at `key`: a ring, or a line (pod.wrap, a
+// slice's wrap).
+std::vector<bool> wraps_list(const YAML::Node& w, std::size_t dims, const std::string& path,
+                             const std::string& key, const std::string& shape_key) {
+  if (!w.IsSequence() || w.size() != dims)
+    fail(path, key,
+         "must be a list of " + std::to_string(dims) + " booleans (one per dimension of " +
+             shape_key + ")");
+  std::vector<bool> v;
+  for (std::size_t d = 0; d < w.size(); ++d) {
+    try {
+      v.push_back(w[d].as<bool>());
+    } catch (const YAML::Exception&) {
+      fail(path, key, "every entry must be true (ring) or false (line)");
+    }
+  }
+  return v;
+}
+
 // pod.shape and pod.wrap: the topology.
 void pod_topology_from(const YAML::Node& pod, const std::string& path, Topology& topo) {
-  const ConfigKey& ks = config_keys().at("pod.shape");
   const YAML::Node shape = pod["shape"];
   if (!shape) fail(path, "pod.shape", "missing: chips per dimension, x first, e.g. [4, 4]");
-  if (!shape.IsSequence() || shape.size() < 1 || shape.size() > 3)
-    fail(path, "pod.shape", "must be a list of 1 to 3 sizes, x first, e.g. [4, 4]");
-  topo.size.clear();
-  for (const auto& n : shape) {
-    int v = 0;
-    try {
-      v = n.as<int>();
-    } catch (const YAML::Exception&) {
-      fail(path, "pod.shape", "every size must be an integer from 1 to " + std::to_string(ks.hi));
-    }
-    if (v < 0 || !ks.holds(static_cast<uint64_t>(v)))
-      fail(path, "pod.shape",
-           "every size must be from 1 to " + std::to_string(ks.hi) + " (got " + std::to_string(v) +
-               ")");
-    topo.size.push_back(v);
-  }
+  topo.size = sizes_list(shape, path, "pod.shape");
   topo.wrap.assign(topo.size.size(), true);
-  if (const YAML::Node w = pod["wrap"]) {
-    if (!w.IsSequence() || w.size() != shape.size())
-      fail(path, "pod.wrap",
-           "must be a list of " + std::to_string(shape.size()) +
-               " booleans (one per dimension of pod.shape)");
-    for (std::size_t d = 0; d < w.size(); ++d) {
-      try {
-        topo.wrap[d] = w[d].as<bool>();
-      } catch (const YAML::Exception&) {
-        fail(path, "pod.wrap", "every entry must be true (ring) or false (line)");
-      }
-    }
-  }
+  if (const YAML::Node w = pod["wrap"])
+    topo.wrap = wraps_list(w, topo.size.size(), path, "pod.wrap", "pod.shape");
 }
 
 // pod.link_latency, pod.link_width_bytes, pod.link_cycles_per_flit, pod.host_bytes_per_cycle.
@@ -267,25 +283,13 @@ void pod_links_from(const YAML::Node& pod, const std::string& path, const std::s
   }
 }
 
-// 1 to 3 sizes from 1 to 16, x first, padded with 1 to three: pod.cube, a slice's shape.
+// sizes_list padded with 1 to three dimensions: pod.cube, a slice's shape.
 std::array<int, 3> sizes_from(const YAML::Node& n, const std::string& path,
                               const std::string& key) {
-  if (!n.IsSequence() || n.size() < 1 || n.size() > 3)
-    fail(path, key, "must be a list of 1 to 3 sizes, x first, e.g. [2, 2, 2]");
+  const std::vector<int> l = sizes_list(n, path, key);
   std::array<int, 3> v{1, 1, 1};
-  for (std::size_t d = 0; d < n.size(); ++d)
-    v[d] = static_cast<int>(
-        get_uint(n[d], path, key, UintRange{1, kPodMaxPerDim, ""}, "chips per dimension"));
+  std::copy(l.begin(), l.end(), v.begin());
   return v;
-}
-
-bool bool_from(const YAML::Node& n, const std::string& path, const std::string& key,
-               const std::string& what) {
-  try {
-    return n.as<bool>();
-  } catch (const YAML::Exception&) {
-    fail(path, key, "must be true or false (" + what + ")");
-  }
 }
 
 // One entry of ocs.slices.
@@ -305,15 +309,17 @@ OcsSlice slice_from(const YAML::Node& e, const std::string& path, const std::str
     s.cubes.push_back(static_cast<int>(
         get_uint(x, path, key + ".cubes", UintRange{0, kPodMaxPerDim - 1, ""}, "a cube number")));
   if (const YAML::Node w = e["wrap"]) {
-    if (!w.IsSequence() || w.size() != e["shape"].size())
-      fail(path, key + ".wrap",
-           "must be a list of " + std::to_string(e["shape"].size()) +
-               " booleans (one per dimension of its shape)");
-    for (std::size_t d = 0; d < w.size(); ++d)
-      s.wrap[d] = bool_from(w[d], path, key + ".wrap", "a ring through the switches, or a line");
+    const std::vector<bool> l =
+        wraps_list(w, e["shape"].size(), path, key + ".wrap", key + ".shape");
+    std::copy(l.begin(), l.end(), s.wrap.begin());
   }
-  if (const YAML::Node t = e["twist"])
-    s.twist = bool_from(t, path, key + ".twist", "a twisted torus");
+  if (const YAML::Node t = e["twist"]) {
+    try {
+      s.twist = t.as<bool>();
+    } catch (const YAML::Exception&) {
+      fail(path, key + ".twist", "must be true (a twisted torus) or false");
+    }
+  }
   if (const YAML::Node j = e["job"]) job = get_string(j, path, key + ".job");
   return s;
 }
