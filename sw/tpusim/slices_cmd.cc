@@ -10,10 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "check_port.h"
 #include "chip_config.h"
-#include "chip_dut.h"
-#include "mxu_dut.h"
 #include "pod_cli.h"
 #include "pod_slices.h"
 #include "progress.h"
@@ -55,8 +52,6 @@ std::vector<std::string> job_words(const std::string& line, const std::string& w
 }
 
 namespace {
-
-constexpr int kExitUsage = 2, kExitSim = 3;
 
 struct SlicesArgs {
   std::string config;
@@ -126,25 +121,11 @@ SliceRun run_job(SliceJob& j, HostPort& host, const PodConfig& cfg, const std::s
   ScopedReportSink ssink(r.report);
   try {
     r.code = j.cmds.at(j.args[0])();
-  } catch (const CheckStop& e) {
-    r.code = 0;
-    r.error = std::string("check passed (stopped ") + e.what() + ")";
-  } catch (const ChipError& e) {
-    r.code = kExitSim;
-    r.error = e.what();
-    r.chip = e.chip();
-  } catch (const PodError& e) {
-    r.code = kExitSim;
-    r.error = e.what();
-  } catch (const ChipRtlError& e) {
-    r.code = kExitSim;
-    r.error = e.what();
-  } catch (const RtlError& e) {
-    r.code = kExitSim;
-    r.error = e.what();
-  } catch (const std::exception& e) {
-    r.code = kExitUsage;
-    r.error = e.what();
+  } catch (...) {
+    const CommandFailure f = command_failure(std::current_exception());
+    r.code = f.code;
+    r.error = f.kind.empty() ? "check passed (stopped " + f.what + ")" : f.what;
+    r.chip = f.chip;
   }
   return r;
 }

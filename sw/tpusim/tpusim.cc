@@ -65,11 +65,6 @@ namespace {
 
 using namespace tpu;
 
-constexpr int kExitOk = 0;
-constexpr int kExitMismatch = 1;  // the run finished but the golden check failed
-constexpr int kExitUsage = 2;     // bad command line, file or configuration
-constexpr int kExitSim = 3;       // the RTL reported an error or hung
-
 // The options of `tpusim matmul`.
 struct MatmulArgs {
   const CLI::App* cmd = nullptr;  // the command, to ask which options were given
@@ -240,6 +235,28 @@ std::map<std::string, std::function<int()>> tpusim_commands(CLI::App& tool) {
           {"generate", generate_command(tool)},     {"slices", slices_command(tool)}};
 }
 
+CommandFailure command_failure(const std::exception_ptr& e) {
+  CommandFailure f;
+  try {
+    std::rethrow_exception(e);
+  } catch (const CheckStop& x) {  // --check: everything before the first cycle passed
+    f = {kExitOk, "", x.what()};
+  } catch (const HangError& x) {
+    f = {kExitSim, "hang", x.what()};
+  } catch (const ChipError& x) {
+    f = {kExitSim, "simulation error", x.what(), x.chip()};
+  } catch (const PodError& x) {
+    f = {kExitSim, "simulation error", x.what()};
+  } catch (const ChipRtlError& x) {
+    f = {kExitSim, "simulation error", x.what()};
+  } catch (const RtlError& x) {
+    f = {kExitSim, "simulation error", x.what()};
+  } catch (const std::exception& x) {  // UsageError, ConfigError, NpyError, invalid_argument...
+    f = {kExitUsage, "error", x.what()};
+  }
+  return f;
+}
+
 }  // namespace tpu
 
 // tpusim links SystemC (the pod): main() (main.cc) starts SystemC, which calls sc_main (a C
@@ -376,19 +393,13 @@ int run_tool(std::vector<std::string> args) {
                        " MPI ranks (the pod commands allreduce, collective, pod, shard and "
                        "train do)");
     return commands.at(cmd)();
-  } catch (const CheckStop& e) {  // --check: everything before the first cycle passed
-    std::cout << "tpusim " << cmd << ": check passed (stopped " << e.what() << ")\n";
-    return kExitOk;
-  } catch (const HangError& e) {
-    return fail("hang", e.what(), kExitSim);
-  } catch (const PodError& e) {
-    return fail("simulation error", e.what(), kExitSim);
-  } catch (const ChipRtlError& e) {
-    return fail("simulation error", e.what(), kExitSim);
-  } catch (const RtlError& e) {
-    return fail("simulation error", e.what(), kExitSim);
-  } catch (const std::exception& e) {  // UsageError, ConfigError, NpyError, invalid_argument...
-    return fail("error", e.what(), kExitUsage);
+  } catch (...) {
+    const CommandFailure f = command_failure(std::current_exception());
+    if (f.kind.empty()) {  // --check: everything before the first cycle passed
+      std::cout << "tpusim " << cmd << ": check passed (stopped " << f.what << ")\n";
+      return kExitOk;
+    }
+    return fail(f.kind.c_str(), f.what.c_str(), f.code);
   }
 }
 }  // namespace
