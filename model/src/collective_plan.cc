@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -93,11 +94,16 @@ void check_whole_spec(const Topology& topo, const CollectiveSpec& spec) {
   if (!known_algorithm(algo)) {
     bad("algorithm: unknown '" + algo + "'; expected 'ring', 'biring', 'torus' or 'direct'");
   }
-  if ((algo == "torus" || algo == "direct") && spec.collective != Collective::kAllReduce) {
-    bad("algorithm: '" + algo + "' is defined for all_reduce only, not " + coll);
+  if (algo == "torus" && spec.collective != Collective::kAllReduce) {
+    bad(std::string("algorithm: 'torus' is defined for all_reduce only, not ") + coll);
+  }
+  if (algo == "direct" && spec.collective != Collective::kAllReduce &&
+      spec.collective != Collective::kAllToAll) {
+    bad(std::string("algorithm: 'direct' is defined for all_reduce and all_to_all only, not ") +
+        coll);
   }
   if (algo == "biring" && spec.collective == Collective::kAllToAll) {
-    bad("algorithm: all_to_all supports 'ring' only");
+    bad("algorithm: all_to_all supports 'ring' and 'direct' only");
   }
   if (algo == "torus" && topo.active_dims().size() < 2) {
     bad("algorithm: 'torus' needs at least 2 dimensions with more than one chip; topology " +
@@ -189,19 +195,76 @@ void plan_shards(const Ring& ring, CollectivePlan& plan) {
   }
 }
 
-void plan_all_to_all(const Ring& ring, CollectivePlan& plan) {
+// The all_to_all layout (both algorithms): [0, n) output, [n, 2n) input; block i of chip c's
+// output is block c of chip i's input, its own block read from the input where it is.
+void all_to_all_layout(CollectivePlan& plan) {
   const std::size_t n = plan.spec.n;
   const std::size_t p = plan.chips.size();
-  // Working buffer: [0, n) output, [n, 2n) input, then two staging banks of p - 2 blocks.
   const std::size_t b = n / p;
-  const std::size_t bank = (p >= 2 ? p - 2 : 0) * b;
-  plan.buffer_len = 2 * n + 2 * bank;
+  plan.buffer_len = 2 * n;
   for (std::size_t c = 0; c < p; ++c) {
     plan.chips[c].input = {Segment{n, n}};
     for (std::size_t i = 0; i < p; ++i) {
       plan.chips[c].output.push_back(i == c ? Segment{n + c * b, b} : Segment{i * b, b});
     }
   }
+}
+
+// direct: one step. Chip c sends block j of its input straight to chip j's output block c. A
+// tie (distance k / 2 on an even ring) goes + where the coordinates of sender and receiver sum
+// to an even number, - where odd, so each chip's ties split both ways. A chip's sends go to its
+// p - 1 peers taking their first links in turn: grouped by the first leg of their way (which
+// picks the send context, docs/isa.md), each group in shift order (the chip k further on by
+// coordinates modulo the extents, k = 1, 2, ..), one send of each group in turn. A chip issues
+// its commands in order and a send waits while its context's queue is full, so sends one after
+// another on one context would hold the others back.
+void plan_direct_all_to_all(CollectivePlan& plan) {
+  const Topology& topo = plan.topo;
+  const std::size_t n = plan.spec.n;
+  const int p = topo.num_chips();
+  const std::size_t b = n / static_cast<std::size_t>(p);
+  all_to_all_layout(plan);
+  Step step{"all_to_all", {}};
+  for (int c = 0; c < p && b > 0; ++c) {
+    const PodCoord at = topo.coord(c);
+    std::map<std::pair<int, int>, std::vector<Transfer>> by_first;  // (dim, dir) -> sends
+    for (int k = 1; k < p; ++k) {
+      const PodCoord by = topo.coord(k);
+      PodCoord to{};
+      for (int d = 0; d < kPodMaxDims; ++d) to[d] = (at[d] + by[d]) % topo.extent(d);
+      Transfer t;
+      t.src = c;
+      t.dst = topo.id(to);
+      t.src_offset = n + static_cast<std::size_t>(t.dst) * b;
+      t.dst_offset = static_cast<std::size_t>(c) * b;
+      t.count = b;
+      t.routed = true;
+      t.route.dir = (at[0] + at[1] + at[2] + to[0] + to[1] + to[2]) % 2 == 0 ? +1 : -1;
+      const std::vector<Route> legs = routed_path(topo, t);
+      t.route.dim = legs.front().dim;
+      t.route.hops = 0;
+      for (const Route& r : legs) t.route.hops += r.hops;
+      by_first[{legs.front().dim, legs.front().dir}].push_back(t);
+    }
+    for (std::size_t i = 0; i < static_cast<std::size_t>(p); ++i)
+      for (const auto& [first, sends] : by_first)
+        if (i < sends.size()) step.transfers.push_back(sends[i]);
+  }
+  if (!step.transfers.empty()) plan.steps.push_back(std::move(step));
+}
+
+void plan_all_to_all(const Ring& ring, CollectivePlan& plan) {
+  if (plan.spec.algorithm == "direct") {
+    plan_direct_all_to_all(plan);
+    return;
+  }
+  const std::size_t n = plan.spec.n;
+  const std::size_t p = plan.chips.size();
+  // Working buffer: [0, n) output, [n, 2n) input, then two staging banks of p - 2 blocks.
+  const std::size_t b = n / p;
+  const std::size_t bank = (p >= 2 ? p - 2 : 0) * b;
+  all_to_all_layout(plan);
+  plan.buffer_len = 2 * n + 2 * bank;
   const auto bank_slot = [&](std::size_t step, std::size_t slot) {
     return 2 * n + (step % 2) * bank + slot * b;
   };
@@ -339,6 +402,19 @@ CollectivePlan plan_granules(const Topology& topo, const CollectiveSpec& spec) {
 }
 
 }  // namespace
+
+std::vector<Route> routed_path(const Topology& topo, const Transfer& t) {
+  const PodCoord a = topo.coord(t.src), z = topo.coord(t.dst);
+  std::vector<Route> legs;
+  for (int d = 0; d < topo.rank(); ++d) {
+    Route r = detail::direct_route(topo, d, a[d], z[d]);
+    if (r.hops == 0) continue;
+    if (topo.wraps(d) && 2 * r.hops == topo.extent(d)) r.dir = t.route.dir < 0 ? -1 : +1;
+    legs.push_back(r);
+  }
+  if (legs.empty()) legs.push_back(Route{0, +1, 0});
+  return legs;
+}
 
 CollectivePlan make_plan(const Topology& topo, const CollectiveSpec& spec) {
   topo.validate();

@@ -244,10 +244,13 @@ PlanCost plan_cost(const CollectivePlan& plan) {
     std::map<DirectedLink, uint64_t> here;
     for (const Transfer& t : step.transfers) {
       int at = t.src;
-      for (int h = 0; h < t.route.hops; ++h) {
-        here[DirectedLink{at, t.route.dim, t.route.dir}] += plan.transfer_bytes(t);
-        at = route_dst(plan.topo, at, Route{t.route.dim, t.route.dir, 1});
-        if (at < 0) bad("plan: a route leaves the topology");
+      const std::vector<Route> legs = t.routed ? routed_path(plan.topo, t) : std::vector{t.route};
+      for (const Route& leg : legs) {
+        for (int h = 0; h < leg.hops; ++h) {
+          here[DirectedLink{at, leg.dim, leg.dir}] += plan.transfer_bytes(t);
+          at = route_dst(plan.topo, at, Route{leg.dim, leg.dir, 1});
+          if (at < 0) bad("plan: a route leaves the topology");
+        }
       }
     }
     uint64_t mx = 0;

@@ -46,6 +46,10 @@ void ring_all_gather(std::vector<Step>& steps, std::size_t step0, const Ring& ri
 void chain_broadcast(std::vector<Step>& steps, const std::vector<int>& chain,
                      const std::vector<Route>& routes, const std::vector<Segment>& chunks);
 
+// The direct route from coordinate `from` to `to` along `dim`: on a ring the shorter way round
+// (+1 on a tie), on a line straight there; hops is the distance (0 where from == to).
+Route direct_route(const Topology& t, int dim, int from, int to);
+
 // The all-reduce schedules of `torus` (parts weighted by `weights`, or equal when empty) and
 // `direct` (docs/collectives.md), appended to `steps`.
 void plan_torus_allreduce(const Topology& t, std::size_t n, const std::vector<unsigned>& weights,

@@ -73,8 +73,6 @@ void plan_torus_allreduce(const Topology& t, std::size_t n, const std::vector<un
   }
 }
 
-namespace {
-
 // The direct route from coordinate `from` to `to` along `dim`: on a ring the shorter way round
 // (+1 on a tie, k even and the distance k / 2), on a line straight there. hops is the distance,
 // so it may exceed 2.
@@ -86,8 +84,6 @@ Route direct_route(const Topology& t, int dim, int from, int to) {
   }
   return Route{dim, to > from ? +1 : -1, std::abs(to - from)};
 }
-
-}  // namespace
 
 // Direct all-reduce (docs/collectives.md). The buffer is cut into d parts (d active
 // dimensions), as in torus: part q runs its phases over the dimensions in the order dims[q],

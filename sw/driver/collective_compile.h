@@ -95,9 +95,14 @@ class Counters {
 constexpr int kData = 0, kToken = 1, kDataMinus = 2, kRed = 3, kRedMinus = 4, kFwd = 5,
               kFwdMinus = 6, kChain = 7, kChainMinus = 8;
 // The counter a transfer's rows count on at its destination. `next`: the plan's next step (null
-// at the last).
-int transfer_counter(Counters& ctr, const CollectivePlan& plan, const Step* next,
-                     const Transfer& t);
+// at the last). A routed transfer (the direct all_to_all) counts on its destination's one
+// counter for round `round` modulo kRoundCounters, shared by every sender: the receiver waits
+// for the sum (a counter per sender would need p - 1 of the chip's 64). Rounds that share one
+// are kRoundCounters >= the regions apart, and a round's sends wait for the token its region's
+// previous round lent after that round's wait (emit_transfers).
+constexpr int kRoundCounters = 4;
+int transfer_counter(Counters& ctr, const CollectivePlan& plan, const Step* next, const Transfer& t,
+                     std::size_t round);
 // The window opt gives the collective: [counter_base, counter_base + count); std::invalid_argument
 // where it is not inside the chip's counters.
 struct CounterWindow {

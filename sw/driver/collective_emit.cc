@@ -2,6 +2,7 @@
 // waits and reductions on every chip; its loads, stores and bf16 conversions as DMA and VPU ops;
 // and each chip's ops in program order, slot by slot, with the tokens that lend regions.
 #include <algorithm>
+#include <map>
 #include <stdexcept>
 #include <tuple>
 
@@ -30,6 +31,7 @@ uint32_t alloc_rows(ChipRound& s, uint32_t rows) {
 // The step an op belongs to: its step in issue order, its plan step, its program slot.
 struct StepTag {
   int s = 0, ps = 0, slot = 0;
+  std::size_t round = 0;
   void operator()(Op& op, int phase) const {
     op.step = s;
     op.plan_step = ps;
@@ -85,14 +87,15 @@ Pending pend_transfer(const CollectivePlan& plan, const Pieces& v, const Transfe
             -1};
   if (p.src.pieces.size() != p.dst.pieces.size() || p.src.rows != p.dst.rows)
     bad("plan step " + std::to_string(tag.s) + ": a transfer's source and destination differ");
-  // A copy lands straight on the destination's rows of its pieces, except in all_to_all
-  // (whose staging banks are reused from step to step). Safe without a landing area: in
-  // these plans every element reaches a chip by copy once, and the value that arrives was
+  // A copy lands straight on the destination's rows of its pieces, except in the ring
+  // all_to_all (whose staging banks are reused from step to step). Safe without a landing area:
+  // in these plans every element reaches a chip by copy once, and the value that arrives was
   // computed from everything this chip sent or reduced from those rows before, so no local
   // command still reads them (docs/pod.md); every other transfer lands in fresh rows.
-  p.direct = t.kind == TransferKind::kCopy && plan.spec.collective != Collective::kAllToAll;
+  p.direct =
+      t.kind == TransferKind::kCopy && (plan.spec.collective != Collective::kAllToAll || t.routed);
   if (!p.direct) p.stage = alloc_rows(st[static_cast<std::size_t>(t.dst)], p.src.rows);
-  p.cnt = transfer_counter(ctr, plan, next, t);
+  p.cnt = transfer_counter(ctr, plan, next, t, tag.round);
   for (std::size_t j : p.src.pieces) p.sent.push_back(st[static_cast<std::size_t>(t.src)].fmt[j]);
   const uint32_t nb = std::max<uint32_t>(1, (p.src.rows + block_rows - 1) / block_rows);
   p.bs = std::max<uint32_t>(1, (p.src.rows + nb - 1) / nb);
@@ -193,6 +196,31 @@ void emit_arrival(const Pieces& pc, unsigned vop, const Pending& p, std::size_t 
   }
 }
 
+// The arrivals of routed transfers (the direct all_to_all), which count on one counter per
+// receiver: a single wait per receiver for the sum of its rows, writing all of them (a wait
+// per transfer could be met by another sender's rows).
+void emit_routed_arrivals(const std::vector<Pending>& pend, const StepTag& tag,
+                          std::vector<ChipRound>& st) {
+  std::map<int, std::pair<Op, uint32_t>> waits;  // by receiver: the wait and its rows
+  for (const Pending& p : pend) {
+    if (!p.t->routed) continue;
+    if (p.t->kind != TransferKind::kCopy || !p.direct)
+      bad("internal: a routed transfer that does not copy in place");
+    auto& [w, rows] = waits[p.t->dst];
+    if (w.peer >= 0 && w.peer != p.cnt) bad("internal: routed transfers on two counters");
+    w.kind = Op::kWait;
+    tag(w, 1);
+    w.peer = p.cnt;
+    rows += p.src.rows;
+    for (const Run& r : runs(p.dst, st[static_cast<std::size_t>(p.t->dst)].loc, 0, p.src.rows))
+      w.writes.push_back({r.row, r.row + r.len});
+  }
+  for (auto& [d, wr] : waits) {
+    wr.first.cmd = cmd_ici_wait(static_cast<uint32_t>(wr.first.peer), wr.second);
+    st[static_cast<std::size_t>(d)].ops.push_back(wr.first);
+  }
+}
+
 // What a step leaves: reduced pieces hold f32, copies land packed (or as they were sent), and a
 // copy that does not land in place moves the piece.
 void finish_step(const std::vector<Pending>& pend, const Pieces* packed,
@@ -224,6 +252,7 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, const Pieces* 
     tag.s = num.step_base + static_cast<int>(si);
     tag.ps = num.plan_base + static_cast<int>(si);
     tag.slot = num.round + (si >= num.late_from ? 1 : 0);
+    tag.round = static_cast<std::size_t>(num.round);
     const Step* next = si + 1 < plan.steps.size() ? &plan.steps[si + 1] : nullptr;
     std::vector<Pending> pend;
     for (const Transfer& t : plan.steps[si].transfers) {
@@ -241,7 +270,9 @@ void emit_transfers(const CollectivePlan& plan, const Pieces& pc, const Pieces* 
     // Arrivals, block-major too: wait for each block, then reduce it into the own value.
     for (std::size_t blk = 0; blk < max_blocks; ++blk)
       for (const Pending& p : pend)
-        emit_arrival(pc, vop, p, blk, tag, st[static_cast<std::size_t>(p.t->dst)]);
+        if (!p.t->routed)
+          emit_arrival(pc, vop, p, blk, tag, st[static_cast<std::size_t>(p.t->dst)]);
+    emit_routed_arrivals(pend, tag, st);
     finish_step(pend, packed, st);
   }
 }
@@ -540,6 +571,25 @@ Range token_range(std::size_t r, int d, int chips) {
   return Range{v, v + 1};
 }
 
+// Whether a layout's receivers lend their regions on one token counter per sender (the direct
+// all_to_all, whose every chip sends to every other: a counter per pair would need p - 1 of the
+// chip's 64). Round nx's tokens then count on the sender's counter nx % 2, and the sender waits
+// for all of them at once. Safe: a receiver lends round nx + 2 only after it got round nx from
+// every sender, each of which sent round nx only after taking its round-nx tokens off that
+// counter, so no token of round nx + 2 is counted as one of round nx.
+bool shared_tokens(const RoundLayout& lay) {
+  for (const Step& st : lay.rounds.front().plan.steps)
+    for (const Transfer& t : st.transfers)
+      if (t.routed) return true;
+  return false;
+}
+
+// The token counter of round nx's lending from receiver d to sender c.
+int token_counter(RoundLayout& lay, bool shared, std::size_t nx, int c, int d) {
+  return shared ? lay.ctr.get(c, -10 - static_cast<int>(nx % 2), kToken)
+                : lay.ctr.get(c, d, kToken);
+}
+
 // Round nx's landing areas are lent by each receiver's token, sent when the region's previous
 // round (nx - regions) was stored, at the end of slot nx - 2 (the first `regions` rounds start
 // on free regions). Chip c waits for them in slot nx - 1, a slot early, so round nx's sends go
@@ -547,16 +597,29 @@ Range token_range(std::size_t r, int d, int chips) {
 void token_waits(RoundLayout& lay, const SenderPairs& pairs, std::size_t nx, int c,
                  std::vector<Op>& ops) {
   if (nx >= lay.rounds.size() || nx < lay.vmem.count) return;
+  const bool shared = shared_tokens(lay);
+  Op all;  // shared: one wait for every receiver's token
+  uint32_t lenders = 0;
   for (const auto& [src, d] : pairs[nx])
     if (src == c) {
+      const int k = token_counter(lay, shared, nx, c, d);
       Op w;
       w.kind = Op::kWait;
       w.step = -1;
-      w.peer = 1000 + lay.ctr.get(c, d, kToken);
-      w.cmd = cmd_ici_wait(static_cast<uint32_t>(lay.ctr.get(c, d, kToken)), 1);
+      w.peer = 1000 + k;
+      w.cmd = cmd_ici_wait(static_cast<uint32_t>(k), 1);
       w.writes.push_back(token_range(nx, d, lay.chips));
-      ops.push_back(w);
+      if (!shared) {
+        ops.push_back(w);
+        continue;
+      }
+      all.kind = w.kind;
+      all.step = w.step;
+      all.peer = w.peer;
+      all.writes.push_back(w.writes.front());
+      all.cmd = cmd_ici_wait(static_cast<uint32_t>(k), ++lenders);
     }
+  if (lenders > 0) ops.push_back(all);
 }
 
 // Slot t's transfers on chip c: round t's (its first half, when rounds overlap) and the second
@@ -608,14 +671,16 @@ void release_region(const Topology& topo, RoundLayout& lay, const SenderPairs& p
   a.dst_stride = vm.rows - 1;
   a.rows = 2;
   ops.push_back(vpu_op(a, vm.rows));
+  const bool shared = shared_tokens(lay);
   for (const auto& [src, d] : pairs[q + vm.count])
     if (d == c) {
       Op tk;
       tk.kind = Op::kSend;
       tk.step = -1;
       tk.peer = src;
-      tk.cmd = cmd_ici_count(Mem::kVmem, vm.region(q), coord3(topo, src),
-                             static_cast<uint32_t>(lay.ctr.get(src, c, kToken)));
+      tk.cmd =
+          cmd_ici_count(Mem::kVmem, vm.region(q), coord3(topo, src),
+                        static_cast<uint32_t>(token_counter(lay, shared, q + vm.count, src, c)));
       tk.reads.push_back({vm.region(q), vm.region(q) + 1});
       ops.push_back(tk);
     }

@@ -108,8 +108,9 @@ namespace {
 int data_counter(const Transfer& t) { return t.route.dir < 0 ? kDataMinus : kData; }
 }  // namespace
 
-int transfer_counter(Counters& ctr, const CollectivePlan& plan, const Step* next,
-                     const Transfer& t) {
+int transfer_counter(Counters& ctr, const CollectivePlan& plan, const Step* next, const Transfer& t,
+                     std::size_t round) {
+  if (t.routed) return ctr.get(t.dst, -1 - static_cast<int>(round % kRoundCounters), kData);
   const int data = ctr.get(t.dst, t.src, data_counter(t));
   const bool minus = t.route.dir < 0;
   if (plan.spec.algorithm == "direct" || plan.spec.collective == Collective::kAllToAll) return data;
@@ -186,7 +187,7 @@ std::size_t half_offset(const CollectivePlan& plan, double rows_in_per_cycle) {
 bool neighbours_only(const CollectivePlan& plan) {
   for (const Step& st : plan.steps)
     for (const Transfer& t : st.transfers)
-      if (t.route.hops != 1) return false;
+      if (t.route.hops != 1 || t.routed) return false;
   return true;
 }
 

@@ -480,6 +480,7 @@ struct PodCase {
   Collective coll;
   DType dtype;
   int size;  // 0: one round, 1: several rounds, 2: odd
+  std::string algo;  // empty: algo_for
 };
 
 std::string algo_for(const Topology& t, Collective c) {
@@ -502,7 +503,7 @@ TEST_P(PodCollectives, BitExactInRounds) {
   PodDriver drv(host);
   CollectiveSpec s;
   s.collective = c.coll;
-  s.algorithm = algo_for(c.topo, c.coll);
+  s.algorithm = c.algo.empty() ? algo_for(c.topo, c.coll) : c.algo;
   s.dtype = c.dtype;
   s.op = c.coll == Collective::kReduceScatter && c.size == 2 ? ReduceOp::kMax : ReduceOp::kSum;
   s.root = c.topo.num_chips() - 1;
@@ -536,11 +537,15 @@ std::vector<PodCase> pod_cases() {
                          Collective::kAllToAll, Collective::kBroadcast})
       for (DType d : {DType::kF32, DType::kBf16})
         for (int size = 0; size < 3; ++size)
-          v.push_back(PodCase{tn + "_" + collective_name(k) + "_" + dtype_name(d) + "_" +
-                                  (size == 0   ? "one_round"
-                                   : size == 1 ? "rounds3"
-                                               : "odd"),
-                              t, k, d, size});
+          for (std::string algo : {"", "direct"}) {
+            if (!algo.empty() && k != Collective::kAllToAll) continue;
+            v.push_back(PodCase{tn + "_" + collective_name(k) + (algo.empty() ? "" : "_direct") +
+                                    "_" + dtype_name(d) + "_" +
+                                    (size == 0   ? "one_round"
+                                     : size == 1 ? "rounds3"
+                                                 : "odd"),
+                                t, k, d, size, algo});
+          }
   return v;
 }
 

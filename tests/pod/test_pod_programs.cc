@@ -207,7 +207,8 @@ struct Case {
   DType dtype;
   std::size_t n;
   std::size_t rounds;
-  bool overlap = true;  // PodCollectiveOptions::overlap_rounds
+  bool overlap = true;         // PodCollectiveOptions::overlap_rounds
+  const char* algo = nullptr;  // null: torus for a 2D+ all-reduce, else ring
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -222,8 +223,9 @@ TEST_P(PodPrograms, EveryRemoteWriteIsWaitedForAndEveryAccessStaysInside) {
   s.collective = c.coll;
   s.dtype = c.dtype;
   s.n = c.n;
-  s.algorithm =
-      c.coll == Collective::kAllReduce && c.topo.active_dims().size() >= 2 ? "torus" : "ring";
+  s.algorithm = c.algo != nullptr                                                      ? c.algo
+                : c.coll == Collective::kAllReduce && c.topo.active_dims().size() >= 2 ? "torus"
+                                                                                       : "ring";
   const int P = c.topo.num_chips();
   CollectiveBuffers b;
   for (int i = 0; i < P; ++i) {
@@ -250,34 +252,36 @@ TEST_P(PodPrograms, EveryRemoteWriteIsWaitedForAndEveryAccessStaysInside) {
   EXPECT_EQ(port.runs, 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fake, PodPrograms,
-                         ::testing::Values(Case{"t22_ar_f32_r5", Topology::torus({2, 2}),
-                                                Collective::kAllReduce, DType::kF32, 40000, 5},
-                                           Case{"t22_ar_f32_r5_serial", Topology::torus({2, 2}),
-                                                Collective::kAllReduce, DType::kF32, 40000, 5,
-                                                false},
-                                           Case{"t44_ar_bf16_r4", Topology::torus({4, 4}),
-                                                Collective::kAllReduce, DType::kBf16, 30011, 4},
-                                           Case{"ring8_rs_f32_r3", Topology::torus({8}),
-                                                Collective::kReduceScatter, DType::kF32, 20000, 3},
-                                           Case{"m33_ag_bf16_r4", Topology::mesh({3, 3}),
-                                                Collective::kAllGather, DType::kBf16, 9001, 4},
-                                           Case{"t222_a2a_f32_r3", Topology::torus({2, 2, 2}),
-                                                Collective::kAllToAll, DType::kF32, 8 * 16 * 9, 3},
-                                           Case{"ring4_bc_f32_r6", Topology::torus({4}),
-                                                Collective::kBroadcast, DType::kF32, 50000, 6},
-                                           Case{"t44_ar_f32_r1", Topology::torus({4, 4}),
-                                                Collective::kAllReduce, DType::kF32, 3001, 1},
-                                           Case{"ring8_rs_bf16_r1", Topology::torus({8}),
-                                                Collective::kReduceScatter, DType::kBf16, 5003,
-                                                1},
-                                           Case{"m33_ag_f32_r1", Topology::mesh({3, 3}),
-                                                Collective::kAllGather, DType::kF32, 9001, 1},
-                                           Case{"ring4_bc_f32_r1", Topology::torus({4}),
-                                                Collective::kBroadcast, DType::kF32, 7001, 1}),
-                         [](const ::testing::TestParamInfo<Case>& i) {
-                           return std::string(i.param.name);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Fake, PodPrograms,
+    ::testing::Values(Case{"t22_ar_f32_r5", Topology::torus({2, 2}), Collective::kAllReduce,
+                           DType::kF32, 40000, 5},
+                      Case{"t22_ar_f32_r5_serial", Topology::torus({2, 2}), Collective::kAllReduce,
+                           DType::kF32, 40000, 5, false},
+                      Case{"t44_ar_bf16_r4", Topology::torus({4, 4}), Collective::kAllReduce,
+                           DType::kBf16, 30011, 4},
+                      Case{"ring8_rs_f32_r3", Topology::torus({8}), Collective::kReduceScatter,
+                           DType::kF32, 20000, 3},
+                      Case{"m33_ag_bf16_r4", Topology::mesh({3, 3}), Collective::kAllGather,
+                           DType::kBf16, 9001, 4},
+                      Case{"t222_a2a_f32_r3", Topology::torus({2, 2, 2}), Collective::kAllToAll,
+                           DType::kF32, 8 * 16 * 9, 3},
+                      // More rounds than regions: the shared tokens.
+                      Case{"t222_a2a_direct_f32_r5", Topology::torus({2, 2, 2}),
+                           Collective::kAllToAll, DType::kF32, 8 * 16 * 10, 5, true, "direct"},
+                      Case{"t44_a2a_direct_bf16_r4", Topology::torus({4, 4}), Collective::kAllToAll,
+                           DType::kBf16, 16 * 32 * 8, 4, true, "direct"},
+                      Case{"ring4_bc_f32_r6", Topology::torus({4}), Collective::kBroadcast,
+                           DType::kF32, 50000, 6},
+                      Case{"t44_ar_f32_r1", Topology::torus({4, 4}), Collective::kAllReduce,
+                           DType::kF32, 3001, 1},
+                      Case{"ring8_rs_bf16_r1", Topology::torus({8}), Collective::kReduceScatter,
+                           DType::kBf16, 5003, 1},
+                      Case{"m33_ag_f32_r1", Topology::mesh({3, 3}), Collective::kAllGather,
+                           DType::kF32, 9001, 1},
+                      Case{"ring4_bc_f32_r1", Topology::torus({4}), Collective::kBroadcast,
+                           DType::kF32, 7001, 1}),
+    [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 // Every collective, both dtypes, every size from 2 to 520 bytes a chip in steps of 2 (f32: the
 // multiples of 4; sum and max, and an all-reduce's torus, ring and biring, in turn), on a 2x2
@@ -340,32 +344,34 @@ TEST(PodProgramsSweep, EveryCollectiveEverySizeFrom2To520Bytes) {
     for (Collective k : {Collective::kAllReduce, Collective::kReduceScatter,
                          Collective::kAllGather, Collective::kAllToAll, Collective::kBroadcast})
       for (DType d : {DType::kF32, DType::kBf16})
-        for (std::size_t bytes = 2; bytes <= 520; bytes += 2) {
-          CollectiveSpec s;
-          if (!sweep_spec(k, d, bytes, topo.num_chips(), &s)) continue;
-          const std::string what = topo.name() + " " + sweep_name(s, bytes);
-          SCOPED_TRACE(what);
-          const std::size_t block = static_cast<std::size_t>(topo.num_chips()) * drv.granule(d);
-          if (k == Collective::kAllToAll && s.n % block != 0) {
-            try {
-              (void)drv.compile(s, b, {});
-              ADD_FAILURE() << "an all_to_all of whole granules only";
-            } catch (const std::invalid_argument& e) {
-              EXPECT_NE(std::string(e.what()).find("whole number of granules"),
-                        std::string::npos)
-                  << e.what();
-              ++refused;
+        for (std::size_t bytes = 2; bytes <= 520; bytes += 2)
+          for (const char* algo : {"", "direct"}) {  // all_to_all: ring and direct
+            if (*algo != '\0' && k != Collective::kAllToAll) continue;
+            CollectiveSpec s;
+            if (!sweep_spec(k, d, bytes, topo.num_chips(), &s)) continue;
+            if (*algo != '\0') s.algorithm = algo;
+            const std::string what = topo.name() + " " + sweep_name(s, bytes);
+            SCOPED_TRACE(what);
+            const std::size_t block = static_cast<std::size_t>(topo.num_chips()) * drv.granule(d);
+            if (k == Collective::kAllToAll && s.n % block != 0) {
+              try {
+                (void)drv.compile(s, b, {});
+                ADD_FAILURE() << "an all_to_all of whole granules only";
+              } catch (const std::invalid_argument& e) {
+                EXPECT_NE(std::string(e.what()).find("whole number of granules"), std::string::npos)
+                    << e.what();
+                ++refused;
+              }
+              continue;
             }
-            continue;
+            const PodProgram pp = drv.compile(s, b, {});
+            check_programs(pp, topo, port.info().shape, b, 0, port.info().shape.vmem_rows);
+            check_golden(pp, bytes);
+            ++compiled;
+            if (HasFailure()) return;  // one size class at a time
           }
-          const PodProgram pp = drv.compile(s, b, {});
-          check_programs(pp, topo, port.info().shape, b, 0, port.info().shape.vmem_rows);
-          check_golden(pp, bytes);
-          ++compiled;
-          if (HasFailure()) return;  // one size class at a time
-        }
   }
-  EXPECT_EQ(compiled + refused, 2u * (5 * (260 + 130)));
+  EXPECT_EQ(compiled + refused, 2u * (6 * (260 + 130)));  // all_to_all twice
 }
 
 // early_head (a forwarding send's head before its first row) only where no other packet crosses

@@ -211,8 +211,33 @@ void check_plan(const CollectivePlan& plan) {
       SCOPED_TRACE("step " + std::to_string(s) + " " + std::to_string(x.src) + "->" +
                    std::to_string(x.dst));
       EXPECT_NE(x.src, x.dst);
-      EXPECT_EQ(route_dst(t, x.src, x.route), x.dst);
-      if (plan.spec.algorithm == "direct") {
+      if (x.routed) {
+        // The direct all_to_all: the routers' way, dimension by dimension, each the shorter way
+        // round: route.dim is the first dimension that differs, hops the sum of the distances,
+        // and the legs of routed_path walk link by link to the destination.
+        EXPECT_EQ(plan.spec.collective, Collective::kAllToAll);
+        const PodCoord a = t.coord(x.src), b = t.coord(x.dst);
+        int first = -1, hops = 0;
+        for (int d = 0; d < t.rank(); ++d) {
+          const int k = t.extent(d), fwd = ((b[d] - a[d]) % k + k) % k;
+          if (fwd != 0 && first < 0) first = d;
+          hops += t.wraps(d) ? std::min(fwd, k - fwd) : std::abs(b[d] - a[d]);
+        }
+        EXPECT_EQ(x.route.dim, first);
+        EXPECT_EQ(x.route.hops, hops);
+        int at = x.src, walked = 0, last_dim = -1;
+        for (const Route& leg : routed_path(t, x)) {
+          EXPECT_GT(leg.dim, last_dim) << "dimension order";
+          last_dim = leg.dim;
+          for (int h = 0; h < leg.hops; ++h, ++walked)
+            at = route_dst(t, at, Route{leg.dim, leg.dir, 1});
+        }
+        EXPECT_EQ(at, x.dst);
+        EXPECT_EQ(walked, hops);
+      } else {
+        EXPECT_EQ(route_dst(t, x.src, x.route), x.dst);
+      }
+      if (!x.routed && plan.spec.algorithm == "direct") {
         // Straight to the destination in one dimension: the shorter way round a ring (a tie,
         // k/2 away, either way: its halves go one each), straight along a line.
         const size_t d = static_cast<size_t>(x.route.dim);
@@ -232,7 +257,7 @@ void check_plan(const CollectivePlan& plan) {
         }
         EXPECT_EQ(x.route.dir, dir);
         EXPECT_EQ(x.route.hops, hops);
-      } else {
+      } else if (!x.routed) {
         // Between neighbours: one link, or two along a line dimension (the folded ring).
         EXPECT_TRUE(x.route.hops == 1 || (x.route.hops == 2 && !t.wraps(x.route.dim)));
       }
@@ -653,8 +678,9 @@ std::vector<MoveCase> move_cases() {
   std::vector<MoveCase> cases;
   for (const TopoCase& tc : topologies()) {
     for (Collective c : {Collective::kAllGather, Collective::kAllToAll, Collective::kBroadcast}) {
-      for (std::string a : {"ring", "biring"}) {
+      for (std::string a : {"ring", "biring", "direct"}) {
         if (c == Collective::kAllToAll && a == "biring") continue;
+        if (c != Collective::kAllToAll && a == "direct") continue;
         for (DType dt : {DType::kF32, DType::kBf16}) {
           cases.push_back({tc.name + "_" + collective_name(c) + "_" + a + "_" + dtype_name(dt),
                            tc, c, a, dt});
@@ -708,7 +734,7 @@ TEST_P(CollectiveMove, DeliversExactly) {
                            in[j].begin() + static_cast<std::ptrdiff_t>((c + 1) * b));
           }
         }
-        EXPECT_EQ(plan.steps.size(), p - 1);
+        EXPECT_EQ(plan.steps.size(), mc.algo == "direct" ? std::min<size_t>(p - 1, 1) : p - 1);
       } else {
         const size_t r = static_cast<size_t>(root);
         in = random_bits(p, [&](size_t c) { return c == r ? n : 0; }, mc.dtype, rng);
@@ -864,6 +890,77 @@ TEST(CollectiveCost, DirectStepsAreIndependentAndCostMoreLinkBytes) {
 // ------------------------------------------------------------------------------------------
 // Invalid input.
 
+// The direct all_to_all: one step of p (p - 1) sends, each block straight to its chip over the
+// routers' way. Link loads by hand: on a 3x3 torus (no ties) every chip sends 4 blocks one link
+// and 4 two links (x then y), and each directed link carries 3 blocks: its own chip's x leg of
+// the 3 destinations dx = +1 (any dy), or the y legs of the 3 packets turning into it. On a 5-ring
+// each + link carries its chip's +1 and +2 and its - neighbour's +2: 3 blocks. An independent
+// total: the links' bytes sum to the transfers' hops times their bytes.
+TEST(CollectiveCost, DirectAllToAllGoesTheRoutersWayAndLoadsEveryLinkAlike) {
+  for (const auto& [topo, per_link] :
+       {std::pair{Topology::torus({3, 3}), 3u}, std::pair{Topology::torus({5}), 3u}}) {
+    SCOPED_TRACE(topo.name());
+    const std::size_t p = static_cast<std::size_t>(topo.num_chips());
+    CollectiveSpec spec;
+    spec.collective = Collective::kAllToAll;
+    spec.algorithm = "direct";
+    spec.n = p * 10;  // blocks of 40 bytes
+    const CollectivePlan plan = make_plan(topo, spec);
+    ASSERT_EQ(plan.steps.size(), 1u);
+    EXPECT_EQ(plan.steps[0].transfers.size(), p * (p - 1));
+    const PlanCost cost = plan_cost(plan);
+    uint64_t hop_bytes = 0;
+    for (const Transfer& t : plan.steps[0].transfers) {
+      EXPECT_TRUE(t.routed);
+      hop_bytes += static_cast<uint64_t>(t.route.hops) * plan.transfer_bytes(t);
+    }
+    uint64_t link_sum = 0;
+    for (const DirectedLink& l : topology_links(topo)) {
+      EXPECT_EQ(cost.link_bytes.count(l) ? cost.link_bytes.at(l) : 0u, per_link * 40u);
+      link_sum += cost.link_bytes.count(l) ? cost.link_bytes.at(l) : 0u;
+    }
+    EXPECT_EQ(link_sum, hop_bytes);
+  }
+  // Ties split: on a 4x4 torus the two ways of each tie carry the same bytes in total.
+  CollectiveSpec spec;
+  spec.collective = Collective::kAllToAll;
+  spec.algorithm = "direct";
+  spec.n = 16 * 4;
+  const PlanCost c = plan_cost(make_plan(Topology::torus({4, 4}), spec));
+  uint64_t plus = 0, minus = 0;
+  for (const auto& [l, bytes] : c.link_bytes) (l.dir > 0 ? plus : minus) += bytes;
+  EXPECT_EQ(plus, minus);
+}
+
+// A chip's sends take their first links in turn: grouped by the first leg (the send context it
+// picks), one of each group in turn, so in every prefix of a chip's sends two groups with sends
+// still to come differ by at most one.
+TEST(CollectivePlan, DirectAllToAllSendsTakeTheirFirstLinksInTurn) {
+  const Topology topo = Topology::torus({4, 4, 8});
+  CollectiveSpec spec;
+  spec.collective = Collective::kAllToAll;
+  spec.algorithm = "direct";
+  spec.n = 128 * 4;
+  const CollectivePlan plan = make_plan(topo, spec);
+  std::map<int, std::vector<std::pair<int, int>>> firsts;  // chip -> first legs in order
+  for (const Transfer& t : plan.steps[0].transfers) {
+    const Route first = routed_path(topo, t).front();
+    firsts[t.src].push_back({first.dim, first.dir});
+  }
+  ASSERT_EQ(firsts.size(), 128u);
+  for (const auto& [chip, seq] : firsts) {
+    std::map<std::pair<int, int>, int> total, seen;
+    for (const auto& g : seq) ++total[g];
+    EXPECT_GE(total.size(), 5u) << "chip " << chip;  // +-x, +-y, +-z (a tie may merge one)
+    for (const auto& g : seq) {
+      ++seen[g];
+      for (const auto& [h, n] : total)
+        if (seen[h] < n) {
+          EXPECT_LE(seen[g], seen[h] + 1) << "chip " << chip;
+        }
+    }
+  }
+}
 
 TEST(CollectiveErrors, InvalidInputNamesTheParameterAndTheRule) {
   CollectiveSpec spec;
@@ -886,11 +983,11 @@ TEST(CollectiveErrors, InvalidInputNamesTheParameterAndTheRule) {
   spec.collective = Collective::kReduceScatter;
   expect_invalid(plan_on(Topology::torus({4, 4})), {"algorithm", "all_reduce only"});
   spec.algorithm = "direct";
-  for (Collective c : {Collective::kReduceScatter, Collective::kAllGather, Collective::kAllToAll,
-                       Collective::kBroadcast}) {
+  for (Collective c :
+       {Collective::kReduceScatter, Collective::kAllGather, Collective::kBroadcast}) {
     spec.collective = c;
     expect_invalid(plan_on(Topology::torus({4})),
-                   {"algorithm", "'direct'", "all_reduce only", collective_name(c)});
+                   {"algorithm", "'direct'", "all_reduce and all_to_all only", collective_name(c)});
   }
   spec.collective = Collective::kAllReduce;
   EXPECT_NO_THROW(plan_on(Topology::torus({4}))());  // one active dimension is enough
@@ -898,7 +995,7 @@ TEST(CollectiveErrors, InvalidInputNamesTheParameterAndTheRule) {
   expect_invalid(plan_on(Topology::torus({4})), {"'torus'", "'direct'"});
   spec.collective = Collective::kAllToAll;
   spec.algorithm = "biring";
-  expect_invalid(plan_on(Topology::torus({4})), {"algorithm", "'ring' only"});
+  expect_invalid(plan_on(Topology::torus({4})), {"algorithm", "'ring' and 'direct' only"});
   spec.algorithm = "ring";
   spec.n = 6;
   expect_invalid(plan_on(Topology::torus({4})), {"n:", "multiple of the 4 chips"});
@@ -1025,7 +1122,7 @@ std::vector<Case> sweep(const std::string& prefix, const Topology& sub, const Ma
     std::vector<std::string> algos = {"ring"};
     if (c != Collective::kAllToAll) algos.push_back("biring");
     if (c == Collective::kAllReduce && sub.active_dims().size() >= 2) algos.push_back("torus");
-    if (c == Collective::kAllReduce) algos.push_back("direct");
+    if (c == Collective::kAllReduce || c == Collective::kAllToAll) algos.push_back("direct");
     for (const std::string& a : algos) {
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
         if (!collective_reduces(c) && op == ReduceOp::kMax) continue;
@@ -1747,16 +1844,31 @@ INSTANTIATE_TEST_SUITE_P(
     Pods, CollectiveGranules,
     ::testing::Values(
         GranuleCase{"ring4_ar", Topology::torus({4}), {}, Collective::kAllReduce, "biring", 1000},
-        GranuleCase{"t22_ar_torus", Topology::torus({2, 2}), {}, Collective::kAllReduce, "torus", 777},
+        GranuleCase{
+            "t22_ar_torus", Topology::torus({2, 2}), {}, Collective::kAllReduce, "torus", 777},
         GranuleCase{"t44_x_ar", Topology::torus({4, 4}), {0}, Collective::kAllReduce, "ring", 333},
-        GranuleCase{"t44_ar_direct", Topology::torus({4, 4}), {}, Collective::kAllReduce, "direct", 1000},
-        GranuleCase{"t444_xz_ar_direct", Topology::torus({4, 4, 4}), {0, 2}, Collective::kAllReduce, "direct", 555},
-        GranuleCase{"m33_ar_direct", Topology::mesh({3, 3}), {}, Collective::kAllReduce, "direct", 300},
+        GranuleCase{
+            "t44_ar_direct", Topology::torus({4, 4}), {}, Collective::kAllReduce, "direct", 1000},
+        GranuleCase{"t444_xz_ar_direct",
+                    Topology::torus({4, 4, 4}),
+                    {0, 2},
+                    Collective::kAllReduce,
+                    "direct",
+                    555},
+        GranuleCase{
+            "m33_ar_direct", Topology::mesh({3, 3}), {}, Collective::kAllReduce, "direct", 300},
         GranuleCase{"ring4_rs", Topology::torus({4}), {}, Collective::kReduceScatter, "ring", 1003},
         GranuleCase{"m33_rs", Topology::mesh({3, 3}), {}, Collective::kReduceScatter, "ring", 500},
         GranuleCase{"ring4_ag", Topology::torus({4}), {}, Collective::kAllGather, "ring", 1002},
-        GranuleCase{"t222_ag_xy", Topology::torus({2, 2, 2}), {0, 1}, Collective::kAllGather, "ring", 71},
+        GranuleCase{
+            "t222_ag_xy", Topology::torus({2, 2, 2}), {0, 1}, Collective::kAllGather, "ring", 71},
         GranuleCase{"t22_a2a", Topology::torus({2, 2}), {}, Collective::kAllToAll, "ring", 4 * 48},
+        GranuleCase{"t424_y_a2a_direct",
+                    Topology::torus({4, 2, 4}),
+                    {0, 2},
+                    Collective::kAllToAll,
+                    "direct",
+                    16 * 32},
         GranuleCase{"line5_bc", Topology::mesh({5}), {}, Collective::kBroadcast, "ring", 300},
         GranuleCase{"ring4_tiny", Topology::torus({4}), {}, Collective::kAllReduce, "ring", 5}),
     [](const ::testing::TestParamInfo<GranuleCase>& i) { return std::string(i.param.name); });

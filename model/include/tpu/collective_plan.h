@@ -28,6 +28,10 @@ bool collective_reduces(Collective c);      // all-reduce and reduce-scatter
 
 // One remote write: `count` elements from src's working buffer at src_offset into dst's at
 // dst_offset (the offsets differ only in all-to-all), combined as `kind` says, over `route`.
+// routed (the direct all_to_all): dst may differ from src in several dimensions and the routers
+// choose the way (routed_path: dimension order, the shorter way round, every tie towards
+// route.dir; on a twisted torus the twisted torus's shortest path); route.dim is then the first
+// leg's dimension, route.dir the tie hint and route.hops the whole way's length.
 struct Transfer {
   int src = 0;
   int dst = 0;
@@ -36,6 +40,7 @@ struct Transfer {
   std::size_t count = 0;
   TransferKind kind = TransferKind::kCopy;
   Route route;
+  bool routed = false;
 };
 
 // Transfers that run concurrently: each reads the values as they were at the start of the step.
@@ -58,9 +63,10 @@ struct ChipLayout {
 
 // What to run. n: all_reduce, reduce_scatter, broadcast: the elements of each chip's input;
 // all_gather: the elements of the gathered output; all_to_all: each chip's buffer (a multiple of
-// the chip count). algorithm: "ring", "biring", or (all_reduce only) "torus" or "direct" (the
-// low-latency one for small buffers: per dimension, k - 1 independent steps). root: broadcast
-// only.
+// the chip count). algorithm: "ring", "biring", (all_reduce only) "torus", or "direct" (all_reduce:
+// the low-latency one for small buffers, per dimension k - 1 independent steps; all_to_all: one
+// step, every chip sends each block straight to its chip, the routers taking the shortest way).
+// root: broadcast only.
 // group_dims: the torus dimensions (0 = x, 1 = y, 2 = z, strictly increasing) that make up one
 // group (a replica group / mesh axis); the collective runs in every group at once, each over its
 // own links, and "chip count", shards, `root` and the all_to_all blocks are per group (a chip's
@@ -114,6 +120,11 @@ CollectivePlan make_plan(const Topology& topo, const CollectiveSpec& spec);
 // The order of chips around the ring used by `ring` and `biring` (a Hamiltonian cycle; each hop
 // is one link, or up to 2 on a line dimension), starting at chip 0.
 std::vector<int> ring_order(const Topology& topo);
+
+// The legs of a routed transfer's way on the plain torus or mesh `topo`, in dimension order (the
+// ICI routers' order), each the shorter way round (a tie towards t.route.dir); the twisted
+// torus's own way is the routers' business (the plan does not know the twist).
+std::vector<Route> routed_path(const Topology& topo, const Transfer& t);
 
 // The chunking rule: n elements in `parts` chunks, the first n % parts one element longer.
 std::size_t chunk_len(std::size_t n, std::size_t parts, std::size_t i);
