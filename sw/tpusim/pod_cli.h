@@ -91,7 +91,8 @@ void add_collective_flags(CLI::App* cmd, A& a, bool kind) {
       ->capture_default_str();
   cmd->add_option("--algo", a.algo,
                   "ring|biring|torus|direct (default torus, or biring on one dimension,\n"
-                  "for all_reduce; ring for the others; torus and direct: all_reduce only)")
+                  "for all_reduce; direct for all_to_all; ring for the others; torus:\n"
+                  "all_reduce only; direct: all_reduce and all_to_all)")
       ->type_name("A")
       ->check(CLI::IsMember({"ring", "biring", "torus", "direct"}));
   cmd->add_option("--op", a.op, "reduction")

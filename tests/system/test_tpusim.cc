@@ -215,13 +215,18 @@ TEST(Tpusim, CheckStopsBeforeTheFirstCycleAndWritesNothing) {
   const CliRun chip = tpusim("allreduce " + pod + " --waves-chips 4 --check");
   EXPECT_EQ(chip.code, 2) << chip.out;
   EXPECT_NE(chip.out.find("--waves-chips: chip 4"), std::string::npos) << chip.out;
-  // A collective whose rounds cannot be laid out in VMEM (an all-to-all of 128 chips on 4x4
-  // chips: a landing area per incoming transfer) is refused by --check too, not after it.
-  const CliRun lay = tpusim(std::string("collective --kind all_to_all --config ") +
-                            TPU_SOURCE_DIR + "/configs/pod_4x4x8.yaml --bytes 8192 --check");
+  // A collective whose rounds cannot be laid out in VMEM (the ring all-to-all of 128 chips on
+  // 4x4 chips: a landing area per incoming transfer) is refused by --check too, not after it;
+  // the direct one (the default) lands every block in place and fits.
+  const std::string a2a = std::string("collective --kind all_to_all --config ") + TPU_SOURCE_DIR +
+                          "/configs/pod_4x4x8.yaml --bytes 8192 --check";
+  const CliRun lay = tpusim(a2a + " --algo ring");
   EXPECT_EQ(lay.code, 2) << lay.out;
   EXPECT_NE(lay.out.find("does not fit a VMEM region"), std::string::npos) << lay.out;
   EXPECT_EQ(lay.out.find("check passed"), std::string::npos) << lay.out;
+  const CliRun fits = tpusim(a2a);
+  EXPECT_EQ(fits.code, 0) << fits.out;
+  EXPECT_NE(fits.out.find("check passed"), std::string::npos) << fits.out;
 }
 
 // The pod job: every chip's matmul at once (the pod's cycles are the slowest chip's, not the
