@@ -948,6 +948,14 @@ TEST(CollectivePlan, DirectAllToAllSendsTakeTheirFirstLinksInTurn) {
     firsts[t.src].push_back({first.dim, first.dir});
   }
   ASSERT_EQ(firsts.size(), 128u);
+  // On one dimension each group is in shift order (the chip k further on, k = 1, 2, ..): a ring
+  // of 8's chip 5 has the - group 2, 3, 4 (k = 5, 6, 7) and the + group 6, 7, 0 and the tie 1
+  // (coordinates 5 + 1 even: the + way), one of each in turn, the - group's first.
+  spec.n = 8 * 4;
+  std::vector<int> to;
+  for (const Transfer& t : make_plan(Topology::torus({8}), spec).steps[0].transfers)
+    if (t.src == 5) to.push_back(t.dst);
+  EXPECT_EQ(to, (std::vector<int>{2, 6, 3, 7, 4, 0, 1}));
   for (const auto& [chip, seq] : firsts) {
     std::map<std::pair<int, int>, int> total, seen;
     for (const auto& g : seq) ++total[g];
