@@ -953,7 +953,8 @@ TEST(CollectivePlan, DirectAllToAllSendsTakeTheirFirstLinksInTurn) {
   // (coordinates 5 + 1 even: the + way), one of each in turn, the - group's first.
   spec.n = 8 * 4;
   std::vector<int> to;
-  for (const Transfer& t : make_plan(Topology::torus({8}), spec).steps[0].transfers)
+  const CollectivePlan ring = make_plan(Topology::torus({8}), spec);
+  for (const Transfer& t : ring.steps[0].transfers)
     if (t.src == 5) to.push_back(t.dst);
   EXPECT_EQ(to, (std::vector<int>{2, 6, 3, 7, 4, 0, 1}));
   for (const auto& [chip, seq] : firsts) {
