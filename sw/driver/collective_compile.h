@@ -251,6 +251,9 @@ struct RoundLayout {
   Counters ctr;
   int chips = 0;
   bool pack = false;
+  // The direct all_to_all (routed transfers): receivers lend their regions on one token counter
+  // per sender and round parity (token_waits, collective_emit.cc), not one per pair.
+  bool shared_tokens = false;
   ChipRound& at(std::size_t r, int c) {
     return st[r * static_cast<std::size_t>(chips) + static_cast<std::size_t>(c)];
   }

@@ -571,55 +571,44 @@ Range token_range(std::size_t r, int d, int chips) {
   return Range{v, v + 1};
 }
 
-// Whether a layout's receivers lend their regions on one token counter per sender (the direct
-// all_to_all, whose every chip sends to every other: a counter per pair would need p - 1 of the
-// chip's 64). Round nx's tokens then count on the sender's counter nx % 2, and the sender waits
-// for all of them at once. Safe: a receiver lends round nx + 2 only after it got round nx from
-// every sender, each of which sent round nx only after taking its round-nx tokens off that
-// counter, so no token of round nx + 2 is counted as one of round nx.
-bool shared_tokens(const RoundLayout& lay) {
-  for (const Step& st : lay.rounds.front().plan.steps)
-    for (const Transfer& t : st.transfers)
-      if (t.routed) return true;
-  return false;
-}
-
-// The token counter of round nx's lending from receiver d to sender c.
-int token_counter(RoundLayout& lay, bool shared, std::size_t nx, int c, int d) {
-  return shared ? lay.ctr.get(c, -10 - static_cast<int>(nx % 2), kToken)
-                : lay.ctr.get(c, d, kToken);
+// The token counter of round nx's lending from receiver d to sender c. A layout with
+// shared_tokens (the direct all_to_all, whose every chip sends to every other: a counter per
+// pair would need p - 1 of the chip's 64) counts round nx's tokens on the sender's counter
+// nx % 2, and the sender waits for all of them at once. Safe: a receiver lends round nx + 2 only
+// after it got round nx from every sender, each of which sent round nx only after taking its
+// round-nx tokens off that counter, so no token of round nx + 2 is counted as one of round nx.
+int token_counter(RoundLayout& lay, std::size_t nx, int c, int d) {
+  return lay.shared_tokens ? lay.ctr.get(c, -10 - static_cast<int>(nx % 2), kToken)
+                           : lay.ctr.get(c, d, kToken);
 }
 
 // Round nx's landing areas are lent by each receiver's token, sent when the region's previous
 // round (nx - regions) was stored, at the end of slot nx - 2 (the first `regions` rounds start
 // on free regions). Chip c waits for them in slot nx - 1, a slot early, so round nx's sends go
 // out during that slot; the receiver finished slot nx - 2 before this chip can finish nx - 1.
+// Shared tokens: one wait for all of them.
 void token_waits(RoundLayout& lay, const SenderPairs& pairs, std::size_t nx, int c,
                  std::vector<Op>& ops) {
   if (nx >= lay.rounds.size() || nx < lay.vmem.count) return;
-  const bool shared = shared_tokens(lay);
-  Op all;  // shared: one wait for every receiver's token
-  uint32_t lenders = 0;
+  std::vector<Op> waits;
   for (const auto& [src, d] : pairs[nx])
     if (src == c) {
-      const int k = token_counter(lay, shared, nx, c, d);
+      const int k = token_counter(lay, nx, c, d);
       Op w;
       w.kind = Op::kWait;
       w.step = -1;
       w.peer = 1000 + k;
       w.cmd = cmd_ici_wait(static_cast<uint32_t>(k), 1);
       w.writes.push_back(token_range(nx, d, lay.chips));
-      if (!shared) {
-        ops.push_back(w);
-        continue;
-      }
-      all.kind = w.kind;
-      all.step = w.step;
-      all.peer = w.peer;
-      all.writes.push_back(w.writes.front());
-      all.cmd = cmd_ici_wait(static_cast<uint32_t>(k), ++lenders);
+      waits.push_back(w);
     }
-  if (lenders > 0) ops.push_back(all);
+  if (lay.shared_tokens && waits.size() > 1) {
+    for (std::size_t i = 1; i < waits.size(); ++i) waits[0].writes.push_back(waits[i].writes[0]);
+    waits[0].cmd = cmd_ici_wait(static_cast<uint32_t>(waits[0].peer - 1000),
+                                static_cast<uint32_t>(waits.size()));
+    waits.resize(1);
+  }
+  add_all(ops, waits);
 }
 
 // Slot t's transfers on chip c: round t's (its first half, when rounds overlap) and the second
@@ -671,16 +660,14 @@ void release_region(const Topology& topo, RoundLayout& lay, const SenderPairs& p
   a.dst_stride = vm.rows - 1;
   a.rows = 2;
   ops.push_back(vpu_op(a, vm.rows));
-  const bool shared = shared_tokens(lay);
   for (const auto& [src, d] : pairs[q + vm.count])
     if (d == c) {
       Op tk;
       tk.kind = Op::kSend;
       tk.step = -1;
       tk.peer = src;
-      tk.cmd =
-          cmd_ici_count(Mem::kVmem, vm.region(q), coord3(topo, src),
-                        static_cast<uint32_t>(token_counter(lay, shared, q + vm.count, src, c)));
+      tk.cmd = cmd_ici_count(Mem::kVmem, vm.region(q), coord3(topo, src),
+                             static_cast<uint32_t>(token_counter(lay, q + vm.count, src, c)));
       tk.reads.push_back({vm.region(q), vm.region(q) + 1});
       ops.push_back(tk);
     }

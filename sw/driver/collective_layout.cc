@@ -308,6 +308,9 @@ bool lay_out_rounds(const CompileSetup& s, std::size_t R, RoundLayout& lay) {
   lay.vmem.use(lay.rounds.size());
   lay.chips = s.chips;
   lay.pack = s.pack;
+  lay.shared_tokens = false;
+  for (const Step& st : s.whole.steps)
+    for (const Transfer& t : st.transfers) lay.shared_tokens = lay.shared_tokens || t.routed;
   lay.pcs.clear();
   lay.pks.clear();
   lay.block_rows.clear();
