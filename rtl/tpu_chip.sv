@@ -109,6 +109,9 @@ module tpu_chip
   input  tpu_ici_pkg::ici_topo_t    ici_topo_i,
   input  logic [tpu_ici_pkg::LinkGapW-1:0] ici_link_gap_i,  // cycles per flit on a link (0, 1: 1)
   input  logic [15:0]               ici_replay_timeout_i,  // link layer: cycles without ACK
+  // On-chip memory rows exposed (0: all; held after reset): the range checks' limits (tpu_seq)
+  input  logic [15:0]               mem_vrows_i,
+  input  logic [15:0]               mem_arows_i,
   output logic [NumDirs-1:0]        ici_tx_valid_o,
   output logic [NumDirs-1:0][IciVcW-1:0] ici_tx_vc_o,
   output logic [NumDirs-1:0][FlitW-1:0] ici_tx_flit_o,
@@ -240,6 +243,8 @@ module tpu_chip
     .wait_ok_i  (wait_ok),
     .wait_take_o(wait_take),
     .topo_i     (ici_topo_i),
+    .vmem_rows_i(mem_vrows_i),
+    .amem_rows_i(mem_arows_i),
     .busy_o     (busy_o),
     .halted_o   (halted_o),
     .err_o      (err_o),

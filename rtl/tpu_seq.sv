@@ -2,8 +2,8 @@
 //
 // Commands (tpu_chip_pkg::chip_cmd_t, docs/isa.md) are pushed on cmd_valid_i/cmd_ready_o into a
 // QueueDepth FIFO. The head is decoded into the memory row ranges it reads (up to two) and
-// writes (one) and checked (opcode, fields, ranges against the memory sizes and the HBM
-// capacity, alignment, weight-tile balance: at most WBanks tiles loaded and not consumed). A
+// writes (one) and checked (opcode, fields, ranges against the memory rows the chip exposes
+// (vmem_rows_i / amem_rows_i: all of them, or fewer on a scale model) and the HBM capacity, alignment, weight-tile balance: at most WBanks tiles loaded and not consumed). A
 // failing command sets the sticky error code and err_cmd_o (its index, counting from 0 after
 // reset or clear); from then on the queue is drained without issuing, so the host never blocks
 // and nothing hangs. clear_i clears error and halt.
@@ -86,6 +86,10 @@ module tpu_seq
   input  logic       wait_ok_i,    // the ICI counter named by the head's ICI_WAIT is >= its value
   output logic       wait_take_o,  // the ICI_WAIT issues: take its value off the counter
   input  tpu_ici_pkg::ici_topo_t topo_i,  // pod shape, for ICI_SEND's destination check
+  // The VMEM and AMEM rows the chip exposes, held after reset: every range check is against
+  // them (0: all VmemRows / AmemRows; a scale model's smaller on-chip memory, docs/scale_models.md)
+  input  logic [15:0] vmem_rows_i,
+  input  logic [15:0] amem_rows_i,
   // status
   output logic       busy_o,
   output logic       halted_o,
@@ -184,7 +188,15 @@ module tpu_seq
     return (n == '0) ? 32'd0 : (n - 32'd1) * st + 32'd1;
   endfunction
 
-  function automatic logic range_ok(logic [15:0] row, logic [31:0] n, int unsigned rows);
+  // The rows the range checks allow: the exposed ones, never more than the memories have.
+  logic [31:0] vlim, alim;
+  assign vlim = (vmem_rows_i == '0 || 32'(vmem_rows_i) > VmemRows) ? VmemRows : 32'(vmem_rows_i);
+  assign alim = (amem_rows_i == '0 || 32'(amem_rows_i) > AmemRows) ? AmemRows : 32'(amem_rows_i);
+  `TPU_ASSERT(MemRowsInRange_A, 32'(vmem_rows_i) <= VmemRows && 32'(amem_rows_i) <= AmemRows,
+              ("exposed memory rows %0d / %0d above the memories' %0d / %0d", vmem_rows_i,
+               amem_rows_i, VmemRows, AmemRows))
+
+  function automatic logic range_ok(logic [15:0] row, logic [31:0] n, logic [31:0] rows);
     return (64'(row) + 64'(n)) <= 64'(rows);
   endfunction
 
@@ -249,8 +261,8 @@ module tpu_seq
     else if ((bits & (piece - 32'd1)) != '0 || (h_dmx.scatter && (bits & 32'd63) != '0))
       c = ErrAlign;
     else if (tbl_end > 64'(HbmBytes)) c = ErrHbmRange;
-    else if (!range_ok(h_dmx.mem_row, count, VmemRows) ||
-             !range_ok(h_dmx.idx_row, nlist, VmemRows))
+    else if (!range_ok(h_dmx.mem_row, count, vlim) ||
+             !range_ok(h_dmx.idx_row, nlist, vlim))
       c = ErrVmemRange;
     if (h_dmx.scatter) r0 = mk_range(MEM_VMEM, h_dmx.mem_row, count);
     else               w  = mk_range(MEM_VMEM, h_dmx.mem_row, count);
@@ -294,26 +306,26 @@ module tpu_seq
         end else if (hbm_end > 64'(HbmBytes)) begin
           chk = ErrHbmRange;
         end else if (h_dma.dir == DmaAmemToHbm) begin
-          if (!range_ok(h_dma.mem_row, count, AmemRows)) chk = ErrAmemRange;
+          if (!range_ok(h_dma.mem_row, count, alim)) chk = ErrAmemRange;
           rd0 = mk_range(MEM_AMEM, h_dma.mem_row, count);
         end else begin
-          if (!range_ok(h_dma.mem_row, count, VmemRows)) chk = ErrVmemRange;
+          if (!range_ok(h_dma.mem_row, count, vlim)) chk = ErrVmemRange;
           if (h_dma.dir == DmaHbmToVmem) wr  = mk_range(MEM_VMEM, h_dma.mem_row, count);
           else                           rd0 = mk_range(MEM_VMEM, h_dma.mem_row, count);
         end
       end
       OpDmaIdx: dma_idx_check(rd0, rd1, wr, chk);
       OpLoadW: begin
-        if (!range_ok(h_lw.vmem_row, span(32'(Lanes), h_lw.stride), VmemRows))
+        if (!range_ok(h_lw.vmem_row, span(32'(Lanes), h_lw.stride), vlim))
           chk = ErrVmemRange;
         else if (32'(wt_pending_q) == WBanks) chk = ErrWeightsFull;
         rd0 = mk_range(MEM_VMEM, h_lw.vmem_row, span(32'(Lanes), h_lw.stride));
       end
       OpMatmul: begin
         if (h_mm.rows == '0) chk = ErrBadField;
-        else if (!range_ok(h_mm.a_row, span(32'(h_mm.rows), h_mm.a_stride), VmemRows))
+        else if (!range_ok(h_mm.a_row, span(32'(h_mm.rows), h_mm.a_stride), vlim))
           chk = ErrVmemRange;
-        else if (!range_ok(h_mm.c_row, 32'(h_mm.rows), AmemRows)) chk = ErrAmemRange;
+        else if (!range_ok(h_mm.c_row, 32'(h_mm.rows), alim)) chk = ErrAmemRange;
         else if (wt_pending_q == '0) chk = ErrNoWeights;
         rd0 = mk_range(MEM_VMEM, h_mm.a_row, span(32'(h_mm.rows), h_mm.a_stride));
         wr  = mk_range(MEM_AMEM, h_mm.c_row, 32'(h_mm.rows));
@@ -326,12 +338,12 @@ module tpu_seq
         else if ((h_vpu.x_wait && 32'(h_vpu.x_counter) >= NumCnt) ||
                  (h_vpu.sig && 32'(h_vpu.sig_counter) >= NumCnt))
           chk = ErrBadField;
-        else if (!range_ok(h_vpu.x_row, 32'(h_vpu.rows), h_vpu.x_mem ? AmemRows : VmemRows))
+        else if (!range_ok(h_vpu.x_row, 32'(h_vpu.rows), h_vpu.x_mem ? alim : vlim))
           chk = h_vpu.x_mem ? ErrAmemRange : ErrVmemRange;
-        else if (!range_ok(h_vpu.y_row, ny, h_vpu.y_mem ? AmemRows : VmemRows))
+        else if (!range_ok(h_vpu.y_row, ny, h_vpu.y_mem ? alim : vlim))
           chk = h_vpu.y_mem ? ErrAmemRange : ErrVmemRange;
         else if (!range_ok(h_vpu.dst_row, span(32'(h_vpu.rows), h_vpu.dst_stride),
-                           h_vpu.dst_mem ? AmemRows : VmemRows))
+                           h_vpu.dst_mem ? alim : vlim))
           chk = h_vpu.dst_mem ? ErrAmemRange : ErrVmemRange;
         rd0 = mk_range(h_vpu.x_mem, h_vpu.x_row, 32'(h_vpu.rows));
         rd1 = mk_range(h_vpu.y_mem, h_vpu.y_row, ny);
@@ -341,11 +353,11 @@ module tpu_seq
         if (h_row.rows == '0 || h_row.beats == '0 ||
             !tpu_vpu_pkg::vpu_op_vector(tpu_pkg::vpu_op_e'(h_row.vop)))
           chk = ErrBadField;
-        else if (!range_ok(h_row.x_row, rspan, h_row.x_mem ? AmemRows : VmemRows))
+        else if (!range_ok(h_row.x_row, rspan, h_row.x_mem ? alim : vlim))
           chk = h_row.x_mem ? ErrAmemRange : ErrVmemRange;
-        else if (!rred && !range_ok(h_row.y_row, rpk, h_row.y_mem ? AmemRows : VmemRows))
+        else if (!rred && !range_ok(h_row.y_row, rpk, h_row.y_mem ? alim : vlim))
           chk = h_row.y_mem ? ErrAmemRange : ErrVmemRange;
-        else if (!range_ok(h_row.dst_row, rred ? rpk : rspan, h_row.dst_mem ? AmemRows : VmemRows))
+        else if (!range_ok(h_row.dst_row, rred ? rpk : rspan, h_row.dst_mem ? alim : vlim))
           chk = h_row.dst_mem ? ErrAmemRange : ErrVmemRange;
         rd0 = mk_range(h_row.x_mem, h_row.x_row, rspan);
         if (!rred) rd1 = mk_range(h_row.y_mem, h_row.y_row, rpk);
@@ -359,9 +371,9 @@ module tpu_seq
             (h_send.wait_rows && h_send.count_only) ||
             !dst_in_pod(tpu_ici_pkg::ici_coord_t'({h_send.dst_z, h_send.dst_y, h_send.dst_x})))
           chk = ErrBadField;
-        else if (!range_ok(h_send.src_row, 32'(h_send.rows), h_send.src_mem ? AmemRows : VmemRows))
+        else if (!range_ok(h_send.src_row, 32'(h_send.rows), h_send.src_mem ? alim : vlim))
           chk = h_send.src_mem ? ErrAmemRange : ErrVmemRange;
-        else if (!range_ok(h_send.dst_row, 32'(h_send.rows), h_send.dst_mem ? AmemRows : VmemRows))
+        else if (!range_ok(h_send.dst_row, 32'(h_send.rows), h_send.dst_mem ? alim : vlim))
           chk = h_send.dst_mem ? ErrAmemRange : ErrVmemRange;
         rd0 = mk_range(h_send.src_mem, h_send.src_row, 32'(h_send.rows));
         // wait_rows: its rows are still arriving or being written by the VPU; later commands

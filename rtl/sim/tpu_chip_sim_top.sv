@@ -79,6 +79,8 @@ module tpu_chip_sim_top
   input  logic [$bits(tpu_ici_pkg::ici_topo_t)-1:0]  ici_topo_i,  // tpu_ici_pkg::ici_topo_t
   input  logic [tpu_ici_pkg::LinkGapW-1:0] ici_link_gap_i,
   input  logic [15:0]      ici_replay_timeout_i,
+  input  logic [15:0]      mem_vrows_i,     // on-chip rows exposed (0: all)
+  input  logic [15:0]      mem_arows_i,
   output logic [5:0]       ici_tx_valid_o,
   output logic [11:0]      ici_tx_vc_o,     // 2 bits per direction
   output logic [5:0][RowW-1:0] ici_tx_data_o,
@@ -201,6 +203,8 @@ module tpu_chip_sim_top
     .ici_topo_i    (tpu_ici_pkg::ici_topo_t'(ici_topo_i)),
     .ici_link_gap_i(ici_link_gap_i),
     .ici_replay_timeout_i(ici_replay_timeout_i),
+    .mem_vrows_i   (mem_vrows_i),
+    .mem_arows_i   (mem_arows_i),
     .ici_tx_valid_o(ici_tx_valid_o),
     .ici_tx_vc_o   (ici_tx_vc_o),
     .ici_tx_flit_o (tx_flit),

@@ -526,6 +526,8 @@ PodConfig pod_config_from(const std::string& path, const std::string* text, bool
   check_keys(pod, path, "pod.", config_keys().keys_in("pod"));
   PodParams& p = pc.params;
   p.variant = pc.chip.variant;
+  p.vmem_rows = pc.chip.vmem_rows;
+  p.amem_rows = pc.chip.amem_rows;
   p.hbm = pc.chip.hbm;
   p.watchdog_cycles = pc.chip.watchdog_cycles;
   if (const YAML::Node w = pod["watchdog_cycles"]) p.watchdog_cycles = watchdog_of(w, path, "pod.");
@@ -780,6 +782,16 @@ ChipConfig chip_config_from(const YAML::Node& root, const std::string& path) {
     cfg.clock_ghz = v;
   }
 
+  for (const char* mem : {"vmem_rows", "amem_rows"}) {
+    const YAML::Node n = chip[mem];
+    if (!n) continue;
+    const std::string key = std::string("chip.") + mem;
+    const ConfigKey& k = config_keys().at(key);
+    const unsigned v = static_cast<unsigned>(
+        get_uint(n, path, key, UintRange{k.lo, k.hi, ""}, "a number of memory rows"));
+    (mem[0] == 'v' ? cfg.vmem_rows : cfg.amem_rows) = v;
+  }
+
   // A chip configuration serves the whole chip (tpusim matmul) and the MXU alone (--mxu-only):
   // its variant must be built as one or the other (the command then checks its own).
   const auto mxus = built_mxu_variants();
@@ -802,6 +814,14 @@ ChipConfig chip_config_from(const YAML::Node& root, const std::string& path) {
     fail(path, "chip.variant",
          "variant '" + cfg.variant + "' is not built in this binary (whole chips built: " +
              join(chips) + "; MXUs alone, tpusim matmul --mxu-only: " + join(mxus) + ")" + how);
+  }
+  const ChipShape full = chip_shape(cfg.variant);
+  if (cfg.vmem_rows > full.vmem_rows || cfg.amem_rows > full.amem_rows) {
+    const bool v = cfg.vmem_rows > full.vmem_rows;
+    fail(path, v ? "chip.vmem_rows" : "chip.amem_rows",
+         "must be at most the " + cfg.variant + " chip's " +
+             std::to_string(v ? full.vmem_rows : full.amem_rows) + (v ? " VMEM" : " AMEM") +
+             " rows (got " + std::to_string(v ? cfg.vmem_rows : cfg.amem_rows) + ")");
   }
   if (const YAML::Node f = root["faults"]) {
     cfg.faults = faults_from(f, path, chip_shape(cfg.variant).hbm_bytes);

@@ -29,6 +29,10 @@ struct ChipConfig {
   HbmConfig hbm;                      // hbm: HBM timing and controller policy (docs/hbm.md)
   double clock_ghz = 1.0;             // chip.clock_ghz: the chip (and pod) clock, for the
                                       // timeline's microseconds (docs/profiling.md)
+  // chip.vmem_rows, chip.amem_rows: the on-chip memory rows the chip exposes (0: the variant's;
+  // a scale model's smaller on-chip memory, docs/scale_models.md).
+  unsigned vmem_rows = 0, amem_rows = 0;
+  ChipShape shape() const { return chip_shape(variant, vmem_rows, amem_rows); }
   FaultConfig faults;                 // faults: fault injection (none by default; docs/hbm.md)
   uint64_t watchdog_cycles = kDefaultWatchdogCycles;  // chip.watchdog_cycles: cycles without
                                                       // progress before a run stops as hung (0:

@@ -119,6 +119,16 @@ void chip_and_pod_keys(ConfigKeys& t) {
       .units("GHz")
       .default_val(real_text(c.clock_ghz))
       .desc("the chip (and pod) clock, for the timeline's microseconds");
+  for (const char* mem : {"vmem", "amem"}) {
+    const bool v = mem[0] == 'v';
+    t.param(std::string("chip.") + mem + "_rows", KeyType::kUint)
+        .range(kMinMemRows, 0xFFFF)
+        .units("rows")
+        .default_val("the variant's")
+        .desc(std::string(v ? "vector" : "accumulator") +
+              " memory rows the chip exposes, at most the variant's (fewer: a scale model's "
+              "smaller on-chip memory; the chip's range checks follow)");
+  }
   t.param("chip.watchdog_cycles", KeyType::kUint)
       .range(kWatchdogRange)
       .units("cycles")

@@ -57,7 +57,7 @@ GatherJob::GatherJob(const std::string& config_path, const GatherJobOptions& o)
   if (o.variant) cfg_.variant = *o.variant;
   ChipShape cs;
   try {
-    cs = chip_shape(cfg_.variant);
+    cs = cfg_.shape();
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(
         (o.variant ? "--variant " + *o.variant : config_path + ": key 'chip.variant'") + ": " +
@@ -96,7 +96,8 @@ std::string GatherJob::label() const {
 }
 
 void GatherJob::run() {
-  LoneChip chip(cfg_.variant, cfg_.hbm, "", cfg_.faults);
+  LoneChip chip(cfg_.variant, cfg_.hbm, "", cfg_.faults, cfg_.clock_ghz, cfg_.vmem_rows,
+                cfg_.amem_rows);
   chip.port().set_watchdog(cfg_.watchdog_cycles);
   const ChipShape& s = chip.shape();
   const std::size_t L = s.cols, n = ids_.size(), P = cols_ / L, rb = cols_ * 4;

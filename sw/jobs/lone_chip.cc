@@ -7,8 +7,11 @@ namespace tpu {
 namespace {
 
 PodParams alone(const std::string& variant, const HbmConfig& hbm, const std::string& waves,
-                const FaultConfig& faults, double clock_ghz) {
+                const FaultConfig& faults, double clock_ghz, unsigned vmem_rows,
+                unsigned amem_rows) {
   PodParams p;
+  p.vmem_rows = vmem_rows;
+  p.amem_rows = amem_rows;
   p.wave_clock_ghz = clock_ghz;
   p.topo = Topology::mesh({1});
   p.variant = variant;
@@ -25,13 +28,16 @@ PodParams alone(const std::string& variant, const HbmConfig& hbm, const std::str
 
 LoneChipMachine::LoneChipMachine(const std::string& variant, const HbmConfig& hbm,
                                  const std::string& waves, const FaultConfig& faults,
-                                 double clock_ghz)
-    : machine_(std::make_unique<CppPodHost>(alone(variant, hbm, waves, faults, clock_ghz))) {}
+                                 double clock_ghz, unsigned vmem_rows, unsigned amem_rows)
+    : machine_(std::make_unique<CppPodHost>(
+          alone(variant, hbm, waves, faults, clock_ghz, vmem_rows, amem_rows))) {}
 
 LoneChipMachine::~LoneChipMachine() = default;
 
 LoneChip::LoneChip(const std::string& variant, const HbmConfig& hbm, const std::string& waves,
-                   const FaultConfig& faults, double clock_ghz)
-    : LoneChipMachine(variant, hbm, waves, faults, clock_ghz), ChipDriver(*machine_, 0) {}
+                   const FaultConfig& faults, double clock_ghz, unsigned vmem_rows,
+                   unsigned amem_rows)
+    : LoneChipMachine(variant, hbm, waves, faults, clock_ghz, vmem_rows, amem_rows),
+      ChipDriver(*machine_, 0) {}
 
 }  // namespace tpu

@@ -108,7 +108,7 @@ void MatmulJob::check_capacity() const {
   }
   ChipShape cs;
   try {
-    cs = chip_shape(cfg_.variant);
+    cs = cfg_.shape();
   } catch (const std::invalid_argument&) {
     return;  // an unknown variant is named later, with its own words
   }
@@ -161,7 +161,7 @@ void MatmulJob::run_chip(const std::function<void(uint64_t, uint64_t, const char
   mo.relu = o_.relu;
   mo.out_bf16 = o_.out_dtype == "bf16";
   try {
-    chip_shape(cfg_.variant);
+    (void)cfg_.shape();
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(chose_variant() + ": " + e.what());
   }
@@ -173,7 +173,7 @@ void MatmulJob::run_chip(const std::function<void(uint64_t, uint64_t, const char
   try {
     machine =
         std::make_unique<LoneChip>(cfg_.variant, cfg_.hbm, o_.check ? "" : o_.waves, cfg_.faults,
-                                   cfg_.clock_ghz);
+                                   cfg_.clock_ghz, cfg_.vmem_rows, cfg_.amem_rows);
   } catch (const std::invalid_argument& e) {
     const auto mxus = built_mxu_variants();
     const bool mxu = std::find(mxus.begin(), mxus.end(), cfg_.variant) != mxus.end();

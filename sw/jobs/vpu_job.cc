@@ -99,7 +99,7 @@ VpuJob::VpuJob(const std::string& config_path, const VpuJobOptions& o)
     throw std::invalid_argument("--y " + o.y_file + ": --op " + op_.name + " takes x alone");
   ChipShape cs;
   try {
-    cs = chip_shape(cfg_.variant);
+    cs = cfg_.shape();
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(
         (o.variant ? "--variant " + *o.variant : config_path + ": key 'chip.variant'") + ": " +
@@ -239,7 +239,8 @@ std::string VpuJob::label() const {
 }
 
 void VpuJob::run(const std::function<void(uint64_t, uint64_t, const char*)>& progress) {
-  LoneChip chip(cfg_.variant, cfg_.hbm, "", cfg_.faults);
+  LoneChip chip(cfg_.variant, cfg_.hbm, "", cfg_.faults, cfg_.clock_ghz, cfg_.vmem_rows,
+                cfg_.amem_rows);
   chip.port().set_watchdog(cfg_.watchdog_cycles);
   const ChipShape& s = chip.shape();
   const std::size_t rows = (n_ + cols_ - 1) / cols_;

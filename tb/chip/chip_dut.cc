@@ -54,6 +54,13 @@ class ChipDutImpl final : public ChipDut {
   const std::string& variant() const override { return variant_; }
   const ChipShape& shape() const override { return shape_; }
 
+  void set_mem_rows(unsigned vmem_rows, unsigned amem_rows) override {
+    shape_ = chip_shape(variant_, vmem_rows, amem_rows);
+    dirty_ = true;
+    m_->mem_vrows_i = static_cast<uint16_t>(shape_.vmem_rows);
+    m_->mem_arows_i = static_cast<uint16_t>(shape_.amem_rows);
+  }
+
   void configure(const HbmConfig& h) override {
     drive_hbm_config_ports(m_.top(), h);
     dirty_ = true;

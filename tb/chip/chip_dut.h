@@ -48,6 +48,9 @@ class ChipDut {
 
   // Run-time HBM timing/policy: applied to the timing inputs, then the chip is reset.
   virtual void configure(const HbmConfig& hbm) = 0;
+  // The VMEM and AMEM rows the chip exposes (0: all; chip_shape(variant, vmem, amem)'s rules):
+  // its range checks and shape() follow from now on. Set before the first command.
+  virtual void set_mem_rows(unsigned vmem_rows, unsigned amem_rows) = 0;
 
   // Host port inputs for this cycle.
   virtual void set_cmd(bool valid, const uint32_t words[4]) = 0;

@@ -47,6 +47,29 @@ inline ChipShape chip_shape(const std::string& variant) {
   return s;
 }
 
+// The fewest VMEM and AMEM rows a chip may expose (chip.vmem_rows, chip.amem_rows).
+constexpr unsigned kMinMemRows = 256;
+
+// The shape of a chip that exposes only `vmem_rows` VMEM and `amem_rows` AMEM rows of its
+// variant's memories (0: all of them): a scale model's smaller on-chip memory (the chip's range
+// checks follow, rtl/tpu_seq.sv; docs/scale_models.md). std::invalid_argument naming the key and
+// the rule for a count above the variant's or below kMinMemRows.
+inline ChipShape chip_shape(const std::string& variant, unsigned vmem_rows, unsigned amem_rows) {
+  ChipShape s = chip_shape(variant);
+  auto cap = [&](unsigned want, unsigned* rows, const char* key, const char* mem) {
+    if (want == 0) return;
+    if (want < kMinMemRows || want > *rows)
+      throw std::invalid_argument(std::string(key) + " " + std::to_string(want) +
+                                  ": must be from " + std::to_string(kMinMemRows) + " to the " +
+                                  variant + " chip's " + std::to_string(*rows) + " " + mem +
+                                  " rows");
+    *rows = want;
+  };
+  cap(vmem_rows, &s.vmem_rows, "chip.vmem_rows", "VMEM");
+  cap(amem_rows, &s.amem_rows, "chip.amem_rows", "AMEM");
+  return s;
+}
+
 // Address maps of tpu_hbm_pkg::hbm_map_e (same values). Fields from bit 6 upwards.
 enum class HbmAddrMap : uint8_t {
   kChBgCoBa = 0,    // default: channel, bank group, column, bank, row

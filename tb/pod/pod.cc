@@ -354,6 +354,7 @@ PodCore::PodCore(const PodParams& p, std::vector<int> owned) : p_(p) {
   agents_.resize(static_cast<std::size_t>(n));
   for (int i : order_) {
     chips_[static_cast<std::size_t>(i)] = make_chip(p_.variant);
+    chips_[static_cast<std::size_t>(i)]->set_mem_rows(p_.vmem_rows, p_.amem_rows);
     chips_[static_cast<std::size_t>(i)]->configure(p_.hbm);
   }
   if (p_.host_bytes_per_cycle < 1 || p_.host_bytes_per_cycle > 64)

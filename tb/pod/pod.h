@@ -51,6 +51,9 @@ struct PodParams {
   // models' narrow links (docs/scale_models.md). 0: from link_width. Not both.
   unsigned link_gap = 0;
   unsigned host_bytes_per_cycle = 64;  // bytes a chip's host port moves per cycle (1..64)
+  // The VMEM and AMEM rows each chip exposes (chip.vmem_rows, chip.amem_rows; 0: the variant's):
+  // MachineInfo::shape says them, and the chips' range checks hold the drivers to them.
+  unsigned vmem_rows = 0, amem_rows = 0;
   HbmConfig hbm;
   FaultConfig faults;            // fault injection (none by default: tb/common/fault_config.h)
   std::vector<int> wave_chips;   // chips that dump FST waves

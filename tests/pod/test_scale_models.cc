@@ -30,17 +30,20 @@ struct ScaleFile {
   unsigned gap;             // pod.link_cycles_per_flit
   double real_hbm_per_256;  // the real chip's HBM bytes per cycle per 256 MACs
   double real_ici_per_256;  // the real chip's ICI bytes per cycle per link per 256 MACs
+  double real_onchip_per_mac;  // the real chip's on-chip memory bytes per MAC
 };
 
 // v4: 1.2 TB/s of HBM at 1.05 GHz over 131072 MACs a cycle; v5e: 819 GB/s at 1.5 GHz over
 // 65536. Both: 50 GB/s per ICI link each way.
 constexpr double kV4Hbm = 1.2e12 / 1.05e9 * 256 / 131072, kV4Ici = 50e9 / 1.05e9 * 256 / 131072;
 constexpr double kV5eHbm = 819e9 / 1.5e9 * 256 / 65536, kV5eIci = 50e9 / 1.5e9 * 256 / 65536;
+// On-chip memory: v4 16 MiB VMEM + 128 MiB CMEM over 131072 MACs; v5e 128 MiB over 65536.
+constexpr double kV4Mem = 144.0 * (1 << 20) / 131072, kV5eMem = 128.0 * (1 << 20) / 65536;
 const ScaleFile kFiles[] = {
-    {"pod_v4_2x2x2.yaml", {2, 2, 2}, 115, 688, kV4Hbm, kV4Ici},
-    {"pod_v4_4x4x4.yaml", {4, 4, 4}, 115, 688, kV4Hbm, kV4Ici},
-    {"pod_v5e_2x2.yaml", {2, 2}, 120, 492, kV5eHbm, kV5eIci},
-    {"pod_v5e_4x4.yaml", {4, 4}, 120, 492, kV5eHbm, kV5eIci},
+    {"pod_v4_2x2x2.yaml", {2, 2, 2}, 115, 688, kV4Hbm, kV4Ici, kV4Mem},
+    {"pod_v4_4x4x4.yaml", {4, 4, 4}, 115, 688, kV4Hbm, kV4Ici, kV4Mem},
+    {"pod_v5e_2x2.yaml", {2, 2}, 120, 492, kV5eHbm, kV5eIci, kV5eMem},
+    {"pod_v5e_4x4.yaml", {4, 4}, 120, 492, kV5eHbm, kV5eIci, kV5eMem},
 };
 
 std::string text_of(const std::string& file) {
@@ -51,13 +54,22 @@ std::string text_of(const std::string& file) {
 }
 
 // The file's pod on 4x4 chips (loadable in a build of the 4x4 chip alone): the same links
-// (cycles per flit) and HBM timing per channel; the file itself names the 16x16 chip.
+// (cycles per flit) and HBM timing per channel, and the same fraction of each on-chip memory
+// (the 4x4 chip has half the 16x16's VMEM and AMEM rows); the file itself names the 16x16 chip.
 PodConfig on_small_chips(const std::string& file) {
   std::string t = text_of(file);
   const std::string v = "variant: 16x16";
   const auto at = t.find(v);
   EXPECT_NE(at, std::string::npos) << file;
   if (at != std::string::npos) t.replace(at, v.size(), "variant: 4x4");
+  for (const std::string key : {"vmem_rows: ", "amem_rows: "}) {
+    const auto k = t.find(key);
+    EXPECT_NE(k, std::string::npos) << file << ": " << key;
+    if (k == std::string::npos) continue;
+    const std::size_t from = k + key.size(), to = t.find('\n', from);
+    const unsigned rows = static_cast<unsigned>(std::stoul(t.substr(from, to - from)));
+    t.replace(from, to - from, std::to_string(rows / 2));
+  }
   return load_pod_config_text(t, file);
 }
 
@@ -83,6 +95,14 @@ TEST(ScaleModels, ConfigsLoadWithTheDocumentedRatios) {
     EXPECT_NEAR(hbm / f.real_hbm_per_256, 1.0, 0.01) << hbm << " B/cycle";
     const double ici = s.cols * 4.0 / f.gap;  // a 64-byte flit per gap cycles, each way
     EXPECT_NEAR(ici / f.real_ici_per_256, 1.0, 0.01) << ici << " B/cycle per link";
+    // The file's rows (twice the small chips'), 64-byte rows over 256 MACs.
+    const unsigned vrows = 2 * c.chip.vmem_rows, arows = 2 * c.chip.amem_rows;
+    EXPECT_EQ(c.params.vmem_rows, c.chip.vmem_rows);
+    EXPECT_EQ(c.params.amem_rows, c.chip.amem_rows);
+    EXPECT_LT(vrows, s.vmem_rows);
+    EXPECT_LT(arows, s.amem_rows);
+    const double mem = (vrows + arows) * s.cols * 4.0 / (s.rows * s.cols);
+    EXPECT_NEAR(mem / f.real_onchip_per_mac, 1.0, 0.01) << mem << " B per MAC";
   }
 }
 
@@ -116,6 +136,14 @@ TEST(ScaleModels, BadKnobValuesNameTheFileKeyAndRule) {
       "hbm.timing.tCCD_S", "must be in [1, 255]");
   bad("pod: {shape: [2]}\n" + chip + "hbm: {timing: {tCCD_S: 120, tCCD_L: 100}}\n",
       "hbm.timing.tCCD_L", "tCCD_L must be >= tCCD_S");
+  bad("pod: {shape: [2]}\nchip: {variant: 4x4, vmem_rows: 4097}\n", "chip.vmem_rows",
+      "at most the 4x4 chip's 4096 VMEM rows (got 4097)");
+  bad("pod: {shape: [2]}\nchip: {variant: 4x4, amem_rows: 3000}\n", "chip.amem_rows",
+      "at most the 4x4 chip's 2048 AMEM rows (got 3000)");
+  bad("pod: {shape: [2]}\nchip: {variant: 4x4, vmem_rows: 255}\n", "chip.vmem_rows",
+      "a number of memory rows (an integer from 256 to 65535)");
+  bad("pod: {shape: [2]}\nchip: {variant: 4x4, amem_rows: many}\n", "chip.amem_rows",
+      "a number of memory rows");
   std::remove(tmp.c_str());
   // The pod refuses a gap the link's counter cannot hold, and a gap beside a width.
   PodParams p;
@@ -124,6 +152,51 @@ TEST(ScaleModels, BadKnobValuesNameTheFileKeyAndRule) {
   p.link_gap = 4;
   p.link_width = 4;
   EXPECT_THROW(CppPodHost{p}, std::invalid_argument);
+  // And memory rows its chips do not have.
+  PodParams q;
+  q.vmem_rows = 4097;
+  EXPECT_THROW(CppPodHost{q}, std::invalid_argument);
+}
+
+// The exposed rows reach the machine's shape (what every driver plans with) and the chips' range
+// checks: a DMA ending at the last exposed row runs, one row further is a range error, though
+// the memories have more rows.
+TEST(ScaleModels, ChipsExposeTheConfiguredMemoryRows) {
+  PodParams p;
+  p.topo = Topology::torus({2});
+  p.vmem_rows = 1024;
+  p.amem_rows = 512;
+  CppPodHost pod(p);
+  EXPECT_EQ(pod.info().shape.vmem_rows, 1024u);
+  EXPECT_EQ(pod.info().shape.amem_rows, 512u);
+  EXPECT_EQ(chip_shape("4x4").vmem_rows, 4096u);
+  LoneChip chip("4x4", HbmConfig{}, "", FaultConfig{}, 1.0, 1024, 512);
+  EXPECT_EQ(chip.shape().vmem_rows, 1024u);
+  EXPECT_EQ(chip.shape().amem_rows, 512u);
+  struct Case {
+    const char* name;
+    ChipCmd ok, bad;
+    ChipErr err;
+  };
+  // 4x4 chip: a 16-byte row; 32 bytes per HBM row x 2 rows = 4 VMEM rows.
+  const Case cases[] = {
+      {"dma into VMEM", cmd_dma(DmaDir::kHbmToVmem, false, 1020, 2, 32, 0, 32),
+       cmd_dma(DmaDir::kHbmToVmem, false, 1021, 2, 32, 0, 32), ChipErr::kVmemRange},
+      {"dma out of VMEM", cmd_dma(DmaDir::kVmemToHbm, false, 1020, 1, 64, 0, 0),
+       cmd_dma(DmaDir::kVmemToHbm, false, 1021, 1, 64, 0, 0), ChipErr::kVmemRange},
+      {"dma out of AMEM", cmd_dma(DmaDir::kAmemToHbm, false, 508, 1, 64, 0, 0),
+       cmd_dma(DmaDir::kAmemToHbm, false, 509, 1, 64, 0, 0), ChipErr::kAmemRange},
+      {"loadw", cmd_loadw(1020), cmd_loadw(1021), ChipErr::kVmemRange},
+  };
+  for (const Case& c : cases) {
+    const ProgramResult good = chip.run({c.ok, cmd_halt()}, false, 100000);
+    EXPECT_EQ(good.err, 0u) << c.name << ": " << chip_err_name(good.err);
+    const ProgramResult r = chip.run({cmd_nop(), c.bad, cmd_halt()}, false, 100000);
+    EXPECT_EQ(r.err, static_cast<unsigned>(c.err))
+        << c.name << ": got " << chip_err_name(r.err) << ", want "
+        << chip_err_name(static_cast<unsigned>(c.err));
+    EXPECT_EQ(r.err_cmd, 1u) << c.name;
+  }
 }
 
 // An all-reduce on each model's pod of 4x4 chips, bit-exact against the golden.
