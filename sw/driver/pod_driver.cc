@@ -127,7 +127,7 @@ PodProgramRun PodDriver::run_programs(const SpmdProgram& program) {
       if (i < lab.size()) host_.trace_label(c, lab[i].second);
     }
   }
-  res.run = host_.run_until_idle();
+  res.run = host_.run_until_idle(kProgramMaxCycles);
   for (int c = 0; c < P; ++c) res.chip_delta.push_back(host_.counters(c) - cbefore[c]);
   res.link_flits = host_.link_stats();
   for (std::size_t i = 0; i < res.link_flits.size() && i < before.size(); ++i) {

@@ -121,7 +121,10 @@ class PodDriver {
   // Pushes the program (one command stream per chip) and runs every chip at once until every
   // chip is idle; its labels name the commands on the timeline (HostPort::trace_label,
   // SpmdProgram::trace_labels). A chip error stops the run (ChipError: chip, code, command
-  // index); a hang is a PodError.
+  // index); a hang is the watchdog's HangError. The run's outer bound is kProgramMaxCycles, not
+  // HostPort's default 50 million: a scale model's training step runs longer than that
+  // (docs/scale_models.md), and the watchdog, not the bound, is what stops a hang.
+  static constexpr uint64_t kProgramMaxCycles = uint64_t{1} << 40;
   PodProgramRun run_programs(const SpmdProgram& prog);
   // The same for plain per-chip commands, all named `label` on the timeline (if not "").
   PodProgramRun run_programs(const std::vector<std::vector<ChipCmd>>& progs,
