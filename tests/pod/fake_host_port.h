@@ -48,8 +48,9 @@ class FakeHostPort final : public HostPort {
     auto& v = pushed[static_cast<std::size_t>(chip)];
     v.insert(v.end(), cmds.begin(), cmds.end());
   }
-  RunStats run_until_idle(uint64_t, bool) override {
+  RunStats run_until_idle(uint64_t max_cycles, bool) override {
     ++runs;
+    last_max_cycles = max_cycles;
     RunStats r;
     r.chip_cycles.assign(pushed.size(), 0);
     return r;
@@ -63,6 +64,7 @@ class FakeHostPort final : public HostPort {
   std::vector<std::vector<ChipCmd>> pushed;
   std::map<std::pair<int, uint64_t>, uint8_t> hbm;
   int runs = 0;
+  uint64_t last_max_cycles = 0;  // the last run's outer bound
 
  private:
   MachineInfo info_;

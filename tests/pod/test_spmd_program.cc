@@ -214,6 +214,10 @@ TEST(SpmdProgram, RunProgramsPushesEveryChipItsCommands) {
   }
   drv.run_programs(p);
   EXPECT_EQ(port.runs, 1);
+  // A workload's program is bounded by the watchdog, not by the port's default 50 million
+  // cycles, which a scale model's training step outlasts.
+  EXPECT_EQ(port.last_max_cycles, uint64_t{1} << 40);
+  EXPECT_GT(port.last_max_cycles, uint64_t{50'000'000});
   for (int c = 0; c < 4; ++c) {
     ASSERT_EQ(port.pushed[static_cast<std::size_t>(c)].size(), p.cmds(c).size());
     EXPECT_EQ(rows_of(port.pushed[static_cast<std::size_t>(c)]), rows_of(p.cmds(c)));
