@@ -3,9 +3,10 @@
 // Commands (tpu_chip_pkg::chip_cmd_t, docs/isa.md) are pushed on cmd_valid_i/cmd_ready_o into a
 // QueueDepth FIFO. The head is decoded into the memory row ranges it reads (up to two) and
 // writes (one) and checked (opcode, fields, ranges against the memory rows the chip exposes
-// (vmem_rows_i / amem_rows_i: all of them, or fewer on a scale model) and the HBM capacity, alignment, weight-tile balance: at most WBanks tiles loaded and not consumed). A
-// failing command sets the sticky error code and err_cmd_o (its index, counting from 0 after
-// reset or clear); from then on the queue is drained without issuing, so the host never blocks
+// (vmem_rows_i / amem_rows_i: all of them, or fewer on a scale model) and the HBM capacity,
+// alignment, weight-tile balance: at most WBanks tiles loaded and not consumed). A failing
+// command sets the sticky error code and err_cmd_o (its index, counting from 0 after reset or
+// clear); from then on the queue is drained without issuing, so the host never blocks
 // and nothing hangs. clear_i clears error and halt.
 // A DMA that reads an uncorrectable HBM word (dma_ecc_err_i) sets ErrHbmUncorr the same way,
 // with that DMA's own command index (kept per DMA scoreboard slot: dma_ecc_which_i counts from

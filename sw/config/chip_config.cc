@@ -815,13 +815,10 @@ ChipConfig chip_config_from(const YAML::Node& root, const std::string& path) {
          "variant '" + cfg.variant + "' is not built in this binary (whole chips built: " +
              join(chips) + "; MXUs alone, tpusim matmul --mxu-only: " + join(mxus) + ")" + how);
   }
-  const ChipShape full = chip_shape(cfg.variant);
-  if (cfg.vmem_rows > full.vmem_rows || cfg.amem_rows > full.amem_rows) {
-    const bool v = cfg.vmem_rows > full.vmem_rows;
-    fail(path, v ? "chip.vmem_rows" : "chip.amem_rows",
-         "must be at most the " + cfg.variant + " chip's " +
-             std::to_string(v ? full.vmem_rows : full.amem_rows) + (v ? " VMEM" : " AMEM") +
-             " rows (got " + std::to_string(v ? cfg.vmem_rows : cfg.amem_rows) + ")");
+  try {
+    (void)cfg.shape();  // the exposed memory rows against the variant's (chip_shape's rule)
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(path + ": " + e.what());
   }
   if (const YAML::Node f = root["faults"]) {
     cfg.faults = faults_from(f, path, chip_shape(cfg.variant).hbm_bytes);

@@ -53,16 +53,19 @@ constexpr unsigned kMinMemRows = 256;
 // The shape of a chip that exposes only `vmem_rows` VMEM and `amem_rows` AMEM rows of its
 // variant's memories (0: all of them): a scale model's smaller on-chip memory (the chip's range
 // checks follow, rtl/tpu_seq.sv; docs/scale_models.md). std::invalid_argument naming the key and
-// the rule for a count above the variant's or below kMinMemRows.
+// the rule ("key 'chip.vmem_rows': must be ...", as a configuration error words it) for a count
+// above the variant's or below kMinMemRows.
 inline ChipShape chip_shape(const std::string& variant, unsigned vmem_rows, unsigned amem_rows) {
   ChipShape s = chip_shape(variant);
   auto cap = [&](unsigned want, unsigned* rows, const char* key, const char* mem) {
     if (want == 0) return;
-    if (want < kMinMemRows || want > *rows)
-      throw std::invalid_argument(std::string(key) + " " + std::to_string(want) +
-                                  ": must be from " + std::to_string(kMinMemRows) + " to the " +
-                                  variant + " chip's " + std::to_string(*rows) + " " + mem +
-                                  " rows");
+    const std::string got = " (got " + std::to_string(want) + ")";
+    if (want < kMinMemRows)
+      throw std::invalid_argument(std::string("key '") + key + "': must be at least " +
+                                  std::to_string(kMinMemRows) + " rows" + got);
+    if (want > *rows)
+      throw std::invalid_argument(std::string("key '") + key + "': must be at most the " + variant +
+                                  " chip's " + std::to_string(*rows) + " " + mem + " rows" + got);
     *rows = want;
   };
   cap(vmem_rows, &s.vmem_rows, "chip.vmem_rows", "VMEM");
