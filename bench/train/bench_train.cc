@@ -24,8 +24,11 @@
 // scripts/run.sh's model (d 32, 2 heads, S 32) the same way, for comparison.
 // v4 and v5e (not run by default) run the same MLP on the scale models (configs/pod_v4_2x2x2.yaml,
 // configs/pod_v5e_2x2.yaml; docs/scale_models.md) at the per-chip batch that hides the gradient
-// all-reduce, measured alone first, and report MFU and its breakdown beside PaLM's 46.2%.
+// all-reduce, measured alone first, and report MFU and its breakdown beside PaLM's 46.2%;
+// gpt_v4 and gpt_v5e (not run by default either) the same for scripts/run.sh's tiny GPT, data
+// parallel over every chip, at the windows per chip that hide its gradient all-reduce.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -38,9 +41,9 @@
 #include "chip_config.h"
 #include "collective_job.h"
 #include "engine.h"
+#include "gpt_job.h"
 #include "report.h"
 #include "tpu/pipeline.h"
-#include "gpt_job.h"
 #include "train_job.h"
 
 using namespace tpu;
@@ -108,15 +111,17 @@ struct ScaleModel {
 };
 constexpr double kPalmMfu = 0.462;  // PaLM 540B on TPU v4 (Chowdhery et al. 2022)
 
-// The gradient all-reduce of the MLP alone on the model's pod (f32, every weight and bias),
-// checked against the golden: its cycles, and its link bound (model/perf.h, every link).
+// A model's gradient all-reduce alone on the scale model's pod (f32, `bytes` per chip: every
+// parameter's gradient), checked against the golden: its cycles, and its link bound
+// (model/perf.h, every link).
 struct AllReduceAlone {
   uint64_t cycles = 0;
   double ici_bound = 0;
 };
-AllReduceAlone gradient_allreduce(const PodConfig& cfg, Report& rep) {
+AllReduceAlone gradient_allreduce(const PodConfig& cfg, std::size_t bytes, const char* what,
+                                  Report& rep) {
   CollectiveJobOptions o;
-  o.bytes = 2 * (kWidth * kWidth + kWidth) * 4;
+  o.bytes = bytes;
   o.backdoor = true;
   CollectiveJob job(cfg, o);
   EngineOptions eng;
@@ -124,19 +129,31 @@ AllReduceAlone gradient_allreduce(const PodConfig& cfg, Report& rep) {
   job.run(eng);
   if (!job.pass()) throw std::runtime_error("bench_train: the gradient all-reduce failed golden");
   AllReduceAlone a{job.result().collective_cycles, job.bound().ici_cycles};
-  rep.metric("allreduce_bytes", o.bytes, "bytes", "per chip: the f32 gradients of both layers");
+  rep.metric("allreduce_bytes", o.bytes, "bytes", what);
   rep.metric("allreduce_cycles", a.cycles, "cycles", "the gradient all-reduce alone, golden pass",
              true);
   rep.metric("allreduce_ici_bound_cycles", a.ici_bound, "cycles", "its bound on the links alone");
   return a;
 }
 
-// The per-chip batch whose backward MACs (dW of both layers, dA of the second) take as many
-// cycles at the array's peak as the all-reduce: the least that can hide it. Multiple of 32.
-std::size_t hiding_batch(uint64_t allreduce_cycles, uint64_t peak_macs) {
-  const uint64_t per_example = 3 * kWidth * kWidth;  // MACs of the backward per example
-  const uint64_t b = (allreduce_cycles * peak_macs + per_example - 1) / per_example;
-  return static_cast<std::size_t>(std::max<uint64_t>(32, (b + 31) / 32 * 32));
+// The least count of examples (or windows) per chip whose backward MACs, `backward_macs` each,
+// take as many cycles at the array's peak as the all-reduce: the batch a job running near peak
+// needs to hide it. A multiple of `multiple`.
+std::size_t hiding_batch(uint64_t allreduce_cycles, uint64_t peak_macs, uint64_t backward_macs,
+                         std::size_t multiple) {
+  const uint64_t b = (allreduce_cycles * peak_macs + backward_macs - 1) / backward_macs;
+  return static_cast<std::size_t>(std::max<uint64_t>(1, (b + multiple - 1) / multiple) * multiple);
+}
+
+// What the scale cases report beside MFU: PaLM's, the default pod's (when its case ran in the
+// same process), the simulation speed.
+void scale_context(Report& rep, const char* default_case, uint64_t cycles, double wall) {
+  rep.metric("palm_mfu", kPalmMfu, "fraction", "PaLM 540B on 6144 TPU v4 chips");
+  if (measured()[default_case].done)
+    rep.metric("default_pod_mfu", measured()[default_case].mfu, "fraction",
+               std::string(default_case) + " (the default pod's chip and links), same process");
+  rep.metric("pod_cycles_per_second", wall > 0 ? static_cast<double>(cycles) / wall : 0.0,
+             "cycles/s", "simulation speed, the golden checks included");
 }
 
 Report scale_report(const ScaleModel& m) {
@@ -146,24 +163,100 @@ Report scale_report(const ScaleModel& m) {
   const PodConfig cfg = load_pod_config(std::string(TPU_SOURCE_DIR) + "/" + m.file);
   const ChipShape cs = chip_shape(cfg.params.variant);
   const uint64_t peak = uint64_t{cs.rows} * cs.cols;
-  const AllReduceAlone ar = gradient_allreduce(cfg, rep);
-  const std::size_t batch = hiding_batch(ar.cycles, peak);
+  const AllReduceAlone ar = gradient_allreduce(cfg, 2 * (kWidth * kWidth + kWidth) * 4,
+                                               "per chip: the f32 gradients of both layers", rep);
+  // The backward per example: dW of both layers, dA of the second.
+  const std::size_t batch = hiding_batch(ar.cycles, peak, 3 * kWidth * kWidth, 32);
   rep.metric("batch_per_chip", batch, "examples", "hides the measured all-reduce (run)");
   rep.metric("link_cycles_per_flit", cfg.params.link_gap, "cycles",
              "the model's links: the real chip's ICI bytes per MAC");
   const TrainJob job = run_mlp_step(cfg, batch, rep);
   const TrainStepRecord& st = job.result().steps.at(0);
   rep.metric("step_mfu", st.profile.mfu, "fraction", "MFU of the step", true);
-  rep.metric("palm_mfu", kPalmMfu, "fraction", "PaLM 540B on 6144 TPU v4 chips");
-  if (measured()["dp2x2"].done)
-    rep.metric("default_pod_mfu", measured()["dp2x2"].mfu, "fraction",
-               "dp2x2 (the default pod's chip and links), same process");
-  const double wall = job.run_seconds();
-  rep.metric("pod_cycles_per_second",
-             wall > 0 ? static_cast<double>(job.result().cycles) / wall : 0.0, "cycles/s",
-             "simulation speed, the golden checks included");
+  scale_context(rep, "dp2x2", job.result().cycles, job.run_seconds());
   measured()[m.name] = Measured{st.profile.mfu, true};
   return rep;
+}
+
+// The GPT cases' model: scripts/run.sh's (2 blocks of 32, 2 heads, S 32, bytes).
+GptJobOptions tiny_gpt_options() {
+  GptJobOptions o;
+  o.layers = 2;
+  o.d_model = 32;
+  o.heads = 2;
+  o.seq = 32;
+  o.text = gpt_read_text("", std::string(TPU_SOURCE_DIR) + "/docs", &o.text_name);
+  o.backdoor = true;
+  o.table = false;
+  return o;
+}
+
+// The GPT on a scale model: data parallel over every chip, its f32 gradients all-reduced alone
+// first (one all-reduce of every parameter's, golden-checked). The MLP's rule (the windows whose
+// backward MACs at the array's peak last as long as the all-reduce) asks for more windows than
+// the step's buffers fit in the chip's HBM (the models keep HBM bandwidth per MAC, not capacity),
+// so the case takes the windows a job on this chip needs: 1, 2, 4, ... per chip, one step each,
+// golden-checked, until the step's measured allreduce_hidden_fraction reaches kTargetHidden (or
+// the peak rule's count is reached); the report is that step's, the probes listed beside.
+Report gpt_scale_report(const ScaleModel& m) {
+  const std::string name = std::string("gpt_") + m.name;
+  const PodConfig cfg = load_pod_config(std::string(TPU_SOURCE_DIR) + "/" + m.file);
+  const ChipShape cs = chip_shape(cfg.params.variant);
+  GptJobOptions o = tiny_gpt_options();
+  GptSpec spec;
+  spec.layers = o.layers;
+  spec.d_model = o.d_model;
+  spec.heads = o.heads;
+  spec.seq = o.seq;
+  std::size_t params = 0;
+  for (const GptTensor& t : gpt_zero_params(spec)) params += t.rows * t.cols;
+  Report ar_rep("all-reduce");
+  const AllReduceAlone ar =
+      gradient_allreduce(cfg, params * 4, "per chip: the f32 gradients of every parameter", ar_rep);
+  // The backward of a window: two thirds of its step's MACs (dA and dW of every matmul).
+  const std::size_t peak_rule =
+      hiding_batch(ar.cycles, uint64_t{cs.rows} * cs.cols, gpt_window_macs(spec) * 2 / 3, 1);
+  const std::size_t chips = static_cast<std::size_t>(cfg.params.topo.num_chips());
+  Json probes = Json::array();
+  for (std::size_t w = 1;; w = std::min(2 * w, peak_rule)) {
+    o.global_batch = w * chips;
+    o.steps = 1;
+    GptJob job(cfg, o);
+    Report rep("bench_train " + name + ": " + m.real + " scale model, " + job.title());
+    EngineOptions eng;
+    eng.engine = "cpp";
+    const auto t0 = std::chrono::steady_clock::now();
+    job.run(eng, rep);
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!job.pass()) throw std::runtime_error("bench_train: " + name + " failed golden");
+    const double hidden = rep.find("allreduce_hidden_fraction")->value.as_double();
+    const double mfu = rep.find("mfu")->value.as_double();
+    const uint64_t cycles = static_cast<uint64_t>(rep.find("cycles")->value.as_double());
+    probes.push_back(Json::object(
+        {{"windows_per_chip", w}, {"cycles", cycles}, {"mfu", mfu}, {"hidden", hidden}}));
+    std::fprintf(stderr,
+                 "[bench_train] %s: %zu windows per chip: %llu cycles, all-reduce %.3f "
+                 "hidden, MFU %.4f\n",
+                 name.c_str(), w, static_cast<unsigned long long>(cycles), hidden, mfu);
+    if (hidden < kTargetHidden && w < peak_rule) continue;
+    rep.field("case", name).field("real_chip", m.real);  // the job's report names the config
+    for (const char* k : {"allreduce_bytes", "allreduce_cycles", "allreduce_ici_bound_cycles"}) {
+      const Metric* a = ar_rep.find(k);
+      rep.metric(k, a->value, a->unit, a->description, a->summary);
+    }
+    rep.metric("windows_peak_rule", peak_rule, "windows",
+               "per chip whose backward MACs at peak last as long as the all-reduce");
+    rep.metric("windows_per_chip", w, "windows",
+               "run: the first of 1, 2, 4, ... (at most the peak rule's) whose all-reduce is >= "
+               "0.80 hidden");
+    rep.field("probes", probes);
+    rep.metric("link_cycles_per_flit", cfg.params.link_gap, "cycles",
+               "the model's links: the real chip's ICI bytes per MAC");
+    rep.metric("step_mfu", mfu, "fraction", "MFU of the step", true);
+    scale_context(rep, "gpt_tiny", cycles, wall);
+    return rep;
+  }
 }
 
 Report report(const char* name, const char* what, const std::vector<int>& shape) {
@@ -299,17 +392,13 @@ Report gpt_pipe_report(const std::string& sched) {
 Report gpt_report(const char* name, std::size_t d, std::size_t heads, std::size_t seq,
                   std::size_t steps) {
   const PodConfig cfg = bench_pod({2, 2});
-  GptJobOptions o;
+  GptJobOptions o = tiny_gpt_options();
   o.mesh = "data=2,model=2";
-  o.layers = 2;
   o.d_model = d;
   o.heads = heads;
   o.seq = seq;
   o.global_batch = 8;
   o.steps = steps;
-  o.text = gpt_read_text("", std::string(TPU_SOURCE_DIR) + "/docs", &o.text_name);
-  o.backdoor = true;
-  o.table = false;
   GptJob job(cfg, o);
   Report rep(std::string("bench_train ") + name + ": " + job.title());
   rep.field("case", name);
@@ -319,6 +408,7 @@ Report gpt_report(const char* name, std::size_t d, std::size_t heads, std::size_
   const double mfu = rep.find("mfu")->value.as_double();
   const double comm = rep.find("breakdown.communication")->value.as_double();
   rep.metric("palm_mfu", kPalmMfu, "fraction", "PaLM 540B on 6144 TPU v4 chips");
+  measured()[name] = Measured{mfu, true};
   rep.metric("meets_target", job.pass() && mfu >= 0.40 && comm <= 0.10, "",
              "golden pass, MFU >= 0.40 and exposed communication <= 0.10", true);
   return rep;
@@ -430,6 +520,14 @@ int main(int argc, char** argv) {
                 [] { return scale_report(kV4); }, false});
   bc.push_back({"v5e", "TPU v5e scale model, 2x2 torus, at the batch that hides the all-reduce",
                 [] { return scale_report(kV5e); }, false});
+  bc.push_back({"gpt_v4",
+                "TPU v4 scale model, 2x2x2 torus, the tiny GPT at the batch that hides "
+                "the all-reduce",
+                [] { return gpt_scale_report(kV4); }, false});
+  bc.push_back({"gpt_v5e",
+                "TPU v5e scale model, 2x2 torus, the tiny GPT at the batch that hides "
+                "the all-reduce",
+                [] { return gpt_scale_report(kV5e); }, false});
   argc = static_cast<int>(args.size());
   argv = args.data();
   return bench_main("bench_train",

@@ -147,6 +147,13 @@ GptParams gpt_zero_shard(const GptSpec& spec) {
   return zero_params(spec, static_cast<std::size_t>(spec.model));
 }
 
+uint64_t gpt_window_macs(const GptSpec& spec) {
+  const uint64_t M = static_cast<uint64_t>(spec.model), S = spec.seq, d = spec.d_model,
+                 dh = spec.head_dim(), H = spec.heads / M, f = 4 * d / M, V = spec.vocab;
+  const uint64_t layer = S * d * 3 * H * dh + 2 * H * S * S * dh + S * H * dh * d + 2 * S * d * f;
+  return 3 * (spec.layers * layer + S * d * V / M);
+}
+
 double gpt_normal(uint64_t base, uint64_t i) {
   double s = 0;  // twelve multiples of 2^-49 below 1: the sum is exact in f64
   for (uint64_t j = 0; j < 12; ++j)

@@ -759,14 +759,9 @@ GptTrainer::GptTrainer(HostPort& host, GptSpec spec, GptTrainOptions opt)
 GptTrainer::~GptTrainer() = default;
 
 uint64_t GptTrainer::step_macs_per_chip() const {
-  const Impl& m = *impl_;
-  const uint64_t T = m.T, d = m.d, S = m.S, dh = m.dh, H = m.Hm, fm = m.fm, V = m.V;
-  const uint64_t layer = T * d * 3 * H * dh + 2 * m.B * H * S * S * dh + T * H * dh * d +
-                         2 * T * d * fm;
-  // The head is computed whole on every model rank: a model's MACs count it once per data rank.
-  // Micro-batches: M of them; stages: each chip holds a stage's share (the mean over them).
-  return 3 * (spec_.layers * layer + T * d * V / static_cast<uint64_t>(spec_.model)) *
-         static_cast<uint64_t>(m.M) / static_cast<uint64_t>(m.NS);
+  // Micro-batches: every window of the batch; stages: each chip holds a stage's share (the mean
+  // over them).
+  return gpt_window_macs(spec_) * spec_.batch / static_cast<uint64_t>(impl_->NS);
 }
 
 uint64_t GptTrainer::load_params(const GptParams& params) {

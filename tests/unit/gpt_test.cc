@@ -235,6 +235,22 @@ TEST(Gpt, ShardsSplitHeadsAndRoundTrip) {
   for (std::size_t k = 0; k < full.size(); ++k) EXPECT_EQ(back[k].v, full[k].v) << full[k].name;
 }
 
+// One window's MACs, worked by hand for the tiny model (S 32, d 32, 2 heads of 16, 2 layers,
+// vocab 256): per layer qkv 32 x 32 x 96 = 98,304, scores and values 2 x 2 heads x 32 x 32 x 16
+// = 65,536, output 32,768, MLP 2 x 32 x 32 x 128 = 262,144 (458,752); the head 32 x 32 x 256 =
+// 262,144; forward 1,179,648, with the backward 3x. Two model ranks split all of it, the head
+// included (each counts half), so they sum to the whole model's.
+TEST(Gpt, WindowMacsCountTheMatmulsOnce) {
+  GptSpec one = tiny(1, 1), two = tiny(1, 2);
+  one.seq = two.seq = 32;
+  EXPECT_EQ(gpt_window_macs(one), 3u * (2u * 458752u + 262144u));
+  EXPECT_EQ(2 * gpt_window_macs(two), gpt_window_macs(one));
+  GptSpec wide = one;
+  wide.d_model = 64;  // qkv, output, MLP 4x; scores 2x; head 2x
+  EXPECT_EQ(gpt_window_macs(wide),
+            3u * (2u * (4u * (98304u + 32768u + 262144u) + 2u * 65536u) + 2u * 262144u));
+}
+
 // Golden gradients (data = 1, model = 1) against the f64 reference on the same parameters.
 // Bound: bf16 matmul operands carry a relative error of up to 2^-9 each; through the ~10
 // matmuls between the loss and the first layer's weights, and summed with random signs over

@@ -82,6 +82,12 @@ inline std::size_t gpt_index_lnf_g(std::size_t layers) { return 2 + layers * kGp
 // Zero tensors of the full (model = 1) shapes, or of model rank m's shard.
 GptParams gpt_zero_params(const GptSpec& spec);
 GptParams gpt_zero_shard(const GptSpec& spec);
+// Multiply-adds of one window's training step on one chip of the spec's `model` split: the
+// forward's matmuls (qkv, the attention's scores and values, the causal half included, the
+// output, the MLP's two, the head) and twice them for the backward, a model rank's share of the
+// heads and of w1 / w2; the head, which every model rank computes whole, counts 1 / model, so
+// the ranks sum to the model's MACs.
+uint64_t gpt_window_macs(const GptSpec& spec);
 // The init: matrices N(0, 0.02^2) (wo and w2: N(0, (0.02 / sqrt(2L))^2)), gains 1,
 // biases 0. A normal is the Irwin-Hall sum of 12 uniforms minus 6 (exact in f64), uniform j of
 // element i of parameter p = (splitmix64(base_p + 12 i + j) >> 15) x 2^-49 with base_p =
