@@ -67,10 +67,13 @@ inline int run_cases(const char* tool, const std::vector<std::string>& only,
 }
 
 // Runs the cases `argv` selects (`what`: the bench in one line, for --help); returns the exit
-// code (2: a bad option or case name).
+// code (2: a bad option or case name). `options` adds a bench's own options to the command line
+// (their help and checks from CLI11, as the common ones).
 inline int bench_main(const char* tool, const char* what, int argc, char** argv,
-                      const std::vector<BenchCase>& cases) {
+                      const std::vector<BenchCase>& cases,
+                      const std::function<void(CLI::App&)>& options = nullptr) {
   CLI::App app(what, tool);
+  if (options) options(app);
   bool list = false;
   std::string only;
   app.add_flag("--list", list, "list the cases and what each measures");

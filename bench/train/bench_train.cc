@@ -2,7 +2,9 @@
 // 2x2 and a 4x4 torus of 16x16 chips (16-byte ICI links of 2 cycles' latency), against the
 // ideal of the same work (MFU = useful MACs / (chips x R x C x cycles)); every step checked bit
 // for bit against the golden (docs/training.md). One report per case, a JSON array on stdout.
-//   bench_train [--only CASE[,CASE...]] [--list] [--pipeline]
+//   bench_train [--only CASE[,CASE...]] [--list] [--pipeline] [--model gpt] [--threads N]
+// --threads N steps the chips on N threads in every case (the same reports, faster on a
+// many-core machine: the scale cases are hours on one core).
 // weak4x4 runs the 2x2 step too (unless dp2x2 ran in the same process) and reports the ratio.
 // --pipeline runs the pipeline cases instead (issue 35; docs/training.md, "Pipeline"): the MLP
 // of 8 layers of 256 on a ring of 4 chips (stage=4), global batch 256, m = 4, 8, 16
@@ -61,6 +63,19 @@ PodConfig bench_pod(std::vector<int> shape, unsigned link_width = 16) {
   return cfg;
 }
 
+// Every case's engine: plain C++ stepping on --threads threads (default 1; the reports are the
+// same on any count, only the speed changes: docs/scale.md "Determinism").
+unsigned& bench_threads() {
+  static unsigned t = 1;
+  return t;
+}
+EngineOptions bench_engine() {
+  EngineOptions eng;
+  eng.engine = "cpp";
+  eng.threads = bench_threads();
+  return eng;
+}
+
 constexpr double kTargetMfu = 0.60;     // issue 12: per step, 2x2
 constexpr double kTargetHidden = 0.80;  // of the gradient all-reduce behind compute
 constexpr double kWeakScaling = 0.90;   // 4x4 MFU within 10% of the 2x2's
@@ -89,8 +104,7 @@ TrainJob run_mlp_step(const PodConfig& cfg, std::size_t batch, Report& rep) {
   o.pod_sections = false;
   o.table = false;
   TrainJob job(cfg, o);
-  EngineOptions eng;
-  eng.engine = "cpp";
+  const EngineOptions eng = bench_engine();
   job.run(eng, rep);
   return job;
 }
@@ -124,8 +138,7 @@ AllReduceAlone gradient_allreduce(const PodConfig& cfg, std::size_t bytes, const
   o.bytes = bytes;
   o.backdoor = true;
   CollectiveJob job(cfg, o);
-  EngineOptions eng;
-  eng.engine = "cpp";
+  const EngineOptions eng = bench_engine();
   job.run(eng);
   if (!job.pass()) throw std::runtime_error("bench_train: the gradient all-reduce failed golden");
   AllReduceAlone a{job.result().collective_cycles, job.bound().ici_cycles};
@@ -223,8 +236,7 @@ Report gpt_scale_report(const ScaleModel& m) {
     o.steps = 1;
     GptJob job(cfg, o);
     Report rep("bench_train " + name + ": " + m.real + " scale model, " + job.title());
-    EngineOptions eng;
-    eng.engine = "cpp";
+    const EngineOptions eng = bench_engine();
     const auto t0 = std::chrono::steady_clock::now();
     job.run(eng, rep);
     const double wall =
@@ -316,8 +328,7 @@ Report pipe_report(const std::string& sched, std::size_t m, unsigned link_width 
   o.pod_sections = false;
   o.table = false;
   TrainJob job(cfg, o);
-  EngineOptions eng;
-  eng.engine = "cpp";
+  const EngineOptions eng = bench_engine();
   job.run(eng, rep);
   const TrainPipelineResult& p = job.result().pipeline;
   double mean = 0;
@@ -372,8 +383,7 @@ Report gpt_pipe_report(const std::string& sched) {
   GptJob job(cfg, o);
   Report rep("bench_train " + name + ": " + job.title());
   rep.field("case", name);
-  EngineOptions eng;
-  eng.engine = "cpp";
+  const EngineOptions eng = bench_engine();
   job.run(eng, rep);
   const Json j = rep.json();
   const Json& pl = j.at("pipeline");
@@ -402,8 +412,7 @@ Report gpt_report(const char* name, std::size_t d, std::size_t heads, std::size_
   GptJob job(cfg, o);
   Report rep(std::string("bench_train ") + name + ": " + job.title());
   rep.field("case", name);
-  EngineOptions eng;
-  eng.engine = "cpp";
+  const EngineOptions eng = bench_engine();
   job.run(eng, rep);
   const double mfu = rep.find("mfu")->value.as_double();
   const double comm = rep.find("breakdown.communication")->value.as_double();
@@ -533,5 +542,11 @@ int main(int argc, char** argv) {
   return bench_main("bench_train",
                     "one data-parallel SGD step of an MLP on 2x2 and 4x4 pods against the "
                     "ideal (MFU); a JSON array on stdout",
-                    argc, argv, bc);
+                    argc, argv, bc, [](CLI::App& app) {
+                      app.add_option("--threads", bench_threads(),
+                                     "threads stepping the chips in every case (the same "
+                                     "reports; the scale cases are hours on one)")
+                          ->type_name("N")
+                          ->check(cli::uint_in(1, 256));
+                    });
 }

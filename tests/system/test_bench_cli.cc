@@ -75,6 +75,8 @@ TEST(BenchCli, BadValuesNameTheFlagAndTheRule) {
       {std::string(BENCH_HBM) + " --cycles 5 --cycles 6", "--cycles is given twice"},
       {std::string(BENCH_HBM) + " --waves /nonexistent_dir/x.fst", "does not exist"},
       {std::string(BENCH_HBM) + " 5", "unexpected argument '5'"},
+      {std::string(BENCH_TRAIN) + " --threads 0", "--threads: 0 is not an integer in [1, 256]"},
+      {std::string(BENCH_TRAIN) + " --threads x", "--threads: x is not an integer"},
       // The configuration is read when the line is parsed: a usage error, --check included.
       {std::string(BENCH_HBM) + " --config /nonexistent/hbm.yaml",
        "--config: /nonexistent/hbm.yaml: cannot open the HBM configuration file"},
