@@ -191,13 +191,10 @@ Report scale_report(const ScaleModel& m) {
   return rep;
 }
 
-// The GPT cases' model: scripts/run.sh's (2 blocks of 32, 2 heads, S 32, bytes).
+// The GPT cases' options: GptJobOptions' model is scripts/run.sh's (2 blocks of 32, 2 heads,
+// S 32, bytes), trained on the project's docs, parameters through the backdoor.
 GptJobOptions tiny_gpt_options() {
   GptJobOptions o;
-  o.layers = 2;
-  o.d_model = 32;
-  o.heads = 2;
-  o.seq = 32;
   o.text = gpt_read_text("", std::string(TPU_SOURCE_DIR) + "/docs", &o.text_name);
   o.backdoor = true;
   o.table = false;
