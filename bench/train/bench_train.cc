@@ -422,28 +422,8 @@ Report gpt_report(const char* name, std::size_t d, std::size_t heads, std::size_
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  // --pipeline: the pipeline cases run by default instead of the data-parallel ones;
-  // --model gpt the GPT's.
-  bool pipeline = false, gpt = false;
-  std::vector<char*> args;
-  for (int i = 0; i < argc; ++i) {
-    if (i > 0 && std::strcmp(argv[i], "--pipeline") == 0) {
-      pipeline = true;
-      continue;
-    }
-    if (i > 0 && std::strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
-      if (std::strcmp(argv[i + 1], "gpt") != 0 && std::strcmp(argv[i + 1], "mlp") != 0) {
-        std::fprintf(stderr, "bench_train: --model %s: mlp or gpt\n", argv[i + 1]);
-        return 2;
-      }
-      gpt = std::strcmp(argv[i + 1], "gpt") == 0;
-      ++i;
-      continue;
-    }
-    args.push_back(argv[i]);
-  }
-  std::vector<BenchCase> bc;
+// The data-parallel MLP cases (by default unless --pipeline or --model gpt).
+void add_mlp_cases(std::vector<BenchCase>& bc) {
   bc.push_back({"dp2x2", "2x2 torus, 256-256-256, 256 examples per chip (MFU >= 0.60, >= 0.80 "
                          "of the all-reduce hidden)",
                 [] {
@@ -468,8 +448,13 @@ int main(int argc, char** argv) {
                              "", "weak scaling and hidden fraction at their targets", true);
                   return rep;
                 }});
-  static std::vector<std::string> names, whats;  // the cases' text outlives bench_main
+}
+
+// The pipeline cases (--pipeline): the MLP's under every schedule and m, the hop's cost, the
+// GPT's. `on`: run by default.
+void add_pipeline_cases(std::vector<BenchCase>& bc, bool on) {
   const std::vector<std::string> scheds = {"1f1b", "gpipe", "interleaved:2"};
+  static std::vector<std::string> names, whats;  // the cases' text outlives bench_main
   for (const std::string& sched : scheds)
     for (std::size_t m : {4, 8, 16}) {
       names.push_back(pipe_case(sched, m));
@@ -485,13 +470,14 @@ int main(int argc, char** argv) {
                     pipe_targets(rep, sched, m);
                     return rep;
                   },
-                  pipeline});
+                  on});
   }
   // The hop's cost: 1F1B and interleaved:2 at m = 8 again with 64-byte links.
   bc.push_back({"pipe_1f1b_m8_link64", "pipe_1f1b_m8 with 64-byte links (--pipeline)",
-                [] { return pipe_report("1f1b", 8, 64); }, pipeline});
+                [] { return pipe_report("1f1b", 8, 64); }, on});
   bc.push_back({"pipe_interleaved_m8_link64",
-                "pipe_interleaved_m8 with 64-byte links, beside 1F1B's (--pipeline)", [] {
+                "pipe_interleaved_m8 with 64-byte links, beside 1F1B's (--pipeline)",
+                [] {
                   Report rep = pipe_report("interleaved:2", 8, 64);
                   const std::string f1 = pipe_case("1f1b", 8, 64);
                   if (!pipe_measured()[f1].done) (void)pipe_report("1f1b", 8, 64);
@@ -500,7 +486,8 @@ int main(int argc, char** argv) {
                   rep.metric("of_1f1b_bubble", b > 0 ? a / b : 0.0, "fraction",
                              "interleaved:2's bubble / 1F1B's, both with 64-byte links", true);
                   return rep;
-                }, pipeline});
+                },
+                on});
   static std::vector<std::string> gnames, gwhats;
   for (const std::string& sched : scheds) {
     gnames.push_back("pipe_gpt_" + sched.substr(0, sched.find(':')));
@@ -509,11 +496,13 @@ int main(int argc, char** argv) {
   }
   for (std::size_t i = 0; i < scheds.size(); ++i) {
     const std::string sched = scheds[i];
-    bc.push_back({gnames[i].c_str(), gwhats[i].c_str(), [sched] { return gpt_pipe_report(sched); },
-                  pipeline});
+    bc.push_back(
+        {gnames[i].c_str(), gwhats[i].c_str(), [sched] { return gpt_pipe_report(sched); }, on});
   }
-  for (BenchCase& c : bc)
-    if (std::strncmp(c.name, "pipe_", 5) != 0) c.by_default = !pipeline && !gpt;
+}
+
+// The GPT cases (--model gpt), and the scale models' (never by default: hours each).
+void add_gpt_and_scale_cases(std::vector<BenchCase>& bc, bool gpt) {
   bc.push_back({"gpt", "GPT 2 x d128, 4 heads, S 128, global batch 8, 2x2 data=2 x model=2, 2 "
                        "steps (MFU >= 0.40, exposed communication <= 0.10; --model gpt)",
                 [] { return gpt_report("gpt", 128, 4, 128, 2); }, gpt});
@@ -534,6 +523,35 @@ int main(int argc, char** argv) {
                 "TPU v5e scale model, 2x2 torus, the tiny GPT at the batch that hides "
                 "the all-reduce",
                 [] { return gpt_scale_report(kV5e); }, false});
+}
+
+int main(int argc, char** argv) {
+  // --pipeline: the pipeline cases run by default instead of the data-parallel ones;
+  // --model gpt the GPT's.
+  bool pipeline = false, gpt = false;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (i > 0 && std::strcmp(argv[i], "--pipeline") == 0) {
+      pipeline = true;
+      continue;
+    }
+    if (i > 0 && std::strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
+      if (std::strcmp(argv[i + 1], "gpt") != 0 && std::strcmp(argv[i + 1], "mlp") != 0) {
+        std::fprintf(stderr, "bench_train: --model %s: mlp or gpt\n", argv[i + 1]);
+        return 2;
+      }
+      gpt = std::strcmp(argv[i + 1], "gpt") == 0;
+      ++i;
+      continue;
+    }
+    args.push_back(argv[i]);
+  }
+  std::vector<BenchCase> bc;
+  add_mlp_cases(bc);
+  add_pipeline_cases(bc, pipeline);
+  for (BenchCase& c : bc)
+    if (std::strncmp(c.name, "pipe_", 5) != 0) c.by_default = !pipeline && !gpt;
+  add_gpt_and_scale_cases(bc, gpt);
   argc = static_cast<int>(args.size());
   argv = args.data();
   return bench_main("bench_train",
