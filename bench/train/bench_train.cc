@@ -104,8 +104,7 @@ TrainJob run_mlp_step(const PodConfig& cfg, std::size_t batch, Report& rep) {
   o.pod_sections = false;
   o.table = false;
   TrainJob job(cfg, o);
-  const EngineOptions eng = bench_engine();
-  job.run(eng, rep);
+  job.run(bench_engine(), rep);
   return job;
 }
 
@@ -129,24 +128,25 @@ constexpr double kPalmMfu = 0.462;  // PaLM 540B on TPU v4 (Chowdhery et al. 202
 // parameter's gradient), checked against the golden: its cycles, and its link bound
 // (model/perf.h, every link).
 struct AllReduceAlone {
+  std::size_t bytes = 0;
   uint64_t cycles = 0;
   double ici_bound = 0;
 };
-AllReduceAlone gradient_allreduce(const PodConfig& cfg, std::size_t bytes, const char* what,
-                                  Report& rep) {
+AllReduceAlone gradient_allreduce(const PodConfig& cfg, std::size_t bytes) {
   CollectiveJobOptions o;
   o.bytes = bytes;
   o.backdoor = true;
   CollectiveJob job(cfg, o);
-  const EngineOptions eng = bench_engine();
-  job.run(eng);
+  job.run(bench_engine());
   if (!job.pass()) throw std::runtime_error("bench_train: the gradient all-reduce failed golden");
-  AllReduceAlone a{job.result().collective_cycles, job.bound().ici_cycles};
-  rep.metric("allreduce_bytes", o.bytes, "bytes", what);
+  return AllReduceAlone{bytes, job.result().collective_cycles, job.bound().ici_cycles};
+}
+// Its metrics (`what`: whose gradients).
+void report_allreduce(Report& rep, const AllReduceAlone& a, const char* what) {
+  rep.metric("allreduce_bytes", a.bytes, "bytes", what);
   rep.metric("allreduce_cycles", a.cycles, "cycles", "the gradient all-reduce alone, golden pass",
              true);
   rep.metric("allreduce_ici_bound_cycles", a.ici_bound, "cycles", "its bound on the links alone");
-  return a;
 }
 
 // The least count of examples (or windows) per chip whose backward MACs, `backward_macs` each,
@@ -176,8 +176,8 @@ Report scale_report(const ScaleModel& m) {
   const PodConfig cfg = load_pod_config(std::string(TPU_SOURCE_DIR) + "/" + m.file);
   const ChipShape cs = chip_shape(cfg.params.variant);
   const uint64_t peak = uint64_t{cs.rows} * cs.cols;
-  const AllReduceAlone ar = gradient_allreduce(cfg, 2 * (kWidth * kWidth + kWidth) * 4,
-                                               "per chip: the f32 gradients of both layers", rep);
+  const AllReduceAlone ar = gradient_allreduce(cfg, 2 * (kWidth * kWidth + kWidth) * 4);
+  report_allreduce(rep, ar, "per chip: the f32 gradients of both layers");
   // The backward per example: dW of both layers, dA of the second.
   const std::size_t batch = hiding_batch(ar.cycles, peak, 3 * kWidth * kWidth, 32);
   rep.metric("batch_per_chip", batch, "examples", "hides the measured all-reduce (run)");
@@ -220,9 +220,7 @@ Report gpt_scale_report(const ScaleModel& m) {
   spec.seq = o.seq;
   std::size_t params = 0;
   for (const GptTensor& t : gpt_zero_params(spec)) params += t.rows * t.cols;
-  Report ar_rep("all-reduce");
-  const AllReduceAlone ar =
-      gradient_allreduce(cfg, params * 4, "per chip: the f32 gradients of every parameter", ar_rep);
+  const AllReduceAlone ar = gradient_allreduce(cfg, params * 4);
   // The backward of a window: two thirds of its step's MACs (dA and dW of every matmul).
   const std::size_t peak_rule =
       hiding_batch(ar.cycles, uint64_t{cs.rows} * cs.cols, gpt_window_macs(spec) * 2 / 3, 1);
@@ -233,9 +231,8 @@ Report gpt_scale_report(const ScaleModel& m) {
     o.steps = 1;
     GptJob job(cfg, o);
     Report rep("bench_train " + name + ": " + m.real + " scale model, " + job.title());
-    const EngineOptions eng = bench_engine();
     const auto t0 = std::chrono::steady_clock::now();
-    job.run(eng, rep);
+    job.run(bench_engine(), rep);
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!job.pass()) throw std::runtime_error("bench_train: " + name + " failed golden");
@@ -250,10 +247,7 @@ Report gpt_scale_report(const ScaleModel& m) {
                  name.c_str(), w, static_cast<unsigned long long>(cycles), hidden, mfu);
     if (hidden < kTargetHidden && w < peak_rule) continue;
     rep.field("case", name).field("real_chip", m.real);  // the job's report names the config
-    for (const char* k : {"allreduce_bytes", "allreduce_cycles", "allreduce_ici_bound_cycles"}) {
-      const Metric* a = ar_rep.find(k);
-      rep.metric(k, a->value, a->unit, a->description, a->summary);
-    }
+    report_allreduce(rep, ar, "per chip: the f32 gradients of every parameter");
     rep.metric("windows_peak_rule", peak_rule, "windows",
                "per chip whose backward MACs at peak last as long as the all-reduce");
     rep.metric("windows_per_chip", w, "windows",
@@ -325,8 +319,7 @@ Report pipe_report(const std::string& sched, std::size_t m, unsigned link_width 
   o.pod_sections = false;
   o.table = false;
   TrainJob job(cfg, o);
-  const EngineOptions eng = bench_engine();
-  job.run(eng, rep);
+  job.run(bench_engine(), rep);
   const TrainPipelineResult& p = job.result().pipeline;
   double mean = 0;
   for (const PipelineStageStats& s : p.stats.stages) mean += s.bubble / kStages;
@@ -380,8 +373,7 @@ Report gpt_pipe_report(const std::string& sched) {
   GptJob job(cfg, o);
   Report rep("bench_train " + name + ": " + job.title());
   rep.field("case", name);
-  const EngineOptions eng = bench_engine();
-  job.run(eng, rep);
+  job.run(bench_engine(), rep);
   const Json j = rep.json();
   const Json& pl = j.at("pipeline");
   double mean = 0;
@@ -409,8 +401,7 @@ Report gpt_report(const char* name, std::size_t d, std::size_t heads, std::size_
   GptJob job(cfg, o);
   Report rep(std::string("bench_train ") + name + ": " + job.title());
   rep.field("case", name);
-  const EngineOptions eng = bench_engine();
-  job.run(eng, rep);
+  job.run(bench_engine(), rep);
   const double mfu = rep.find("mfu")->value.as_double();
   const double comm = rep.find("breakdown.communication")->value.as_double();
   rep.metric("palm_mfu", kPalmMfu, "fraction", "PaLM 540B on 6144 TPU v4 chips");
