@@ -183,9 +183,11 @@ void check_outputs(const VpuMap& m, const Values& v, const ChipShape& s) {
 }
 
 // Where everything lies in VMEM: the constants, the sum's accumulator, the column sums'
-// partials, the per-column inputs, then two slots of one region per input and op.
+// partials, the per-column inputs, then two slots of one region per input and op (one slot
+// where two do not hold even the smallest chunk).
 struct Layout {
   std::size_t chunk = 0, pr = 0, span = 0, pk = 0;
+  std::size_t slots = 2;  // 2: the next chunk loads behind this one's work; 1: one after another
   uint32_t v_const = 0, v_acc = 0, v_slots = 0;
   std::vector<uint32_t> v_parts, v_cols;  // per column sum; per input (kColumns only)
   std::vector<std::size_t> off;           // per value (not constants): offset in a slot
@@ -262,24 +264,34 @@ Layout lay_out(const VpuMap& m, const Values& v, const ChipShape& s, uint32_t vm
     map_error("a row of " + std::to_string(m.cols) + " elements is " + std::to_string(lay.pr) +
               " memory rows; VROW takes at most 255");
   const std::size_t parts = m.col_sums.size() * 16 * lay.pr;
-  const std::size_t regions = 2 * full + cols_in + (sum ? 1 : 0);
   if (vmem_rows <= C + G + parts) map_error("too few VMEM rows");
-  std::size_t chunk = std::min<std::size_t>(
-      m.rows, (vmem_rows - C - G - parts) / (std::max<std::size_t>(regions, 1) * lay.pr));
-  chunk = std::min<std::size_t>(chunk, 0xFFFF / lay.pr);
-  auto total = [&](std::size_t c) {
-    const std::size_t sp = c * lay.pr, pk = round_up(c, Q) / L;
-    return C + (sum ? std::max(sp, G) : 0) + parts + cols_in * sp + 2 * (full * sp + rowv * pk);
+  // The largest chunk that fits with `slots` sets of the chunk's values (0: none).
+  auto fit = [&](std::size_t slots) {
+    const std::size_t regions = slots * full + cols_in + (sum ? 1 : 0);
+    std::size_t chunk = std::min<std::size_t>(
+        m.rows, (vmem_rows - C - G - parts) / (std::max<std::size_t>(regions, 1) * lay.pr));
+    chunk = std::min<std::size_t>(chunk, 0xFFFF / lay.pr);
+    auto total = [&](std::size_t c) {
+      const std::size_t sp = c * lay.pr, pk = round_up(c, Q) / L;
+      return C + (sum ? std::max(sp, G) : 0) + parts + cols_in * sp +
+             slots * (full * sp + rowv * pk);
+    };
+    if (rowish) {  // whole blocks of Q rows (one segment of row values: at most 16383)
+      chunk = std::min<std::size_t>(chunk, 16383 / Q * Q);
+      if (chunk < m.rows) chunk = chunk / Q * Q;
+      while (chunk > 0 && total(chunk) > vmem_rows) chunk = chunk % Q ? chunk / Q * Q : chunk - Q;
+    }
+    return chunk;
   };
-  if (rowish) {  // whole blocks of Q rows (one segment of row values: at most 16383)
-    chunk = std::min<std::size_t>(chunk, 16383 / Q * Q);
-    if (chunk < m.rows) chunk = chunk / Q * Q;
-    while (chunk > 0 && total(chunk) > vmem_rows) chunk = chunk % Q ? chunk / Q * Q : chunk - Q;
-  }
+  // Two sets (the next chunk's DMA behind this one's work) where they fit; one set, chunk after
+  // chunk, where not even the smallest chunk fits twice, instead of refusing the map.
+  std::size_t slots = 2, chunk = fit(2);
+  if (chunk == 0) chunk = fit(slots = 1);
   if (chunk == 0)
     map_error(std::to_string(vmem_rows) + " VMEM rows hold less than one matrix row of every "
               "operand" + std::string(rowish ? " (in chunks of whole blocks of 16 rows)" : ""));
   lay.chunk = chunk;
+  lay.slots = slots;
   lay.span = chunk * lay.pr;
   lay.pk = rowv ? lay.packed(chunk, L) : 0;
   lay.v_const = vmem_base;
@@ -318,9 +330,11 @@ class MapEmitter {
     const std::size_t chunks = (m_.rows + lay_.chunk - 1) / lay_.chunk;
     load(0);
     for (std::size_t c = 0; c < chunks; ++c) {
-      if (c + 1 < chunks) load(c + 1);
+      const bool next = c + 1 < chunks;
+      if (next && lay_.slots == 2) load(c + 1);
       compute(c);
       store(c);
+      if (next && lay_.slots == 1) load(c + 1);
     }
     finish();
     return std::move(prog_);
@@ -328,7 +342,8 @@ class MapEmitter {
 
  private:
   std::size_t rows_of(std::size_t c) const { return std::min(lay_.chunk, m_.rows - c * lay_.chunk); }
-  uint32_t region(int v, std::size_t slot) const {
+  uint32_t region(int v, std::size_t chunk) const {
+    const std::size_t slot = chunk % lay_.slots;
     const std::size_t idx = static_cast<std::size_t>(v) < v_.I ? static_cast<std::size_t>(v)
                                                                : static_cast<std::size_t>(v) - v_.C;
     if (idx < v_.I && v_.kind[idx] == MapIn::kColumns) return lay_.v_cols[idx];
@@ -383,54 +398,52 @@ class MapEmitter {
   void load(std::size_t c) {
     for (std::size_t i = 0; i < v_.I; ++i) {
       const int v = static_cast<int>(i);
-      if (v_.kind[i] == MapIn::kMatrix) dma(DmaDir::kHbmToVmem, m_.in[i], region(v, c % 2), c);
-      if (v_.kind[i] == MapIn::kRows) dma_rows(DmaDir::kHbmToVmem, m_.in[i], region(v, c % 2), c);
+      if (v_.kind[i] == MapIn::kMatrix) dma(DmaDir::kHbmToVmem, m_.in[i], region(v, c), c);
+      if (v_.kind[i] == MapIn::kRows) dma_rows(DmaDir::kHbmToVmem, m_.in[i], region(v, c), c);
     }
   }
 
   void compute(std::size_t c) {
-    const std::size_t slot = c % 2, nrows = rows_of(c), n = nrows * lay_.pr;
+    const std::size_t nrows = rows_of(c), n = nrows * lay_.pr;
     const uint32_t R = static_cast<uint32_t>(nrows), pr = static_cast<uint32_t>(lay_.pr);
     for (std::size_t k = 0; k < v_.K; ++k) {
       const VpuMapOp& op = m_.ops[k];
       const int v = static_cast<int>(v_.I + v_.C + k);
-      const uint32_t x = region(op.x, slot), dst = region(v, slot);
+      const uint32_t x = region(op.x, c), dst = region(v, c);
       if (vpu_op_is_reduction(op.op)) {
         prog_.push_back(cmd_vrow(op.op, Mem::kVmem, x, R, pr, 1, pr, 0, dst));
         continue;
       }
       if (!row(op.x) && row(op.y)) {  // the per-row operand
-        prog_.push_back(cmd_vrow(op.op, Mem::kVmem, x, R, pr, 1, pr, region(op.y, slot), dst));
+        prog_.push_back(cmd_vrow(op.op, Mem::kVmem, x, R, pr, 1, pr, region(op.y, c), dst));
         continue;
       }
       const bool yc = op.y >= 0 && v_.is_const(op.y);
-      const uint32_t y = op.y < 0 ? x : yc ? const_row(op.y) : region(op.y, slot);
+      const uint32_t y = op.y < 0 ? x : yc ? const_row(op.y) : region(op.y, c);
       const std::size_t rows = row(op.x) ? lay_.packed(nrows, L_) : n;
       prog_.push_back(vmem_vpu(op.op, x, v_.bf16[static_cast<std::size_t>(op.x)], y,
                                op.y >= 0 && v_.bf16[static_cast<std::size_t>(op.y)], yc, dst,
                                op.bf16 && !vpu_op_result_bf16(op.op), rows));
     }
     if (m_.sum >= 0) {  // the first chunk copied (maximum(v, v) = v, NaN canonical), then added
-      const uint32_t x = region(m_.sum, slot);
+      const uint32_t x = region(m_.sum, c);
       prog_.push_back(c == 0 ? vmem_vpu(VpuOp::kMax, x, false, x, false, false, lay_.v_acc, false, n)
                              : vmem_vpu(VpuOp::kAdd, x, false, lay_.v_acc, false, false,
                                         lay_.v_acc, false, n));
     }
     for (std::size_t p = 0; p < m_.col_sums.size(); ++p)  // each block of 16 rows onto the partials
       for (std::size_t b = 0; b < nrows / 16; ++b)
-        prog_.push_back(vmem_vpu(VpuOp::kAdd,
-                                 static_cast<uint32_t>(region(m_.col_sums[p].first, slot) +
-                                                       b * 16 * lay_.pr),
-                                 false, lay_.v_parts[p], false, false, lay_.v_parts[p], false,
-                                 16 * lay_.pr));
+        prog_.push_back(vmem_vpu(
+            VpuOp::kAdd, static_cast<uint32_t>(region(m_.col_sums[p].first, c) + b * 16 * lay_.pr),
+            false, lay_.v_parts[p], false, false, lay_.v_parts[p], false, 16 * lay_.pr));
   }
 
   void store(std::size_t c) {
     for (const auto& o : m_.out) {
       if (row(o.first))
-        dma_rows(DmaDir::kVmemToHbm, o.second, region(o.first, c % 2), c);
+        dma_rows(DmaDir::kVmemToHbm, o.second, region(o.first, c), c);
       else
-        dma(DmaDir::kVmemToHbm, o.second, region(o.first, c % 2), c);
+        dma(DmaDir::kVmemToHbm, o.second, region(o.first, c), c);
     }
   }
 
@@ -476,9 +489,12 @@ VpuMapPlan plan_vpu_map(const VpuMap& m, const ChipShape& s, uint32_t vmem_base,
   if (m.rows == 0 || m.cols == 0) map_error("empty shape");
   const Values v = classify(m, s);
   check_outputs(m, v, s);
+  // Double buffers where they fit; one set (no overlap of the next chunk's DMA) where even the
+  // smallest chunk would not fit twice, instead of refusing the map.
   const Layout lay = lay_out(m, v, s, vmem_base, vmem_rows);
   VpuMapPlan plan;
   plan.chunk = lay.chunk;
+  plan.slots = lay.slots;
   plan.prog = MapEmitter(m, v, lay, s.cols).emit();
   return plan;
 }

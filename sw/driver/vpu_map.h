@@ -1,10 +1,10 @@
 // plan_vpu_map: an elementwise VPU program over matrices of one shape in a chip's HBM, the
 // rows streamed through VMEM in chunks (the DMA of the next chunk behind the VPU work of this
-// one). The training step's loss, ReLU mask and SGD update are such maps (docs/training.md);
-// so are the GPT step's row-wise ops (layer norm, softmax, cross-entropy: docs/training.md "The
-// GPT step's maps"): a map may reduce each row to one value (VROW), work on those per-row values,
-// use them as a per-row operand, take a vector per column or per row as an input, and sum its
-// columns in the GPT golden's order.
+// one; chunk after chunk where VMEM holds only one chunk's values). The training step's loss, ReLU
+// mask and SGD update are such maps (docs/training.md); so are the GPT step's row-wise ops (layer
+// norm, softmax, cross-entropy: docs/training.md "The GPT step's maps"): a map may reduce each row
+// to one value (VROW), work on those per-row values, use them as a per-row operand, take a vector
+// per column or per row as an input, and sum its columns in the GPT golden's order.
 #pragma once
 
 #include <cstdint>
@@ -70,6 +70,7 @@ struct VpuMap {
 struct VpuMapPlan {
   std::vector<ChipCmd> prog;  // no HALT
   std::size_t chunk = 0;      // matrix rows per chunk
+  std::size_t slots = 2;      // sets of a chunk's values: 2 double-buffered, 1 chunk after chunk
 };
 
 // The program for VMEM rows [vmem_base, vmem_base + vmem_rows). std::invalid_argument naming

@@ -70,17 +70,19 @@ class Rig {
     if (!pad.empty()) pad.resize(m, 0.0f);
     return matrix(1, m, pad);
   }
-  // Plans the map (all of VMEM) and runs it; returns the chunk.
-  std::size_t run(const VpuMap& m, const char* what) {
-    VpuMapPlan p = plan_vpu_map(m, drv_.shape(), 0, drv_.shape().vmem_rows);
+  // Plans the map (VMEM rows [0, vmem_rows), all of them by default) and runs it; returns the
+  // chunk.
+  std::size_t run(const VpuMap& m, const char* what, uint32_t vmem_rows = 0) {
+    VpuMapPlan p = plan_vpu_map(m, drv_.shape(), 0, vmem_rows ? vmem_rows : drv_.shape().vmem_rows);
     p.prog.push_back(cmd_halt());
     const ProgramResult r = drv_.run(p.prog);
     EXPECT_EQ(r.err, 0u);
-    std::printf("[gpt map] %s on %s: %zu commands, %llu cycles, chunk %zu rows\n", what,
-                drv_.shape().cols == 4 ? "4x4" : "16x16", p.prog.size(),
-                static_cast<unsigned long long>(r.cycles), p.chunk);
+    std::printf("[gpt map] %s on %s: %zu commands, %llu cycles, chunk %zu rows, %zu slot(s)\n",
+                what, drv_.shape().cols == 4 ? "4x4" : "16x16", p.prog.size(),
+                static_cast<unsigned long long>(r.cycles), p.chunk, p.slots);
     return p.chunk;
   }
+  ChipShape shape() const { return drv_.shape(); }
   std::vector<float> f32(const HbmMatrix& m, std::size_t n) {
     std::vector<float> v(n);
     drv_.read(m.addr, v.data(), n * 4);
@@ -192,6 +194,50 @@ TEST_P(GptMaps, CrossEntropyAndWindowLossesAreTheGoldens) {
   const HbmMatrix loss_bs{hloss.addr, s.batch, s.seq, s.seq, Dtype::kF32};
   rig.run(gpt_window_loss_map(loss_bs, hparts), "window losses");
   expect_bits(rig.f32(hparts, s.batch), parts, "loss parts");
+}
+
+// Where VMEM holds a chunk's values once but not twice (the v4 scale model's maps beside its
+// collectives), the map runs chunk after chunk instead of refusing: the same bits.
+TEST_P(GptMaps, CrossEntropyRunsSingleBufferedWhereTwoChunksDoNotFit) {
+  Rig rig(GetParam());
+  const GptSpec& s = rig.spec();
+  const std::size_t T = s.batch * s.seq, V = 64, L = rig.lanes();
+  std::vector<float> logits = randn(T * V, 8, 2.0f);
+  std::vector<int32_t> tgt(T);
+  for (std::size_t t = 0; t < T; ++t) tgt[t] = static_cast<int32_t>((t * 13 + 5) % V);
+  const float inv_n = xcend_rcp(static_cast<float>(s.global_batch() * s.seq));
+  std::vector<float> loss, dl;
+  gpt_cross_entropy(logits, tgt, V, inv_n, L, loss, dl);
+  const HbmMatrix hl = rig.matrix(T, V, logits), hs = rig.bf16(T, V, gpt_target_sel(tgt, V));
+  const HbmMatrix hloss = rig.vec(T), hdl = rig.bf16(T, V);
+  const VpuMap m = gpt_cross_entropy_map(rig.consts(), hl, hs, hloss, hdl);
+  // The fewest VMEM rows that plan at all, and the fewest that plan double-buffered.
+  auto slots_at = [&](uint32_t rows) -> std::size_t {
+    try {
+      return plan_vpu_map(m, rig.shape(), 0, rows).slots;
+    } catch (const std::invalid_argument&) {
+      return 0;
+    }
+  };
+  uint32_t least = 1, least_double = 0;
+  while (slots_at(least) == 0) ++least;
+  for (uint32_t r = least; r <= rig.shape().vmem_rows && !least_double; ++r)
+    if (slots_at(r) == 2) least_double = r;
+  ASSERT_GT(least_double, least) << "no VMEM size where only one set of the chunk fits";
+  EXPECT_EQ(slots_at(least), 1u);
+  EXPECT_EQ(slots_at(least_double - 1), 1u);
+  // One block of 16 rows a chunk: two chunks, the second loaded after the first is stored.
+  EXPECT_EQ(rig.run(m, "cross-entropy (one slot)", least), 16u);
+  expect_bits(rig.f32(hloss, T), loss, "loss");
+  expect_bf16(rig.bf16_of(hdl), dl, "dlogits");
+  // Below the one set: the rule, as before.
+  std::string msg = "no error";
+  try {
+    plan_vpu_map(m, rig.shape(), 0, least - 1);
+  } catch (const std::invalid_argument& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("hold less than one matrix row of every operand"), std::string::npos) << msg;
 }
 
 TEST_P(GptMaps, GeluItsBackwardAndABiasGradientAreTheGoldens) {
