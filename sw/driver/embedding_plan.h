@@ -10,6 +10,7 @@
 // loads; ChipDriver (or any host port) writes the lists and runs them.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -61,6 +62,12 @@ EmbeddingPlan plan_embedding_forward(const ChipShape& shape, const EmbeddingDims
 EmbeddingPlan plan_embedding_backward(const ChipShape& shape, const EmbeddingDims& dims,
                                       const std::vector<int32_t>& tokens,
                                       const EmbeddingBuffers& buf);
+// The most int32 words the backward's lists take for any T tokens of V (L lanes): a zero row,
+// each round's positions in whole rows (T rounds of one position when every token is the same),
+// the group ids.
+inline std::size_t embedding_backward_list_words(std::size_t T, std::size_t V, std::size_t L) {
+  return L * (1 + T) + (std::min(T, V) + L - 1) / L * L;
+}
 
 // The backward's grouping: the distinct tokens, most frequent first (ties: first seen first),
 // and per token its positions in increasing order (the golden's order of adds).

@@ -384,7 +384,8 @@ void GptTrainer::Impl::lay_out(const GptSpec& spec, const ChipShape& s) {
   for (int k = 0; k < M; ++k) {
     const std::string n = k == 0 ? "" : " mb" + std::to_string(k);
     lists_f.push_back(buf("ids (embedding)" + n, 1, round_up(T, 16) + 64, Dtype::kF32));
-    lists_b.push_back(buf("ids (embedding backward)" + n, 1, 8 * T + 256, Dtype::kF32));
+    lists_b.push_back(buf("ids (embedding backward)" + n, 1,
+                          embedding_backward_list_words(T, V, s.cols), Dtype::kF32));
   }
   // The pipeline's: the other activation slots, each micro-batch's gradient apart.
   for (std::size_t r = 1; r < act.size(); ++r) {
