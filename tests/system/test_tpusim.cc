@@ -1,19 +1,19 @@
 // The user's first command: `tpusim matmul`, from random inputs and from .npy files, its report,
 // and the errors it gives for inputs that do not fit.
 #include <gtest/gtest.h>
-
-#include "cli_run.h"
 #include <sys/wait.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "cli_run.h"
 #include "npy.h"
 #include "tpu/bf16.h"
 #include "tpu/matmul.h"
@@ -227,6 +227,24 @@ TEST(Tpusim, CheckStopsBeforeTheFirstCycleAndWritesNothing) {
   const CliRun fits = tpusim(a2a);
   EXPECT_EQ(fits.code, 0) << fits.out;
   EXPECT_NE(fits.out.find("check passed"), std::string::npos) << fits.out;
+  // The GPT plans its step's program after the parameters load (the embedding's with the step's
+  // tokens): the check loads them (host copies as backdoor writes) and plans it, so a map that
+  // cannot fit the chip's VMEM is refused here, not minutes into the run.
+  const std::string v4 = TPU_SOURCE_DIR + std::string("/configs/pod_v4_2x2x2.yaml");
+  std::ifstream in(v4);
+  std::string yaml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::size_t at = yaml.find("vmem_rows: 3072");
+  ASSERT_NE(at, std::string::npos) << v4;
+  const std::string small = tmp("v4_vmem2048.yaml");
+  std::ofstream(small) << yaml.replace(at, 15, "vmem_rows: 2048");
+  const std::string gpt = "train --model gpt --batch 8 --steps 1 --engine cpp --check --config ";
+  const CliRun refused = tpusim(gpt + small);
+  EXPECT_EQ(refused.code, 2) << refused.out;
+  EXPECT_NE(refused.out.find("vector map 'cross-entropy'"), std::string::npos) << refused.out;
+  const CliRun planned = tpusim(gpt + v4);
+  EXPECT_EQ(planned.code, 0) << planned.out;
+  EXPECT_NE(planned.out.find("check passed (stopped before running"), std::string::npos)
+      << planned.out;
 }
 
 // The pod job: every chip's matmul at once (the pod's cycles are the slowest chip's, not the
