@@ -359,9 +359,10 @@ MatmulRun ChipDriver::plan_matmul(const HbmMatrix& cm, const HbmMatrix& am, cons
       s.hbm_channels * 64.0 / std::max<uint32_t>(2, port_->info().hbm.timing.ccd_s);
   const MatmulTiling t = tile_matmul(p, s);
   if (t.mt == 0)
-    throw std::invalid_argument("matmul: K = " + std::to_string(p.k) + ", N = " +
-                                std::to_string(p.n) + " do not fit the on-chip memories of " +
-                                port_->info().variant);
+    throw std::invalid_argument(
+        "matmul: K = " + std::to_string(p.k) + ", N = " + std::to_string(p.n) +
+        " do not fit the on-chip memories of " + port_->info().variant + " (" +
+        std::to_string(p.vmem_rows) + " VMEM rows, " + std::to_string(s.amem_rows) + " AMEM rows)");
   const uint64_t Nw = t.nt * t.lanes;
   if (t.k_tail != 0 && !w_transposed && zeros_.bytes() < Nw * 2) {
     zeros_ = alloc_matrix(1, Nw, Dtype::kBf16);

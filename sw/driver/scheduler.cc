@@ -424,7 +424,16 @@ ChipProgram step_program(Workload& w, Schedule& s, const std::vector<int>& st, i
       try {
         cmds = compute_cmds(w, op, c, s.vmem_compute, plan);
       } catch (const std::invalid_argument& e) {  // the planner's rule, and which op
-        bad_op(op, "chip " + std::to_string(c) + ": " + e.what());
+        const uint32_t rows = w.info().shape.vmem_rows;
+        bad_op(op, "chip " + std::to_string(c) + ": " + e.what() +
+                       (s.vmem_compute < rows
+                            ? " [the compute area: " + std::to_string(s.vmem_compute) +
+                                  " of the "
+                                  "chip's " +
+                                  std::to_string(rows) +
+                                  " VMEM rows; the rest holds the "
+                                  "collectives]"
+                            : std::string()));
       }
       comp.append(cmds, CmdLabel{ph, -1, op.piece});
     }

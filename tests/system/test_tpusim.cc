@@ -241,6 +241,10 @@ TEST(Tpusim, CheckStopsBeforeTheFirstCycleAndWritesNothing) {
   const CliRun refused = tpusim(gpt + small);
   EXPECT_EQ(refused.code, 2) << refused.out;
   EXPECT_NE(refused.out.find("vector map 'cross-entropy'"), std::string::npos) << refused.out;
+  EXPECT_NE(refused.out.find("[the compute area: 1024 of the chip's 2048 VMEM rows; the rest "
+                             "holds the collectives]"),
+            std::string::npos)
+      << refused.out;
   const CliRun planned = tpusim(gpt + v4);
   EXPECT_EQ(planned.code, 0) << planned.out;
   EXPECT_NE(planned.out.find("check passed (stopped before running"), std::string::npos)
