@@ -120,9 +120,10 @@ class ChipDriver {
 
   // Pushes the commands, runs until the machine is idle (or `max_cycles` pass: ChipError
   // "hung"). With throw_on_error, a set error register throws ChipError; the register (and a
-  // final HALT's `halted`) is then cleared.
+  // final HALT's `halted`) is then cleared. The default bound is PodDriver's, not HostPort's 50
+  // million: a matmul on a scale model's chip runs longer, and the watchdog stops a hang.
   ProgramResult run(const std::vector<ChipCmd>& prog, bool throw_on_error = true,
-                    uint64_t max_cycles = 50'000'000);
+                    uint64_t max_cycles = uint64_t{1} << 40);
   ChipCounters counters();
 
   // plan_matmul uses VMEM rows [0, vmem_rows_limit) only (0: all of them), leaving the rest to
