@@ -3,8 +3,11 @@
 // ideal of the same work (MFU = useful MACs / (chips x R x C x cycles)); every step checked bit
 // for bit against the golden (docs/training.md). One report per case, a JSON array on stdout.
 //   bench_train [--only CASE[,CASE...]] [--list] [--pipeline] [--model gpt] [--threads N]
+//               [--max-windows N]
 // --threads N steps the chips on N threads in every case (the same reports, faster on a
-// many-core machine: the scale cases are hours on one core).
+// many-core machine: the scale cases are hours on one core). --max-windows N stops the GPT
+// scale cases' probes at N windows a chip (hidden_target_reached in the report says whether the
+// 0.80 was reached).
 // weak4x4 runs the 2x2 step too (unless dp2x2 ran in the same process) and reports the ratio.
 // --pipeline runs the pipeline cases instead (issue 35; docs/training.md, "Pipeline"): the MLP
 // of 8 layers of 256 on a ring of 4 chips (stage=4), global batch 256, m = 4, 8, 16
@@ -68,6 +71,11 @@ PodConfig bench_pod(std::vector<int> shape, unsigned link_width = 16) {
 unsigned& bench_threads() {
   static unsigned t = 1;
   return t;
+}
+// --max-windows: the most windows a chip the GPT scale cases probe (0: up to the peak rule's).
+unsigned& gpt_max_windows() {
+  static unsigned w = 0;
+  return w;
 }
 EngineOptions bench_engine() {
   EngineOptions eng;
@@ -225,8 +233,10 @@ Report gpt_scale_report(const ScaleModel& m) {
   const std::size_t peak_rule =
       hiding_batch(ar.cycles, uint64_t{cs.rows} * cs.cols, gpt_window_macs(spec) * 2 / 3, 1);
   const std::size_t chips = static_cast<std::size_t>(cfg.params.topo.num_chips());
+  const std::size_t last =
+      gpt_max_windows() ? std::min<std::size_t>(peak_rule, gpt_max_windows()) : peak_rule;
   Json probes = Json::array();
-  for (std::size_t w = 1;; w = std::min(2 * w, peak_rule)) {
+  for (std::size_t w = 1;; w = std::min(2 * w, last)) {
     o.global_batch = w * chips;
     o.steps = 1;
     GptJob job(cfg, o);
@@ -245,14 +255,18 @@ Report gpt_scale_report(const ScaleModel& m) {
                  "[bench_train] %s: %zu windows per chip: %llu cycles, all-reduce %.3f "
                  "hidden, MFU %.4f\n",
                  name.c_str(), w, static_cast<unsigned long long>(cycles), hidden, mfu);
-    if (hidden < kTargetHidden && w < peak_rule) continue;
+    if (hidden < kTargetHidden && w < last) continue;
     rep.field("case", name).field("real_chip", m.real);  // the job's report names the config
+    rep.metric("hidden_target_reached", hidden >= kTargetHidden, "",
+               "the run's all-reduce is >= 0.80 hidden (else the probes stopped at the peak "
+               "rule or --max-windows)");
+    if (gpt_max_windows()) rep.metric("max_windows", gpt_max_windows(), "windows", "--max-windows");
     report_allreduce(rep, ar, "per chip: the f32 gradients of every parameter");
     rep.metric("windows_peak_rule", peak_rule, "windows",
                "per chip whose backward MACs at peak last as long as the all-reduce");
     rep.metric("windows_per_chip", w, "windows",
-               "run: the first of 1, 2, 4, ... (at most the peak rule's) whose all-reduce is >= "
-               "0.80 hidden");
+               "run: the first of 1, 2, 4, ... (at most the peak rule's and --max-windows) whose "
+               "all-reduce is >= 0.80 hidden");
     rep.field("probes", probes);
     rep.metric("link_cycles_per_flit", cfg.params.link_gap, "cycles",
                "the model's links: the real chip's ICI bytes per MAC");
@@ -554,5 +568,11 @@ int main(int argc, char** argv) {
                                      "reports; the scale cases are hours on one)")
                           ->type_name("N")
                           ->check(cli::uint_in(1, 256));
+                      app.add_option("--max-windows", gpt_max_windows(),
+                                     "gpt_v4, gpt_v5e: probe at most N windows a chip (the report "
+                                     "is the last probe's; hidden_target_reached says if 0.80 "
+                                     "was; default: up to the peak rule's)")
+                          ->type_name("N")
+                          ->check(cli::uint_in(1, 4096));
                     });
 }

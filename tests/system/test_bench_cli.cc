@@ -77,6 +77,8 @@ TEST(BenchCli, BadValuesNameTheFlagAndTheRule) {
       {std::string(BENCH_HBM) + " 5", "unexpected argument '5'"},
       {std::string(BENCH_TRAIN) + " --threads 0", "--threads: 0 is not an integer in [1, 256]"},
       {std::string(BENCH_TRAIN) + " --threads x", "--threads: x is not an integer"},
+      {std::string(BENCH_TRAIN) + " --max-windows 0",
+       "--max-windows: 0 is not an integer in [1, 4096]"},
       // The configuration is read when the line is parsed: a usage error, --check included.
       {std::string(BENCH_HBM) + " --config /nonexistent/hbm.yaml",
        "--config: /nonexistent/hbm.yaml: cannot open the HBM configuration file"},
