@@ -168,29 +168,49 @@ TEST_P(GptMaps, CausalSoftmaxAndItsBackwardAreTheGoldens) {
   expect_bf16(rig.bf16_of(hds), ds, "ds");
 }
 
+// A cross-entropy case on the rig: T = batch x seq rows of V = 64 logits (seed), targets
+// (t * mul + add) mod V, the golden's loss and dlogits, and the map's HBM matrices (sel as the
+// trainer keeps it: bf16, -0 and -Inf exact). neg_zero: row 5's target logit is -0.
+struct CrossEntropyCase {
+  std::size_t T = 0;
+  std::vector<float> loss, dl;
+  HbmMatrix hl, hs, hloss, hdl;
+};
+CrossEntropyCase cross_entropy_case(Rig& rig, uint64_t seed, std::size_t mul, std::size_t add,
+                                    bool neg_zero) {
+  const GptSpec& s = rig.spec();
+  CrossEntropyCase c;
+  c.T = s.batch * s.seq;
+  const std::size_t V = 64;
+  std::vector<float> logits = randn(c.T * V, seed, 2.0f);
+  std::vector<int32_t> tgt(c.T);
+  for (std::size_t t = 0; t < c.T; ++t) tgt[t] = static_cast<int32_t>((t * mul + add) % V);
+  if (neg_zero) logits[5 * V + static_cast<std::size_t>(tgt[5])] = -0.0f;
+  const float inv_n = xcend_rcp(static_cast<float>(s.global_batch() * s.seq));
+  gpt_cross_entropy(logits, tgt, V, inv_n, rig.lanes(), c.loss, c.dl);
+  c.hl = rig.matrix(c.T, V, logits);
+  c.hs = rig.bf16(c.T, V, gpt_target_sel(tgt, V));
+  c.hloss = rig.vec(c.T);
+  c.hdl = rig.bf16(c.T, V);
+  return c;
+}
+
 TEST_P(GptMaps, CrossEntropyAndWindowLossesAreTheGoldens) {
   Rig rig(GetParam());
   const GptSpec& s = rig.spec();
-  const std::size_t T = s.batch * s.seq, V = 64, L = rig.lanes();
-  std::vector<float> logits = randn(T * V, 7, 2.0f);
-  std::vector<int32_t> tgt(T);
-  for (std::size_t t = 0; t < T; ++t) tgt[t] = static_cast<int32_t>((t * 29 + 3) % V);
-  logits[5 * V + static_cast<std::size_t>(tgt[5])] = -0.0f;
-  const float inv_n = xcend_rcp(static_cast<float>(s.global_batch() * s.seq));
-  std::vector<float> loss, dl;
-  gpt_cross_entropy(logits, tgt, V, inv_n, L, loss, dl);
+  const CrossEntropyCase c = cross_entropy_case(rig, 7, 29, 3, true);
+  const std::size_t T = c.T, L = rig.lanes();
+  const HbmMatrix hloss = c.hloss, hparts = rig.vec(s.batch);
   std::vector<float> parts(s.batch);
   for (std::size_t b = 0; b < s.batch; ++b)
-    parts[b] = vector_reduce(VpuOp::kRedSum,
-                             std::vector<float>(loss.begin() + static_cast<std::ptrdiff_t>(b * s.seq),
-                                                loss.begin() + static_cast<std::ptrdiff_t>((b + 1) * s.seq)),
-                             L);
-  // sel as the trainer keeps it: bf16 (-0 and -Inf are exact).
-  const HbmMatrix hl = rig.matrix(T, V, logits), hs = rig.bf16(T, V, gpt_target_sel(tgt, V));
-  const HbmMatrix hloss = rig.vec(T), hdl = rig.bf16(T, V), hparts = rig.vec(s.batch);
-  rig.run(gpt_cross_entropy_map(rig.consts(), hl, hs, hloss, hdl), "cross-entropy");
-  expect_bits(rig.f32(hloss, T), loss, "loss");
-  expect_bf16(rig.bf16_of(hdl), dl, "dlogits");
+    parts[b] = vector_reduce(
+        VpuOp::kRedSum,
+        std::vector<float>(c.loss.begin() + static_cast<std::ptrdiff_t>(b * s.seq),
+                           c.loss.begin() + static_cast<std::ptrdiff_t>((b + 1) * s.seq)),
+        L);
+  rig.run(gpt_cross_entropy_map(rig.consts(), c.hl, c.hs, hloss, c.hdl), "cross-entropy");
+  expect_bits(rig.f32(hloss, T), c.loss, "loss");
+  expect_bf16(rig.bf16_of(c.hdl), c.dl, "dlogits");
   const HbmMatrix loss_bs{hloss.addr, s.batch, s.seq, s.seq, Dtype::kF32};
   rig.run(gpt_window_loss_map(loss_bs, hparts), "window losses");
   expect_bits(rig.f32(hparts, s.batch), parts, "loss parts");
@@ -200,17 +220,8 @@ TEST_P(GptMaps, CrossEntropyAndWindowLossesAreTheGoldens) {
 // collectives), the map runs chunk after chunk instead of refusing: the same bits.
 TEST_P(GptMaps, CrossEntropyRunsSingleBufferedWhereTwoChunksDoNotFit) {
   Rig rig(GetParam());
-  const GptSpec& s = rig.spec();
-  const std::size_t T = s.batch * s.seq, V = 64, L = rig.lanes();
-  std::vector<float> logits = randn(T * V, 8, 2.0f);
-  std::vector<int32_t> tgt(T);
-  for (std::size_t t = 0; t < T; ++t) tgt[t] = static_cast<int32_t>((t * 13 + 5) % V);
-  const float inv_n = xcend_rcp(static_cast<float>(s.global_batch() * s.seq));
-  std::vector<float> loss, dl;
-  gpt_cross_entropy(logits, tgt, V, inv_n, L, loss, dl);
-  const HbmMatrix hl = rig.matrix(T, V, logits), hs = rig.bf16(T, V, gpt_target_sel(tgt, V));
-  const HbmMatrix hloss = rig.vec(T), hdl = rig.bf16(T, V);
-  const VpuMap m = gpt_cross_entropy_map(rig.consts(), hl, hs, hloss, hdl);
+  const CrossEntropyCase c = cross_entropy_case(rig, 8, 13, 5, false);
+  const VpuMap m = gpt_cross_entropy_map(rig.consts(), c.hl, c.hs, c.hloss, c.hdl);
   // The fewest VMEM rows that plan at all, and the fewest that plan double-buffered.
   auto slots_at = [&](uint32_t rows) -> std::size_t {
     try {
@@ -228,8 +239,8 @@ TEST_P(GptMaps, CrossEntropyRunsSingleBufferedWhereTwoChunksDoNotFit) {
   EXPECT_EQ(slots_at(least_double - 1), 1u);
   // One block of 16 rows a chunk: two chunks, the second loaded after the first is stored.
   EXPECT_EQ(rig.run(m, "cross-entropy (one slot)", least), 16u);
-  expect_bits(rig.f32(hloss, T), loss, "loss");
-  expect_bf16(rig.bf16_of(hdl), dl, "dlogits");
+  expect_bits(rig.f32(c.hloss, c.T), c.loss, "loss");
+  expect_bf16(rig.bf16_of(c.hdl), c.dl, "dlogits");
   // Below the one set: the rule, as before.
   std::string msg = "no error";
   try {
