@@ -425,15 +425,11 @@ ChipProgram step_program(Workload& w, Schedule& s, const std::vector<int>& st, i
         cmds = compute_cmds(w, op, c, s.vmem_compute, plan);
       } catch (const std::invalid_argument& e) {  // the planner's rule, and which op
         const uint32_t rows = w.info().shape.vmem_rows;
+        const std::string area = " [the compute area: " + std::to_string(s.vmem_compute) +
+                                 " of the chip's " + std::to_string(rows) +
+                                 " VMEM rows; the rest holds the collectives]";
         bad_op(op, "chip " + std::to_string(c) + ": " + e.what() +
-                       (s.vmem_compute < rows
-                            ? " [the compute area: " + std::to_string(s.vmem_compute) +
-                                  " of the "
-                                  "chip's " +
-                                  std::to_string(rows) +
-                                  " VMEM rows; the rest holds the "
-                                  "collectives]"
-                            : std::string()));
+                       (s.vmem_compute < rows ? area : std::string()));
       }
       comp.append(cmds, CmdLabel{ph, -1, op.piece});
     }

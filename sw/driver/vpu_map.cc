@@ -489,8 +489,6 @@ VpuMapPlan plan_vpu_map(const VpuMap& m, const ChipShape& s, uint32_t vmem_base,
   if (m.rows == 0 || m.cols == 0) map_error("empty shape");
   const Values v = classify(m, s);
   check_outputs(m, v, s);
-  // Double buffers where they fit; one set (no overlap of the next chunk's DMA) where even the
-  // smallest chunk would not fit twice, instead of refusing the map.
   const Layout lay = lay_out(m, v, s, vmem_base, vmem_rows);
   VpuMapPlan plan;
   plan.chunk = lay.chunk;
