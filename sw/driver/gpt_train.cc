@@ -594,9 +594,21 @@ void GptTrainer::Impl::add_recv(const char* what, int j_from, bool backward,
 void GptTrainer::Impl::add_optimizer() {
   // Which stages hold a parameter at each place (a place no stage uses is left alone).
   std::vector<std::vector<bool>> held(t.size(), std::vector<bool>(static_cast<std::size_t>(NS)));
-  for (std::size_t k = 0; k < shard_shape.size(); ++k)
+  // The maps in the order their gradients' all-reduces were issued (a place with none first,
+  // in place order): the last all-reduce, the embeddings', then runs beside the other places'
+  // updates instead of alone before them (the scheduler takes the compute after a collective up
+  // to the first op that needs its result). Each map reads and writes only its own place, so
+  // the order changes no bit.
+  std::vector<int> issued(t.size(), -1);
+  for (std::size_t k = 0; k < shard_shape.size(); ++k) {
     held[local(k)][static_cast<std::size_t>(stage_of_tensor(k))] = true;
-  for (std::size_t lk = 0; lk < t.size(); ++lk) {
+    issued[local(k)] = std::max(issued[local(k)], grad_coll[k]);
+  }
+  std::vector<std::size_t> order(t.size());
+  for (std::size_t lk = 0; lk < t.size(); ++lk) order[lk] = lk;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return issued[a] < issued[b]; });
+  for (std::size_t lk : order) {
     const Tensor& x = t[lk];
     Op op = vector_map_op(*wl, "optimizer", gpt_adam_map(consts, x.w, x.g, x.m, x.v, x.matrix,
                                                           x.wb));
@@ -857,6 +869,9 @@ GptStepRun GptTrainer::step(const std::vector<int32_t>& windows) {
   m.add_optimizer();
   ScheduleOptions so;
   so.collective_regions = 3;  // a chip starts collective i + 3 once i + 2, and so i, finished
+  // The gradients' all-reduces spread over the backward and the updates after them (the small
+  // ones, a few hundred bytes each, beside little compute, held the backward behind their waits).
+  so.lag_gradients = !m.piped;
   if (m.piped) {
     so.collective_regions = static_cast<std::size_t>(2 * (m.NS > 1 ? m.K : 0) + 3);
     so.comm_region = m.region;

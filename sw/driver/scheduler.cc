@@ -17,6 +17,8 @@ bool is_comm(const Op& op) {
          op.kind == OpKind::kHostCopy;
 }
 
+bool is_gradient(const Op& op) { return op.kind == OpKind::kCollective && op.coll.gradient; }
+
 bool share_chip(const Op& a, const Op& b, int chips) {
   for (int c = 0; c < chips; ++c)
     if (a.runs_on(c) && b.runs_on(c)) return true;
@@ -160,9 +162,10 @@ std::vector<std::vector<int>> op_dependencies(const Workload& w) {
 }
 
 // A collective opens a step that takes the compute after it that does not depend on it, up to
-// the next op of communication or the first that does; a send, a receive or a host copy is a
-// step alone; compute between them is one step.
-std::vector<std::vector<int>> schedule_steps(const Workload& w, std::size_t first_op) {
+// the next op of communication or the first that does (lag: a gradient all-reduce's takes every
+// op up to the next communication but a gradient all-reduce); a send, a receive or a host copy
+// is a step alone; compute between them is one step.
+std::vector<std::vector<int>> schedule_steps(const Workload& w, std::size_t first_op, bool lag) {
   const std::vector<Op>& ops = w.ops();
   const std::vector<std::vector<int>> deps = op_dependencies(w);
   std::vector<std::vector<int>> steps;
@@ -171,7 +174,13 @@ std::vector<std::vector<int>> schedule_steps(const Workload& w, std::size_t firs
     std::vector<int> st = {i};
     const Op& op = ops[static_cast<std::size_t>(i)];
     int j = i + 1;
-    if (op.kind == OpKind::kCollective) {
+    if (lag && is_gradient(op)) {
+      for (; j < n; ++j) {
+        const Op& o = ops[static_cast<std::size_t>(j)];
+        if (is_comm(o) && !is_gradient(o)) break;
+        st.push_back(j);
+      }
+    } else if (op.kind == OpKind::kCollective) {
       for (; j < n && !is_comm(ops[static_cast<std::size_t>(j)]); ++j) {
         const std::vector<int>& d = deps[static_cast<std::size_t>(j)];
         if (std::find(d.begin(), d.end(), i) != d.end()) break;
@@ -395,21 +404,25 @@ std::vector<int> make_phases(const Workload& w, std::size_t first_op, SpmdProgra
 namespace {
 
 // Chip c's commands of one step: its collective (or send, or receive) merged with its compute.
+// deps: op_dependencies, for a step of several collectives (lag_gradients).
 ChipProgram step_program(Workload& w, Schedule& s, const std::vector<int>& st, int c,
                          const std::vector<int>& window_of, const std::vector<int>& coll_of,
-                         const ScheduleOptions& o) {
+                         const ScheduleOptions& o, const std::vector<std::vector<int>>& deps) {
   const std::vector<Op>& ops = w.ops();
   ChipProgram comm, comp;
   bool lead = true;
-  for (int i : st) {
-    const std::size_t oi = static_cast<std::size_t>(i);
+  // Per op of the step: where its commands end in its program (comm or comp).
+  std::vector<std::size_t> end(st.size(), 0);
+  for (std::size_t k = 0; k < st.size(); ++k) {
+    const std::size_t oi = static_cast<std::size_t>(st[k]);
     const Op& op = ops[oi];
+    end[k] = op.kind == OpKind::kCollective ? comm.size() : comp.size();
     if (!op.runs_on(c) || op.kind == OpKind::kHostCopy) continue;  // no commands
     const int ph = s.phase_of_op[oi];
     if (op.kind == OpKind::kCollective) {
       const PodProgram& pp = s.collectives[static_cast<std::size_t>(coll_of[oi])];
       if (op.coll.label_steps)
-        comm = pp.program.chip(c).relabeled(ph, op.piece);
+        comm.append(pp.program.chip(c).relabeled(ph, op.piece));
       else
         comm.append(pp.program.cmds(c), CmdLabel{ph, -1, op.piece});
       lead = op.coll.lead;
@@ -433,9 +446,31 @@ ChipProgram step_program(Workload& w, Schedule& s, const std::vector<int>& st, i
       }
       comp.append(cmds, CmdLabel{ph, -1, op.piece});
     }
+    end[k] = op.kind == OpKind::kCollective ? comm.size() : comp.size();
   }
   const MachineInfo& mi = w.info();
-  return lead ? merge(comm, comp, o.merge, &mi) : merge(comp, comm, o.merge, &mi);
+  const auto is_coll = [&](std::size_t k) {
+    return ops[static_cast<std::size_t>(st[k])].kind == OpKind::kCollective;
+  };
+  if (!o.lag_gradients || !is_gradient(ops[static_cast<std::size_t>(st[0])]))
+    return lead ? merge(comm, comp, o.merge, &mi) : merge(comp, comm, o.merge, &mi);
+  // A lagging step: collectives and compute that may need each other; each op's commands wait
+  // on the end of the last op of the other program it depends on.
+  std::vector<std::size_t> comm_needs(comm.size(), 0), comp_needs(comp.size(), 0);
+  std::size_t comm_at = 0, comp_at = 0;
+  for (std::size_t k = 0; k < st.size(); ++k) {
+    std::size_t need = 0;
+    for (int d : deps[static_cast<std::size_t>(st[k])]) {
+      const auto it = std::lower_bound(st.begin(), st.end(), d);
+      if (it == st.end() || *it != d) continue;  // an earlier step's: already in the stream
+      const std::size_t dk = static_cast<std::size_t>(it - st.begin());
+      if (is_coll(dk) != is_coll(k)) need = std::max(need, end[dk]);
+    }
+    std::size_t& at = is_coll(k) ? comm_at : comp_at;
+    std::vector<std::size_t>& needs = is_coll(k) ? comm_needs : comp_needs;
+    for (; at < end[k]; ++at) needs[at] = need;
+  }
+  return merge(comm, comp, comm_needs, comp_needs);
 }
 
 }  // namespace
@@ -448,7 +483,9 @@ Schedule schedule(Workload& w, const ScheduleOptions& o) {
   s.program = SpmdProgram(P);
   s.windows = comm_windows(w, mi.shape, o, &s.vmem_compute);
   s.phase_of_op = make_phases(w, o.first_op, &s.program);
-  s.steps = schedule_steps(w, o.first_op);
+  s.steps = schedule_steps(w, o.first_op, o.lag_gradients);
+  const std::vector<std::vector<int>> deps =
+      o.lag_gradients ? op_dependencies(w) : std::vector<std::vector<int>>(ops.size());
   s.matmuls.assign(ops.size(), {});
   std::vector<int> window_of(ops.size(), -1), coll_of(ops.size(), -1);
   for (std::size_t k = 0; k < s.windows.size(); ++k)
@@ -465,7 +502,7 @@ Schedule schedule(Workload& w, const ScheduleOptions& o) {
   for (int c = 0; c < P; ++c) {
     w.driver(c).vmem_rows_limit = s.vmem_compute;
     for (const std::vector<int>& st : s.steps)
-      s.program.append(c, step_program(w, s, st, c, window_of, coll_of, o));
+      s.program.append(c, step_program(w, s, st, c, window_of, coll_of, o, deps));
     if (o.halt) {
       const ChipProgram& cp = s.program.chip(c);
       const CmdLabel last = cp.labels.empty() ? CmdLabel{} : cp.labels.back();

@@ -99,6 +99,14 @@ struct ScheduleOptions {
   // program's only op) gets the whole VMEM, every ICI counter and early heads, the
   // PodCollectiveOptions defaults PodDriver::run gives a collective.
   bool alone = false;
+  // Gradient all-reduces (CollectiveOp::gradient) lag behind the compute: such a collective's
+  // step runs on over the gradient all-reduces after it and the compute among and after them,
+  // even what depends on them, up to the next other communication; its collectives, one after
+  // the other, are spread over its compute by command count, each after the compute it needs and
+  // before the compute that needs it (merge() with needs). A chain of all-reduces of a few
+  // hundred bytes, each beside little compute before the next, then hides behind the compute
+  // that follows instead of holding it behind their waits in the in-order stream.
+  bool lag_gradients = false;
   // Each chip's program ends with a HALT (under its last command's label), as a program that
   // ChipDriver::plan_matmul plans alone does: the chips stop, to be cleared after the run.
   bool halt = false;
@@ -121,7 +129,7 @@ struct Schedule {
   std::vector<std::vector<MatmulRun>> matmuls;
   std::vector<int> phase_of_op;  // per op: its phase in the program (-1: not in it)
   // The steps in program order: each a list of ops (a collective first, then the compute
-  // merged beside it).
+  // merged beside it; under lag_gradients, the gradient all-reduces among it too).
   std::vector<std::vector<int>> steps;
 };
 
@@ -130,8 +138,9 @@ struct Schedule {
 std::vector<std::vector<int>> op_dependencies(const Workload& w);
 
 // The steps of the stream (Schedule::steps) from the op list and its dependencies (the ops from
-// first_op on).
-std::vector<std::vector<int>> schedule_steps(const Workload& w, std::size_t first_op = 0);
+// first_op on; lag: ScheduleOptions::lag_gradients).
+std::vector<std::vector<int>> schedule_steps(const Workload& w, std::size_t first_op = 0,
+                                             bool lag = false);
 
 // The compute area and the collectives' windows (Schedule::vmem_compute, windows), for the ops
 // from o.first_op on.

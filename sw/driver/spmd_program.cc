@@ -231,6 +231,31 @@ std::vector<bool> merge_order(const std::vector<ChipCmd>& a, const std::vector<C
   return from_a;
 }
 
+std::vector<bool> merge_order(std::size_t na, std::size_t nb,
+                              const std::vector<std::size_t>& a_needs,
+                              const std::vector<std::size_t>& b_needs) {
+  std::vector<bool> from_a;
+  from_a.reserve(na + nb);
+  std::size_t i = 0, j = 0, i0 = 0, j0 = 0;
+  while (i < na || j < nb) {
+    const bool pref_a = j >= nb || (i < na && (i - i0) * (nb - j0) <= (j - j0) * (na - i0));
+    const bool ok_a = i < na && (i >= a_needs.size() || a_needs[i] <= j);
+    const bool ok_b = j < nb && (j >= b_needs.size() || b_needs[j] <= i);
+    if (!ok_a && !ok_b)
+      throw std::logic_error("spmd program: a merge whose next commands wait on each other (" +
+                             std::to_string(i) + " of " + std::to_string(na) + ", " +
+                             std::to_string(j) + " of " + std::to_string(nb) + ")");
+    const bool take_a = pref_a ? ok_a : !ok_b;
+    from_a.push_back(take_a);
+    (take_a ? i : j)++;
+    if (take_a != pref_a) {  // gave way: spread what is left of each from here
+      i0 = i;
+      j0 = j;
+    }
+  }
+  return from_a;
+}
+
 void set_early_heads(std::vector<ChipCmd>& prog, bool on) {
   for (ChipCmd& c : prog) {
     if (c.op() != ChipOp::kIciSend) continue;
@@ -240,13 +265,14 @@ void set_early_heads(std::vector<ChipCmd>& prog, bool on) {
   }
 }
 
-ChipProgram merge(const ChipProgram& a, const ChipProgram& b, MergeOrder order,
-                  const MachineInfo* mi) {
+namespace {
+
+ChipProgram merge_in(const ChipProgram& a, const ChipProgram& b, const std::vector<bool>& order) {
   ChipProgram out;
   out.cmds.reserve(a.size() + b.size());
   out.labels.reserve(a.size() + b.size());
   std::size_t i = 0, j = 0;
-  for (bool from_a : merge_order(a.cmds, b.cmds, order, mi)) {
+  for (bool from_a : order) {
     const ChipProgram& p = from_a ? a : b;
     std::size_t& k = from_a ? i : j;
     out.cmds.push_back(p.cmds[k]);
@@ -261,6 +287,19 @@ ChipProgram merge(const ChipProgram& a, const ChipProgram& b, MergeOrder order,
   };
   if (sends(a.cmds) && sends(b.cmds)) set_early_heads(out.cmds, false);
   return out;
+}
+
+}  // namespace
+
+ChipProgram merge(const ChipProgram& a, const ChipProgram& b, MergeOrder order,
+                  const MachineInfo* mi) {
+  return merge_in(a, b, merge_order(a.cmds, b.cmds, order, mi));
+}
+
+ChipProgram merge(const ChipProgram& a, const ChipProgram& b,
+                  const std::vector<std::size_t>& a_needs,
+                  const std::vector<std::size_t>& b_needs) {
+  return merge_in(a, b, merge_order(a.size(), b.size(), a_needs, b_needs));
 }
 
 std::vector<ChipCmd> merge(const std::vector<ChipCmd>& a, const std::vector<ChipCmd>& b,

@@ -136,6 +136,17 @@ std::vector<ChipCmd> merge(const std::vector<ChipCmd>& a, const std::vector<Chip
 SpmdProgram merge(const SpmdProgram& a, const SpmdProgram& b,
                   MergeOrder order = MergeOrder::kByCount, const MachineInfo* mi = nullptr);
 
+// A merge where commands wait on the other program: a_needs[i] is how many of b's commands must
+// come before a's command i, b_needs[j] how many of a's before b's command j (missing entries:
+// none). Each is spread by count over what is left of the other from the last place where a
+// command had to give way (with no needs: merge_order(na, nb)). std::logic_error when both next
+// commands wait (needs that no one order meets).
+std::vector<bool> merge_order(std::size_t na, std::size_t nb,
+                              const std::vector<std::size_t>& a_needs,
+                              const std::vector<std::size_t>& b_needs);
+ChipProgram merge(const ChipProgram& a, const ChipProgram& b,
+                  const std::vector<std::size_t>& a_needs, const std::vector<std::size_t>& b_needs);
+
 // Sets early_head on the program's wait_rows sends (on), or clears it on every send.
 void set_early_heads(std::vector<ChipCmd>& prog, bool on);
 

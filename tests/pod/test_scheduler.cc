@@ -175,6 +175,57 @@ TEST(Scheduler, DependenciesAndStepsFollowTheBuffers) {
   EXPECT_EQ(sch.program.phase(cph).bytes, 16u * 16u * 4u);
 }
 
+// lag_gradients: a gradient all-reduce's step runs on over the next one and the compute among
+// and after them, the updates that read their sums too; every op's commands still come after
+// those of the ops of the other program it depends on, and the program holds the same commands.
+TEST(Scheduler, GradientAllReducesLagBehindTheCompute) {
+  FakeHostPort port(Topology::torus({2, 2}), "4x4");
+  Workload w(port);
+  const int a = w.add_buffer(Buffer{"AT", 64, 16, Dtype::kBf16});
+  const int dy = w.add_buffer(Buffer{"dY", 16, 16, Dtype::kBf16});
+  const int g0 = w.add_buffer(Buffer{"G0", 16, 16, Dtype::kF32});
+  const int g1 = w.add_buffer(Buffer{"G1", 16, 16, Dtype::kF32});
+  const int o = w.add_buffer(Buffer{"other", 64, 16, Dtype::kF32});
+  CollectiveOp ar0 = all_reduce(g0, g0, 16 * 16), ar1 = all_reduce(g1, g1, 16 * 16);
+  ar0.gradient = ar1.gradient = true;
+  const int mm0 = w.add_op(matmul_op("dW0", whole(g0), rows_of(a, 0, 16), whole(dy)));
+  const int c0 = w.add_op(collective_op("ar0", ar0));
+  const int mm1 = w.add_op(matmul_op("dW1", whole(g1), rows_of(a, 16, 16), whole(dy)));
+  const int c1 = w.add_op(collective_op("ar1", ar1));
+  const int mm2 = w.add_op(matmul_op("more", whole(o), whole(a), whole(dy)));
+  const int u0 = w.add_op(epilogue_op("update0", whole(g0), {}, true));
+  const int u1 = w.add_op(epilogue_op("update1", whole(g1), {}, true));
+  EXPECT_EQ(schedule_steps(w),
+            (std::vector<std::vector<int>>{{mm0}, {c0, mm1}, {c1, mm2, u0}, {u1}}));
+  EXPECT_EQ(schedule_steps(w, 0, true),
+            (std::vector<std::vector<int>>{{mm0}, {c0, mm1, c1, mm2, u0, u1}}));
+  ScheduleOptions lag;
+  lag.lag_gradients = true;
+  const Schedule plain = schedule(w), lagged = schedule(w, lag);
+  for (int c = 0; c < 4; ++c) {
+    const ChipProgram& p = lagged.program.chip(c);
+    std::vector<std::size_t> first(w.ops().size(), p.size()), last(w.ops().size(), 0);
+    for (std::size_t i = 0; i < p.size(); ++i)
+      for (std::size_t k = 0; k < w.ops().size(); ++k)
+        if (p.labels[i].phase == lagged.phase_of_op[k]) {
+          first[k] = std::min(first[k], i);
+          last[k] = i;
+        }
+    const auto at = [](int k) { return static_cast<std::size_t>(k); };
+    EXPECT_LT(last[at(mm1)], first[at(c1)]) << c;  // ar1 reads dW1's gradient
+    EXPECT_LT(last[at(c0)], first[at(u0)]) << c;   // each update reads its sum
+    EXPECT_LT(last[at(c1)], first[at(u1)]) << c;
+    EXPECT_LT(first[at(c1)], last[at(mm2)]) << c;  // ar1 beside the compute after it
+    // The same commands as the plain schedule's, in another order.
+    std::vector<std::array<uint32_t, 4>> x, y;
+    for (const ChipCmd& cmd : p.cmds) x.push_back(cmd.w);
+    for (const ChipCmd& cmd : plain.program.chip(c).cmds) y.push_back(cmd.w);
+    std::sort(x.begin(), x.end());
+    std::sort(y.begin(), y.end());
+    EXPECT_EQ(x, y) << c;
+  }
+}
+
 TEST(Scheduler, WhatDoesNotFitNamesTheOpAndTheBuffer) {
   FakeHostPort port(Topology::torus({2}), "4x4");
   Workload w(port);

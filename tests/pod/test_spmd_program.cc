@@ -83,6 +83,47 @@ TEST(SpmdProgram, MergeByCountSpreadsEachByItsCommands) {
     EXPECT_EQ(m.labels[i].phase, rows_of(m.cmds[i]) >= 100 ? 0 : 1) << i;
 }
 
+TEST(SpmdProgram, MergeWithNeedsWaitsThenSpreadsWhatIsLeft) {
+  // No needs: the merge by count.
+  for (std::size_t na : {0u, 1u, 2u, 5u})
+    for (std::size_t nb : {0u, 1u, 3u, 4u})
+      EXPECT_EQ(merge_order(na, nb, {}, {}), merge_order(na, nb)) << na << " " << nb;
+  // a's first command needs b's first three: b goes first though a leads, then a's four are
+  // spread over b's three left (from where a had to give way), a first.
+  EXPECT_EQ(merge_order(4, 6, {3, 3, 3, 3}, {}),
+            (std::vector<bool>{false, false, false, true, false, true, false, true, false, true}));
+  // b's last two need all of a: they wait at the end.
+  EXPECT_EQ(merge_order(2, 4, {}, {0, 0, 2, 2}),
+            (std::vector<bool>{true, false, false, true, false, false}));
+  EXPECT_EQ(merge_order(1, 4, {}, {0, 0, 1, 1}),
+            (std::vector<bool>{true, false, false, false, false}));
+  EXPECT_EQ(merge_order(1, 4, {2}, {0, 0, 1, 1}),
+            (std::vector<bool>{false, false, true, false, false}));
+  // Every command lands after what it needs, on a larger case.
+  const std::vector<std::size_t> an{0, 0, 5, 5, 5, 9, 9, 12},
+      bn{0, 0, 0, 2, 2, 2, 2, 3, 3, 6, 6, 6, 8, 8};
+  const std::vector<bool> ord = merge_order(an.size(), bn.size(), an, bn);
+  std::size_t i = 0, j = 0;
+  for (bool from_a : ord) {
+    if (from_a)
+      EXPECT_LE(an[i++], j);
+    else
+      EXPECT_LE(bn[j++], i);
+  }
+  EXPECT_EQ(i, an.size());
+  EXPECT_EQ(j, bn.size());
+  // Needs that no order meets (each next command waits on the other) are a logic error.
+  EXPECT_THROW(merge_order(2, 2, {1, 1}, {1, 1}), std::logic_error);
+  // The programs follow the order, each label with its command.
+  ChipProgram a, b;
+  a.append({vpu(300), vpu(100)}, CmdLabel{0, -1, -1});
+  b.append({vpu(1), vpu(2), vpu(3), vpu(4)}, CmdLabel{1, 5, -1});
+  const ChipProgram m = merge(a, b, std::vector<std::size_t>{3, 3}, {});
+  EXPECT_EQ(rows_of(m.cmds), (std::vector<uint32_t>{1, 2, 3, 300, 4, 100}));
+  for (std::size_t k = 0; k < m.size(); ++k)
+    EXPECT_EQ(m.labels[k].phase, rows_of(m.cmds[k]) >= 100 ? 0 : 1) << k;
+}
+
 TEST(SpmdProgram, MergeByTimeSpreadsEachByItsEstimatedCycles) {
   const MachineInfo mi = machine();
   // a: 300 then 100 VPU rows (its second command starts 3/4 of the way); b: 1, 2, 3 and 4 rows
