@@ -166,8 +166,13 @@ std::vector<std::vector<int>> op_dependencies(const Workload& w) {
 // op up to the next communication but a gradient all-reduce); a send, a receive or a host copy
 // is a step alone; compute between them is one step.
 std::vector<std::vector<int>> schedule_steps(const Workload& w, std::size_t first_op, bool lag) {
+  return schedule_steps(w, op_dependencies(w), first_op, lag);
+}
+
+std::vector<std::vector<int>> schedule_steps(const Workload& w,
+                                             const std::vector<std::vector<int>>& deps,
+                                             std::size_t first_op, bool lag) {
   const std::vector<Op>& ops = w.ops();
-  const std::vector<std::vector<int>> deps = op_dependencies(w);
   std::vector<std::vector<int>> steps;
   const int n = static_cast<int>(ops.size());
   for (int i = static_cast<int>(first_op); i < n;) {
@@ -404,7 +409,7 @@ std::vector<int> make_phases(const Workload& w, std::size_t first_op, SpmdProgra
 namespace {
 
 // Chip c's commands of one step: its collective (or send, or receive) merged with its compute.
-// deps: op_dependencies, for a step of several collectives (lag_gradients).
+// deps: op_dependencies (a lagging step orders its collectives and compute by them).
 ChipProgram step_program(Workload& w, Schedule& s, const std::vector<int>& st, int c,
                          const std::vector<int>& window_of, const std::vector<int>& coll_of,
                          const ScheduleOptions& o, const std::vector<std::vector<int>>& deps) {
@@ -483,9 +488,8 @@ Schedule schedule(Workload& w, const ScheduleOptions& o) {
   s.program = SpmdProgram(P);
   s.windows = comm_windows(w, mi.shape, o, &s.vmem_compute);
   s.phase_of_op = make_phases(w, o.first_op, &s.program);
-  s.steps = schedule_steps(w, o.first_op, o.lag_gradients);
-  const std::vector<std::vector<int>> deps =
-      o.lag_gradients ? op_dependencies(w) : std::vector<std::vector<int>>(ops.size());
+  const std::vector<std::vector<int>> deps = op_dependencies(w);
+  s.steps = schedule_steps(w, deps, o.first_op, o.lag_gradients);
   s.matmuls.assign(ops.size(), {});
   std::vector<int> window_of(ops.size(), -1), coll_of(ops.size(), -1);
   for (std::size_t k = 0; k < s.windows.size(); ++k)

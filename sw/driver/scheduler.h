@@ -141,6 +141,10 @@ std::vector<std::vector<int>> op_dependencies(const Workload& w);
 // first_op on; lag: ScheduleOptions::lag_gradients).
 std::vector<std::vector<int>> schedule_steps(const Workload& w, std::size_t first_op = 0,
                                              bool lag = false);
+// The same from dependencies already found (op_dependencies(w)).
+std::vector<std::vector<int>> schedule_steps(const Workload& w,
+                                             const std::vector<std::vector<int>>& deps,
+                                             std::size_t first_op = 0, bool lag = false);
 
 // The compute area and the collectives' windows (Schedule::vmem_compute, windows), for the ops
 // from o.first_op on.
