@@ -297,20 +297,25 @@ std::array<int, 3> coords(const Topology& topo, int chip) {
 }
 
 // A send: the block DMAed into the window's first half, sent into the peer's second half, its
-// rows counted on the window's first counter. A receive: waits for them, DMAs them out.
+// rows counted on the window's first counter. A receive: waits for them, DMAs them out. A block
+// is contiguous whole rows, so where its bytes fill whole memory rows of 4-byte words it moves
+// as those words, bf16 pairs unchanged (a bf16 DMA puts one element in each lane's low half:
+// twice the rows, the wire's flits half empty); both ends decide alike from the same shape.
 std::vector<ChipCmd> p2p_cmds(const Workload& w, const Op& op, const CommWindow& cw) {
   const MachineInfo& mi = w.info();
   const unsigned lanes = mi.shape.cols;
   const BufferRef& r = op.kind == OpKind::kSend ? op.a : op.out;
   const HbmMatrix v = w.view(r);
-  const uint32_t rows = send_rows(w, op, r, lanes);
+  (void)send_rows(w, op, r, lanes);  // whole rows, or a clear error
+  const uint32_t seg = static_cast<uint32_t>(v.pitch * v.esize());
+  const uint32_t nseg = static_cast<uint32_t>(v.rows);
+  const bool words = seg % (4 * lanes) == 0;
+  const bool bf16 = v.dtype == Dtype::kBf16 && !words;
+  const uint32_t rows = words ? nseg * (seg / (4 * lanes)) : send_rows(w, op, r, lanes);
   if (2 * rows > cw.vmem_rows)
     bad_op(op, "buffer '" + w.buffer(r.buffer).name + "': " + std::to_string(rows) +
                    " memory rows do not fit twice in its VMEM window of " +
                    std::to_string(cw.vmem_rows));
-  const bool bf16 = v.dtype == Dtype::kBf16;
-  const uint32_t seg = static_cast<uint32_t>(v.pitch * v.esize());
-  const uint32_t nseg = static_cast<uint32_t>(v.rows);
   std::vector<ChipCmd> p;
   if (op.kind == OpKind::kSend) {
     p.push_back(cmd_dma(DmaDir::kHbmToVmem, bf16, cw.vmem_base, nseg, seg,

@@ -303,6 +303,45 @@ TEST(Scheduler, SendAndReceiveMoveABufferBetweenTwoChips) {
   EXPECT_TRUE(sch.program.cmds(3).empty());
 }
 
+// A bf16 block whose rows fill whole memory rows of 4-byte words moves as those words (half the
+// rows of a bf16 DMA, which puts one element in each lane's low half); one whose rows do not
+// keeps the bf16 DMAs. Both ends agree on the rows.
+TEST(Scheduler, Bf16BlocksMoveAsWordsWhereTheirRowsFillMemoryRows) {
+  // A row of 32 bf16 is four memory rows of a 4x4 chip's words; one of 128 is half a 128x128's
+  // memory row of words (it keeps the bf16 DMAs), one of 256 a whole one.
+  struct Case {
+    const char* variant;
+    std::size_t cols;
+    bool as_words;
+  };
+  for (const Case& c :
+       {Case{"4x4", 32, true}, Case{"128x128", 128, false}, Case{"128x128", 256, true}}) {
+    const char* variant = c.variant;
+    FakeHostPort port(Topology::torus({2}), variant);
+    const unsigned lanes = port.info().shape.cols;
+    Workload w(port);
+    const int src = w.add_buffer(Buffer{"a", 8, c.cols, Dtype::kBf16});
+    const int dst = w.add_buffer(Buffer{"a in", 8, c.cols, Dtype::kBf16});
+    const int snd = w.add_op(send_op("send a", 0, 1, whole(src)));
+    w.add_op(recv_op("receive a", snd, 0, 1, whole(dst)));
+    const Schedule sch = schedule(w);
+    const HbmMatrix v = w.matrix(src);
+    const bool as_words = c.as_words;
+    const uint32_t rows = static_cast<uint32_t>(as_words ? v.rows * v.pitch * 2 / (4 * lanes)
+                                                         : v.rows * v.pitch / lanes);
+    const std::vector<ChipCmd>& s = sch.program.cmds(0);
+    const std::vector<ChipCmd>& r = sch.program.cmds(1);
+    ASSERT_EQ(s.size(), 2u) << variant;
+    ASSERT_EQ(r.size(), 2u) << variant;
+    EXPECT_EQ(CmdDma::decode(s[0]).bf16, as_words ? 0u : 1u) << variant;
+    EXPECT_EQ(CmdDma::decode(s[0]).seg_bytes, v.pitch * 2) << variant;
+    EXPECT_EQ(CmdIciSend::decode(s[1]).rows, rows) << variant;
+    EXPECT_EQ(CmdIciWait::decode(r[0]).value, rows) << variant;
+    EXPECT_EQ(CmdDma::decode(r[1]).bf16, as_words ? 0u : 1u) << variant;
+    EXPECT_EQ(CmdDma::decode(r[1]).mem_row, sch.windows[0].vmem_base + rows) << variant;
+  }
+}
+
 // Host copies: into HBM before the program, out after it, every chip at once.
 TEST(Scheduler, HostCopiesRunThroughTheHostPorts) {
   FakeHostPort port(Topology::torus({2}), "4x4");
