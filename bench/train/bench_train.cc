@@ -299,6 +299,8 @@ constexpr double kInterleavedOf1f1b = 0.6;    // interleaved:2's bubble / 1F1B's
 
 struct PipeMeasured {
   double bubble = 0;  // mean over the stages
+  double of_ideal = 0;    // the bubbles relative to the ideal time, mean over the stages
+  double heaviest = 0;    // the heaviest stage's bubble
   uint64_t peak_act = 0;  // stage 0's
   bool done = false;
 };
@@ -335,13 +337,22 @@ Report pipe_report(const std::string& sched, std::size_t m, unsigned link_width 
   TrainJob job(cfg, o);
   job.run(bench_engine(), rep);
   const TrainPipelineResult& p = job.result().pipeline;
-  double mean = 0;
-  for (const PipelineStageStats& s : p.stats.stages) mean += s.bubble / kStages;
+  double mean = 0, of_ideal = 0;
+  for (const PipelineStageStats& s : p.stats.stages) {
+    mean += s.bubble / kStages;
+    of_ideal += s.bubble_of_ideal / kStages;
+  }
+  const double heaviest = p.stats.heaviest_stage_bubble();
   rep.metric("bubble_mean", mean, "fraction", "measured bubble, mean over the stages", true);
   rep.metric("bubble_minus_formula", mean - p.bubble_formula, "fraction",
              "measured (mean) minus the formula", true);
+  rep.metric("bubble_of_ideal_mean", of_ideal, "fraction",
+             "the bubbles relative to the ideal time (idle / busy), mean over the stages", true);
+  rep.metric("heaviest_stage_bubble_minus_formula", heaviest - p.bubble_formula, "fraction",
+             "the heaviest stage's bubble (no imbalance) minus the formula", true);
   pipe_measured()[name] =
-      PipeMeasured{mean, p.stats.stages.empty() ? 0 : p.stats.stages[0].peak_activation_bytes, true};
+      PipeMeasured{mean, of_ideal, heaviest,
+                   p.stats.stages.empty() ? 0 : p.stats.stages[0].peak_activation_bytes, true};
   return rep;
 }
 
@@ -359,6 +370,12 @@ void pipe_targets(Report& rep, const std::string& sched, std::size_t m) {
   if (sched == "interleaved:2") {
     rep.metric("of_1f1b_bubble", f1.bubble > 0 ? me.bubble / f1.bubble : 0.0, "fraction",
                "interleaved:2's bubble / 1F1B's (target <= 0.6)", true);
+    rep.metric(
+        "of_1f1b_bubble_of_ideal", f1.of_ideal > 0 ? me.of_ideal / f1.of_ideal : 0.0, "fraction",
+        "the same relative to the ideal time (idle / busy: the formulas' ratio is 1/v)", true);
+    rep.metric("of_1f1b_heaviest_stage_bubble", f1.heaviest > 0 ? me.heaviest / f1.heaviest : 0.0,
+               "fraction", "the heaviest stages' bubbles (no imbalance) in the step's fraction",
+               true);
     rep.metric("meets_target", me.bubble <= kInterleavedOf1f1b * f1.bubble, "",
                "at most 0.6 of 1F1B's bubble", true);
   }

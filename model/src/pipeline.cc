@@ -239,6 +239,10 @@ double pipeline_bubble_formula(const PipeSchedule& s, int p, int m) {
   return b / (static_cast<double>(s.v) * m + b);
 }
 
+double pipeline_bubble_formula_of_ideal(const PipeSchedule& s, int p, int m) {
+  return static_cast<double>(p - 1) / (static_cast<double>(s.v) * m);
+}
+
 std::string pipeline_bubble_formula_text(const PipeSchedule& s) {
   if (s.kind == PipeKind::kInterleaved)
     return "(p-1)/(v m+p-1): b/(1+b) of the step with b = (1/v)(p-1)/m relative to the ideal";

@@ -693,6 +693,9 @@ PipelineStats pipeline_timeline_stats(const std::vector<TraceEvent>& events,
     PipelineStageStats& x = st.stages[s];
     x.busy += covered / static_cast<uint64_t>(per_stage[s]);
     x.bubble += (1.0 - static_cast<double>(covered) / static_cast<double>(st.span)) / per_stage[s];
+    if (covered > 0)
+      x.bubble_of_ideal +=
+          (static_cast<double>(st.span) / static_cast<double>(covered) - 1.0) / per_stage[s];
   }
   model_bubbles(&st, table, v);
   return st;
@@ -751,6 +754,12 @@ TrainCheck check_pipeline_params(const PipelineTrainer& tr, const std::vector<Ml
   return k;
 }
 
+double PipelineStats::heaviest_stage_bubble() const {
+  uint64_t most = 0;
+  for (const PipelineStageStats& s : stages) most = std::max(most, s.busy);
+  return span > 0 ? 1.0 - static_cast<double>(most) / static_cast<double>(span) : 0.0;
+}
+
 // The mean of the steps' measurements (sums divided at the end).
 void add_pipeline_stats(PipelineStats* sum, const PipelineStats& s) {
   sum->span += s.span;
@@ -762,6 +771,7 @@ void add_pipeline_stats(PipelineStats* sum, const PipelineStats& s) {
     a.first_layer = s.stages[i].first_layer;
     a.last_layer = s.stages[i].last_layer;
     a.bubble += s.stages[i].bubble;
+    a.bubble_of_ideal += s.stages[i].bubble_of_ideal;
     a.bubble_model += s.stages[i].bubble_model;
     a.bubble_no_hop += s.stages[i].bubble_no_hop;
     a.busy += s.stages[i].busy;
@@ -778,6 +788,7 @@ void divide_pipeline_stats(PipelineStats* s, std::size_t n) {
   s->gap_cycles /= n;
   for (PipelineStageStats& a : s->stages) {
     a.bubble /= static_cast<double>(n);
+    a.bubble_of_ideal /= static_cast<double>(n);
     a.bubble_model /= static_cast<double>(n);
     a.bubble_no_hop /= static_cast<double>(n);
     a.busy /= n;
@@ -800,6 +811,8 @@ TrainRunResult run_pipeline_training(HostPort& host, const MlpSpec& spec,
   r.pipeline.stages = tr.stages();
   r.pipeline.bubble_formula =
       pipeline_bubble_formula(opt.schedule, tr.stages(), static_cast<int>(opt.microbatches));
+  r.pipeline.bubble_formula_of_ideal = pipeline_bubble_formula_of_ideal(
+      opt.schedule, tr.stages(), static_cast<int>(opt.microbatches));
   r.pipeline.bubble_formula_text = pipeline_bubble_formula_text(opt.schedule);
   r.init = init_mlp_params(sp, ro.seed);
   r.batches.push_back(make_mlp_data(sp, ro.seed, 0));

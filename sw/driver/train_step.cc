@@ -573,6 +573,13 @@ void fill_pipeline_report(Report& rep, const TrainPipelineResult& p) {
            "per step and data replica", true);
   g.metric("stage_count", static_cast<uint64_t>(p.stages), "", "stages (the mesh's stage axis)");
   g.metric("bubble_formula", p.bubble_formula, "fraction", p.bubble_formula_text, true);
+  g.metric("bubble_formula_of_ideal", p.bubble_formula_of_ideal, "fraction",
+           "(1/v)(p-1)/m: the bubble relative to the ideal time (v = 1: GPipe, 1F1B)", true);
+  g.metric("heaviest_stage_bubble", p.stats.heaviest_stage_bubble(), "fraction",
+           "1 - the most busy cycles of a stage / span: the bubble of the stage with the most "
+           "work, which the formula (equal stages) describes; a lighter stage idles its "
+           "imbalance too",
+           true);
   g.metric("span_cycles", p.stats.span, "cycles",
            "the step's first command to its last F or B command's end (mean over the steps)");
   g.metric("hop_cycles", p.stats.hop_cycles, "cycles",
@@ -590,6 +597,7 @@ void fill_pipeline_report(Report& rep, const TrainPipelineResult& p) {
                                    {"first_layer", static_cast<uint64_t>(s.first_layer)},
                                    {"last_layer", static_cast<uint64_t>(s.last_layer)},
                                    {"bubble", s.bubble},
+                                   {"bubble_of_ideal", s.bubble_of_ideal},
                                    {"bubble_model", s.bubble_model},
                                    {"bubble_no_hop", s.bubble_no_hop},
                                    {"busy_cycles", s.busy},

@@ -113,6 +113,9 @@ struct PipelineSlotSpan {
 struct PipelineStageStats {
   std::size_t first_layer = 0, last_layer = 0;  // the layers it holds (interleaved: the span)
   double bubble = 0;      // idle fraction of the pipeline's span, mean over its chips
+  // The same idle cycles over its busy ones: the bubble relative to its ideal time (its own
+  // work), the frame of Megatron's (1/v)(p - 1)/m; mean over its chips.
+  double bubble_of_ideal = 0;
   // The same from the table run with the measured slots, gap and hop (pipeline_timed_bubbles):
   // what the schedule gives with these slot lengths and this stage-to-stage cost.
   double bubble_model = 0;
@@ -129,6 +132,9 @@ struct PipelineStats {
   // after its stage's slot before it.
   uint64_t hop_cycles = 0, gap_cycles = 0;
   std::vector<PipelineStageStats> stages;
+  // 1 - (the most busy cycles of a stage) / span: the bubble of the stage with the most work,
+  // the one the formulas (equal stages) describe; a lighter stage idles that and its imbalance.
+  double heaviest_stage_bubble() const;
 };
 
 // A pipelined run's settings and measurements (pipeline_train.h), for the report.
@@ -138,6 +144,7 @@ struct TrainPipelineResult {
   std::size_t microbatches = 1;
   int stages = 1;
   double bubble_formula = 0;
+  double bubble_formula_of_ideal = 0;  // (1/v)(p - 1)/m: relative to the ideal time
   std::string bubble_formula_text;
   PipelineStats stats;  // mean over the steps
 };

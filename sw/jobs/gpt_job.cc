@@ -327,6 +327,8 @@ void GptJob::run(const EngineOptions& eng, Report& rep) {
       pr.stages = stages_;
       pr.bubble_formula =
           pipeline_bubble_formula(schedule_, stages_, static_cast<int>(o_.microbatches));
+      pr.bubble_formula_of_ideal =
+          pipeline_bubble_formula_of_ideal(schedule_, stages_, static_cast<int>(o_.microbatches));
       pr.bubble_formula_text = pipeline_bubble_formula_text(schedule_);
     }
     log.load = tr.load_params(init);

@@ -88,11 +88,24 @@ TEST_P(Pipeline, EveryStepBitExactToTheGoldenSlotsOnTheTimeline) {
   // The measurements: a bubble per stage in [0, 1), peak activations as the table holds them.
   EXPECT_EQ(r.pipeline.schedule, c.schedule);
   EXPECT_GT(r.pipeline.stats.span, 0u);
+  uint64_t most = 0;
   for (const PipelineStageStats& s : r.pipeline.stats.stages) {
     EXPECT_GE(s.bubble, 0.0);
     EXPECT_LT(s.bubble, 1.0);
     EXPECT_GT(s.busy, 0u);
+    most = std::max(most, s.busy);
+    // Relative to the ideal time: the same idle cycles over the busy ones, b / (1 - b) for a
+    // stage of one chip (the means over the steps, of steps a few cycles apart, nearly so).
+    if (c.mesh.find("data") == std::string::npos) {
+      EXPECT_NEAR(s.bubble_of_ideal, s.bubble / (1.0 - s.bubble), 1e-3);
+    }
+    EXPECT_GE(s.bubble_of_ideal, s.bubble);
   }
+  // The heaviest stage's bubble: its idle fraction, at most every stage's (means over steps).
+  const double heaviest = r.pipeline.stats.heaviest_stage_bubble();
+  EXPECT_NEAR(heaviest,
+              1.0 - static_cast<double>(most) / static_cast<double>(r.pipeline.stats.span), 1e-12);
+  for (const PipelineStageStats& s : r.pipeline.stats.stages) EXPECT_LE(heaviest, s.bubble + 1e-3);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -241,6 +241,11 @@ TEST(PipelineSlots, Formulas) {
   const double b = 0.5 * 3.0 / 8;
   EXPECT_DOUBLE_EQ(pipeline_bubble_formula(PipeSchedule{PipeKind::kInterleaved, 2}, 4, 8),
                    b / (1 + b));
+  // Relative to the ideal time: (p-1)/m, and 1/v of it interleaved (b above).
+  EXPECT_DOUBLE_EQ(pipeline_bubble_formula_of_ideal(PipeSchedule{PipeKind::k1f1b, 1}, 4, 8),
+                   3.0 / 8);
+  EXPECT_DOUBLE_EQ(pipeline_bubble_formula_of_ideal(PipeSchedule{PipeKind::kInterleaved, 2}, 4, 8),
+                   b);
   EXPECT_EQ(pipe_schedule_text(parse_pipe_schedule("interleaved:2")), "interleaved:2");
   EXPECT_EQ(parse_pipe_schedule("1f1b").kind, PipeKind::k1f1b);
 }

@@ -83,6 +83,8 @@ uint64_t pipeline_peak_bytes(const std::vector<PipeSlot>& slots,
 // that is (p - 1) / (m + p - 1); for interleaved it is b / (1 + b) with b = (1/v)(p - 1)/m, the
 // bubble relative to the ideal time.
 double pipeline_bubble_formula(const PipeSchedule& s, int p, int m);
+// The same relative to the ideal time (the stage's own work): (1/v)(p - 1)/m, b above.
+double pipeline_bubble_formula_of_ideal(const PipeSchedule& s, int p, int m);
 std::string pipeline_bubble_formula_text(const PipeSchedule& s);
 
 // The layers [first, last] (inclusive) of each stage. `text` "" splits `layers` into p equal
