@@ -410,7 +410,7 @@ PipelineTrainer::PipelineTrainer(HostPort& host, MlpSpec spec, PipelineOptions o
   hbm_used_ = m.layout(host_, spec_);
   // The sends' regions: K per direction (as many as the micro-batches, as VMEM and the counters
   // allow), three more for the gradients' all-reduces.
-  const uint32_t send_rows = static_cast<uint32_t>(m.b * m.H / static_cast<std::size_t>(s.cols));
+  const uint32_t send_rows = m.aout.empty() ? 0 : p2p_rows(m.aout[0], s.cols);  // as sent
   const int extra = m.D > 1 ? 3 : 0;
   const int kmax_counters = m.D > 1 ? (16 - extra) / 2 : kIciCounters / 2;
   m.K = std::min(m.m * m.v, kmax_counters);

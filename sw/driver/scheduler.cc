@@ -281,6 +281,16 @@ PodProgram compile_collective(Workload& w, const Op& op, const CommWindow& cw, b
                  " chips: " + first_error);
 }
 
+}  // namespace
+
+uint32_t p2p_rows(const HbmMatrix& v, unsigned lanes) {
+  const uint64_t seg = v.pitch * v.esize();
+  if (seg % (4 * lanes) == 0) return static_cast<uint32_t>(v.rows * (seg / (4 * lanes)));
+  return static_cast<uint32_t>(v.rows * v.pitch / lanes);
+}
+
+namespace {
+
 // A send's rows: the block of its buffer, whole matrix rows (memory rows of `lanes` elements).
 uint32_t send_rows(const Workload& w, const Op& op, const BufferRef& r, unsigned lanes) {
   const HbmMatrix v = w.view(r);
@@ -297,10 +307,9 @@ std::array<int, 3> coords(const Topology& topo, int chip) {
 }
 
 // A send: the block DMAed into the window's first half, sent into the peer's second half, its
-// rows counted on the window's first counter. A receive: waits for them, DMAs them out. A block
-// is contiguous whole rows, so where its bytes fill whole memory rows of 4-byte words it moves
-// as those words, bf16 pairs unchanged (a bf16 DMA puts one element in each lane's low half:
-// twice the rows, the wire's flits half empty); both ends decide alike from the same shape.
+// rows counted on the window's first counter. A receive: waits for them, DMAs them out. The
+// block moves as 4-byte words where its rows fill whole memory rows of them (p2p_rows): a bf16
+// DMA puts one element in each lane's low half, twice the rows with the wire's flits half empty.
 std::vector<ChipCmd> p2p_cmds(const Workload& w, const Op& op, const CommWindow& cw) {
   const MachineInfo& mi = w.info();
   const unsigned lanes = mi.shape.cols;
@@ -309,9 +318,8 @@ std::vector<ChipCmd> p2p_cmds(const Workload& w, const Op& op, const CommWindow&
   (void)send_rows(w, op, r, lanes);  // whole rows, or a clear error
   const uint32_t seg = static_cast<uint32_t>(v.pitch * v.esize());
   const uint32_t nseg = static_cast<uint32_t>(v.rows);
-  const bool words = seg % (4 * lanes) == 0;
-  const bool bf16 = v.dtype == Dtype::kBf16 && !words;
-  const uint32_t rows = words ? nseg * (seg / (4 * lanes)) : send_rows(w, op, r, lanes);
+  const uint32_t rows = p2p_rows(v, lanes);
+  const bool bf16 = v.dtype == Dtype::kBf16 && seg % (4 * lanes) != 0;
   if (2 * rows > cw.vmem_rows)
     bad_op(op, "buffer '" + w.buffer(r.buffer).name + "': " + std::to_string(rows) +
                    " memory rows do not fit twice in its VMEM window of " +

@@ -153,6 +153,11 @@ std::vector<CommWindow> comm_windows(const Workload& w, const ChipShape& s,
 
 Schedule schedule(Workload& w, const ScheduleOptions& o = {});
 
+// The memory rows a send of the contiguous block `v` moves (its window holds twice as many):
+// whole memory rows of 4-byte words where its rows fill them (a bf16 block's pairs as they
+// are), else one element a lane (a bf16 DMA's).
+uint32_t p2p_rows(const HbmMatrix& v, unsigned lanes);
+
 // The workload's host copies of one direction (into HBM, or out of it into their `data`), every
 // chip at once through the host ports, or the backdoor; returns the simulated cycles.
 uint64_t run_host_copies(Workload& w, bool to_device, bool backdoor = false);
