@@ -62,6 +62,12 @@ EmbeddingPlan plan_embedding_forward(const ChipShape& shape, const EmbeddingDims
 EmbeddingPlan plan_embedding_backward(const ChipShape& shape, const EmbeddingDims& dims,
                                       const std::vector<int32_t>& tokens,
                                       const EmbeddingBuffers& buf);
+// The int32 words the forward's lists take for T tokens in windows of S (L lanes): each window's
+// tokens in whole rows of L, so on a chip of more lanes than S every window takes a row.
+inline std::size_t embedding_forward_list_words(std::size_t T, std::size_t S, std::size_t L) {
+  const std::size_t full = S > 0 ? T / S : 0, last = S > 0 ? T % S : T;
+  return full * ((S + L - 1) / L * L) + (last + L - 1) / L * L;
+}
 // The most int32 words the backward's lists take for any T tokens of V (L lanes): a zero row,
 // each round's positions in whole rows (T rounds of one position when every token is the same),
 // the group ids.

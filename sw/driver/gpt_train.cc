@@ -383,7 +383,11 @@ void GptTrainer::Impl::lay_out(const GptSpec& spec, const ChipShape& s) {
   lists_b.clear();
   for (int k = 0; k < M; ++k) {
     const std::string n = k == 0 ? "" : " mb" + std::to_string(k);
-    lists_f.push_back(buf("ids (embedding)" + n, 1, round_up(T, 16) + 64, Dtype::kF32));
+    // The forward's lists: each window's tokens in whole rows of lanes (on a 128-lane chip a
+    // window of 32 takes a row of 128); at least the T + 64 words the layout has always had.
+    lists_f.push_back(buf(
+        "ids (embedding)" + n, 1,
+        std::max(round_up(T, 16) + 64, embedding_forward_list_words(T, S, s.cols)), Dtype::kF32));
     lists_b.push_back(buf("ids (embedding backward)" + n, 1,
                           embedding_backward_list_words(T, V, s.cols), Dtype::kF32));
   }

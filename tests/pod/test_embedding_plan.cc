@@ -158,6 +158,36 @@ TEST(EmbeddingPlan, ForwardAndBackwardRunToTheGoldensBits) {
   }
 }
 
+// The lists' sizes the trainers allocate are the plans' own: the forward's a row of lanes per
+// window (on a 128-lane chip four times the tokens of 32-token windows), the backward's at most
+// its bound.
+TEST(EmbeddingPlan, ListWordsAreThePlansOwn) {
+  for (const char* variant : {"4x4", "16x16", "128x128"}) {
+    const ChipShape s = chip_shape(variant);
+    for (const auto& [S, T] :
+         {std::pair<std::size_t, std::size_t>{32, 32}, {32, 96}, {6, 27}, {32, 40}, {8, 8}}) {
+      const std::size_t V = 50, d = std::max<std::size_t>(s.cols, 16) * 2;
+      std::vector<int32_t> tok(T);
+      for (std::size_t i = 0; i < T; ++i) tok[i] = static_cast<int32_t>(i % 3 == 0 ? 7 : i % V);
+      EmbeddingBuffers b;
+      b.wpe = V * d * 4;
+      b.h = b.wpe + S * d * 4;
+      b.dh = b.h + T * d * 4;
+      b.dwte = b.dh + T * d * 4;
+      b.dwpe = b.dwte + V * d * 4;
+      b.lists = (b.dwpe + S * d * 4 + 63) / 64 * 64;
+      const EmbeddingPlan f = plan_embedding_forward(s, dims(V, S, d, T), tok, b);
+      EXPECT_EQ(f.lists.size(), embedding_forward_list_words(T, S, s.cols))
+          << variant << " S " << S << " T " << T;
+      const EmbeddingPlan k = plan_embedding_backward(s, dims(V, S, d, T), tok, b);
+      EXPECT_LE(k.lists.size(), embedding_backward_list_words(T, V, s.cols))
+          << variant << " S " << S << " T " << T;
+    }
+  }
+  EXPECT_EQ(embedding_forward_list_words(96, 32, 128), 384u);  // three rows of 128
+  EXPECT_EQ(embedding_forward_list_words(40, 32, 16), 48u);    // 32 + 8 padded to 16
+}
+
 TEST(EmbeddingPlan, BadInputsNameTheValueAndTheRule) {
   const ChipShape s = chip_shape("4x4");
   EmbeddingBuffers b;
