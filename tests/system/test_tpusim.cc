@@ -746,12 +746,13 @@ TEST(TpusimTrain, PipelineStagesReportAndTimeline) {
                           "--quiet --json " + json + " --trace " + trace);
   ASSERT_EQ(r.code, 0) << r.out;
   const std::string rep = slurp(json);
-  for (const char* key : {"\"pipeline\"", "\"schedule\": \"1f1b\"", "\"microbatches\": 4",
-                          "\"bubble_formula\"", "\"stages\"", "\"bubble\"",
-                          "\"peak_activation_bytes\"", "\"verdict\": \"pass\"",
-                          "\"mesh\": \"stage=4\""})
+  for (const char* key :
+       {"\"pipeline\"", "\"schedule\": \"1f1b\"", "\"microbatches\": 4", "\"bubble_formula\"",
+        "\"stages\"", "\"bubble\"", "\"peak_activation_bytes\"", "\"verdict\": \"pass\"",
+        "\"mesh\": \"stage=4\"", "\"bubble_of_ideal\"", "\"heaviest_stage_bubble\""})
     EXPECT_NE(rep.find(key), std::string::npos) << key << " not in " << rep;
   EXPECT_NEAR(json_number(rep, "bubble_formula"), 3.0 / 7.0, 1e-9);  // (p-1)/(m+p-1)
+  EXPECT_NEAR(json_number(rep, "bubble_formula_of_ideal"), 3.0 / 4.0, 1e-9);  // (p-1)/m
   const std::string tr = slurp(trace);
   for (const char* label : {"F mb0", "F mb3", "B mb0", "B mb3", "send act mb1", "recv grad mb2",
                             "sgd 3"})
