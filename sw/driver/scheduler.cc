@@ -281,23 +281,26 @@ PodProgram compile_collective(Workload& w, const Op& op, const CommWindow& cw, b
                  " chips: " + first_error);
 }
 
+// A block whose rows fill whole memory rows of 4-byte words moves as those words.
+bool p2p_as_words(const HbmMatrix& v, unsigned lanes) {
+  return v.pitch * v.esize() % (4 * lanes) == 0;
+}
+
 }  // namespace
 
 uint32_t p2p_rows(const HbmMatrix& v, unsigned lanes) {
-  const uint64_t seg = v.pitch * v.esize();
-  if (seg % (4 * lanes) == 0) return static_cast<uint32_t>(v.rows * (seg / (4 * lanes)));
-  return static_cast<uint32_t>(v.rows * v.pitch / lanes);
+  return static_cast<uint32_t>(p2p_as_words(v, lanes) ? v.rows * v.pitch * v.esize() / (4 * lanes)
+                                                      : v.rows * v.pitch / lanes);
 }
 
 namespace {
 
-// A send's rows: the block of its buffer, whole matrix rows (memory rows of `lanes` elements).
-uint32_t send_rows(const Workload& w, const Op& op, const BufferRef& r, unsigned lanes) {
+// A send moves its buffer's block of whole matrix rows; else a clear error.
+void check_whole_rows(const Workload& w, const Op& op, const BufferRef& r) {
   const HbmMatrix v = w.view(r);
   if (v.cols != v.pitch)
     bad_op(op, "buffer '" + w.buffer(r.buffer).name + "': a send moves whole rows (" +
                    std::to_string(v.cols) + " of " + std::to_string(v.pitch) + " columns)");
-  return static_cast<uint32_t>(v.rows * v.pitch / lanes);
 }
 
 // Chip `to` at its coordinates.
@@ -315,11 +318,11 @@ std::vector<ChipCmd> p2p_cmds(const Workload& w, const Op& op, const CommWindow&
   const unsigned lanes = mi.shape.cols;
   const BufferRef& r = op.kind == OpKind::kSend ? op.a : op.out;
   const HbmMatrix v = w.view(r);
-  (void)send_rows(w, op, r, lanes);  // whole rows, or a clear error
+  check_whole_rows(w, op, r);
   const uint32_t seg = static_cast<uint32_t>(v.pitch * v.esize());
   const uint32_t nseg = static_cast<uint32_t>(v.rows);
   const uint32_t rows = p2p_rows(v, lanes);
-  const bool bf16 = v.dtype == Dtype::kBf16 && seg % (4 * lanes) != 0;
+  const bool bf16 = v.dtype == Dtype::kBf16 && !p2p_as_words(v, lanes);
   if (2 * rows > cw.vmem_rows)
     bad_op(op, "buffer '" + w.buffer(r.buffer).name + "': " + std::to_string(rows) +
                    " memory rows do not fit twice in its VMEM window of " +
