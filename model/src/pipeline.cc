@@ -172,13 +172,15 @@ std::vector<std::map<std::pair<int, int>, int>> pipeline_activation_slots(
   return slot_of;
 }
 
-std::vector<double> pipeline_timed_bubbles(const std::vector<std::vector<PipeSlot>>& table,
-                                           int v, const std::vector<std::vector<double>>& dur,
-                                           double gap, double hop) {
+std::vector<double> pipeline_timed_bubbles(const std::vector<std::vector<PipeSlot>>& table, int v,
+                                           const std::vector<std::vector<double>>& dur, double gap,
+                                           double hop,
+                                           const std::vector<std::vector<double>>& pre) {
   const int P = static_cast<int>(table.size()), last = P * v - 1;
-  if (dur.size() != table.size()) return {};
+  if (dur.size() != table.size() || (!pre.empty() && pre.size() != table.size())) return {};
   for (std::size_t s = 0; s < table.size(); ++s)
-    if (dur[s].size() != table[s].size()) return {};
+    if (dur[s].size() != table[s].size() || (!pre.empty() && pre[s].size() != table[s].size()))
+      return {};
   std::map<std::tuple<int, int, bool>, double> end;  // (mb, virtual stage, backward) -> end
   std::vector<std::size_t> next(table.size(), 0);
   std::vector<double> free(table.size(), -gap), busy(table.size(), 0.0);
@@ -197,9 +199,10 @@ std::vector<double> pipeline_timed_bubbles(const std::vector<std::vector<PipeSlo
           if (it == end.end()) break;
           ready = it->second + (need % P != s ? hop : 0.0);
         }
-        const double start = std::max(ready, free[si] + gap);
+        const double before = pre.empty() ? 0.0 : pre[si][i];
+        const double start = std::max(ready, free[si] + gap + before);
         free[si] = start + dur[si][i];
-        busy[si] += dur[si][i];
+        busy[si] += before + dur[si][i];
         span = std::max(span, free[si]);
         end[{x.mb, j, x.backward}] = free[si];
         progress = true;

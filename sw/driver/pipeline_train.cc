@@ -600,16 +600,19 @@ void model_bubbles(PipelineStats* st, const std::vector<std::vector<PipeSlot>>& 
   const int P = static_cast<int>(table.size()), last = P * v - 1;
   if (st->stages.size() != table.size()) return;
   std::map<std::tuple<int, int, bool>, std::pair<double, double>> at;  // slot -> [start, end)
-  std::vector<std::vector<double>> dur(table.size());
+  std::vector<std::vector<double>> dur(table.size()), pre(table.size());
   for (int s = 0; s < P; ++s) {
-    std::map<std::string, std::pair<double, double>> by_name;
+    std::map<std::string, const PipelineSlotSpan*> by_name;
     for (const PipelineSlotSpan& x : st->stages[static_cast<std::size_t>(s)].slots)
-      by_name[x.slot] = {static_cast<double>(x.start), static_cast<double>(x.end)};
+      by_name[x.slot] = &x;
     for (const PipeSlot& x : table[static_cast<std::size_t>(s)]) {
       const auto it = by_name.find((x.backward ? "B" : "F") + mb_text(x.mb, x.chunk, v));
       if (it == by_name.end()) return;  // a slot not on the timeline: no model
-      at[{x.mb, x.chunk * P + s, x.backward}] = it->second;
-      dur[static_cast<std::size_t>(s)].push_back(it->second.second - it->second.first);
+      const PipelineSlotSpan& y = *it->second;
+      at[{x.mb, x.chunk * P + s, x.backward}] = {static_cast<double>(y.start),
+                                                 static_cast<double>(y.end)};
+      dur[static_cast<std::size_t>(s)].push_back(static_cast<double>(y.end - y.start));
+      pre[static_cast<std::size_t>(s)].push_back(static_cast<double>(y.pre));
     }
   }
   std::vector<double> hops, gaps;
@@ -635,11 +638,10 @@ void model_bubbles(PipelineStats* st, const std::vector<std::vector<PipeSlot>>& 
   }
   st->hop_cycles = median(hops);
   st->gap_cycles = median(gaps);
-  const std::vector<double> b =
-      pipeline_timed_bubbles(table, v, dur, static_cast<double>(st->gap_cycles),
-                             static_cast<double>(st->hop_cycles));
+  const std::vector<double> b = pipeline_timed_bubbles(
+      table, v, dur, static_cast<double>(st->gap_cycles), static_cast<double>(st->hop_cycles), pre);
   for (std::size_t s = 0; s < b.size(); ++s) st->stages[s].bubble_model = b[s];
-  const std::vector<double> b0 = pipeline_timed_bubbles(table, v, dur, 0, 0);
+  const std::vector<double> b0 = pipeline_timed_bubbles(table, v, dur, 0, 0, pre);
   for (std::size_t s = 0; s < b0.size(); ++s) st->stages[s].bubble_no_hop = b0[s];
 }
 
@@ -653,13 +655,20 @@ PipelineStats pipeline_timeline_stats(const std::vector<TraceEvent>& events,
   PipelineStats st;
   uint64_t t0 = UINT64_MAX, t1 = 0;
   // Per chip, the [issue, done) of its F and B commands on the compute units (not the ICI's);
-  // per stage, its shown chip's slots: phase -> [first issue, last done).
+  // per stage, its shown chip's slots: phase -> [first issue, last done), and when its receive's
+  // wait ended (the scheduler starts a slot's loads that need nothing received before it).
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> busy(chips);
   std::vector<std::map<std::string, std::pair<uint64_t, uint64_t>>> slots(P);
+  std::vector<std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>>> cmds(P);
+  std::vector<std::map<std::string, uint64_t>> arrived(P);
   for (const TraceEvent& e : events) {
     if (e.unit == TraceUnit::kHost) continue;
     t0 = std::min(t0, e.issue);
     const std::string phase = phase_of_label(e.label);
+    const std::size_t es =
+        static_cast<std::size_t>(stage_of_chip[static_cast<std::size_t>(e.chip)]);
+    if (e.unit == TraceUnit::kIciWait && shown[es] == e.chip)
+      arrived[es][phase] = std::max(arrived[es][phase], e.done);
     if (e.unit == TraceUnit::kIciSend || e.unit == TraceUnit::kIciWait ||
         e.unit == TraceUnit::kSeq || !is_slot_phase(phase) || e.done <= e.issue)
       continue;
@@ -667,6 +676,7 @@ PipelineStats pipeline_timeline_stats(const std::vector<TraceEvent>& events,
     t1 = std::max(t1, e.done);
     const std::size_t s = static_cast<std::size_t>(stage_of_chip[static_cast<std::size_t>(e.chip)]);
     if (shown[s] == e.chip) {
+      cmds[s][phase].push_back({e.issue, e.done});
       auto [it, fresh] = slots[s].try_emplace(phase, e.issue, e.done);
       if (!fresh) {
         it->second.first = std::min(it->second.first, e.issue);
@@ -679,8 +689,16 @@ PipelineStats pipeline_timeline_stats(const std::vector<TraceEvent>& events,
   st.stages.assign(P, PipelineStageStats{});
   for (std::size_t s = 0; s < P; ++s) {
     std::vector<PipelineSlotSpan>& out = st.stages[s].slots;
-    for (const auto& [name, span] : slots[s])
-      out.push_back(PipelineSlotSpan{name, span.first - t0, span.second - t0});
+    for (const auto& [name, span] : slots[s]) {
+      // A slot starts when its block is there; what it ran before (what needs nothing received)
+      // ran beside the wait.
+      const auto in = arrived[s].find((name[0] == 'F' ? "recv act" : "recv grad") + name.substr(1));
+      const uint64_t start = in == arrived[s].end() ? span.first : std::max(span.first, in->second);
+      uint64_t pre_end = span.first;
+      for (const auto& [issue, done] : cmds[s][name])
+        if (issue < start) pre_end = std::max(pre_end, std::min(done, start));
+      out.push_back(PipelineSlotSpan{name, start - t0, span.second - t0, pre_end - span.first});
+    }
     std::sort(out.begin(), out.end(), [](const PipelineSlotSpan& a, const PipelineSlotSpan& b) {
       return a.start < b.start;
     });

@@ -592,7 +592,8 @@ void fill_pipeline_report(Report& rep, const TrainPipelineResult& p) {
     const PipelineStageStats& s = p.stats.stages[i];
     Json slots = Json::array();
     for (const PipelineSlotSpan& x : s.slots)
-      slots.push_back(Json::object({{"slot", x.slot}, {"start", x.start}, {"end", x.end}}));
+      slots.push_back(
+          Json::object({{"slot", x.slot}, {"start", x.start}, {"end", x.end}, {"pre", x.pre}}));
     stages.push_back(Json::object({{"stage", static_cast<uint64_t>(i)},
                                    {"first_layer", static_cast<uint64_t>(s.first_layer)},
                                    {"last_layer", static_cast<uint64_t>(s.last_layer)},

@@ -103,10 +103,15 @@ uint64_t covered_cycles(std::vector<std::pair<uint64_t, uint64_t>>& spans);
 double allreduce_hidden_fraction(const TrainStepRun& run, const std::vector<TraceEvent>& events);
 
 // One F or B slot on the timeline: its phase ("F mb3", "B mb0 c1") and the cycles from the step's
-// first command to its first command's issue and its last one's end (compute units only).
+// first command to its start (its first command's issue, or its receive's wait's end if later:
+// loads that need nothing received may run beside the wait) and its last one's end (compute
+// units only).
 struct PipelineSlotSpan {
   std::string slot;
   uint64_t start = 0, end = 0;
+  // Cycles of its commands before `start` that needed nothing received (they ran beside the wait,
+  // from their first issue to the last one's end, up to `start`); 0 when it did not wait.
+  uint64_t pre = 0;
 };
 
 // One pipeline stage's measurements over a step (PipelineTrainer::measure, pipeline_train.h).

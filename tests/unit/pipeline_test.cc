@@ -181,6 +181,16 @@ TEST(PipelineSlots, TimedBubblesAreTheSimulationAndHopsAddToThem) {
   EXPECT_NEAR(bg[0], 1.0 - 6.0 / 10.75, 1e-12);
   EXPECT_NEAR(bg[1], 1.0 - 6.0 / 10.75, 1e-12);
   EXPECT_TRUE(pipeline_timed_bubbles(g, 1, {{1, 1}}, 0, 0).empty());  // shapes do not match
+  // Half a unit of each of stage 0's backwards needs nothing received (pre), the rest 1.5: B0's
+  // pre runs 2-2.5 beside the wait, its rest 6-7.5 (stage 1's B0 ends at 5.5, plus the hop); B1's
+  // pre 7.5-8, its rest 8-9.5 (its gradient there at 7.5 + 0.5): span 9.5, each stage busy 6.
+  const std::vector<std::vector<double>> rest = {{1, 1, 1.5, 1.5}, {1, 1, 2, 2}},
+                                         pre = {{0, 0, 0.5, 0.5}, {0, 0, 0, 0}};
+  const std::vector<double> bp = pipeline_timed_bubbles(g, 1, rest, 0, 0.5, pre);
+  ASSERT_EQ(bp.size(), 2u);
+  EXPECT_NEAR(bp[0], 1.0 - 6.0 / 9.5, 1e-12);
+  EXPECT_NEAR(bp[1], 1.0 - 6.0 / 9.5, 1e-12);
+  EXPECT_TRUE(pipeline_timed_bubbles(g, 1, d, 0, 0, {{0, 0, 0, 0}}).empty());
 }
 
 TEST(PipelineSlots, InFlightMicrobatches) {

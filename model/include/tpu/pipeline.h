@@ -63,12 +63,15 @@ std::vector<std::map<std::pair<int, int>, int>> pipeline_activation_slots(
 // "Pipeline"): slot i of stage s's table takes dur[s][i] cycles and starts once the stage's slot
 // before it has ended plus `gap` and the slot it needs has ended plus `hop` (the forward of the
 // virtual stage before, the backward of the one after, on another stage; the last virtual
-// stage's backward needs its own forward, with no hop). Returns per stage its idle fraction of
-// the makespan (the first slot's start to the last one's end, every stage alike); empty when
-// the shapes do not match or a table waits forever.
-std::vector<double> pipeline_timed_bubbles(const std::vector<std::vector<PipeSlot>>& table,
-                                           int v, const std::vector<std::vector<double>>& dur,
-                                           double gap, double hop);
+// stage's backward needs its own forward, with no hop). With `pre` (same shapes, or empty: none),
+// pre[s][i] cycles of the slot need nothing received and run first, from the stage's slot before
+// it plus `gap`, beside the wait; its dur[s][i] cycles follow once both they and the block are
+// there. Returns per stage its idle fraction of the makespan (the first slot's start to the last
+// one's end, every stage alike); empty when the shapes do not match or a table waits forever.
+std::vector<double> pipeline_timed_bubbles(const std::vector<std::vector<PipeSlot>>& table, int v,
+                                           const std::vector<std::vector<double>>& dur, double gap,
+                                           double hop,
+                                           const std::vector<std::vector<double>>& pre = {});
 
 // The most micro-batches a stage holds at once (forward done, backward not yet) per its table:
 // its activations' slots in HBM (counted per chunk for interleaved: a (micro-batch, chunk) each).
