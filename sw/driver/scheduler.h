@@ -6,8 +6,10 @@
 // send and its receive, a VMEM window and a set of ICI counters apart from those that may run
 // at the same time, plans every op's commands, and orders them so the units overlap: a
 // collective runs beside the compute after it that does not depend on it (merged by command
-// count), up to the next collective or the first op that needs its result. What cannot fit is
-// a std::invalid_argument naming the op and the buffer.
+// count), up to the next collective or the first op that needs its result; a receive waits after
+// the compute after it that does not need it and all but the last of the leading loads of the
+// first op that does (its bias and weights load while the block is on the wire). What cannot fit
+// is a std::invalid_argument naming the op and the buffer.
 #pragma once
 
 #include <cstdint>

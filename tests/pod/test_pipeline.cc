@@ -95,9 +95,11 @@ TEST_P(Pipeline, EveryStepBitExactToTheGoldenSlotsOnTheTimeline) {
     EXPECT_GT(s.busy, 0u);
     most = std::max(most, s.busy);
     // Relative to the ideal time: the same idle cycles over the busy ones, b / (1 - b) for a
-    // stage of one chip (the means over the steps, of steps a few cycles apart, nearly so).
+    // stage of one chip; over several steps the mean of b / (1 - b), at least that of the mean
+    // b (convex: Jensen) and near it (steps a few hundred cycles apart).
     if (c.mesh.find("data") == std::string::npos) {
-      EXPECT_NEAR(s.bubble_of_ideal, s.bubble / (1.0 - s.bubble), 1e-3);
+      EXPECT_GE(s.bubble_of_ideal, s.bubble / (1.0 - s.bubble) - 1e-12);
+      EXPECT_NEAR(s.bubble_of_ideal, s.bubble / (1.0 - s.bubble), 1e-2);
     }
     EXPECT_GE(s.bubble_of_ideal, s.bubble);
   }

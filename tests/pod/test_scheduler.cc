@@ -303,6 +303,76 @@ TEST(Scheduler, SendAndReceiveMoveABufferBetweenTwoChips) {
   EXPECT_TRUE(sch.program.cmds(3).empty());
 }
 
+// A receive waits after what needs nothing it receives: the compute op before the first reader
+// of the block, and that reader's leading loads that read other bytes (its weights), run while
+// the wait holds the stream; the reader's load of the block comes after the receive's DMA.
+TEST(Scheduler, AReceiveWaitsAfterTheLoadsThatNeedNothingReceived) {
+  FakeHostPort port(Topology::torus({2}), "4x4");
+  Workload w(port);
+  const int h = w.add_buffer(Buffer{"h", 8, 32, Dtype::kBf16});
+  const int h_in = w.add_buffer(Buffer{"h in", 8, 32, Dtype::kBf16});
+  const int u = w.add_buffer(Buffer{"u", 8, 32, Dtype::kBf16});
+  const int wt = w.add_buffer(Buffer{"w", 32, 32, Dtype::kBf16});
+  const int z = w.add_buffer(Buffer{"z", 8, 32, Dtype::kBf16});
+  const int y = w.add_buffer(Buffer{"y", 8, 32, Dtype::kBf16});
+  const int snd = w.add_op(send_op("send h", 0, 1, whole(h)));
+  const int rcv = w.add_op(recv_op("receive h", snd, 0, 1, whole(h_in)));
+  Op free_mm = matmul_op("free mm", whole(z), whole(u), whole(wt));
+  free_mm.chips = {1};
+  const int fm = w.add_op(std::move(free_mm));
+  const int bias = w.add_buffer(Buffer{"bias", 1, 32, Dtype::kF32});
+  Op reader = matmul_op("reader", whole(y), whole(h_in), whole(wt), whole(bias));
+  reader.chips = {1};
+  const int rd = w.add_op(std::move(reader));
+  const Schedule sch = schedule(w);
+  const ChipProgram& p = sch.program.chip(1);
+  const SpmdProgram& sp = sch.program;
+  const auto op_of = [&](std::size_t i) {
+    const std::string& n = sp.phase(p.labels[i].phase).name;
+    return n == "receive h" ? rcv : n == "free mm" ? fm : n == "reader" ? rd : -1;
+  };
+  const HbmMatrix in = w.matrix(h_in);
+  const auto reads_in = [&](const CmdDma& d) {
+    return d.dir == static_cast<uint32_t>(DmaDir::kHbmToVmem) &&
+           d.hbm_addr < in.addr + in.bytes() &&
+           in.addr < d.hbm_addr + (d.rows - 1) * d.stride + d.seg_bytes;
+  };
+  std::size_t wait = p.size(), recv_dma = p.size(), first_read = p.size(), last_free = 0;
+  std::size_t reader_before_wait = 0;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    const ChipCmd& c = p.cmds[i];
+    ASSERT_NE(op_of(i), -1) << i;
+    if (op_of(i) == fm) last_free = i;
+    if (c.op() == ChipOp::kIciWait) wait = i;
+    if (op_of(i) == rcv && c.op() == ChipOp::kDma) recv_dma = i;
+    if (op_of(i) == rd && wait == p.size()) {
+      // Before the wait: only loads of other bytes than the block's.
+      ASSERT_EQ(c.op(), ChipOp::kDma) << i;
+      EXPECT_FALSE(reads_in(CmdDma::decode(c))) << i;
+      ++reader_before_wait;
+    }
+    if (op_of(i) == rd && c.op() == ChipOp::kDma && reads_in(CmdDma::decode(c)) &&
+        first_read == p.size())
+      first_read = i;
+  }
+  ASSERT_LT(wait, p.size());
+  EXPECT_LT(last_free, wait);         // the op that needs nothing received: before the wait
+  EXPECT_GE(reader_before_wait, 1u);  // the reader's weights load: before it too
+  EXPECT_EQ(recv_dma, wait + 1);      // the receive's two commands together
+  ASSERT_LT(first_read, p.size());
+  EXPECT_GT(first_read, recv_dma);  // the block read after it lands
+  // Nothing else moved: the sender's program, and the same commands on chip 1 as each op's own.
+  EXPECT_EQ(sp.cmds(0).size(), 2u);
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    n += op_of(i) == rd ? 1 : 0;
+    if (i <= last_free) {
+      EXPECT_EQ(op_of(i), fm) << i;
+    }
+  }
+  EXPECT_EQ(last_free + 1 + n + 2, p.size());
+}
+
 // A bf16 block whose rows fill whole memory rows of 4-byte words moves as those words (half the
 // rows of a bf16 DMA, which puts one element in each lane's low half); one whose rows do not
 // keeps the bf16 DMAs. Both ends agree on the rows.
