@@ -655,49 +655,44 @@ PipelineStats pipeline_timeline_stats(const std::vector<TraceEvent>& events,
   PipelineStats st;
   uint64_t t0 = UINT64_MAX, t1 = 0;
   // Per chip, the [issue, done) of its F and B commands on the compute units (not the ICI's);
-  // per stage, its shown chip's slots: phase -> [first issue, last done), and when its receive's
-  // wait ended (the scheduler starts a slot's loads that need nothing received before it).
+  // per stage, its shown chip's slots: phase -> its commands' [issue, done), and when its
+  // receive's wait ended (the scheduler starts a slot's loads that need nothing received before).
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> busy(chips);
-  std::vector<std::map<std::string, std::pair<uint64_t, uint64_t>>> slots(P);
-  std::vector<std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>>> cmds(P);
+  std::vector<std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>>> slots(P);
   std::vector<std::map<std::string, uint64_t>> arrived(P);
   for (const TraceEvent& e : events) {
     if (e.unit == TraceUnit::kHost) continue;
     t0 = std::min(t0, e.issue);
     const std::string phase = phase_of_label(e.label);
-    const std::size_t es =
-        static_cast<std::size_t>(stage_of_chip[static_cast<std::size_t>(e.chip)]);
-    if (e.unit == TraceUnit::kIciWait && shown[es] == e.chip)
-      arrived[es][phase] = std::max(arrived[es][phase], e.done);
+    const std::size_t s = static_cast<std::size_t>(stage_of_chip[static_cast<std::size_t>(e.chip)]);
+    if (e.unit == TraceUnit::kIciWait && shown[s] == e.chip)
+      arrived[s][phase] = std::max(arrived[s][phase], e.done);
     if (e.unit == TraceUnit::kIciSend || e.unit == TraceUnit::kIciWait ||
         e.unit == TraceUnit::kSeq || !is_slot_phase(phase) || e.done <= e.issue)
       continue;
     busy[static_cast<std::size_t>(e.chip)].push_back({e.issue, e.done});
     t1 = std::max(t1, e.done);
-    const std::size_t s = static_cast<std::size_t>(stage_of_chip[static_cast<std::size_t>(e.chip)]);
-    if (shown[s] == e.chip) {
-      cmds[s][phase].push_back({e.issue, e.done});
-      auto [it, fresh] = slots[s].try_emplace(phase, e.issue, e.done);
-      if (!fresh) {
-        it->second.first = std::min(it->second.first, e.issue);
-        it->second.second = std::max(it->second.second, e.done);
-      }
-    }
+    if (shown[s] == e.chip) slots[s][phase].push_back({e.issue, e.done});
   }
   if (t1 <= t0) return st;
   st.span = t1 - t0;
   st.stages.assign(P, PipelineStageStats{});
   for (std::size_t s = 0; s < P; ++s) {
     std::vector<PipelineSlotSpan>& out = st.stages[s].slots;
-    for (const auto& [name, span] : slots[s]) {
+    for (const auto& [name, cmds] : slots[s]) {
+      uint64_t first = UINT64_MAX, last = 0;
+      for (const auto& [issue, done] : cmds) {
+        first = std::min(first, issue);
+        last = std::max(last, done);
+      }
       // A slot starts when its block is there; what it ran before (what needs nothing received)
       // ran beside the wait.
       const auto in = arrived[s].find((name[0] == 'F' ? "recv act" : "recv grad") + name.substr(1));
-      const uint64_t start = in == arrived[s].end() ? span.first : std::max(span.first, in->second);
-      uint64_t pre_end = span.first;
-      for (const auto& [issue, done] : cmds[s][name])
+      const uint64_t start = in == arrived[s].end() ? first : std::max(first, in->second);
+      uint64_t pre_end = first;
+      for (const auto& [issue, done] : cmds)
         if (issue < start) pre_end = std::max(pre_end, std::min(done, start));
-      out.push_back(PipelineSlotSpan{name, start - t0, span.second - t0, pre_end - span.first});
+      out.push_back(PipelineSlotSpan{name, start - t0, last - t0, pre_end - first});
     }
     std::sort(out.begin(), out.end(), [](const PipelineSlotSpan& a, const PipelineSlotSpan& b) {
       return a.start < b.start;
