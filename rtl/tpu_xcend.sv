@@ -459,13 +459,15 @@ module tpu_xcend
       y_q <= '0;
     end else begin
       // A stage register loads while a beat enters or leaves it: an idle lane copies nothing
-      // (its stages hold zeros, which is what they would load).
-      if (valid_i || s1_q.valid) s1_q <= s1_d;
-      if (s1_q.valid || m1_q.op.valid) m1_q <= m1_d;
-      if (m1_q.op.valid || m2_q.op.valid) m2_q <= m2_d;
-      if (m2_q.op.valid || s2_q.valid) s2_q <= s2_d;
-      valid_q <= s2_q.valid;
+      // (its stages hold zeros, which is what they would load). Last stage first: no register is
+      // read after its own assignment here, so Verilator needs no shadow copy of the wide stages
+      // (which it would zero, load and store back every cycle; docs/scale.md "One core").
       if (s2_q.valid || valid_q) y_q <= y_d;
+      valid_q <= s2_q.valid;
+      if (m2_q.op.valid || s2_q.valid) s2_q <= s2_d;
+      if (m1_q.op.valid || m2_q.op.valid) m2_q <= m2_d;
+      if (s1_q.valid || m1_q.op.valid) m1_q <= m1_d;
+      if (valid_i || s1_q.valid) s1_q <= s1_d;
     end
   end
 
