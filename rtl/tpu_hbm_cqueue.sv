@@ -48,14 +48,22 @@ module tpu_hbm_cqueue #(
   // the pushed entry comes from the chip's host port (a top-level input), and a verilated model
   // re-evaluates all logic that depends on a top-level input at every eval(), twice a cycle, so
   // a combinational next state of all Depth entries cost that much each time (docs/scale.md,
-  // "One core"). The registers and their values are the same.
+  // "One core"). The registers and their values are the same. The new entries are built in a
+  // local and assigned once, only in a cycle that changes them: assigning entries one by one
+  // (ent_q[i] <= ent_q[i+1]) made Verilator zero, load and store back a shadow copy of all of
+  // them every cycle.
   always_ff @(posedge clk_i) begin
-    if (pop_i) begin
-      for (int unsigned i = 0; i + 1 < Depth; i++) begin
-        if (i >= 32'(pop_idx_i)) ent_q[i] <= ent_q[i+1];
+    if (pop_i || push_i) begin
+      entry_t [Depth-1:0] ent_n;
+      ent_n = ent_q;
+      if (pop_i) begin
+        for (int unsigned i = 0; i + 1 < Depth; i++) begin
+          if (i >= 32'(pop_idx_i)) ent_n[i] = ent_n[i+1];
+        end
       end
+      if (push_i) ent_n[IdxW'(count_q - CntW'(pop_i))] = push_entry_i;
+      ent_q <= ent_n;
     end
-    if (push_i) ent_q[IdxW'(count_q - CntW'(pop_i))] <= push_entry_i;
   end
 
   always_comb begin
