@@ -163,11 +163,8 @@ module tpu_mxu #(
 
   tpu_pkg::bf16_t        wgt_q   [WBanks*Rows][Cols];
   tpu_pkg::bf16_t        a_q     [Rows][Cols];
-  tpu_pkg::bf16_t        a_d     [Rows][Cols];
   bank_t                 sel_q   [Rows][Cols];
-  bank_t                 sel_d   [Rows][Cols];
   tpu_pkg::f32_t         psum_q  [Rows][Cols];
-  tpu_pkg::f32_t         psum_d  [Rows][Cols];
   act_line_t             askew_q [Rows];
   act_line_t             askew_d [Rows];
   f32_row_t              tskew_q [Cols];
@@ -218,32 +215,6 @@ module tpu_mxu #(
     assign p_edge[j] = tskew_q[j][j];
   end
 
-  // The cells read registers only, so a simulator evaluates them once per clock edge, not again
-  // whenever an input of the array changes (keep input-dependent logic out of this block).
-  always_comb begin
-    act_t          a_in;
-    tpu_pkg::f32_t p_in;
-    a_in = '0;
-    p_in = '0;
-    if (live) begin
-      for (int unsigned i = 0; i < Rows; i++) begin
-        for (int unsigned j = 0; j < Cols; j++) begin
-          if (j == 0) a_in = a_edge[i];
-          else        a_in = '{sel: sel_q[i][j-1], a: a_q[i][j-1]};
-          if (i == 0) p_in = p_edge[j];
-          else        p_in = psum_q[i-1][j];
-          a_d[i][j]    = a_in.a;
-          sel_d[i][j]  = a_in.sel;
-          psum_d[i][j] = tpu_mac_pkg::mac(a_in.a, wgt_q[32'(a_in.sel) * Rows + i][j], p_in);
-        end
-      end
-    end else begin
-      a_d    = a_q;
-      sel_d  = sel_q;
-      psum_d = psum_q;
-    end
-  end
-
   // The cells' registers (weights, activations, partial sums) are not reset: the control (reset)
   // lets no beat read a bank before a whole tile is written into it, every value a beat meets in
   // the array was computed from that beat's own inputs, and the tag line (reset) marks which
@@ -266,8 +237,27 @@ module tpu_mxu #(
     end
   end
 
+  // The cells read registers only and feed only their registers, so they are worked out at the
+  // clock edge, in the cycles they move (en && live): in an always_comb they ran every cycle, and
+  // an idle array copied all its registers into their next values (docs/scale.md "One core").
   always_ff @(posedge clk_i) begin
     if (en && live) begin
+      act_t           a_in;
+      tpu_pkg::f32_t  p_in;
+      tpu_pkg::bf16_t a_d    [Rows][Cols];
+      bank_t          sel_d  [Rows][Cols];
+      tpu_pkg::f32_t  psum_d [Rows][Cols];
+      for (int unsigned i = 0; i < Rows; i++) begin
+        for (int unsigned j = 0; j < Cols; j++) begin
+          if (j == 0) a_in = a_edge[i];
+          else        a_in = '{sel: sel_q[i][j-1], a: a_q[i][j-1]};
+          if (i == 0) p_in = p_edge[j];
+          else        p_in = psum_q[i-1][j];
+          a_d[i][j]    = a_in.a;
+          sel_d[i][j]  = a_in.sel;
+          psum_d[i][j] = tpu_mac_pkg::mac(a_in.a, wgt_q[32'(a_in.sel) * Rows + i][j], p_in);
+        end
+      end
       a_q    <= a_d;
       sel_q  <= sel_d;
       psum_q <= psum_d;
@@ -339,36 +329,70 @@ module tpu_mxu #(
   // ---------------------------------------------------------------------------------------------
   // Assertions
   // ---------------------------------------------------------------------------------------------
-  logic [16*Rows-1:0] a_flat;
-  logic [32*Cols-1:0] acc_flat, o_flat;
-  logic [16*WRows*Cols-1:0] w_flat;
-  for (genvar i = 0; i < Rows; i++) begin : gen_flat_a
-    assign a_flat[16*i +: 16] = a_data_i[i];
+  // Payloads stable while a beat waits: immediate assertions at the clock edge against copies
+  // taken only while it waits (as concurrent $stable assertions, they made Verilator sample
+  // every payload at every eval(), through flattened copies rebuilt every cycle; docs/scale.md
+  // "One core"). Same names, messages and cycles.
+  logic           a_wait_q, w_wait_q, o_wait_q, a_same, w_same, o_same;
+  tpu_pkg::bf16_t a_held_q   [Rows];
+  tpu_pkg::f32_t  acc_held_q [Cols];
+  logic           a_acc_held_q, a_last_held_q;
+  tpu_pkg::bf16_t w_held_q   [WRows*Cols];
+  tpu_pkg::f32_t  o_held_q   [Cols];
+  logic           o_last_held_q;
+  always_comb begin  // compared only while a beat waits
+    a_same = 1'b1;
+    w_same = 1'b1;
+    o_same = 1'b1;
+    if (a_wait_q) begin
+      a_same = (a_acc_i == a_acc_held_q) && (a_last_i == a_last_held_q);
+      for (int unsigned i = 0; i < Rows; i++) a_same = a_same && (a_data_i[i] == a_held_q[i]);
+      for (int unsigned j = 0; j < Cols; j++) a_same = a_same && (acc_data_i[j] == acc_held_q[j]);
+    end
+    if (w_wait_q) begin
+      for (int unsigned k = 0; k < WRows * Cols; k++)
+        w_same = w_same && (w_data_i[k] == w_held_q[k]);
+    end
+    if (o_wait_q) begin
+      o_same = o_valid_o && (o_last_o == o_last_held_q);
+      for (int unsigned j = 0; j < Cols; j++) o_same = o_same && (o_data_o[j] == o_held_q[j]);
+    end
   end
-  for (genvar j = 0; j < Cols; j++) begin : gen_flat_c
-    assign acc_flat[32*j +: 32] = acc_data_i[j];
-    assign o_flat[32*j +: 32]   = o_data_o[j];
-  end
-  for (genvar j = 0; j < WRows * Cols; j++) begin : gen_flat_w
-    assign w_flat[16*j +: 16] = w_data_i[j];
+  always_ff @(posedge clk_i) begin
+    if (rst_ni && a_wait_q) begin
+      `TPU_ASSERT_I(PayloadStable_A, a_same,
+          ("tpu_mxu: activation payload changed while waiting for ready"))
+    end
+    if (rst_ni && w_wait_q) begin
+      `TPU_ASSERT_I(WPayloadStable_A, w_same,
+          ("tpu_mxu: weight payload changed while waiting for ready"))
+    end
+    if (rst_ni && o_wait_q) begin
+      `TPU_ASSERT_I(OPayloadStable_A, o_same,
+          ("tpu_mxu: result payload changed while waiting for ready"))
+    end
+    a_wait_q <= a_valid_i && !a_ready_o;
+    w_wait_q <= w_valid_i && !w_ready_o;
+    o_wait_q <= o_valid_o && !o_ready_i;
+    if (a_valid_i && !a_ready_o) begin
+      a_held_q      <= a_data_i;
+      acc_held_q    <= acc_data_i;
+      a_acc_held_q  <= a_acc_i;
+      a_last_held_q <= a_last_i;
+    end
+    if (w_valid_i && !w_ready_o) w_held_q <= w_data_i;
+    if (o_valid_o && !o_ready_i) begin
+      o_held_q      <= o_data_o;
+      o_last_held_q <= o_last_o;
+    end
   end
 
   `TPU_ASSERT(ValidHeld_A,
     a_valid_i && !a_ready_o |=> a_valid_i,
       ("tpu_mxu: activation valid dropped before ready"))
-  `TPU_ASSERT(PayloadStable_A,
-    a_valid_i && !a_ready_o |=> $stable(a_flat) && $stable(acc_flat) && $stable(a_acc_i)
-                                && $stable(a_last_i),
-      ("tpu_mxu: activation payload changed while waiting for ready"))
   `TPU_ASSERT(WValidHeld_A,
     w_valid_i && !w_ready_o |=> w_valid_i,
       ("tpu_mxu: weight valid dropped before ready"))
-  `TPU_ASSERT(WPayloadStable_A,
-    w_valid_i && !w_ready_o |=> $stable(w_flat),
-      ("tpu_mxu: weight payload changed while waiting for ready"))
-  `TPU_ASSERT(OPayloadStable_A,
-    o_valid_o && !o_ready_i |=> o_valid_o && $stable(o_flat) && $stable(o_last_o),
-      ("tpu_mxu: result payload changed while waiting for ready"))
   `TPU_ASSERT(BankLoaded_A,
     a_fire |-> full_q[rd_bank_q],
       ("tpu_mxu: activation accepted into a bank with no weight tile"))

@@ -165,11 +165,43 @@ module tpu_vpu
   `TPU_ASSERT(InValidHeld_A,
       in_valid_i && !in_ready_o |=> in_valid_i,
       ("%m: InValidHeld_A failed"))
-  `TPU_ASSERT(InPayloadStable_A,
-      in_valid_i && !in_ready_o |=> $stable(in_op_i) && $stable(in_src_bf16_i) &&
-      $stable(in_dst_bf16_i) && $stable(in_first_i) && $stable(in_last_i) &&
-      $stable(in_mask_i) && $stable(in_x_i) && $stable(in_y_i) && $stable(in_z_i),
-      ("%m: InPayloadStable_A failed"))
+  // Payloads stable while a beat waits: immediate assertions at the clock edge against copies
+  // taken only while it waits (concurrent $stable assertions sampled all three operand rows and
+  // the result at every eval(); docs/scale.md "One core"). Same names, messages and cycles.
+  typedef struct packed {
+    vpu_op_e          op;
+    logic [2:0]       src_bf16;
+    logic             dst_bf16, first, last;
+    logic [Lanes-1:0] mask;
+    f32_t [Lanes-1:0] x, y, z;
+  } in_beat_t;
+  in_beat_t in_beat, in_held_q;
+  logic     in_wait_q, out_wait_q, out_scalar_held_q, in_same, out_same;
+  f32_t [Lanes-1:0] out_held_q;
+  assign in_beat = '{op: in_op_i, src_bf16: in_src_bf16_i, dst_bf16: in_dst_bf16_i,
+                     first: in_first_i, last: in_last_i, mask: in_mask_i, x: in_x_i, y: in_y_i,
+                     z: in_z_i};
+  always_comb begin  // compared only while a beat waits
+    in_same = 1'b1;
+    out_same = 1'b1;
+    if (in_wait_q) in_same = (in_beat == in_held_q);
+    if (out_wait_q) out_same = (out_data_o == out_held_q) && (out_scalar_o == out_scalar_held_q);
+  end
+  always_ff @(posedge clk_i) begin
+    if (rst_ni && in_wait_q) begin
+      `TPU_ASSERT_I(InPayloadStable_A, in_same, ("%m: InPayloadStable_A failed"))
+    end
+    if (rst_ni && out_wait_q) begin
+      `TPU_ASSERT_I(OutPayloadStable_A, out_same, ("%m: OutPayloadStable_A failed"))
+    end
+    in_wait_q <= in_valid_i && !in_ready_o;
+    out_wait_q <= out_valid_o && !out_ready_i;
+    if (in_valid_i && !in_ready_o) in_held_q <= in_beat;
+    if (out_valid_o && !out_ready_i) begin
+      out_held_q        <= out_data_o;
+      out_scalar_held_q <= out_scalar_o;
+    end
+  end
   `TPU_ASSERT(InOpKnown_A,
       in_valid_i |-> vpu_op_vector(in_op_i),
       ("%m: InOpKnown_A failed"))
@@ -184,9 +216,6 @@ module tpu_vpu
   `TPU_ASSERT(OutValidHeld_A,
       out_valid_o && !out_ready_i |=> out_valid_o,
       ("%m: OutValidHeld_A failed"))
-  `TPU_ASSERT(OutPayloadStable_A,
-      out_valid_o && !out_ready_i |=> $stable(out_data_o) && $stable(out_scalar_o),
-      ("%m: OutPayloadStable_A failed"))
   // A reduction result sits in lane 0 alone.
   `TPU_ASSERT(OutScalarLane0Only_A,
       out_valid_o && out_scalar_o |-> (out_data_o >> 32) == '0,

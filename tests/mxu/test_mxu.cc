@@ -278,6 +278,33 @@ TEST_P(MxuVariantTest, WithdrawnWeightBeatFailsAnAssertion) {
   EXPECT_THROW(dut->tick(), RtlError);
 }
 
+// The payload check is live too (an immediate assertion at the clock edge since issue 33's
+// fourth round): a waiting weight beat that keeps its valid but changes its data fails
+// WPayloadStable_A at the next clock edge.
+TEST_P(MxuVariantTest, ChangedWaitingWeightBeatFailsAnAssertion) {
+  auto dut = make_mxu(GetParam());
+  std::vector<bf16_t> rows(dut->w_rows() * dut->cols(), 0x3F80);
+  dut->set_activations(false, nullptr, nullptr, false, false);
+  dut->set_out_ready(true);
+  for (unsigned c = 0; c < dut->w_banks() * dut->rows() / dut->w_rows(); ++c) {
+    dut->set_weights(true, rows.data());
+    dut->eval();
+    ASSERT_TRUE(dut->w_ready());
+    dut->tick();
+  }
+  dut->set_weights(true, rows.data());
+  dut->eval();
+  ASSERT_FALSE(dut->w_ready());
+  dut->tick();  // offered, not taken
+  dut->set_weights(true, rows.data());
+  dut->eval();
+  ASSERT_NO_THROW(dut->tick());  // still offered, unchanged: fine
+  std::vector<bf16_t> other(rows.size(), 0x4000);
+  dut->set_weights(true, other.data());
+  dut->eval();
+  EXPECT_THROW(dut->tick(), RtlError);
+}
+
 INSTANTIATE_TEST_SUITE_P(Variants, MxuVariantTest, ::testing::ValuesIn(built_mxu_variants()),
                          [](const auto& p) { return "v" + p.param; });
 
