@@ -256,23 +256,29 @@ TEST_P(MxuVariantTest, WeightTileBeyondTheBanksWaitsForARelease) {
   EXPECT_FALSE(dut->idle());
 }
 
+// Fills every weight bank, then offers one more weight beat of `rows`, which the full array does
+// not take: the beat waits, as the assertions below need.
+static void offer_a_waiting_weight_beat(MxuDut& dut, const std::vector<bf16_t>& rows) {
+  dut.set_activations(false, nullptr, nullptr, false, false);
+  dut.set_out_ready(true);
+  for (unsigned c = 0; c < dut.w_banks() * dut.rows() / dut.w_rows(); ++c) {
+    dut.set_weights(true, rows.data());
+    dut.eval();
+    ASSERT_TRUE(dut.w_ready());
+    dut.tick();
+  }
+  dut.set_weights(true, rows.data());
+  dut.eval();
+  ASSERT_FALSE(dut.w_ready());
+  dut.tick();  // offered, not taken
+}
+
 // The assertions are live: a weight beat withdrawn while the array is not ready (every bank
 // full) breaks valid/ready, and the next clock edge reports it.
 TEST_P(MxuVariantTest, WithdrawnWeightBeatFailsAnAssertion) {
   auto dut = make_mxu(GetParam());
   std::vector<bf16_t> rows(dut->w_rows() * dut->cols(), 0x3F80);
-  dut->set_activations(false, nullptr, nullptr, false, false);
-  dut->set_out_ready(true);
-  for (unsigned c = 0; c < dut->w_banks() * dut->rows() / dut->w_rows(); ++c) {
-    dut->set_weights(true, rows.data());
-    dut->eval();
-    ASSERT_TRUE(dut->w_ready());
-    dut->tick();
-  }
-  dut->set_weights(true, rows.data());
-  dut->eval();
-  ASSERT_FALSE(dut->w_ready());
-  dut->tick();  // offered, not taken
+  ASSERT_NO_FATAL_FAILURE(offer_a_waiting_weight_beat(*dut, rows));
   dut->set_weights(false, nullptr);
   dut->eval();
   EXPECT_THROW(dut->tick(), RtlError);
@@ -284,18 +290,7 @@ TEST_P(MxuVariantTest, WithdrawnWeightBeatFailsAnAssertion) {
 TEST_P(MxuVariantTest, ChangedWaitingWeightBeatFailsAnAssertion) {
   auto dut = make_mxu(GetParam());
   std::vector<bf16_t> rows(dut->w_rows() * dut->cols(), 0x3F80);
-  dut->set_activations(false, nullptr, nullptr, false, false);
-  dut->set_out_ready(true);
-  for (unsigned c = 0; c < dut->w_banks() * dut->rows() / dut->w_rows(); ++c) {
-    dut->set_weights(true, rows.data());
-    dut->eval();
-    ASSERT_TRUE(dut->w_ready());
-    dut->tick();
-  }
-  dut->set_weights(true, rows.data());
-  dut->eval();
-  ASSERT_FALSE(dut->w_ready());
-  dut->tick();  // offered, not taken
+  ASSERT_NO_FATAL_FAILURE(offer_a_waiting_weight_beat(*dut, rows));
   dut->set_weights(true, rows.data());
   dut->eval();
   ASSERT_NO_THROW(dut->tick());  // still offered, unchanged: fine
