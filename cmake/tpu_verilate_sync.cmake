@@ -10,6 +10,16 @@
 #   source of fixed name, so that its code is compiled and linked.
 # Each file is written only when its text changes (no needless recompiles). The next configure
 # (verilate() re-configures by itself once the list changed) lists the new files one by one again.
+# - The model's evaluation (`<prefix>___024root___eval`) gets a way to leave out its input region
+#   once (Verilator 5.006 runs that region at every evaluation, with no change detection): a
+#   harness that knows no input changed since the model's last evaluation sets the root's
+#   `__VicoIterCount` to 0xffffffff before calling eval(); that evaluation then skips the region
+#   and leaves the count at 0xfffffffe (what a test reads to see the skip work). Any other value
+#   evaluates as Verilator wrote it. 0xfffffffd instead leaves out the sampling of the signals
+#   the concurrent assertions read, which opens the evaluation (for a falling clock edge: the
+#   samples are read only under a rising edge's trigger, and that evaluation samples first).
+#   An `_eval` of another shape stops the build: the harness (tb/common/verilated_model.h,
+#   tick_inputs_unchanged, eval_falling_unsampled) relies on this one.
 cmake_minimum_required(VERSION 3.22)
 if(NOT PREFIX OR NOT VDIR)
   message(FATAL_ERROR "tpu_verilate_sync: PREFIX and VDIR must be set")
@@ -65,3 +75,69 @@ foreach(f IN LISTS generated)
   endif()
 endforeach()
 _tpu_write_if_changed("${VDIR}/tpu_extra_${PREFIX}.cpp" "${extra}")
+
+# The input-region skip in the model's evaluation (see the top of this file).
+set(ico_from "    vlSelf->__VicoIterCount = 0U;\n    __VicoContinue = 1U;\n    while (__VicoContinue) {\n")
+set(ico_to "    // tpu_verilate (cmake/tpu_verilate_sync.cmake): 0xffffffff from the harness = the inputs are\n")
+string(APPEND ico_to "    // those of the last evaluation, whose input region settled them: it is left out this once.\n")
+string(APPEND ico_to "    __VicoContinue = (vlSelf->__VicoIterCount != 0xffffffffU);\n")
+string(APPEND ico_to "    vlSelf->__VicoIterCount = __VicoContinue ? 0U : 0xfffffffeU;\n")
+string(APPEND ico_to "    while (__VicoContinue) {\n")
+set(eval_head "void ${PREFIX}___024root___eval(${PREFIX}___024root* vlSelf) {")
+foreach(f IN LISTS generated)
+  if(NOT f MATCHES "___024root__DepSet_[^/]*\\.cpp$" OR f MATCHES "__Slow\\.cpp$")
+    continue()
+  endif()
+  file(READ "${f}" text)
+  string(FIND "${text}" "${eval_head}" at)
+  if(at LESS 0)
+    continue()
+  endif()
+  # Each patch once: a file Verilator did not rewrite since has it already.
+  set(changed FALSE)
+  string(FIND "${text}" "${ico_to}" done)
+  string(FIND "${text}" "__VicoContinue" has_ico)
+  if(done LESS 0 AND has_ico GREATER_EQUAL 0)
+    string(FIND "${text}" "${ico_from}" from_at)
+    if(from_at LESS 0)
+      message(FATAL_ERROR "tpu_verilate_sync: ${f}: the input region of ${PREFIX}'s evaluation is "
+                          "not the shape Verilator 5.006 writes; the harness's input-region skip "
+                          "(cmake/tpu_verilate_sync.cmake) needs it")
+    endif()
+    string(REPLACE "${ico_from}" "${ico_to}" text "${text}")
+    set(changed TRUE)
+  endif()
+  # The sampling: the statements between the evaluation's "// Init" and its first local.
+  set(unsampled "    if (vlSelf->__VicoIterCount != 0xfffffffdU) {\n")
+  string(FIND "${text}" "${unsampled}" done)
+  if(done LESS 0 AND has_ico GREATER_EQUAL 0)
+    set(init_from "${PREFIX}___024root___eval\\n\"); );\n    // Init\n")
+    set(locals "    CData/*0:0*/ __VicoContinue;\n")
+    string(FIND "${text}" "${init_from}" init_at)
+    string(FIND "${text}" "${locals}" locals_at)
+    if(init_at LESS 0 OR locals_at LESS init_at)
+      message(FATAL_ERROR "tpu_verilate_sync: ${f}: the start of ${PREFIX}'s evaluation is not "
+                          "the shape Verilator 5.006 writes; the harness's sampling skip "
+                          "(cmake/tpu_verilate_sync.cmake) needs it")
+    endif()
+    string(LENGTH "${init_from}" n)
+    math(EXPR from "${init_at} + ${n}")
+    math(EXPR len "${locals_at} - ${from}")
+    string(SUBSTRING "${text}" ${from} ${len} sampling)
+    string(REGEX REPLACE "    vl(Self|Symsp)->[^\n]*__Vsampled__[^\n]*\n(        = [^\n]*\n)?" ""
+           rest "${sampling}")
+    if(NOT rest STREQUAL "")
+      message(FATAL_ERROR "tpu_verilate_sync: ${f}: ${PREFIX}'s evaluation opens with more than "
+                          "the assertions' sampling:\n${rest}")
+    endif()
+    string(SUBSTRING "${text}" 0 ${from} head)
+    string(SUBSTRING "${text}" ${locals_at} -1 tail)
+    set(text "${head}    // tpu_verilate (cmake/tpu_verilate_sync.cmake): 0xfffffffd from the harness = a falling\n")
+    string(APPEND text "    // edge, whose evaluation fires no assertion: the sampling is left out this once.\n")
+    string(APPEND text "${unsampled}${sampling}    }\n${tail}")
+    set(changed TRUE)
+  endif()
+  if(changed)
+    file(WRITE "${f}" "${text}")
+  endif()
+endforeach()

@@ -6,6 +6,7 @@
 #include "verilated_model.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -37,9 +38,14 @@ namespace {
 // moved), so (3) does nothing; and (1)'s samples are read only by the assertions of a later
 // triggered region, after the rising edge's evaluation has sampled the very same values again.
 // What is left is the edge detector's copy of the clock (`__Vtrigrprev__TOP__clk_i`, what lets
-// the next evaluation see a rising edge), set by hand. `dirty_`: an input was written with a
-// new value since the last evaluation; every setter below keeps it (the per-cycle ones compare,
-// the rare ones set it).
+// the next evaluation see a rising edge), set by hand. The rising edge's evaluation, when no
+// input changed since the last one, leaves out (2) the same way (tick_inputs_unchanged(),
+// tb/common/verilated_model.h): the inputs are those (2) last ran with, the state has not moved
+// since (it moves only at this edge, and Verilator re-runs whatever depends on it after the
+// edge, in (3)), and none of (2) reads the clock (checked in Verilator's output, 2026-12-07).
+// `dirty_`: an input was written with a new value since the last evaluation; every setter
+// below keeps it (the per-cycle ones compare, the rare ones set it). TPUSIM_FULL_EVAL=1 turns
+// both skips off (chip_full_eval()): the slow path tests/system/full_eval compares against.
 template <class VTop>
 class ChipDutImpl final : public ChipDut {
  public:
@@ -87,10 +93,14 @@ class ChipDutImpl final : public ChipDut {
   void set_stat_id(unsigned id) override { put(m_->stat_id_i, static_cast<CData>(id)); }
 
   void eval() override {
-    if (dirty_ || m_.waves_open()) {
+    if (full_eval_) {
       m_.eval();
       dirty_ = false;
+    } else if (dirty_ || m_.waves_open()) {
+      m_.eval_falling_unsampled();
+      dirty_ = false;
     } else {
+      skips_.falling_edges += m_.clock_high();
       m_.eval_unchanged([](VTop& t) { t.rootp->__Vtrigrprev__TOP__clk_i = 0; });
     }
   }
@@ -124,8 +134,11 @@ class ChipDutImpl final : public ChipDut {
   }
 
   void tick() override {
+    const bool unchanged = !dirty_ && !full_eval_;
     dirty_ = false;  // evaluated with the inputs as they are
-    if (!m_.tick())
+    const bool ok = unchanged ? m_.tick_inputs_unchanged() : m_.tick();
+    skips_.input_regions += m_.input_region_skipped();
+    if (!ok)
       throw ChipRtlError("chip " + variant_ + ": RTL assertion failed at cycle " +
                          std::to_string(m_.cycle()) + " (see the message above)");
   }
@@ -247,6 +260,7 @@ class ChipDutImpl final : public ChipDut {
     return m_->ici_lstat_o;
   }
   bool ici_idle() const override { return m_->ici_idle_o; }
+  EvalSkips eval_skips() const override { return skips_; }
 
  private:
   static CData with_bit(CData v, unsigned bit, bool on) {
@@ -293,6 +307,8 @@ class ChipDutImpl final : public ChipDut {
   ChipShape shape_;
   VerilatedModel<VTop> m_;
   bool dirty_ = true;
+  const bool full_eval_ = chip_full_eval();
+  EvalSkips skips_;
 };
 
 }  // namespace
@@ -337,6 +353,15 @@ std::string chip_build_command(const std::string& variant) {
   }
   return "cmake --preset default -DTPU_CHIP_VARIANTS=\"" + list +
          "\" && cmake --build --preset default";
+}
+
+bool chip_full_eval() {
+  const char* v = std::getenv("TPUSIM_FULL_EVAL");
+  if (v == nullptr || *v == '\0' || std::strcmp(v, "0") == 0) return false;
+  if (std::strcmp(v, "1") == 0) return true;
+  throw std::invalid_argument(std::string("environment variable TPUSIM_FULL_EVAL='") + v +
+                              "': must be 0 (skip evaluations that change nothing, the default) "
+                              "or 1 (every evaluation, the slow path)");
 }
 
 std::string chip_not_built(const std::string& variant) {

@@ -141,7 +141,22 @@ class ChipDut {
   // A per-link counter of direction d (sel: tpu_ici_pkg::link_stat_e, kLinkSt*), between cycles.
   virtual uint32_t ici_link_stat(unsigned d, unsigned sel) = 0;
   virtual bool ici_idle() const = 0;  // no flit buffered in the router
+
+  // Evaluations the harness left out since construction because no input had changed (the
+  // proof atop ChipDutImpl, tb/chip/chip_dut.cc): falling edges not evaluated at all, rising
+  // edges evaluated without the model's input region. Both 0 with TPUSIM_FULL_EVAL=1 in the
+  // environment (every evaluation as Verilator wrote it: the slow path the fast one is
+  // compared against) or while a wave dump is open.
+  struct EvalSkips {
+    uint64_t falling_edges = 0;
+    uint64_t input_regions = 0;
+  };
+  virtual EvalSkips eval_skips() const = 0;
 };
+
+// TPUSIM_FULL_EVAL from the environment: unset, empty or "0" false, "1" true; any other value
+// std::invalid_argument naming the variable and its values.
+bool chip_full_eval();
 
 // Variants compiled into this build, e.g. {"4x4", "16x16"}.
 std::vector<std::string> built_chip_variants();

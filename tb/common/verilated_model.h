@@ -54,6 +54,20 @@ class VerilatedModel {
     }
   }
 
+  // eval() for a model all of whose concurrent assertions sample on the rising edge of clk_i,
+  // verilated through tpu_verilate: with the clock high, the falling edge's evaluation leaves
+  // out the sampling of the signals those assertions read, which Verilator 5.006 does at every
+  // evaluation. No assertion runs on a falling edge, and the rising edge's evaluation samples
+  // again before any does (cmake/tpu_verilate_sync.cmake). With a wave dump open it is eval().
+  void eval_falling_unsampled() {
+    use_context();
+    if (clk_high_ && !fst_) {
+      fall<true>();
+    } else {
+      eval();
+    }
+  }
+
   // eval() for a caller that knows the inputs are those of the last evaluation: with the clock
   // low there is nothing to settle; with it high, only the falling edge is taken, without an
   // evaluation. `mark_low(top)` must record the low clock in the model's edge detector (what
@@ -70,24 +84,24 @@ class VerilatedModel {
   }
 
   bool waves_open() const { return fst_ != nullptr; }
+  // tick() left the clock high: the next eval() or eval_unchanged() takes the falling edge.
+  bool clock_high() const { return clk_high_; }
 
   // One clock cycle. Returns false when an RTL assertion failed during it (the dump is
   // flushed first, so the failure is in the waves).
-  bool tick() {
-    use_context();
-    if (clk_high_) fall();  // two ticks with no eval() between: the falling edge first
-    top_->clk_i = 1;
-    top_->eval();
-    ctx_->timeInc(1);
-    ++cycle_;
-    if (fst_) fst_->dump(wave_.rise(cycle_));
-    clk_high_ = true;
-    if (ctx_->gotError()) {
-      if (fst_) fst_->flush();
-      return false;
-    }
-    return true;
-  }
+  bool tick() { return rise<false>(); }
+
+  // tick() for a caller that knows no input changed since the model's last evaluation: the
+  // rising edge's evaluation leaves out the model's input region (the logic fed by top-level
+  // inputs, which Verilator 5.006 runs at every evaluation), whose values that evaluation
+  // settled and nothing has moved since: the inputs are the same, and the state only moves at
+  // this edge, after which Verilator re-runs what depends on it. The hook is tpu_verilate's
+  // (cmake/tpu_verilate_sync.cmake); only a model verilated through it may use this. With a
+  // wave dump open it is tick(): the dump wants every evaluation as Verilator wrote it.
+  bool tick_inputs_unchanged() { return fst_ ? rise<false>() : rise<true>(); }
+
+  // Whether the last evaluation left out the input region (tick_inputs_unchanged() did).
+  bool input_region_skipped() const { return top_->rootp->__VicoIterCount == 0xfffffffeU; }
 
   uint64_t cycle() const { return cycle_; }
 
@@ -136,9 +150,32 @@ class VerilatedModel {
   // teardown, $stop counting); with several models in one thread (a test, a pod), point it at
   // this model's context whenever this model runs, or teardown deadlocks.
   void use_context() { Verilated::threadContextp(ctx_.get()); }
-  // The falling edge of the clock (with whatever inputs the caller has set).
+  // The rising edge (and the falling one first when tick() follows tick()). kSkipInputs: the
+  // evaluation leaves out the input region (tick_inputs_unchanged()).
+  template <bool kSkipInputs>
+  bool rise() {
+    use_context();
+    if (clk_high_) fall();  // two ticks with no eval() between: the falling edge first
+    top_->clk_i = 1;
+    if constexpr (kSkipInputs) top_->rootp->__VicoIterCount = 0xffffffffU;
+    top_->eval();
+    ctx_->timeInc(1);
+    ++cycle_;
+    if (fst_) fst_->dump(wave_.rise(cycle_));
+    clk_high_ = true;
+    if (ctx_->gotError()) {
+      if (fst_) fst_->flush();
+      return false;
+    }
+    return true;
+  }
+
+  // The falling edge of the clock (with whatever inputs the caller has set). kUnsampled: the
+  // evaluation leaves out the assertions' sampling (eval_falling_unsampled()).
+  template <bool kUnsampled = false>
   void fall() {
     top_->clk_i = 0;
+    if constexpr (kUnsampled) top_->rootp->__VicoIterCount = 0xfffffffdU;
     top_->eval();
     ctx_->timeInc(1);
     if (fst_) fst_->dump(wave_.fall(cycle_));

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <map>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -1051,6 +1053,54 @@ TEST(ChipWaves, GtkwSignalsAreInTheDump) {
   const auto missing = missing_signals(wanted, fst_signals(fst));
   EXPECT_TRUE(missing.empty()) << "first missing: " << (missing.empty() ? "" : missing[0]);
   std::remove(fst.c_str());
+}
+
+// The harness leaves out only the evaluations that would change nothing (the proof atop
+// ChipDutImpl, tb/chip/chip_dut.cc): while the inputs stand still, every falling edge goes
+// unevaluated and every rising edge runs without the model's input region (the count reads the
+// model, so a build whose Verilator output was not patched fails here); a cycle with a changed
+// input is evaluated in full; TPUSIM_FULL_EVAL=1 leaves out nothing; another value is an error
+// that names the variable.
+TEST(ChipEvalSkips, OnlyWhileTheInputsStandStill) {
+  const auto cycles = [](ChipDut& d, int n) {
+    for (int c = 0; c < n; ++c) {
+      d.eval();
+      d.tick();
+    }
+  };
+  unsetenv("TPUSIM_FULL_EVAL");
+  auto d = make_chip("4x4");
+  cycles(*d, 1);
+  const ChipDut::EvalSkips s0 = d->eval_skips();
+  cycles(*d, 10);
+  const ChipDut::EvalSkips s1 = d->eval_skips();
+  EXPECT_EQ(s1.falling_edges - s0.falling_edges, 10u);
+  EXPECT_EQ(s1.input_regions - s0.input_regions, 10u);
+  d->set_clear(true);  // the falling edge sees it, and the rising edge must too
+  d->eval();
+  d->tick();
+  EXPECT_EQ(d->eval_skips().falling_edges, s1.falling_edges);
+  EXPECT_EQ(d->eval_skips().input_regions, s1.input_regions + 1);  // unchanged since the fall
+  d->set_clear(false);
+  d->tick();  // changed after the last evaluation: the rising edge runs the input region
+  EXPECT_EQ(d->eval_skips().input_regions, s1.input_regions + 1);
+  EXPECT_FALSE(d->busy());
+
+  setenv("TPUSIM_FULL_EVAL", "1", 1);
+  auto full = make_chip("4x4");
+  cycles(*full, 10);
+  EXPECT_EQ(full->eval_skips().falling_edges, 0u);
+  EXPECT_EQ(full->eval_skips().input_regions, 0u);
+
+  setenv("TPUSIM_FULL_EVAL", "yes", 1);
+  try {
+    make_chip("4x4");
+    ADD_FAILURE() << "TPUSIM_FULL_EVAL=yes was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("TPUSIM_FULL_EVAL='yes': must be 0"), std::string::npos)
+        << e.what();
+  }
+  unsetenv("TPUSIM_FULL_EVAL");
 }
 
 // plan_epilogue: relu(Y + bias) in place on an f32 matrix in HBM, per element as the VPU golden
