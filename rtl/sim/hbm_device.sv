@@ -118,6 +118,14 @@ module hbm_device
   int unsigned row_at[int unsigned];
   hbm_data_t blk_data[$];
   hbm_ecc_t blk_ecc[$];  // the check bits of each stored block
+  // The rows found last, direct-mapped by row (rows never move, so an entry stays right until
+  // reset): most accesses stream through a row and skip the tree's walks (which still missed
+  // the cache at most steps, the tree being small but the chip's state large).
+  localparam int unsigned RowCache = 64;
+  typedef logic [$clog2(RowCache)-1:0] rc_idx_t;
+  bit rc_valid[RowCache];
+  int unsigned rc_row[RowCache];
+  int unsigned rc_at[RowCache];
   logic [71:0] fi_pend[longint unsigned];  // armed one-time flips, keyed by {key_of(), word}
   logic [63:0] fi_state;  // xorshift64* state
   int unsigned fi_sbe, fi_dbe;
@@ -169,29 +177,48 @@ module hbm_device
     return (c << 27) | (b << 23) | ((row & 32'h3FFF) << 5) | (col & 32'h1F);
   endfunction
 
-  // A block of the storage (zero when never written), and a block stored.
-  task automatic load(int unsigned key, output hbm_data_t d, output hbm_ecc_t e);
+  // Where block `key` sits in blk_data / blk_ecc (two walks of the tree of rows): `found` is
+  // low for a block of a row never written, unless `make` is set, which makes the row (zero).
+  task automatic find(int unsigned key, bit make, output bit found, output int unsigned at);
     int unsigned row;
+    rc_idx_t ci;
     row = key >> HBM_COL_W;
-    if (row_at.exists(row) == 0) begin
-      d = '0;
-      e = '0;
-    end else begin
-      d = blk_data[row_at[row] + (key & (HBM_COLS - 1))];
-      e = blk_ecc[row_at[row] + (key & (HBM_COLS - 1))];
+    ci = rc_idx_t'(row ^ (row >> 12) ^ (row >> 18));
+    if (rc_valid[ci] && rc_row[ci] == row) begin
+      found = 1'b1;
+      at = rc_at[ci] + (key & (HBM_COLS - 1));
+      return;
     end
-  endtask
-  task automatic store(int unsigned key, hbm_data_t d, hbm_ecc_t e);
-    int unsigned row, at;
-    row = key >> HBM_COL_W;
-    if (row_at.exists(row) == 0) begin
+    found = row_at.exists(row) != 0;
+    if (!found && make) begin
       row_at[row] = blk_data.size();
       for (int unsigned i = 0; i < HBM_COLS; i++) begin
         blk_data.push_back('0);
         blk_ecc.push_back('0);
       end
+      found = 1'b1;
     end
-    at = row_at[row] + (key & (HBM_COLS - 1));
+    at = 0;
+    if (found) begin
+      rc_valid[ci] = 1'b1;
+      rc_row[ci] = row;
+      rc_at[ci] = row_at[row];
+      at = rc_at[ci] + (key & (HBM_COLS - 1));
+    end
+  endtask
+
+  // A block of the storage (zero when never written), and a block stored.
+  task automatic load(int unsigned key, output hbm_data_t d, output hbm_ecc_t e);
+    bit found;
+    int unsigned at;
+    find(key, 1'b0, found, at);
+    d = found ? blk_data[at] : '0;
+    e = found ? blk_ecc[at] : '0;
+  endtask
+  task automatic store(int unsigned key, hbm_data_t d, hbm_ecc_t e);
+    bit found_unused;
+    int unsigned at;
+    find(key, 1'b1, found_unused, at);
     blk_data[at] = d;
     blk_ecc[at] = e;
   endtask
@@ -414,10 +441,15 @@ module hbm_device
       if (wvalid_i[c]) begin
         hbm_data_t d;
         hbm_ecc_t e;
-        load(wr_key[c][s], d, e);
+        bit found_unused;
+        int unsigned at;
+        find(wr_key[c][s], 1'b1, found_unused, at);  // one find for the read and the write
+        d = blk_data[at];
+        e = blk_ecc[at];
         d[32'(wr_hi[c][s])*HBM_BUS_BITS+:HBM_BUS_BITS] = wdata_i[c];
         e[32'(wr_hi[c][s])*HBM_BUS_WORDS*HBM_ECC_BITS+:HBM_BUS_WORDS*HBM_ECC_BITS] = wcheck_i[c];
-        store(wr_key[c][s], d, e);
+        blk_data[at] = d;
+        blk_ecc[at] = e;
         `HBM_CHECK(wcheck_i[c] == hbm_ecc_enc_bus(wdata_i[c]), c, RuleWrEcc,
               $sformatf("write data in cycle %0d with check bits %h, not %h", now, wcheck_i[c],
                         hbm_ecc_enc_bus(wdata_i[c])));
@@ -475,6 +507,7 @@ module hbm_device
       row_at.delete();
       blk_data.delete();
       blk_ecc.delete();
+      for (int unsigned i = 0; i < RowCache; i++) rc_valid[i] = 1'b0;
       fi_pend.delete();
       fi_state = (fi_seed_i != '0) ? fi_seed_i : 64'h9E3779B97F4A7C15;
       fi_sbe = 0;
