@@ -19,7 +19,8 @@
 #   the concurrent assertions read, which opens the evaluation (for a falling clock edge: the
 #   samples are read only under a rising edge's trigger, and that evaluation samples first).
 #   An `_eval` of another shape stops the build: the harness (tb/common/verilated_model.h,
-#   tick_inputs_unchanged, eval_falling_unsampled) relies on this one.
+#   tick_inputs_unchanged, eval_falling_unsampled; the three values are its kSkipIco,
+#   kIcoSkipped and kSkipSampling) relies on this one.
 cmake_minimum_required(VERSION 3.22)
 if(NOT PREFIX OR NOT VDIR)
   message(FATAL_ERROR "tpu_verilate_sync: PREFIX and VDIR must be set")

@@ -177,8 +177,9 @@ module hbm_device
     return (c << 27) | (b << 23) | ((row & 32'h3FFF) << 5) | (col & 32'h1F);
   endfunction
 
-  // Where block `key` sits in blk_data / blk_ecc (two walks of the tree of rows): `found` is
-  // low for a block of a row never written, unless `make` is set, which makes the row (zero).
+  // Where block `key` sits in blk_data / blk_ecc (from the row cache, else the tree of rows):
+  // `found` is low for a block of a row never written, unless `make` is set, which makes the row
+  // (zero).
   task automatic find(int unsigned key, bit make, output bit found, output int unsigned at);
     int unsigned row;
     rc_idx_t ci;

@@ -44,8 +44,10 @@ namespace {
 // since (it moves only at this edge, and Verilator re-runs whatever depends on it after the
 // edge, in (3)), and none of (2) reads the clock (checked in Verilator's output, 2026-12-07).
 // `dirty_`: an input was written with a new value since the last evaluation; every setter
-// below keeps it (the per-cycle ones compare, the rare ones set it). TPUSIM_FULL_EVAL=1 turns
-// both skips off (chip_full_eval()): the slow path tests/system/full_eval compares against.
+// below keeps it (the per-cycle ones compare, the rare ones set it). A falling edge whose
+// inputs did change is evaluated without (1) (eval_falling_unsampled(), the reason as above).
+// TPUSIM_FULL_EVAL=1 turns every skip off (chip_full_eval()): the slow path
+// tests/system/test_tpusim_full_eval.cc compares against.
 template <class VTop>
 class ChipDutImpl final : public ChipDut {
  public:

@@ -8,6 +8,7 @@
 #include <verilated.h>
 #include <verilated_fst_c.h>
 
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -101,7 +102,7 @@ class VerilatedModel {
   bool tick_inputs_unchanged() { return fst_ ? rise<false>() : rise<true>(); }
 
   // Whether the last evaluation left out the input region (tick_inputs_unchanged() did).
-  bool input_region_skipped() const { return top_->rootp->__VicoIterCount == 0xfffffffeU; }
+  bool input_region_skipped() const { return top_->rootp->__VicoIterCount == kIcoSkipped; }
 
   uint64_t cycle() const { return cycle_; }
 
@@ -150,6 +151,12 @@ class VerilatedModel {
   // teardown, $stop counting); with several models in one thread (a test, a pod), point it at
   // this model's context whenever this model runs, or teardown deadlocks.
   void use_context() { Verilated::threadContextp(ctx_.get()); }
+  // The values tpu_verilate's patch of the generated evaluation gives the root's __VicoIterCount
+  // (cmake/tpu_verilate_sync.cmake, which writes the same three numbers): set before eval() to
+  // leave out the input region, or the assertions' sampling; left after a skipped input region.
+  static constexpr uint32_t kSkipIco = 0xffffffffU;
+  static constexpr uint32_t kIcoSkipped = 0xfffffffeU;
+  static constexpr uint32_t kSkipSampling = 0xfffffffdU;
   // The rising edge (and the falling one first when tick() follows tick()). kSkipInputs: the
   // evaluation leaves out the input region (tick_inputs_unchanged()).
   template <bool kSkipInputs>
@@ -157,7 +164,7 @@ class VerilatedModel {
     use_context();
     if (clk_high_) fall();  // two ticks with no eval() between: the falling edge first
     top_->clk_i = 1;
-    if constexpr (kSkipInputs) top_->rootp->__VicoIterCount = 0xffffffffU;
+    if constexpr (kSkipInputs) top_->rootp->__VicoIterCount = kSkipIco;
     top_->eval();
     ctx_->timeInc(1);
     ++cycle_;
@@ -175,7 +182,7 @@ class VerilatedModel {
   template <bool kUnsampled = false>
   void fall() {
     top_->clk_i = 0;
-    if constexpr (kUnsampled) top_->rootp->__VicoIterCount = 0xfffffffdU;
+    if constexpr (kUnsampled) top_->rootp->__VicoIterCount = kSkipSampling;
     top_->eval();
     ctx_->timeInc(1);
     if (fst_) fst_->dump(wave_.fall(cycle_));
